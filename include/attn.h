@@ -1,0 +1,341 @@
+/*
+ * attn: SIMD-optimised CPU attention kernels.
+ *
+ * One public header. Every entry point validates its arguments and answers with an attn_status;
+ * the library never prints, never aborts, never allocates on a compute path and never writes
+ * outside the buffers the caller passes. The mathematics of every variant is specified in
+ * VARIANTS.md (shared spec); the conventions that matter to a caller are repeated here.
+ *
+ * Conventions used throughout
+ * ---------------------------
+ * - Data is fp32, one row per token. Strides are in ELEMENTS (floats), never bytes. Every tensor
+ *   is described by a row stride (between consecutive tokens of one head) and a head stride
+ *   (between consecutive heads of one token). The default layout that the *_desc_init functions
+ *   write is token-major, [n][H][d]: row stride H*d, head stride d. A packed QKV projection
+ *   [n][3][H][d] is passed as q = buf, k = buf + H*d, v = buf + 2*H*d with row stride 3*H*d.
+ * - Heads: H_q query heads and H_kv key/value heads with H_q % H_kv == 0 (MHA, GQA, MQA). Query
+ *   head h reads key/value head h / (H_q / H_kv).
+ * - Causal alignment is bottom-right: query i sits at absolute position p_i = (n_kv - n_q) + i.
+ *   Decode is n_q = 1 over a cache of n_kv rows; chunked prefill is 1 < n_q < n_kv. When
+ *   n_q > n_kv the first n_q - n_kv queries have negative positions and see no key.
+ * - Input strides: a row stride (when the count of rows is > 1) and a head stride (when the count
+ *   of heads is > 1) must each be at least the row width (d for q and k, dv for v). Inputs may
+ *   overlap one another (packed QKV). Outputs must describe a layout whose elements do not
+ *   overlap (the smaller of the two strides is at least the row width and the larger at least the
+ *   smaller times its count), and an output's address span must not overlap any input's span.
+ * - Thread safety: every compute function is reentrant and may be called concurrently from
+ *   several threads as long as their output buffers, workspaces and states are distinct. The
+ *   only global state is the ISA choice (attn_isa_set / ATTN_ISA), which is process-wide.
+ * - Workspace: compute functions take caller-provided scratch memory; ask its size with the
+ *   matching *_workspace_size function. Any alignment works; 64-byte alignment is fastest.
+ *
+ * Since 0.1.0 unless said otherwise.
+ */
+#ifndef ATTN_H
+#define ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(ATTN_STATIC_DEFINE) || !defined(__GNUC__)
+#define ATTN_API
+#else
+#define ATTN_API __attribute__((visibility("default")))
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Version
+ * ------------------------------------------------------------------------------------------- */
+#define ATTN_VERSION_MAJOR 0
+#define ATTN_VERSION_MINOR 1
+#define ATTN_VERSION_PATCH 0
+#define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
+#define ATTN_VERSION_STRING "0.1.0"
+
+/** Version of the library actually linked, as ATTN_VERSION_NUMBER. Thread-safe. */
+ATTN_API unsigned attn_version_number(void);
+/** Version of the library actually linked, "MAJOR.MINOR.PATCH". Never NULL. Thread-safe. */
+ATTN_API const char *attn_version_string(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Status codes. Values are fixed; new codes are only appended.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum attn_status {
+  ATTN_OK = 0,
+  ATTN_E_NULL_POINTER = 1,        /**< a required pointer is NULL */
+  ATTN_E_ZERO_SIZE = 2,           /**< a size (tokens, heads, dimension, count) is zero */
+  ATTN_E_SIZE_OVERFLOW = 3,       /**< a size product or offset overflows size_t / ptrdiff_t */
+  ATTN_E_BAD_STRIDE = 4,          /**< a stride is smaller than a row, or an output layout overlaps itself */
+  ATTN_E_BAD_HEADS = 5,           /**< H_q % H_kv != 0 */
+  ATTN_E_BAD_WINDOW = 6,          /**< reserved for calls whose window cannot be honoured */
+  ATTN_E_BAD_SCALE = 7,           /**< scale is NaN or infinite */
+  ATTN_E_BAD_EPS = 8,             /**< eps is NaN, infinite or negative */
+  ATTN_E_BAD_FEATURE_MAP = 9,     /**< unknown feature map, or a feature size it cannot use */
+  ATTN_E_UNSUPPORTED_ISA = 10,    /**< the forced ISA path cannot run on this CPU, or is unknown */
+  ATTN_E_WORKSPACE_TOO_SMALL = 11,/**< workspace_size is below what *_workspace_size reported */
+  ATTN_E_ALIASING = 12,           /**< an output overlaps an input or another output */
+  ATTN_E_STATE_MISMATCH = 13,     /**< a state's shape or mode differs from the call's */
+  ATTN_E_BAD_ARGUMENT = 14        /**< any other invalid value (mode, flag, chunk size, ISA id) */
+} attn_status;
+
+/** A short English description of a status; "unknown status" for values not listed. Never NULL. */
+ATTN_API const char *attn_status_string(attn_status status);
+
+/* ---------------------------------------------------------------------------------------------
+ * ISA paths and runtime dispatch
+ *
+ * Every compiled path is listed by attn_isa (values 1 .. ATTN_ISA_COUNT-1; iterate them to list
+ * the paths). On first use the library detects the CPU (x86: CPUID + XGETBV: AVX2, FMA and
+ * OS-saved YMM state; AArch64: NEON always) and picks the best NATIVE path, unless the environment
+ * variable ATTN_ISA = auto | scalar | avx2 | neon names another; it is read once, on first use.
+ * A path that is compiled but not the CPU's own (NEON on x86, AVX2 on AArch64) runs through SIMDe
+ * emulation: it is "available" but not "native", and is selected only when forced.
+ * If ATTN_ISA names an unknown path or one this CPU cannot run, every compute call returns
+ * ATTN_E_UNSUPPORTED_ISA until attn_isa_set() picks a runnable one.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum attn_isa {
+  ATTN_ISA_NONE = -1, /**< no usable path (ATTN_ISA named one that cannot run) */
+  ATTN_ISA_AUTO = 0,  /**< best native path of this CPU */
+  ATTN_ISA_SCALAR = 1,
+  ATTN_ISA_AVX2 = 2,  /**< AVX2 + FMA */
+  ATTN_ISA_NEON = 3,
+  ATTN_ISA_COUNT = 4
+} attn_isa;
+
+/** Name of a path: "auto", "scalar", "avx2", "neon"; "none" for ATTN_ISA_NONE; "unknown" otherwise. */
+ATTN_API const char *attn_isa_name(attn_isa isa);
+/** Path id for a name (case-sensitive, as attn_isa_name writes it); ATTN_ISA_NONE when unknown or NULL. */
+ATTN_API attn_isa attn_isa_from_name(const char *name);
+/**
+ * Whether a path can run on this CPU. Returns 1 if it can, 0 if not (or the id is not a path).
+ * If is_native is not NULL it receives 1 when the path uses the CPU's own instructions and 0 when
+ * it runs through SIMDe emulation (or cannot run). ATTN_ISA_AUTO is always available and native.
+ * Thread-safe.
+ */
+ATTN_API int attn_isa_available(attn_isa isa, int *is_native);
+/**
+ * Force a path for the whole process (ATTN_ISA_AUTO: back to the best native path, ignoring the
+ * environment). Takes effect for calls that start after it returns.
+ * @retval ATTN_OK
+ * @retval ATTN_E_BAD_ARGUMENT      isa is not ATTN_ISA_AUTO or a path id; nothing changes.
+ * @retval ATTN_E_UNSUPPORTED_ISA   the path cannot run on this CPU; the active path does not change.
+ * Thread-safe (atomic), but calls racing with it may run on either path.
+ */
+ATTN_API attn_status attn_isa_set(attn_isa isa);
+/** The active path (never ATTN_ISA_AUTO); ATTN_ISA_NONE when ATTN_ISA made every call fail. Thread-safe. */
+ATTN_API attn_isa attn_isa_get(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Tensor layout
+ * ------------------------------------------------------------------------------------------- */
+/** Strides, in elements, of one [tokens x heads x width] tensor. */
+typedef struct attn_layout {
+  size_t row_stride;  /**< between token t and t+1 of the same head */
+  size_t head_stride; /**< between head h and h+1 of the same token */
+} attn_layout;
+
+/** "No bound" for a window side. */
+#define ATTN_UNBOUNDED SIZE_MAX
+
+/* ---------------------------------------------------------------------------------------------
+ * Softmax attention (VARIANTS.md sections 1-2)
+ *
+ *   o_i = sum_j softmax_j(scale * q_i . k_j) v_j over the keys j visible to query i, where key j
+ *   is visible iff p_i - window_left <= j <= p_i + window_right (p_i: bottom-right position).
+ *   Full attention: window (ATTN_UNBOUNDED, ATTN_UNBOUNDED). Causal: (ATTN_UNBOUNDED, 0).
+ *   Causal sliding window of w keys including itself: (w - 1, 0).
+ *
+ * Streamed over key blocks with the online-softmax recurrence (FlashAttention-2 style), fp32
+ * accumulation; memory O(n) and work proportional to the visible pairs (plus at most one query
+ * block by one key block of padding per block row): key blocks outside the window are never read.
+ * A row with no visible key gets zeros and LSE = -inf.
+ * exp is a vectorised Cody-Waite + degree-6 polynomial with relative error below 2 ulp
+ * (measured bound asserted in tests) for arguments in [-87.3, 0]; smaller arguments give 0.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct attn_softmax_desc {
+  size_t n_q, n_kv;            /**< query tokens, key/value tokens (both >= 1) */
+  size_t h_q, h_kv;            /**< query heads, key/value heads (h_q % h_kv == 0) */
+  size_t d, dv;                /**< query/key width, value width */
+  float scale;                 /**< logit scale; attn_softmax_desc_init sets 1/sqrt(d) */
+  size_t window_left;          /**< keys visible before the query's position (ATTN_UNBOUNDED: all) */
+  size_t window_right;         /**< keys visible after it (0: causal; ATTN_UNBOUNDED: all) */
+  attn_layout q, k, v, o;      /**< strides; q and k rows have d elements, v and o rows dv */
+  attn_layout lse;             /**< strides of the optional LSE output (one float per row) */
+} attn_softmax_desc;
+
+/**
+ * Fill a descriptor with defaults: full (unmasked) attention, scale 1/sqrt(d), token-major
+ * contiguous layouts ([n][h][d] for q, k; [n][h][dv] for v, o; [n_q][h_q] for lse).
+ * Sizes are copied as given; validation happens in the compute call.
+ * @retval ATTN_OK  @retval ATTN_E_NULL_POINTER desc is NULL.
+ */
+ATTN_API attn_status attn_softmax_desc_init(attn_softmax_desc *desc, size_t n_q, size_t n_kv,
+                                            size_t h_q, size_t h_kv, size_t d, size_t dv);
+
+/**
+ * Bytes of workspace attn_softmax needs for this descriptor on the active path, written to
+ * *bytes. The value depends on d, dv, h_q / h_kv and the path, not on n_q or n_kv.
+ * @retval ATTN_OK  and every validation status of attn_softmax (strides, heads, sizes, ISA).
+ */
+ATTN_API attn_status attn_softmax_workspace_size(const attn_softmax_desc *desc, size_t *bytes);
+
+/**
+ * Softmax attention for all heads of one sequence.
+ * @param desc  shapes, scale, window and strides (see attn_softmax_desc).
+ * @param q     n_q x h_q rows of d floats;  k: n_kv x h_kv rows of d;  v: n_kv x h_kv rows of dv.
+ * @param o     out: n_q x h_q rows of dv floats. Must not overlap q, k, v, lse or the workspace.
+ * @param lse   optional out (NULL: not written): natural-log LSE per (query, head), -inf for
+ *              rows with no visible key.
+ * @param workspace, workspace_size  scratch of at least attn_softmax_workspace_size bytes.
+ * @retval ATTN_OK
+ * @retval ATTN_E_NULL_POINTER q, k, v, o, workspace or desc is NULL.
+ * @retval ATTN_E_ZERO_SIZE n_q, n_kv, h_q, h_kv, d or dv is 0.
+ * @retval ATTN_E_SIZE_OVERFLOW an offset or byte count does not fit.
+ * @retval ATTN_E_BAD_STRIDE a stride is smaller than a row, or o / lse overlap themselves.
+ * @retval ATTN_E_BAD_HEADS h_q % h_kv != 0.
+ * @retval ATTN_E_BAD_SCALE scale is not finite.
+ * @retval ATTN_E_ALIASING o or lse overlaps an input, or each other.
+ * @retval ATTN_E_WORKSPACE_TOO_SMALL
+ * @retval ATTN_E_UNSUPPORTED_ISA the forced path cannot run here.
+ * On any error no output is written. Reentrant.
+ */
+ATTN_API attn_status attn_softmax(const attn_softmax_desc *desc, const float *q, const float *k,
+                                  const float *v, float *o, float *lse, void *workspace,
+                                  size_t workspace_size);
+
+/**
+ * Merge partial softmax results computed over disjoint key sets (split-KV, ring attention):
+ *   M = max_c lse_c, w_c = exp(lse_c - M), o = sum_c w_c o_c / sum_c w_c, lse = M + log sum_c w_c.
+ * Rows whose parts all have lse = -inf give zeros and -inf.
+ * @param rows      number of rows (e.g. n_q * h_q for a contiguous [n][h][dv] output).
+ * @param dv        floats per row.
+ * @param parts     number of partial results (>= 1).
+ * @param o_parts   parts pointers, each rows x dv with row stride o_stride.
+ * @param lse_parts parts pointers, each rows floats with stride lse_stride.
+ * @param o         out: rows x dv with row stride out_stride. May be exactly o_parts[c] when
+ *                  out_stride == o_stride (in place); otherwise must not overlap any input.
+ * @param lse_out   optional out (NULL: not written), stride lse_out_stride; may be exactly
+ *                  lse_parts[c] when the strides are equal.
+ * @retval ATTN_OK, ATTN_E_NULL_POINTER, ATTN_E_ZERO_SIZE, ATTN_E_SIZE_OVERFLOW,
+ *         ATTN_E_BAD_STRIDE (o_stride or out_stride < dv; an lse stride of 0 with rows > 1),
+ *         ATTN_E_ALIASING, ATTN_E_UNSUPPORTED_ISA. Reentrant; uses no workspace.
+ */
+ATTN_API attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts,
+                                        const float *const *o_parts, size_t o_stride,
+                                        const float *const *lse_parts, size_t lse_stride,
+                                        float *o, size_t out_stride, float *lse_out,
+                                        size_t lse_out_stride);
+
+/* ---------------------------------------------------------------------------------------------
+ * Linear attention (VARIANTS.md section 3)
+ *
+ *   phi = psi = the feature map, applied per row, feature size m (m = d for the maps below).
+ *   Bidirectional:  o_i = phi(q_i)^T S / (phi(q_i)^T z + eps),  S = sum_j psi(k_j) v_j^T,
+ *                   z = sum_j psi(k_j), over all n_kv keys.
+ *   Causal:         the sums run over j <= p_i (bottom-right), on top of an optional incoming
+ *                   state (S0, z0) that stands for earlier tokens:
+ *                   o_i = phi(q_i)^T (S0 + sum_{j<=p_i} psi(k_j) v_j^T) / (phi(q_i)^T (z0 + ...) + eps)
+ *   Un-normalised (normalize = 0): o_i = phi(q_i)^T S (z is not used and stays 0).
+ *
+ * Causal prefill runs the chunkwise-parallel form: per chunk of C tokens
+ *   O = tril(phi(Q) psi(K)^T) V + phi(Q) S,   S += psi(K)^T V,
+ * each a small matrix product on the same GEMM micro-kernel; a call with n_q = n_kv = 1 is the
+ * recurrent decode step. The key/value state depends only on the key/value head, so with GQA one
+ * state head serves its whole group of query heads.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum attn_feature_map {
+  ATTN_FEATURE_IDENTITY = 0, /**< phi(x) = x (sign-indefinite: use it un-normalised) */
+  ATTN_FEATURE_ELU1 = 1,     /**< phi(x) = x + 1 for x >= 0, exp(x) for x < 0 */
+  ATTN_FEATURE_COUNT = 2
+} attn_feature_map;
+
+typedef struct attn_linear_desc {
+  size_t n_q, n_kv;             /**< tokens (>= 1). Bidirectional: any. Causal: bottom-right. */
+  size_t h_q, h_kv;             /**< heads, h_q % h_kv == 0 */
+  size_t d, dv;                 /**< query/key width, value width */
+  attn_feature_map feature_map; /**< phi = psi */
+  int causal;                   /**< 0: bidirectional; 1: causal */
+  int normalize;                /**< 1: divide by phi(q).z + eps; 0: un-normalised */
+  float eps;                    /**< >= 0 and finite; attn_linear_desc_init sets 1e-6 */
+  size_t chunk;                 /**< causal chunk size C, 1..ATTN_LINEAR_MAX_CHUNK; 0: the path's default */
+  attn_layout q, k, v, o;       /**< strides */
+} attn_linear_desc;
+
+#define ATTN_LINEAR_MAX_CHUNK 256
+
+/**
+ * Fill a descriptor with defaults: causal, normalised, eps = 1e-6, default chunk, token-major
+ * contiguous layouts. @retval ATTN_OK @retval ATTN_E_NULL_POINTER
+ */
+ATTN_API attn_status attn_linear_desc_init(attn_linear_desc *desc, size_t n_q, size_t n_kv,
+                                           size_t h_q, size_t h_kv, size_t d, size_t dv,
+                                           attn_feature_map feature_map);
+
+/** Feature size m of a descriptor's map (m = d for identity and elu1), in *m. Validates desc. */
+ATTN_API attn_status attn_linear_feature_size(const attn_linear_desc *desc, size_t *m);
+
+/**
+ * The caller-owned recurrent state of causal linear attention, one per sequence.
+ * Its memory is the caller's: `data` points to attn_linear_state_size() bytes, laid out per
+ * key/value head h (0 .. heads-1) as an m x (dv + 1) row-major float matrix:
+ *   S[h][p][c] = data[(h * m + p) * (dv + 1) + c]      for c < dv   (sum of psi(k) v^T)
+ *   z[h][p]    = data[(h * m + p) * (dv + 1) + dv]                  (sum of psi(k))
+ * `tokens` counts the key/value tokens absorbed. A prefill leaves the state of all n_kv tokens;
+ * the next call (a decode step, or the next prefill chunk) continues from it. Snapshot and
+ * restore are attn_linear_state_copy (or memcpy of both the struct and its data).
+ * A state is not thread-safe: one call at a time may use it.
+ */
+typedef struct attn_linear_state {
+  size_t heads, m, dv;          /**< shape: h_kv, feature size, value width */
+  attn_feature_map feature_map; /**< the map the state was built with */
+  int normalize;                /**< whether z is maintained */
+  uint64_t tokens;              /**< tokens absorbed so far */
+  float *data;                  /**< heads * m * (dv + 1) floats, caller-owned */
+} attn_linear_state;
+
+/** Bytes of state memory for a descriptor, in *bytes. Validates desc. */
+ATTN_API attn_status attn_linear_state_size(const attn_linear_desc *desc, size_t *bytes);
+/**
+ * Bind caller memory (at least attn_linear_state_size bytes, float-aligned) to a state, set its
+ * shape from desc and zero it (the empty prefix).
+ * @retval ATTN_OK, ATTN_E_NULL_POINTER, ATTN_E_WORKSPACE_TOO_SMALL (memory too small), and the
+ *         validation statuses of desc.
+ */
+ATTN_API attn_status attn_linear_state_init(attn_linear_state *state, const attn_linear_desc *desc,
+                                            void *memory, size_t bytes);
+/** Zero a state's sums and token count (the empty prefix). @retval ATTN_OK, ATTN_E_NULL_POINTER */
+ATTN_API attn_status attn_linear_state_reset(attn_linear_state *state);
+/**
+ * Copy src's contents into dst (snapshot / restore). Both must be bound and of the same shape
+ * and mode; dst keeps its own data pointer. Exact (bitwise) copy.
+ * @retval ATTN_OK, ATTN_E_NULL_POINTER, ATTN_E_STATE_MISMATCH, ATTN_E_ALIASING (data overlap
+ *         without being the same buffer; the same buffer is a no-op).
+ */
+ATTN_API attn_status attn_linear_state_copy(attn_linear_state *dst, const attn_linear_state *src);
+
+/** Bytes of workspace attn_linear needs for this descriptor on the active path. Validates desc. */
+ATTN_API attn_status attn_linear_workspace_size(const attn_linear_desc *desc, size_t *bytes);
+
+/**
+ * Linear attention for all heads of one sequence.
+ * @param q, k, v, o  as in attn_softmax (o: n_q x h_q rows of dv; must not overlap inputs).
+ * @param state  causal: in/out, may be NULL (then the prefix is empty and nothing is kept); its
+ *               shape and mode must match desc (ATTN_E_STATE_MISMATCH otherwise); on return it
+ *               holds the sums over all its earlier tokens plus this call's n_kv keys.
+ *               Bidirectional: must be NULL (ATTN_E_BAD_ARGUMENT otherwise).
+ * @retval ATTN_OK and the statuses of attn_softmax, plus ATTN_E_BAD_EPS, ATTN_E_BAD_FEATURE_MAP,
+ *         ATTN_E_STATE_MISMATCH, ATTN_E_BAD_ARGUMENT (causal not 0/1, normalize not 0/1, chunk
+ *         above ATTN_LINEAR_MAX_CHUNK). On any error neither o nor the state is written.
+ */
+ATTN_API attn_status attn_linear(const attn_linear_desc *desc, const float *q, const float *k,
+                                 const float *v, float *o, attn_linear_state *state,
+                                 void *workspace, size_t workspace_size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ATTN_H */

@@ -1,0 +1,46 @@
+/* CPU feature detection. x86: CPUID + XGETBV; AArch64: NEON is architectural; 32-bit Arm: HWCAP. */
+#include "core/internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#elif defined(__arm__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
+
+uint32_t attn_cpu_decode_x86(uint32_t max_leaf, uint32_t leaf1_ecx, uint32_t leaf7_ebx, uint64_t xcr0) {
+  const uint32_t fma = 1u << 12, osxsave = 1u << 27, avx = 1u << 28, avx2 = 1u << 5;
+  const uint64_t ymm_state = (1u << 1) | (1u << 2); /* XCR0: SSE and AVX state saved by the OS */
+  if (max_leaf < 7) return 0;
+  if ((leaf1_ecx & (fma | osxsave | avx)) != (fma | osxsave | avx)) return 0;
+  if ((xcr0 & ymm_state) != ymm_state) return 0;
+  if (!(leaf7_ebx & avx2)) return 0;
+  return ATTN_CPU_X86_AVX2_FMA;
+}
+
+uint32_t attn_cpu_features(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+  const uint32_t max_leaf = a;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+  const uint32_t leaf1_ecx = c;
+  uint32_t leaf7_ebx = 0;
+  if (max_leaf >= 7) {
+    __cpuid_count(7, 0, a, b, c, d);
+    leaf7_ebx = b;
+  }
+  uint64_t xcr0 = 0;
+  if (leaf1_ecx & (1u << 27)) { /* OSXSAVE: XGETBV is allowed */
+    uint32_t lo, hi;
+    __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(lo), "=d"(hi) : "c"(0)); /* xgetbv */
+    xcr0 = ((uint64_t)hi << 32) | lo;
+  }
+  return attn_cpu_decode_x86(max_leaf, leaf1_ecx, leaf7_ebx, xcr0);
+#elif defined(__aarch64__)
+  return ATTN_CPU_ARM_NEON;
+#elif defined(__arm__) && defined(__linux__)
+  return (getauxval(AT_HWCAP) & (1u << 12)) ? ATTN_CPU_ARM_NEON : 0; /* HWCAP_NEON */
+#else
+  return 0;
+#endif
+}

@@ -1,0 +1,74 @@
+/* Internal declarations shared by the ISA-independent drivers. Nothing here is public. */
+#ifndef ATTN_CORE_INTERNAL_H
+#define ATTN_CORE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn.h"
+#include "core/ukernels.h"
+
+static inline size_t attn_min_sz(size_t a, size_t b) { return a < b ? a : b; }
+static inline size_t attn_max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+/* The active micro-kernel table (built once); NULL when the forced path cannot run. */
+ATTN_INTERNAL const struct attn_ukernels *attn_dispatch(void);
+/* The table of one path, or NULL if the path is not runnable here (for white-box tests and bench). */
+ATTN_INTERNAL const struct attn_ukernels *attn_ukernels_for(attn_isa isa);
+
+/* CPU features, as bits. */
+enum {
+  ATTN_CPU_X86_AVX2_FMA = 1u << 0, /* AVX2 + FMA + OS-saved YMM state */
+  ATTN_CPU_ARM_NEON = 1u << 1
+};
+ATTN_INTERNAL uint32_t attn_cpu_features(void);
+/* Pure decoder of recorded x86 CPUID/XGETBV values, unit-tested on real CPUs' values.
+ * max_leaf: CPUID.0:EAX; leaf1_ecx: CPUID.1:ECX; leaf7_ebx: CPUID.(7,0):EBX; xcr0: XGETBV(0)
+ * (only meaningful when OSXSAVE, leaf1_ecx bit 27, is set). */
+ATTN_INTERNAL uint32_t attn_cpu_decode_x86(uint32_t max_leaf, uint32_t leaf1_ecx, uint32_t leaf7_ebx,
+                                           uint64_t xcr0);
+
+/* ---- argument validation (src/core/validate.c) ---- */
+/* A [rows x heads x width] tensor: element span (one past the last element) in *span. */
+ATTN_INTERNAL attn_status attn_check_input(size_t rows, size_t heads, size_t width, attn_layout l,
+                                           size_t *span);
+/* As above, and the layout must not overlap itself. */
+ATTN_INTERNAL attn_status attn_check_output(size_t rows, size_t heads, size_t width, attn_layout l,
+                                            size_t *span);
+/* 1 when the float ranges [a, a+na) and [b, b+nb) overlap. */
+ATTN_INTERNAL int attn_overlap(const void *a, size_t na_bytes, const void *b, size_t nb_bytes);
+/* Checked arithmetic: return 0 on overflow. */
+static inline int attn_mul_ok(size_t a, size_t b, size_t *r) {
+  if (a != 0 && b > SIZE_MAX / a) return 0;
+  *r = a * b;
+  return 1;
+}
+static inline int attn_add_ok(size_t a, size_t b, size_t *r) {
+  if (b > SIZE_MAX - a) return 0;
+  *r = a + b;
+  return 1;
+}
+
+/* ---- workspace carving: regions of floats, each 64-byte aligned ---- */
+typedef struct attn_ws {
+  size_t floats; /* running total, in floats, of aligned regions */
+  int overflow;
+} attn_ws;
+/* Reserve n floats (rounded to 16) and return the offset of the region, in floats. */
+static inline size_t attn_ws_take(attn_ws *w, size_t n) {
+  const size_t off = w->floats;
+  size_t r;
+  if (!attn_add_ok(n, 15, &r) || !attn_add_ok(off, r & ~(size_t)15, &w->floats)) w->overflow = 1;
+  return off;
+}
+/* Bytes for a carved workspace (64 bytes of slack let any caller pointer be aligned up). */
+static inline int attn_ws_bytes(const attn_ws *w, size_t *bytes) {
+  size_t b;
+  if (w->overflow || !attn_mul_ok(w->floats, sizeof(float), &b) || !attn_add_ok(b, 64, bytes)) return 0;
+  return 1;
+}
+static inline float *attn_ws_base(void *workspace) {
+  return (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
+}
+
+#endif

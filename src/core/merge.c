@@ -1,0 +1,70 @@
+/* Merge of partial softmax results over disjoint key sets by their LSE (VARIANTS.md section 1). */
+#include <math.h>
+
+#include "core/internal.h"
+
+static attn_status merge_validate(size_t rows, size_t dv, size_t parts, const float *const *o_parts,
+                                  size_t o_stride, const float *const *lse_parts, size_t lse_stride, float *o,
+                                  size_t out_stride, float *lse_out, size_t lse_out_stride) {
+  if (!o_parts || !lse_parts || !o) return ATTN_E_NULL_POINTER;
+  if (!rows || !dv || !parts) return ATTN_E_ZERO_SIZE;
+  for (size_t c = 0; c < parts; c++)
+    if (!o_parts[c] || !lse_parts[c]) return ATTN_E_NULL_POINTER;
+  const attn_layout lo = {o_stride, 0}, lout = {out_stride, 0}, ll = {lse_stride, 0}, llo = {lse_out_stride, 0};
+  size_t so, sout, sl, slo = 0;
+  attn_status st;
+  if ((st = attn_check_input(rows, 1, dv, lo, &so)) || (st = attn_check_output(rows, 1, dv, lout, &sout)) ||
+      (st = attn_check_input(rows, 1, 1, ll, &sl)) || (lse_out && (st = attn_check_output(rows, 1, 1, llo, &slo))))
+    return st;
+  const size_t F = sizeof(float);
+  for (size_t c = 0; c < parts; c++) {
+    const int o_same = o == o_parts[c] && out_stride == o_stride;
+    const int l_same = lse_out == lse_parts[c] && lse_out_stride == lse_stride;
+    if ((!o_same && attn_overlap(o, sout * F, o_parts[c], so * F)) || attn_overlap(o, sout * F, lse_parts[c], sl * F))
+      return ATTN_E_ALIASING;
+    if (lse_out && ((!l_same && attn_overlap(lse_out, slo * F, lse_parts[c], sl * F)) ||
+                    attn_overlap(lse_out, slo * F, o_parts[c], so * F)))
+      return ATTN_E_ALIASING;
+  }
+  if (lse_out && attn_overlap(lse_out, slo * F, o, sout * F)) return ATTN_E_ALIASING;
+  return ATTN_OK;
+}
+
+attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts, const float *const *o_parts, size_t o_stride,
+                               const float *const *lse_parts, size_t lse_stride, float *o, size_t out_stride,
+                               float *lse_out, size_t lse_out_stride) {
+  attn_status st = merge_validate(rows, dv, parts, o_parts, o_stride, lse_parts, lse_stride, o, out_stride,
+                                  lse_out, lse_out_stride);
+  if (st) return st;
+  const struct attn_ukernels *uk = attn_dispatch();
+  if (!uk) return ATTN_E_UNSUPPORTED_ISA;
+  /* A part that is the output itself must be read before anything is written over it: start with it. */
+  size_t first = 0;
+  for (size_t c = 0; c < parts; c++)
+    if (o_parts[c] == o) first = c;
+  for (size_t r = 0; r < rows; r++) {
+    float mx = -INFINITY;
+    for (size_t c = 0; c < parts; c++) mx = fmaxf(mx, lse_parts[c][r * lse_stride]);
+    float *orow = o + r * out_stride;
+    float lse_r = -INFINITY;
+    if (mx == -INFINITY) {
+      for (size_t x = 0; x < dv; x++) orow[x] = 0.0f;
+    } else {
+      float wsum = 0.0f;
+      for (size_t c = 0; c < parts; c++) wsum += expf(lse_parts[c][r * lse_stride] - mx);
+      for (size_t i = 0; i < parts; i++) {
+        const size_t c = i == 0 ? first : (i <= first ? i - 1 : i);
+        const float w = expf(lse_parts[c][r * lse_stride] - mx) / wsum;
+        if (w == 0.0f) { /* an empty part (lse -inf) contributes nothing, whatever its rows hold */
+          if (i == 0) for (size_t x = 0; x < dv; x++) orow[x] = 0.0f;
+          continue;
+        }
+        /* orow (1 x dv) = w * part row (+ orow), on the active path's GEMM kernel */
+        uk->gemm(1, dv, 1, &w, 0, 0, o_parts[c] + r * o_stride, 0, orow, 0, NULL, i != 0);
+      }
+      lse_r = mx + logf(wsum);
+    }
+    if (lse_out) lse_out[r * lse_out_stride] = lse_r;
+  }
+  return ATTN_OK;
+}

@@ -1,0 +1,182 @@
+/*
+ * Softmax attention driver (VARIANTS.md sections 1-2), written once for every ISA path.
+ *
+ * Per key/value head and per block of query rows (tb tokens x the g query heads of the group, so
+ * one pass over K/V serves the whole GQA group; a decode step is one block):
+ *   Q^T is packed once per block, pre-scaled:          QT = scale * Q^T          (d x R)
+ *   for each key block inside the window's range:      ST = K_blk * QT            (gemm, Bc x R)
+ *     boundary blocks only: masked pairs set to -inf
+ *     online softmax down the columns of ST:            P^T, alpha, m, l          (softmax_block)
+ *     acc = diag(alpha) acc + P V_blk                   (gemm with A = P^T read transposed)
+ *   o = acc / l,  lse = m + log l  (zeros and -inf for rows with no visible key).
+ * Computing ST = K Q^T rather than S = Q K^T means neither K nor V is ever packed or copied:
+ * K rows are read in place as the broadcast operand and V rows in place as the vector operand.
+ * Key blocks wholly outside [p_first - left, p_last + right] are never touched.
+ */
+#include <math.h>
+
+#include "core/internal.h"
+
+typedef struct sm_plan {
+  size_t g, tb, R, bc;                    /* group size, tokens per block, rows per block, key block */
+  size_t off_qt, off_st, off_acc, off_m, off_l, off_al; /* workspace regions, in floats */
+  size_t ws_bytes;
+} sm_plan;
+
+static attn_status sm_plan_make(const attn_softmax_desc *d, const struct attn_ukernels *uk, sm_plan *p) {
+  p->g = d->h_q / d->h_kv;
+  p->tb = attn_max_sz(1, uk->q_block / p->g);
+  p->bc = uk->kv_block;
+  attn_ws w = {0, 0};
+  size_t dr, bcr, rdv;
+  if (!attn_mul_ok(p->tb, p->g, &p->R) || !attn_mul_ok(d->d, p->R, &dr) || !attn_mul_ok(p->bc, p->R, &bcr) ||
+      !attn_mul_ok(p->R, d->dv, &rdv))
+    return ATTN_E_SIZE_OVERFLOW;
+  p->off_qt = attn_ws_take(&w, dr);
+  p->off_st = attn_ws_take(&w, bcr);
+  p->off_acc = attn_ws_take(&w, rdv);
+  p->off_m = attn_ws_take(&w, p->R);
+  p->off_l = attn_ws_take(&w, p->R);
+  p->off_al = attn_ws_take(&w, p->R);
+  return attn_ws_bytes(&w, &p->ws_bytes) ? ATTN_OK : ATTN_E_SIZE_OVERFLOW;
+}
+
+typedef struct sm_spans {
+  size_t q, k, v, o, lse; /* element spans */
+} sm_spans;
+
+static attn_status sm_validate(const attn_softmax_desc *d, sm_spans *s) {
+  attn_status st;
+  if (!d) return ATTN_E_NULL_POINTER;
+  if (!d->n_q || !d->n_kv || !d->h_q || !d->h_kv || !d->d || !d->dv) return ATTN_E_ZERO_SIZE;
+  if (d->h_q % d->h_kv) return ATTN_E_BAD_HEADS;
+  if (!isfinite(d->scale)) return ATTN_E_BAD_SCALE;
+  if ((st = attn_check_input(d->n_q, d->h_q, d->d, d->q, &s->q)) ||
+      (st = attn_check_input(d->n_kv, d->h_kv, d->d, d->k, &s->k)) ||
+      (st = attn_check_input(d->n_kv, d->h_kv, d->dv, d->v, &s->v)) ||
+      (st = attn_check_output(d->n_q, d->h_q, d->dv, d->o, &s->o)) ||
+      (st = attn_check_output(d->n_q, d->h_q, 1, d->lse, &s->lse)))
+    return st;
+  return ATTN_OK;
+}
+
+attn_status attn_softmax_desc_init(attn_softmax_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv,
+                                   size_t dim, size_t dv) {
+  if (!d) return ATTN_E_NULL_POINTER;
+  *d = (attn_softmax_desc){0};
+  d->n_q = n_q;
+  d->n_kv = n_kv;
+  d->h_q = h_q;
+  d->h_kv = h_kv;
+  d->d = dim;
+  d->dv = dv;
+  d->scale = dim ? (float)(1.0 / sqrt((double)dim)) : 1.0f;
+  d->window_left = ATTN_UNBOUNDED;
+  d->window_right = ATTN_UNBOUNDED;
+  d->q = (attn_layout){h_q * dim, dim};
+  d->k = (attn_layout){h_kv * dim, dim};
+  d->v = (attn_layout){h_kv * dv, dv};
+  d->o = (attn_layout){h_q * dv, dv};
+  d->lse = (attn_layout){h_q, 1};
+  return ATTN_OK;
+}
+
+attn_status attn_softmax_workspace_size(const attn_softmax_desc *d, size_t *bytes) {
+  sm_spans s;
+  sm_plan p;
+  attn_status st = sm_validate(d, &s);
+  if (st) return st;
+  if (!bytes) return ATTN_E_NULL_POINTER;
+  const struct attn_ukernels *uk = attn_dispatch();
+  if (!uk) return ATTN_E_UNSUPPORTED_ISA;
+  if ((st = sm_plan_make(d, uk, &p))) return st;
+  *bytes = p.ws_bytes;
+  return ATTN_OK;
+}
+
+/* Clamp a window side to what positions can reach, so int64 arithmetic cannot overflow. */
+static int64_t clamp_window(size_t w, size_t reach) { return (int64_t)(w < reach ? w : reach); }
+
+static void sm_block_mask(float *st, size_t ldst, size_t jn, int64_t j0, size_t tn, size_t g, int64_t p0,
+                          int64_t wl, int64_t wr) {
+  for (size_t jj = 0; jj < jn; jj++) {
+    const int64_t j = j0 + (int64_t)jj;
+    float *row = st + jj * ldst;
+    for (size_t ti = 0; ti < tn; ti++) {
+      const int64_t pos = p0 + (int64_t)ti;
+      if (j < pos - wl || j > pos + wr)
+        for (size_t gi = 0; gi < g; gi++) row[ti * g + gi] = -INFINITY;
+    }
+  }
+}
+
+static void sm_run(const attn_softmax_desc *d, const sm_plan *p, const struct attn_ukernels *uk, const float *q,
+                   const float *k, const float *v, float *o, float *lse, float *ws) {
+  float *qt = ws + p->off_qt, *st = ws + p->off_st, *acc = ws + p->off_acc;
+  float *m = ws + p->off_m, *l = ws + p->off_l, *al = ws + p->off_al;
+  const size_t g = p->g, R = p->R, D = d->d, DV = d->dv;
+  const int64_t nq = (int64_t)d->n_q, nkv = (int64_t)d->n_kv;
+  const int64_t wl = clamp_window(d->window_left, d->n_q + d->n_kv);
+  const int64_t wr = clamp_window(d->window_right, d->n_q + d->n_kv);
+  for (size_t hk = 0; hk < d->h_kv; hk++) {
+    const float *kh = k + hk * d->k.head_stride, *vh = v + hk * d->v.head_stride;
+    for (size_t t0 = 0; t0 < d->n_q; t0 += p->tb) {
+      const size_t tn = attn_min_sz(p->tb, d->n_q - t0), rows = tn * g;
+      for (size_t ti = 0; ti < tn; ti++)
+        for (size_t gi = 0; gi < g; gi++) {
+          const float *qr = q + (t0 + ti) * d->q.row_stride + (hk * g + gi) * d->q.head_stride;
+          float *col = qt + ti * g + gi;
+          for (size_t x = 0; x < D; x++) col[x * R] = qr[x] * d->scale;
+        }
+      for (size_t r = 0; r < rows; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+      }
+      for (size_t x = 0; x < rows * DV; x++) acc[x] = 0.0f;
+
+      const int64_t p0 = nkv - nq + (int64_t)t0, p1 = p0 + (int64_t)tn - 1;
+      const int64_t lo = p0 - wl > 0 ? p0 - wl : 0, hi = p1 + wr < nkv - 1 ? p1 + wr : nkv - 1;
+      for (int64_t j0 = lo; j0 <= hi; j0 += (int64_t)p->bc) {
+        const size_t jn = (size_t)(hi + 1 - j0 < (int64_t)p->bc ? hi + 1 - j0 : (int64_t)p->bc);
+        uk->gemm(jn, rows, D, kh + (size_t)j0 * d->k.row_stride, d->k.row_stride, 1, qt, R, st, R, NULL, 0);
+        if (j0 < p1 - wl || j0 + (int64_t)jn - 1 > p0 + wr) sm_block_mask(st, R, jn, j0, tn, g, p0, wl, wr);
+        uk->softmax_block(jn, rows, st, R, m, l, al);
+        uk->gemm(rows, DV, jn, st, 1, R, vh + (size_t)j0 * d->v.row_stride, d->v.row_stride, acc, DV, al, 1);
+      }
+
+      for (size_t ti = 0; ti < tn; ti++)
+        for (size_t gi = 0; gi < g; gi++) {
+          const size_t r = ti * g + gi, h = hk * g + gi;
+          const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+          float *orow = o + (t0 + ti) * d->o.row_stride + h * d->o.head_stride;
+          for (size_t x = 0; x < DV; x++) orow[x] = acc[r * DV + x] * inv;
+          if (lse) lse[(t0 + ti) * d->lse.row_stride + h * d->lse.head_stride] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
+        }
+    }
+  }
+}
+
+attn_status attn_softmax(const attn_softmax_desc *d, const float *q, const float *k, const float *v, float *o,
+                         float *lse, void *workspace, size_t workspace_size) {
+  sm_spans s;
+  sm_plan p;
+  attn_status st = sm_validate(d, &s);
+  if (st) return st;
+  if (!q || !k || !v || !o || !workspace) return ATTN_E_NULL_POINTER;
+  const struct attn_ukernels *uk = attn_dispatch();
+  if (!uk) return ATTN_E_UNSUPPORTED_ISA;
+  if ((st = sm_plan_make(d, uk, &p))) return st;
+  if (workspace_size < p.ws_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
+  const size_t F = sizeof(float);
+  const void *in[3] = {q, k, v};
+  const size_t in_n[3] = {s.q * F, s.k * F, s.v * F};
+  for (int i = 0; i < 3; i++)
+    if (attn_overlap(o, s.o * F, in[i], in_n[i]) || (lse && attn_overlap(lse, s.lse * F, in[i], in_n[i])) ||
+        attn_overlap(workspace, workspace_size, in[i], in_n[i]))
+      return ATTN_E_ALIASING;
+  if (attn_overlap(o, s.o * F, workspace, workspace_size) ||
+      (lse && (attn_overlap(lse, s.lse * F, o, s.o * F) || attn_overlap(lse, s.lse * F, workspace, workspace_size))))
+    return ATTN_E_ALIASING;
+  sm_run(d, &p, uk, q, k, v, o, lse, attn_ws_base(workspace));
+  return ATTN_OK;
+}

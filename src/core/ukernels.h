@@ -1,0 +1,68 @@
+/*
+ * Micro-kernel contracts and the dispatch table. Drivers in src/core/ call micro-kernels only
+ * through a table fetched once per public call. Strides are in elements. Micro-kernels never
+ * allocate, never fail, and handle any size (edges included); preconditions are the callers'.
+ */
+#ifndef ATTN_CORE_UKERNELS_H
+#define ATTN_CORE_UKERNELS_H
+
+#include <stddef.h>
+
+#include "attn.h"
+
+#if defined(__GNUC__)
+#define ATTN_INTERNAL __attribute__((visibility("hidden")))
+#else
+#define ATTN_INTERNAL
+#endif
+
+/*
+ * GEMM: C[m x n] = A[m x k] * B[k x n]                                 (accumulate == 0)
+ *       C[m x n] = diag(row_scale) C + A * B   (row_scale NULL: plain +=) (accumulate != 0)
+ * A(i, p) = a[i * rsa + p * csa] (any strides: A is read one element at a time, broadcast);
+ * B(p, j) = b[p * ldb + j] (rows contiguous, loaded as vectors); C(i, j) = c[i * ldc + j].
+ * k == 0 is allowed (C = 0, or C scaled). C must not overlap A; it may be B only when C = B
+ * exactly and k == 1 is not required of callers (reads of B for a tile precede its stores).
+ */
+typedef void attn_gemm_fn(size_t m, size_t n, size_t k, const float *a, size_t rsa, size_t csa,
+                          const float *b, size_t ldb, float *c, size_t ldc, const float *row_scale,
+                          int accumulate);
+
+/*
+ * One online-softmax step over a block of transposed logits ST (nk keys x nq queries, row stride
+ * ldst; -inf marks a masked pair). Per query column c, with running max m[c] and sum l[c]:
+ *   M' = max(m, max_j ST[j][c]);  alpha[c] = exp(m - M');  ST[j][c] = exp(ST[j][c] - M');
+ *   l = l * alpha + sum_j ST[j][c];  m = M'.
+ * A column with every entry -inf and m = -inf stays m = -inf, l = 0, P = 0 (alpha = 0).
+ */
+typedef void attn_softmax_block_fn(size_t nk, size_t nq, float *st, size_t ldst, float *m, float *l,
+                                   float *alpha);
+
+/* Element-wise feature map (attn_feature_map) of rows x cols, out(r, c) = out[r*out_rs + c*out_cs]. */
+typedef void attn_featmap_fn(attn_feature_map map, size_t rows, size_t cols, const float *in,
+                             size_t in_rs, float *out, size_t out_rs, size_t out_cs);
+
+/* y[i] = exp(x[i]) with the library's vectorised exp (exposed for tests of its error bound). */
+typedef void attn_vexp_fn(size_t n, const float *x, float *y);
+
+struct attn_ukernels {
+  attn_isa isa;
+  size_t vec_lanes;    /* floats per vector register */
+  size_t gemm_mr;      /* GEMM register tile rows */
+  size_t gemm_nr;      /* GEMM register tile columns */
+  size_t q_block;      /* softmax query rows per block (multiple of gemm_mr and gemm_nr) */
+  size_t kv_block;     /* softmax keys per block (multiple of gemm_mr) */
+  size_t linear_chunk; /* default causal linear chunk */
+  attn_gemm_fn *gemm;
+  attn_softmax_block_fn *softmax_block;
+  attn_featmap_fn *featmap;
+  attn_vexp_fn *vexp;
+};
+
+/* One table per path, each defined as constant data in its own ISA folder: building it runs no
+ * code compiled with that ISA's flags, so table set-up is safe on any CPU. */
+ATTN_INTERNAL extern const struct attn_ukernels attn_ukernels_scalar;
+ATTN_INTERNAL extern const struct attn_ukernels attn_ukernels_avx2;
+ATTN_INTERNAL extern const struct attn_ukernels attn_ukernels_neon;
+
+#endif

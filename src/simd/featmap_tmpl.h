@@ -1,0 +1,43 @@
+/*
+ * Element-wise feature maps and vector exp (contracts: attn_featmap_fn, attn_vexp_fn in
+ * core/ukernels.h), written once against the vf_* shim. Define ATTN_FEATMAP_NAME and
+ * ATTN_VEXP_NAME, then include.
+ */
+#include "simd/exp_tmpl.h"
+
+static inline vf attn_featmap_apply_(attn_feature_map map, vf x) {
+  switch (map) {
+    case ATTN_FEATURE_ELU1:
+      return vf_select(vf_ge(x, vf_zero()), vf_add(x, vf_set1(1.0f)), attn_vexp_(x));
+    case ATTN_FEATURE_IDENTITY:
+    default:
+      return x;
+  }
+}
+
+void ATTN_FEATMAP_NAME(attn_feature_map map, size_t rows, size_t cols, const float *in,
+                       size_t in_rs, float *out, size_t out_rs, size_t out_cs) {
+  for (size_t r = 0; r < rows; r++) {
+    const float *x = in + r * in_rs;
+    float *y = out + r * out_rs;
+    for (size_t c = 0; c < cols; c += ATTN_VL) {
+      const size_t w = cols - c < ATTN_VL ? cols - c : ATTN_VL;
+      const vf fx = attn_featmap_apply_(map, w == ATTN_VL ? vf_load(x + c) : vf_load_n(x + c, w));
+      if (out_cs == 1) {
+        if (w == ATTN_VL) vf_store(y + c, fx); else vf_store_n(y + c, fx, w);
+      } else {
+        float t[ATTN_VL];
+        vf_store(t, fx);
+        for (size_t i = 0; i < w; i++) y[(c + i) * out_cs] = t[i];
+      }
+    }
+  }
+}
+
+void ATTN_VEXP_NAME(size_t n, const float *x, float *y) {
+  for (size_t i = 0; i < n; i += ATTN_VL) {
+    const size_t w = n - i < ATTN_VL ? n - i : ATTN_VL;
+    if (w == ATTN_VL) vf_store(y + i, attn_vexp_(vf_load(x + i)));
+    else vf_store_n(y + i, attn_vexp_(vf_load_n(x + i, w)), w);
+  }
+}

@@ -1,0 +1,83 @@
+/*
+ * GEMM micro-kernel body (contract: attn_gemm_fn in core/ukernels.h), written once against the
+ * vf_* shim. Register tile ATTN_GEMM_MR rows x (ATTN_GEMM_NV vectors) columns: per step of k,
+ * NV vector loads of a B row and MR broadcasts of A elements feed MR*NV FMAs. Row edges reuse the
+ * last valid A row (nothing out of bounds is read; only valid rows are stored); column edges use
+ * partial loads/stores. Define ATTN_GEMM_NAME, ATTN_GEMM_MR, ATTN_GEMM_NV, then include.
+ */
+#define GEMM_NR_ (ATTN_GEMM_NV * ATTN_VL)
+
+static inline __attribute__((always_inline)) void attn_gemm_tile_(
+    size_t mv, size_t nc, int full, size_t k, const float *a, size_t rsa, size_t csa,
+    const float *b, size_t ldb, float *c, size_t ldc, const float *rs, int accumulate) {
+  vf acc[ATTN_GEMM_MR][ATTN_GEMM_NV];
+  const float *ar[ATTN_GEMM_MR];
+  size_t cnt[ATTN_GEMM_NV];
+#pragma GCC unroll 16
+  for (size_t r = 0; r < ATTN_GEMM_MR; r++) ar[r] = a + (r < mv ? r : mv - 1) * rsa;
+#pragma GCC unroll 16
+  for (size_t v = 0; v < ATTN_GEMM_NV; v++) {
+    const size_t c0 = v * ATTN_VL;
+    cnt[v] = nc > c0 ? (nc - c0 < ATTN_VL ? nc - c0 : ATTN_VL) : 0;
+  }
+#pragma GCC unroll 16
+  for (size_t r = 0; r < ATTN_GEMM_MR; r++)
+#pragma GCC unroll 16
+    for (size_t v = 0; v < ATTN_GEMM_NV; v++) acc[r][v] = vf_zero();
+
+  for (size_t p = 0; p < k; p++) {
+    const float *bp = b + p * ldb;
+    const size_t ap = p * csa;
+    vf bv[ATTN_GEMM_NV];
+#pragma GCC unroll 16
+    for (size_t v = 0; v < ATTN_GEMM_NV; v++)
+      bv[v] = full ? vf_load(bp + v * ATTN_VL) : vf_load_n(bp + v * ATTN_VL, cnt[v]);
+#pragma GCC unroll 16
+    for (size_t r = 0; r < ATTN_GEMM_MR; r++) {
+      const vf av = vf_set1(ar[r][ap]);
+#pragma GCC unroll 16
+      for (size_t v = 0; v < ATTN_GEMM_NV; v++) acc[r][v] = vf_fma(av, bv[v], acc[r][v]);
+    }
+  }
+
+#pragma GCC unroll 16
+  for (size_t r = 0; r < ATTN_GEMM_MR; r++) {
+    if (r >= mv) break;
+    float *cr = c + r * ldc;
+    const vf s = vf_set1(rs ? rs[r] : 1.0f);
+#pragma GCC unroll 16
+    for (size_t v = 0; v < ATTN_GEMM_NV; v++) {
+      float *cp = cr + v * ATTN_VL;
+      if (full) {
+        vf out = acc[r][v];
+        if (accumulate) out = rs ? vf_fma(vf_load(cp), s, out) : vf_add(vf_load(cp), out);
+        vf_store(cp, out);
+      } else if (cnt[v]) {
+        vf out = acc[r][v];
+        if (accumulate)
+          out = rs ? vf_fma(vf_load_n(cp, cnt[v]), s, out) : vf_add(vf_load_n(cp, cnt[v]), out);
+        vf_store_n(cp, out, cnt[v]);
+      }
+    }
+  }
+}
+
+void ATTN_GEMM_NAME(size_t m, size_t n, size_t k, const float *a, size_t rsa, size_t csa,
+                    const float *b, size_t ldb, float *c, size_t ldc, const float *row_scale,
+                    int accumulate) {
+  for (size_t j0 = 0; j0 < n; j0 += GEMM_NR_) {
+    const size_t nc = n - j0 < GEMM_NR_ ? n - j0 : GEMM_NR_;
+    for (size_t i0 = 0; i0 < m; i0 += ATTN_GEMM_MR) {
+      const size_t mv = m - i0 < ATTN_GEMM_MR ? m - i0 : ATTN_GEMM_MR;
+      const float *ai = a + i0 * rsa;
+      float *ci = c + i0 * ldc + j0;
+      const float *rsi = row_scale ? row_scale + i0 : NULL;
+      if (nc == GEMM_NR_)
+        attn_gemm_tile_(mv, GEMM_NR_, 1, k, ai, rsa, csa, b + j0, ldb, ci, ldc, rsi, accumulate);
+      else
+        attn_gemm_tile_(mv, nc, 0, k, ai, rsa, csa, b + j0, ldb, ci, ldc, rsi, accumulate);
+    }
+  }
+}
+
+#undef GEMM_NR_

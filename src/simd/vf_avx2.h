@@ -1,0 +1,37 @@
+/* Vector shim, AVX2 + FMA path (8 floats), through SIMDe: native on x86 (-mavx2 -mfma), emulated elsewhere. */
+#ifndef ATTN_VF_AVX2_H
+#define ATTN_VF_AVX2_H
+#include <simde/x86/avx2.h>
+#include <simde/x86/fma.h>
+
+#define ATTN_VL 8
+typedef simde__m256 vf;
+typedef simde__m256 vmask;
+
+static inline vf vf_zero(void) { return simde_mm256_setzero_ps(); }
+static inline vf vf_set1(float x) { return simde_mm256_set1_ps(x); }
+static inline vf vf_load(const float *p) { return simde_mm256_loadu_ps(p); }
+static inline void vf_store(float *p, vf v) { simde_mm256_storeu_ps(p, v); }
+static inline simde__m256i vf_tail_mask_(size_t n) {
+  const simde__m256i idx = simde_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return simde_mm256_cmpgt_epi32(simde_mm256_set1_epi32((int)n), idx);
+}
+/* First n (< 8) lanes from p, the rest 0; never reads past p[n-1]. */
+static inline vf vf_load_n(const float *p, size_t n) { return simde_mm256_maskload_ps(p, vf_tail_mask_(n)); }
+static inline void vf_store_n(float *p, vf v, size_t n) { simde_mm256_maskstore_ps(p, vf_tail_mask_(n), v); }
+static inline vf vf_add(vf a, vf b) { return simde_mm256_add_ps(a, b); }
+static inline vf vf_sub(vf a, vf b) { return simde_mm256_sub_ps(a, b); }
+static inline vf vf_mul(vf a, vf b) { return simde_mm256_mul_ps(a, b); }
+static inline vf vf_fma(vf a, vf b, vf c) { return simde_mm256_fmadd_ps(a, b, c); }
+static inline vf vf_max(vf a, vf b) { return simde_mm256_max_ps(a, b); }
+static inline vf vf_min(vf a, vf b) { return simde_mm256_min_ps(a, b); }
+static inline vf vf_round(vf x) { return simde_mm256_round_ps(x, SIMDE_MM_FROUND_TO_NEAREST_INT | SIMDE_MM_FROUND_NO_EXC); }
+static inline vf vf_pow2i(vf n) {
+  const simde__m256i e = simde_mm256_add_epi32(simde_mm256_cvtps_epi32(n), simde_mm256_set1_epi32(127));
+  return simde_mm256_castsi256_ps(simde_mm256_slli_epi32(e, 23));
+}
+static inline vmask vf_lt(vf a, vf b) { return simde_mm256_cmp_ps(a, b, SIMDE_CMP_LT_OQ); }
+static inline vmask vf_ge(vf a, vf b) { return simde_mm256_cmp_ps(a, b, SIMDE_CMP_GE_OQ); }
+static inline vmask vf_eq(vf a, vf b) { return simde_mm256_cmp_ps(a, b, SIMDE_CMP_EQ_OQ); }
+static inline vf vf_select(vmask m, vf t, vf f) { return simde_mm256_blendv_ps(f, t, m); }
+#endif

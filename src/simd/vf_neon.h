@@ -1,0 +1,41 @@
+/* Vector shim, NEON path (4 floats), through SIMDe: native on AArch64, emulated (SSE2) on x86. */
+#ifndef ATTN_VF_NEON_H
+#define ATTN_VF_NEON_H
+#include <string.h>
+#include <simde/arm/neon.h>
+
+#define ATTN_VL 4
+typedef simde_float32x4_t vf;
+typedef simde_uint32x4_t vmask;
+
+static inline vf vf_zero(void) { return simde_vdupq_n_f32(0.0f); }
+static inline vf vf_set1(float x) { return simde_vdupq_n_f32(x); }
+static inline vf vf_load(const float *p) { return simde_vld1q_f32(p); }
+static inline void vf_store(float *p, vf v) { simde_vst1q_f32(p, v); }
+/* First n (< 4) lanes from p, the rest 0; never reads past p[n-1]. */
+static inline vf vf_load_n(const float *p, size_t n) {
+  float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  memcpy(t, p, n * sizeof(float));
+  return simde_vld1q_f32(t);
+}
+static inline void vf_store_n(float *p, vf v, size_t n) {
+  float t[4];
+  simde_vst1q_f32(t, v);
+  memcpy(p, t, n * sizeof(float));
+}
+static inline vf vf_add(vf a, vf b) { return simde_vaddq_f32(a, b); }
+static inline vf vf_sub(vf a, vf b) { return simde_vsubq_f32(a, b); }
+static inline vf vf_mul(vf a, vf b) { return simde_vmulq_f32(a, b); }
+static inline vf vf_fma(vf a, vf b, vf c) { return simde_vfmaq_f32(c, a, b); }
+static inline vf vf_max(vf a, vf b) { return simde_vmaxq_f32(a, b); }
+static inline vf vf_min(vf a, vf b) { return simde_vminq_f32(a, b); }
+static inline vf vf_round(vf x) { return simde_vrndnq_f32(x); }
+static inline vf vf_pow2i(vf n) {
+  const simde_int32x4_t e = simde_vaddq_s32(simde_vcvtq_s32_f32(n), simde_vdupq_n_s32(127));
+  return simde_vreinterpretq_f32_s32(simde_vshlq_n_s32(e, 23));
+}
+static inline vmask vf_lt(vf a, vf b) { return simde_vcltq_f32(a, b); }
+static inline vmask vf_ge(vf a, vf b) { return simde_vcgeq_f32(a, b); }
+static inline vmask vf_eq(vf a, vf b) { return simde_vceqq_f32(a, b); }
+static inline vf vf_select(vmask m, vf t, vf f) { return simde_vbslq_f32(m, t, f); }
+#endif

@@ -114,19 +114,20 @@ static void sm_run(const attn_softmax_desc *d, const sm_plan *p, const struct at
                    const float *k, const float *v, float *o, float *lse, float *ws) {
   float *qt = ws + p->off_qt, *st = ws + p->off_st, *acc = ws + p->off_acc;
   float *m = ws + p->off_m, *l = ws + p->off_l, *al = ws + p->off_al;
-  const size_t g = p->g, R = p->R, D = d->d, DV = d->dv;
+  const size_t g = p->g, D = d->d, DV = d->dv;
   const int64_t nq = (int64_t)d->n_q, nkv = (int64_t)d->n_kv;
   const int64_t wl = clamp_window(d->window_left, d->n_q + d->n_kv);
   const int64_t wr = clamp_window(d->window_right, d->n_q + d->n_kv);
   for (size_t hk = 0; hk < d->h_kv; hk++) {
     const float *kh = k + hk * d->k.head_stride, *vh = v + hk * d->v.head_stride;
     for (size_t t0 = 0; t0 < d->n_q; t0 += p->tb) {
+      /* rows of this block; also the leading dimension of QT and ST (a decode step: 1 x 1 x g) */
       const size_t tn = attn_min_sz(p->tb, d->n_q - t0), rows = tn * g;
       for (size_t ti = 0; ti < tn; ti++)
         for (size_t gi = 0; gi < g; gi++) {
           const float *qr = q + (t0 + ti) * d->q.row_stride + (hk * g + gi) * d->q.head_stride;
           float *col = qt + ti * g + gi;
-          for (size_t x = 0; x < D; x++) col[x * R] = qr[x] * d->scale;
+          for (size_t x = 0; x < D; x++) col[x * rows] = qr[x] * d->scale;
         }
       for (size_t r = 0; r < rows; r++) {
         m[r] = -INFINITY;
@@ -138,10 +139,11 @@ static void sm_run(const attn_softmax_desc *d, const sm_plan *p, const struct at
       const int64_t lo = p0 - wl > 0 ? p0 - wl : 0, hi = p1 + wr < nkv - 1 ? p1 + wr : nkv - 1;
       for (int64_t j0 = lo; j0 <= hi; j0 += (int64_t)p->bc) {
         const size_t jn = (size_t)(hi + 1 - j0 < (int64_t)p->bc ? hi + 1 - j0 : (int64_t)p->bc);
-        uk->gemm(jn, rows, D, kh + (size_t)j0 * d->k.row_stride, d->k.row_stride, 1, qt, R, st, R, NULL, 0);
-        if (j0 < p1 - wl || j0 + (int64_t)jn - 1 > p0 + wr) sm_block_mask(st, R, jn, j0, tn, g, p0, wl, wr);
-        uk->softmax_block(jn, rows, st, R, m, l, al);
-        uk->gemm(rows, DV, jn, st, 1, R, vh + (size_t)j0 * d->v.row_stride, d->v.row_stride, acc, DV, al, 1);
+        attn_prefetch_rows(vh + (size_t)j0 * d->v.row_stride, jn, d->v.row_stride, DV);
+        uk->gemm(jn, rows, D, kh + (size_t)j0 * d->k.row_stride, d->k.row_stride, 1, qt, rows, st, rows, NULL, 0);
+        if (j0 < p1 - wl || j0 + (int64_t)jn - 1 > p0 + wr) sm_block_mask(st, rows, jn, j0, tn, g, p0, wl, wr);
+        uk->softmax_block(jn, rows, st, rows, m, l, al);
+        uk->gemm(rows, DV, jn, st, 1, rows, vh + (size_t)j0 * d->v.row_stride, d->v.row_stride, acc, DV, al, 1);
       }
 
       for (size_t ti = 0; ti < tn; ti++)

@@ -3,50 +3,54 @@
  * vf_* shim. Register tile ATTN_GEMM_MR rows x (ATTN_GEMM_NV vectors) columns: per step of k,
  * NV vector loads of a B row and MR broadcasts of A elements feed MR*NV FMAs. Row edges reuse the
  * last valid A row (nothing out of bounds is read; only valid rows are stored); column edges use
- * partial loads/stores. Define ATTN_GEMM_NAME, ATTN_GEMM_MR, ATTN_GEMM_NV, then include.
+ * partial loads/stores; a block at most one vector wide uses a one-vector tile. Two shapes get
+ * their own loops: a single row (m == 1, the P V product of a
+ * decode step) uses a one-row tile, and a single column with contiguous operands (n == 1,
+ * csa == 1, ldb == 1: K q of a decode step) runs as dot products vectorised along k.
+ * Define ATTN_GEMM_NAME, ATTN_GEMM_MR, ATTN_GEMM_NV, then include.
  */
 #define GEMM_NR_ (ATTN_GEMM_NV * ATTN_VL)
 
 static inline __attribute__((always_inline)) void attn_gemm_tile_(
-    size_t mv, size_t nc, int full, size_t k, const float *a, size_t rsa, size_t csa,
+    size_t mrc, size_t nvc, size_t mv, size_t nc, int full, size_t k, const float *a, size_t rsa, size_t csa,
     const float *b, size_t ldb, float *c, size_t ldc, const float *rs, int accumulate) {
   vf acc[ATTN_GEMM_MR][ATTN_GEMM_NV];
   const float *ar[ATTN_GEMM_MR];
   size_t cnt[ATTN_GEMM_NV];
 #pragma GCC unroll 16
-  for (size_t r = 0; r < ATTN_GEMM_MR; r++) ar[r] = a + (r < mv ? r : mv - 1) * rsa;
+  for (size_t r = 0; r < mrc; r++) ar[r] = a + (r < mv ? r : mv - 1) * rsa;
 #pragma GCC unroll 16
-  for (size_t v = 0; v < ATTN_GEMM_NV; v++) {
+  for (size_t v = 0; v < nvc; v++) {
     const size_t c0 = v * ATTN_VL;
     cnt[v] = nc > c0 ? (nc - c0 < ATTN_VL ? nc - c0 : ATTN_VL) : 0;
   }
 #pragma GCC unroll 16
-  for (size_t r = 0; r < ATTN_GEMM_MR; r++)
+  for (size_t r = 0; r < mrc; r++)
 #pragma GCC unroll 16
-    for (size_t v = 0; v < ATTN_GEMM_NV; v++) acc[r][v] = vf_zero();
+    for (size_t v = 0; v < nvc; v++) acc[r][v] = vf_zero();
 
   for (size_t p = 0; p < k; p++) {
     const float *bp = b + p * ldb;
     const size_t ap = p * csa;
     vf bv[ATTN_GEMM_NV];
 #pragma GCC unroll 16
-    for (size_t v = 0; v < ATTN_GEMM_NV; v++)
+    for (size_t v = 0; v < nvc; v++)
       bv[v] = full ? vf_load(bp + v * ATTN_VL) : vf_load_n(bp + v * ATTN_VL, cnt[v]);
 #pragma GCC unroll 16
-    for (size_t r = 0; r < ATTN_GEMM_MR; r++) {
+    for (size_t r = 0; r < mrc; r++) {
       const vf av = vf_set1(ar[r][ap]);
 #pragma GCC unroll 16
-      for (size_t v = 0; v < ATTN_GEMM_NV; v++) acc[r][v] = vf_fma(av, bv[v], acc[r][v]);
+      for (size_t v = 0; v < nvc; v++) acc[r][v] = vf_fma(av, bv[v], acc[r][v]);
     }
   }
 
 #pragma GCC unroll 16
-  for (size_t r = 0; r < ATTN_GEMM_MR; r++) {
+  for (size_t r = 0; r < mrc; r++) {
     if (r >= mv) break;
     float *cr = c + r * ldc;
     const vf s = vf_set1(rs ? rs[r] : 1.0f);
 #pragma GCC unroll 16
-    for (size_t v = 0; v < ATTN_GEMM_NV; v++) {
+    for (size_t v = 0; v < nvc; v++) {
       float *cp = cr + v * ATTN_VL;
       if (full) {
         vf out = acc[r][v];
@@ -62,9 +66,45 @@ static inline __attribute__((always_inline)) void attn_gemm_tile_(
   }
 }
 
+/* C[i] (+)= sum_p A[i][p] B[p] for rows with contiguous A rows and a contiguous B column. */
+static void attn_gemm_dot_(size_t m, size_t k, const float *a, size_t rsa, const float *b, float *c, size_t ldc,
+                           const float *rs, int accumulate) {
+  enum { R = 4 };
+  for (size_t i0 = 0; i0 < m; i0 += R) {
+    const size_t mv = m - i0 < R ? m - i0 : R;
+    const float *ar[R];
+    vf acc[R];
+#pragma GCC unroll 4
+    for (size_t r = 0; r < R; r++) {
+      ar[r] = a + (i0 + (r < mv ? r : mv - 1)) * rsa;
+      acc[r] = vf_zero();
+    }
+    size_t p = 0;
+    for (; p + ATTN_VL <= k; p += ATTN_VL) {
+      const vf bv = vf_load(b + p);
+#pragma GCC unroll 4
+      for (size_t r = 0; r < R; r++) acc[r] = vf_fma(vf_load(ar[r] + p), bv, acc[r]);
+    }
+    if (p < k) {
+      const vf bv = vf_load_n(b + p, k - p);
+#pragma GCC unroll 4
+      for (size_t r = 0; r < R; r++) acc[r] = vf_fma(vf_load_n(ar[r] + p, k - p), bv, acc[r]);
+    }
+    for (size_t r = 0; r < mv; r++) {
+      float *cp = c + (i0 + r) * ldc;
+      const float dot = vf_hsum(acc[r]);
+      *cp = accumulate ? (rs ? *cp * rs[i0 + r] : *cp) + dot : dot;
+    }
+  }
+}
+
 void ATTN_GEMM_NAME(size_t m, size_t n, size_t k, const float *a, size_t rsa, size_t csa,
                     const float *b, size_t ldb, float *c, size_t ldc, const float *row_scale,
                     int accumulate) {
+  if (n == 1 && csa == 1 && ldb == 1 && k >= ATTN_VL) {
+    attn_gemm_dot_(m, k, a, rsa, b, c, ldc, row_scale, accumulate);
+    return;
+  }
   for (size_t j0 = 0; j0 < n; j0 += GEMM_NR_) {
     const size_t nc = n - j0 < GEMM_NR_ ? n - j0 : GEMM_NR_;
     for (size_t i0 = 0; i0 < m; i0 += ATTN_GEMM_MR) {
@@ -72,10 +112,20 @@ void ATTN_GEMM_NAME(size_t m, size_t n, size_t k, const float *a, size_t rsa, si
       const float *ai = a + i0 * rsa;
       float *ci = c + i0 * ldc + j0;
       const float *rsi = row_scale ? row_scale + i0 : NULL;
-      if (nc == GEMM_NR_)
-        attn_gemm_tile_(mv, GEMM_NR_, 1, k, ai, rsa, csa, b + j0, ldb, ci, ldc, rsi, accumulate);
+      /* (rows, vectors) of the tile as compile-time constants: full, one row, one vector wide */
+#define GEMM_TILE_(mrc, nvc, full) \
+  attn_gemm_tile_(mrc, nvc, mv, nc, full, k, ai, rsa, csa, b + j0, ldb, ci, ldc, rsi, accumulate)
+      if (m == 1)
+        nc == GEMM_NR_ ? GEMM_TILE_(1, ATTN_GEMM_NV, 1) : GEMM_TILE_(1, ATTN_GEMM_NV, 0);
+      else if (nc == GEMM_NR_)
+        GEMM_TILE_(ATTN_GEMM_MR, ATTN_GEMM_NV, 1);
+      else if (nc == ATTN_VL)
+        GEMM_TILE_(ATTN_GEMM_MR, 1, 1);
+      else if (nc < ATTN_VL)
+        GEMM_TILE_(ATTN_GEMM_MR, 1, 0);
       else
-        attn_gemm_tile_(mv, nc, 0, k, ai, rsa, csa, b + j0, ldb, ci, ldc, rsi, accumulate);
+        GEMM_TILE_(ATTN_GEMM_MR, ATTN_GEMM_NV, 0);
+#undef GEMM_TILE_
     }
   }
 }

@@ -34,4 +34,11 @@ static inline vmask vf_lt(vf a, vf b) { return simde_mm256_cmp_ps(a, b, SIMDE_CM
 static inline vmask vf_ge(vf a, vf b) { return simde_mm256_cmp_ps(a, b, SIMDE_CMP_GE_OQ); }
 static inline vmask vf_eq(vf a, vf b) { return simde_mm256_cmp_ps(a, b, SIMDE_CMP_EQ_OQ); }
 static inline vf vf_select(vmask m, vf t, vf f) { return simde_mm256_blendv_ps(f, t, m); }
+/* Sum of the lanes. */
+static inline float vf_hsum(vf a) {
+  simde__m128 s = simde_mm_add_ps(simde_mm256_castps256_ps128(a), simde_mm256_extractf128_ps(a, 1));
+  s = simde_mm_add_ps(s, simde_mm_movehl_ps(s, s));
+  s = simde_mm_add_ss(s, simde_mm_shuffle_ps(s, s, 1));
+  return simde_mm_cvtss_f32(s);
+}
 #endif

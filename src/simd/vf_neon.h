@@ -38,4 +38,6 @@ static inline vmask vf_lt(vf a, vf b) { return simde_vcltq_f32(a, b); }
 static inline vmask vf_ge(vf a, vf b) { return simde_vcgeq_f32(a, b); }
 static inline vmask vf_eq(vf a, vf b) { return simde_vceqq_f32(a, b); }
 static inline vf vf_select(vmask m, vf t, vf f) { return simde_vbslq_f32(m, t, f); }
+/* Sum of the lanes. */
+static inline float vf_hsum(vf a) { return simde_vaddvq_f32(a); }
 #endif

@@ -37,4 +37,6 @@ static inline vmask vf_lt(vf a, vf b) { return a < b; }
 static inline vmask vf_ge(vf a, vf b) { return a >= b; }
 static inline vmask vf_eq(vf a, vf b) { return a == b; }
 static inline vf vf_select(vmask m, vf t, vf f) { return m ? t : f; }
+/* Sum of the lanes. */
+static inline float vf_hsum(vf a) { return a; }
 #endif

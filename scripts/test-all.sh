@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Builds and runs every test suite of attn: native x86-64 (or whatever this host is), the same
+# under ASan + UBSan, every path through SIMDe's portable code (-DSIMDE_NO_NATIVE), and AArch64
+# under qemu-user (NEON native there, AVX2 through SIMDe). Installs its own Debian packages when
+# run as root (or with sudo) on a machine that lacks them. Prints Check's summary lines.
+# Usage: bash scripts/test-all.sh [native|sanitize|emul|aarch64 ...]   (default: all four)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+suites=("$@")
+[ ${#suites[@]} -gt 0 ] || suites=(native sanitize emul aarch64)
+
+need_pkgs=(meson ninja-build pkg-config gcc check libsimde-dev)
+for s in "${suites[@]}"; do
+  case "$s" in
+    sanitize) need_pkgs+=(clang libclang-rt-14-dev) ;;
+    aarch64) need_pkgs+=(qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;;
+    native) need_pkgs+=(qemu-user) ;; # qemu-x86_64 -cpu Nehalem runs the no-AVX2 fallback test
+  esac
+done
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else "$@"; fi; }
+missing=()
+for p in "${need_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [[ " ${suites[*]} " == *" aarch64 "* ]] && ! dpkg -s check:arm64 >/dev/null 2>&1; then
+  missing+=(check:arm64)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing: ${missing[*]}"
+  if [[ " ${missing[*]} " == *":arm64"* ]]; then as_root dpkg --add-architecture arm64; fi
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+run_suite() { # name, build dir, meson setup args...
+  local name=$1 dir=$2; shift 2
+  echo "== $name: meson setup $dir $*"
+  if [ -d "$dir" ]; then meson setup --reconfigure "$dir" "$@" >/dev/null; else meson setup "$dir" "$@" >/dev/null; fi
+  ninja -C "$dir" >/dev/null
+  local rc=0
+  meson test -C "$dir" --num-processes "$(nproc)" --print-errorlogs || rc=$?
+  echo "== $name: Check summaries"
+  grep -hE '^[0-9]+%: Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$dir/meson-logs/testlog.txt" | sort | uniq -c || true
+  grep -E '^(Ok|Expected Fail|Fail|Unexpected Pass|Skipped|Timeout):' "$dir/meson-logs/testlog.txt" | sed "s/^/   $name /" || true
+  return $rc
+}
+
+status=0
+for s in "${suites[@]}"; do
+  case "$s" in
+    native) run_suite native build-test --buildtype=debugoptimized -Dbench=disabled || status=1 ;;
+    sanitize)
+      CC=clang run_suite sanitize build-asan --buildtype=debugoptimized -Dbench=disabled \
+        -Db_sanitize=address,undefined -Db_lundef=false -Dc_args=-fno-sanitize-recover=all || status=1 ;;
+    emul) run_suite emul build-emul --buildtype=debugoptimized -Dbench=disabled -Dsimde_no_native=true || status=1 ;;
+    aarch64)
+      run_suite aarch64 build-aarch64 --buildtype=debugoptimized -Dbench=disabled \
+        --cross-file tests/cross/aarch64-linux-gnu.ini || status=1 ;;
+    *) echo "unknown suite: $s (native|sanitize|emul|aarch64)" >&2; exit 2 ;;
+  esac
+done
+[ $status = 0 ] && echo "== all suites passed" || echo "== SOME SUITES FAILED"
+exit $status

@@ -1,0 +1,289 @@
+/*
+ * White-box tests of the micro-kernels and CPU detection, per ISA path (ATTN_ISA picks the path;
+ * exit 77 = SKIP when it cannot run here). Every kernel is compared with a double-precision loop
+ * written here, on edge shapes, with guard zones around every output: a kernel must write only
+ * its output elements (including the padding between rows, which it must leave alone).
+ */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+static const struct attn_ukernels *uk;
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) { /* uniform in [-1, 1) */
+  rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+  return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+#define GUARD 64
+static const float SENTINEL = 1234.5f;
+/* n floats with GUARD sentinels on each side; returns the interior. */
+static float *galloc(size_t n) {
+  float *b = malloc((n + 2 * GUARD) * sizeof(float));
+  ck_assert_ptr_nonnull(b);
+  for (size_t i = 0; i < n + 2 * GUARD; i++) b[i] = SENTINEL;
+  return b + GUARD;
+}
+static void gcheck_free(float *p, size_t n) {
+  for (size_t i = 0; i < GUARD; i++) {
+    ck_assert_msg(p[-1 - (ptrdiff_t)i] == SENTINEL, "write before buffer at -%zu", i + 1);
+    ck_assert_msg(p[n + i] == SENTINEL, "write after buffer at +%zu", i);
+  }
+  free(p - GUARD);
+}
+
+/* ---- CPU detection: the decoder on values recorded from real and emulated CPUs ---- */
+START_TEST(cpu_decode_recorded) {
+  /* AMD EPYC (Zen 3, this project's CI machine): AVX2 + FMA, OS saves YMM. */
+  ck_assert_uint_eq(attn_cpu_decode_x86(0xd, 0xfffa3203, 0x219c07ab, 0x7), ATTN_CPU_X86_AVX2_FMA);
+  /* qemu -cpu Haswell */
+  ck_assert_uint_eq(attn_cpu_decode_x86(0xd, 0xfed83203, 0x3a9, 0x7), ATTN_CPU_X86_AVX2_FMA);
+  /* qemu -cpu SandyBridge: AVX but no FMA / AVX2 */
+  ck_assert_uint_eq(attn_cpu_decode_x86(0xd, 0x9e982203, 0x0, 0x7), 0);
+  /* qemu -cpu Nehalem: no AVX, no OSXSAVE */
+  ck_assert_uint_eq(attn_cpu_decode_x86(0xb, 0x80982201, 0x0, 0x0), 0);
+  /* Haswell bits but the OS does not save YMM state (XCR0 = x87 | SSE) */
+  ck_assert_uint_eq(attn_cpu_decode_x86(0xd, 0xfed83203, 0x3a9, 0x3), 0);
+  /* Haswell bits with OSXSAVE cleared: XCR0 must not be trusted */
+  ck_assert_uint_eq(attn_cpu_decode_x86(0xd, 0xfed83203 & ~(1u << 27), 0x3a9, 0x7), 0);
+  /* leaf 7 not reported: its register contents are meaningless */
+  ck_assert_uint_eq(attn_cpu_decode_x86(0x6, 0xfed83203, 0x3a9, 0x7), 0);
+  /* FMA bit alone missing */
+  ck_assert_uint_eq(attn_cpu_decode_x86(0xd, 0xfed83203 & ~(1u << 12), 0x3a9, 0x7), 0);
+}
+END_TEST
+
+START_TEST(cpu_detect_consistent) {
+  int native = -1;
+  const int avail = attn_isa_available(uk->isa, &native);
+  ck_assert_int_eq(avail, 1);
+#if defined(__x86_64__) || defined(__i386__)
+  const int has = (attn_cpu_features() & ATTN_CPU_X86_AVX2_FMA) != 0;
+  ck_assert_int_eq(attn_isa_available(ATTN_ISA_AVX2, NULL), has);
+  ck_assert_int_eq(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), has);
+  ck_assert_int_eq(native, uk->isa == ATTN_ISA_NEON ? 0 : 1);
+#elif defined(__aarch64__)
+  ck_assert_int_eq(native, uk->isa == ATTN_ISA_AVX2 ? 0 : 1);
+#endif
+}
+END_TEST
+
+/* ---- exp: relative error bound over the whole domain, and its edges ---- */
+/* Bound: 2^-22 relative (4 ulp at 2^-24 spacing, i.e. < 2 ulp of the result's own spacing in
+ * the worst binade); measured maxima are printed by nothing and asserted here. */
+static const double EXP_RTOL = 2.384185791015625e-07; /* 2^-22 */
+START_TEST(vexp_error_bound) {
+  enum { N = 1 << 16 };
+  float *x = malloc(N * sizeof(float)), *y = galloc(N);
+  double worst = 0;
+  for (int pass = 0; pass < 40; pass++) {
+    const double lo = -87.33, hi = 88.0;
+    for (int i = 0; i < N; i++) x[i] = (float)(lo + (hi - lo) * ((double)(pass * N + i) / (40.0 * N)));
+    uk->vexp(N, x, y);
+    for (int i = 0; i < N; i++) {
+      const double ref = exp((double)x[i]);
+      const double rel = fabs((double)y[i] - ref) / ref;
+      if (rel > worst) worst = rel;
+      ck_assert_msg(rel <= EXP_RTOL, "exp(%.9g) = %.9g, ref %.9g, rel %.3g", x[i], y[i], ref, rel);
+    }
+  }
+  ck_assert(worst > 0); /* the comparison really ran */
+  gcheck_free(y, N);
+  free(x);
+}
+END_TEST
+
+START_TEST(vexp_edges) {
+  const float in[] = {0.0f, -0.0f, 1.0f, -1.0f, -87.33f, -87.34f, -88.0f, -100.0f, -1e30f, -INFINITY, 88.0f, 89.0f, 1e30f};
+  const size_t n = sizeof in / sizeof in[0];
+  float *y = galloc(n);
+  uk->vexp(n, in, y);
+  ck_assert_float_eq(y[0], 1.0f);
+  ck_assert_float_eq(y[1], 1.0f);
+  ck_assert(fabs(y[2] - M_E) <= 1e-6);
+  ck_assert(fabs(y[4] - exp((double)in[4])) <= EXP_RTOL * exp((double)in[4]));
+  for (size_t i = 5; i < 10; i++) ck_assert_msg(y[i] == 0.0f, "exp(%g) = %g, want 0", in[i], y[i]);
+  for (size_t i = 10; i < n; i++) {
+    ck_assert(isfinite(y[i]));
+    ck_assert(fabs(y[i] - exp(88.0)) <= EXP_RTOL * exp(88.0)); /* saturates at exp(88) */
+  }
+  gcheck_free(y, n);
+}
+END_TEST
+
+/* ---- GEMM: every edge of the register tile, strides, modes ---- */
+static const size_t gemm_sizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 15, 16, 17, 23, 24, 25, 31, 33, 47, 48, 49};
+#define NGS (sizeof gemm_sizes / sizeof gemm_sizes[0])
+
+static void gemm_case(size_t m, size_t n, size_t k, int a_trans, int mode) {
+  /* mode 0: overwrite, 1: +=, 2: row-scaled += */
+  /* n == 1 with ldb == 1 and untransposed A takes the kernel's dot-product loop */
+  const size_t lda = k + 3, ldat = m + 5, ldb = n == 1 && !a_trans ? 1 : n + 2, ldc = n + 7;
+  const size_t asz = (a_trans ? k * ldat : m * lda) + 1;
+  float *a = malloc(asz * sizeof(float)), *b = malloc((k * ldb + 1) * sizeof(float));
+  float *c = galloc(m * ldc), *c0 = malloc(m * ldc * sizeof(float)), *rs = malloc(m * sizeof(float));
+  for (size_t i = 0; i < asz; i++) a[i] = frand();
+  for (size_t i = 0; i < k * ldb + 1; i++) b[i] = frand();
+  for (size_t i = 0; i < m * ldc; i++) c[i] = c0[i] = frand();
+  for (size_t i = 0; i < m; i++) rs[i] = frand();
+  const size_t rsa = a_trans ? 1 : lda, csa = a_trans ? ldat : 1;
+  uk->gemm(m, n, k, a, rsa, csa, b, ldb, c, ldc, mode == 2 ? rs : NULL, mode != 0);
+  for (size_t i = 0; i < m; i++) {
+    for (size_t j = 0; j < ldc; j++) {
+      if (j >= n) { /* padding between rows is not the kernel's */
+        ck_assert_msg(c[i * ldc + j] == c0[i * ldc + j], "gemm wrote padding (%zu,%zu)", i, j);
+        continue;
+      }
+      double ref = 0, mag = 0;
+      for (size_t p = 0; p < k; p++) {
+        const double t = (double)a[i * rsa + p * csa] * b[p * ldb + j];
+        ref += t;
+        mag += fabs(t);
+      }
+      const double old = c0[i * ldc + j] * (mode == 2 ? (double)rs[i] : 1.0);
+      if (mode) { ref += old; mag += fabs(old); }
+      /* fp32 accumulation of k + 1 terms: |err| <= (k + 2) * 2^-24 * sum |terms| */
+      const double tol = (double)(k + 2) * 5.960464477539063e-08 * mag + 1e-30;
+      ck_assert_msg(fabs(c[i * ldc + j] - ref) <= tol, "gemm m=%zu n=%zu k=%zu trans=%d mode=%d at (%zu,%zu): %g vs %g",
+                    m, n, k, a_trans, mode, i, j, c[i * ldc + j], ref);
+    }
+  }
+  gcheck_free(c, m * ldc);
+  free(a); free(b); free(c0); free(rs);
+}
+
+START_TEST(gemm_shapes) {
+  const size_t m = gemm_sizes[_i % NGS];
+  for (size_t jn = 0; jn < NGS; jn += 2)
+    for (size_t kk = 0; kk < 5; kk++) {
+      const size_t ks[] = {0, 1, 7, 64, 97};
+      gemm_case(m, gemm_sizes[jn], ks[kk], (int)(kk & 1), (int)((jn / 2 + kk) % 3));
+    }
+}
+END_TEST
+
+START_TEST(gemm_in_place_row) {
+  /* merge relies on C == B for a one-row, k = 1 product: C = w * C */
+  float *c = galloc(37);
+  float ref[37];
+  for (int i = 0; i < 37; i++) ref[i] = c[i] = frand();
+  const float w = 0.375f;
+  uk->gemm(1, 37, 1, &w, 0, 0, c, 0, c, 0, NULL, 0);
+  for (int i = 0; i < 37; i++) ck_assert_float_eq(c[i], w * ref[i]);
+  gcheck_free(c, 37);
+}
+END_TEST
+
+/* ---- online softmax block: against a double recurrence, with masked entries and columns ---- */
+START_TEST(softmax_block_steps) {
+  const size_t nqs[] = {1, 3, 4, 5, 8, 9, 17, 48};
+  const size_t nq = nqs[_i], ld = nq + 3, nk = 13;
+  float *m = galloc(nq), *l = galloc(nq), *al = galloc(nq), *st = galloc(nk * ld);
+  double *rm = malloc(nq * sizeof(double)), *rl = malloc(nq * sizeof(double));
+  for (size_t c = 0; c < nq; c++) { m[c] = -INFINITY; l[c] = 0; rm[c] = -INFINITY; rl[c] = 0; }
+  for (int step = 0; step < 4; step++) {
+    float *keep = malloc(nk * ld * sizeof(float));
+    for (size_t j = 0; j < nk; j++)
+      for (size_t c = 0; c < ld; c++) {
+        float s = 20.0f * frand() + (step == 2 ? 60.0f : 0.0f); /* a jump of the max in step 2 */
+        if (c == 0 && step < 2) s = -INFINITY;                   /* column 0: empty at first */
+        if (c == nq - 1 && nq > 2) s = -INFINITY;                 /* last column: always empty */
+        if ((j + c + (size_t)step) % 5 == 0) s = -INFINITY;       /* scattered masked pairs */
+        st[j * ld + c] = keep[j * ld + c] = s;
+      }
+    uk->softmax_block(nk, nq, st, ld, m, l, al);
+    for (size_t c = 0; c < nq; c++) {
+      double mx = rm[c];
+      for (size_t j = 0; j < nk; j++) mx = fmax(mx, keep[j * ld + c]);
+      const double alpha = mx == -INFINITY ? 0.0 : exp(rm[c] - mx);
+      double sum = 0;
+      for (size_t j = 0; j < nk; j++) {
+        const double p = mx == -INFINITY ? 0.0 : exp((double)keep[j * ld + c] - mx);
+        sum += p;
+        /* exp's bound plus the rounding of the fp32 difference s - m (|s - m| * 2^-24) */
+        const double tol = p == 0.0 ? 0.0 : p * (4 * EXP_RTOL + fabs((double)keep[j * ld + c] - mx) * 5.960464477539063e-08) + 1e-37;
+        ck_assert_msg(fabs(st[j * ld + c] - p) <= tol, "P[%zu][%zu] %g vs %g", j, c, st[j * ld + c], p);
+      }
+      const double atol = alpha == 0.0 ? 0.0 : alpha * (4 * EXP_RTOL + fabs(rm[c] - mx) * 5.960464477539063e-08) + 1e-37;
+      ck_assert_msg(fabs(al[c] - alpha) <= atol, "alpha[%zu] %.9g vs %.9g (m %.9g -> %.9g)", c, al[c], alpha, rm[c], mx);
+      rl[c] = rl[c] * alpha + sum;
+      rm[c] = mx;
+      ck_assert(m[c] == (float)mx);
+      ck_assert_msg(fabs(l[c] - rl[c]) <= 1e-5 * rl[c], "l[%zu] %g vs %g", c, l[c], rl[c]);
+    }
+    for (size_t j = 0; j < nk; j++)
+      for (size_t c = nq; c < ld; c++) ck_assert(st[j * ld + c] == keep[j * ld + c]); /* padding */
+    free(keep);
+  }
+  if (nq > 2) { ck_assert(m[nq - 1] == -INFINITY); ck_assert(l[nq - 1] == 0.0f); }
+  gcheck_free(m, nq); gcheck_free(l, nq); gcheck_free(al, nq); gcheck_free(st, nk * ld);
+  free(rm); free(rl);
+}
+END_TEST
+
+/* ---- feature maps, row-major and transposed output ---- */
+START_TEST(featmap_maps) {
+  const size_t rows = 5, cols = 1 + (size_t)_i * 3; /* 1, 4, 7, 10, 13, 16, 19 */
+  const size_t in_rs = cols + 2;
+  float *in = malloc(rows * in_rs * sizeof(float));
+  for (size_t i = 0; i < rows * in_rs; i++) in[i] = 6.0f * frand();
+  in[0] = 0.0f;
+  for (int map = 0; map < ATTN_FEATURE_COUNT; map++)
+    for (int trans = 0; trans < 2; trans++) {
+      const size_t out_rs = trans ? 1 : cols + 1, out_cs = trans ? rows + 1 : 1;
+      const size_t n = trans ? cols * out_cs : rows * out_rs;
+      float *out = galloc(n);
+      uk->featmap((attn_feature_map)map, rows, cols, in, in_rs, out, out_rs, out_cs);
+      for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) {
+          const double x = in[r * in_rs + c];
+          const double ref = map == ATTN_FEATURE_IDENTITY ? x : (x >= 0 ? x + 1 : exp(x));
+          const double got = out[r * out_rs + c * out_cs];
+          ck_assert_msg(fabs(got - ref) <= EXP_RTOL * fabs(ref), "map %d (%zu,%zu): %g vs %g", map, r, c, got, ref);
+        }
+      gcheck_free(out, n);
+    }
+  free(in);
+}
+END_TEST
+
+static Suite *internal_suite(void) {
+  Suite *s = suite_create(attn_isa_name(uk->isa));
+  TCase *t = tcase_create("cpu");
+  tcase_add_test(t, cpu_decode_recorded);
+  tcase_add_test(t, cpu_detect_consistent);
+  suite_add_tcase(s, t);
+  t = tcase_create("exp");
+  tcase_set_timeout(t, 300);
+  tcase_add_test(t, vexp_error_bound);
+  tcase_add_test(t, vexp_edges);
+  suite_add_tcase(s, t);
+  t = tcase_create("gemm");
+  tcase_set_timeout(t, 300);
+  tcase_add_loop_test(t, gemm_shapes, 0, (int)NGS);
+  tcase_add_test(t, gemm_in_place_row);
+  suite_add_tcase(s, t);
+  t = tcase_create("softmax_block");
+  tcase_set_timeout(t, 300);
+  tcase_add_loop_test(t, softmax_block_steps, 0, 8);
+  suite_add_tcase(s, t);
+  t = tcase_create("featmap");
+  tcase_add_loop_test(t, featmap_maps, 0, 7);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void) {
+  const attn_isa isa = attn_isa_from_name(getenv("ATTN_ISA"));
+  uk = attn_ukernels_for(isa);
+  if (!uk) return 77; /* this path cannot run on this CPU: SKIP */
+  SRunner *sr = srunner_create(internal_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  const int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}

@@ -3,12 +3,15 @@
 # under ASan + UBSan, every path through SIMDe's portable code (-DSIMDE_NO_NATIVE), and AArch64
 # under qemu-user (NEON native there, AVX2 through SIMDe). Installs its own Debian packages when
 # run as root (or with sudo) on a machine that lacks them. Prints Check's summary lines.
-# Usage: bash scripts/test-all.sh [native|sanitize|emul|aarch64 ...]   (default: all four)
+# Usage: bash scripts/test-all.sh [native|sanitize|emul|aarch64|install ...]   (default: all five)
+#   install: meson install to a scratch prefix, then build docs/example.c against it with
+#   pkg-config; build it again from a project that uses attn as a Meson subproject; and run the
+#   native suite against the shared library (-Ddefault_library=shared).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(native sanitize emul aarch64)
+[ ${#suites[@]} -gt 0 ] || suites=(native sanitize emul aarch64 install)
 
 need_pkgs=(meson ninja-build pkg-config gcc check libsimde-dev)
 for s in "${suites[@]}"; do
@@ -34,14 +37,47 @@ fi
 run_suite() { # name, build dir, meson setup args...
   local name=$1 dir=$2; shift 2
   echo "== $name: meson setup $dir $*"
-  if [ -d "$dir" ]; then meson setup --reconfigure "$dir" "$@" >/dev/null; else meson setup "$dir" "$@" >/dev/null; fi
-  ninja -C "$dir" >/dev/null
+  # (set -e does not apply inside a function called from an || list: every step says || return 1)
+  if [ -d "$dir" ]; then meson setup --reconfigure "$dir" "$@" >/dev/null || return 1
+  else meson setup "$dir" "$@" >/dev/null || return 1; fi
+  ninja -C "$dir" >/dev/null || return 1
   local rc=0
   meson test -C "$dir" --num-processes "$(nproc)" --print-errorlogs || rc=$?
   echo "== $name: Check summaries"
   grep -hE '^[0-9]+%: Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$dir/meson-logs/testlog.txt" | sort | uniq -c || true
   grep -E '^(Ok|Expected Fail|Fail|Unexpected Pass|Skipped|Timeout):' "$dir/meson-logs/testlog.txt" | sed "s/^/   $name /" || true
   return $rc
+}
+
+install_checks() {
+  local prefix dir=build-install
+  prefix=$(mktemp -d)
+  echo "== install: meson install into $prefix, example against pkg-config"
+  if [ -d "$dir" ]; then meson setup --reconfigure "$dir" --prefix "$prefix" --libdir lib -Dtests=disabled -Dbench=disabled >/dev/null || return 1
+  else meson setup "$dir" --prefix "$prefix" --libdir lib -Dtests=disabled -Dbench=disabled >/dev/null || return 1; fi
+  ninja -C "$dir" >/dev/null && meson install -C "$dir" >/dev/null || return 1
+  local flags
+  flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs --static attn) || return 1
+  cc -std=c11 -Wall -Wextra -Werror docs/example.c $flags -o "$prefix/example" || return 1
+  "$prefix/example" || return 1
+  echo "== install: attn as a Meson subproject"
+  local cons
+  cons=$(mktemp -d)
+  cp tests/consumer/meson.build "$cons/"
+  mkdir -p "$cons/subprojects" "$cons/docs"
+  ln -s "$PWD" "$cons/subprojects/attn"
+  ln -s "$PWD/docs/example.c" "$cons/docs/example.c"
+  (cd "$cons" && meson setup build -Dattn:tests=disabled -Dattn:bench=disabled >/dev/null && ninja -C build >/dev/null &&
+    meson test -C build) || return 1
+  rm -rf "$prefix" "$cons"
+  echo "== install: shared library build, native suite"
+  run_suite shared build-shared --buildtype=debugoptimized -Dbench=disabled -Ddefault_library=shared || return 1
+  echo "== install: shared library exports only the API"
+  local bad
+  bad=$(nm -D --defined-only build-shared/src/libattn.so | awk '$2 ~ /^[TDBR]$/ && $3 !~ /^attn_/ {print $3}' |
+    grep -vE '^(_init|_fini|__bss_start|_edata|_end)$' || true)
+  [ -z "$bad" ] || { echo "unexpected exported symbols: $bad"; return 1; }
+  [ "$(nm -D --defined-only build-shared/src/libattn.so | grep -c ' T attn_f32_')" = 0 ] || { echo "kernels exported"; return 1; }
 }
 
 status=0
@@ -55,7 +91,8 @@ for s in "${suites[@]}"; do
     aarch64)
       run_suite aarch64 build-aarch64 --buildtype=debugoptimized -Dbench=disabled \
         --cross-file tests/cross/aarch64-linux-gnu.ini || status=1 ;;
-    *) echo "unknown suite: $s (native|sanitize|emul|aarch64)" >&2; exit 2 ;;
+    install) install_checks || status=1 ;;
+    *) echo "unknown suite: $s (native|sanitize|emul|aarch64|install)" >&2; exit 2 ;;
   esac
 done
 [ $status = 0 ] && echo "== all suites passed" || echo "== SOME SUITES FAILED"

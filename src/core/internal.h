@@ -35,6 +35,9 @@ ATTN_INTERNAL attn_status attn_check_input(size_t rows, size_t heads, size_t wid
 /* As above, and the layout must not overlap itself. */
 ATTN_INTERNAL attn_status attn_check_output(size_t rows, size_t heads, size_t width, attn_layout l,
                                             size_t *span);
+/* The default token-major layouts [n][h][d] of q, k and [n][h][dv] of v, o. */
+ATTN_INTERNAL void attn_default_layouts(size_t h_q, size_t h_kv, size_t d, size_t dv, attn_layout *q, attn_layout *k,
+                                        attn_layout *v, attn_layout *o);
 /* 1 when the float ranges [a, a+na) and [b, b+nb) overlap. */
 ATTN_INTERNAL int attn_overlap(const void *a, size_t na_bytes, const void *b, size_t nb_bytes);
 /* Checked arithmetic: return 0 on overflow. */

@@ -98,10 +98,7 @@ attn_status attn_linear_desc_init(attn_linear_desc *d, size_t n_q, size_t n_kv, 
   d->normalize = 1;
   d->eps = 1e-6f;
   d->chunk = 0;
-  d->q = (attn_layout){h_q * dim, dim};
-  d->k = (attn_layout){h_kv * dim, dim};
-  d->v = (attn_layout){h_kv * dv, dv};
-  d->o = (attn_layout){h_q * dv, dv};
+  attn_default_layouts(h_q, h_kv, dim, dv, &d->q, &d->k, &d->v, &d->o);
   return ATTN_OK;
 }
 

@@ -73,10 +73,7 @@ attn_status attn_softmax_desc_init(attn_softmax_desc *d, size_t n_q, size_t n_kv
   d->scale = dim ? (float)(1.0 / sqrt((double)dim)) : 1.0f;
   d->window_left = ATTN_UNBOUNDED;
   d->window_right = ATTN_UNBOUNDED;
-  d->q = (attn_layout){h_q * dim, dim};
-  d->k = (attn_layout){h_kv * dim, dim};
-  d->v = (attn_layout){h_kv * dv, dv};
-  d->o = (attn_layout){h_q * dv, dv};
+  attn_default_layouts(h_q, h_kv, dim, dv, &d->q, &d->k, &d->v, &d->o);
   d->lse = (attn_layout){h_q, 1};
   return ATTN_OK;
 }

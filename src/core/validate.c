@@ -36,3 +36,11 @@ int attn_overlap(const void *a, size_t na_bytes, const void *b, size_t nb_bytes)
   if (na_bytes == 0 || nb_bytes == 0) return 0;
   return pa < pb + nb_bytes && pb < pa + na_bytes;
 }
+
+void attn_default_layouts(size_t h_q, size_t h_kv, size_t d, size_t dv, attn_layout *q, attn_layout *k, attn_layout *v,
+                          attn_layout *o) {
+  *q = (attn_layout){h_q * d, d};
+  *k = (attn_layout){h_kv * d, d};
+  *v = (attn_layout){h_kv * dv, dv};
+  *o = (attn_layout){h_q * dv, dv};
+}

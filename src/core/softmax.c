@@ -1,8 +1,8 @@
 /*
  * Softmax attention driver (VARIANTS.md sections 1-2), written once for every ISA path.
  *
- * Per key/value head and per block of query rows (tb tokens x the g query heads of the group, so
- * one pass over K/V serves the whole GQA group; a decode step is one block):
+ * Per block of query rows (tb tokens x the g query heads of a GQA group, so one pass over K/V
+ * serves the whole group; a decode step is one block) and per key/value head:
  *   Q^T is packed once per block, pre-scaled:          QT = scale * Q^T          (d x R)
  *   for each key block inside the window's range:      ST = K_blk * QT            (gemm, Bc x R)
  *     boundary blocks only: masked pairs set to -inf
@@ -12,32 +12,46 @@
  * Computing ST = K Q^T rather than S = Q K^T means neither K nor V is ever packed or copied:
  * K rows are read in place as the broadcast operand and V rows in place as the vector operand.
  * Key blocks wholly outside [p_first - left, p_last + right] are never touched.
+ * When a call has fewer query tokens than a block (decode, short chunks) the per-head work per key
+ * block is small, so several heads (as many as keep their state within ~256 KiB) advance through
+ * the key blocks together: the step then streams K and V in memory order instead of striding
+ * over the whole cache once per head.
  */
 #include <math.h>
 
 #include "core/internal.h"
 
 typedef struct sm_plan {
-  size_t g, tb, R, bc;                    /* group size, tokens per block, rows per block, key block */
-  size_t off_qt, off_st, off_acc, off_m, off_l, off_al; /* workspace regions, in floats */
+  size_t g, tb, R, bc;  /* GQA group size, tokens per block, rows per block, key block */
+  size_t hg;            /* key/value heads that advance together when n_q < tb */
+  size_t off_st;        /* shared logits block, then hg per-head regions of head_floats: */
+  size_t off_heads, head_floats, off_qt, off_acc, off_m, off_l, off_al; /* offsets within a region */
   size_t ws_bytes;
 } sm_plan;
+
+enum { SM_HEAD_GROUP_FLOATS = 65536 }; /* 256 KiB of per-head state for heads advancing together */
 
 static attn_status sm_plan_make(const attn_softmax_desc *d, const struct attn_ukernels *uk, sm_plan *p) {
   p->g = d->h_q / d->h_kv;
   p->tb = attn_max_sz(1, uk->q_block / p->g);
   p->bc = uk->kv_block;
-  attn_ws w = {0, 0};
-  size_t dr, bcr, rdv;
+  size_t dr, bcr, rdv, heads;
   if (!attn_mul_ok(p->tb, p->g, &p->R) || !attn_mul_ok(d->d, p->R, &dr) || !attn_mul_ok(p->bc, p->R, &bcr) ||
       !attn_mul_ok(p->R, d->dv, &rdv))
     return ATTN_E_SIZE_OVERFLOW;
-  p->off_qt = attn_ws_take(&w, dr);
+  attn_ws h = {0, 0}; /* one head's region */
+  p->off_qt = attn_ws_take(&h, dr);
+  p->off_acc = attn_ws_take(&h, rdv);
+  p->off_m = attn_ws_take(&h, p->R);
+  p->off_l = attn_ws_take(&h, p->R);
+  p->off_al = attn_ws_take(&h, p->R);
+  if (h.overflow) return ATTN_E_SIZE_OVERFLOW;
+  p->head_floats = h.floats;
+  p->hg = attn_max_sz(1, attn_min_sz(d->h_kv, SM_HEAD_GROUP_FLOATS / p->head_floats));
+  attn_ws w = {0, 0};
   p->off_st = attn_ws_take(&w, bcr);
-  p->off_acc = attn_ws_take(&w, rdv);
-  p->off_m = attn_ws_take(&w, p->R);
-  p->off_l = attn_ws_take(&w, p->R);
-  p->off_al = attn_ws_take(&w, p->R);
+  if (!attn_mul_ok(p->hg, p->head_floats, &heads)) return ATTN_E_SIZE_OVERFLOW;
+  p->off_heads = attn_ws_take(&w, heads);
   return attn_ws_bytes(&w, &p->ws_bytes) ? ATTN_OK : ATTN_E_SIZE_OVERFLOW;
 }
 
@@ -109,48 +123,61 @@ static void sm_block_mask(float *st, size_t ldst, size_t jn, int64_t j0, size_t 
 
 static void sm_run(const attn_softmax_desc *d, const sm_plan *p, const struct attn_ukernels *uk, const float *q,
                    const float *k, const float *v, float *o, float *lse, float *ws) {
-  float *qt = ws + p->off_qt, *st = ws + p->off_st, *acc = ws + p->off_acc;
-  float *m = ws + p->off_m, *l = ws + p->off_l, *al = ws + p->off_al;
+  float *st = ws + p->off_st;
   const size_t g = p->g, D = d->d, DV = d->dv;
   const int64_t nq = (int64_t)d->n_q, nkv = (int64_t)d->n_kv;
   const int64_t wl = clamp_window(d->window_left, d->n_q + d->n_kv);
   const int64_t wr = clamp_window(d->window_right, d->n_q + d->n_kv);
-  for (size_t hk = 0; hk < d->h_kv; hk++) {
-    const float *kh = k + hk * d->k.head_stride, *vh = v + hk * d->v.head_stride;
-    for (size_t t0 = 0; t0 < d->n_q; t0 += p->tb) {
-      /* rows of this block; also the leading dimension of QT and ST (a decode step: 1 x 1 x g) */
-      const size_t tn = attn_min_sz(p->tb, d->n_q - t0), rows = tn * g;
-      for (size_t ti = 0; ti < tn; ti++)
-        for (size_t gi = 0; gi < g; gi++) {
-          const float *qr = q + (t0 + ti) * d->q.row_stride + (hk * g + gi) * d->q.head_stride;
-          float *col = qt + ti * g + gi;
-          for (size_t x = 0; x < D; x++) col[x * rows] = qr[x] * d->scale;
+  const size_t hg = d->n_q < p->tb ? p->hg : 1;
+  for (size_t t0 = 0; t0 < d->n_q; t0 += p->tb) {
+    /* rows of this block; also the leading dimension of QT and ST (a decode step: 1 x 1 x g) */
+    const size_t tn = attn_min_sz(p->tb, d->n_q - t0), rows = tn * g;
+    const int64_t p0 = nkv - nq + (int64_t)t0, p1 = p0 + (int64_t)tn - 1;
+    const int64_t lo = p0 - wl > 0 ? p0 - wl : 0, hi = p1 + wr < nkv - 1 ? p1 + wr : nkv - 1;
+    for (size_t h0 = 0; h0 < d->h_kv; h0 += hg) {
+      const size_t hn = attn_min_sz(hg, d->h_kv - h0);
+      for (size_t hh = 0; hh < hn; hh++) {
+        float *reg = ws + p->off_heads + hh * p->head_floats;
+        float *qt = reg + p->off_qt, *acc = reg + p->off_acc, *m = reg + p->off_m, *l = reg + p->off_l;
+        for (size_t ti = 0; ti < tn; ti++)
+          for (size_t gi = 0; gi < g; gi++) {
+            const float *qr = q + (t0 + ti) * d->q.row_stride + ((h0 + hh) * g + gi) * d->q.head_stride;
+            float *col = qt + ti * g + gi;
+            for (size_t x = 0; x < D; x++) col[x * rows] = qr[x] * d->scale;
+          }
+        for (size_t r = 0; r < rows; r++) {
+          m[r] = -INFINITY;
+          l[r] = 0.0f;
         }
-      for (size_t r = 0; r < rows; r++) {
-        m[r] = -INFINITY;
-        l[r] = 0.0f;
+        for (size_t x = 0; x < rows * DV; x++) acc[x] = 0.0f;
       }
-      for (size_t x = 0; x < rows * DV; x++) acc[x] = 0.0f;
-
-      const int64_t p0 = nkv - nq + (int64_t)t0, p1 = p0 + (int64_t)tn - 1;
-      const int64_t lo = p0 - wl > 0 ? p0 - wl : 0, hi = p1 + wr < nkv - 1 ? p1 + wr : nkv - 1;
       for (int64_t j0 = lo; j0 <= hi; j0 += (int64_t)p->bc) {
         const size_t jn = (size_t)(hi + 1 - j0 < (int64_t)p->bc ? hi + 1 - j0 : (int64_t)p->bc);
-        attn_prefetch_rows(vh + (size_t)j0 * d->v.row_stride, jn, d->v.row_stride, DV);
-        uk->gemm(jn, rows, D, kh + (size_t)j0 * d->k.row_stride, d->k.row_stride, 1, qt, rows, st, rows, NULL, 0);
-        if (j0 < p1 - wl || j0 + (int64_t)jn - 1 > p0 + wr) sm_block_mask(st, rows, jn, j0, tn, g, p0, wl, wr);
-        uk->softmax_block(jn, rows, st, rows, m, l, al);
-        uk->gemm(rows, DV, jn, st, 1, rows, vh + (size_t)j0 * d->v.row_stride, d->v.row_stride, acc, DV, al, 1);
-      }
-
-      for (size_t ti = 0; ti < tn; ti++)
-        for (size_t gi = 0; gi < g; gi++) {
-          const size_t r = ti * g + gi, h = hk * g + gi;
-          const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-          float *orow = o + (t0 + ti) * d->o.row_stride + h * d->o.head_stride;
-          for (size_t x = 0; x < DV; x++) orow[x] = acc[r * DV + x] * inv;
-          if (lse) lse[(t0 + ti) * d->lse.row_stride + h * d->lse.head_stride] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
+        const int masked = j0 < p1 - wl || j0 + (int64_t)jn - 1 > p0 + wr;
+        for (size_t hh = 0; hh < hn; hh++) {
+          float *reg = ws + p->off_heads + hh * p->head_floats;
+          const float *kb = k + (size_t)j0 * d->k.row_stride + (h0 + hh) * d->k.head_stride;
+          const float *vb = v + (size_t)j0 * d->v.row_stride + (h0 + hh) * d->v.head_stride;
+          attn_prefetch_rows(vb, jn, d->v.row_stride, DV);
+          uk->gemm(jn, rows, D, kb, d->k.row_stride, 1, reg + p->off_qt, rows, st, rows, NULL, 0);
+          if (masked) sm_block_mask(st, rows, jn, j0, tn, g, p0, wl, wr);
+          uk->softmax_block(jn, rows, st, rows, reg + p->off_m, reg + p->off_l, reg + p->off_al);
+          uk->gemm(rows, DV, jn, st, 1, rows, vb, d->v.row_stride, reg + p->off_acc, DV, reg + p->off_al, 1);
         }
+      }
+      for (size_t hh = 0; hh < hn; hh++) {
+        const float *reg = ws + p->off_heads + hh * p->head_floats;
+        const float *acc = reg + p->off_acc, *m = reg + p->off_m, *l = reg + p->off_l;
+        for (size_t ti = 0; ti < tn; ti++)
+          for (size_t gi = 0; gi < g; gi++) {
+            const size_t r = ti * g + gi, h = (h0 + hh) * g + gi;
+            const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+            float *orow = o + (t0 + ti) * d->o.row_stride + h * d->o.head_stride;
+            for (size_t x = 0; x < DV; x++) orow[x] = acc[r * DV + x] * inv;
+            if (lse)
+              lse[(t0 + ti) * d->lse.row_stride + h * d->lse.head_stride] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
+          }
+      }
     }
   }
 }

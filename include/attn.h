@@ -317,6 +317,14 @@ ATTN_API attn_status attn_linear_state_reset(attn_linear_state *state);
  */
 ATTN_API attn_status attn_linear_state_copy(attn_linear_state *dst, const attn_linear_state *src);
 
+/**
+ * The causal chunk size C that attn_linear uses for this descriptor on the active path, in *chunk:
+ * desc->chunk when it is set, else the path's default (48 on the AVX2 and NEON paths, 64 on the
+ * scalar path). For FLOP accounting of the chunkwise products. Validates desc.
+ * @retval ATTN_OK, the validation statuses, ATTN_E_UNSUPPORTED_ISA.
+ */
+ATTN_API attn_status attn_linear_chunk_size(const attn_linear_desc *desc, size_t *chunk);
+
 /** Bytes of workspace attn_linear needs for this descriptor on the active path. Validates desc. */
 ATTN_API attn_status attn_linear_workspace_size(const attn_linear_desc *desc, size_t *bytes);
 

@@ -6,5 +6,5 @@
 #define ATTN_GEMM_NV 2
 #define ATTN_Q_BLOCK 48
 #define ATTN_KV_BLOCK 96
-#define ATTN_LINEAR_CHUNK 64
+#define ATTN_LINEAR_CHUNK 48
 #include "simd/ukernels_tmpl.h"

@@ -154,16 +154,28 @@ attn_status attn_linear_state_copy(attn_linear_state *dst, const attn_linear_sta
   return ATTN_OK;
 }
 
-attn_status attn_linear_workspace_size(const attn_linear_desc *d, size_t *bytes) {
-  lin_plan p;
-  attn_status st = lin_validate(d, &p);
+/* Validation, then the plan on the active path (shared by the query functions). */
+static attn_status lin_plan_active(const attn_linear_desc *d, const void *out, lin_plan *p) {
+  attn_status st = lin_validate(d, p);
   if (st) return st;
-  if (!bytes) return ATTN_E_NULL_POINTER;
+  if (!out) return ATTN_E_NULL_POINTER;
   const struct attn_ukernels *uk = attn_dispatch();
   if (!uk) return ATTN_E_UNSUPPORTED_ISA;
-  if ((st = lin_plan_make(d, uk, &p))) return st;
-  *bytes = p.ws_bytes;
-  return ATTN_OK;
+  return lin_plan_make(d, uk, p);
+}
+
+attn_status attn_linear_workspace_size(const attn_linear_desc *d, size_t *bytes) {
+  lin_plan p;
+  attn_status st = lin_plan_active(d, bytes, &p);
+  if (st == ATTN_OK) *bytes = p.ws_bytes;
+  return st;
+}
+
+attn_status attn_linear_chunk_size(const attn_linear_desc *d, size_t *chunk) {
+  lin_plan p;
+  attn_status st = lin_plan_active(d, chunk, &p);
+  if (st == ATTN_OK) *chunk = p.C;
+  return st;
 }
 
 typedef struct lin_ctx {

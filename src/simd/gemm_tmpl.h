@@ -112,19 +112,28 @@ void ATTN_GEMM_NAME(size_t m, size_t n, size_t k, const float *a, size_t rsa, si
       const float *ai = a + i0 * rsa;
       float *ci = c + i0 * ldc + j0;
       const float *rsi = row_scale ? row_scale + i0 : NULL;
-      /* (rows, vectors) of the tile as compile-time constants: full, one row, one vector wide */
-#define GEMM_TILE_(mrc, nvc, full) \
-  attn_gemm_tile_(mrc, nvc, mv, nc, full, k, ai, rsa, csa, b + j0, ldb, ci, ldc, rsi, accumulate)
-      if (m == 1)
-        nc == GEMM_NR_ ? GEMM_TILE_(1, ATTN_GEMM_NV, 1) : GEMM_TILE_(1, ATTN_GEMM_NV, 0);
-      else if (nc == GEMM_NR_)
-        GEMM_TILE_(ATTN_GEMM_MR, ATTN_GEMM_NV, 1);
-      else if (nc == ATTN_VL)
-        GEMM_TILE_(ATTN_GEMM_MR, 1, 1);
-      else if (nc < ATTN_VL)
-        GEMM_TILE_(ATTN_GEMM_MR, 1, 0);
-      else
-        GEMM_TILE_(ATTN_GEMM_MR, ATTN_GEMM_NV, 0);
+      /* Tile shape (rows, vectors) as compile-time constants: full, one row, one vector wide;
+       * and A's row stride as the constant 1 when A is read transposed (P^T, Kf^T, QfT), so
+       * the MR broadcasts of a step come off one pointer with constant offsets. */
+#define GEMM_TILE_(mrc, nvc, full, rsa_c) \
+  attn_gemm_tile_(mrc, nvc, mv, nc, full, k, ai, rsa_c, csa, b + j0, ldb, ci, ldc, rsi, accumulate)
+#define GEMM_TILES_(rsa_c)                                                                   \
+  if (m == 1)                                                                                \
+    nc == GEMM_NR_ ? GEMM_TILE_(1, ATTN_GEMM_NV, 1, rsa_c) : GEMM_TILE_(1, ATTN_GEMM_NV, 0, rsa_c); \
+  else if (nc == GEMM_NR_)                                                                   \
+    GEMM_TILE_(ATTN_GEMM_MR, ATTN_GEMM_NV, 1, rsa_c);                                        \
+  else if (nc == ATTN_VL)                                                                    \
+    GEMM_TILE_(ATTN_GEMM_MR, 1, 1, rsa_c);                                                   \
+  else if (nc < ATTN_VL)                                                                     \
+    GEMM_TILE_(ATTN_GEMM_MR, 1, 0, rsa_c);                                                   \
+  else                                                                                       \
+    GEMM_TILE_(ATTN_GEMM_MR, ATTN_GEMM_NV, 0, rsa_c);
+      if (rsa == 1) {
+        GEMM_TILES_(1)
+      } else {
+        GEMM_TILES_(rsa)
+      }
+#undef GEMM_TILES_
 #undef GEMM_TILE_
     }
   }

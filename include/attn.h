@@ -164,7 +164,8 @@ typedef struct attn_softmax_desc {
   size_t window_left;          /**< keys visible before the query's position (ATTN_UNBOUNDED: all) */
   size_t window_right;         /**< keys visible after it (0: causal; ATTN_UNBOUNDED: all) */
   attn_layout q, k, v, o;      /**< strides; q and k rows have d elements, v and o rows dv */
-  attn_layout lse;             /**< strides of the optional LSE output (one float per row) */
+  attn_layout lse;             /**< strides of the optional LSE output (one float per row); checked
+                                    even when no lse is passed (the init defaults are valid) */
 } attn_softmax_desc;
 
 /**

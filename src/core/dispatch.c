@@ -24,6 +24,7 @@ static int is_path(attn_isa isa) { return isa > ATTN_ISA_AUTO && isa < ATTN_ISA_
 /* Can the path run here, and is it the CPU's own instruction set? */
 static int runnable(attn_isa isa, uint32_t cpu, int *native) {
   int run = 0, nat = 0;
+  (void)cpu; /* only x86 and 32-bit Arm consult it */
   switch (isa) {
     case ATTN_ISA_SCALAR:
       run = 1;

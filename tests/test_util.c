@@ -1,0 +1,409 @@
+/* Shared helpers of the attn Check suites: see test_util.h. */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* Environment and main                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+int tu_setup_isa(attn_isa *active) {
+  const char *name = getenv("ATTN_ISA");
+  const attn_isa want = (name && *name) ? attn_isa_from_name(name) : ATTN_ISA_AUTO;
+  if (want == ATTN_ISA_NONE || !attn_isa_available(want, NULL)) return 77; /* Meson: SKIP */
+  const attn_isa got = attn_isa_get();
+  if (want == ATTN_ISA_AUTO) {
+    int native = 0;
+    if (got <= ATTN_ISA_AUTO || got >= ATTN_ISA_COUNT || !attn_isa_available(got, &native) ||
+        !native) {
+      fprintf(stderr, "ATTN_ISA=auto: active path %d (%s) is not a native path\n", (int)got,
+              attn_isa_name(got));
+      return 1;
+    }
+  } else if (got != want) {
+    fprintf(stderr, "ATTN_ISA=%s not honoured: active path is %s\n", name, attn_isa_name(got));
+    return 1;
+  }
+  *active = got;
+  return 0;
+}
+
+int tu_run_suite(Suite *s) {
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_ENV);
+  const int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
+
+int tu_main(Suite *(*make_suite)(attn_isa active)) {
+  attn_isa active = ATTN_ISA_NONE;
+  const int rc = tu_setup_isa(&active);
+  if (rc != 0) return rc;
+  return tu_run_suite(make_suite(active));
+}
+
+TCase *tu_tcase(const char *name) {
+  TCase *tc = tcase_create(name);
+  tcase_set_timeout(tc, TU_TIMEOUT_S);
+  return tc;
+}
+
+int tu_small(void) {
+  const char *s = getenv("ATTN_TEST_SCALE");
+  return s && strcmp(s, "small") == 0;
+}
+
+size_t tu_select_rows(size_t count, const size_t *work, size_t *idx) {
+  const int small = tu_small();
+  size_t k = 0;
+  for (size_t i = 0; i < count; ++i)
+    if (!small || work[i] <= TU_SMALL_WORK_LIMIT) idx[k++] = i;
+  return k;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* RNG                                                                                         */
+/* ------------------------------------------------------------------------------------------ */
+void tu_rng_seed(tu_rng *r, uint64_t seed) {
+  r->s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+  if (r->s == 0) r->s = 1;
+  for (int i = 0; i < 4; ++i) (void)tu_rng_next(r);
+}
+
+uint64_t tu_rng_next(tu_rng *r) {
+  uint64_t x = r->s;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  r->s = x;
+  return x * 0x2545F4914F6CDD1Dull;
+}
+
+float tu_rng_range(tu_rng *r, float lo, float hi) {
+  const double u01 = (double)(tu_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+  return (float)(lo + (hi - lo) * u01);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Guarded buffers                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct guard_hdr {
+  void *raw;
+  size_t bytes;
+} guard_hdr;
+
+static unsigned char canary(size_t i) { return (unsigned char)(0xC3u ^ (unsigned)(i * 37u)); }
+
+void *tu_alloc(size_t bytes, size_t misalign) {
+  misalign %= 64;
+  const size_t total = 64 + TU_GUARD_BYTES + misalign + bytes + TU_GUARD_BYTES;
+  const size_t rounded = (total + 63) / 64 * 64;
+  unsigned char *raw = aligned_alloc(64, rounded);
+  ck_assert_ptr_nonnull(raw);
+  unsigned char *p = raw + 64 + TU_GUARD_BYTES + misalign;
+  guard_hdr h = {raw, bytes};
+  memcpy(p - TU_GUARD_BYTES - sizeof h, &h, sizeof h);
+  for (size_t i = 0; i < TU_GUARD_BYTES; ++i) {
+    p[-1 - (ptrdiff_t)i] = canary(i);
+    p[bytes + i] = canary(i + 1000);
+  }
+  for (size_t i = 0; i + sizeof(float) <= bytes; i += sizeof(float)) {
+    const uint32_t bits = TU_SENTINEL_BITS;
+    memcpy(p + i, &bits, sizeof bits);
+  }
+  return p;
+}
+
+static guard_hdr header_of(const void *p) {
+  guard_hdr h;
+  memcpy(&h, (const unsigned char *)p - TU_GUARD_BYTES - sizeof h, sizeof h);
+  return h;
+}
+
+int tu_guards_intact(const void *p) {
+  const unsigned char *b = p;
+  const guard_hdr h = header_of(p);
+  for (size_t i = 0; i < TU_GUARD_BYTES; ++i)
+    if (b[-1 - (ptrdiff_t)i] != canary(i) || b[h.bytes + i] != canary(i + 1000)) return 0;
+  return 1;
+}
+
+void tu_free(void *p) {
+  if (p) free(header_of(p).raw);
+}
+
+float tu_sentinel(void) {
+  const uint32_t bits = TU_SENTINEL_BITS;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+void tu_fill_sentinel(float *p, size_t count) {
+  const float s = tu_sentinel();
+  for (size_t i = 0; i < count; ++i) p[i] = s;
+}
+
+void tu_assert_guards(const char *what, const void *p) {
+  ck_assert_msg(tu_guards_intact(p), "%s: the library wrote into a guard zone around the buffer",
+                what);
+}
+
+void tu_assert_same_bits(const char *what, const void *a, const void *b, size_t bytes) {
+  if (memcmp(a, b, bytes) == 0) return;
+  const unsigned char *x = a, *y = b;
+  size_t i = 0;
+  while (x[i] == y[i]) ++i;
+  ck_abort_msg("%s: bytes differ, first at float index %zu (of %zu)", what, i / sizeof(float),
+               bytes / sizeof(float));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tensors                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+attn_layout tu_layout(tu_layout_kind kind, size_t n, size_t h, size_t w) {
+  attn_layout l;
+  switch (kind) {
+  case TU_HEAD_MAJOR: l.row_stride = w; l.head_stride = n * w; break;
+  case TU_PADDED: l.head_stride = w + 3; l.row_stride = h * (w + 3) + 7; break;
+  case TU_HEAD_PADDED: l.row_stride = w + 5; l.head_stride = n * (w + 5) + 11; break;
+  case TU_TOKEN_MAJOR:
+  case TU_PACKED_QKV:
+  default: l.row_stride = h * w; l.head_stride = w; break;
+  }
+  return l;
+}
+
+size_t tu_span(size_t n, size_t h, size_t w, attn_layout l) {
+  return (n - 1) * l.row_stride + (h - 1) * l.head_stride + w;
+}
+
+static void tensor_init(tu_tensor *t, size_t n, size_t h, size_t w, attn_layout l) {
+  t->n = n;
+  t->h = h;
+  t->w = w;
+  t->l = l;
+  t->span = tu_span(n, h, w, l);
+  t->owner = NULL;
+  t->guarded = 0;
+  t->data = NULL;
+}
+
+static void *input_alloc(size_t count) {
+  float *p = malloc(sizeof(float) * (count ? count : 1));
+  ck_assert_ptr_nonnull(p);
+  tu_fill_sentinel(p, count);
+  return p;
+}
+
+void tu_tensor_alloc(tu_tensor *t, tu_layout_kind kind, size_t n, size_t h, size_t w,
+                     int guarded) {
+  tensor_init(t, n, h, w, tu_layout(kind, n, h, w));
+  t->guarded = guarded;
+  t->owner = guarded ? tu_alloc(sizeof(float) * t->span, 0) : input_alloc(t->span);
+  t->data = t->owner;
+}
+
+void tu_tensor_free(tu_tensor *t) {
+  if (t->owner) {
+    if (t->guarded) tu_free(t->owner);
+    else free(t->owner);
+  }
+  t->owner = NULL;
+  t->data = NULL;
+}
+
+float *tu_at(const tu_tensor *t, size_t token, size_t head, size_t c) {
+  return t->data + token * t->l.row_stride + head * t->l.head_stride + c;
+}
+
+void tu_tensor_fill(tu_tensor *t, tu_rng *r, float lo, float hi) {
+  for (size_t i = 0; i < t->n; ++i)
+    for (size_t h = 0; h < t->h; ++h)
+      for (size_t c = 0; c < t->w; ++c) *tu_at(t, i, h, c) = tu_rng_range(r, lo, hi);
+}
+
+void tu_tensor_to_double(const tu_tensor *t, double *out) {
+  size_t e = 0;
+  for (size_t i = 0; i < t->n; ++i)
+    for (size_t h = 0; h < t->h; ++h)
+      for (size_t c = 0; c < t->w; ++c) out[e++] = (double)*tu_at(t, i, h, c);
+}
+
+void tu_assert_output_clean(const char *what, const tu_tensor *t) {
+  if (t->guarded) tu_assert_guards(what, t->owner);
+  unsigned char *mark = calloc(t->span, 1);
+  ck_assert_ptr_nonnull(mark);
+  for (size_t i = 0; i < t->n; ++i)
+    for (size_t h = 0; h < t->h; ++h)
+      for (size_t c = 0; c < t->w; ++c) mark[(size_t)(tu_at(t, i, h, c) - t->data)] = 1;
+  size_t bad = SIZE_MAX;
+  for (size_t e = 0; e < t->span && bad == SIZE_MAX; ++e) {
+    uint32_t bits;
+    memcpy(&bits, t->data + e, sizeof bits);
+    if (!mark[e] && bits != TU_SENTINEL_BITS) bad = e;
+  }
+  free(mark);
+  ck_assert_msg(bad == SIZE_MAX, "%s: the library wrote a gap element (offset %zu) of a strided output",
+                what, bad);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Inputs                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+static void fill_qk(tu_tensor *t, tu_data data, tu_rng *r, size_t d) {
+  switch (data) {
+  case TU_DATA_POSITIVE: tu_tensor_fill(t, r, 0.0f, 1.0f); break;
+  case TU_DATA_WIDE: tu_tensor_fill(t, r, -30.0f, 30.0f); break;
+  case TU_DATA_LARGE: {
+    /* q_t, k_t = c (1 + 0.02 u), c^2 d = 95: q.k in 95 * [0.98^2, 1.02^2] = [91.2, 98.8]. */
+    const double c = sqrt(95.0 / (double)d);
+    for (size_t i = 0; i < t->n; ++i)
+      for (size_t h = 0; h < t->h; ++h)
+        for (size_t e = 0; e < t->w; ++e)
+          *tu_at(t, i, h, e) = (float)(c * (1.0 + 0.02 * tu_rng_range(r, -1.0f, 1.0f)));
+    break;
+  }
+  case TU_DATA_UNIFORM:
+  default: tu_tensor_fill(t, r, -1.0f, 1.0f); break;
+  }
+}
+
+void tu_qkv_make(tu_qkv *x, tu_layout_kind kind, tu_data data, tu_rng *r, size_t n_q, size_t n_kv,
+                 size_t h_q, size_t h_kv, size_t d, size_t dv) {
+  memset(x, 0, sizeof *x);
+  if (kind == TU_PACKED_QKV) {
+    ck_assert_uint_eq(n_q, n_kv);
+    const size_t row = h_q * d + h_kv * d + h_kv * dv;
+    const attn_layout lq = {row, d}, lk = {row, d}, lv = {row, dv};
+    x->packed_bytes = sizeof(float) * n_q * row;
+    x->packed = input_alloc(n_q * row);
+    tensor_init(&x->q, n_q, h_q, d, lq);
+    tensor_init(&x->k, n_kv, h_kv, d, lk);
+    tensor_init(&x->v, n_kv, h_kv, dv, lv);
+    x->q.data = (float *)x->packed;
+    x->k.data = x->q.data + h_q * d;
+    x->v.data = x->k.data + h_kv * d;
+  } else {
+    tu_tensor_alloc(&x->q, kind, n_q, h_q, d, 0);
+    tu_tensor_alloc(&x->k, kind, n_kv, h_kv, d, 0);
+    tu_tensor_alloc(&x->v, kind, n_kv, h_kv, dv, 0);
+  }
+  fill_qk(&x->q, data, r, d);
+  fill_qk(&x->k, data, r, d);
+  if (data == TU_DATA_POSITIVE) tu_tensor_fill(&x->v, r, 0.0f, 1.0f);
+  else tu_tensor_fill(&x->v, r, -1.0f, 1.0f);
+  tu_qkv_snapshot(x);
+}
+
+static size_t qkv_parts(const tu_qkv *x, const void **p, size_t *bytes) {
+  if (x->packed) {
+    p[0] = x->packed;
+    bytes[0] = x->packed_bytes;
+    return 1;
+  }
+  const tu_tensor *t[3] = {&x->q, &x->k, &x->v};
+  for (int i = 0; i < 3; ++i) {
+    p[i] = t[i]->data;
+    bytes[i] = sizeof(float) * t[i]->span;
+  }
+  return 3;
+}
+
+void tu_qkv_snapshot(tu_qkv *x) {
+  const void *p[3];
+  size_t bytes[3], total = 0;
+  const size_t parts = qkv_parts(x, p, bytes);
+  for (size_t i = 0; i < parts; ++i) total += bytes[i];
+  free(x->copy);
+  x->copy = malloc(total ? total : 1);
+  ck_assert_ptr_nonnull(x->copy);
+  x->copy_bytes = total;
+  unsigned char *c = x->copy;
+  for (size_t i = 0; i < parts; ++i) {
+    memcpy(c, p[i], bytes[i]);
+    c += bytes[i];
+  }
+}
+
+void tu_qkv_assert_unchanged(const tu_qkv *x) {
+  const void *p[3];
+  size_t bytes[3];
+  const size_t parts = qkv_parts(x, p, bytes);
+  const unsigned char *c = x->copy;
+  for (size_t i = 0; i < parts; ++i) {
+    tu_assert_same_bits("input buffer (const) after the call", c, p[i], bytes[i]);
+    c += bytes[i];
+  }
+}
+
+void tu_qkv_free(tu_qkv *x) {
+  if (x->packed) {
+    free(x->packed);
+  } else {
+    tu_tensor_free(&x->q);
+    tu_tensor_free(&x->k);
+    tu_tensor_free(&x->v);
+  }
+  free(x->copy);
+  memset(x, 0, sizeof *x);
+}
+
+ref_layout tu_ref_layout(const tu_tensor *t) {
+  const ref_layout l = {t->l.row_stride, t->l.head_stride};
+  return l;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Comparison                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+void tu_compare(const char *family, const char *what, const tu_tensor *got, const double *ref,
+                const double *scale, const double *tol) {
+  size_t fails = 0, first = 0, ft = 0, fh = 0, fc = 0, e = 0;
+  double max_rel = 0.0, max_util = 0.0;
+  for (size_t i = 0; i < got->n; ++i) {
+    for (size_t h = 0; h < got->h; ++h) {
+      for (size_t c = 0; c < got->w; ++c, ++e) {
+        const double g = (double)*tu_at(got, i, h, c);
+        const double r = ref[e];
+        const double bound = tol[e] * scale[e];
+        int ok;
+        if (isinf(r)) {
+          ok = g == r;
+        } else {
+          const double err = fabs(g - r);
+          ok = err <= bound; /* false for NaN */
+          if (ok && scale[e] > 0.0) {
+            if (err / scale[e] > max_rel) max_rel = err / scale[e];
+            if (err / bound > max_util) max_util = err / bound;
+          }
+        }
+        if (!ok && fails++ == 0) {
+          first = e;
+          ft = i;
+          fh = h;
+          fc = c;
+        }
+      }
+    }
+  }
+  if (getenv("ATTN_TEST_REPORT"))
+    fprintf(stderr, "ATTN_ERR %s %s %.3e %.3f %s\n", family, attn_isa_name(attn_isa_get()),
+            max_rel, max_util, what);
+  ck_assert_msg(fails == 0,
+                "%s %s: %zu of %zu elements out of tolerance; first at token %zu head %zu col %zu: "
+                "got %.9g ref %.9g |err| %.3g > bound %.3g (tol %.3g x scale %.3g)",
+                family, what, fails, e, ft, fh, fc, (double)*tu_at(got, ft, fh, fc), ref[first],
+                fabs((double)*tu_at(got, ft, fh, fc) - ref[first]), tol[first] * scale[first],
+                tol[first], scale[first]);
+}
+
+double *tu_dup(double value, size_t count) {
+  double *p = malloc(sizeof(double) * (count ? count : 1));
+  ck_assert_ptr_nonnull(p);
+  for (size_t i = 0; i < count; ++i) p[i] = value;
+  return p;
+}

@@ -22,9 +22,11 @@ for s in "${suites[@]}"; do
   esac
 done
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else "$@"; fi; }
+# dpkg-query rather than dpkg -s: once check:arm64 is installed the bare name "check" is ambiguous
+installed() { dpkg-query -W -f='${db:Status-Status}\n' "$1" 2>/dev/null | grep -qx installed; }
 missing=()
-for p in "${need_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if [[ " ${suites[*]} " == *" aarch64 "* ]] && ! dpkg -s check:arm64 >/dev/null 2>&1; then
+for p in "${need_pkgs[@]}"; do installed "$p" || missing+=("$p"); done
+if [[ " ${suites[*]} " == *" aarch64 "* ]] && ! installed check:arm64; then
   missing+=(check:arm64)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
@@ -34,12 +36,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+setup_dir() { # build dir, meson setup args...: reconfigure a valid build tree, else start afresh
+  local dir=$1; shift
+  if [ -f "$dir/meson-private/coredata.dat" ]; then meson setup --reconfigure "$dir" "$@" >/dev/null
+  else rm -rf "$dir" && meson setup "$dir" "$@" >/dev/null; fi
+}
+
 run_suite() { # name, build dir, meson setup args...
   local name=$1 dir=$2; shift 2
   echo "== $name: meson setup $dir $*"
   # (set -e does not apply inside a function called from an || list: every step says || return 1)
-  if [ -d "$dir" ]; then meson setup --reconfigure "$dir" "$@" >/dev/null || return 1
-  else meson setup "$dir" "$@" >/dev/null || return 1; fi
+  setup_dir "$dir" "$@" || return 1
   ninja -C "$dir" >/dev/null || return 1
   local rc=0
   meson test -C "$dir" --num-processes "$(nproc)" --print-errorlogs || rc=$?
@@ -53,8 +60,7 @@ install_checks() {
   local prefix dir=build-install
   prefix=$(mktemp -d)
   echo "== install: meson install into $prefix, example against pkg-config"
-  if [ -d "$dir" ]; then meson setup --reconfigure "$dir" --prefix "$prefix" --libdir lib -Dtests=disabled -Dbench=disabled >/dev/null || return 1
-  else meson setup "$dir" --prefix "$prefix" --libdir lib -Dtests=disabled -Dbench=disabled >/dev/null || return 1; fi
+  setup_dir "$dir" --prefix "$prefix" --libdir lib -Dtests=disabled -Dbench=disabled || return 1
   ninja -C "$dir" >/dev/null && meson install -C "$dir" >/dev/null || return 1
   local flags
   flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs --static attn) || return 1

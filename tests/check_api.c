@@ -147,6 +147,19 @@ END_TEST
 /* ------------------------------------------------------------------------------------------ */
 /* Descriptor defaults                                                                         */
 /* ------------------------------------------------------------------------------------------ */
+/* The default token-major layouts: [n][h][d] for q, k and [n][h][dv] for v, o. */
+static void assert_token_major(const attn_layout *q, const attn_layout *k, const attn_layout *v,
+                               const attn_layout *o, size_t hq, size_t hkv, size_t d, size_t dv) {
+  ck_assert_uint_eq(q->row_stride, hq * d);
+  ck_assert_uint_eq(q->head_stride, d);
+  ck_assert_uint_eq(k->row_stride, hkv * d);
+  ck_assert_uint_eq(k->head_stride, d);
+  ck_assert_uint_eq(v->row_stride, hkv * dv);
+  ck_assert_uint_eq(v->head_stride, dv);
+  ck_assert_uint_eq(o->row_stride, hq * dv);
+  ck_assert_uint_eq(o->head_stride, dv);
+}
+
 START_TEST(softmax_desc_init_defaults) {
   attn_softmax_desc d;
   memset(&d, 0xCD, sizeof d);
@@ -160,14 +173,7 @@ START_TEST(softmax_desc_init_defaults) {
   ck_assert(fabs((double)d.scale - 0.125) <= 0x1p-24);
   ck_assert_uint_eq(d.window_left, ATTN_UNBOUNDED);
   ck_assert_uint_eq(d.window_right, ATTN_UNBOUNDED);
-  ck_assert_uint_eq(d.q.row_stride, 6 * 64);
-  ck_assert_uint_eq(d.q.head_stride, 64);
-  ck_assert_uint_eq(d.k.row_stride, 2 * 64);
-  ck_assert_uint_eq(d.k.head_stride, 64);
-  ck_assert_uint_eq(d.v.row_stride, 2 * 40);
-  ck_assert_uint_eq(d.v.head_stride, 40);
-  ck_assert_uint_eq(d.o.row_stride, 6 * 40);
-  ck_assert_uint_eq(d.o.head_stride, 40);
+  assert_token_major(&d.q, &d.k, &d.v, &d.o, 6, 2, 64, 40);
   ck_assert_uint_eq(d.lse.row_stride, 6);
   ck_assert_uint_eq(d.lse.head_stride, 1);
   ck_assert_int_eq(attn_softmax_desc_init(&d, 3, 3, 1, 1, 7, 7), ATTN_OK);
@@ -191,14 +197,7 @@ START_TEST(linear_desc_init_defaults) {
   ck_assert_int_eq(d.normalize, 1);
   ck_assert(d.eps == 1e-6f);
   ck_assert_uint_eq(d.chunk, 0);
-  ck_assert_uint_eq(d.q.row_stride, 6 * 64);
-  ck_assert_uint_eq(d.q.head_stride, 64);
-  ck_assert_uint_eq(d.k.row_stride, 2 * 64);
-  ck_assert_uint_eq(d.k.head_stride, 64);
-  ck_assert_uint_eq(d.v.row_stride, 2 * 40);
-  ck_assert_uint_eq(d.v.head_stride, 40);
-  ck_assert_uint_eq(d.o.row_stride, 6 * 40);
-  ck_assert_uint_eq(d.o.head_stride, 40);
+  assert_token_major(&d.q, &d.k, &d.v, &d.o, 6, 2, 64, 40);
   ck_assert_int_eq(attn_linear_desc_init(&d, 1, 1, 1, 1, 1, 1, ATTN_FEATURE_IDENTITY), ATTN_OK);
   ck_assert_int_eq(d.feature_map, ATTN_FEATURE_IDENTITY);
   ck_assert_int_eq(attn_linear_desc_init(NULL, 1, 1, 1, 1, 1, 1, ATTN_FEATURE_ELU1),

@@ -1,0 +1,838 @@
+/*
+ * attn-bench: throughput of every attn variant on every native ISA path against sequence length,
+ * decode, the linear/softmax crossover, and baselines (naive OpenBLAS attention, a plain C
+ * recurrent loop), all in one run. See --help, and flops.h for how work is counted.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bench.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Variants                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+const bench_variant bench_variants[] = {
+    {"softmax_full", BENCH_PREFILL, BENCH_SOFTMAX, 0, 0, ATTN_FEATURE_IDENTITY, 0, 1, NULL,
+     "softmax attention, every key visible (window unbounded both sides)"},
+    {"softmax_causal", BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 1, NULL,
+     "softmax attention, causal (window left unbounded, right 0)"},
+    {"softmax_window", BENCH_PREFILL, BENCH_SOFTMAX, 1, 1, ATTN_FEATURE_IDENTITY, 0, 0, NULL,
+     "causal sliding window of --window keys (left = W - 1, right = 0)"},
+    {"linear_identity", BENCH_PREFILL, BENCH_LINEAR, 0, 0, ATTN_FEATURE_IDENTITY, 0, 0,
+     "softmax_full", "linear, bidirectional, identity map, un-normalised"},
+    {"linear_identity_causal", BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
+     "softmax_causal", "linear, causal (chunkwise), identity map, un-normalised"},
+    {"linear_elu1", BENCH_PREFILL, BENCH_LINEAR, 0, 0, ATTN_FEATURE_ELU1, 1, 0, "softmax_full",
+     "linear, bidirectional, elu+1 map, normalised"},
+    {"linear_elu1_causal", BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_ELU1, 1, 0,
+     "softmax_causal", "linear, causal (chunkwise), elu+1 map, normalised"},
+    {"softmax_decode", BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0, NULL,
+     "one query over a K/V cache of --cache-min .. --cache-max tokens"},
+    {"linear_identity_decode", BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
+     NULL, "recurrent step (causal, n_q = n_kv = 1, continuing a state), identity"},
+    {"linear_elu1_decode", BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_ELU1, 1, 0, NULL,
+     "recurrent step (causal, n_q = n_kv = 1, continuing a state), elu+1"},
+};
+const size_t bench_variant_count = sizeof bench_variants / sizeof bench_variants[0];
+#define MAX_VARIANTS (sizeof bench_variants / sizeof bench_variants[0])
+
+static const bench_variant *find_variant(const char *name) {
+  for (size_t i = 0; i < bench_variant_count; i++)
+    if (strcmp(bench_variants[i].name, name) == 0) return &bench_variants[i];
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Options                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+#define MAX_LIST 64
+
+typedef struct options {
+  int variant_on[MAX_VARIANTS];
+  int isa_on[ATTN_ISA_COUNT];
+  size_t sizes[MAX_LIST], nsizes; /* explicit --sizes */
+  size_t n_min, n_max, quad_n_max, cache_min, cache_max;
+  int n_max_set, quad_set;
+  size_t d[MAX_LIST], nd;
+  size_t heads, kv_heads, window;
+  int threads, pin;
+  double min_time, max_call_time, noisy;
+  unsigned reps, warmup, retries;
+  const char *out_dir, *csv, *json, *svg, *md;
+  int baselines, plot, extend;
+} options;
+
+typedef struct opt_def {
+  const char *name, *arg, *help;
+} opt_def;
+
+static const opt_def opt_defs[] = {
+    {"variants", "LIST", "variants or groups to run, comma-separated (default: all).\n"
+                         "groups: all, prefill, decode, softmax, linear"},
+    {"isa", "LIST", "ISA paths, comma-separated: native (default: every path this CPU runs\n"
+                    "natively), or names (scalar, avx2, neon). Emulated paths are marked native=0"},
+    {"sizes", "LIST", "prefill sequence lengths (e.g. 128,1k,4k); overrides --n-min/--n-max"},
+    {"n-min", "N", "smallest prefill n, powers of two from here (default 128)"},
+    {"n-max", "N", "largest prefill n (default 65536)"},
+    {"quad-n-max", "N", "largest n for softmax full and causal (default 16384, or --n-max if\n"
+                        "that is given)"},
+    {"cache-min", "N", "smallest decode cache, powers of two from here (default 1024)"},
+    {"cache-max", "N", "largest decode cache (default 131072)"},
+    {"d", "LIST", "head dimensions d = dv, comma-separated (default 64)"},
+    {"heads", "H", "query heads per sequence (default 1)"},
+    {"kv-heads", "H", "key/value heads, dividing --heads (GQA; default = --heads)"},
+    {"window", "W", "keys seen by softmax_window, itself included (default 256)"},
+    {"threads", "T", "run T independent sequences at once, one per thread, each with its own\n"
+                     "buffers and workspace; results are aggregate (default 1). A library call\n"
+                     "is single-threaded, so T > 1 measures throughput, not one call's latency"},
+    {"pin", "CPU", "pin thread t to CPU (CPU + t) mod online CPUs (default: no pinning)"},
+    {"min-time", "S", "seconds of samples per point, at least (default 0.2)"},
+    {"reps", "N", "samples per point, at least (default 3)"},
+    {"warmup", "N", "untimed runs before sampling, at least (default 1)"},
+    {"retries", "N", "measure a noisy point again up to N times, keeping the steadiest attempt\n"
+                     "(default 1)"},
+    {"max-call-time", "S", "skip points predicted (from the previous n) to take longer than S\n"
+                           "seconds per call (default 2; 0: no limit)"},
+    {"noisy", "F", "flag rows whose spread (IQR / median) exceeds F (default 0.10)"},
+    {"out-dir", "DIR", "directory of the default output files (default bench-results)"},
+    {"csv", "PATH", "CSV output (default DIR/attn-bench.csv)"},
+    {"json", "PATH", "JSON output (default DIR/attn-bench.json)"},
+    {"md", "PATH", "Markdown results table (default DIR/attn-bench.md)"},
+    {"svg", "PATH", "plot, made with gnuplot when it is installed (default DIR/attn-bench.svg;\n"
+                    "the gnuplot script is written next to it with .gp)"},
+    {"no-baselines", NULL, "skip the OpenBLAS and plain C baselines"},
+    {"no-plot", NULL, "do not write the gnuplot script or the SVG"},
+    {"no-extend", NULL, "do not measure below the sweep when linear already wins at its\n"
+                        "smallest n (the crossover then reads \"< n\")"},
+    {"quick", NULL, "a short sweep for smoke tests: n <= 4096, caches <= 16k, --min-time 0.05"},
+    {"help", NULL, "show this help and exit"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "Usage: attn-bench [OPTIONS]\n\n"
+          "Measures every attn variant on every native ISA path across sequence lengths, decode over\n"
+          "growing caches, the n where linear attention overtakes softmax attention, and baselines\n"
+          "(naive attention through OpenBLAS; a plain C recurrent loop for causal linear attention).\n"
+          "Prints a table while it runs and writes CSV, JSON, Markdown and an SVG plot.\n"
+          "Lists take commas; sizes take k and M suffixes (1k = 1024).\n\nOptions:\n");
+  for (size_t i = 0; i < sizeof opt_defs / sizeof opt_defs[0]; i++) {
+    char head[48];
+    snprintf(head, sizeof head, "--%s%s%s", opt_defs[i].name, opt_defs[i].arg ? " " : "",
+             opt_defs[i].arg ? opt_defs[i].arg : "");
+    fprintf(f, "  %-22s", head);
+    for (const char *p = opt_defs[i].help; *p; p++) {
+      fputc(*p, f);
+      if (*p == '\n') fprintf(f, "  %-22s", "");
+    }
+    fputc('\n', f);
+  }
+  fprintf(f, "\nVariants:\n");
+  for (size_t i = 0; i < bench_variant_count; i++)
+    fprintf(f, "  %-24s%s\n", bench_variants[i].name, bench_variants[i].help);
+  fprintf(f,
+          "\nTiming: CLOCK_MONOTONIC; calls per sample calibrated to >= min-time/20; warm-up; samples\n"
+          "until --min-time and --reps are both reached; the median is reported with min and spread\n"
+          "(IQR / median). Rows with spread > --noisy, or that lost > 10%% of their CPU time to\n"
+          "other tasks, are flagged noisy and measured again (--retries). Flop and byte counts:\n"
+          "see bench/flops.h.\n"
+          "Exit status: 0 on success, 1 if a measurement failed, 2 on bad options.\n");
+}
+
+static void die_usage(const char *fmt, const char *a, const char *b) {
+  fprintf(stderr, "attn-bench: ");
+  fprintf(stderr, fmt, a, b);
+  fprintf(stderr, "\nRun 'attn-bench --help' for the options.\n");
+  exit(2);
+}
+
+/* A size with an optional k (1024) or M (1048576) suffix; > 0. */
+static size_t parse_size(const char *opt, const char *s) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (end == s || errno || s[0] == '-') die_usage("--%s: '%s' is not a positive size", opt, s);
+  if (*end == 'k' || *end == 'K') v *= 1024ull, end++;
+  else if (*end == 'm' || *end == 'M') v *= 1048576ull, end++;
+  if (*end || v == 0 || v > (1ull << 40)) die_usage("--%s: '%s' is not a positive size", opt, s);
+  return (size_t)v;
+}
+
+static int cmp_size(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return (x > y) - (x < y);
+}
+
+static size_t parse_size_list(const char *opt, const char *s, size_t *out) {
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s", s);
+  size_t n = 0;
+  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+    if (n == MAX_LIST) die_usage("--%s: more than 64 values in '%s'", opt, s);
+    out[n++] = parse_size(opt, tok);
+  }
+  if (!n) die_usage("--%s: empty list '%s'", opt, s);
+  return n;
+}
+
+static double parse_double(const char *opt, const char *s, double lo) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (end == s || *end || errno || !(v >= lo) || !isfinite(v))
+    die_usage("--%s: '%s' is not a valid number", opt, s);
+  return v;
+}
+
+static int parse_int(const char *opt, const char *s, int lo, int hi) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end || errno || v < lo || v > hi)
+    die_usage("--%s: '%s' is not an integer in the allowed range (see --help)", opt, s);
+  return (int)v;
+}
+
+static int group_has(const char *group, const bench_variant *v) {
+  if (!strcmp(group, "all")) return 1;
+  if (!strcmp(group, "prefill")) return v->mode == BENCH_PREFILL;
+  if (!strcmp(group, "decode")) return v->mode == BENCH_DECODE;
+  if (!strcmp(group, "softmax")) return v->kind == BENCH_SOFTMAX;
+  if (!strcmp(group, "linear")) return v->kind != BENCH_SOFTMAX;
+  return -1;
+}
+
+static void parse_variants(options *o, const char *s) {
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s", s);
+  memset(o->variant_on, 0, sizeof o->variant_on);
+  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+    const bench_variant *v = find_variant(tok);
+    if (v) {
+      o->variant_on[v - bench_variants] = 1;
+      continue;
+    }
+    if (group_has(tok, &bench_variants[0]) < 0)
+      die_usage("--variants: unknown variant or group '%s'%s", tok, " (see --help)");
+    for (size_t i = 0; i < bench_variant_count; i++)
+      if (group_has(tok, &bench_variants[i])) o->variant_on[i] = 1;
+  }
+}
+
+static void parse_isas(options *o, const char *s) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", s);
+  memset(o->isa_on, 0, sizeof o->isa_on);
+  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+    int native = 0;
+    if (!strcmp(tok, "native")) {
+      for (int i = ATTN_ISA_SCALAR; i < ATTN_ISA_COUNT; i++)
+        if (attn_isa_available((attn_isa)i, &native) && native) o->isa_on[i] = 1;
+      continue;
+    }
+    attn_isa isa = attn_isa_from_name(tok);
+    if (isa <= ATTN_ISA_AUTO || isa >= ATTN_ISA_COUNT)
+      die_usage("--isa: unknown path '%s'%s", tok, " (scalar, avx2, neon or native)");
+    if (!attn_isa_available(isa, &native))
+      die_usage("--isa: path '%s' cannot run on this CPU%s", tok, "");
+    o->isa_on[isa] = 1;
+  }
+}
+
+static void defaults(options *o) {
+  memset(o, 0, sizeof *o);
+  parse_variants(o, "all");
+  parse_isas(o, "native");
+  o->n_min = 128;
+  o->n_max = 65536;
+  o->quad_n_max = 16384;
+  o->cache_min = 1024;
+  o->cache_max = 131072;
+  o->d[0] = 64;
+  o->nd = 1;
+  o->heads = 1;
+  o->window = 256;
+  o->threads = 1;
+  o->pin = -1;
+  o->min_time = 0.2;
+  o->max_call_time = 2.0;
+  o->noisy = 0.10;
+  o->reps = 3;
+  o->warmup = 1;
+  o->retries = 1;
+  o->out_dir = "bench-results";
+  o->baselines = 1;
+  o->plot = 1;
+  o->extend = 1;
+}
+
+static void parse_args(options *o, int argc, char **argv) {
+  defaults(o);
+  int quick = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strncmp(a, "--", 2) != 0) die_usage("unexpected argument '%s'%s", a, "");
+    char name[64];
+    const char *eq = strchr(a + 2, '='), *val = NULL;
+    size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+    if (len >= sizeof name) die_usage("unknown option '%s'%s", a, "");
+    memcpy(name, a + 2, len);
+    name[len] = 0;
+    const opt_def *def = NULL;
+    for (size_t j = 0; j < sizeof opt_defs / sizeof opt_defs[0]; j++)
+      if (!strcmp(opt_defs[j].name, name)) def = &opt_defs[j];
+    if (!def) die_usage("unknown option '--%s'%s", name, "");
+    if (def->arg) {
+      if (eq) val = eq + 1;
+      else if (i + 1 < argc) val = argv[++i];
+      else die_usage("--%s needs a value (%s)", name, def->arg);
+    } else if (eq) {
+      die_usage("--%s takes no value%s", name, "");
+    }
+    if (!strcmp(name, "help")) usage(stdout), exit(0);
+    else if (!strcmp(name, "variants")) parse_variants(o, val);
+    else if (!strcmp(name, "isa")) parse_isas(o, val);
+    else if (!strcmp(name, "sizes")) o->nsizes = parse_size_list(name, val, o->sizes);
+    else if (!strcmp(name, "n-min")) o->n_min = parse_size(name, val);
+    else if (!strcmp(name, "n-max")) o->n_max = parse_size(name, val), o->n_max_set = 1;
+    else if (!strcmp(name, "quad-n-max")) o->quad_n_max = parse_size(name, val), o->quad_set = 1;
+    else if (!strcmp(name, "cache-min")) o->cache_min = parse_size(name, val);
+    else if (!strcmp(name, "cache-max")) o->cache_max = parse_size(name, val);
+    else if (!strcmp(name, "d")) o->nd = parse_size_list(name, val, o->d);
+    else if (!strcmp(name, "heads")) o->heads = parse_size(name, val);
+    else if (!strcmp(name, "kv-heads")) o->kv_heads = parse_size(name, val);
+    else if (!strcmp(name, "window")) o->window = parse_size(name, val);
+    else if (!strcmp(name, "threads")) o->threads = parse_int(name, val, 1, 1024);
+    else if (!strcmp(name, "pin")) o->pin = parse_int(name, val, 0, INT_MAX / 2);
+    else if (!strcmp(name, "min-time")) o->min_time = parse_double(name, val, 0);
+    else if (!strcmp(name, "reps")) o->reps = (unsigned)parse_int(name, val, 1, 100000);
+    else if (!strcmp(name, "warmup")) o->warmup = (unsigned)parse_int(name, val, 0, 1000);
+    else if (!strcmp(name, "retries")) o->retries = (unsigned)parse_int(name, val, 0, 100);
+    else if (!strcmp(name, "max-call-time")) o->max_call_time = parse_double(name, val, 0);
+    else if (!strcmp(name, "noisy")) o->noisy = parse_double(name, val, 0);
+    else if (!strcmp(name, "out-dir")) o->out_dir = val;
+    else if (!strcmp(name, "csv")) o->csv = val;
+    else if (!strcmp(name, "json")) o->json = val;
+    else if (!strcmp(name, "md")) o->md = val;
+    else if (!strcmp(name, "svg")) o->svg = val;
+    else if (!strcmp(name, "no-baselines")) o->baselines = 0;
+    else if (!strcmp(name, "no-plot")) o->plot = 0;
+    else if (!strcmp(name, "no-extend")) o->extend = 0;
+    else if (!strcmp(name, "quick")) quick = 1;
+  }
+  if (o->nsizes) { /* explicit sizes: the largest is the limit unless a limit is given */
+    qsort(o->sizes, o->nsizes, sizeof o->sizes[0], cmp_size);
+    if (!o->n_max_set) o->n_max = o->sizes[o->nsizes - 1], o->n_max_set = 1;
+  }
+  if (quick) { /* quick sets defaults; explicit options still win */
+    if (!o->n_max_set) o->n_max = 4096;
+    if (!o->quad_set) o->quad_n_max = 4096;
+    if (o->cache_max == 131072) o->cache_max = 16384;
+    if (o->min_time == 0.2) o->min_time = 0.05;
+    if (o->max_call_time == 2.0) o->max_call_time = 0.5;
+  }
+  if (o->n_max_set && !o->quad_set) o->quad_n_max = o->n_max;
+  if (!o->kv_heads) o->kv_heads = o->heads;
+  if (o->heads % o->kv_heads)
+    die_usage("--kv-heads must divide --heads (%s)", "query head h reads kv head h / (H / H_kv)", "");
+  if (!o->nsizes && o->n_min > o->n_max) die_usage("--n-min is above --n-max%s%s", "", "");
+  if (o->cache_min > o->cache_max) die_usage("--cache-min is above --cache-max%s%s", "", "");
+  int any = 0;
+  for (int i = 0; i < ATTN_ISA_COUNT; i++) any |= o->isa_on[i];
+  if (!any) die_usage("no ISA path selected%s%s", "", "");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Plan and measurement                                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct run_ctx {
+  options opt;
+  bench_results res;
+  bench_pool *pool;
+  size_t done; /* rows finished, for the progress counter */
+  size_t planned;
+  int failures;
+} run_ctx;
+
+static bench_row *push_row(bench_results *r) {
+  if (r->count == r->cap) {
+    size_t cap = r->cap ? 2 * r->cap : 256;
+    bench_row *rows = realloc(r->rows, cap * sizeof *rows);
+    if (!rows) {
+      fprintf(stderr, "attn-bench: out of memory\n");
+      exit(1);
+    }
+    r->rows = rows;
+    r->cap = cap;
+  }
+  bench_row *row = &r->rows[r->count++];
+  memset(row, 0, sizeof *row);
+  return row;
+}
+
+/* Feature size m from the library (public API), d if it cannot say. */
+static size_t feature_size(const bench_shape *s) {
+  attn_linear_desc desc;
+  size_t m = s->d;
+  attn_linear_desc_init(&desc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv, s->map);
+  desc.causal = s->causal;
+  desc.normalize = s->normalize;
+  if (attn_linear_feature_size(&desc, &m) != ATTN_OK) m = s->d;
+  return m;
+}
+
+/* The shape of variant v (attn call, or its baseline when kind says so) at n tokens. */
+static bench_shape make_shape(const options *o, const bench_variant *v, bench_kind kind, size_t n,
+                              size_t d) {
+  bench_shape s = {0};
+  s.kind = kind;
+  s.h_q = o->heads;
+  s.h_kv = o->kv_heads;
+  s.d = s.dv = d;
+  s.map = v->map;
+  s.causal = v->causal;
+  s.normalize = v->normalize;
+  s.n_q = s.n_kv = n;
+  if (v->kind == BENCH_SOFTMAX) {
+    s.window_left = v->windowed ? o->window - 1 : ATTN_UNBOUNDED;
+    s.window_right = v->causal ? 0 : ATTN_UNBOUNDED;
+    if (v->mode == BENCH_DECODE) s.n_q = 1;
+  } else {
+    s.window_left = s.window_right = ATTN_UNBOUNDED;
+    s.m = feature_size(&s);
+  }
+  return s;
+}
+
+static bench_row *add_row(run_ctx *rc, const bench_variant *v, attn_isa isa, const char *baseline,
+                          bench_kind kind, size_t n, size_t d) {
+  bench_row *row = push_row(&rc->res);
+  row->var = v;
+  row->isa = isa;
+  row->baseline = baseline != NULL;
+  row->impl = baseline ? baseline : attn_isa_name(isa);
+  if (baseline) row->native = 1;
+  else attn_isa_available(isa, &row->native);
+  row->shape = make_shape(&rc->opt, v, kind, n, d);
+  row->cost = bench_cost_of(&row->shape);
+  return row;
+}
+
+static int same_series(const bench_row *a, const bench_row *b) {
+  return a->var == b->var && a->isa == b->isa && a->baseline == b->baseline &&
+         a->shape.d == b->shape.d && a->shape.kind == b->shape.kind;
+}
+
+/* Decide whether a row is skipped before it runs; 1 if it is (note says why). */
+static int skip_row(run_ctx *rc, bench_row *row, const bench_row *prev) {
+  const options *o = &rc->opt;
+  if (row->shape.kind == BENCH_BLAS) {
+    if (!bench_have_openblas()) {
+      snprintf(row->note, sizeof row->note, "skipped (built without OpenBLAS)");
+      return 1;
+    }
+    if ((double)row->shape.n_q * (double)row->shape.n_kv * sizeof(float) > (double)BENCH_BLAS_MAX_BYTES) {
+      snprintf(row->note, sizeof row->note, "skipped (n x n memory > 1 GiB)");
+      return 1;
+    }
+  }
+  if (prev && prev->state == ROW_SKIPPED && strstr(prev->note, "max-call-time")) {
+    snprintf(row->note, sizeof row->note, "%s", prev->note);
+    return 1;
+  }
+  if (prev && prev->state == ROW_OK && o->max_call_time > 0 && prev->cost.flops > 0) {
+    double predicted = prev->st.median * row->cost.flops / prev->cost.flops;
+    if (predicted > o->max_call_time) {
+      snprintf(row->note, sizeof row->note, "skipped (over --max-call-time %g s)", o->max_call_time);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static void measure_row(run_ctx *rc, bench_row *row) {
+  const int threads = rc->opt.threads;
+  bench_work *work = calloc((size_t)threads, sizeof *work);
+  void **ctx = calloc((size_t)threads, sizeof *ctx);
+  char err[160] = "";
+  attn_status st = ATTN_OK;
+  row->state = ROW_FAILED;
+  if (!work || !ctx) {
+    snprintf(row->note, sizeof row->note, "out of memory");
+    goto done;
+  }
+  if (!row->baseline && (st = attn_isa_set(row->isa)) != ATTN_OK) {
+    snprintf(row->note, sizeof row->note, "attn_isa_set: %s", attn_status_string(st));
+    goto done;
+  }
+  for (int t = 0; t < threads; t++) {
+    ctx[t] = &work[t];
+    if (bench_work_init(&work[t], &row->shape, (unsigned)t, err, sizeof err)) {
+      snprintf(row->note, sizeof row->note, "%s", err);
+      goto done;
+    }
+  }
+  /* A noisy result is measured again (--retries); the steadiest attempt is kept. */
+  bench_measure(rc->pool, &rc->res.timing, bench_work_run, ctx, &row->st);
+  for (unsigned a = 0; a < rc->opt.retries && row->st.noisy; a++) {
+    bench_stats again;
+    bench_measure(rc->pool, &rc->res.timing, bench_work_run, ctx, &again);
+    if (again.noisy < row->st.noisy || again.spread < row->st.spread) row->st = again;
+    row->retried++;
+  }
+  for (int t = 0; t < threads; t++)
+    if (work[t].status != ATTN_OK) {
+      snprintf(row->note, sizeof row->note, "call failed: %s", attn_status_string(work[t].status));
+      goto done;
+    }
+  row->state = ROW_OK;
+done:
+  for (int t = 0; work && t < threads; t++) bench_work_free(&work[t]);
+  free(work);
+  free(ctx);
+}
+
+/* Run one planned row: skip or measure, then print it. */
+static void run_row(run_ctx *rc, size_t index) {
+  bench_row *row = &rc->res.rows[index];
+  const bench_row *prev = NULL;
+  for (size_t i = index; i-- > 0;)
+    if (same_series(&rc->res.rows[i], row) && !rc->res.rows[i].extra) {
+      prev = &rc->res.rows[i];
+      break;
+    }
+  if (row->extra) prev = NULL;
+  if (skip_row(rc, row, prev)) row->state = ROW_SKIPPED;
+  else measure_row(rc, row);
+  if (row->state == ROW_FAILED) rc->failures++;
+  bench_print_row(stdout, &rc->res, row, ++rc->done, rc->planned);
+  fflush(stdout);
+}
+
+/* Powers of two from lo to hi. */
+static size_t powers_of_two(size_t lo, size_t hi, size_t *out) {
+  size_t n = 0;
+  for (size_t v = lo; v <= hi && n < MAX_LIST; v *= 2) out[n++] = v;
+  return n;
+}
+
+/* The sizes a variant is measured at: n (prefill: --sizes, or powers of two, up to --quad-n-max
+ * for the quadratic variants), the cache (decode), or one step. */
+static size_t variant_sizes(const options *o, const bench_variant *v, size_t *out) {
+  if (v->kind == BENCH_LINEAR_STEP) {
+    out[0] = 1;
+    return 1;
+  }
+  if (v->mode == BENCH_DECODE) return powers_of_two(o->cache_min, o->cache_max, out);
+  size_t hi = v->quadratic ? o->quad_n_max : o->n_max, n = 0;
+  if (!o->nsizes) return powers_of_two(o->n_min, hi, out);
+  for (size_t i = 0; i < o->nsizes; i++)
+    if (o->sizes[i] <= hi) out[n++] = o->sizes[i];
+  return n;
+}
+
+/* All rows of the sweep, in series order (each series by growing n): every selected variant on
+ * every selected path, then the baselines of the variants that have one. */
+static void plan(run_ctx *rc) {
+  const options *o = &rc->opt;
+  size_t sizes[MAX_LIST];
+  for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
+    for (size_t vi = 0; o->isa_on[isa] && vi < bench_variant_count; vi++)
+      for (size_t di = 0; o->variant_on[vi] && di < o->nd; di++) {
+        const bench_variant *v = &bench_variants[vi];
+        size_t count = variant_sizes(o, v, sizes);
+        for (size_t i = 0; i < count; i++) add_row(rc, v, (attn_isa)isa, NULL, v->kind, sizes[i], o->d[di]);
+      }
+  if (!o->baselines) return;
+  for (size_t vi = 0; vi < bench_variant_count; vi++) {
+    const bench_variant *v = &bench_variants[vi];
+    int blas = v->kind == BENCH_SOFTMAX && v->mode == BENCH_PREFILL;
+    int rec = v->kind == BENCH_LINEAR_STEP || (v->kind == BENCH_LINEAR && v->causal);
+    for (size_t di = 0; o->variant_on[vi] && (blas || rec) && di < o->nd; di++) {
+      size_t count = variant_sizes(o, v, sizes);
+      for (size_t i = 0; i < count; i++)
+        add_row(rc, v, ATTN_ISA_NONE, blas ? "openblas" : "plain-c",
+                blas ? BENCH_BLAS : BENCH_RECURRENT, sizes[i], o->d[di]);
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Baseline ratios and crossovers                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+static void attach_baselines(bench_results *r) {
+  for (size_t i = 0; i < r->count; i++) {
+    bench_row *row = &r->rows[i];
+    if (row->baseline || row->state != ROW_OK) continue;
+    for (size_t j = 0; j < r->count; j++) {
+      const bench_row *b = &r->rows[j];
+      if (!b->baseline || b->var != row->var || b->shape.d != row->shape.d ||
+          b->shape.n_q != row->shape.n_q || b->shape.n_kv != row->shape.n_kv)
+        continue;
+      row->base_impl = b->impl;
+      if (b->state == ROW_OK) row->base_time = b->st.median;
+      else snprintf(row->base_note, sizeof row->base_note, "%s", b->note);
+    }
+  }
+}
+
+static const bench_row *find_ok(const bench_results *r, const bench_variant *v, attn_isa isa,
+                                size_t d, size_t n) {
+  for (size_t i = 0; i < r->count; i++) {
+    const bench_row *row = &r->rows[i];
+    if (row->var == v && row->isa == isa && !row->baseline && row->shape.d == d &&
+        row->shape.n_q == n && row->state == ROW_OK)
+      return row;
+  }
+  return NULL;
+}
+
+/* n* for one (linear, softmax, isa, d): the last n where softmax is at least as fast, the next
+ * one where linear is faster (and stays faster), interpolated log-linearly in log(t_lin/t_soft). */
+static bench_crossover crossover(const bench_results *r, const bench_variant *lin,
+                                 const bench_variant *soft, attn_isa isa, size_t d) {
+  bench_crossover c = {lin, soft, isa, d, 0, 0, 0, 0, 0, 0};
+  size_t ns[4 * MAX_LIST], count = 0;
+  for (size_t i = 0; i < r->count && count < 4 * MAX_LIST; i++) {
+    const bench_row *row = &r->rows[i];
+    if (row->var == lin && row->isa == isa && !row->baseline && row->shape.d == d &&
+        row->state == ROW_OK && find_ok(r, soft, isa, d, row->shape.n_q))
+      ns[count++] = row->shape.n_q;
+  }
+  if (!count) {
+    c.where = 2; /* nothing to compare */
+    return c;
+  }
+  qsort(ns, count, sizeof ns[0], cmp_size);
+  double y[4 * MAX_LIST];
+  long last_soft = -1;
+  for (size_t i = 0; i < count; i++) {
+    y[i] = log(find_ok(r, lin, isa, d, ns[i])->st.median / find_ok(r, soft, isa, d, ns[i])->st.median);
+    if (y[i] >= 0) last_soft = (long)i;
+  }
+  c.n_lo = ns[0];
+  c.n_hi = ns[count - 1];
+  c.ratio_lo = exp(y[0]);
+  c.ratio_hi = exp(y[count - 1]);
+  if (last_soft < 0) c.where = -1;
+  else if ((size_t)last_soft == count - 1) c.where = 1;
+  else {
+    size_t k = (size_t)last_soft;
+    double x0 = log((double)ns[k]), x1 = log((double)ns[k + 1]);
+    c.n_star = exp(x0 + y[k] * (x1 - x0) / (y[k] - y[k + 1]));
+  }
+  return c;
+}
+
+static void compute_crossovers(run_ctx *rc) {
+  bench_results *r = &rc->res;
+  free(r->cross);
+  r->cross = NULL;
+  r->ncross = 0;
+  size_t cap = bench_variant_count * ATTN_ISA_COUNT * MAX_LIST;
+  r->cross = calloc(cap, sizeof *r->cross);
+  if (!r->cross) return;
+  for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++) {
+    if (!rc->opt.isa_on[isa]) continue;
+    for (size_t vi = 0; vi < bench_variant_count; vi++) {
+      const bench_variant *lin = &bench_variants[vi];
+      const bench_variant *soft = lin->partner ? find_variant(lin->partner) : NULL;
+      if (!soft || !rc->opt.variant_on[vi] || !rc->opt.variant_on[soft - bench_variants]) continue;
+      for (size_t di = 0; di < rc->opt.nd; di++) {
+        bench_crossover c = crossover(r, lin, soft, (attn_isa)isa, rc->opt.d[di]);
+        if (c.where != 2) r->cross[r->ncross++] = c;
+      }
+    }
+  }
+}
+
+/* Where linear already wins at the smallest swept n, measure both variants at n/2, n/4, ...
+ * (down to 8) until softmax wins, so the crossover is a measured n* rather than "< n". */
+static void extend_crossovers(run_ctx *rc) {
+  for (size_t ci = 0; ci < rc->res.ncross; ci++) {
+    bench_crossover c = rc->res.cross[ci];
+    if (c.where != -1) continue;
+    for (size_t n = c.n_lo / 2; n >= 8; n /= 2) {
+      const bench_variant *pair[2] = {c.softmax, c.linear};
+      bench_row *rows[2];
+      for (int k = 0; k < 2; k++) {
+        rows[k] = find_ok(&rc->res, pair[k], c.isa, c.d, n)
+                      ? NULL
+                      : add_row(rc, pair[k], c.isa, NULL, pair[k]->kind, n, c.d);
+        if (rows[k]) {
+          rows[k]->extra = 1;
+          rc->planned++;
+          run_row(rc, (size_t)(rows[k] - rc->res.rows));
+        }
+      }
+      const bench_row *s = find_ok(&rc->res, c.softmax, c.isa, c.d, n);
+      const bench_row *l = find_ok(&rc->res, c.linear, c.isa, c.d, n);
+      if (!s || !l || s->st.median <= l->st.median) break;
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Main                                                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+static const char *out_path(const options *o, const char *given, const char *ext, char *buf,
+                            size_t len) {
+  if (given) return given;
+  snprintf(buf, len, "%s/attn-bench.%s", o->out_dir, ext);
+  return buf;
+}
+
+/* mkdir -p of the directory part of path. */
+static void make_parent(const char *path) {
+  char dir[1200];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash) return;
+  *slash = 0;
+  for (char *p = dir + 1; *p; p++)
+    if (*p == '/') {
+      *p = 0;
+      mkdir(dir, 0777);
+      *p = '/';
+    }
+  mkdir(dir, 0777);
+}
+
+static void limits(run_ctx *rc) {
+  bench_limits *l = &rc->res.limits;
+  printf("Measuring this machine's limits (%d thread%s)...\n", rc->opt.threads,
+         rc->opt.threads > 1 ? "s" : "");
+  fflush(stdout);
+  for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++) {
+    l->peak[isa] = bench_measure_peak(rc->pool, (attn_isa)isa, 0.2);
+    if (l->peak[isa] > l->best_peak) l->best_peak = l->peak[isa];
+  }
+  l->bw = bench_measure_bandwidth(rc->pool, (size_t)128 << 20, 0.3);
+}
+
+/* The run is noisy when the best path's FMA peak moved by more than 5% between start and end, a
+ * fifth of the rows are noisy, other tasks took more than 5% of this process's CPU, or other tasks
+ * kept more than a quarter of a CPU busy on average while it measured. */
+static void judge_noise(run_ctx *rc) {
+  bench_results *r = &rc->res;
+  size_t ok = 0, noisy = 0, known = 0;
+  double share = 0, others = 0;
+  for (size_t i = 0; i < r->count; i++)
+    if (r->rows[i].state == ROW_OK) {
+      ok++;
+      noisy += (size_t)r->rows[i].st.noisy;
+      share += r->rows[i].st.cpu_share;
+      if (isfinite(r->rows[i].st.other_load)) others += r->rows[i].st.other_load, known++;
+    }
+  share = ok ? share / (double)ok : 1;
+  others = known ? others / (double)known : 0;
+  /* Drift is judged on the fastest path, the one most results are compared to. */
+  double drift = 0;
+  char drifts[128] = "";
+  for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
+    if (r->limits.peak[isa] > 0) {
+      r->limits.peak_end[isa] = bench_measure_peak(rc->pool, (attn_isa)isa, 0.2);
+      double dd = r->limits.peak_end[isa] / r->limits.peak[isa] - 1;
+      if (r->limits.peak[isa] == r->limits.best_peak) drift = fabs(dd);
+      size_t used = strlen(drifts);
+      snprintf(drifts + used, sizeof drifts - used, "%s%s %+.1f%%", used ? ", " : "",
+               attn_isa_name((attn_isa)isa), 100 * dd);
+    }
+  r->info.load_end = bench_loadavg();
+  r->noisy_run = drift > 0.05 || (ok && noisy * 5 > ok) || share < 0.95 || others > 0.25;
+  snprintf(r->noise_note, sizeof r->noise_note,
+           "%s: %zu of %zu rows noisy; CPU share %.0f%%; other tasks %.2f CPU on average; "
+           "FMA peak end/start %s; load %.2f -> %.2f",
+           r->noisy_run ? "NOISY" : "quiet", noisy, ok, 100 * share, others, drifts,
+           r->info.load_start, r->info.load_end);
+}
+
+int main(int argc, char **argv) {
+  static run_ctx rc;
+  parse_args(&rc.opt, argc, argv);
+  const options *o = &rc.opt;
+  bench_results *r = &rc.res;
+  r->threads = o->threads;
+  r->pin = o->pin;
+  r->window = o->window;
+  r->timing = (bench_timing){o->min_time, o->reps, 100000, o->warmup, o->noisy};
+  bench_sysinfo_fill(&r->info);
+  for (int i = 0, used = 0; i < argc && used < (int)sizeof r->command - 1; i++) {
+    int w = snprintf(r->command + used, sizeof r->command - (size_t)used, "%s%s", i ? " " : "",
+                     i ? argv[i] : "attn-bench");
+    if (w > 0) used += w;
+  }
+  const double t0 = bench_now();
+
+  char err[256];
+  if (!(rc.pool = bench_pool_create(o->threads, o->pin, err, sizeof err))) {
+    fprintf(stderr, "attn-bench: %s\n", err);
+    return 1;
+  }
+  bench_print_header(stdout, r);
+  limits(&rc);
+  plan(&rc);
+  rc.planned = r->count;
+  printf("\nLimits: ");
+  for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
+    if (r->limits.peak[isa] > 0)
+      printf("%s FMA peak %.1f GFLOP/s; ", attn_isa_name((attn_isa)isa), r->limits.peak[isa]);
+  printf("read bandwidth %.1f GB/s\n\n", r->limits.bw);
+  printf("Sweep: %zu points\n", rc.planned);
+  if (!rc.planned) fprintf(stderr, "attn-bench: warning: nothing to measure with these options\n");
+  bench_print_row_header(stdout);
+  for (size_t i = 0; i < rc.planned; i++) run_row(&rc, i);
+
+  compute_crossovers(&rc);
+  if (o->extend) {
+    extend_crossovers(&rc);
+    compute_crossovers(&rc);
+  }
+  attn_isa_set(ATTN_ISA_AUTO);
+  attach_baselines(r);
+  judge_noise(&rc);
+  r->elapsed = bench_now() - t0;
+
+  char buf[4][1100];
+  const char *csv = out_path(o, o->csv, "csv", buf[0], sizeof buf[0]);
+  const char *json = out_path(o, o->json, "json", buf[1], sizeof buf[1]);
+  const char *md = out_path(o, o->md, "md", buf[2], sizeof buf[2]);
+  const char *svg = out_path(o, o->svg, "svg", buf[3], sizeof buf[3]);
+  int write_failed = 0;
+  const char *paths[3] = {csv, json, md};
+  int (*writers[3])(const char *, const bench_results *) = {bench_write_csv, bench_write_json,
+                                                             bench_write_markdown};
+  printf("\n");
+  for (int k = 0; k < 3; k++) {
+    make_parent(paths[k]);
+    if (writers[k](paths[k], r)) {
+      fprintf(stderr, "attn-bench: cannot write %s: %s\n", paths[k], strerror(errno));
+      write_failed = 1;
+    } else {
+      printf("wrote %s\n", paths[k]);
+    }
+  }
+  char msg[1200] = "plot disabled (--no-plot)";
+  if (o->plot) {
+    make_parent(svg);
+    if (bench_write_plot(svg, r, msg, sizeof msg) < 0) write_failed = 1;
+  }
+
+  bench_print_baselines(stdout, r);
+  printf("\nRun quality: %s (%.0f s)\n", r->noise_note, r->elapsed);
+  bench_print_crossovers(stdout, r);
+  printf("\nPlot: %s\n", msg);
+  bench_pool_destroy(rc.pool);
+  free(r->rows);
+  free(r->cross);
+  return rc.failures || write_failed ? 1 : 0;
+}

@@ -1,0 +1,140 @@
+/*
+ * flops.h: the one place where the bench counts work. Every GFLOP/s, tokens/s and GB/s figure the
+ * bench prints, writes or plots is computed from bench_cost_of() below; nothing else counts.
+ *
+ * Conventions (per call, one thread; --threads T multiplies by T):
+ *
+ *   variant                    flops                                              bytes
+ *   -------------------------  -------------------------------------------------  -------------------
+ *   softmax (full, causal,     P * h_q * (2 d + 2 dv)                              Q + K_vis + V_vis + O
+ *   windowed, decode)          P = exact number of visible (query, key) pairs
+ *                              with bottom-right alignment; 2d for q.k, 2dv for
+ *                              p*v. exp, max and the row sums are not counted.
+ *   linear bidirectional       h_kv * 2 n_kv m dva   (S = psi(K)^T [V 1])          Q + K + V + O
+ *                            + h_q  * 2 n_q  m dva   (O = phi(Q) S)
+ *   linear causal (prefill)    chunkwise, chunk C = 64 (the library's default      Q + K + V + O
+ *                              on SIMD paths, desc.chunk = 0; the bench never
+ *                              asks the library for it). Per chunk of c tokens:
+ *                              h_q  * (2 c^2 m      QK^T, full c x c block
+ *                                    + 2 c^2 dva    A [V 1]
+ *                                    + 2 c m dva)   Q S
+ *                            + h_kv * 2 c m dva     S += K^T [V 1]
+ *   linear decode step         the causal formula with n = 1 (c = 1)              state read + written
+ *                                                                                + q, k, v, o rows
+ *
+ *   m   = feature size (= d for identity and elu1).
+ *   dva = dv + 1 when normalised (the library augments V with a ones column so the same product
+ *         yields z), dv when un-normalised.
+ *   Feature maps (elu1's exp) and the final division are not counted.
+ *   Bytes are the compulsory traffic: every input element read once and every output element
+ *   written once (K_vis/V_vis: the key/value rows visible to at least one query), fp32. For softmax
+ *   decode this is essentially the K and V cache; for the linear step it is the state.
+ *   Baselines (naive OpenBLAS attention, plain C recurrent loop) are credited with the count of
+ *   the library variant they stand in for, so their GFLOP/s are effective rates; compare times.
+ *   tokens = n_q (queries answered per call).
+ */
+#ifndef ATTN_BENCH_FLOPS_H
+#define ATTN_BENCH_FLOPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn.h"
+
+/** The chunk size the linear causal flop count assumes (library default on SIMD paths). */
+#define BENCH_LINEAR_CHUNK 64
+
+typedef enum bench_kind {
+  BENCH_SOFTMAX,     /**< attn_softmax: prefill (n_q = n_kv) or decode (n_q = 1) */
+  BENCH_LINEAR,      /**< attn_linear prefill, bidirectional or causal (no incoming state) */
+  BENCH_LINEAR_STEP, /**< attn_linear causal, n_q = n_kv = 1, continuing a state */
+  BENCH_BLAS,        /**< baseline: sgemm, row softmax in C, sgemm (OpenBLAS) */
+  BENCH_RECURRENT    /**< baseline: plain C rank-1 update per token (causal linear) */
+} bench_kind;
+
+/** The shape of one measured call. */
+typedef struct bench_shape {
+  bench_kind kind;
+  size_t n_q, n_kv, h_q, h_kv, d, dv, m;
+  size_t window_left, window_right; /**< softmax and BLAS (ATTN_UNBOUNDED: no bound) */
+  int causal, normalize;            /**< linear and recurrent */
+  attn_feature_map map;             /**< linear and recurrent */
+} bench_shape;
+
+typedef struct bench_cost {
+  double flops, bytes, tokens;
+  double kv_rows; /**< key/value rows visible to at least one query (softmax) */
+} bench_cost;
+
+/** Keys visible to query i (bottom-right alignment): [*lo, *hi]; returns their count (0: none). */
+static inline size_t bench_visible_range(size_t n_q, size_t n_kv, size_t left, size_t right,
+                                         size_t i, size_t *lo, size_t *hi) {
+  long long p = (long long)n_kv - (long long)n_q + (long long)i;
+  long long a = (left == ATTN_UNBOUNDED || (long long)left >= p) ? 0 : p - (long long)left;
+  long long b = (right == ATTN_UNBOUNDED || p + (long long)right >= (long long)n_kv)
+                    ? (long long)n_kv - 1
+                    : p + (long long)right;
+  if (b < a) return 0;
+  *lo = (size_t)a;
+  *hi = (size_t)b;
+  return (size_t)(b - a + 1);
+}
+
+/** Exact number of visible (query, key) pairs for one head; *kv_rows: keys visible to any query. */
+static inline double bench_visible_pairs(size_t n_q, size_t n_kv, size_t left, size_t right,
+                                         double *kv_rows) {
+  double pairs = 0;
+  size_t first = SIZE_MAX, last = 0, lo = 0, hi = 0;
+  for (size_t i = 0; i < n_q; i++) {
+    size_t count = bench_visible_range(n_q, n_kv, left, right, i, &lo, &hi);
+    if (!count) continue;
+    pairs += (double)count;
+    if (lo < first) first = lo;
+    if (hi > last) last = hi;
+  }
+  if (kv_rows) *kv_rows = first == SIZE_MAX ? 0.0 : (double)(last - first + 1);
+  return pairs;
+}
+
+/** Chunkwise causal linear attention over n tokens (n_q = n_kv = n), chunk C. */
+static inline double bench_linear_causal_flops(size_t n, size_t h_q, size_t h_kv, size_t m,
+                                               size_t dva, size_t chunk) {
+  double f = 0;
+  for (size_t done = 0; done < n; done += chunk) {
+    double c = (double)(n - done < chunk ? n - done : chunk);
+    f += (double)h_q * (2 * c * c * (double)m + 2 * c * c * (double)dva + 2 * c * (double)m * (double)dva);
+    f += (double)h_kv * 2 * c * (double)m * (double)dva;
+  }
+  return f;
+}
+
+static inline bench_cost bench_cost_of(const bench_shape *s) {
+  bench_cost c = {0, 0, (double)s->n_q, (double)s->n_kv};
+  const double f4 = sizeof(float);
+  double q_o = (double)s->n_q * (double)s->h_q * (double)(s->d + s->dv) * f4;
+  size_t dva = s->normalize ? s->dv + 1 : s->dv;
+  switch (s->kind) {
+  case BENCH_SOFTMAX:
+  case BENCH_BLAS: {
+    double pairs = bench_visible_pairs(s->n_q, s->n_kv, s->window_left, s->window_right, &c.kv_rows);
+    c.flops = pairs * (double)s->h_q * (double)(2 * s->d + 2 * s->dv);
+    c.bytes = q_o + c.kv_rows * (double)s->h_kv * (double)(s->d + s->dv) * f4;
+    break;
+  }
+  case BENCH_LINEAR:
+  case BENCH_LINEAR_STEP:
+  case BENCH_RECURRENT:
+    if (s->causal || s->kind != BENCH_LINEAR)
+      c.flops = bench_linear_causal_flops(s->n_q, s->h_q, s->h_kv, s->m, dva, BENCH_LINEAR_CHUNK);
+    else
+      c.flops = 2.0 * (double)s->m * (double)dva *
+                ((double)s->h_kv * (double)s->n_kv + (double)s->h_q * (double)s->n_q);
+    c.bytes = q_o + (double)s->n_kv * (double)s->h_kv * (double)(s->d + s->dv) * f4;
+    if (s->kind != BENCH_LINEAR && s->n_q == 1) /* a decode step: the state round trip */
+      c.bytes += 2.0 * (double)s->h_kv * (double)s->m * (double)dva * f4;
+    break;
+  }
+  return c;
+}
+
+#endif

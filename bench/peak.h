@@ -1,0 +1,36 @@
+/*
+ * peak.h: single-core floating-point peak probes, one per ISA path.
+ *
+ * Each probe runs `iters` iterations of BENCH_PEAK_CHAINS independent multiply-add chains (enough
+ * to cover latency x throughput of two FMA pipes) and returns a value derived from the
+ * accumulators so the work cannot be optimised away. The harness times them with its common
+ * timing loop; flops per iteration are given by the matching macro. Each probe lives in its own
+ * file so only it gets the ISA's compiler flags (-mavx2 -mfma for AVX2; nothing for scalar).
+ */
+#ifndef ATTN_BENCH_PEAK_H
+#define ATTN_BENCH_PEAK_H
+
+#include <stddef.h>
+
+#define BENCH_PEAK_CHAINS 12
+
+/** Plain C at the build's baseline flags (what the scalar path's compiler can reach; on x86-64
+ *  gcc vectorises it to SSE2 multiply + add, whose chain latency is mul + add, so it takes 14
+ *  chains: 14 x 4 lanes x 2 flops). */
+#define BENCH_PEAK_SCALAR_CHAINS 14
+#define BENCH_PEAK_SCALAR_FLOPS (BENCH_PEAK_SCALAR_CHAINS * 4 * 2)
+float bench_peak_scalar(size_t iters);
+
+#if defined(ATTN_BENCH_HAVE_PEAK_AVX2)
+/** AVX2 + FMA: 12 ymm chains x 8 lanes x 2 flops (vfmadd). */
+#define BENCH_PEAK_AVX2_FLOPS (BENCH_PEAK_CHAINS * 8 * 2)
+float bench_peak_avx2(size_t iters);
+#endif
+
+#if defined(ATTN_BENCH_HAVE_PEAK_NEON)
+/** NEON: 12 q-register chains x 4 lanes x 2 flops (fmla). */
+#define BENCH_PEAK_NEON_FLOPS (BENCH_PEAK_CHAINS * 4 * 2)
+float bench_peak_neon(size_t iters);
+#endif
+
+#endif

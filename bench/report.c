@@ -1,0 +1,782 @@
+/* report.c: every way the results leave the bench: the one row printer (stdout, while it runs),
+ * the baseline and crossover tables, CSV, JSON, Markdown and the gnuplot plot. */
+#include <errno.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "bench.h"
+
+extern char **environ;
+
+/* ---- derived metrics (all from flops.h via row->cost) ---------------------------------------- */
+
+static double per_second(const bench_results *r, const bench_row *row, double amount) {
+  return row->state == ROW_OK && row->st.median > 0 ? amount * r->threads / row->st.median : NAN;
+}
+double bench_row_gflops(const bench_results *r, const bench_row *row) {
+  return per_second(r, row, row->cost.flops) * 1e-9;
+}
+double bench_row_tokens(const bench_results *r, const bench_row *row) {
+  return per_second(r, row, row->cost.tokens);
+}
+double bench_row_gbps(const bench_results *r, const bench_row *row) {
+  return per_second(r, row, row->cost.bytes) * 1e-9;
+}
+/* Attn rows against their path's peak; OpenBLAS against the best path's, plain C against scalar. */
+double bench_row_frac_peak(const bench_results *r, const bench_row *row) {
+  double peak = !row->baseline                      ? r->limits.peak[row->isa]
+                : row->shape.kind == BENCH_RECURRENT ? r->limits.peak[ATTN_ISA_SCALAR]
+                                                     : r->limits.best_peak;
+  return peak > 0 ? bench_row_gflops(r, row) / peak : NAN;
+}
+double bench_row_frac_bw(const bench_results *r, const bench_row *row) {
+  return r->limits.bw > 0 ? bench_row_gbps(r, row) / r->limits.bw : NAN;
+}
+static double speedup(const bench_row *row) {
+  return row->state == ROW_OK && row->base_time > 0 ? row->base_time / row->st.median : NAN;
+}
+
+/* ---- formatting ----------------------------------------------------------------------------- */
+
+static const char *fmt_time(char *buf, size_t len, double s) {
+  if (!(s > 0)) snprintf(buf, len, "-");
+  else if (s < 1e-6) snprintf(buf, len, "%.1f ns", s * 1e9);
+  else if (s < 1e-3) snprintf(buf, len, "%.2f us", s * 1e6);
+  else if (s < 1) snprintf(buf, len, "%.2f ms", s * 1e3);
+  else snprintf(buf, len, "%.3f s", s);
+  return buf;
+}
+
+static const char *fmt_si(char *buf, size_t len, double v) {
+  if (!isfinite(v)) snprintf(buf, len, "-");
+  else if (v >= 1e9) snprintf(buf, len, "%.2fG", v * 1e-9);
+  else if (v >= 1e6) snprintf(buf, len, "%.2fM", v * 1e-6);
+  else if (v >= 1e3) snprintf(buf, len, "%.2fk", v * 1e-3);
+  else snprintf(buf, len, "%.1f", v);
+  return buf;
+}
+
+/* Token counts as people write them: 128, 1k, 64k (k = 1024). */
+static const char *fmt_n(char *buf, size_t len, double n) {
+  if (n >= 1024 && fmod(n, 1024) == 0) snprintf(buf, len, "%.0fk", n / 1024);
+  else if (n >= 1024) snprintf(buf, len, "%.1fk", n / 1024);
+  else snprintf(buf, len, "%.0f", n);
+  return buf;
+}
+
+static const char *fmt_num(char *buf, size_t len, const char *fmt, double v) {
+  if (!isfinite(v)) snprintf(buf, len, "-");
+  else snprintf(buf, len, fmt, v);
+  return buf;
+}
+
+/* Append a formatted item to a comma-separated list. */
+static void append(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t len, const char *fmt, ...) {
+  size_t used = strlen(buf);
+  if (used && used + 2 < len) strcat(buf, ", "), used += 2;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + used, len - used, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- stdout ---------------------------------------------------------------------------------- */
+
+void bench_print_header(FILE *f, const bench_results *r) {
+  const bench_sysinfo *i = &r->info;
+  fprintf(f, "attn-bench: attn %s (git %s), %s\n", i->version, i->git, i->date);
+  fprintf(f, "machine:  %s, %d CPUs online; paths: %s\n", i->cpu, i->cores, i->isas);
+  fprintf(f, "compiler: %s; %s\n", i->compiler, i->flags);
+  fprintf(f, "run:      %s\n", r->command);
+  fprintf(f, "          %d thread%s%s, min-time %g s, reps >= %u, warm-up %u, load %.2f, OpenBLAS %s\n",
+          r->threads, r->threads > 1 ? "s (independent sequences, aggregate throughput)" : "",
+          r->pin >= 0 ? ", pinned" : "", r->timing.min_time, r->timing.min_reps, r->timing.warmup,
+          i->load_start, bench_have_openblas() ? "yes" : "no");
+}
+
+void bench_print_row_header(FILE *f) {
+  fprintf(f, "%-9s %-23s %-8s %4s %7s %7s %10s %10s %6s %8s %6s %8s %7s %5s  %s\n", "", "variant",
+          "impl", "d", "n_q", "n_kv", "median", "min", "spread", "GFLOP/s", "%peak", "tok/s", "GB/s",
+          "%bw", "note");
+}
+
+void bench_print_row(FILE *f, const bench_results *r, const bench_row *row, size_t index, size_t total) {
+  char prog[24], nq[16], nkv[16], med[16], mn[16], spr[16], gf[16], pk[16], tok[16], gb[16], bw[16];
+  snprintf(prog, sizeof prog, "[%zu/%zu]", index, total);
+  fmt_n(nq, sizeof nq, (double)row->shape.n_q);
+  if (row->shape.kind == BENCH_LINEAR_STEP || (row->shape.kind == BENCH_RECURRENT && row->shape.n_q == 1))
+    snprintf(nkv, sizeof nkv, "state");
+  else fmt_n(nkv, sizeof nkv, (double)row->shape.n_kv);
+  int ok = row->state == ROW_OK;
+  char flags[256];
+  snprintf(flags, sizeof flags, "%s", row->note);
+  if (ok && row->st.noisy) append(flags, sizeof flags, "noisy");
+  if (row->retried) append(flags, sizeof flags, "retried");
+  if (ok && row->st.other_load > 0.3)
+    append(flags, sizeof flags, "other tasks busy %.1f CPU", row->st.other_load);
+  if (!row->native) append(flags, sizeof flags, "emulated path (native=0)");
+  if (row->extra) append(flags, sizeof flags, "below the sweep, for the crossover");
+  fprintf(f, "%-9s %-23s %-8s %4zu %7s %7s %10s %10s %6s %8s %6s %8s %7s %5s  %s\n", prog,
+          row->var->name, row->impl, row->shape.d, nq, nkv,
+          fmt_time(med, sizeof med, ok ? row->st.median : 0),
+          fmt_time(mn, sizeof mn, ok ? row->st.min : 0),
+          fmt_num(spr, sizeof spr, "%.1f%%", ok ? 100 * row->st.spread : NAN),
+          fmt_num(gf, sizeof gf, "%.2f", bench_row_gflops(r, row)),
+          fmt_num(pk, sizeof pk, "%.0f%%", 100 * bench_row_frac_peak(r, row)),
+          fmt_si(tok, sizeof tok, bench_row_tokens(r, row)),
+          fmt_num(gb, sizeof gb, "%.2f", bench_row_gbps(r, row)),
+          fmt_num(bw, sizeof bw, "%.0f%%", 100 * bench_row_frac_bw(r, row)), flags);
+}
+
+/* Paths present in the results, in id order. */
+static size_t paths_in(const bench_results *r, attn_isa *out) {
+  size_t n = 0;
+  for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
+    for (size_t i = 0; i < r->count; i++)
+      if (!r->rows[i].baseline && r->rows[i].isa == (attn_isa)isa) {
+        out[n++] = (attn_isa)isa;
+        break;
+      }
+  return n;
+}
+
+static const bench_row *attn_row(const bench_results *r, const bench_row *like, attn_isa isa) {
+  for (size_t i = 0; i < r->count; i++) {
+    const bench_row *row = &r->rows[i];
+    if (!row->baseline && row->isa == isa && row->var == like->var && row->shape.d == like->shape.d &&
+        row->shape.n_q == like->shape.n_q && row->shape.n_kv == like->shape.n_kv)
+      return row;
+  }
+  return NULL;
+}
+
+void bench_print_baselines(FILE *f, const bench_results *r) {
+  attn_isa paths[ATTN_ISA_COUNT];
+  size_t np = paths_in(r, paths), shown = 0;
+  char n[16], t[16], x[16];
+  int no_blas = 0;
+  for (size_t i = 0; i < r->count; i++) {
+    const bench_row *b = &r->rows[i];
+    if (!b->baseline) continue;
+    if (b->shape.kind == BENCH_BLAS && !bench_have_openblas()) {
+      no_blas = 1;
+      continue;
+    }
+    if (!shown++) {
+      fprintf(f, "\nBaselines: speedup = baseline time / attn time, same shape, same run\n");
+      fprintf(f, "%-23s %-9s %4s %7s %10s", "variant", "baseline", "d", "n", "base time");
+      for (size_t p = 0; p < np; p++) fprintf(f, " %8s", attn_isa_name(paths[p]));
+      fprintf(f, "\n");
+    }
+    fprintf(f, "%-23s %-9s %4zu %7s %10s", b->var->name, b->impl, b->shape.d,
+            b->shape.n_q == 1 && b->shape.kind == BENCH_RECURRENT
+                ? "step"
+                : fmt_n(n, sizeof n, (double)b->shape.n_q),
+            b->state == ROW_OK ? fmt_time(t, sizeof t, b->st.median) : "-");
+    if (b->state != ROW_OK) {
+      fprintf(f, " %s\n", b->note);
+      continue;
+    }
+    for (size_t p = 0; p < np; p++) {
+      const bench_row *a = attn_row(r, b, paths[p]);
+      fprintf(f, " %8s", fmt_num(x, sizeof x, "%.2fx", a ? speedup(a) : NAN));
+    }
+    fprintf(f, "\n");
+  }
+  if (no_blas)
+    fprintf(f, "%sSoftmax baselines: this build has no OpenBLAS, so no ratios for softmax (install\n"
+               "libopenblas-dev and reconfigure the build directory).\n",
+            shown ? "" : "\nBaselines:\n");
+  else if (!shown)
+    fprintf(f, "\nBaselines: none measured (--no-baselines, or no variant has one)\n");
+}
+
+static const char *crossover_text(char *buf, size_t len, const bench_crossover *c) {
+  char a[16];
+  if (c->where == 0) snprintf(buf, len, "%.0f", c->n_star);
+  else if (c->where < 0) snprintf(buf, len, "< %s", fmt_n(a, sizeof a, (double)c->n_lo));
+  else snprintf(buf, len, "none in range (> %s)", fmt_n(a, sizeof a, (double)c->n_hi));
+  return buf;
+}
+
+void bench_print_crossovers(FILE *f, const bench_results *r) {
+  char nstar[48], lo[16], hi[16];
+  fprintf(f, "\nCrossover: linear attention becomes faster than softmax attention at n* tokens\n"
+             "(median time per call; n* interpolated log-linearly between the bracketing sizes)\n");
+  if (!r->ncross) {
+    fprintf(f, "  none: needs a linear prefill variant and its softmax partner in --variants\n");
+    return;
+  }
+  fprintf(f, "%-23s %-15s %-7s %4s %22s %10s %10s\n", "linear variant", "vs softmax", "path", "d",
+          "n*", "t_lin/t_sm", "t_lin/t_sm");
+  fprintf(f, "%-23s %-15s %-7s %4s %22s %10s %10s\n", "", "", "", "", "", "at n_min", "at n_max");
+  for (size_t i = 0; i < r->ncross; i++) {
+    const bench_crossover *c = &r->cross[i];
+    char rlo[32], rhi[32];
+    snprintf(rlo, sizeof rlo, "%.2f@%s", c->ratio_lo, fmt_n(lo, sizeof lo, (double)c->n_lo));
+    snprintf(rhi, sizeof rhi, "%.2f@%s", c->ratio_hi, fmt_n(hi, sizeof hi, (double)c->n_hi));
+    fprintf(f, "%-23s %-15s %-7s %4zu %22s %10s %10s\n", c->linear->name, c->softmax->name,
+            attn_isa_name(c->isa), c->d, crossover_text(nstar, sizeof nstar, c), rlo, rhi);
+  }
+}
+
+/* ---- CSV ------------------------------------------------------------------------------------- */
+
+static const char *window_text(char *buf, size_t len, size_t w) {
+  if (w == ATTN_UNBOUNDED) snprintf(buf, len, "unbounded");
+  else snprintf(buf, len, "%zu", w);
+  return buf;
+}
+
+static const char *state_name(bench_row_state s) {
+  return s == ROW_OK ? "ok" : s == ROW_SKIPPED ? "skipped" : s == ROW_FAILED ? "failed" : "pending";
+}
+
+static void csv_num(FILE *f, double v) {
+  if (isfinite(v)) fprintf(f, ",%.6g", v);
+  else fprintf(f, ",");
+}
+
+int bench_write_csv(const char *path, const bench_results *r) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  const bench_sysinfo *i = &r->info;
+  fprintf(f, "# attn-bench, attn %s, git %s, %s\n# cpu: %s; cpus online: %d; paths: %s\n"
+             "# compiler: %s; %s\n# command: %s\n# threads: %d; run quality: %s\n",
+          i->version, i->git, i->date, i->cpu, i->cores, i->isas, i->compiler, i->flags, r->command,
+          r->threads, r->noise_note);
+  for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
+    if (r->limits.peak[isa] > 0)
+      fprintf(f, "# peak %s: %.2f GFLOP/s\n", attn_isa_name((attn_isa)isa), r->limits.peak[isa]);
+  fprintf(f, "# read bandwidth: %.2f GB/s\n", r->limits.bw);
+  fprintf(f, "variant,isa,native,seq_q,seq_kv,head_dim,causal,median_ns,gflops,tokens_per_s,"
+             "impl,baseline,extra,threads,heads,kv_heads,dv,feature_size,window_left,window_right,"
+             "state,note,retried,reps,calls_per_rep,min_ns,max_ns,spread,cpu_share,other_load,noisy,flops,bytes,tokens,"
+             "gbps,frac_peak,frac_bw,baseline_impl,baseline_median_ns,speedup_vs_baseline\n");
+  for (size_t k = 0; k < r->count; k++) {
+    const bench_row *row = &r->rows[k];
+    const bench_shape *s = &row->shape;
+    int ok = row->state == ROW_OK;
+    char wl[24], wr[24];
+    fprintf(f, "%s,%s,%d,%zu,%zu,%zu,%d", row->var->name, row->baseline ? "none" : row->impl,
+            row->native, s->n_q, s->n_kv, s->d, row->var->causal);
+    csv_num(f, ok ? row->st.median * 1e9 : NAN);
+    csv_num(f, bench_row_gflops(r, row));
+    csv_num(f, bench_row_tokens(r, row));
+    fprintf(f, ",%s,%d,%d,%d,%zu,%zu,%zu,%zu,%s,%s,%s,\"%s\",%u,%u,%zu", row->impl, row->baseline,
+            row->extra, r->threads, s->h_q, s->h_kv, s->dv, s->m,
+            window_text(wl, sizeof wl, s->window_left), window_text(wr, sizeof wr, s->window_right),
+            state_name(row->state), row->note, row->retried, ok ? row->st.reps : 0,
+            ok ? row->st.iters : 0);
+    csv_num(f, ok ? row->st.min * 1e9 : NAN);
+    csv_num(f, ok ? row->st.max * 1e9 : NAN);
+    csv_num(f, ok ? row->st.spread : NAN);
+    csv_num(f, ok ? row->st.cpu_share : NAN);
+    csv_num(f, ok ? row->st.other_load : NAN);
+    fprintf(f, ",%d", ok && row->st.noisy);
+    csv_num(f, row->cost.flops);
+    csv_num(f, row->cost.bytes);
+    csv_num(f, row->cost.tokens);
+    csv_num(f, bench_row_gbps(r, row));
+    csv_num(f, bench_row_frac_peak(r, row));
+    csv_num(f, bench_row_frac_bw(r, row));
+    fprintf(f, ",%s", row->base_impl ? row->base_impl : "");
+    csv_num(f, row->base_time > 0 ? row->base_time * 1e9 : NAN);
+    csv_num(f, speedup(row));
+    fprintf(f, "\n");
+  }
+  return fclose(f) ? -1 : 0;
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------ */
+
+static void json_str(FILE *f, const char *key, const char *v, int comma) {
+  fprintf(f, "\"%s\": \"", key);
+  for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+    if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+    else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+    else fputc(*p, f);
+  }
+  fprintf(f, "\"%s", comma ? ", " : "");
+}
+
+static void json_num(FILE *f, const char *key, double v, int comma) {
+  if (isfinite(v)) fprintf(f, "\"%s\": %.9g%s", key, v, comma ? ", " : "");
+  else fprintf(f, "\"%s\": null%s", key, comma ? ", " : "");
+}
+
+/* "key": {"path": GFLOP/s, ...}, over the paths whose peak was measured. */
+static void json_peaks(FILE *f, const char *key, const double *peaks) {
+  int first = 1;
+  fprintf(f, "\"%s\": {", key);
+  for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
+    if (peaks[isa] > 0) {
+      if (!first) fprintf(f, ", ");
+      json_num(f, attn_isa_name((attn_isa)isa), peaks[isa], 0);
+      first = 0;
+    }
+  fprintf(f, "}, ");
+}
+
+int bench_write_json(const char *path, const bench_results *r) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  const bench_sysinfo *i = &r->info;
+  fprintf(f, "{\n  \"machine\": {");
+  json_str(f, "cpu", i->cpu, 1);
+  json_num(f, "cpus_online", i->cores, 1);
+  json_str(f, "paths", i->isas, 0);
+  fprintf(f, "},\n  \"build\": {");
+  json_str(f, "compiler", i->compiler, 1);
+  json_str(f, "flags", i->flags, 1);
+  json_str(f, "attn_version", i->version, 1);
+  json_str(f, "git_revision", i->git, 1);
+  json_num(f, "openblas", bench_have_openblas(), 0);
+  fprintf(f, "},\n  \"run\": {");
+  json_str(f, "date", i->date, 1);
+  json_str(f, "command", r->command, 1);
+  json_num(f, "threads", r->threads, 1);
+  json_num(f, "pin_cpu", r->pin, 1);
+  json_num(f, "min_time_s", r->timing.min_time, 1);
+  json_num(f, "min_reps", r->timing.min_reps, 1);
+  json_num(f, "warmup", r->timing.warmup, 1);
+  json_num(f, "noisy_spread", r->timing.noisy_spread, 1);
+  json_num(f, "window", (double)r->window, 1);
+  json_num(f, "linear_chunk_assumed", BENCH_LINEAR_CHUNK, 1);
+  json_num(f, "elapsed_s", r->elapsed, 1);
+  json_num(f, "noisy", r->noisy_run, 1);
+  json_str(f, "quality", r->noise_note, 0);
+  fprintf(f, "},\n  \"limits\": {");
+  json_peaks(f, "peak_gflops", r->limits.peak);
+  json_peaks(f, "peak_gflops_at_end", r->limits.peak_end);
+  json_num(f, "read_bandwidth_gbps", r->limits.bw, 0);
+  fprintf(f, "},\n  \"results\": [\n");
+  for (size_t k = 0; k < r->count; k++) {
+    const bench_row *row = &r->rows[k];
+    const bench_shape *s = &row->shape;
+    int ok = row->state == ROW_OK;
+    fprintf(f, "    {");
+    json_str(f, "variant", row->var->name, 1);
+    json_str(f, "mode", row->var->mode == BENCH_DECODE ? "decode" : "prefill", 1);
+    json_str(f, "impl", row->impl, 1);
+    json_num(f, "native", row->native, 1);
+    json_num(f, "baseline", row->baseline, 1);
+    json_num(f, "extra", row->extra, 1);
+    json_num(f, "n_q", (double)s->n_q, 1);
+    json_num(f, "n_kv", (double)s->n_kv, 1);
+    json_num(f, "heads", (double)s->h_q, 1);
+    json_num(f, "kv_heads", (double)s->h_kv, 1);
+    json_num(f, "d", (double)s->d, 1);
+    json_num(f, "dv", (double)s->dv, 1);
+    json_num(f, "feature_size", (double)s->m, 1);
+    json_num(f, "window_left", s->window_left == ATTN_UNBOUNDED ? NAN : (double)s->window_left, 1);
+    json_num(f, "window_right", s->window_right == ATTN_UNBOUNDED ? NAN : (double)s->window_right, 1);
+    json_str(f, "state", state_name(row->state), 1);
+    json_str(f, "note", row->note, 1);
+    json_num(f, "retried", row->retried, 1);
+    json_num(f, "reps", ok ? row->st.reps : NAN, 1);
+    json_num(f, "calls_per_rep", ok ? (double)row->st.iters : NAN, 1);
+    json_num(f, "median_s", ok ? row->st.median : NAN, 1);
+    json_num(f, "min_s", ok ? row->st.min : NAN, 1);
+    json_num(f, "max_s", ok ? row->st.max : NAN, 1);
+    json_num(f, "spread", ok ? row->st.spread : NAN, 1);
+    json_num(f, "cpu_share", ok ? row->st.cpu_share : NAN, 1);
+    json_num(f, "other_load", ok ? row->st.other_load : NAN, 1);
+    json_num(f, "noisy", ok && row->st.noisy, 1);
+    json_num(f, "flops", row->cost.flops, 1);
+    json_num(f, "bytes", row->cost.bytes, 1);
+    json_num(f, "tokens", row->cost.tokens, 1);
+    json_num(f, "gflops", bench_row_gflops(r, row), 1);
+    json_num(f, "tokens_per_s", bench_row_tokens(r, row), 1);
+    json_num(f, "gbps", bench_row_gbps(r, row), 1);
+    json_num(f, "frac_peak", bench_row_frac_peak(r, row), 1);
+    json_num(f, "frac_bw", bench_row_frac_bw(r, row), 1);
+    json_str(f, "baseline_impl", row->base_impl ? row->base_impl : "", 1);
+    json_num(f, "baseline_median_s", row->base_time > 0 ? row->base_time : NAN, 1);
+    json_num(f, "speedup_vs_baseline", speedup(row), 0);
+    fprintf(f, "}%s\n", k + 1 < r->count ? "," : "");
+  }
+  fprintf(f, "  ],\n  \"crossovers\": [\n");
+  for (size_t k = 0; k < r->ncross; k++) {
+    const bench_crossover *c = &r->cross[k];
+    fprintf(f, "    {");
+    json_str(f, "linear", c->linear->name, 1);
+    json_str(f, "softmax", c->softmax->name, 1);
+    json_str(f, "isa", attn_isa_name(c->isa), 1);
+    json_num(f, "d", (double)c->d, 1);
+    json_num(f, "n_star", c->where == 0 ? c->n_star : NAN, 1);
+    json_str(f, "found", c->where == 0 ? "yes" : c->where < 0 ? "below range" : "above range", 1);
+    json_num(f, "n_min", (double)c->n_lo, 1);
+    json_num(f, "n_max", (double)c->n_hi, 1);
+    json_num(f, "ratio_at_n_min", c->ratio_lo, 1);
+    json_num(f, "ratio_at_n_max", c->ratio_hi, 0);
+    fprintf(f, "}%s\n", k + 1 < r->ncross ? "," : "");
+  }
+  fprintf(f, "  ]\n}\n");
+  return fclose(f) ? -1 : 0;
+}
+
+/* ---- Markdown -------------------------------------------------------------------------------- */
+
+typedef const char *(*md_cell)(char *buf, size_t len, const bench_results *r, const bench_row *row);
+
+static const char *cell_gflops(char *buf, size_t len, const bench_results *r, const bench_row *row) {
+  if (row->state != ROW_OK) return "-";
+  snprintf(buf, len, "%.1f (%.0f%%)%s", bench_row_gflops(r, row), 100 * bench_row_frac_peak(r, row),
+           row->st.noisy ? "~" : "");
+  return buf;
+}
+
+static const char *cell_time(char *buf, size_t len, const bench_results *r, const bench_row *row) {
+  (void)r;
+  if (row->state != ROW_OK) return "-";
+  fmt_time(buf, len, row->st.median);
+  if (row->st.noisy) strncat(buf, "~", len - strlen(buf) - 1);
+  return buf;
+}
+
+static const char *cell_decode(char *buf, size_t len, const bench_results *r, const bench_row *row) {
+  char t[16];
+  if (row->state != ROW_OK) return "-";
+  snprintf(buf, len, "%s tok/s, %.1f GB/s (%.0f%%)%s", fmt_si(t, sizeof t, bench_row_tokens(r, row)),
+           bench_row_gbps(r, row), 100 * bench_row_frac_bw(r, row), row->st.noisy ? "~" : "");
+  return buf;
+}
+
+static const char *cell_speedup(char *buf, size_t len, const bench_results *r, const bench_row *row) {
+  (void)r;
+  if (row->state != ROW_OK) return "-";
+  if (!(row->base_time > 0)) return row->base_note[0] ? "skipped" : "-";
+  snprintf(buf, len, "%.2fx", speedup(row));
+  return buf;
+}
+
+/* One pivot: rows = sizes of the given mode, columns = variants matching the filter, for one path
+ * and d. with_baseline: only the variants and sizes that have a baseline. */
+static void md_pivot(FILE *f, const bench_results *r, attn_isa isa, size_t d, bench_mode mode,
+                     int with_baseline, md_cell cell, const char *title) {
+  const bench_variant *cols[32];
+  size_t nc = 0;
+  size_t sizes[256], ns = 0;
+  for (size_t v = 0; v < bench_variant_count && nc < 32; v++) {
+    const bench_variant *var = &bench_variants[v];
+    if (var->mode != mode || var->kind == BENCH_LINEAR_STEP) continue;
+    int present = 0;
+    for (size_t i = 0; i < r->count && !present; i++) {
+      const bench_row *row = &r->rows[i];
+      present = row->var == var && !row->baseline && row->isa == isa && row->shape.d == d &&
+                (!with_baseline || row->base_impl);
+    }
+    if (present) cols[nc++] = var;
+  }
+  for (size_t i = 0; i < r->count; i++) {
+    const bench_row *row = &r->rows[i];
+    if (row->baseline || row->isa != isa || row->shape.d != d || row->var->mode != mode) continue;
+    if (row->var->kind == BENCH_LINEAR_STEP || (with_baseline && !row->base_impl)) continue;
+    size_t n = mode == BENCH_DECODE ? row->shape.n_kv : row->shape.n_q, k = 0;
+    while (k < ns && sizes[k] != n) k++;
+    if (k == ns && ns < 256) sizes[ns++] = n;
+  }
+  if (!nc || !ns) return;
+  for (size_t a = 1; a < ns; a++) /* insertion sort, few sizes */
+    for (size_t b = a; b > 0 && sizes[b - 1] > sizes[b]; b--) {
+      size_t t = sizes[b];
+      sizes[b] = sizes[b - 1];
+      sizes[b - 1] = t;
+    }
+  fprintf(f, "\n%s, path `%s`, d = %zu:\n\n| %s |", title, attn_isa_name(isa), d,
+          mode == BENCH_DECODE ? "cache" : "n");
+  for (size_t c = 0; c < nc; c++) fprintf(f, " %s |", cols[c]->name);
+  fprintf(f, "\n|---:|");
+  for (size_t c = 0; c < nc; c++) fprintf(f, "---:|");
+  fprintf(f, "\n");
+  for (size_t s = 0; s < ns; s++) {
+    char nb[16], cb[64];
+    fprintf(f, "| %s |", fmt_n(nb, sizeof nb, (double)sizes[s]));
+    for (size_t c = 0; c < nc; c++) {
+      const bench_row *hit = NULL;
+      for (size_t i = 0; i < r->count && !hit; i++) {
+        const bench_row *row = &r->rows[i];
+        size_t n = mode == BENCH_DECODE ? row->shape.n_kv : row->shape.n_q;
+        if (row->var == cols[c] && !row->baseline && row->isa == isa && row->shape.d == d && n == sizes[s])
+          hit = row;
+      }
+      fprintf(f, " %s |", hit ? cell(cb, sizeof cb, r, hit) : "");
+    }
+    fprintf(f, "\n");
+  }
+}
+
+int bench_write_markdown(const char *path, const bench_results *r) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  const bench_sysinfo *i = &r->info;
+  attn_isa paths[ATTN_ISA_COUNT];
+  size_t np = paths_in(r, paths);
+  size_t ds[64], nd = 0;
+  for (size_t k = 0; k < r->count; k++) {
+    size_t j = 0;
+    while (j < nd && ds[j] != r->rows[k].shape.d) j++;
+    if (j == nd && nd < 64) ds[nd++] = r->rows[k].shape.d;
+  }
+  fprintf(f, "# attn benchmark results\n\n");
+  fprintf(f, "- Date: %s\n- Machine: %s, %d CPUs online; paths: %s\n", i->date, i->cpu, i->cores, i->isas);
+  fprintf(f, "- Build: attn %s (git %s); %s; %s\n", i->version, i->git, i->compiler, i->flags);
+  fprintf(f, "- Command: `%s` (%d thread%s, %.0f s)\n", r->command, r->threads,
+          r->threads > 1 ? "s" : "", r->elapsed);
+  fprintf(f, "- Run quality: %s\n", r->noise_note);
+  fprintf(f, "- Limits measured in the same run:");
+  for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
+    if (r->limits.peak[isa] > 0)
+      fprintf(f, " %s FMA peak %.1f GFLOP/s;", attn_isa_name((attn_isa)isa), r->limits.peak[isa]);
+  fprintf(f, " read bandwidth %.1f GB/s.\n", r->limits.bw);
+  fprintf(f, "- Flop and byte counts: `bench/flops.h` (softmax: visible pairs x (2d + 2dv); linear causal: "
+             "chunkwise with C = %d). `~` marks a noisy cell (IQR > %.0f%% of the median, or CPU taken by "
+             "other tasks).\n", BENCH_LINEAR_CHUNK, 100 * r->timing.noisy_spread);
+
+  fprintf(f, "\n## Crossover: where linear attention becomes faster\n\n"
+             "| linear variant | vs | path | d | n* | t_lin / t_softmax at smallest n | at largest n |\n"
+             "|---|---|---|---:|---:|---:|---:|\n");
+  for (size_t k = 0; k < r->ncross; k++) {
+    const bench_crossover *c = &r->cross[k];
+    char ns[48], lo[16], hi[16];
+    fprintf(f, "| %s | %s | %s | %zu | %s | %.2f (n = %s) | %.2f (n = %s) |\n", c->linear->name,
+            c->softmax->name, attn_isa_name(c->isa), c->d, crossover_text(ns, sizeof ns, c), c->ratio_lo,
+            fmt_n(lo, sizeof lo, (double)c->n_lo), c->ratio_hi, fmt_n(hi, sizeof hi, (double)c->n_hi));
+  }
+  fprintf(f, "\n## Prefill\n");
+  for (size_t p = 0; p < np; p++)
+    for (size_t k = 0; k < nd; k++) {
+      md_pivot(f, r, paths[p], ds[k], BENCH_PREFILL, 0, cell_gflops,
+               "GFLOP/s (fraction of the path's FMA peak)");
+      md_pivot(f, r, paths[p], ds[k], BENCH_PREFILL, 0, cell_time, "Time per call (median)");
+    }
+  fprintf(f, "\n## Decode\n");
+  for (size_t p = 0; p < np; p++)
+    for (size_t k = 0; k < nd; k++)
+      md_pivot(f, r, paths[p], ds[k], BENCH_DECODE, 0, cell_decode,
+               "One query over a cache: tokens/s, GB/s (fraction of read bandwidth)");
+  fprintf(f, "\nThe fraction is of the DRAM read bandwidth; above 100%% the K/V cache is served from L2/L3.\n");
+  fprintf(f, "\nLinear attention recurrent step (O(1) in the context length):\n\n"
+             "| variant | path | d | time | tokens/s | state GB/s | vs plain C loop |\n|---|---|---:|---:|---:|---:|---:|\n");
+  for (size_t k = 0; k < r->count; k++) {
+    const bench_row *row = &r->rows[k];
+    char t[16], tok[16], sp[16];
+    if (row->baseline || row->var->kind != BENCH_LINEAR_STEP || row->state != ROW_OK) continue;
+    fprintf(f, "| %s | %s | %zu | %s | %s | %.1f | %s |\n", row->var->name, row->impl, row->shape.d,
+            fmt_time(t, sizeof t, row->st.median), fmt_si(tok, sizeof tok, bench_row_tokens(r, row)),
+            bench_row_gbps(r, row), cell_speedup(sp, sizeof sp, r, row));
+  }
+  fprintf(f, "\n## Baselines\n\nSpeedup = baseline time / attn time (naive attention through OpenBLAS "
+             "for softmax; plain C recurrent loop for causal linear).%s\n",
+          bench_have_openblas() ? "" : " This build has no OpenBLAS: softmax ratios are skipped.");
+  for (size_t p = 0; p < np; p++)
+    for (size_t k = 0; k < nd; k++)
+      md_pivot(f, r, paths[p], ds[k], BENCH_PREFILL, 1, cell_speedup, "Speedup over the baseline");
+  return fclose(f) ? -1 : 0;
+}
+
+/* ---- gnuplot --------------------------------------------------------------------------------- */
+
+/* A gnuplot single-quoted string ('' stands for '). */
+static void gp_quote(FILE *f, const char *s) {
+  fputc('\'', f);
+  for (; *s; s++) {
+    if (*s == '\'') fputc('\'', f);
+    fputc(*s, f);
+  }
+  fputc('\'', f);
+}
+
+static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                     "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
+
+/* The rows of one series (variant, path, d) in n order; returns the count. */
+static size_t series(const bench_results *r, const bench_variant *v, attn_isa isa, size_t d,
+                     const bench_row **out, size_t cap) {
+  size_t n = 0;
+  for (size_t i = 0; i < r->count && n < cap; i++) {
+    const bench_row *row = &r->rows[i];
+    if (row->var == v && !row->baseline && row->isa == isa && row->shape.d == d && row->state == ROW_OK)
+      out[n++] = row;
+  }
+  for (size_t a = 1; a < n; a++)
+    for (size_t b = a; b > 0 && out[b - 1]->shape.n_kv > out[b]->shape.n_kv; b--) {
+      const bench_row *t = out[b];
+      out[b] = out[b - 1];
+      out[b - 1] = t;
+    }
+  return n;
+}
+
+/* SIMD paths solid, the scalar path dashed. */
+static int isa_dash(attn_isa isa) { return isa == ATTN_ISA_SCALAR ? 2 : 1; }
+
+typedef double (*row_metric)(const bench_results *r, const bench_row *row);
+
+/* One panel: every series of `mode` as lines, plus extra plot elements (already formatted). */
+static void gp_panel(FILE *f, const bench_results *r, bench_mode mode, row_metric metric,
+                     const char *extra) {
+  attn_isa paths[ATTN_ISA_COUNT];
+  size_t np = paths_in(r, paths);
+  const bench_row *rows[256];
+  int any = 0;
+  fprintf(f, "plot ");
+  for (size_t v = 0; v < bench_variant_count; v++)
+    for (size_t p = 0; p < np; p++)
+      for (size_t d = 16; d <= 1024; d *= 2) { /* one series per head dimension present */
+        const bench_variant *var = &bench_variants[v];
+        if (var->mode != mode || var->kind == BENCH_LINEAR_STEP) continue;
+        if (!series(r, var, paths[p], d, rows, 256)) continue;
+        fprintf(f, "%s'-' using 1:2 with linespoints lc rgb '%s' dt %d pt %d lw 1.5 title '%s %s d%zu'",
+                any ? ", \\\n     " : "", colors[v % 10], isa_dash(paths[p]), d >= 128 ? 6 : 7, var->name,
+                attn_isa_name(paths[p]), d);
+        any = 1;
+      }
+  fprintf(f, "%s%s\n", any && extra[0] ? ", \\\n     " : "", extra);
+  for (size_t v = 0; v < bench_variant_count; v++)
+    for (size_t p = 0; p < np; p++)
+      for (size_t d = 16; d <= 1024; d *= 2) {
+        const bench_variant *var = &bench_variants[v];
+        if (var->mode != mode || var->kind == BENCH_LINEAR_STEP) continue;
+        size_t n = series(r, var, paths[p], d, rows, 256);
+        if (!n) continue;
+        for (size_t i = 0; i < n; i++) fprintf(f, "%zu %.6g\n", rows[i]->shape.n_kv, metric(r, rows[i]));
+        fprintf(f, "e\n");
+      }
+}
+
+/* tokens/s of a series at n (log-log interpolation); NAN outside it. */
+static double tokens_at(const bench_results *r, const bench_variant *v, attn_isa isa, size_t d, double n) {
+  const bench_row *rows[256];
+  size_t k = series(r, v, isa, d, rows, 256);
+  for (size_t i = 0; i + 1 < k; i++) {
+    double x0 = (double)rows[i]->shape.n_q, x1 = (double)rows[i + 1]->shape.n_q;
+    if (n < x0 || n > x1) continue;
+    double y0 = log(bench_row_tokens(r, rows[i])), y1 = log(bench_row_tokens(r, rows[i + 1]));
+    return exp(y0 + (y1 - y0) * log(n / x0) / log(x1 / x0));
+  }
+  return NAN;
+}
+
+/* Range of n (prefill) or cache length (decode) over the measured attn rows; 0 if none. */
+static int x_range(const bench_results *r, bench_mode mode, double *lo, double *hi) {
+  int any = 0;
+  for (size_t k = 0; k < r->count; k++) {
+    const bench_row *row = &r->rows[k];
+    if (row->baseline || row->var->mode != mode || row->state != ROW_OK) continue;
+    any = 1;
+    if (row->var->kind == BENCH_LINEAR_STEP) continue;
+    double n = (double)row->shape.n_kv;
+    if (!(*lo > 0) || n < *lo) *lo = n;
+    if (n > *hi) *hi = n;
+  }
+  return any;
+}
+
+/* Power-of-two x tics over [lo, hi], labelled 128, 1k, 64k; every other one when crowded. */
+static void gp_xtics(FILE *f, double lo, double hi) {
+  double step = hi / lo > 512 ? 4 : 2;
+  char n[16];
+  fprintf(f, "set xtics (");
+  for (double x = lo; x <= hi * 1.0001; x *= step)
+    fprintf(f, "%s'%s' %g", x > lo ? ", " : "", fmt_n(n, sizeof n, x), x);
+  fprintf(f, ") nomirror\n");
+}
+
+static int write_gp(const char *gp, const char *svg, const bench_results *r) {
+  FILE *f = fopen(gp, "w");
+  if (!f) return -1;
+  const bench_sysinfo *i = &r->info;
+  double plo = 0, phi = 0, dlo = 0, dhi = 0;
+  int prefill = x_range(r, BENCH_PREFILL, &plo, &phi), decode = x_range(r, BENCH_DECODE, &dlo, &dhi);
+  if (!(dlo > 0)) dlo = 1024, dhi = 131072; /* only the linear step: flat lines */
+  if (!(phi > plo)) phi = 2 * plo;
+  if (!(dhi > dlo)) dhi = 2 * dlo;
+  char title[512], extra[4096];
+  snprintf(title, sizeof title, "attn %s (git %s) on %s, %d thread%s, %.10s", i->version, i->git, i->cpu,
+           r->threads, r->threads > 1 ? "s" : "", i->date);
+  fprintf(f, "# attn-bench plot; run: gnuplot %s\n", gp);
+  fprintf(f, "set terminal svg size %d,760 dynamic font 'Helvetica,11' noenhanced background rgb 'white'\nset output ",
+          560 * (2 * prefill + decode > 0 ? 2 * prefill + decode : 1));
+  gp_quote(f, svg);
+  fprintf(f, "\nset multiplot layout 1,%d title ", 2 * prefill + decode > 0 ? 2 * prefill + decode : 1);
+  gp_quote(f, title);
+  fprintf(f, "\nset logscale xy\nset grid\nset key outside below left Left reverse maxrows 6 font ',9' samplen 2\n");
+  if (prefill) {
+    /* Panel 1: tokens/s, crossovers marked and labelled. */
+    double mx[64], my[64];
+    size_t nm = 0;
+    for (size_t k = 0; k < r->ncross && nm < 64; k++) {
+      const bench_crossover *c = &r->cross[k];
+      double y = c->where == 0 ? tokens_at(r, c->linear, c->isa, c->d, c->n_star) : NAN;
+      if (!isfinite(y)) continue;
+      mx[nm] = c->n_star, my[nm++] = y;
+      fprintf(f, "set label %zu 'n*=%.0f' at %.6g,%.6g offset 0.6,0.9 font ',9'\n", nm, c->n_star,
+              c->n_star, y);
+    }
+    extra[0] = 0;
+    if (nm) append(extra, sizeof extra, "'-' using 1:2 with points pt 7 ps 1.6 lc rgb 'black' title 'crossover n*'");
+    gp_xtics(f, plo, phi);
+    fprintf(f, "set xrange [%g:%g]\nset title 'Prefill throughput (crossovers marked)'\n"
+               "set xlabel 'n (tokens)'\nset ylabel 'tokens/s'\nset format y '%%.0s%%c'\n", plo, phi);
+    gp_panel(f, r, BENCH_PREFILL, bench_row_tokens, extra);
+    for (size_t k = 0; k < nm; k++) fprintf(f, "%.6g %.6g\n", mx[k], my[k]);
+    if (nm) fprintf(f, "e\n");
+    fprintf(f, "unset label\n");
+    /* Panel 2: GFLOP/s against each path's FMA peak. */
+    extra[0] = 0;
+    for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
+      if (r->limits.peak[isa] > 0)
+        append(extra, sizeof extra, "%.6g with lines dt 3 lw 1.5 lc rgb 'gray40' title '%s FMA peak %.0f'",
+               r->limits.peak[isa], attn_isa_name((attn_isa)isa), r->limits.peak[isa]);
+    fprintf(f, "set title 'Prefill GFLOP/s (counts: bench/flops.h)'\nset ylabel 'GFLOP/s'\nset format y '%%g'\n");
+    gp_panel(f, r, BENCH_PREFILL, bench_row_gflops, extra);
+  }
+  if (decode) {
+    /* Panel 3: decode tokens/s against the cache; the linear step is flat. */
+    extra[0] = 0;
+    for (size_t k = 0; k < r->count; k++) {
+      const bench_row *row = &r->rows[k];
+      if (row->baseline || row->var->kind != BENCH_LINEAR_STEP || row->state != ROW_OK) continue;
+      append(extra, sizeof extra, "%.6g with lines dt %d lw 1.5 lc rgb '%s' title '%s %s d%zu'",
+             bench_row_tokens(r, row), isa_dash(row->isa),
+             colors[(row->var - bench_variants) % 10], row->var->name, row->impl, row->shape.d);
+    }
+    gp_xtics(f, dlo, dhi);
+    fprintf(f, "set xrange [%g:%g]\nset title 'Decode: one query over a cache; linear step'\n"
+               "set xlabel 'cache (tokens)'\nset ylabel 'tokens/s'\nset format y '%%.0s%%c'\n", dlo, dhi);
+    gp_panel(f, r, BENCH_DECODE, bench_row_tokens, extra);
+  }
+  fprintf(f, "unset multiplot\n");
+  return fclose(f) ? -1 : 0;
+}
+
+int bench_write_plot(const char *svg, const bench_results *r, char *msg, size_t msglen) {
+  char gp[1100];
+  size_t len = strlen(svg);
+  if (len > 4 && strcmp(svg + len - 4, ".svg") == 0) snprintf(gp, sizeof gp, "%.*s.gp", (int)(len - 4), svg);
+  else snprintf(gp, sizeof gp, "%s.gp", svg);
+  if (write_gp(gp, svg, r)) {
+    snprintf(msg, msglen, "cannot write %s: %s", gp, strerror(errno));
+    return -1;
+  }
+  pid_t pid;
+  char *argv[] = {"gnuplot", gp, NULL};
+  int rc = posix_spawnp(&pid, "gnuplot", NULL, NULL, argv, environ), status = 0;
+  if (rc) {
+    snprintf(msg, msglen, "gnuplot not found (install gnuplot-nox); the script is %s", gp);
+    return 0;
+  }
+  if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    snprintf(msg, msglen, "gnuplot failed on %s", gp);
+    return -1;
+  }
+  snprintf(msg, msglen, "%s (gnuplot script %s)", svg, gp);
+  return 1;
+}

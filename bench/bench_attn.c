@@ -411,6 +411,20 @@ static bench_shape make_shape(const options *o, const bench_variant *v, bench_ki
   return s;
 }
 
+/* The chunk attn_linear uses for this shape on a path (the flop count of the chunkwise form
+ * depends on it); the process-wide path is restored afterwards. */
+static size_t linear_chunk_on(const bench_shape *s, attn_isa isa) {
+  attn_linear_desc d;
+  size_t chunk = 0;
+  const attn_isa prev = attn_isa_get();
+  attn_linear_desc_init(&d, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv, s->map);
+  d.normalize = s->normalize;
+  if (isa == ATTN_ISA_NONE) isa = ATTN_ISA_AUTO; /* a baseline row: credited like the native path */
+  if (attn_isa_set(isa) != ATTN_OK || attn_linear_chunk_size(&d, &chunk) != ATTN_OK) chunk = 0;
+  attn_isa_set(prev == ATTN_ISA_NONE ? ATTN_ISA_AUTO : prev);
+  return chunk;
+}
+
 static bench_row *add_row(run_ctx *rc, const bench_variant *v, attn_isa isa, const char *baseline,
                           bench_kind kind, size_t n, size_t d) {
   bench_row *row = push_row(&rc->res);
@@ -421,6 +435,8 @@ static bench_row *add_row(run_ctx *rc, const bench_variant *v, attn_isa isa, con
   if (baseline) row->native = 1;
   else attn_isa_available(isa, &row->native);
   row->shape = make_shape(&rc->opt, v, kind, n, d);
+  if (kind == BENCH_LINEAR || kind == BENCH_LINEAR_STEP || kind == BENCH_RECURRENT)
+    row->shape.chunk = linear_chunk_on(&row->shape, isa);
   row->cost = bench_cost_of(&row->shape);
   return row;
 }

@@ -12,9 +12,9 @@
  *                              p*v. exp, max and the row sums are not counted.
  *   linear bidirectional       h_kv * 2 n_kv m dva   (S = psi(K)^T [V 1])          Q + K + V + O
  *                            + h_q  * 2 n_q  m dva   (O = phi(Q) S)
- *   linear causal (prefill)    chunkwise, chunk C = 64 (the library's default      Q + K + V + O
- *                              on SIMD paths, desc.chunk = 0; the bench never
- *                              asks the library for it). Per chunk of c tokens:
+ *   linear causal (prefill)    chunkwise, with the chunk C the library reports      Q + K + V + O
+ *                              for the row's path (attn_linear_chunk_size: 48 on
+ *                              AVX2 and NEON, 64 on scalar). Per chunk of c tokens:
  *                              h_q  * (2 c^2 m      QK^T, full c x c block
  *                                    + 2 c^2 dva    A [V 1]
  *                                    + 2 c m dva)   Q S
@@ -41,9 +41,6 @@
 
 #include "attn.h"
 
-/** The chunk size the linear causal flop count assumes (library default on SIMD paths). */
-#define BENCH_LINEAR_CHUNK 64
-
 typedef enum bench_kind {
   BENCH_SOFTMAX,     /**< attn_softmax: prefill (n_q = n_kv) or decode (n_q = 1) */
   BENCH_LINEAR,      /**< attn_linear prefill, bidirectional or causal (no incoming state) */
@@ -59,6 +56,7 @@ typedef struct bench_shape {
   size_t window_left, window_right; /**< softmax and BLAS (ATTN_UNBOUNDED: no bound) */
   int causal, normalize;            /**< linear and recurrent */
   attn_feature_map map;             /**< linear and recurrent */
+  size_t chunk;                     /**< causal linear: the chunk the library uses on the row's path */
 } bench_shape;
 
 typedef struct bench_cost {
@@ -125,7 +123,7 @@ static inline bench_cost bench_cost_of(const bench_shape *s) {
   case BENCH_LINEAR_STEP:
   case BENCH_RECURRENT:
     if (s->causal || s->kind != BENCH_LINEAR)
-      c.flops = bench_linear_causal_flops(s->n_q, s->h_q, s->h_kv, s->m, dva, BENCH_LINEAR_CHUNK);
+      c.flops = bench_linear_causal_flops(s->n_q, s->h_q, s->h_kv, s->m, dva, s->chunk ? s->chunk : 1);
     else
       c.flops = 2.0 * (double)s->m * (double)dva *
                 ((double)s->h_kv * (double)s->n_kv + (double)s->h_q * (double)s->n_q);

@@ -347,7 +347,6 @@ int bench_write_json(const char *path, const bench_results *r) {
   json_num(f, "warmup", r->timing.warmup, 1);
   json_num(f, "noisy_spread", r->timing.noisy_spread, 1);
   json_num(f, "window", (double)r->window, 1);
-  json_num(f, "linear_chunk_assumed", BENCH_LINEAR_CHUNK, 1);
   json_num(f, "elapsed_s", r->elapsed, 1);
   json_num(f, "noisy", r->noisy_run, 1);
   json_str(f, "quality", r->noise_note, 0);
@@ -536,8 +535,9 @@ int bench_write_markdown(const char *path, const bench_results *r) {
       fprintf(f, " %s FMA peak %.1f GFLOP/s;", attn_isa_name((attn_isa)isa), r->limits.peak[isa]);
   fprintf(f, " read bandwidth %.1f GB/s.\n", r->limits.bw);
   fprintf(f, "- Flop and byte counts: `bench/flops.h` (softmax: visible pairs x (2d + 2dv); linear causal: "
-             "chunkwise with C = %d). `~` marks a noisy cell (IQR > %.0f%% of the median, or CPU taken by "
-             "other tasks).\n", BENCH_LINEAR_CHUNK, 100 * r->timing.noisy_spread);
+             "chunkwise with the chunk the library reports for each path, attn_linear_chunk_size). `~` marks "
+             "a noisy cell (IQR > %.0f%% of the median, or CPU taken by other tasks).\n",
+          100 * r->timing.noisy_spread);
 
   fprintf(f, "\n## Crossover: where linear attention becomes faster\n\n"
              "| linear variant | vs | path | d | n* | t_lin / t_softmax at smallest n | at largest n |\n"

@@ -60,7 +60,7 @@ int bench_work_init(bench_work *w, const bench_shape *s, unsigned seed, char *er
     attn_linear_desc_init(&w->ldesc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv, s->map);
     w->ldesc.causal = s->causal;
     w->ldesc.normalize = s->normalize;
-    w->ldesc.chunk = 0; /* the path's default; the flop table assumes BENCH_LINEAR_CHUNK */
+    w->ldesc.chunk = 0; /* the path's default, which the flop table takes from attn_linear_chunk_size */
     if ((st = attn_linear_workspace_size(&w->ldesc, &w->workspace_bytes)))
       return fail(err, errlen, "attn_linear_workspace_size", st);
     if (s->kind == BENCH_LINEAR_STEP) {

@@ -108,15 +108,22 @@ attn_status attn_softmax_workspace_size(const attn_softmax_desc *d, size_t *byte
 /* Clamp a window side to what positions can reach, so int64 arithmetic cannot overflow. */
 static int64_t clamp_window(size_t w, size_t reach) { return (int64_t)(w < reach ? w : reach); }
 
+/* Set the masked pairs of a boundary block to -inf. Key j sees the tokens ti with
+ * j - right <= p0 + ti <= j + left, one contiguous range, so each key row is two fills. */
 static void sm_block_mask(float *st, size_t ldst, size_t jn, int64_t j0, size_t tn, size_t g, int64_t p0,
                           int64_t wl, int64_t wr) {
+  const size_t rows = tn * g;
   for (size_t jj = 0; jj < jn; jj++) {
     const int64_t j = j0 + (int64_t)jj;
+    const int64_t a = j - wr - p0, b = j + wl - p0; /* visible tokens [a, b] */
+    const size_t lo = a <= 0 ? 0 : (a >= (int64_t)tn ? rows : (size_t)a * g);
+    const size_t hi = b < 0 ? 0 : (b >= (int64_t)tn - 1 ? rows : (size_t)(b + 1) * g);
     float *row = st + jj * ldst;
-    for (size_t ti = 0; ti < tn; ti++) {
-      const int64_t pos = p0 + (int64_t)ti;
-      if (j < pos - wl || j > pos + wr)
-        for (size_t gi = 0; gi < g; gi++) row[ti * g + gi] = -INFINITY;
+    if (hi <= lo) {
+      for (size_t c = 0; c < rows; c++) row[c] = -INFINITY;
+    } else {
+      for (size_t c = 0; c < lo; c++) row[c] = -INFINITY;
+      for (size_t c = hi; c < rows; c++) row[c] = -INFINITY;
     }
   }
 }

@@ -228,6 +228,45 @@ START_TEST(softmax_block_steps) {
 }
 END_TEST
 
+/* ---- recurrent linear step: out = a va + qf^T S (S on entry), then S += kf va^T ---- */
+START_TEST(linear_step_widths) {
+  const size_t ws[] = {1, 3, 4, 7, 8, 9, 16, 31, 32, 33, 65, 70};
+  const size_t w = ws[_i], m = 13, lds = w + 3;
+  float *s = galloc(m * lds), *s0 = malloc(m * lds * sizeof(float)), *out = galloc(w);
+  float qf[13], kf[13], *va = malloc(w * sizeof(float));
+  for (size_t i = 0; i < m * lds; i++) s[i] = s0[i] = frand();
+  for (size_t p = 0; p < m; p++) { qf[p] = frand(); kf[p] = frand(); }
+  for (size_t c = 0; c < w; c++) va[c] = frand();
+  const float a = 0.625f;
+  for (int update = 0; update < 2; update++) {
+    uk->linear_step(m, w, qf, update ? kf : NULL, va, a, s, lds, out);
+    size_t bad = SIZE_MAX;
+    for (size_t c = 0; c < w; c++) {
+      double ref = (double)a * va[c], mag = fabs(ref);
+      for (size_t p = 0; p < m; p++) {
+        ref += (double)qf[p] * s0[p * lds + c];
+        mag += fabs((double)qf[p] * s0[p * lds + c]);
+      }
+      if (!(fabs(out[c] - ref) <= (m + 2) * 5.960464477539063e-08 * mag) && bad == SIZE_MAX) bad = c;
+    }
+    ck_assert_msg(bad == SIZE_MAX, "step out w=%zu update=%d at %zu", w, update, bad);
+    for (size_t p = 0; p < m; p++)
+      for (size_t c = 0; c < lds; c++) {
+        const double prod = c < w && update ? (double)kf[p] * va[c] : 0.0, old = s0[p * lds + c];
+        /* one fused or two separate roundings: bounded by 2u (|S| + |kf va|), exact when untouched */
+        if (!(fabs(s[p * lds + c] - (old + prod)) <= 2 * 5.960464477539063e-08 * (fabs(old) + fabs(prod))) &&
+            bad == SIZE_MAX)
+          bad = p * lds + c;
+      }
+    ck_assert_msg(bad == SIZE_MAX, "step state w=%zu update=%d at element %zu (padding must not change)", w, update, bad);
+  }
+  gcheck_free(s, m * lds);
+  gcheck_free(out, w);
+  free(s0);
+  free(va);
+}
+END_TEST
+
 /* ---- feature maps, row-major and transposed output ---- */
 START_TEST(featmap_maps) {
   const size_t rows = 5, cols = 1 + (size_t)_i * 3; /* 1, 4, 7, 10, 13, 16, 19 */
@@ -273,6 +312,9 @@ static Suite *internal_suite(void) {
   t = tcase_create("softmax_block");
   tcase_set_timeout(t, 300);
   tcase_add_loop_test(t, softmax_block_steps, 0, 8);
+  suite_add_tcase(s, t);
+  t = tcase_create("linear_step");
+  tcase_add_loop_test(t, linear_step_widths, 0, 12);
   suite_add_tcase(s, t);
   t = tcase_create("featmap");
   tcase_add_loop_test(t, featmap_maps, 0, 7);

@@ -10,8 +10,9 @@
  *                         O = AT^T Va
  *     every query:        O (+)= QfT^T S
  *     o_i = O[i][0:dv] / (O[i][dv] + eps)   (un-normalised: o_i = O[i][0:dv])
- * Every product is one call of the path's GEMM micro-kernel: nothing here is per-ISA, and the
- * recurrent decode step is the same code with a one-token chunk.
+ * Every product is one call of the path's GEMM micro-kernel: nothing here is per-ISA. A one-token
+ * chunk (the recurrent decode step) uses the step micro-kernel instead, which makes one pass over
+ * S per query head: out = (phi(q).psi(k)) [v 1] + phi(q)^T S, then S += psi(k) [v 1]^T.
  *
  * Bottom-right alignment: with n_q < n_kv the first n_kv - n_q keys are absorbed before any
  * query; with n_q > n_kv the first n_q - n_kv queries see only the incoming state.
@@ -202,6 +203,17 @@ static void lin_absorb(const lin_ctx *x, float *S, size_t cn) {
   x->uk->gemm(x->p->m, x->p->W, cn, x->kf, 1, x->p->m, x->va, x->p->W, S, x->p->ldS, NULL, 1);
 }
 
+/* o rows i0 .. i0+cn of query head h from the chunk's O rows: O[0:dv] / (O[dv] + eps), or O[0:dv]. */
+static void lin_store(const lin_ctx *x, float *o, size_t h, size_t i0, size_t cn) {
+  const attn_linear_desc *d = x->d;
+  for (size_t i = 0; i < cn; i++) {
+    const float *src = x->oc + i * x->p->W;
+    float *dst = o + (i0 + i) * d->o.row_stride + h * d->o.head_stride;
+    const float inv = d->normalize ? 1.0f / (src[d->dv] + d->eps) : 1.0f;
+    for (size_t c = 0; c < d->dv; c++) dst[c] = src[c] * inv;
+  }
+}
+
 /* Output rows i0 .. i0+cn of query head h. intra: causal contributions of the loaded chunk. */
 static void lin_query(const lin_ctx *x, const float *q, float *o, const float *S, size_t h, size_t i0, size_t cn,
                       int intra) {
@@ -215,11 +227,24 @@ static void lin_query(const lin_ctx *x, const float *q, float *o, const float *S
     x->uk->gemm(cn, p->W, cn, x->at, 1, cn, x->va, p->W, x->oc, p->W, NULL, 0);
   }
   x->uk->gemm(cn, p->W, p->m, x->qt, 1, cn, S, p->ldS, x->oc, p->W, NULL, intra);
-  for (size_t i = 0; i < cn; i++) {
-    const float *src = x->oc + i * p->W;
-    float *dst = o + (i0 + i) * d->o.row_stride + h * d->o.head_stride;
-    const float inv = d->normalize ? 1.0f / (src[d->dv] + d->eps) : 1.0f;
-    for (size_t c = 0; c < d->dv; c++) dst[c] = src[c] * inv;
+  lin_store(x, o, h, i0, cn);
+}
+
+/* A one-token causal chunk (a decode step): the recurrent step kernel makes one pass over S per
+ * query head, the group's last head also applying the update S += psi(k) [v 1]^T. */
+static void lin_step(const lin_ctx *x, const float *q, const float *k, const float *v, float *o, float *S, size_t hk,
+                     size_t i, size_t j) {
+  const attn_linear_desc *d = x->d;
+  const lin_plan *p = x->p;
+  lin_load_kv(x, k, v, hk, j, 1);
+  for (size_t gi = 0; gi < p->g; gi++) {
+    const size_t h = hk * p->g + gi;
+    x->uk->featmap(d->feature_map, 1, d->d, q + i * d->q.row_stride + h * d->q.head_stride, d->q.row_stride, x->qt,
+                   p->m, 1);
+    float a;
+    x->uk->gemm(1, 1, p->m, x->qt, p->m, 1, x->kf, 1, &a, 1, NULL, 0); /* phi(q) . psi(k) */
+    x->uk->linear_step(p->m, p->W, x->qt, gi + 1 == p->g ? x->kf : NULL, x->va, a, S, p->ldS, x->oc);
+    lin_store(x, o, h, i, 1);
   }
 }
 
@@ -247,6 +272,10 @@ static void lin_run(const attn_linear_desc *d, const lin_plan *p, const struct a
     const size_t aligned = d->n_kv - pre_k; /* == d->n_q - pre_q */
     for (size_t t0 = 0; t0 < aligned; t0 += C) {
       const size_t cn = attn_min_sz(C, aligned - t0);
+      if (cn == 1) {
+        lin_step(&x, q, k, v, o, S, hk, pre_q + t0, pre_k + t0);
+        continue;
+      }
       lin_load_kv(&x, k, v, hk, pre_k + t0, cn);
       for (size_t gi = 0; gi < g; gi++) lin_query(&x, q, o, S, hk * g + gi, pre_q + t0, cn, 1);
       lin_absorb(&x, S, cn);

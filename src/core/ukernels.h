@@ -42,6 +42,15 @@ typedef void attn_softmax_block_fn(size_t nk, size_t nq, float *st, size_t ldst,
 typedef void attn_featmap_fn(attn_feature_map map, size_t rows, size_t cols, const float *in,
                              size_t in_rs, float *out, size_t out_rs, size_t out_cs);
 
+/*
+ * One recurrent step of linear attention on a state S (m x w, row stride lds), for one query:
+ *   out[c] = a * va[c] + sum_p qf[p] S[p][c]        (S as it was on entry)
+ *   S[p][c] += kf[p] * va[c]                          (only when kf is not NULL)
+ * with a = qf . kf supplied by the caller. One pass over S. out must not overlap S.
+ */
+typedef void attn_linear_step_fn(size_t m, size_t w, const float *qf, const float *kf, const float *va, float a,
+                                 float *s, size_t lds, float *out);
+
 /* y[i] = exp(x[i]) with the library's vectorised exp (exposed for tests of its error bound). */
 typedef void attn_vexp_fn(size_t n, const float *x, float *y);
 
@@ -56,6 +65,7 @@ struct attn_ukernels {
   attn_gemm_fn *gemm;
   attn_softmax_block_fn *softmax_block;
   attn_featmap_fn *featmap;
+  attn_linear_step_fn *linear_step;
   attn_vexp_fn *vexp;
 };
 

@@ -18,15 +18,18 @@
 #define ATTN_SOFTMAX_NAME ATTN_UK(softmax_block)
 #define ATTN_FEATMAP_NAME ATTN_UK(featmap)
 #define ATTN_VEXP_NAME ATTN_UK(vexp)
+#define ATTN_STEP_NAME ATTN_UK(linear_step)
 
 ATTN_INTERNAL attn_gemm_fn ATTN_GEMM_NAME;
 ATTN_INTERNAL attn_softmax_block_fn ATTN_SOFTMAX_NAME;
 ATTN_INTERNAL attn_featmap_fn ATTN_FEATMAP_NAME;
 ATTN_INTERNAL attn_vexp_fn ATTN_VEXP_NAME;
+ATTN_INTERNAL attn_linear_step_fn ATTN_STEP_NAME;
 
 #include "simd/gemm_tmpl.h"
 #include "simd/softmax_tmpl.h"
 #include "simd/featmap_tmpl.h"
+#include "simd/step_tmpl.h"
 
 _Static_assert(ATTN_Q_BLOCK % ATTN_GEMM_MR == 0 && ATTN_Q_BLOCK % (ATTN_GEMM_NV * ATTN_VL) == 0,
                "query block must be a multiple of the GEMM tile");
@@ -43,5 +46,6 @@ const struct attn_ukernels ATTN_CAT3(attn_ukernels_, ATTN_ISA_SUFFIX, ) = {
     .gemm = ATTN_GEMM_NAME,
     .softmax_block = ATTN_SOFTMAX_NAME,
     .featmap = ATTN_FEATMAP_NAME,
+    .linear_step = ATTN_STEP_NAME,
     .vexp = ATTN_VEXP_NAME,
 };

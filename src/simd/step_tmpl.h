@@ -1,0 +1,39 @@
+/*
+ * Recurrent linear-attention step (contract: attn_linear_step_fn in core/ukernels.h), written
+ * once against the vf_* shim: one pass over the state reads each element once for the output and,
+ * when kf is given, writes it once updated. Define ATTN_STEP_NAME, then include.
+ */
+enum { ATTN_STEP_NV = 4 }; /* column vectors per sweep down the state */
+
+void ATTN_STEP_NAME(size_t m, size_t w, const float *qf, const float *kf, const float *va, float a, float *s,
+                    size_t lds, float *out) {
+  for (size_t c0 = 0; c0 < w; c0 += ATTN_STEP_NV * ATTN_VL) {
+    size_t cnt[ATTN_STEP_NV];
+    vf acc[ATTN_STEP_NV], vv[ATTN_STEP_NV];
+    for (size_t v = 0; v < ATTN_STEP_NV; v++) {
+      const size_t c = c0 + v * ATTN_VL;
+      cnt[v] = c < w ? (w - c < ATTN_VL ? w - c : ATTN_VL) : 0;
+      vv[v] = cnt[v] == ATTN_VL ? vf_load(va + c) : vf_load_n(va + c, cnt[v]);
+      acc[v] = vf_mul(vf_set1(a), vv[v]);
+    }
+    for (size_t p = 0; p < m; p++) {
+      float *row = s + p * lds + c0;
+      const vf qp = vf_set1(qf[p]), kp = vf_set1(kf ? kf[p] : 0.0f);
+#pragma GCC unroll 4
+      for (size_t v = 0; v < ATTN_STEP_NV; v++) {
+        if (!cnt[v]) break;
+        float *sp = row + v * ATTN_VL;
+        vf sv = cnt[v] == ATTN_VL ? vf_load(sp) : vf_load_n(sp, cnt[v]);
+        acc[v] = vf_fma(qp, sv, acc[v]);
+        if (kf) {
+          sv = vf_fma(kp, vv[v], sv);
+          if (cnt[v] == ATTN_VL) vf_store(sp, sv); else vf_store_n(sp, sv, cnt[v]);
+        }
+      }
+    }
+    for (size_t v = 0; v < ATTN_STEP_NV && cnt[v]; v++) {
+      if (cnt[v] == ATTN_VL) vf_store(out + c0 + v * ATTN_VL, acc[v]);
+      else vf_store_n(out + c0 + v * ATTN_VL, acc[v], cnt[v]);
+    }
+  }
+}

@@ -1,6 +1,6 @@
 /* Minimal use of attn: causal softmax attention, then causal linear attention with a prefill
  * that hands its state to a decode step. Build against the installed library:
- *   cc example.c $(pkg-config --cflags --libs attn) -o example
+ *   cc example.c $(pkg-config --cflags --libs --static attn) -o example   (--static: libattn.a needs -lm -pthread)
  * or against a build tree:  cc example.c -Iinclude build/src/libattn.a -lm -lpthread */
 #include <attn.h>
 #include <stdio.h>

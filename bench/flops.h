@@ -15,9 +15,11 @@
  *   linear causal (prefill)    chunkwise, with the chunk C the library reports      Q + K + V + O
  *                              for the row's path (attn_linear_chunk_size: 48 on
  *                              AVX2 and NEON, 64 on scalar). Per chunk of c tokens:
- *                              h_q  * (2 c^2 m      QK^T, full c x c block
- *                                    + 2 c^2 dva    A [V 1]
+ *                              h_q  * (c (c+1) m    QK^T, the c (c+1) / 2 causal pairs
+ *                                    + c (c+1) dva  A [V 1], the same pairs
  *                                    + 2 c m dva)   Q S
+ *                              (the library skips most of the zero triangle; counting
+ *                              only the causal pairs keeps GFLOP/s a rate of useful work)
  *                            + h_kv * 2 c m dva     S += K^T [V 1]
  *   linear decode step         the causal formula with n = 1 (c = 1)              state read + written
  *                                                                                + q, k, v, o rows
@@ -100,7 +102,7 @@ static inline double bench_linear_causal_flops(size_t n, size_t h_q, size_t h_kv
   double f = 0;
   for (size_t done = 0; done < n; done += chunk) {
     double c = (double)(n - done < chunk ? n - done : chunk);
-    f += (double)h_q * (2 * c * c * (double)m + 2 * c * c * (double)dva + 2 * c * (double)m * (double)dva);
+    f += (double)h_q * (c * (c + 1) * (double)m + c * (c + 1) * (double)dva + 2 * c * (double)m * (double)dva);
     f += (double)h_kv * 2 * c * (double)m * (double)dva;
   }
   return f;

@@ -221,10 +221,13 @@ static void lin_query(const lin_ctx *x, const float *q, float *o, const float *S
   const lin_plan *p = x->p;
   x->uk->featmap(d->feature_map, cn, d->d, q + i0 * d->q.row_stride + h * d->q.head_stride, d->q.row_stride,
                  x->qt, 1, cn);
-  if (intra) {
-    x->uk->gemm(cn, cn, p->m, x->kf, p->m, 1, x->qt, cn, x->at, cn, NULL, 0);
-    for (size_t j = 1; j < cn; j++) memset(x->at + j * cn, 0, j * sizeof(float)); /* keys after the query */
-    x->uk->gemm(cn, p->W, cn, x->at, 1, cn, x->va, p->W, x->oc, p->W, NULL, 0);
+  /* Causal part, in query blocks [i0, i1) of one GEMM tile width: block i0 needs only keys j < i1
+   * (AT[j][i] = psi(k_j).phi(q_i) for j <= i), so the zero triangle is mostly never computed. */
+  for (size_t i0 = 0; intra && i0 < cn; i0 += x->uk->gemm_nr) {
+    const size_t i1 = attn_min_sz(cn, i0 + x->uk->gemm_nr);
+    x->uk->gemm(i1, i1 - i0, p->m, x->kf, p->m, 1, x->qt + i0, cn, x->at + i0, cn, NULL, 0);
+    for (size_t j = i0 + 1; j < i1; j++) memset(x->at + j * cn + i0, 0, (j - i0) * sizeof(float)); /* j > i */
+    x->uk->gemm(i1 - i0, p->W, i1, x->at + i0, 1, cn, x->va, p->W, x->oc + i0 * p->W, p->W, NULL, 0);
   }
   x->uk->gemm(cn, p->W, p->m, x->qt, 1, cn, S, p->ldS, x->oc, p->W, NULL, intra);
   lin_store(x, o, h, i0, cn);

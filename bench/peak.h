@@ -3,7 +3,8 @@
  *
  * Each probe runs `iters` iterations of BENCH_PEAK_CHAINS independent multiply-add chains (enough
  * to cover latency x throughput of two FMA pipes) and returns a value derived from the
- * accumulators so the work cannot be optimised away. The harness times them with its common
+ * accumulators so the work cannot be optimised away. The AVX2 and NEON probes share one body,
+ * peak_tmpl.h, over the library's vf_* shim. The harness times them with its common
  * timing loop; flops per iteration are given by the matching macro. Each probe lives in its own
  * file so only it gets the ISA's compiler flags (-mavx2 -mfma for AVX2; nothing for scalar).
  */

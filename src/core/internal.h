@@ -52,13 +52,6 @@ static inline int attn_add_ok(size_t a, size_t b, size_t *r) {
   return 1;
 }
 
-/* Ask for rows x width floats (row stride in floats) to be brought into cache: streams whose first
- * touch would otherwise stall a micro-kernel (the V block of a softmax step, the next K block). */
-static inline void attn_prefetch_rows(const float *base, size_t rows, size_t stride, size_t width) {
-  for (size_t r = 0; r < rows; r++)
-    for (size_t x = 0; x < width; x += 16) __builtin_prefetch(base + r * stride + x, 0, 3);
-}
-
 /* ---- workspace carving: regions of floats, each 64-byte aligned ---- */
 typedef struct attn_ws {
   size_t floats; /* running total, in floats, of aligned regions */

@@ -165,7 +165,6 @@ static void sm_run(const attn_softmax_desc *d, const sm_plan *p, const struct at
           float *reg = ws + p->off_heads + hh * p->head_floats;
           const float *kb = k + (size_t)j0 * d->k.row_stride + (h0 + hh) * d->k.head_stride;
           const float *vb = v + (size_t)j0 * d->v.row_stride + (h0 + hh) * d->v.head_stride;
-          attn_prefetch_rows(vb, jn, d->v.row_stride, DV);
           uk->gemm(jn, rows, D, kb, d->k.row_stride, 1, reg + p->off_qt, rows, st, rows, NULL, 0);
           if (masked) sm_block_mask(st, rows, jn, j0, tn, g, p0, wl, wr);
           uk->softmax_block(jn, rows, st, rows, reg + p->off_m, reg + p->off_l, reg + p->off_al);

@@ -21,15 +21,25 @@
  * - Input strides: a row stride (when the count of rows is > 1) and a head stride (when the count
  *   of heads is > 1) must each be at least the row width (d for q and k, dv for v). Inputs may
  *   overlap one another (packed QKV). Outputs must describe a layout whose elements do not
- *   overlap (the smaller of the two strides is at least the row width and the larger at least the
- *   smaller times its count), and an output's address span must not overlap any input's span.
+ *   overlap: besides the rule above, when both counts are > 1, the larger of the two strides must
+ *   be at least (count of the smaller-stride dimension - 1) x smaller stride + row width
+ *   (ATTN_E_BAD_STRIDE otherwise). An output's address span must not overlap any input's span
+ *   (ATTN_E_ALIASING).
+ * - Non-finite values: a NaN or an infinity in an input that a row uses makes EVERY element of
+ *   that row's output NaN, on every ISA path. A row uses q_i, and the k_j and v_j of every key j
+ *   it can see; keys it cannot see (masked by causality or a window) never affect it, whatever
+ *   they hold. Softmax: lse_i is NaN too when the value is in q_i or a visible k_j (v does not
+ *   enter the LSE). Linear attention: a non-finite k or v poisons the state, so every later row
+ *   (and decode step) that sees it is NaN; a non-finite incoming state makes every row NaN.
+ *   Logits are formed in fp32: one that overflows to +-inf (|scale q.k| > 3.4e38) counts as
+ *   non-finite.
  * - Thread safety: every compute function is reentrant and may be called concurrently from
  *   several threads as long as their output buffers, workspaces and states are distinct. The
  *   only global state is the ISA choice (attn_isa_set / ATTN_ISA), which is process-wide.
  * - Workspace: compute functions take caller-provided scratch memory; ask its size with the
  *   matching *_workspace_size function. Any alignment works; 64-byte alignment is fastest.
  *
- * Since 0.1.0 unless said otherwise.
+ * Since 0.1.0 unless said otherwise; 0.1.1 made the non-finite policy hold on every path.
  */
 #ifndef ATTN_H
 #define ATTN_H
@@ -52,9 +62,9 @@ extern "C" {
  * ------------------------------------------------------------------------------------------- */
 #define ATTN_VERSION_MAJOR 0
 #define ATTN_VERSION_MINOR 1
-#define ATTN_VERSION_PATCH 0
+#define ATTN_VERSION_PATCH 1
 #define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
-#define ATTN_VERSION_STRING "0.1.0"
+#define ATTN_VERSION_STRING "0.1.1"
 
 /** Version of the library actually linked, as ATTN_VERSION_NUMBER. Thread-safe. */
 ATTN_API unsigned attn_version_number(void);
@@ -152,9 +162,11 @@ typedef struct attn_layout {
  * Streamed over key blocks with the online-softmax recurrence (FlashAttention-2 style), fp32
  * accumulation; memory O(n) and work proportional to the visible pairs (plus at most one query
  * block by one key block of padding per block row): key blocks outside the window are never read.
- * A row with no visible key gets zeros and LSE = -inf.
- * exp is a vectorised Cody-Waite + degree-6 polynomial with relative error below 2 ulp
- * (measured bound asserted in tests) for arguments in [-87.3, 0]; smaller arguments give 0.
+ * A row with no visible key gets zeros and LSE = -inf. Non-finite inputs: see the conventions.
+ * exp is vectorised (Cody-Waite reduction, then a degree-7 polynomial in the reduced argument):
+ * relative error at most 2^-22 (2 to 4 ulp) for arguments in [-87.33, 0], asserted on every path
+ * by the tests; smaller arguments give 0, so weights below e^-87.33 relative to the row's largest
+ * are 0.
  * ------------------------------------------------------------------------------------------- */
 typedef struct attn_softmax_desc {
   size_t n_q, n_kv;            /**< query tokens, key/value tokens (both >= 1) */
@@ -212,14 +224,18 @@ ATTN_API attn_status attn_softmax(const attn_softmax_desc *desc, const float *q,
 /**
  * Merge partial softmax results computed over disjoint key sets (split-KV, ring attention):
  *   M = max_c lse_c, w_c = exp(lse_c - M), o = sum_c w_c o_c / sum_c w_c, lse = M + log sum_c w_c.
- * Rows whose parts all have lse = -inf give zeros and -inf.
+ * Rows whose parts all have lse = -inf give zeros and -inf. A part with lse = -inf is empty: its
+ * o row is never read. Non-finite values: a NaN or +inf part lse makes the row's o and lse NaN;
+ * a NaN or infinite o row of a non-empty part makes the row's o NaN (lse as computed).
  * @param rows      number of rows (e.g. n_q * h_q for a contiguous [n][h][dv] output).
  * @param dv        floats per row.
  * @param parts     number of partial results (>= 1).
  * @param o_parts   parts pointers, each rows x dv with row stride o_stride.
  * @param lse_parts parts pointers, each rows floats with stride lse_stride.
  * @param o         out: rows x dv with row stride out_stride. May be exactly o_parts[c] when
- *                  out_stride == o_stride (in place); otherwise must not overlap any input.
+ *                  out_stride == o_stride (in place; the same pointer may appear in several
+ *                  parts: each is weighted as a part of its own); otherwise must not overlap
+ *                  any input.
  * @param lse_out   optional out (NULL: not written), stride lse_out_stride; may be exactly
  *                  lse_parts[c] when the strides are equal.
  * @retval ATTN_OK, ATTN_E_NULL_POINTER, ATTN_E_ZERO_SIZE, ATTN_E_SIZE_OVERFLOW,
@@ -242,6 +258,9 @@ ATTN_API attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts,
  *                   state (S0, z0) that stands for earlier tokens:
  *                   o_i = phi(q_i)^T (S0 + sum_{j<=p_i} psi(k_j) v_j^T) / (phi(q_i)^T (z0 + ...) + eps)
  *   Un-normalised (normalize = 0): o_i = phi(q_i)^T S (z is not used and stays 0).
+ *   A normalised row whose denominator phi(q_i).z + eps is exactly 0 (eps = 0 and no visible
+ *   key, or features orthogonal to z) gets zeros, as a softmax row with no visible key does.
+ *   Non-finite values: see the conventions (every feature map gives NaN for a non-finite input).
  *
  * Causal prefill runs the chunkwise-parallel form: per chunk of C tokens
  *   O = tril(phi(Q) psi(K)^T) V + phi(Q) S,   S += psi(K)^T V,

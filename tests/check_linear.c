@@ -5,6 +5,7 @@
  * bit-exact snapshot / restore, a prefill split in two calls).
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -578,6 +579,109 @@ START_TEST(linear_elu1_accuracy_sweep) {
 END_TEST
 
 /* Feature size: m = d for identity and elu1. */
+/* ------------------------------------------------------------------------------------------ */
+/* Non-finite inputs and zero denominators: the policy of attn.h on every path                  */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct lnf_case {
+  const char *name;
+  size_t n_q, n_kv, h_q, h_kv, d, dv;
+  int causal;
+  size_t chunk;
+} lnf_case;
+/* Causal chunks of the path's default size and of 16, GQA, n_q < n_kv, bidirectional. */
+static const lnf_case lnf_cases[] = {
+    {"causal_100_gqa", 100, 100, 4, 2, 8, 7, CAUSAL, 0},
+    {"causal_70_chunk16", 70, 70, 1, 1, 9, 16, CAUSAL, 16},
+    {"chunk_30_of_50", 30, 50, 2, 2, 8, 8, CAUSAL, 0},
+    {"bidir_40", 40, 40, 2, 1, 8, 5, BIDIR, 0},
+};
+#define LNF_NCASES (sizeof lnf_cases / sizeof lnf_cases[0])
+
+/* One element of q, k or v is NaN, +inf or -inf, early or late in the sequence, for identity
+ * (un-normalised) and elu1 (normalised): every row matches the reference, which makes the rows
+ * that use the value NaN; causal rows before it are exact. Then one decode step continues from
+ * the state: NaN when the prefill's poisoned k or v is in the state (every later token sees it). */
+START_TEST(linear_nonfinite_policy) {
+  const lnf_case *c = &lnf_cases[_i];
+  static const float bad[3] = {NAN, INFINITY, -INFINITY};
+  for (int elu = 0; elu < 2; ++elu)
+    for (int which = 0; which < 3; ++which)
+      for (int b = 0; b < 3; ++b)
+        for (int late = 0; late < 2; ++late) {
+          tu_rng rng;
+          tu_rng_seed(&rng, 9500 + (uint64_t)_i);
+          const size_t n1 = c->n_kv + 1; /* the prefill's keys and one decode token */
+          tu_qkv x;
+          tu_qkv_make(&x, T, UNI, &rng, c->n_q + 1, n1, c->h_q, c->h_kv, c->d, c->dv);
+          tu_tensor *t = which == 0 ? &x.q : which == 1 ? &x.k : &x.v;
+          const size_t count = t->n - 1, tok = late ? count - 1 - count / 3 : count / 5;
+          *tu_at(t, tok, t->h - 1, (size_t)b % t->w) = bad[b];
+          tu_qkv_snapshot(&x);
+          attn_linear_desc d;
+          ln_desc(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv, elu ? ELU : ID, c->causal, elu, c->chunk);
+          ln_state st;
+          if (c->causal) ln_state_make(&st, &d);
+          const tu_tensor q0 = rows_view(&x.q, 0, c->n_q), k0 = rows_view(&x.k, 0, c->n_kv);
+          const tu_tensor v0 = rows_view(&x.v, 0, c->n_kv);
+          tu_tensor o;
+          ln_call(&d, &q0, &k0, &v0, T, c->causal ? &st.s : NULL, 0, &o);
+          tu_qkv_assert_unchanged(&x);
+          char what[96];
+          snprintf(what, sizeof what, "%s %s: %c[%zu] = %g", c->name, elu ? "elu1" : "identity", "qkv"[which], tok,
+                   (double)bad[b]);
+          ln_check_output(what, &d, &q0, &k0, &v0, NULL, 0, &o);
+          tu_tensor_free(&o);
+          if (c->causal) { /* the decode step after it: row n_q of the whole sequence */
+            attn_linear_desc step = d;
+            step.n_q = step.n_kv = 1;
+            const tu_tensor q1 = rows_view(&x.q, c->n_q, 1), k1 = rows_view(&x.k, c->n_kv, 1);
+            const tu_tensor v1 = rows_view(&x.v, c->n_kv, 1);
+            ln_call(&step, &q1, &k1, &v1, T, &st.s, 0, &o);
+            attn_linear_desc whole = d;
+            whole.n_q = c->n_q + 1;
+            whole.n_kv = n1;
+            const ref_linear_problem p = ln_problem(&whole, &x.q, &x.k, &x.v, NULL);
+            const size_t all = whole.n_q * c->h_q * c->dv, hd = c->h_q * c->dv;
+            double *ro = malloc(sizeof(double) * all), *rsc = malloc(sizeof(double) * all);
+            ck_assert(ro && rsc);
+            ref_linear(&p, ro, rsc);
+            ln_compare("linear.o", what, &o, ro + c->n_q * hd, rsc + c->n_q * hd, tol_linear_o(n1, c->d), 1.0);
+            free(ro);
+            free(rsc);
+            tu_tensor_free(&o);
+            ln_state_free(&st);
+          }
+          tu_qkv_free(&x);
+        }
+}
+END_TEST
+
+/* eps = 0: a normalised row whose denominator is exactly 0 gives zeros (as softmax does for a
+ * row with no visible key): n_q > n_kv leaves the first rows without a key. */
+START_TEST(linear_eps0_empty_rows_are_zero) {
+  tu_rng rng;
+  tu_rng_seed(&rng, 9600);
+  tu_qkv x;
+  tu_qkv_make(&x, T, POS, &rng, 9, 4, 2, 1, 8, 8);
+  for (int with_state = 0; with_state < 2; ++with_state) {
+    attn_linear_desc d;
+    ln_desc(&d, 9, 4, 2, 1, 8, 8, ELU, CAUSAL, NORM, 0);
+    d.eps = 0.0f;
+    ln_state st;
+    if (with_state) ln_state_make(&st, &d);
+    tu_tensor o;
+    ln_call(&d, &x.q, &x.k, &x.v, T, with_state ? &st.s : NULL, 0, &o);
+    for (size_t i = 0; i < 5; ++i)
+      for (size_t h = 0; h < 2; ++h)
+        for (size_t c = 0; c < 8; ++c) ck_assert_msg(*tu_at(&o, i, h, c) == 0.0f, "row %zu: %g", i, *tu_at(&o, i, h, c));
+    ln_check_output("eps = 0, rows without keys", &d, &x.q, &x.k, &x.v, NULL, 0, &o);
+    tu_tensor_free(&o);
+    if (with_state) ln_state_free(&st);
+  }
+  tu_qkv_free(&x);
+}
+END_TEST
+
 START_TEST(linear_feature_size_is_d) {
   static const size_t ds[] = {1, 7, 64, 65, 128};
   for (size_t i = 0; i < sizeof ds / sizeof ds[0]; ++i)
@@ -603,6 +707,8 @@ static Suite *linear_suite(attn_isa isa) {
   tcase_add_loop_test(tc, linear_matches_reference, 0, (int)nsel);
   tcase_add_test(tc, linear_feature_size_is_d);
   tcase_add_test(tc, linear_elu1_accuracy_sweep);
+  tcase_add_loop_test(tc, linear_nonfinite_policy, 0, (int)LNF_NCASES);
+  tcase_add_test(tc, linear_eps0_empty_rows_are_zero);
   suite_add_tcase(s, tc);
   tc = tu_tcase("properties");
   tcase_add_loop_test(tc, linear_chunkwise_matches_recurrent, 0, (int)LN_NPROPS);

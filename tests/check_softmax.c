@@ -5,6 +5,7 @@
  * outside the window are never used), "workspace".
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -512,6 +513,74 @@ START_TEST(merge_matches_reference) {
 }
 END_TEST
 
+/* The audit's case: in place with the same part twice, o_parts = {a, a}, o = a, equal LSE, a =
+ * {2, 4}: the weights 1/2 + 1/2 of the one buffer are summed before it is overwritten, so o = a
+ * exactly and lse = l + log 2. Also {a, b, a} with o = a. */
+START_TEST(merge_in_place_same_part_twice) {
+  float a[2] = {2, 4}, b[2] = {6, 8}, la = 0.5f, lb = 0.5f, lout = 0;
+  const float *op2[2] = {a, a}, *lp2[2] = {&la, &la};
+  ck_assert_int_eq(attn_softmax_merge(1, 2, 2, op2, 2, lp2, 1, a, 2, &lout, 1), ATTN_OK);
+  ck_assert_msg(a[0] == 2.0f && a[1] == 4.0f, "o = {%g, %g}, want {2, 4}", a[0], a[1]);
+  ck_assert_float_eq_tol(lout, 0.5f + logf(2.0f), 1e-6f);
+  const float *op3[3] = {a, b, a}, *lp3[3] = {&la, &lb, &la};
+  ck_assert_int_eq(attn_softmax_merge(1, 2, 3, op3, 2, lp3, 1, a, 2, NULL, 1), ATTN_OK);
+  ck_assert_float_eq_tol(a[0], 10.0f / 3.0f, 1e-6f); /* (2 + 6 + 2) / 3 */
+  ck_assert_float_eq_tol(a[1], 16.0f / 3.0f, 1e-6f); /* (4 + 8 + 4) / 3 */
+}
+END_TEST
+
+/* Non-finite parts, one row per situation, against the reference (which applies the policy):
+ * a NaN LSE, a +inf LSE, every LSE NaN, a NaN o in a part with a finite LSE, a NaN o in an empty
+ * part (LSE -inf: never read), every part empty, and an infinite o; in place and not. */
+START_TEST(merge_nonfinite_policy) {
+  enum { ROWS = 7, DV = 5, PARTS = 3 };
+  const float lse_in[ROWS][PARTS] = {
+      {0.5f, NAN, 1.0f},   {0.5f, INFINITY, 1.0f},   {NAN, NAN, NAN},       {0.5f, 0.25f, 1.0f},
+      {0.5f, -INFINITY, 1.0f}, {-INFINITY, -INFINITY, -INFINITY}, {2.0f, 0.0f, -1.0f}};
+  for (int in_place = 0; in_place < 2; ++in_place) {
+    tu_rng rng;
+    tu_rng_seed(&rng, 5100);
+    tu_tensor o[PARTS], l[PARTS], out, lout;
+    const float *op[PARTS], *lp[PARTS];
+    for (size_t p = 0; p < PARTS; ++p) {
+      tu_tensor_alloc(&o[p], T, ROWS, 1, DV, 1);
+      tu_tensor_alloc(&l[p], T, ROWS, 1, 1, 1);
+      tu_tensor_fill(&o[p], &rng, -1.0f, 1.0f);
+      for (size_t r = 0; r < ROWS; ++r) *tu_at(&l[p], r, 0, 0) = lse_in[r][p];
+      op[p] = o[p].data;
+      lp[p] = l[p].data;
+    }
+    *tu_at(&o[1], 3, 0, 2) = NAN;      /* row 3: used part */
+    *tu_at(&o[1], 4, 0, 1) = NAN;      /* row 4: empty part, never read */
+    *tu_at(&o[0], 6, 0, 4) = INFINITY; /* row 6: used part */
+    double ro[ROWS * DV], rl[ROWS], so[ROWS * DV], sl[ROWS];
+    ref_merge(ROWS, DV, PARTS, op, DV, lp, 1, ro, rl, so, sl);
+    if (in_place) {
+      out = o[0];
+      lout = l[2];
+    } else {
+      tu_tensor_alloc(&out, T, ROWS, 1, DV, 1);
+      tu_tensor_alloc(&lout, T, ROWS, 1, 1, 1);
+    }
+    ck_assert_int_eq(attn_softmax_merge(ROWS, DV, PARTS, op, DV, lp, 1, out.data, DV, lout.data, 1), ATTN_OK);
+    double *tol = tu_dup(TOL_MERGE_O, ROWS * DV);
+    tu_compare("merge.o", in_place ? "non-finite parts, in place" : "non-finite parts", &out, ro, so, tol);
+    for (size_t r = 0; r < ROWS; ++r) tol[r] = TOL_MERGE_LSE;
+    tu_compare("merge.lse", in_place ? "non-finite parts, in place" : "non-finite parts", &lout, rl, sl, tol);
+    ck_assert(isnan(rl[0]) && isnan(rl[2]) && isnan(ro[3 * DV]) && !isnan(ro[4 * DV]) && rl[5] == -INFINITY);
+    free(tol);
+    if (!in_place) {
+      tu_tensor_free(&out);
+      tu_tensor_free(&lout);
+    }
+    for (size_t p = 0; p < PARTS; ++p) {
+      tu_tensor_free(&o[p]);
+      tu_tensor_free(&l[p]);
+    }
+  }
+}
+END_TEST
+
 /* ------------------------------------------------------------------------------------------ */
 /* Keys wholly outside the window are never used                                               */
 /* ------------------------------------------------------------------------------------------ */
@@ -550,6 +619,82 @@ START_TEST(softmax_window_skips_outside_keys) {
   sm_ref_free(&ref);
   sm_result_free(&res);
   tu_qkv_free(&x);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
+/* Non-finite inputs: the policy of attn.h on every path                                        */
+/* ------------------------------------------------------------------------------------------ */
+/* The audit's case: causal, n = 2, d = dv = 1, q = k = {1, 1}, v = {1, NaN}. Query 0 sees only
+ * key 0: o[0] = 1 and lse[0] = 1 exactly; query 1 sees the NaN: o[1] is NaN and lse[1] =
+ * 1 + log 2 (v does not enter the LSE). The same with the window (0, 0): o[1] NaN, lse[1] = 1. */
+START_TEST(softmax_invisible_nan_value_is_ignored) {
+  static const float q[2] = {1, 1}, k[2] = {1, 1}, v[2] = {1, NAN};
+  for (int win = 0; win < 2; ++win) {
+    attn_softmax_desc d;
+    sm_desc(&d, 2, 2, 1, 1, 1, 1, win ? 0 : U, 0);
+    size_t ws = 0;
+    ck_assert_int_eq(attn_softmax_workspace_size(&d, &ws), ATTN_OK);
+    void *w = tu_alloc(ws, 0);
+    float o[2], lse[2];
+    ck_assert_int_eq(attn_softmax(&d, q, k, v, o, lse, w, ws), ATTN_OK);
+    tu_free(w);
+    ck_assert_msg(o[0] == 1.0f && lse[0] == 1.0f, "window %d: o[0] %g lse[0] %g", win, o[0], lse[0]);
+    ck_assert_msg(isnan(o[1]), "window %d: o[1] %g", win, o[1]);
+    ck_assert_float_eq_tol(lse[1], win ? 1.0f : 1.0f + logf(2.0f), 1e-6f);
+  }
+}
+END_TEST
+
+typedef struct nf_case {
+  const char *name;
+  size_t n_q, n_kv, h_q, h_kv, d, dv, wl, wr;
+} nf_case;
+/* Shapes whose boundary key blocks (96 / 64 keys) hold the poisoned token: causal prefill across
+ * blocks, GQA, a sliding window, chunked prefill, decode, n_q > n_kv, full attention. */
+static const nf_case nf_cases[] = {
+  {"causal_130_gqa", 130, 130, 4, 2, 16, 9, W_CAUSAL},
+  {"window_7_0", 150, 150, 1, 1, 8, 8, 7, 0},
+  {"window_3_2", 70, 70, 2, 1, 7, 5, 3, 2},
+  {"chunk_20_of_120", 20, 120, 2, 2, 16, 16, W_CAUSAL},
+  {"decode_1_of_100_gqa", 1, 100, 4, 1, 64, 64, W_CAUSAL},
+  {"nq50_nkv30_causal", 50, 30, 1, 1, 8, 8, W_CAUSAL},
+  {"full_60", 60, 60, 2, 1, 9, 9, W_FULL},
+};
+#define NF_NCASES (sizeof nf_cases / sizeof nf_cases[0])
+
+/* For each of q, k, v, each of NaN, +inf, -inf, and a token early in the sequence and one late,
+ * one element is poisoned; every row must match the reference, which applies the policy: rows
+ * that use the value are NaN (lse NaN unless it is in v), every other row is exact as usual. */
+START_TEST(softmax_nonfinite_policy) {
+  const nf_case *c = &nf_cases[_i];
+  static const float bad[3] = {NAN, INFINITY, -INFINITY};
+  for (int which = 0; which < 3; ++which)
+    for (int b = 0; b < 3; ++b)
+      for (int late = 0; late < 2; ++late) {
+        tu_rng rng;
+        tu_rng_seed(&rng, 9000 + (uint64_t)_i);
+        tu_qkv x;
+        tu_qkv_make(&x, T, UNI, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv);
+        tu_tensor *t = which == 0 ? &x.q : which == 1 ? &x.k : &x.v;
+        const size_t tok = late ? t->n - 1 - t->n / 3 : t->n / 5, col = (size_t)b % t->w;
+        *tu_at(t, tok, t->h - 1, col) = bad[b];
+        tu_qkv_snapshot(&x);
+        attn_softmax_desc d;
+        sm_desc(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv, c->wl, c->wr);
+        sm_result res;
+        sm_call(&d, &x.q, &x.k, &x.v, T, 1, 0, &res);
+        tu_qkv_assert_unchanged(&x);
+        sm_ref ref;
+        sm_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
+        char what[96];
+        snprintf(what, sizeof what, "%s: %c[%zu][%zu][%zu] = %g", c->name, "qkv"[which], tok, t->h - 1, col,
+                 (double)bad[b]);
+        sm_compare(what, &d, &res, ref.o, ref.lse, ref.oscale, ref.sabs, 1.0);
+        sm_ref_free(&ref);
+        sm_result_free(&res);
+        tu_qkv_free(&x);
+      }
 }
 END_TEST
 
@@ -628,9 +773,15 @@ static Suite *softmax_suite(attn_isa isa) {
   suite_add_tcase(s, tc);
   tc = tu_tcase("merge");
   tcase_add_loop_test(tc, merge_matches_reference, 0, (int)MG_NCASES);
+  tcase_add_test(tc, merge_in_place_same_part_twice);
+  tcase_add_test(tc, merge_nonfinite_policy);
   suite_add_tcase(s, tc);
   tc = tu_tcase("window");
   tcase_add_loop_test(tc, softmax_window_skips_outside_keys, 0, (int)WIN_NCASES);
+  suite_add_tcase(s, tc);
+  tc = tu_tcase("nonfinite");
+  tcase_add_test(tc, softmax_invisible_nan_value_is_ignored);
+  tcase_add_loop_test(tc, softmax_nonfinite_policy, 0, (int)NF_NCASES);
   suite_add_tcase(s, tc);
   tc = tu_tcase("exp");
   tcase_add_test(tc, softmax_exp_accuracy_sweep);

@@ -137,7 +137,8 @@ ref_layout tu_ref_layout(const tu_tensor *t);
 /* ------------------------------------------------------------------------------------------ */
 /**
  * Asserts |got[e] - ref[e]| <= tol[e] * scale[e] for every logical element e of got (in
- * [n][h][w] order); where ref is infinite, got must equal it exactly; a NaN fails. On failure it
+ * [n][h][w] order); where ref is infinite, got must equal it exactly; where ref is NaN, got
+ * must be NaN; elsewhere a NaN fails. On failure it
  * names `what` and the first failing (token, head, column) with got, ref and the bound.
  * With ATTN_TEST_REPORT set in the environment it prints, on stderr, one line
  * "ATTN_ERR <family> <isa> <max err/scale> <max err/(tol*scale)> <what>" per call.

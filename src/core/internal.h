@@ -3,7 +3,9 @@
 #define ATTN_CORE_INTERNAL_H
 
 #include <stddef.h>
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "attn.h"
 #include "core/ukernels.h"
@@ -50,6 +52,37 @@ static inline int attn_add_ok(size_t a, size_t b, size_t *r) {
   if (b > SIZE_MAX - a) return 0;
   *r = a + b;
   return 1;
+}
+
+/* ---- non-finite values (the policy in attn.h: a row that uses one is NaN) ---- */
+/* 1 when every element of a rows x cols block (row stride ld) is finite. Integer arithmetic on
+ * the bits (exponent all ones <=> adding one exponent step carries into the sign bit), so the
+ * loop vectorises without -ffast-math. */
+static inline int attn_rows_finite(const float *x, size_t rows, size_t cols, size_t ld) {
+  uint32_t any = 0;
+  for (size_t r = 0; r < rows; r++) {
+    const float *row = x + r * ld;
+    for (size_t c = 0; c < cols; c++) {
+      uint32_t u;
+      memcpy(&u, row + c, sizeof u);
+      any |= (u & 0x7f800000u) + 0x00800000u;
+    }
+  }
+  return !(any & 0x80000000u);
+}
+/* dst[0 .. n) = src[0 .. n) in one pass; returns 1 when every value is finite. */
+static inline int attn_copy_finite(float *restrict dst, const float *restrict src, size_t n) {
+  uint32_t any = 0;
+  for (size_t c = 0; c < n; c++) {
+    uint32_t u;
+    memcpy(&u, src + c, sizeof u);
+    any |= (u & 0x7f800000u) + 0x00800000u;
+    dst[c] = src[c];
+  }
+  return !(any & 0x80000000u);
+}
+static inline void attn_fill_nan(float *x, size_t n) {
+  for (size_t i = 0; i < n; i++) x[i] = NAN;
 }
 
 /* ---- workspace carving: regions of floats, each 64-byte aligned ---- */

@@ -186,16 +186,25 @@ typedef struct lin_ctx {
   float *kf, *va, *qt, *at, *oc;
 } lin_ctx;
 
-/* Kf = psi(K[j0 .. j0+cn)) and Va = [V | 1] of key/value head hk. */
-static void lin_load_kv(const lin_ctx *x, const float *k, const float *v, size_t hk, size_t j0, size_t cn) {
+/* Kf = psi(K[j0 .. j0+cn)) and Va = [V | 1] of key/value head hk. A V row with a non-finite
+ * value becomes NaN in every column (z's included), so every output that uses it is NaN in every
+ * column. Returns 1 when every V row was finite. */
+static int lin_load_kv(const lin_ctx *x, const float *k, const float *v, size_t hk, size_t j0, size_t cn) {
   const attn_linear_desc *d = x->d;
   x->uk->featmap(d->feature_map, cn, d->d, k + j0 * d->k.row_stride + hk * d->k.head_stride, d->k.row_stride,
                  x->kf, x->p->m, 1);
+  int finite = 1;
   for (size_t j = 0; j < cn; j++) {
     float *row = x->va + j * x->p->W;
-    memcpy(row, v + (j0 + j) * d->v.row_stride + hk * d->v.head_stride, d->dv * sizeof(float));
-    if (d->normalize) row[d->dv] = 1.0f;
+    const float *src = v + (j0 + j) * d->v.row_stride + hk * d->v.head_stride;
+    if (attn_copy_finite(row, src, d->dv)) {
+      if (d->normalize) row[d->dv] = 1.0f;
+    } else {
+      attn_fill_nan(row, x->p->W);
+      finite = 0;
+    }
   }
+  return finite;
 }
 
 /* S += Kf^T Va (Kf read transposed through the GEMM's A strides). */
@@ -203,23 +212,26 @@ static void lin_absorb(const lin_ctx *x, float *S, size_t cn) {
   x->uk->gemm(x->p->m, x->p->W, cn, x->kf, 1, x->p->m, x->va, x->p->W, S, x->p->ldS, NULL, 1);
 }
 
-/* o rows i0 .. i0+cn of query head h from the chunk's O rows: O[0:dv] / (O[dv] + eps), or O[0:dv]. */
+/* o rows i0 .. i0+cn of query head h from the chunk's O rows: O[0:dv] / (O[dv] + eps), or O[0:dv].
+ * A denominator of exactly 0 (eps = 0 and no visible key, or features orthogonal to z) gives 0. */
 static void lin_store(const lin_ctx *x, float *o, size_t h, size_t i0, size_t cn) {
   const attn_linear_desc *d = x->d;
   for (size_t i = 0; i < cn; i++) {
     const float *src = x->oc + i * x->p->W;
     float *dst = o + (i0 + i) * d->o.row_stride + h * d->o.head_stride;
-    const float inv = d->normalize ? 1.0f / (src[d->dv] + d->eps) : 1.0f;
+    const float den = d->normalize ? src[d->dv] + d->eps : 1.0f;
+    const float inv = den == 0.0f ? 0.0f : 1.0f / den;
     for (size_t c = 0; c < d->dv; c++) dst[c] = src[c] * inv;
   }
 }
 
-/* Output rows i0 .. i0+cn of query head h. intra: causal contributions of the loaded chunk. */
-static void lin_query(const lin_ctx *x, const float *q, float *o, const float *S, size_t h, size_t i0, size_t cn,
-                      int intra) {
+/* Output rows t0 .. t0+cn of query head h. intra: causal contributions of the loaded chunk;
+ * va_finite: whether every Va row of the chunk is finite (lin_load_kv). */
+static void lin_query(const lin_ctx *x, const float *q, float *o, const float *S, size_t h, size_t t0, size_t cn,
+                      int intra, int va_finite) {
   const attn_linear_desc *d = x->d;
   const lin_plan *p = x->p;
-  x->uk->featmap(d->feature_map, cn, d->d, q + i0 * d->q.row_stride + h * d->q.head_stride, d->q.row_stride,
+  x->uk->featmap(d->feature_map, cn, d->d, q + t0 * d->q.row_stride + h * d->q.head_stride, d->q.row_stride,
                  x->qt, 1, cn);
   /* Causal part, in query blocks [i0, i1) of one GEMM tile width: block i0 needs only keys j < i1
    * (AT[j][i] = psi(k_j).phi(q_i) for j <= i), so the zero triangle is mostly never computed. */
@@ -227,10 +239,15 @@ static void lin_query(const lin_ctx *x, const float *q, float *o, const float *S
     const size_t i1 = attn_min_sz(cn, i0 + x->uk->gemm_nr);
     x->uk->gemm(i1, i1 - i0, p->m, x->kf, p->m, 1, x->qt + i0, cn, x->at + i0, cn, NULL, 0);
     for (size_t j = i0 + 1; j < i1; j++) memset(x->at + j * cn + i0, 0, (j - i0) * sizeof(float)); /* j > i */
-    x->uk->gemm(i1 - i0, p->W, i1, x->at + i0, 1, cn, x->va, p->W, x->oc + i0 * p->W, p->W, NULL, 0);
+    if (va_finite)
+      x->uk->gemm(i1 - i0, p->W, i1, x->at + i0, 1, cn, x->va, p->W, x->oc + i0 * p->W, p->W, NULL, 0);
   }
+  /* A non-finite V row: each row i multiplies only keys j <= i, so a later key's NaN never meets
+   * its zero weight (0 * NaN). */
+  for (size_t i = 0; intra && !va_finite && i < cn; i++)
+    x->uk->gemm(1, p->W, i + 1, x->at + i, 1, cn, x->va, p->W, x->oc + i * p->W, p->W, NULL, 0);
   x->uk->gemm(cn, p->W, p->m, x->qt, 1, cn, S, p->ldS, x->oc, p->W, NULL, intra);
-  lin_store(x, o, h, i0, cn);
+  lin_store(x, o, h, t0, cn);
 }
 
 /* A one-token causal chunk (a decode step): the recurrent step kernel makes one pass over S per
@@ -270,7 +287,7 @@ static void lin_run(const attn_linear_desc *d, const lin_plan *p, const struct a
     const size_t state_only_end = d->causal ? pre_q : d->n_q;
     for (size_t gi = 0; gi < g; gi++)
       for (size_t i0 = 0; i0 < state_only_end; i0 += C)
-        lin_query(&x, q, o, S, hk * g + gi, i0, attn_min_sz(C, state_only_end - i0), 0);
+        lin_query(&x, q, o, S, hk * g + gi, i0, attn_min_sz(C, state_only_end - i0), 0, 1);
     if (!d->causal) continue;
     const size_t aligned = d->n_kv - pre_k; /* == d->n_q - pre_q */
     for (size_t t0 = 0; t0 < aligned; t0 += C) {
@@ -279,8 +296,8 @@ static void lin_run(const attn_linear_desc *d, const lin_plan *p, const struct a
         lin_step(&x, q, k, v, o, S, hk, pre_q + t0, pre_k + t0);
         continue;
       }
-      lin_load_kv(&x, k, v, hk, pre_k + t0, cn);
-      for (size_t gi = 0; gi < g; gi++) lin_query(&x, q, o, S, hk * g + gi, pre_q + t0, cn, 1);
+      const int va_finite = lin_load_kv(&x, k, v, hk, pre_k + t0, cn);
+      for (size_t gi = 0; gi < g; gi++) lin_query(&x, q, o, S, hk * g + gi, pre_q + t0, cn, 1, va_finite);
       lin_absorb(&x, S, cn);
     }
   }

@@ -38,30 +38,52 @@ attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts, const float
   if (st) return st;
   const struct attn_ukernels *uk = attn_dispatch();
   if (!uk) return ATTN_E_UNSUPPORTED_ISA;
-  /* A part that is the output itself must be read before anything is written over it: start with it. */
-  size_t first = 0;
+  /* The parts that are the output itself (in place; validation allowed only the exact same rows)
+   * must be read before anything is written over them: their weights are summed into the first
+   * term, which scales the row in place, and the other parts are added after it. */
+  const float *self = NULL;
   for (size_t c = 0; c < parts; c++)
-    if (o_parts[c] == o) first = c;
+    if (o_parts[c] == o) self = o;
   for (size_t r = 0; r < rows; r++) {
-    float mx = -INFINITY;
-    for (size_t c = 0; c < parts; c++) mx = fmaxf(mx, lse_parts[c][r * lse_stride]);
     float *orow = o + r * out_stride;
-    float lse_r = -INFINITY;
-    if (mx == -INFINITY) {
+    float mx = -INFINITY;
+    int bad = 0; /* a NaN or +inf LSE: the row is NaN */
+    for (size_t c = 0; c < parts; c++) {
+      const float lc = lse_parts[c][r * lse_stride];
+      bad |= !(lc < INFINITY);
+      mx = fmaxf(mx, lc);
+    }
+    float lse_r;
+    if (bad) {
+      attn_fill_nan(orow, dv);
+      lse_r = NAN;
+    } else if (mx == -INFINITY) {
       for (size_t x = 0; x < dv; x++) orow[x] = 0.0f;
+      lse_r = -INFINITY;
     } else {
-      float wsum = 0.0f;
-      for (size_t c = 0; c < parts; c++) wsum += expf(lse_parts[c][r * lse_stride] - mx);
-      for (size_t i = 0; i < parts; i++) {
-        const size_t c = i == 0 ? first : (i <= first ? i - 1 : i);
-        const float w = expf(lse_parts[c][r * lse_stride] - mx) / wsum;
-        if (w == 0.0f) { /* an empty part (lse -inf) contributes nothing, whatever its rows hold */
-          if (i == 0) for (size_t x = 0; x < dv; x++) orow[x] = 0.0f;
-          continue;
-        }
-        /* orow (1 x dv) = w * part row (+ orow), on the active path's GEMM kernel */
-        uk->gemm(1, dv, 1, &w, 0, 0, o_parts[c] + r * o_stride, 0, orow, 0, NULL, i != 0);
+      float wsum = 0.0f, wself = 0.0f;
+      int self_used = 0;
+      for (size_t c = 0; c < parts; c++) {
+        const float lc = lse_parts[c][r * lse_stride], w = expf(lc - mx);
+        wsum += w;
+        if (o_parts[c] == self && lc != -INFINITY) wself += w, self_used = 1;
       }
+      /* orow (1 x dv) = w * part row (+ orow), on the active path's GEMM kernel. Parts with
+       * lse = -inf are empty: their rows are never read. */
+      int started = 0;
+      if (self_used) {
+        const float w = wself / wsum;
+        uk->gemm(1, dv, 1, &w, 0, 0, orow, 0, orow, 0, NULL, 0);
+        started = 1;
+      }
+      for (size_t c = 0; c < parts; c++) {
+        const float lc = lse_parts[c][r * lse_stride];
+        if (o_parts[c] == self || lc == -INFINITY) continue;
+        const float w = expf(lc - mx) / wsum;
+        uk->gemm(1, dv, 1, &w, 0, 0, o_parts[c] + r * o_stride, 0, orow, 0, NULL, started);
+        started = 1;
+      }
+      if (!attn_rows_finite(orow, 1, dv, 0)) attn_fill_nan(orow, dv); /* a non-finite o part */
       lse_r = mx + logf(wsum);
     }
     if (lse_out) lse_out[r * lse_out_stride] = lse_r;

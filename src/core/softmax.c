@@ -9,6 +9,13 @@
  *     online softmax down the columns of ST:            P^T, alpha, m, l          (softmax_block)
  *     acc = diag(alpha) acc + P V_blk                   (gemm with A = P^T read transposed)
  *   o = acc / l,  lse = m + log l  (zeros and -inf for rows with no visible key).
+ * Non-finite inputs (the policy in attn.h): a NaN or infinite q or k makes a logit NaN or +-inf;
+ * -inf logits of visible pairs become NaN (in the kernel, or in the mask step of boundary blocks),
+ * so -inf only ever means "masked", and a NaN or +inf logit leaves l = NaN: the epilogue writes a
+ * NaN row. A non-finite v shows in acc, and the epilogue writes a NaN row. A boundary block whose
+ * V holds a non-finite value takes P V per token over that token's visible keys only, so that a
+ * value a row cannot see never meets its zero weight (0 * NaN); a scan of the V rows that some
+ * token of the block cannot see decides, and finite V (the common case) keeps the one product.
  * Computing ST = K Q^T rather than S = Q K^T means neither K nor V is ever packed or copied:
  * K rows are read in place as the broadcast operand and V rows in place as the vector operand.
  * Key blocks wholly outside [p_first - left, p_last + right] are never touched.
@@ -108,7 +115,8 @@ attn_status attn_softmax_workspace_size(const attn_softmax_desc *d, size_t *byte
 /* Clamp a window side to what positions can reach, so int64 arithmetic cannot overflow. */
 static int64_t clamp_window(size_t w, size_t reach) { return (int64_t)(w < reach ? w : reach); }
 
-/* Set the masked pairs of a boundary block to -inf. Key j sees the tokens ti with
+/* Set the masked pairs of a boundary block to -inf, and turn -inf logits of visible pairs (from
+ * non-finite input) into NaN, so that -inf means "masked" only. Key j sees the tokens ti with
  * j - right <= p0 + ti <= j + left, one contiguous range, so each key row is two fills. */
 static void sm_block_mask(float *st, size_t ldst, size_t jn, int64_t j0, size_t tn, size_t g, int64_t p0,
                           int64_t wl, int64_t wr) {
@@ -123,8 +131,61 @@ static void sm_block_mask(float *st, size_t ldst, size_t jn, int64_t j0, size_t 
       for (size_t c = 0; c < rows; c++) row[c] = -INFINITY;
     } else {
       for (size_t c = 0; c < lo; c++) row[c] = -INFINITY;
+      for (size_t c = lo; c < hi; c++) row[c] = row[c] == -INFINITY ? NAN : row[c];
       for (size_t c = hi; c < rows; c++) row[c] = -INFINITY;
     }
+  }
+}
+
+/* acc = diag(alpha) acc + P V_blk for a boundary block whose V rows hold a non-finite value: each
+ * token's rows multiply only the keys that token sees, so a value it cannot see never meets its
+ * zero weight (0 * NaN). Token ti sees keys p0 + ti - left .. p0 + ti + right. */
+static void sm_pv_exact(const struct attn_ukernels *uk, const float *pt, size_t jn, int64_t j0, size_t tn,
+                        size_t g, int64_t p0, int64_t wl, int64_t wr, const float *vb, size_t ldv, float *acc,
+                        size_t dv, const float *alpha) {
+  const size_t rows = tn * g;
+  const int64_t jl = j0 + (int64_t)jn - 1;
+  for (size_t ti = 0; ti < tn; ti++) {
+    const int64_t pos = p0 + (int64_t)ti;
+    const int64_t a = pos - wl > j0 ? pos - wl : j0, b = pos + wr < jl ? pos + wr : jl;
+    const size_t first = b >= a ? (size_t)(a - j0) : 0, count = b >= a ? (size_t)(b - a + 1) : 0;
+    uk->gemm(g, dv, count, pt + first * rows + ti * g, 1, rows, vb + first * ldv, ldv, acc + ti * g * dv, dv,
+             alpha + ti * g, 1);
+  }
+}
+
+static int64_t sm_clamp(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : x > hi ? hi : x; }
+
+/* 1 when every V row of a boundary block that some token of the block cannot see is finite: the
+ * last token (p1) cannot see keys before p1 - left, the first (p0) keys after p0 + right; the keys
+ * between are visible to every token, and a non-finite value there reaches its rows anyway. */
+static int sm_hidden_v_finite(const float *vb, size_t ldv, size_t dv, int64_t j0, size_t jn, int64_t p0, int64_t p1,
+                              int64_t wl, int64_t wr) {
+  const int64_t je = j0 + (int64_t)jn;
+  const int64_t a = sm_clamp(p1 - wl, j0, je); /* [j0, a): hidden from the last token */
+  const int64_t b = sm_clamp(p0 + wr + 1, a, je); /* [b, je): hidden from the first */
+  return attn_rows_finite(vb, (size_t)(a - j0), dv, ldv) &&
+         (b == je || attn_rows_finite(vb + (size_t)(b - j0) * ldv, (size_t)(je - b), dv, ldv));
+}
+
+/* o and lse of one row from its accumulator: o = acc / l, lse = m + log l. l = 0 (no visible key):
+ * zeros and -inf. l NaN (the row used a non-finite q or k): NaN and NaN. A non-finite acc (a
+ * visible v was non-finite): the whole o row NaN, lse as computed. */
+static void sm_row_out(const float *acc, float m, float l, size_t dv, float *orow, float *lse) {
+  if (l > 0.0f) {
+    const float inv = 1.0f / l;
+    if (attn_rows_finite(acc, 1, dv, 0)) {
+      for (size_t x = 0; x < dv; x++) orow[x] = acc[x] * inv;
+    } else {
+      attn_fill_nan(orow, dv);
+    }
+    if (lse) *lse = m + logf(l);
+  } else if (l == 0.0f) {
+    for (size_t x = 0; x < dv; x++) orow[x] = 0.0f;
+    if (lse) *lse = -INFINITY;
+  } else {
+    attn_fill_nan(orow, dv);
+    if (lse) *lse = NAN;
   }
 }
 
@@ -167,8 +228,12 @@ static void sm_run(const attn_softmax_desc *d, const sm_plan *p, const struct at
           const float *vb = v + (size_t)j0 * d->v.row_stride + (h0 + hh) * d->v.head_stride;
           uk->gemm(jn, rows, D, kb, d->k.row_stride, 1, reg + p->off_qt, rows, st, rows, NULL, 0);
           if (masked) sm_block_mask(st, rows, jn, j0, tn, g, p0, wl, wr);
-          uk->softmax_block(jn, rows, st, rows, reg + p->off_m, reg + p->off_l, reg + p->off_al);
-          uk->gemm(rows, DV, jn, st, 1, rows, vb, d->v.row_stride, reg + p->off_acc, DV, reg + p->off_al, 1);
+          uk->softmax_block(jn, rows, st, rows, reg + p->off_m, reg + p->off_l, reg + p->off_al, masked);
+          if (masked && !sm_hidden_v_finite(vb, d->v.row_stride, DV, j0, jn, p0, p1, wl, wr))
+            sm_pv_exact(uk, st, jn, j0, tn, g, p0, wl, wr, vb, d->v.row_stride, reg + p->off_acc, DV,
+                        reg + p->off_al);
+          else
+            uk->gemm(rows, DV, jn, st, 1, rows, vb, d->v.row_stride, reg + p->off_acc, DV, reg + p->off_al, 1);
         }
       }
       for (size_t hh = 0; hh < hn; hh++) {
@@ -177,11 +242,8 @@ static void sm_run(const attn_softmax_desc *d, const sm_plan *p, const struct at
         for (size_t ti = 0; ti < tn; ti++)
           for (size_t gi = 0; gi < g; gi++) {
             const size_t r = ti * g + gi, h = (h0 + hh) * g + gi;
-            const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-            float *orow = o + (t0 + ti) * d->o.row_stride + h * d->o.head_stride;
-            for (size_t x = 0; x < DV; x++) orow[x] = acc[r * DV + x] * inv;
-            if (lse)
-              lse[(t0 + ti) * d->lse.row_stride + h * d->lse.head_stride] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
+            sm_row_out(acc + r * DV, m[r], l[r], DV, o + (t0 + ti) * d->o.row_stride + h * d->o.head_stride,
+                       lse ? lse + (t0 + ti) * d->lse.row_stride + h * d->lse.head_stride : NULL);
           }
       }
     }

@@ -21,8 +21,8 @@
  *       C[m x n] = diag(row_scale) C + A * B   (row_scale NULL: plain +=) (accumulate != 0)
  * A(i, p) = a[i * rsa + p * csa] (any strides: A is read one element at a time, broadcast);
  * B(p, j) = b[p * ldb + j] (rows contiguous, loaded as vectors); C(i, j) = c[i * ldc + j].
- * k == 0 is allowed (C = 0, or C scaled). C must not overlap A; it may be B only when C = B
- * exactly and k == 1 is not required of callers (reads of B for a tile precede its stores).
+ * k == 0 is allowed (C = 0, or C scaled). C must not overlap A. C may be B itself (the same
+ * pointer, ldc == ldb) when k == 1: every tile loads its row of B before it stores C.
  */
 typedef void attn_gemm_fn(size_t m, size_t n, size_t k, const float *a, size_t rsa, size_t csa,
                           const float *b, size_t ldb, float *c, size_t ldc, const float *row_scale,
@@ -30,15 +30,20 @@ typedef void attn_gemm_fn(size_t m, size_t n, size_t k, const float *a, size_t r
 
 /*
  * One online-softmax step over a block of transposed logits ST (nk keys x nq queries, row stride
- * ldst; -inf marks a masked pair). Per query column c, with running max m[c] and sum l[c]:
+ * ldst). Per query column c, with running max m[c] and sum l[c]:
  *   M' = max(m, max_j ST[j][c]);  alpha[c] = exp(m - M');  ST[j][c] = exp(ST[j][c] - M');
  *   l = l * alpha + sum_j ST[j][c];  m = M'.
- * A column with every entry -inf and m = -inf stays m = -inf, l = 0, P = 0 (alpha = 0).
+ * masked != 0: -inf marks a masked pair (the caller wrote it after turning any -inf logit of a
+ * visible pair into NaN). A column with every entry -inf and m = -inf stays m = -inf, l = 0,
+ * P = 0 (alpha = 0). masked == 0: no pair is masked, and a -inf entry is treated as NaN.
+ * A NaN entry, or a +inf one (exp(inf - inf)), makes that column's P and l NaN, and l stays NaN
+ * in every later step: l is the driver's poison flag for rows that used a non-finite input.
  */
 typedef void attn_softmax_block_fn(size_t nk, size_t nq, float *st, size_t ldst, float *m, float *l,
-                                   float *alpha);
+                                   float *alpha, int masked);
 
-/* Element-wise feature map (attn_feature_map) of rows x cols, out(r, c) = out[r*out_rs + c*out_cs]. */
+/* Element-wise feature map (attn_feature_map) of rows x cols, out(r, c) = out[r*out_rs + c*out_cs].
+ * A non-finite input element gives NaN. */
 typedef void attn_featmap_fn(attn_feature_map map, size_t rows, size_t cols, const float *in,
                              size_t in_rs, float *out, size_t out_rs, size_t out_cs);
 

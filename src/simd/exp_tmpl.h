@@ -2,11 +2,17 @@
  * exp(x) on a vector, written once against the vf_* shim (included by the kernel templates).
  *
  * Cody-Waite range reduction x = n ln2 + r, |r| <= ln2/2, with ln2 split in two (C1 exact in
- * 9 bits, so n*C1 is exact for |n| <= 2^15), then e^r = 1 + r + r^2 P(r), P of degree 5 (the
- * Cephes expf coefficients), then scaling by 2^n built in the exponent field.
- * Domain: x in [-87.33, 88]: relative error below 2 ulp (tests assert 2^-22 against double exp
- * over the whole range). x < -87.33 (including -inf) gives +0; x > 88 saturates at exp(88).
- * NaN is not an expected input (callers mask with -inf).
+ * 9 bits, so n*C1 is exact for |n| <= 2^15), then e^r = 1 + r + r^2 P(r) with P of degree 5 (the
+ * Cephes expf coefficients; degree 7 in r overall), then scaling by 2^n built in the exponent
+ * field. n comes from x clamped to [lo, hi] (so the integer conversion never sees NaN or a huge
+ * value, whatever vf_min/vf_max do with NaN on a path), but r from x itself, so a NaN input
+ * stays NaN and values above hi overflow to +inf through the arithmetic, at no extra cost.
+ * What is asserted (tests/check_internal.c, every path):
+ *   x in [-87.33, 88.375]: relative error at most 2^-22 against double exp (2 ulp of the result
+ *                          just above a power of two, up to 4 ulp just below the next one);
+ *   x < -87.3365 (and -inf): +0;   x >= 89 (and +inf): +inf;   NaN: NaN.
+ * Between 88.375 and 89 the result is approximate (r leaves the reduced range); the library only
+ * takes exp of arguments <= 0, or < 0 in its feature maps.
  */
 #ifndef ATTN_EXP_TMPL_H
 #define ATTN_EXP_TMPL_H
@@ -14,8 +20,8 @@
 static inline vf attn_vexp_(vf x) {
   const vf lo = vf_set1(-87.3365478515625f); /* just above ln(FLT_MIN): 2^n stays normal */
   const vmask under = vf_lt(x, lo);
-  x = vf_max(vf_min(x, vf_set1(88.0f)), lo);
-  const vf n = vf_round(vf_mul(x, vf_set1(1.44269504088896341f)));
+  const vf xc = vf_max(vf_min(x, vf_set1(88.375f)), lo); /* n <= 127: 2^n stays finite */
+  const vf n = vf_round(vf_mul(xc, vf_set1(1.44269504088896341f)));
   vf r = vf_fma(n, vf_set1(-0.693359375f), x);
   r = vf_fma(n, vf_set1(2.12194440e-4f), r);
   vf p = vf_set1(1.9875691500e-4f);

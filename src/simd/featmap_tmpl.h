@@ -5,14 +5,20 @@
  */
 #include "simd/exp_tmpl.h"
 
+/* Every map gives NaN for a non-finite input: y + 0 * x is y for finite x and NaN for an infinite
+ * or NaN x (one FMA), so a NaN or an infinity in q or k reaches every output that uses it as NaN. */
 static inline vf attn_featmap_apply_(attn_feature_map map, vf x) {
+  vf y;
   switch (map) {
     case ATTN_FEATURE_ELU1:
-      return vf_select(vf_ge(x, vf_zero()), vf_add(x, vf_set1(1.0f)), attn_vexp_(x));
+      y = vf_select(vf_ge(x, vf_zero()), vf_add(x, vf_set1(1.0f)), attn_vexp_(x));
+      break;
     case ATTN_FEATURE_IDENTITY:
     default:
-      return x;
+      y = x;
+      break;
   }
+  return vf_fma(x, vf_zero(), y);
 }
 
 void ATTN_FEATMAP_NAME(attn_feature_map map, size_t rows, size_t cols, const float *in,

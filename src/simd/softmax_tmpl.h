@@ -11,18 +11,26 @@ static inline void attn_st_(float *p, vf v, size_t w) {
   if (w == ATTN_VL) vf_store(p, v); else vf_store_n(p, v, w);
 }
 
-void ATTN_SOFTMAX_NAME(size_t nk, size_t nq, float *st, size_t ldst, float *m, float *l,
-                       float *alpha) {
+/* masked is a compile-time constant in each instantiation. When 0, a -inf entry is a logit from
+ * non-finite input: the max pass also tracks the column minimum, whose mn - mn is NaN exactly
+ * when some entry is -inf (or NaN), and that NaN is added to l (an independent chain beside the
+ * max's, so it costs no time). When 1, -inf marks a masked pair. */
+static inline __attribute__((always_inline)) void attn_softmax_cols_(size_t nk, size_t nq, float *st, size_t ldst,
+                                                                   float *m, float *l, float *alpha, int masked) {
   const vf ninf = vf_set1(-__builtin_inff()), zero = vf_zero();
   for (size_t c = 0; c < nq; c += ATTN_VL) {
     const size_t w = nq - c < ATTN_VL ? nq - c : ATTN_VL;
     const vf mo = attn_ld_(m + c, w);
-    vf mx = ninf;
-    for (size_t j = 0; j < nk; j++) mx = vf_max(mx, attn_ld_(st + j * ldst + c, w));
-    const vf mn = vf_max(mo, mx);
-    const vf msafe = vf_select(vf_eq(mn, ninf), zero, mn); /* all masked so far: P = 0 */
+    vf mx = ninf, mn = vf_set1(__builtin_inff());
+    for (size_t j = 0; j < nk; j++) {
+      const vf s = attn_ld_(st + j * ldst + c, w);
+      mx = vf_max(mx, s);
+      if (!masked) mn = vf_min(mn, s);
+    }
+    const vf mnew = vf_max(mo, mx);
+    const vf msafe = vf_select(vf_eq(mnew, ninf), zero, mnew); /* all masked so far: P = 0 */
     const vf al = attn_vexp_(vf_sub(mo, msafe));
-    vf sum = zero;
+    vf sum = masked ? zero : vf_sub(mn, mn); /* 0, or NaN for a -inf logit */
     for (size_t j = 0; j < nk; j++) {
       float *sp = st + j * ldst + c;
       const vf p = attn_vexp_(vf_sub(attn_ld_(sp, w), msafe));
@@ -30,7 +38,13 @@ void ATTN_SOFTMAX_NAME(size_t nk, size_t nq, float *st, size_t ldst, float *m, f
       sum = vf_add(sum, p);
     }
     attn_st_(l + c, vf_fma(attn_ld_(l + c, w), al, sum), w);
-    attn_st_(m + c, mn, w);
+    attn_st_(m + c, mnew, w);
     attn_st_(alpha + c, al, w);
   }
+}
+
+void ATTN_SOFTMAX_NAME(size_t nk, size_t nq, float *st, size_t ldst, float *m, float *l, float *alpha,
+                       int masked) {
+  if (masked) attn_softmax_cols_(nk, nq, st, ldst, m, l, alpha, 1);
+  else attn_softmax_cols_(nk, nq, st, ldst, m, l, alpha, 0);
 }

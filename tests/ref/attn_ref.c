@@ -9,6 +9,12 @@ static const float *row_of(const float *base, ref_layout l, size_t token, size_t
   return base + token * l.row_stride + head * l.head_stride;
 }
 
+int ref_row_finite(const float *x, size_t n) {
+  for (size_t t = 0; t < n; ++t)
+    if (!isfinite(x[t])) return 0;
+  return 1;
+}
+
 int ref_visible(size_t i, size_t j, size_t n_q, size_t n_kv, size_t left, size_t right) {
   /* p_i = (n_kv - n_q) + i may be negative: signed arithmetic (test sizes are small). */
   const long long p = (long long)n_kv - (long long)n_q + (long long)i;
@@ -34,10 +40,13 @@ void ref_softmax(const ref_softmax_problem *p, double *o, double *lse, double *o
       const size_t out = (i * p->h_q + h) * p->dv;
       double m = -INFINITY, amax = 0.0;
       size_t count = 0;
+      int qk_bad = !ref_row_finite(qi, p->d), v_bad = 0; /* the non-finite policy */
       for (size_t j = 0; j < p->n_kv; ++j) {
         vis[j] = (unsigned char)ref_visible(i, j, p->n_q, p->n_kv, p->window_left, p->window_right);
         if (!vis[j]) continue;
         const float *kj = row_of(p->k, p->lk, j, hk);
+        qk_bad |= !ref_row_finite(kj, p->d);
+        v_bad |= !ref_row_finite(row_of(p->v, p->lv, j, hk), p->dv);
         double dot = 0.0, adot = 0.0;
         for (size_t t = 0; t < p->d; ++t) {
           dot += (double)qi[t] * (double)kj[t];
@@ -57,13 +66,24 @@ void ref_softmax(const ref_softmax_problem *p, double *o, double *lse, double *o
         if (lse) lse[i * p->h_q + h] = -INFINITY;
         continue;
       }
+      if (qk_bad || v_bad) { /* NaN row; the LSE does not depend on v */
+        for (size_t c = 0; c < p->dv; ++c) {
+          o[out + c] = NAN;
+          if (oscale) oscale[out + c] = 0.0;
+        }
+        if (sabs && qk_bad) sabs[i * p->h_q + h] = 0.0;
+        if (qk_bad) {
+          if (lse) lse[i * p->h_q + h] = NAN;
+          continue;
+        }
+      }
       /* Two passes: max (above), then exponentials relative to it. */
       double l = 0.0;
       for (size_t j = 0; j < p->n_kv; ++j) {
         pw[j] = vis[j] ? exp(s[j] - m) : 0.0;
         l += pw[j];
       }
-      for (size_t c = 0; c < p->dv; ++c) {
+      for (size_t c = 0; c < p->dv && !v_bad; ++c) {
         double acc = 0.0, aacc = 0.0;
         for (size_t j = 0; j < p->n_kv; ++j) {
           if (!vis[j]) continue;
@@ -87,9 +107,23 @@ void ref_merge(size_t rows, size_t dv, size_t parts, const float *const *o_parts
                double *oscale, double *lscale) {
   for (size_t r = 0; r < rows; ++r) {
     double m = -INFINITY;
+    int lse_bad = 0, o_bad = 0; /* the non-finite policy: NaN or +inf LSE; non-finite used o */
     for (size_t c = 0; c < parts; ++c) {
       const double l = (double)lse_parts[c][r * lse_stride];
+      if (isnan(l) || l == INFINITY) lse_bad = 1;
+      else if (l > -INFINITY && !ref_row_finite(o_parts[c] + r * o_stride, dv)) o_bad = 1;
       if (l > m) m = l;
+    }
+    if (lse_bad || o_bad) {
+      for (size_t e = 0; e < dv; ++e) {
+        o[r * dv + e] = NAN;
+        if (oscale) oscale[r * dv + e] = 0.0;
+      }
+      if (lse_bad) {
+        if (lse) lse[r] = NAN;
+        if (lscale) lscale[r] = 0.0;
+        continue;
+      }
     }
     if (m == -INFINITY) {
       for (size_t e = 0; e < dv; ++e) {
@@ -107,15 +141,15 @@ void ref_merge(size_t rows, size_t dv, size_t parts, const float *const *o_parts
       wsum += w;
       if (w > 0.0) wx += w * fabs(x);
     }
-    for (size_t e = 0; e < dv; ++e) {
+    for (size_t e = 0; e < dv && !o_bad; ++e) {
       double acc = 0.0;
       for (size_t c = 0; c < parts; ++c) {
         const double w = exp((double)lse_parts[c][r * lse_stride] - m);
-        acc += w * (double)o_parts[c][r * o_stride + e];
+        if (w > 0.0) acc += w * (double)o_parts[c][r * o_stride + e]; /* empty parts are not read */
       }
       o[r * dv + e] = acc / wsum;
     }
-    if (oscale) {
+    if (oscale && !o_bad) {
       for (size_t e = 0; e < dv; ++e) {
         double acc = 0.0;
         for (size_t c = 0; c < parts; ++c) {
@@ -157,9 +191,11 @@ void ref_linear(const ref_linear_problem *p, double *o, double *oscale) {
       const float *qi = row_of(p->q, p->lq, i, h);
       for (size_t t = 0; t < m; ++t) phi[t] = ref_feature(p->feature_map, (double)qi[t]);
       double den = 0.0, aden = 0.0;
+      int bad = !ref_row_finite(qi, p->d); /* the non-finite policy */
       for (size_t c = 0; c < p->dv; ++c) num[c] = anum[c] = 0.0;
       if (p->causal && p->s0) {
         const double *s0 = p->s0 + hk * m * w;
+        for (size_t e = 0; e < m * w; ++e) bad |= !isfinite(s0[e]);
         for (size_t t = 0; t < m; ++t) {
           for (size_t c = 0; c < p->dv; ++c) {
             num[c] += phi[t] * s0[t * w + c];
@@ -173,6 +209,7 @@ void ref_linear(const ref_linear_problem *p, double *o, double *oscale) {
         if (!linear_visible(p, i, j)) continue;
         const float *kj = row_of(p->k, p->lk, j, hk);
         const float *vj = row_of(p->v, p->lv, j, hk);
+        bad |= !ref_row_finite(kj, p->d) || !ref_row_finite(vj, p->dv);
         double a = 0.0, aa = 0.0;
         for (size_t t = 0; t < m; ++t) {
           psi[t] = ref_feature(p->feature_map, (double)kj[t]);
@@ -188,7 +225,13 @@ void ref_linear(const ref_linear_problem *p, double *o, double *oscale) {
       }
       const size_t out = (i * p->h_q + h) * p->dv;
       for (size_t c = 0; c < p->dv; ++c) {
-        if (p->normalize) {
+        if (bad) {
+          o[out + c] = NAN;
+          if (oscale) oscale[out + c] = 0.0;
+        } else if (p->normalize && den + p->eps == 0.0) { /* a zero denominator gives 0 */
+          o[out + c] = 0.0;
+          if (oscale) oscale[out + c] = anum[c];
+        } else if (p->normalize) {
           const double dd = den + p->eps;
           o[out + c] = num[c] / dd;
           if (oscale) oscale[out + c] = (anum[c] + fabs(o[out + c]) * aden) / fabs(dd);

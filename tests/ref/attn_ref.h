@@ -26,6 +26,18 @@ typedef struct ref_layout {
   size_t head_stride;
 } ref_layout;
 
+/** 1 when the n floats at x are all finite. */
+int ref_row_finite(const float *x, size_t n);
+
+/*
+ * The non-finite policy (the library's, attn.h): a row that uses a NaN or an infinity is NaN in
+ * every output element. Softmax: a non-finite q_i, or k_j of a visible key, makes o_i and lse_i
+ * NaN; a non-finite v_j of a visible key makes o_i NaN (lse_i as usual). Keys a row cannot see
+ * never affect it. Merge: a NaN or +inf part LSE makes o and lse NaN; a non-finite o row of a
+ * non-empty part (lse > -inf) makes o NaN; empty parts are never read. Linear: a non-finite q_i,
+ * k_j or v_j of a visible key, or a non-finite incoming state of its head, makes o_i NaN.
+ */
+
 /** Key j visible to query i under bottom-right alignment and window (left, right). */
 int ref_visible(size_t i, size_t j, size_t n_q, size_t n_kv, size_t left, size_t right);
 
@@ -85,7 +97,8 @@ typedef struct ref_linear_problem {
 } ref_linear_problem;
 
 /**
- * o:      [n_q][h_q][dv] contiguous.
+ * o:      [n_q][h_q][dv] contiguous. Normalised rows whose denominator phi.z + eps is exactly 0
+ *         (eps = 0 and no visible key) are 0.
  * oscale: [n_q][h_q][dv] (may be NULL). With A_c = sum_p |phi_p| (|S0_pc| + sum_j |psi_jp| |v_jc|)
  *         and B = sum_p |phi_p| (|z0_p| + sum_j |psi_jp|): A_c un-normalised, and
  *         (A_c + |o_c| B) / |phi.z + eps| normalised (first-order bound of the quotient).

@@ -1,40 +1,93 @@
 /*
- * baselines.c: the two reference implementations the library is compared with, in the same run.
+ * baselines.c: the reference implementations the library is compared with in the same run, and
+ * the list of all baselines (oneDNN's code is in baseline_onednn.c).
+ *
+ * This file is built alone with ATTN_BENCH_BASELINE_FLAGS (bench/meson.build: -O3 -ffast-math,
+ * plus -march=native when not cross-compiling), so its loops use the machine's widest vectors and
+ * gcc vectorises expf through glibc's libmvec, as a reviewer would build a baseline.
  *
  * - Naive softmax attention through OpenBLAS (when built with it): per query head
- *   S = scale Q K^T (cblas_sgemm, n_q x n_kv scores), a row softmax in C over each row's visible
- *   keys (masked entries set to 0), O = P V (cblas_sgemm). OpenBLAS runs on one thread
+ *   S = scale Q K^T (cblas_sgemm, n_q x n_kv scores), a row softmax over each row's visible keys
+ *   (masked entries set to 0), O = P V (cblas_sgemm). OpenBLAS runs on one thread
  *   (openblas_set_num_threads(1)) so it compares with one library call; --threads T runs T of them.
- * - Causal linear attention as a plain C recurrent loop: per token a rank-1 update of the state
- *   S += psi(k) [v 1]^T, then o = phi(q)^T S / (phi(q)^T z + eps): the structure of
- *   fast-transformers' CPU causal-product kernel. Compiled with the build's flags, no ISA flags.
+ * - Causal linear attention as a one-pass recurrent loop: per token and key/value head, one sweep
+ *   over the state rows p updates S[p] += psi_p(k) [v 1] and accumulates o += phi_p(q) S[p] for
+ *   every query head of the group; then o / (phi(q)^T z + eps). Same feature maps and normaliser
+ *   as the library (the z column only when normalised).
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "bench.h"
+#include "bench_config.h"
 
 #if defined(ATTN_BENCH_HAVE_OPENBLAS)
 #include <cblas.h>
 #endif
 
-size_t bench_baseline_scratch(const bench_shape *s) {
-  if (s->kind == BENCH_BLAS) return s->n_q * s->n_kv;
-  return s->h_kv * s->m * (s->dv + 1) + 2 * s->m; /* state, then phi(q) and psi(k) */
+/* The normaliser's eps, as attn_linear_desc_init sets it. */
+#define RECURRENT_EPS 1e-6f
+
+static const bench_baseline_info base_list[BENCH_BASE_COUNT] = {
+    [BENCH_BASE_OPENBLAS] = {"openblas", "naive attention: OpenBLAS sgemm, row softmax (vectorised expf), sgemm",
+                             BENCH_BLAS, 1, 0, "", "", ""},
+    [BENCH_BASE_ONEDNN] = {"onednn", "naive attention: oneDNN matmul, softmax (accurate), matmul primitives",
+                           BENCH_ONEDNN, 1, 0, "", "", ""},
+    [BENCH_BASE_RECURRENT] = {"recurrent", "causal linear attention: one-pass recurrent loop per token",
+                              BENCH_RECURRENT, 0, 1, "", "", ""},
+};
+
+void bench_baselines_init(bench_baseline_info out[BENCH_BASE_COUNT]) {
+  memcpy(out, base_list, sizeof base_list);
+  bench_baseline_info *blas = &out[BENCH_BASE_OPENBLAS], *rec = &out[BENCH_BASE_RECURRENT];
+#if defined(ATTN_BENCH_HAVE_OPENBLAS)
+  openblas_set_num_threads(1);
+  blas->available = 1;
+  snprintf(blas->ran_on, sizeof blas->ran_on, "OpenBLAS core %s, 1 thread (%s)", openblas_get_corename(),
+           openblas_get_config());
+#else
+  snprintf(blas->absent, sizeof blas->absent, "built without OpenBLAS (install libopenblas-dev and reconfigure)");
+#endif
+  snprintf(blas->flags, sizeof blas->flags, "%s", ATTN_BENCH_BASELINE_FLAGS);
+  snprintf(rec->flags, sizeof rec->flags, "%s", ATTN_BENCH_BASELINE_FLAGS);
+  snprintf(rec->ran_on, sizeof rec->ran_on, "the bench's C code, 1 thread");
+  bench_onednn_describe(&out[BENCH_BASE_ONEDNN]);
 }
 
-int bench_have_openblas(void) {
-#if defined(ATTN_BENCH_HAVE_OPENBLAS)
-  static int once;
-  if (!once) {
-    openblas_set_num_threads(1);
-    once = 1;
-  }
-  return 1;
-#else
-  return 0;
-#endif
+bench_base bench_baseline_of(bench_kind kind) {
+  for (int b = 0; b < BENCH_BASE_COUNT; b++)
+    if (base_list[b].kind == kind) return (bench_base)b;
+  return BENCH_BASE_COUNT;
 }
+
+size_t bench_baseline_scratch(const bench_shape *s) {
+  if (s->kind == BENCH_BLAS || s->kind == BENCH_ONEDNN) return s->n_q * s->n_kv;
+  const size_t cols = s->dv + 1, group = s->h_q / s->h_kv;
+  /* state, then phi(q) of a group, psi(k), [v 1] and the group's accumulators */
+  return s->h_kv * s->m * cols + group * s->m + s->m + cols + group * cols;
+}
+
+#if defined(ATTN_BENCH_HAVE_OPENBLAS)
+/* Softmax of each score row over its visible keys [lo, hi]; every other entry becomes 0. */
+static void softmax_rows(float *scores, const bench_shape *s) {
+  for (size_t i = 0; i < s->n_q; i++) {
+    float *row = scores + i * s->n_kv;
+    size_t lo = 0, hi = 0;
+    if (!bench_visible_range(s->n_q, s->n_kv, s->window_left, s->window_right, i, &lo, &hi)) {
+      memset(row, 0, s->n_kv * sizeof *row);
+      continue;
+    }
+    float mx = row[lo], sum = 0;
+    for (size_t j = lo + 1; j <= hi; j++) mx = row[j] > mx ? row[j] : mx;
+    for (size_t j = lo; j <= hi; j++) sum += (row[j] = expf(row[j] - mx));
+    const float inv = 1.0f / sum;
+    for (size_t j = lo; j <= hi; j++) row[j] *= inv;
+    memset(row, 0, lo * sizeof *row);
+    memset(row + hi + 1, 0, (s->n_kv - hi - 1) * sizeof *row);
+  }
+}
+#endif
 
 void bench_baseline_blas(bench_work *w) {
 #if defined(ATTN_BENCH_HAVE_OPENBLAS)
@@ -47,21 +100,7 @@ void bench_baseline_blas(bench_work *w) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s->n_q, (int)s->n_kv, (int)s->d,
                 scale, w->q + h * s->d, (int)(s->h_q * s->d), w->k + g * s->d,
                 (int)(s->h_kv * s->d), 0.0f, scores, (int)s->n_kv);
-    for (size_t i = 0; i < s->n_q; i++) {
-      float *row = scores + i * s->n_kv;
-      size_t lo = 0, hi = 0;
-      if (!bench_visible_range(s->n_q, s->n_kv, s->window_left, s->window_right, i, &lo, &hi)) {
-        memset(row, 0, s->n_kv * sizeof *row);
-        continue;
-      }
-      float mx = row[lo], sum = 0;
-      for (size_t j = lo + 1; j <= hi; j++) mx = row[j] > mx ? row[j] : mx;
-      for (size_t j = lo; j <= hi; j++) sum += (row[j] = expf(row[j] - mx));
-      const float inv = 1.0f / sum;
-      for (size_t j = lo; j <= hi; j++) row[j] *= inv;
-      memset(row, 0, lo * sizeof *row);
-      memset(row + hi + 1, 0, (s->n_kv - hi - 1) * sizeof *row);
-    }
+    softmax_rows(scores, s);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->n_q, (int)s->dv, (int)s->n_kv,
                 1.0f, scores, (int)s->n_kv, w->v + g * s->dv, (int)(s->h_kv * s->dv), 0.0f,
                 w->o + h * s->dv, (int)(s->h_q * s->dv));
@@ -71,40 +110,41 @@ void bench_baseline_blas(bench_work *w) {
 #endif
 }
 
-static void feature(float *out, const float *x, size_t m, attn_feature_map map) {
+static void feature(float *restrict out, const float *restrict x, size_t m, attn_feature_map map) {
   for (size_t p = 0; p < m; p++)
     out[p] = map == ATTN_FEATURE_ELU1 ? (x[p] >= 0 ? x[p] + 1.0f : expf(x[p])) : x[p];
 }
 
 void bench_baseline_recurrent(bench_work *w) {
   const bench_shape *s = &w->s;
-  const size_t m = s->m, dv = s->dv, cols = dv + 1, group = s->h_q / s->h_kv;
-  float *state = w->scratch, *phi = state + s->h_kv * m * cols, *psi = phi + m;
+  const size_t m = s->m, dv = s->dv, cols = s->normalize ? dv + 1 : dv, group = s->h_q / s->h_kv;
+  float *const state = w->scratch;
+  float *restrict phi = state + s->h_kv * m * cols, *restrict psi = phi + group * m;
+  float *restrict va = psi + m, *restrict acc = va + cols;
   if (s->n_q > 1) memset(state, 0, s->h_kv * m * cols * sizeof *state); /* a fresh prefill */
+  if (s->normalize) va[dv] = 1.0f; /* [v 1]: the ones column yields z in the same product */
   for (size_t t = 0; t < s->n_q; t++) {
-    for (size_t g = 0; g < s->h_kv; g++) { /* S += psi(k_t) [v_t 1]^T */
+    for (size_t g = 0; g < s->h_kv; g++) {
+      const size_t h0 = g * group; /* the group's first query head */
       feature(psi, w->k + (t * s->h_kv + g) * s->d, m, s->map);
-      const float *vt = w->v + (t * s->h_kv + g) * dv;
-      float *sg = state + g * m * cols;
-      for (size_t p = 0; p < m; p++) {
-        float *row = sg + p * cols;
-        for (size_t c = 0; c < dv; c++) row[c] += psi[p] * vt[c];
-        row[dv] += psi[p];
+      for (size_t j = 0; j < group; j++) feature(phi + j * m, w->q + (t * s->h_q + h0 + j) * s->d, m, s->map);
+      memcpy(va, w->v + (t * s->h_kv + g) * dv, dv * sizeof *va);
+      memset(acc, 0, group * cols * sizeof *acc);
+      for (size_t p = 0; p < m; p++) { /* S[p] += psi_p [v 1]; acc_j += phi_j,p S[p] */
+        float *restrict row = state + (g * m + p) * cols;
+        const float kp = psi[p];
+        for (size_t c = 0; c < cols; c++) row[c] += kp * va[c];
+        for (size_t j = 0; j < group; j++) {
+          float *restrict aj = acc + j * cols;
+          const float qp = phi[j * m + p];
+          for (size_t c = 0; c < cols; c++) aj[c] += qp * row[c];
+        }
       }
-    }
-    for (size_t h = 0; h < s->h_q; h++) { /* o_t = phi(q_t)^T S / (phi(q_t)^T z + eps) */
-      feature(phi, w->q + (t * s->h_q + h) * s->d, m, s->map);
-      const float *sg = state + (h / group) * m * cols;
-      float *ot = w->o + (t * s->h_q + h) * dv, den = 0;
-      memset(ot, 0, dv * sizeof *ot);
-      for (size_t p = 0; p < m; p++) {
-        const float *row = sg + p * cols;
-        for (size_t c = 0; c < dv; c++) ot[c] += phi[p] * row[c];
-        den += phi[p] * row[dv];
-      }
-      if (s->normalize) {
-        const float inv = 1.0f / (den + 1e-6f);
-        for (size_t c = 0; c < dv; c++) ot[c] *= inv;
+      for (size_t j = 0; j < group; j++) { /* o = acc / (phi^T z + eps) */
+        const float *aj = acc + j * cols;
+        const float inv = s->normalize ? 1.0f / (aj[dv] + RECURRENT_EPS) : 1.0f;
+        float *ot = w->o + (t * s->h_q + h0 + j) * dv;
+        for (size_t c = 0; c < dv; c++) ot[c] = aj[c] * inv;
       }
     }
   }

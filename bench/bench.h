@@ -5,7 +5,9 @@
  *   timing.c      the one timing loop (CLOCK_MONOTONIC, calibration, warm-up, statistics) and the
  *                 worker pool behind --threads and --pin
  *   work.c        buffers and the one kernel entry point for every measured call (attn and baselines)
- *   baselines.c   naive OpenBLAS attention and the plain C recurrent linear loop
+ *   baselines.c   naive OpenBLAS attention and the one-pass recurrent linear loop (built for the
+ *                 native ISA), and the baseline list
+ *   baseline_onednn.c  naive attention through oneDNN's matmul and softmax primitives
  *   sysinfo.c     machine, build and run description; peak and bandwidth probes
  *   report.c      the one row printer, tables, CSV, JSON, Markdown and the gnuplot SVG
  *   flops.h       the one flop/byte table
@@ -77,8 +79,10 @@ typedef struct bench_work {
   attn_linear_desc ldesc;
   attn_linear_state state; /**< linear decode step */
   void *state_mem;
-  float *scratch;          /**< baselines: BLAS score matrix, or recurrent state + features */
-  attn_status status;      /**< first failure seen by the kernel (ATTN_OK otherwise) */
+  float *scratch;          /**< baselines: score matrix, or recurrent state + features */
+  void *onednn;            /**< the oneDNN baseline's primitives and memory objects */
+  attn_status status;      /**< first failure seen by an attn call (ATTN_OK otherwise) */
+  const char *failure;     /**< first failure seen by a baseline (NULL otherwise) */
 } bench_work;
 
 /** Allocate and fill the buffers of one call. 0 on success; otherwise err says why. */
@@ -87,15 +91,47 @@ void bench_work_free(bench_work *w);
 /** The one kernel: runs the call w->s describes `iters` times (ctx is a bench_work). */
 void bench_work_run(void *ctx, size_t iters);
 
-/** Whether the OpenBLAS baseline was compiled in. */
-int bench_have_openblas(void);
-/** Baselines (baselines.c); called by bench_work_run. */
+/* ------------------------------------------------------------------------------------------ */
+/* Baselines (baselines.c, baseline_onednn.c)                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/** The baselines, in the order of every report's columns. */
+typedef enum bench_base {
+  BENCH_BASE_OPENBLAS,  /**< naive softmax attention: OpenBLAS sgemm, vectorised row softmax, sgemm */
+  BENCH_BASE_ONEDNN,    /**< naive softmax attention: oneDNN matmul, softmax, matmul primitives */
+  BENCH_BASE_RECURRENT, /**< causal linear attention: one-pass recurrent loop */
+  BENCH_BASE_COUNT
+} bench_base;
+
+typedef struct bench_baseline_info {
+  const char *name;  /**< the impl name of its rows: "openblas", "onednn", "recurrent" */
+  const char *what;  /**< the algorithm, one line */
+  bench_kind kind;   /**< the shape kind of its rows */
+  int softmax;       /**< stands in for softmax prefill (else for causal linear prefill and step) */
+  int available;     /**< built in and usable in this run */
+  char ran_on[192];  /**< what ran: library, version, core or ISA, threads */
+  char flags[128];   /**< compiler flags of the bench's own code in it */
+  char absent[128];  /**< why it is not available */
+} bench_baseline_info;
+
+/** Limit the baseline libraries to one thread per call and describe what each runs on. */
+void bench_baselines_init(bench_baseline_info out[BENCH_BASE_COUNT]);
+/** The baseline whose rows have shape kind `kind`; BENCH_BASE_COUNT if none. */
+bench_base bench_baseline_of(bench_kind kind);
+/** Scratch floats the OpenBLAS or recurrent baseline needs. */
+size_t bench_baseline_scratch(const bench_shape *s);
+/** Largest score matrix the softmax baselines allocate per thread, in bytes. */
+#define BENCH_BLAS_MAX_BYTES ((size_t)1 << 30)
+/** One call of a baseline on w's buffers (called by bench_work_run). */
 void bench_baseline_blas(bench_work *w);
 void bench_baseline_recurrent(bench_work *w);
-/** Scratch floats a baseline needs. */
-size_t bench_baseline_scratch(const bench_shape *s);
-/** Largest score matrix the BLAS baseline allocates per thread, in bytes. */
-#define BENCH_BLAS_MAX_BYTES ((size_t)1 << 30)
+/** oneDNN: create primitives and memory for w->s (0 on success, else err says why); one call;
+ *  release. Only where bench_baselines_init reported it available. */
+int bench_onednn_init(bench_work *w, char *err, size_t errlen);
+void bench_onednn_run(bench_work *w);
+void bench_onednn_free(bench_work *w);
+/** Fill info's availability and ran_on for oneDNN (baseline_onednn.c). */
+void bench_onednn_describe(bench_baseline_info *info);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Machine, build and limits (sysinfo.c)                                                        */
@@ -117,17 +153,29 @@ typedef struct bench_sysinfo {
 void bench_sysinfo_fill(bench_sysinfo *info);
 double bench_loadavg(void);
 
+/** One FMA peak probe: a path's (scalar, avx2, neon) or a machine probe (avx512), measured at
+ *  the start and again at the end of the run. */
+typedef struct bench_probe {
+  const char *name;
+  attn_isa path;       /**< the library path it bounds; ATTN_ISA_NONE for a machine probe */
+  double start, end;   /**< GFLOP/s for the pool's threads, each the best of several trials */
+} bench_probe;
+
+#define BENCH_MAX_PROBES 4
+
 typedef struct bench_limits {
-  double peak[ATTN_ISA_COUNT];     /**< GFLOP/s for the pool's threads, 0: not measured */
-  double peak_end[ATTN_ISA_COUNT]; /**< re-measured at the end (noise check) */
-  double bw;                       /**< read bandwidth GB/s for the pool's threads */
-  double best_peak;
+  bench_probe probe[BENCH_MAX_PROBES]; /**< the probes this CPU runs natively */
+  size_t nprobes;
+  double peak[ATTN_ISA_COUNT];  /**< per path: its probe's start figure; 0: not measured */
+  double machine_peak;          /**< best start figure over all probes */
+  double drift;                 /**< largest |end / start - 1| over the probes */
+  double bw;                    /**< read bandwidth GB/s for the pool's threads */
 } bench_limits;
 
-/** Flops per iteration and kernel of the peak probe for a path; 0 if none is built. */
-int bench_peak_probe(attn_isa isa, bench_kernel *fn, double *flops_per_iter);
-/** Measure the peak of one path (GFLOP/s, all pool threads together). 0 if no probe. */
-double bench_measure_peak(bench_pool *pool, attn_isa isa, double seconds);
+/** Measure every probe this CPU runs natively (end = 0 until bench_measure_peaks_end). */
+void bench_measure_peaks(bench_pool *pool, bench_limits *l);
+/** Measure them again at the end of the run, and the drift. */
+void bench_measure_peaks_end(bench_pool *pool, bench_limits *l);
 /** Read bandwidth in GB/s: every pool thread sums its own buffer (total `bytes`), best sample. */
 double bench_measure_bandwidth(bench_pool *pool, size_t bytes, double seconds);
 
@@ -157,7 +205,7 @@ typedef enum bench_row_state { ROW_PENDING, ROW_OK, ROW_SKIPPED, ROW_FAILED } be
 
 typedef struct bench_row {
   const bench_variant *var;
-  const char *impl;   /**< path name ("avx2", "scalar", ...) or baseline ("openblas", "plain-c") */
+  const char *impl;   /**< path name ("avx2", "scalar", ...) or baseline name */
   attn_isa isa;       /**< path; ATTN_ISA_NONE for baselines */
   int native;         /**< the path runs the CPU's own instructions (baselines: 1) */
   int baseline;       /**< a baseline row */
@@ -168,9 +216,8 @@ typedef struct bench_row {
   bench_row_state state;
   char note[160];
   bench_stats st;
-  double base_time;   /**< attn rows: the baseline's median seconds (0: none) */
-  const char *base_impl;
-  char base_note[160]; /**< why there is no baseline ratio */
+  const struct bench_row *base[BENCH_BASE_COUNT]; /**< attn rows: the baseline rows of the same
+                                                       shape, set when the sweep is done */
 } bench_row;
 
 typedef struct bench_crossover {
@@ -191,6 +238,7 @@ typedef struct bench_results {
   size_t ncross;
   bench_limits limits;
   bench_sysinfo info;
+  bench_baseline_info base[BENCH_BASE_COUNT];
   int threads;
   int pin;
   bench_timing timing;
@@ -205,10 +253,18 @@ double bench_row_gflops(const bench_results *r, const bench_row *row);
 double bench_row_tokens(const bench_results *r, const bench_row *row);
 double bench_row_gbps(const bench_results *r, const bench_row *row);
 double bench_row_frac_peak(const bench_results *r, const bench_row *row);
+double bench_row_frac_machine_peak(const bench_results *r, const bench_row *row);
+/** Baseline time / attn time for an attn row and baseline b; NAN if not measured. */
+double bench_row_speedup(const bench_row *row, bench_base b);
 double bench_row_frac_bw(const bench_results *r, const bench_row *row);
 void bench_print_header(FILE *f, const bench_results *r);
 void bench_print_row_header(FILE *f);
 void bench_print_row(FILE *f, const bench_results *r, const bench_row *row, size_t index, size_t total);
+/** The FMA peak of every probe, the machine's best peak and the bandwidth; at_end: start -> end
+ *  of every probe and the largest drift. */
+void bench_print_limits(FILE *f, const bench_results *r, int at_end);
+/** Every baseline row with the speedup of each path, the range per baseline, and where attn
+ *  loses. */
 void bench_print_baselines(FILE *f, const bench_results *r);
 void bench_print_crossovers(FILE *f, const bench_results *r);
 int bench_write_csv(const char *path, const bench_results *r);

@@ -1,8 +1,10 @@
 /*
  * attn-bench: throughput of every attn variant on every native ISA path against sequence length,
- * decode, the linear/softmax crossover, and baselines (naive OpenBLAS attention, a plain C
- * recurrent loop), all in one run. See --help, and flops.h for how work is counted.
+ * decode, the linear/softmax crossover, and baselines (naive attention through OpenBLAS and
+ * oneDNN, a one-pass recurrent loop), all in one run. See --help, and flops.h for how work is
+ * counted.
  */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -100,13 +102,14 @@ static const opt_def opt_defs[] = {
     {"max-call-time", "S", "skip points predicted (from the previous n) to take longer than S\n"
                            "seconds per call (default 2; 0: no limit)"},
     {"noisy", "F", "flag rows whose spread (IQR / median) exceeds F (default 0.10)"},
-    {"out-dir", "DIR", "directory of the default output files (default bench-results)"},
+    {"out-dir", "DIR", "directory of the default output files (default bench-results in the\n"
+                       "current directory; bench/run.sh passes <repository>/bench-results)"},
     {"csv", "PATH", "CSV output (default DIR/attn-bench.csv)"},
     {"json", "PATH", "JSON output (default DIR/attn-bench.json)"},
     {"md", "PATH", "Markdown results table (default DIR/attn-bench.md)"},
     {"svg", "PATH", "plot, made with gnuplot when it is installed (default DIR/attn-bench.svg;\n"
                     "the gnuplot script is written next to it with .gp)"},
-    {"no-baselines", NULL, "skip the OpenBLAS and plain C baselines"},
+    {"no-baselines", NULL, "skip the baselines (OpenBLAS, oneDNN, recurrent loop)"},
     {"no-plot", NULL, "do not write the gnuplot script or the SVG"},
     {"no-extend", NULL, "do not measure below the sweep when linear already wins at its\n"
                         "smallest n (the crossover then reads \"< n\")"},
@@ -119,7 +122,8 @@ static void usage(FILE *f) {
           "Usage: attn-bench [OPTIONS]\n\n"
           "Measures every attn variant on every native ISA path across sequence lengths, decode over\n"
           "growing caches, the n where linear attention overtakes softmax attention, and baselines\n"
-          "(naive attention through OpenBLAS; a plain C recurrent loop for causal linear attention).\n"
+          "(naive attention through OpenBLAS and through oneDNN, each where the build found it; a\n"
+          "one-pass recurrent loop for causal linear attention, built for this CPU).\n"
           "Prints a table while it runs and writes CSV, JSON, Markdown and an SVG plot.\n"
           "Lists take commas; sizes take k and M suffixes (1k = 1024).\n\nOptions:\n");
   for (size_t i = 0; i < sizeof opt_defs / sizeof opt_defs[0]; i++) {
@@ -449,12 +453,14 @@ static int same_series(const bench_row *a, const bench_row *b) {
 /* Decide whether a row is skipped before it runs; 1 if it is (note says why). */
 static int skip_row(run_ctx *rc, bench_row *row, const bench_row *prev) {
   const options *o = &rc->opt;
-  if (row->shape.kind == BENCH_BLAS) {
-    if (!bench_have_openblas()) {
-      snprintf(row->note, sizeof row->note, "skipped (built without OpenBLAS)");
+  if (row->baseline) {
+    const bench_baseline_info *base = &rc->res.base[bench_baseline_of(row->shape.kind)];
+    if (!base->available) {
+      snprintf(row->note, sizeof row->note, "skipped (%s)", base->absent);
       return 1;
     }
-    if ((double)row->shape.n_q * (double)row->shape.n_kv * sizeof(float) > (double)BENCH_BLAS_MAX_BYTES) {
+    if (base->softmax &&
+        (double)row->shape.n_q * (double)row->shape.n_kv * sizeof(float) > (double)BENCH_BLAS_MAX_BYTES) {
       snprintf(row->note, sizeof row->note, "skipped (n x n memory > 1 GiB)");
       return 1;
     }
@@ -504,8 +510,9 @@ static void measure_row(run_ctx *rc, bench_row *row) {
     row->retried++;
   }
   for (int t = 0; t < threads; t++)
-    if (work[t].status != ATTN_OK) {
-      snprintf(row->note, sizeof row->note, "call failed: %s", attn_status_string(work[t].status));
+    if (work[t].status != ATTN_OK || work[t].failure) {
+      snprintf(row->note, sizeof row->note, "call failed: %s",
+               work[t].failure ? work[t].failure : attn_status_string(work[t].status));
       goto done;
     }
   row->state = ROW_OK;
@@ -555,7 +562,7 @@ static size_t variant_sizes(const options *o, const bench_variant *v, size_t *ou
 }
 
 /* All rows of the sweep, in series order (each series by growing n): every selected variant on
- * every selected path, then the baselines of the variants that have one. */
+ * every selected path, then each baseline on the variants it stands in for. */
 static void plan(run_ctx *rc) {
   const options *o = &rc->opt;
   size_t sizes[MAX_LIST];
@@ -567,35 +574,34 @@ static void plan(run_ctx *rc) {
         for (size_t i = 0; i < count; i++) add_row(rc, v, (attn_isa)isa, NULL, v->kind, sizes[i], o->d[di]);
       }
   if (!o->baselines) return;
-  for (size_t vi = 0; vi < bench_variant_count; vi++) {
-    const bench_variant *v = &bench_variants[vi];
-    int blas = v->kind == BENCH_SOFTMAX && v->mode == BENCH_PREFILL;
-    int rec = v->kind == BENCH_LINEAR_STEP || (v->kind == BENCH_LINEAR && v->causal);
-    for (size_t di = 0; o->variant_on[vi] && (blas || rec) && di < o->nd; di++) {
-      size_t count = variant_sizes(o, v, sizes);
-      for (size_t i = 0; i < count; i++)
-        add_row(rc, v, ATTN_ISA_NONE, blas ? "openblas" : "plain-c",
-                blas ? BENCH_BLAS : BENCH_RECURRENT, sizes[i], o->d[di]);
+  for (int b = 0; b < BENCH_BASE_COUNT; b++)
+    for (size_t vi = 0; vi < bench_variant_count; vi++) {
+      const bench_variant *v = &bench_variants[vi];
+      const bench_baseline_info *base = &rc->res.base[b];
+      int has = base->softmax ? v->kind == BENCH_SOFTMAX && v->mode == BENCH_PREFILL
+                              : v->kind == BENCH_LINEAR_STEP || (v->kind == BENCH_LINEAR && v->causal);
+      for (size_t di = 0; o->variant_on[vi] && has && di < o->nd; di++) {
+        size_t count = variant_sizes(o, v, sizes);
+        for (size_t i = 0; i < count; i++) add_row(rc, v, ATTN_ISA_NONE, base->name, base->kind, sizes[i], o->d[di]);
+      }
     }
-  }
 }
 
 /* ------------------------------------------------------------------------------------------ */
 /* Baseline ratios and crossovers                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
+/* Point every attn row at the baseline rows of its variant and shape (after the last row is
+ * added: the pointers index the final array). */
 static void attach_baselines(bench_results *r) {
   for (size_t i = 0; i < r->count; i++) {
     bench_row *row = &r->rows[i];
-    if (row->baseline || row->state != ROW_OK) continue;
+    if (row->baseline) continue;
     for (size_t j = 0; j < r->count; j++) {
       const bench_row *b = &r->rows[j];
-      if (!b->baseline || b->var != row->var || b->shape.d != row->shape.d ||
-          b->shape.n_q != row->shape.n_q || b->shape.n_kv != row->shape.n_kv)
-        continue;
-      row->base_impl = b->impl;
-      if (b->state == ROW_OK) row->base_time = b->st.median;
-      else snprintf(row->base_note, sizeof row->base_note, "%s", b->note);
+      if (b->baseline && b->var == row->var && b->shape.d == row->shape.d &&
+          b->shape.n_q == row->shape.n_q && b->shape.n_kv == row->shape.n_kv)
+        row->base[bench_baseline_of(b->shape.kind)] = b;
     }
   }
 }
@@ -700,13 +706,6 @@ static void extend_crossovers(run_ctx *rc) {
 /* Main                                                                                         */
 /* ------------------------------------------------------------------------------------------ */
 
-static const char *out_path(const options *o, const char *given, const char *ext, char *buf,
-                            size_t len) {
-  if (given) return given;
-  snprintf(buf, len, "%s/attn-bench.%s", o->out_dir, ext);
-  return buf;
-}
-
 /* mkdir -p of the directory part of path. */
 static void make_parent(const char *path) {
   char dir[1200];
@@ -723,21 +722,39 @@ static void make_parent(const char *path) {
   mkdir(dir, 0777);
 }
 
+/* The output file `given`, or DIR/attn-bench.EXT: its directory is created and the path made
+ * absolute, so the bench says exactly where it writes (left as given if that fails). */
+static const char *out_path(const options *o, const char *given, const char *ext, char *buf,
+                            size_t len) {
+  char rel[1100], dir[PATH_MAX];
+  if (given) snprintf(rel, sizeof rel, "%s", given);
+  else snprintf(rel, sizeof rel, "%s/attn-bench.%s", o->out_dir, ext);
+  make_parent(rel);
+  char *slash = strrchr(rel, '/');
+  const char *name = slash ? slash + 1 : rel;
+  if (slash) *slash = 0;
+  const char *parent = !slash ? "." : slash == rel ? "/" : rel;
+  if (realpath(parent, dir)) {
+    snprintf(buf, len, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", name);
+  } else {
+    if (slash) *slash = '/';
+    snprintf(buf, len, "%s", rel);
+  }
+  return buf;
+}
+
 static void limits(run_ctx *rc) {
   bench_limits *l = &rc->res.limits;
   printf("Measuring this machine's limits (%d thread%s)...\n", rc->opt.threads,
          rc->opt.threads > 1 ? "s" : "");
   fflush(stdout);
-  for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++) {
-    l->peak[isa] = bench_measure_peak(rc->pool, (attn_isa)isa, 0.2);
-    if (l->peak[isa] > l->best_peak) l->best_peak = l->peak[isa];
-  }
+  bench_measure_peaks(rc->pool, l);
   l->bw = bench_measure_bandwidth(rc->pool, (size_t)128 << 20, 0.3);
 }
 
-/* The run is noisy when the best path's FMA peak moved by more than 5% between start and end, a
- * fifth of the rows are noisy, other tasks took more than 5% of this process's CPU, or other tasks
- * kept more than a quarter of a CPU busy on average while it measured. */
+/* The run is noisy when a probe's FMA peak moved by more than 5% between start and end, a fifth
+ * of the rows are noisy, other tasks took more than 5% of this process's CPU, or other tasks kept
+ * more than a quarter of a CPU busy on average while it measured. */
 static void judge_noise(run_ctx *rc) {
   bench_results *r = &rc->res;
   size_t ok = 0, noisy = 0, known = 0;
@@ -751,20 +768,16 @@ static void judge_noise(run_ctx *rc) {
     }
   share = ok ? share / (double)ok : 1;
   others = known ? others / (double)known : 0;
-  /* Drift is judged on the fastest path, the one most results are compared to. */
-  double drift = 0;
-  char drifts[128] = "";
-  for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
-    if (r->limits.peak[isa] > 0) {
-      r->limits.peak_end[isa] = bench_measure_peak(rc->pool, (attn_isa)isa, 0.2);
-      double dd = r->limits.peak_end[isa] / r->limits.peak[isa] - 1;
-      if (r->limits.peak[isa] == r->limits.best_peak) drift = fabs(dd);
-      size_t used = strlen(drifts);
-      snprintf(drifts + used, sizeof drifts - used, "%s%s %+.1f%%", used ? ", " : "",
-               attn_isa_name((attn_isa)isa), 100 * dd);
-    }
+  bench_measure_peaks_end(rc->pool, &r->limits);
+  char drifts[160] = "";
+  for (size_t k = 0; k < r->limits.nprobes; k++) {
+    const bench_probe *p = &r->limits.probe[k];
+    size_t used = strlen(drifts);
+    snprintf(drifts + used, sizeof drifts - used, "%s%s %+.1f%%", used ? ", " : "", p->name,
+             100 * (p->end / p->start - 1));
+  }
   r->info.load_end = bench_loadavg();
-  r->noisy_run = drift > 0.05 || (ok && noisy * 5 > ok) || share < 0.95 || others > 0.25;
+  r->noisy_run = r->limits.drift > 0.05 || (ok && noisy * 5 > ok) || share < 0.95 || others > 0.25;
   snprintf(r->noise_note, sizeof r->noise_note,
            "%s: %zu of %zu rows noisy; CPU share %.0f%%; other tasks %.2f CPU on average; "
            "FMA peak end/start %s; load %.2f -> %.2f",
@@ -782,6 +795,7 @@ int main(int argc, char **argv) {
   r->window = o->window;
   r->timing = (bench_timing){o->min_time, o->reps, 100000, o->warmup, o->noisy};
   bench_sysinfo_fill(&r->info);
+  bench_baselines_init(r->base);
   for (int i = 0, used = 0; i < argc && used < (int)sizeof r->command - 1; i++) {
     int w = snprintf(r->command + used, sizeof r->command - (size_t)used, "%s%s", i ? " " : "",
                      i ? argv[i] : "attn-bench");
@@ -798,12 +812,8 @@ int main(int argc, char **argv) {
   limits(&rc);
   plan(&rc);
   rc.planned = r->count;
-  printf("\nLimits: ");
-  for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
-    if (r->limits.peak[isa] > 0)
-      printf("%s FMA peak %.1f GFLOP/s; ", attn_isa_name((attn_isa)isa), r->limits.peak[isa]);
-  printf("read bandwidth %.1f GB/s\n\n", r->limits.bw);
-  printf("Sweep: %zu points\n", rc.planned);
+  bench_print_limits(stdout, r, 0);
+  printf("\nSweep: %zu points\n", rc.planned);
   if (!rc.planned) fprintf(stderr, "attn-bench: warning: nothing to measure with these options\n");
   bench_print_row_header(stdout);
   for (size_t i = 0; i < rc.planned; i++) run_row(&rc, i);
@@ -818,7 +828,7 @@ int main(int argc, char **argv) {
   judge_noise(&rc);
   r->elapsed = bench_now() - t0;
 
-  char buf[4][1100];
+  char buf[4][PATH_MAX + 1200];
   const char *csv = out_path(o, o->csv, "csv", buf[0], sizeof buf[0]);
   const char *json = out_path(o, o->json, "json", buf[1], sizeof buf[1]);
   const char *md = out_path(o, o->md, "md", buf[2], sizeof buf[2]);
@@ -829,7 +839,6 @@ int main(int argc, char **argv) {
                                                              bench_write_markdown};
   printf("\n");
   for (int k = 0; k < 3; k++) {
-    make_parent(paths[k]);
     if (writers[k](paths[k], r)) {
       fprintf(stderr, "attn-bench: cannot write %s: %s\n", paths[k], strerror(errno));
       write_failed = 1;
@@ -837,14 +846,13 @@ int main(int argc, char **argv) {
       printf("wrote %s\n", paths[k]);
     }
   }
-  char msg[1200] = "plot disabled (--no-plot)";
-  if (o->plot) {
-    make_parent(svg);
-    if (bench_write_plot(svg, r, msg, sizeof msg) < 0) write_failed = 1;
-  }
+  char msg[2 * PATH_MAX + 128] = "plot disabled (--no-plot)";
+  if (o->plot && bench_write_plot(svg, r, msg, sizeof msg) < 0) write_failed = 1;
 
   bench_print_baselines(stdout, r);
-  printf("\nRun quality: %s (%.0f s)\n", r->noise_note, r->elapsed);
+  printf("\n");
+  bench_print_limits(stdout, r, 1);
+  printf("Run quality: %s (%.0f s)\n", r->noise_note, r->elapsed);
   bench_print_crossovers(stdout, r);
   printf("\nPlot: %s\n", msg);
   bench_pool_destroy(rc.pool);

@@ -31,8 +31,9 @@
  *   Bytes are the compulsory traffic: every input element read once and every output element
  *   written once (K_vis/V_vis: the key/value rows visible to at least one query), fp32. For softmax
  *   decode this is essentially the K and V cache; for the linear step it is the state.
- *   Baselines (naive OpenBLAS attention, plain C recurrent loop) are credited with the count of
- *   the library variant they stand in for, so their GFLOP/s are effective rates; compare times.
+ *   Baselines (naive attention through OpenBLAS or oneDNN, the recurrent loop) are credited with
+ *   the count of the library variant they stand in for, so their GFLOP/s are effective rates
+ *   (naive attention computes every masked score too); compare times.
  *   tokens = n_q (queries answered per call).
  */
 #ifndef ATTN_BENCH_FLOPS_H
@@ -48,14 +49,15 @@ typedef enum bench_kind {
   BENCH_LINEAR,      /**< attn_linear prefill, bidirectional or causal (no incoming state) */
   BENCH_LINEAR_STEP, /**< attn_linear causal, n_q = n_kv = 1, continuing a state */
   BENCH_BLAS,        /**< baseline: sgemm, row softmax in C, sgemm (OpenBLAS) */
-  BENCH_RECURRENT    /**< baseline: plain C rank-1 update per token (causal linear) */
+  BENCH_ONEDNN,      /**< baseline: matmul, softmax, matmul primitives (oneDNN) */
+  BENCH_RECURRENT    /**< baseline: one-pass recurrent loop per token (causal linear) */
 } bench_kind;
 
 /** The shape of one measured call. */
 typedef struct bench_shape {
   bench_kind kind;
   size_t n_q, n_kv, h_q, h_kv, d, dv, m;
-  size_t window_left, window_right; /**< softmax and BLAS (ATTN_UNBOUNDED: no bound) */
+  size_t window_left, window_right; /**< softmax and its baselines (ATTN_UNBOUNDED: no bound) */
   int causal, normalize;            /**< linear and recurrent */
   attn_feature_map map;             /**< linear and recurrent */
   size_t chunk;                     /**< causal linear: the chunk the library uses on the row's path */
@@ -115,7 +117,8 @@ static inline bench_cost bench_cost_of(const bench_shape *s) {
   size_t dva = s->normalize ? s->dv + 1 : s->dv;
   switch (s->kind) {
   case BENCH_SOFTMAX:
-  case BENCH_BLAS: {
+  case BENCH_BLAS:
+  case BENCH_ONEDNN: {
     double pairs = bench_visible_pairs(s->n_q, s->n_kv, s->window_left, s->window_right, &c.kv_rows);
     c.flops = pairs * (double)s->h_q * (double)(2 * s->d + 2 * s->dv);
     c.bytes = q_o + c.kv_rows * (double)s->h_kv * (double)(s->d + s->dv) * f4;

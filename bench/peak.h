@@ -1,18 +1,21 @@
 /*
- * peak.h: single-core floating-point peak probes, one per ISA path.
+ * peak.h: single-core floating-point peak probes, one per ISA path, plus machine probes for
+ * instruction sets the library has no path for (AVX-512).
  *
- * Each probe runs `iters` iterations of BENCH_PEAK_CHAINS independent multiply-add chains (enough
- * to cover latency x throughput of two FMA pipes) and returns a value derived from the
- * accumulators so the work cannot be optimised away. The AVX2 and NEON probes share one body,
- * peak_tmpl.h, over the library's vf_* shim. The harness times them with its common
- * timing loop; flops per iteration are given by the matching macro. Each probe lives in its own
- * file so only it gets the ISA's compiler flags (-mavx2 -mfma for AVX2; nothing for scalar).
+ * Each probe runs `iters` iterations of independent multiply-add chains (enough to cover latency x
+ * throughput of two FMA pipes) and returns a value derived from the accumulators so the work
+ * cannot be optimised away. The AVX2, NEON and AVX-512 probes share one body, peak_tmpl.h, over a
+ * vf_* shim (the library's for AVX2 and NEON, a four-function one in peak_avx512.c). The harness
+ * times them with its common timing loop; flops per iteration are given by the matching macro.
+ * Each probe lives in its own file so only it gets the ISA's compiler flags (-mavx2 -mfma for
+ * AVX2, -mavx512f for AVX-512; nothing for scalar).
  */
 #ifndef ATTN_BENCH_PEAK_H
 #define ATTN_BENCH_PEAK_H
 
 #include <stddef.h>
 
+/** Chains of the AVX2 and NEON probes: 2 FMA pipes x 4-cycle latency = 8 in flight, 12 covers it. */
 #define BENCH_PEAK_CHAINS 12
 
 /** Plain C at the build's baseline flags (what the scalar path's compiler can reach; on x86-64
@@ -26,6 +29,14 @@ float bench_peak_scalar(size_t iters);
 /** AVX2 + FMA: 12 ymm chains x 8 lanes x 2 flops (vfmadd). */
 #define BENCH_PEAK_AVX2_FLOPS (BENCH_PEAK_CHAINS * 8 * 2)
 float bench_peak_avx2(size_t iters);
+#endif
+
+/** AVX-512F: 16 zmm chains (twice the 2 pipes x 4 cycles in flight; 32 zmm registers hold them)
+ *  x 16 lanes x 2 flops. Call only where the CPU and the OS support AVX-512. */
+#define BENCH_PEAK_AVX512_CHAINS 16
+#if defined(ATTN_BENCH_HAVE_PEAK_AVX512)
+#define BENCH_PEAK_AVX512_FLOPS (BENCH_PEAK_AVX512_CHAINS * 16 * 2)
+float bench_peak_avx512(size_t iters);
 #endif
 
 #if defined(ATTN_BENCH_HAVE_PEAK_NEON)

@@ -1,6 +1,7 @@
 /* report.c: every way the results leave the bench: the one row printer (stdout, while it runs),
  * the baseline and crossover tables, CSV, JSON, Markdown and the gnuplot plot. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -26,18 +27,24 @@ double bench_row_tokens(const bench_results *r, const bench_row *row) {
 double bench_row_gbps(const bench_results *r, const bench_row *row) {
   return per_second(r, row, row->cost.bytes) * 1e-9;
 }
-/* Attn rows against their path's peak; OpenBLAS against the best path's, plain C against scalar. */
+/* Attn rows against their path's peak; baselines, built for the machine's best ISA, against the
+ * machine's best peak. */
 double bench_row_frac_peak(const bench_results *r, const bench_row *row) {
-  double peak = !row->baseline                      ? r->limits.peak[row->isa]
-                : row->shape.kind == BENCH_RECURRENT ? r->limits.peak[ATTN_ISA_SCALAR]
-                                                     : r->limits.best_peak;
+  double peak = row->baseline ? r->limits.machine_peak : r->limits.peak[row->isa];
   return peak > 0 ? bench_row_gflops(r, row) / peak : NAN;
+}
+/* Every row against the best FMA peak of any probe, AVX-512 included: how much of the core. */
+double bench_row_frac_machine_peak(const bench_results *r, const bench_row *row) {
+  return r->limits.machine_peak > 0 ? bench_row_gflops(r, row) / r->limits.machine_peak : NAN;
 }
 double bench_row_frac_bw(const bench_results *r, const bench_row *row) {
   return r->limits.bw > 0 ? bench_row_gbps(r, row) / r->limits.bw : NAN;
 }
-static double speedup(const bench_row *row) {
-  return row->state == ROW_OK && row->base_time > 0 ? row->base_time / row->st.median : NAN;
+double bench_row_speedup(const bench_row *row, bench_base b) {
+  const bench_row *base = row->base[b];
+  return row->state == ROW_OK && base && base->state == ROW_OK && row->st.median > 0
+             ? base->st.median / row->st.median
+             : NAN;
 }
 
 /* ---- formatting ----------------------------------------------------------------------------- */
@@ -85,6 +92,14 @@ static void append(char *buf, size_t len, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* What a baseline is and ran on, or why it is absent: one line. */
+static const char *baseline_text(char *buf, size_t len, const bench_baseline_info *b) {
+  if (!b->available) snprintf(buf, len, "%s: not available: %s", b->name, b->absent);
+  else snprintf(buf, len, "%s: %s; %s%s%s", b->name, b->what, b->ran_on, b->flags[0] ? "; own code built with " : "",
+                b->flags);
+  return buf;
+}
+
 /* ---- stdout ---------------------------------------------------------------------------------- */
 
 void bench_print_header(FILE *f, const bench_results *r) {
@@ -93,20 +108,38 @@ void bench_print_header(FILE *f, const bench_results *r) {
   fprintf(f, "machine:  %s, %d CPUs online; paths: %s\n", i->cpu, i->cores, i->isas);
   fprintf(f, "compiler: %s; %s\n", i->compiler, i->flags);
   fprintf(f, "run:      %s\n", r->command);
-  fprintf(f, "          %d thread%s%s, min-time %g s, reps >= %u, warm-up %u, load %.2f, OpenBLAS %s\n",
+  fprintf(f, "          %d thread%s%s, min-time %g s, reps >= %u, warm-up %u, load %.2f\n",
           r->threads, r->threads > 1 ? "s (independent sequences, aggregate throughput)" : "",
           r->pin >= 0 ? ", pinned" : "", r->timing.min_time, r->timing.min_reps, r->timing.warmup,
-          i->load_start, bench_have_openblas() ? "yes" : "no");
+          i->load_start);
+  for (int b = 0; b < BENCH_BASE_COUNT; b++) {
+    char text[512];
+    fprintf(f, "%-9s %s\n", b ? "" : "baseline:", baseline_text(text, sizeof text, &r->base[b]));
+  }
+}
+
+void bench_print_limits(FILE *f, const bench_results *r, int at_end) {
+  const bench_limits *l = &r->limits;
+  fprintf(f, "%s (GFLOP/s, best of several short trials each):\n",
+          at_end ? "FMA peaks, start -> end of the run" : "Limits: FMA peak per probe");
+  for (size_t k = 0; k < l->nprobes; k++) {
+    const bench_probe *p = &l->probe[k];
+    fprintf(f, "  %-7s %7.1f", p->name, p->start);
+    if (at_end) fprintf(f, " -> %7.1f (%+.1f%%)", p->end, 100 * (p->end / p->start - 1));
+    fprintf(f, "  %s\n", p->path == ATTN_ISA_NONE ? "machine probe (no attn path)" : "path peak");
+  }
+  if (at_end) fprintf(f, "  largest drift %.1f%% (> 5%% makes the run noisy)\n", 100 * l->drift);
+  else fprintf(f, "  machine best peak %.1f GFLOP/s; read bandwidth %.1f GB/s\n", l->machine_peak, l->bw);
 }
 
 void bench_print_row_header(FILE *f) {
-  fprintf(f, "%-9s %-23s %-8s %4s %7s %7s %10s %10s %6s %8s %6s %8s %7s %5s  %s\n", "", "variant",
-          "impl", "d", "n_q", "n_kv", "median", "min", "spread", "GFLOP/s", "%peak", "tok/s", "GB/s",
+  fprintf(f, "%-9s %-23s %-9s %4s %7s %7s %10s %10s %6s %8s %6s %6s %8s %7s %5s  %s\n", "", "variant",
+          "impl", "d", "n_q", "n_kv", "median", "min", "spread", "GFLOP/s", "%peak", "%mach", "tok/s", "GB/s",
           "%bw", "note");
 }
 
 void bench_print_row(FILE *f, const bench_results *r, const bench_row *row, size_t index, size_t total) {
-  char prog[24], nq[16], nkv[16], med[16], mn[16], spr[16], gf[16], pk[16], tok[16], gb[16], bw[16];
+  char prog[24], nq[16], nkv[16], med[16], mn[16], spr[16], gf[16], pk[16], mpk[16], tok[16], gb[16], bw[16];
   snprintf(prog, sizeof prog, "[%zu/%zu]", index, total);
   fmt_n(nq, sizeof nq, (double)row->shape.n_q);
   if (row->shape.kind == BENCH_LINEAR_STEP || (row->shape.kind == BENCH_RECURRENT && row->shape.n_q == 1))
@@ -121,13 +154,14 @@ void bench_print_row(FILE *f, const bench_results *r, const bench_row *row, size
     append(flags, sizeof flags, "other tasks busy %.1f CPU", row->st.other_load);
   if (!row->native) append(flags, sizeof flags, "emulated path (native=0)");
   if (row->extra) append(flags, sizeof flags, "below the sweep, for the crossover");
-  fprintf(f, "%-9s %-23s %-8s %4zu %7s %7s %10s %10s %6s %8s %6s %8s %7s %5s  %s\n", prog,
+  fprintf(f, "%-9s %-23s %-9s %4zu %7s %7s %10s %10s %6s %8s %6s %6s %8s %7s %5s  %s\n", prog,
           row->var->name, row->impl, row->shape.d, nq, nkv,
           fmt_time(med, sizeof med, ok ? row->st.median : 0),
           fmt_time(mn, sizeof mn, ok ? row->st.min : 0),
           fmt_num(spr, sizeof spr, "%.1f%%", ok ? 100 * row->st.spread : NAN),
           fmt_num(gf, sizeof gf, "%.2f", bench_row_gflops(r, row)),
           fmt_num(pk, sizeof pk, "%.0f%%", 100 * bench_row_frac_peak(r, row)),
+          fmt_num(mpk, sizeof mpk, "%.0f%%", 100 * bench_row_frac_machine_peak(r, row)),
           fmt_si(tok, sizeof tok, bench_row_tokens(r, row)),
           fmt_num(gb, sizeof gb, "%.2f", bench_row_gbps(r, row)),
           fmt_num(bw, sizeof bw, "%.0f%%", 100 * bench_row_frac_bw(r, row)), flags);
@@ -155,28 +189,89 @@ static const bench_row *attn_row(const bench_results *r, const bench_row *like, 
   return NULL;
 }
 
+/* Where an attn path stands against baseline b on one variant and d: the speedup range over the
+ * sizes measured, and how many points it loses (speedup < 1). */
+typedef struct ratio_range {
+  size_t count, losses;
+  double lo, hi;
+  size_t n_lo, n_hi; /* where lo and hi were measured */
+} ratio_range;
+
+static ratio_range speedup_range(const bench_results *r, bench_base b, const bench_variant *v,
+                                 attn_isa isa, size_t d) {
+  ratio_range g = {0, 0, INFINITY, -INFINITY, 0, 0};
+  for (size_t i = 0; i < r->count; i++) {
+    const bench_row *row = &r->rows[i];
+    double x = row->baseline || row->var != v || row->isa != isa || row->shape.d != d
+                   ? NAN
+                   : bench_row_speedup(row, b);
+    if (!isfinite(x)) continue;
+    g.count++;
+    g.losses += x < 1;
+    if (x < g.lo) g.lo = x, g.n_lo = row->shape.n_q;
+    if (x > g.hi) g.hi = x, g.n_hi = row->shape.n_q;
+  }
+  return g;
+}
+
+/* Head dimensions present in the results, in order of appearance. */
+static size_t dims_in(const bench_results *r, size_t *out, size_t cap) {
+  size_t nd = 0;
+  for (size_t k = 0; k < r->count; k++) {
+    size_t j = 0;
+    while (j < nd && out[j] != r->rows[k].shape.d) j++;
+    if (j == nd && nd < cap) out[nd++] = r->rows[k].shape.d;
+  }
+  return nd;
+}
+
+/* Per baseline, variant, path and d: the speedup range, and every point where attn is slower.
+ * Plain text, or Markdown table rows (md). Returns the number of losing points. */
+static size_t write_ranges(FILE *f, const bench_results *r, int md) {
+  attn_isa paths[ATTN_ISA_COUNT];
+  size_t np = paths_in(r, paths), ds[64], nd = dims_in(r, ds, 64), losses = 0;
+  char lo[16], hi[16], x[48];
+  for (int b = 0; b < BENCH_BASE_COUNT; b++) {
+    if (!r->base[b].available) {
+      fprintf(f, md ? "| %s | not available: %s | | | | |\n" : "  %-9s not available: %s\n", r->base[b].name,
+              r->base[b].absent);
+      continue;
+    }
+    for (size_t v = 0; v < bench_variant_count; v++)
+      for (size_t p = 0; p < np; p++)
+        for (size_t k = 0; k < nd; k++) {
+          ratio_range g = speedup_range(r, (bench_base)b, &bench_variants[v], paths[p], ds[k]);
+          if (!g.count) continue;
+          losses += g.losses;
+          const int step = bench_variants[v].kind == BENCH_LINEAR_STEP; /* one point, no n */
+          snprintf(lo, sizeof lo, "step");
+          snprintf(hi, sizeof hi, "step");
+          if (!step) fmt_n(lo, sizeof lo, (double)g.n_lo), fmt_n(hi, sizeof hi, (double)g.n_hi);
+          snprintf(x, sizeof x, "%zu of %zu", g.losses, g.count);
+          fprintf(f, md ? "| %s | %s | %s | %zu | %.2fx (n = %s) .. %.2fx (n = %s) | %s |\n"
+                        : "  %-9s %-23s %-7s d %-4zu %.2fx (n = %s) .. %.2fx (n = %s); slower at %s points\n",
+                  r->base[b].name, bench_variants[v].name, attn_isa_name(paths[p]), ds[k], g.lo, lo, g.hi, hi,
+                  g.losses ? x : "no");
+        }
+  }
+  return losses;
+}
+
 void bench_print_baselines(FILE *f, const bench_results *r) {
   attn_isa paths[ATTN_ISA_COUNT];
   size_t np = paths_in(r, paths), shown = 0;
   char n[16], t[16], x[16];
-  int no_blas = 0;
   for (size_t i = 0; i < r->count; i++) {
     const bench_row *b = &r->rows[i];
-    if (!b->baseline) continue;
-    if (b->shape.kind == BENCH_BLAS && !bench_have_openblas()) {
-      no_blas = 1;
-      continue;
-    }
+    if (!b->baseline || !r->base[bench_baseline_of(b->shape.kind)].available) continue;
     if (!shown++) {
-      fprintf(f, "\nBaselines: speedup = baseline time / attn time, same shape, same run\n");
+      fprintf(f, "\nBaselines: speedup = baseline time / attn time, same shape, same run (< 1: attn is slower)\n");
       fprintf(f, "%-23s %-9s %4s %7s %10s", "variant", "baseline", "d", "n", "base time");
       for (size_t p = 0; p < np; p++) fprintf(f, " %8s", attn_isa_name(paths[p]));
       fprintf(f, "\n");
     }
     fprintf(f, "%-23s %-9s %4zu %7s %10s", b->var->name, b->impl, b->shape.d,
-            b->shape.n_q == 1 && b->shape.kind == BENCH_RECURRENT
-                ? "step"
-                : fmt_n(n, sizeof n, (double)b->shape.n_q),
+            b->var->kind == BENCH_LINEAR_STEP ? "step" : fmt_n(n, sizeof n, (double)b->shape.n_q),
             b->state == ROW_OK ? fmt_time(t, sizeof t, b->st.median) : "-");
     if (b->state != ROW_OK) {
       fprintf(f, " %s\n", b->note);
@@ -184,16 +279,17 @@ void bench_print_baselines(FILE *f, const bench_results *r) {
     }
     for (size_t p = 0; p < np; p++) {
       const bench_row *a = attn_row(r, b, paths[p]);
-      fprintf(f, " %8s", fmt_num(x, sizeof x, "%.2fx", a ? speedup(a) : NAN));
+      fprintf(f, " %8s", fmt_num(x, sizeof x, "%.2fx", a ? bench_row_speedup(a, bench_baseline_of(b->shape.kind)) : NAN));
     }
     fprintf(f, "\n");
   }
-  if (no_blas)
-    fprintf(f, "%sSoftmax baselines: this build has no OpenBLAS, so no ratios for softmax (install\n"
-               "libopenblas-dev and reconfigure the build directory).\n",
-            shown ? "" : "\nBaselines:\n");
-  else if (!shown)
-    fprintf(f, "\nBaselines: none measured (--no-baselines, or no variant has one)\n");
+  if (!shown && r->count) fprintf(f, "\nBaselines: none measured (--no-baselines, no variant has one, or none built)\n");
+  fprintf(f, "\nSpeedup ranges per baseline (baseline time / attn time over the sizes measured):\n");
+  size_t losses = write_ranges(f, r, 0);
+  if (losses)
+    fprintf(f, "attn is SLOWER than a baseline at %zu point%s (speedup < 1 above).\n", losses, losses > 1 ? "s" : "");
+  else if (shown)
+    fprintf(f, "attn is faster than every baseline at every point measured.\n");
 }
 
 static const char *crossover_text(char *buf, size_t len, const bench_crossover *c) {
@@ -250,14 +346,24 @@ int bench_write_csv(const char *path, const bench_results *r) {
              "# compiler: %s; %s\n# command: %s\n# threads: %d; run quality: %s\n",
           i->version, i->git, i->date, i->cpu, i->cores, i->isas, i->compiler, i->flags, r->command,
           r->threads, r->noise_note);
-  for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
-    if (r->limits.peak[isa] > 0)
-      fprintf(f, "# peak %s: %.2f GFLOP/s\n", attn_isa_name((attn_isa)isa), r->limits.peak[isa]);
-  fprintf(f, "# read bandwidth: %.2f GB/s\n", r->limits.bw);
+  for (size_t k = 0; k < r->limits.nprobes; k++) {
+    const bench_probe *p = &r->limits.probe[k];
+    fprintf(f, "# peak %s: %.2f GFLOP/s at the start, %.2f at the end (%+.1f%%); %s\n", p->name, p->start,
+            p->end, 100 * (p->end / p->start - 1), p->path == ATTN_ISA_NONE ? "machine probe" : "path peak");
+  }
+  fprintf(f, "# machine best peak: %.2f GFLOP/s\n# read bandwidth: %.2f GB/s\n", r->limits.machine_peak,
+          r->limits.bw);
+  for (int b = 0; b < BENCH_BASE_COUNT; b++) {
+    char text[512];
+    fprintf(f, "# baseline %s\n", baseline_text(text, sizeof text, &r->base[b]));
+  }
   fprintf(f, "variant,isa,native,seq_q,seq_kv,head_dim,causal,median_ns,gflops,tokens_per_s,"
              "impl,baseline,extra,threads,heads,kv_heads,dv,feature_size,window_left,window_right,"
              "state,note,retried,reps,calls_per_rep,min_ns,max_ns,spread,cpu_share,other_load,noisy,flops,bytes,tokens,"
-             "gbps,frac_peak,frac_bw,baseline_impl,baseline_median_ns,speedup_vs_baseline\n");
+             "gbps,frac_peak,frac_machine_peak,frac_bw");
+  for (int b = 0; b < BENCH_BASE_COUNT; b++)
+    fprintf(f, ",%s_median_ns,speedup_vs_%s", r->base[b].name, r->base[b].name);
+  fprintf(f, "\n");
   for (size_t k = 0; k < r->count; k++) {
     const bench_row *row = &r->rows[k];
     const bench_shape *s = &row->shape;
@@ -284,10 +390,13 @@ int bench_write_csv(const char *path, const bench_results *r) {
     csv_num(f, row->cost.tokens);
     csv_num(f, bench_row_gbps(r, row));
     csv_num(f, bench_row_frac_peak(r, row));
+    csv_num(f, bench_row_frac_machine_peak(r, row));
     csv_num(f, bench_row_frac_bw(r, row));
-    fprintf(f, ",%s", row->base_impl ? row->base_impl : "");
-    csv_num(f, row->base_time > 0 ? row->base_time * 1e9 : NAN);
-    csv_num(f, speedup(row));
+    for (int b = 0; b < BENCH_BASE_COUNT; b++) {
+      const double x = bench_row_speedup(row, (bench_base)b);
+      csv_num(f, isfinite(x) ? row->base[b]->st.median * 1e9 : NAN);
+      csv_num(f, x);
+    }
     fprintf(f, "\n");
   }
   return fclose(f) ? -1 : 0;
@@ -335,9 +444,20 @@ int bench_write_json(const char *path, const bench_results *r) {
   json_str(f, "compiler", i->compiler, 1);
   json_str(f, "flags", i->flags, 1);
   json_str(f, "attn_version", i->version, 1);
-  json_str(f, "git_revision", i->git, 1);
-  json_num(f, "openblas", bench_have_openblas(), 0);
-  fprintf(f, "},\n  \"run\": {");
+  json_str(f, "git_revision", i->git, 0);
+  fprintf(f, "},\n  \"baselines\": [");
+  for (int b = 0; b < BENCH_BASE_COUNT; b++) {
+    const bench_baseline_info *bi = &r->base[b];
+    fprintf(f, "%s\n    {", b ? "," : "");
+    json_str(f, "name", bi->name, 1);
+    json_str(f, "what", bi->what, 1);
+    json_num(f, "available", bi->available, 1);
+    json_str(f, "ran_on", bi->ran_on, 1);
+    json_str(f, "flags", bi->flags, 1);
+    json_str(f, "absent", bi->absent, 0);
+    fprintf(f, "}");
+  }
+  fprintf(f, "],\n  \"run\": {");
   json_str(f, "date", i->date, 1);
   json_str(f, "command", r->command, 1);
   json_num(f, "threads", r->threads, 1);
@@ -352,7 +472,20 @@ int bench_write_json(const char *path, const bench_results *r) {
   json_str(f, "quality", r->noise_note, 0);
   fprintf(f, "},\n  \"limits\": {");
   json_peaks(f, "peak_gflops", r->limits.peak);
-  json_peaks(f, "peak_gflops_at_end", r->limits.peak_end);
+  fprintf(f, "\"probes\": [");
+  for (size_t k = 0; k < r->limits.nprobes; k++) {
+    const bench_probe *p = &r->limits.probe[k];
+    fprintf(f, "%s{", k ? ", " : "");
+    json_str(f, "name", p->name, 1);
+    json_str(f, "path", p->path == ATTN_ISA_NONE ? "" : attn_isa_name(p->path), 1);
+    json_num(f, "start_gflops", p->start, 1);
+    json_num(f, "end_gflops", p->end, 1);
+    json_num(f, "drift", p->end / p->start - 1, 0);
+    fprintf(f, "}");
+  }
+  fprintf(f, "], ");
+  json_num(f, "machine_peak_gflops", r->limits.machine_peak, 1);
+  json_num(f, "largest_drift", r->limits.drift, 1);
   json_num(f, "read_bandwidth_gbps", r->limits.bw, 0);
   fprintf(f, "},\n  \"results\": [\n");
   for (size_t k = 0; k < r->count; k++) {
@@ -394,11 +527,11 @@ int bench_write_json(const char *path, const bench_results *r) {
     json_num(f, "tokens_per_s", bench_row_tokens(r, row), 1);
     json_num(f, "gbps", bench_row_gbps(r, row), 1);
     json_num(f, "frac_peak", bench_row_frac_peak(r, row), 1);
+    json_num(f, "frac_machine_peak", bench_row_frac_machine_peak(r, row), 1);
     json_num(f, "frac_bw", bench_row_frac_bw(r, row), 1);
-    json_str(f, "baseline_impl", row->base_impl ? row->base_impl : "", 1);
-    json_num(f, "baseline_median_s", row->base_time > 0 ? row->base_time : NAN, 1);
-    json_num(f, "speedup_vs_baseline", speedup(row), 0);
-    fprintf(f, "}%s\n", k + 1 < r->count ? "," : "");
+    fprintf(f, "\"speedup_vs\": {");
+    for (int b = 0; b < BENCH_BASE_COUNT; b++) json_num(f, r->base[b].name, bench_row_speedup(row, (bench_base)b), b + 1 < BENCH_BASE_COUNT);
+    fprintf(f, "}}%s\n", k + 1 < r->count ? "," : "");
   }
   fprintf(f, "  ],\n  \"crossovers\": [\n");
   for (size_t k = 0; k < r->ncross; k++) {
@@ -422,46 +555,57 @@ int bench_write_json(const char *path, const bench_results *r) {
 
 /* ---- Markdown -------------------------------------------------------------------------------- */
 
-typedef const char *(*md_cell)(char *buf, size_t len, const bench_results *r, const bench_row *row);
+/* One cell of a pivot; base: the baseline of speedup cells (BENCH_BASE_COUNT otherwise). */
+typedef const char *(*md_cell)(char *buf, size_t len, const bench_results *r, const bench_row *row,
+                               bench_base base);
 
-static const char *cell_gflops(char *buf, size_t len, const bench_results *r, const bench_row *row) {
+static const char *cell_gflops(char *buf, size_t len, const bench_results *r, const bench_row *row,
+                               bench_base base) {
+  (void)base;
   if (row->state != ROW_OK) return "-";
-  snprintf(buf, len, "%.1f (%.0f%%)%s", bench_row_gflops(r, row), 100 * bench_row_frac_peak(r, row),
-           row->st.noisy ? "~" : "");
+  snprintf(buf, len, "%.1f (%.0f%% / %.0f%%)%s", bench_row_gflops(r, row), 100 * bench_row_frac_peak(r, row),
+           100 * bench_row_frac_machine_peak(r, row), row->st.noisy ? "~" : "");
   return buf;
 }
 
-static const char *cell_time(char *buf, size_t len, const bench_results *r, const bench_row *row) {
-  (void)r;
+static const char *cell_time(char *buf, size_t len, const bench_results *r, const bench_row *row,
+                             bench_base base) {
+  (void)r, (void)base;
   if (row->state != ROW_OK) return "-";
   fmt_time(buf, len, row->st.median);
   if (row->st.noisy) strncat(buf, "~", len - strlen(buf) - 1);
   return buf;
 }
 
-static const char *cell_decode(char *buf, size_t len, const bench_results *r, const bench_row *row) {
+static const char *cell_decode(char *buf, size_t len, const bench_results *r, const bench_row *row,
+                               bench_base base) {
   char t[16];
+  (void)base;
   if (row->state != ROW_OK) return "-";
   snprintf(buf, len, "%s tok/s, %.1f GB/s (%.0f%%)%s", fmt_si(t, sizeof t, bench_row_tokens(r, row)),
            bench_row_gbps(r, row), 100 * bench_row_frac_bw(r, row), row->st.noisy ? "~" : "");
   return buf;
 }
 
-static const char *cell_speedup(char *buf, size_t len, const bench_results *r, const bench_row *row) {
+/* Speedup over the baseline; "**0.93x (slower)**" where attn loses. */
+static const char *cell_speedup(char *buf, size_t len, const bench_results *r, const bench_row *row,
+                                bench_base base) {
   (void)r;
-  if (row->state != ROW_OK) return "-";
-  if (!(row->base_time > 0)) return row->base_note[0] ? "skipped" : "-";
-  snprintf(buf, len, "%.2fx", speedup(row));
+  const double x = bench_row_speedup(row, base);
+  if (!isfinite(x)) return row->base[base] && row->base[base]->state != ROW_OK ? "skipped" : "-";
+  if (x < 1) snprintf(buf, len, "**%.2fx (slower)**", x);
+  else snprintf(buf, len, "%.2fx", x);
   return buf;
 }
 
-/* One pivot: rows = sizes of the given mode, columns = variants matching the filter, for one path
- * and d. with_baseline: only the variants and sizes that have a baseline. */
+/* One pivot: rows = sizes of the given mode, columns = variants present, for one path and d.
+ * base < BENCH_BASE_COUNT: only the variants and sizes that have that baseline's rows. */
 static void md_pivot(FILE *f, const bench_results *r, attn_isa isa, size_t d, bench_mode mode,
-                     int with_baseline, md_cell cell, const char *title) {
+                     bench_base base, md_cell cell, const char *title) {
   const bench_variant *cols[32];
   size_t nc = 0;
   size_t sizes[256], ns = 0;
+  const int with_base = base < BENCH_BASE_COUNT;
   for (size_t v = 0; v < bench_variant_count && nc < 32; v++) {
     const bench_variant *var = &bench_variants[v];
     if (var->mode != mode || var->kind == BENCH_LINEAR_STEP) continue;
@@ -469,14 +613,14 @@ static void md_pivot(FILE *f, const bench_results *r, attn_isa isa, size_t d, be
     for (size_t i = 0; i < r->count && !present; i++) {
       const bench_row *row = &r->rows[i];
       present = row->var == var && !row->baseline && row->isa == isa && row->shape.d == d &&
-                (!with_baseline || row->base_impl);
+                (!with_base || row->base[base]);
     }
     if (present) cols[nc++] = var;
   }
   for (size_t i = 0; i < r->count; i++) {
     const bench_row *row = &r->rows[i];
     if (row->baseline || row->isa != isa || row->shape.d != d || row->var->mode != mode) continue;
-    if (row->var->kind == BENCH_LINEAR_STEP || (with_baseline && !row->base_impl)) continue;
+    if (row->var->kind == BENCH_LINEAR_STEP || (with_base && !row->base[base])) continue;
     size_t n = mode == BENCH_DECODE ? row->shape.n_kv : row->shape.n_q, k = 0;
     while (k < ns && sizes[k] != n) k++;
     if (k == ns && ns < 256) sizes[ns++] = n;
@@ -505,7 +649,7 @@ static void md_pivot(FILE *f, const bench_results *r, attn_isa isa, size_t d, be
         if (row->var == cols[c] && !row->baseline && row->isa == isa && row->shape.d == d && n == sizes[s])
           hit = row;
       }
-      fprintf(f, " %s |", hit ? cell(cb, sizeof cb, r, hit) : "");
+      fprintf(f, " %s |", hit ? cell(cb, sizeof cb, r, hit, base) : "");
     }
     fprintf(f, "\n");
   }
@@ -515,25 +659,27 @@ int bench_write_markdown(const char *path, const bench_results *r) {
   FILE *f = fopen(path, "w");
   if (!f) return -1;
   const bench_sysinfo *i = &r->info;
+  const bench_limits *l = &r->limits;
   attn_isa paths[ATTN_ISA_COUNT];
-  size_t np = paths_in(r, paths);
-  size_t ds[64], nd = 0;
-  for (size_t k = 0; k < r->count; k++) {
-    size_t j = 0;
-    while (j < nd && ds[j] != r->rows[k].shape.d) j++;
-    if (j == nd && nd < 64) ds[nd++] = r->rows[k].shape.d;
-  }
+  size_t np = paths_in(r, paths), ds[64], nd = dims_in(r, ds, 64);
+  const bench_base none = BENCH_BASE_COUNT;
   fprintf(f, "# attn benchmark results\n\n");
   fprintf(f, "- Date: %s\n- Machine: %s, %d CPUs online; paths: %s\n", i->date, i->cpu, i->cores, i->isas);
   fprintf(f, "- Build: attn %s (git %s); %s; %s\n", i->version, i->git, i->compiler, i->flags);
   fprintf(f, "- Command: `%s` (%d thread%s, %.0f s)\n", r->command, r->threads,
           r->threads > 1 ? "s" : "", r->elapsed);
   fprintf(f, "- Run quality: %s\n", r->noise_note);
-  fprintf(f, "- Limits measured in the same run:");
-  for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
-    if (r->limits.peak[isa] > 0)
-      fprintf(f, " %s FMA peak %.1f GFLOP/s;", attn_isa_name((attn_isa)isa), r->limits.peak[isa]);
-  fprintf(f, " read bandwidth %.1f GB/s.\n", r->limits.bw);
+  fprintf(f, "- Limits measured in the same run (FMA peaks: best of several short trials, at the start -> "
+             "at the end):");
+  for (size_t k = 0; k < l->nprobes; k++)
+    fprintf(f, " %s %.1f -> %.1f GFLOP/s (%+.1f%%%s);", l->probe[k].name, l->probe[k].start, l->probe[k].end,
+            100 * (l->probe[k].end / l->probe[k].start - 1),
+            l->probe[k].path == ATTN_ISA_NONE ? ", machine probe: no attn path" : "");
+  fprintf(f, " machine best peak %.1f GFLOP/s; read bandwidth %.1f GB/s.\n", l->machine_peak, l->bw);
+  for (int b = 0; b < BENCH_BASE_COUNT; b++) {
+    char text[512];
+    fprintf(f, "- Baseline %s\n", baseline_text(text, sizeof text, &r->base[b]));
+  }
   fprintf(f, "- Flop and byte counts: `bench/flops.h` (softmax: visible pairs x (2d + 2dv); linear causal: "
              "chunkwise with the chunk the library reports for each path, attn_linear_chunk_size). `~` marks "
              "a noisy cell (IQR > %.0f%% of the median, or CPU taken by other tasks).\n",
@@ -552,32 +698,36 @@ int bench_write_markdown(const char *path, const bench_results *r) {
   fprintf(f, "\n## Prefill\n");
   for (size_t p = 0; p < np; p++)
     for (size_t k = 0; k < nd; k++) {
-      md_pivot(f, r, paths[p], ds[k], BENCH_PREFILL, 0, cell_gflops,
-               "GFLOP/s (fraction of the path's FMA peak)");
-      md_pivot(f, r, paths[p], ds[k], BENCH_PREFILL, 0, cell_time, "Time per call (median)");
+      md_pivot(f, r, paths[p], ds[k], BENCH_PREFILL, none, cell_gflops,
+               "GFLOP/s (fraction of the path's FMA peak / of the machine's best peak)");
+      md_pivot(f, r, paths[p], ds[k], BENCH_PREFILL, none, cell_time, "Time per call (median)");
     }
   fprintf(f, "\n## Decode\n");
   for (size_t p = 0; p < np; p++)
     for (size_t k = 0; k < nd; k++)
-      md_pivot(f, r, paths[p], ds[k], BENCH_DECODE, 0, cell_decode,
+      md_pivot(f, r, paths[p], ds[k], BENCH_DECODE, none, cell_decode,
                "One query over a cache: tokens/s, GB/s (fraction of read bandwidth)");
   fprintf(f, "\nThe fraction is of the DRAM read bandwidth; above 100%% the K/V cache is served from L2/L3.\n");
   fprintf(f, "\nLinear attention recurrent step (O(1) in the context length):\n\n"
-             "| variant | path | d | time | tokens/s | state GB/s | vs plain C loop |\n|---|---|---:|---:|---:|---:|---:|\n");
+             "| variant | path | d | time | tokens/s | state GB/s | vs recurrent loop |\n|---|---|---:|---:|---:|---:|---:|\n");
   for (size_t k = 0; k < r->count; k++) {
     const bench_row *row = &r->rows[k];
-    char t[16], tok[16], sp[16];
+    char t[16], tok[16], sp[32];
     if (row->baseline || row->var->kind != BENCH_LINEAR_STEP || row->state != ROW_OK) continue;
     fprintf(f, "| %s | %s | %zu | %s | %s | %.1f | %s |\n", row->var->name, row->impl, row->shape.d,
             fmt_time(t, sizeof t, row->st.median), fmt_si(tok, sizeof tok, bench_row_tokens(r, row)),
-            bench_row_gbps(r, row), cell_speedup(sp, sizeof sp, r, row));
+            bench_row_gbps(r, row), cell_speedup(sp, sizeof sp, r, row, BENCH_BASE_RECURRENT));
   }
-  fprintf(f, "\n## Baselines\n\nSpeedup = baseline time / attn time (naive attention through OpenBLAS "
-             "for softmax; plain C recurrent loop for causal linear).%s\n",
-          bench_have_openblas() ? "" : " This build has no OpenBLAS: softmax ratios are skipped.");
-  for (size_t p = 0; p < np; p++)
-    for (size_t k = 0; k < nd; k++)
-      md_pivot(f, r, paths[p], ds[k], BENCH_PREFILL, 1, cell_speedup, "Speedup over the baseline");
+  fprintf(f, "\n## Baselines\n\nSpeedup = baseline time / attn time, same shape, same run; below 1 "
+             "(**bold**) attn is slower.\n\n| baseline | variant | path | d | speedup range | slower at |\n"
+             "|---|---|---|---:|---|---|\n");
+  write_ranges(f, r, 1);
+  for (int b = 0; b < BENCH_BASE_COUNT; b++) {
+    char title[256];
+    snprintf(title, sizeof title, "Speedup over %s (%s)", r->base[b].name, r->base[b].what);
+    for (size_t p = 0; p < np && r->base[b].available; p++)
+      for (size_t k = 0; k < nd; k++) md_pivot(f, r, paths[p], ds[k], BENCH_PREFILL, (bench_base)b, cell_speedup, title);
+  }
   return fclose(f) ? -1 : 0;
 }
 
@@ -729,12 +879,11 @@ static int write_gp(const char *gp, const char *svg, const bench_results *r) {
     for (size_t k = 0; k < nm; k++) fprintf(f, "%.6g %.6g\n", mx[k], my[k]);
     if (nm) fprintf(f, "e\n");
     fprintf(f, "unset label\n");
-    /* Panel 2: GFLOP/s against each path's FMA peak. */
+    /* Panel 2: GFLOP/s against every probe's FMA peak (paths and machine probes). */
     extra[0] = 0;
-    for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
-      if (r->limits.peak[isa] > 0)
-        append(extra, sizeof extra, "%.6g with lines dt 3 lw 1.5 lc rgb 'gray40' title '%s FMA peak %.0f'",
-               r->limits.peak[isa], attn_isa_name((attn_isa)isa), r->limits.peak[isa]);
+    for (size_t k = 0; k < r->limits.nprobes; k++)
+      append(extra, sizeof extra, "%.6g with lines dt 3 lw 1.5 lc rgb 'gray40' title '%s FMA peak %.0f'",
+             r->limits.probe[k].start, r->limits.probe[k].name, r->limits.probe[k].start);
     fprintf(f, "set title 'Prefill GFLOP/s (counts: bench/flops.h)'\nset ylabel 'GFLOP/s'\nset format y '%%g'\n");
     gp_panel(f, r, BENCH_PREFILL, bench_row_gflops, extra);
   }
@@ -758,7 +907,7 @@ static int write_gp(const char *gp, const char *svg, const bench_results *r) {
 }
 
 int bench_write_plot(const char *svg, const bench_results *r, char *msg, size_t msglen) {
-  char gp[1100];
+  char gp[PATH_MAX + 1200];
   size_t len = strlen(svg);
   if (len > 4 && strcmp(svg + len - 4, ".svg") == 0) snprintf(gp, sizeof gp, "%.*s.gp", (int)(len - 4), svg);
   else snprintf(gp, sizeof gp, "%s.gp", svg);

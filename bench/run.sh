@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's first command: install what is missing (Debian/Ubuntu), build a release build and
-# run the default benchmark sweep. Extra arguments go to attn-bench (see --help), e.g.
+# run the default benchmark sweep. Results go to <repository>/bench-results/. Extra arguments go
+# to attn-bench (see --help), e.g.
 #   bash bench/run.sh --d 64,128 --threads 2
 # Environment: BUILD_DIR (default build-release), NO_INSTALL=1 to skip the package step.
 set -euo pipefail
@@ -8,7 +9,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 build="${BUILD_DIR:-build-release}"
-packages=(gcc libc6-dev meson ninja-build pkg-config libsimde-dev libopenblas-dev gnuplot-nox)
+packages=(gcc libc6-dev meson ninja-build pkg-config libsimde-dev libopenblas-dev libdnnl-dev gnuplot-nox)
 
 missing=()
 if [[ "${NO_INSTALL:-0}" != 1 ]] && command -v dpkg-query >/dev/null 2>&1; then
@@ -17,20 +18,31 @@ if [[ "${NO_INSTALL:-0}" != 1 ]] && command -v dpkg-query >/dev/null 2>&1; then
   done
 fi
 if ((${#missing[@]})); then
-  echo "run.sh: installing ${missing[*]}"
-  if [[ $(id -u) -eq 0 ]]; then
-    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
-  elif command -v sudo >/dev/null 2>&1; then
-    sudo apt-get update && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
-  else
-    echo "run.sh: missing packages: ${missing[*]} (not root and no sudo: install them and re-run)" >&2
+  sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    if ! command -v sudo >/dev/null 2>&1; then
+      echo "run.sh: missing packages: ${missing[*]} (not root and no sudo: install them and re-run)" >&2
+      exit 1
+    fi
+    sudo=(sudo)
+  fi
+  # One line here; apt's own output goes to a log that is shown only if the install fails.
+  log="$(mktemp -t attn-run-apt.XXXXXX.log)"
+  echo "run.sh: installing ${missing[*]} (log: $log)"
+  if ! { "${sudo[@]}" apt-get update &&
+         "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"; } >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "run.sh: installing ${missing[*]} failed (log above, kept in $log)" >&2
     exit 1
   fi
+  rm -f "$log"
 fi
 
 if [[ ! -f "$build/build.ninja" ]]; then
   meson setup "$build" --buildtype=release -Dtests=disabled -Dbench=enabled
+elif ((${#missing[@]})); then
+  meson setup --reconfigure "$build" # find the baseline libraries just installed
 fi
 ninja -C "$build" bench/attn-bench
 
-"$build/bench/attn-bench" "$@"
+"$build/bench/attn-bench" --out-dir "$root/bench-results" "$@"

@@ -73,11 +73,13 @@ int bench_work_init(bench_work *w, const bench_shape *s, unsigned seed, char *er
     }
     break;
   case BENCH_BLAS:
+  case BENCH_ONEDNN:
   case BENCH_RECURRENT:
     if (!(w->scratch = alloc64(bench_baseline_scratch(s) * sizeof(float)))) {
       snprintf(err, errlen, "out of memory for the baseline's scratch");
       return -1;
     }
+    if (s->kind == BENCH_ONEDNN && bench_onednn_init(w, err, errlen)) return -1;
     break;
   }
   if (w->workspace_bytes && !(w->workspace = alloc64(w->workspace_bytes))) {
@@ -92,6 +94,7 @@ int bench_work_init(bench_work *w, const bench_shape *s, unsigned seed, char *er
 }
 
 void bench_work_free(bench_work *w) {
+  bench_onednn_free(w);
   free(w->q);
   free(w->k);
   free(w->v);
@@ -119,6 +122,9 @@ void bench_work_run(void *ctx, size_t iters) {
       break;
     case BENCH_BLAS:
       bench_baseline_blas(w);
+      break;
+    case BENCH_ONEDNN:
+      bench_onednn_run(w);
       break;
     case BENCH_RECURRENT:
       bench_baseline_recurrent(w);

@@ -227,9 +227,13 @@ static size_t dims_in(const bench_results *r, size_t *out, size_t cap) {
 
 /* Per baseline, variant, path and d: the speedup range, and every point where attn is slower.
  * Plain text, or Markdown table rows (md). Returns the number of losing points. */
-static size_t write_ranges(FILE *f, const bench_results *r, int md) {
+/* Writes the ranges; returns the points where a path is slower than a baseline, those of the
+ * default path (the one `auto` picks here) in *default_losses. */
+static size_t write_ranges(FILE *f, const bench_results *r, int md, size_t *default_losses) {
   attn_isa paths[ATTN_ISA_COUNT];
   size_t np = paths_in(r, paths), ds[64], nd = dims_in(r, ds, 64), losses = 0;
+  const attn_isa def = attn_isa_get(); /* main restores `auto` before it reports */
+  *default_losses = 0;
   char lo[16], hi[16], x[48];
   for (int b = 0; b < BENCH_BASE_COUNT; b++) {
     if (!r->base[b].available) {
@@ -243,6 +247,7 @@ static size_t write_ranges(FILE *f, const bench_results *r, int md) {
           ratio_range g = speedup_range(r, (bench_base)b, &bench_variants[v], paths[p], ds[k]);
           if (!g.count) continue;
           losses += g.losses;
+          if (paths[p] == def) *default_losses += g.losses;
           const int step = bench_variants[v].kind == BENCH_LINEAR_STEP; /* one point, no n */
           snprintf(lo, sizeof lo, "step");
           snprintf(hi, sizeof hi, "step");
@@ -285,9 +290,11 @@ void bench_print_baselines(FILE *f, const bench_results *r) {
   }
   if (!shown && r->count) fprintf(f, "\nBaselines: none measured (--no-baselines, no variant has one, or none built)\n");
   fprintf(f, "\nSpeedup ranges per baseline (baseline time / attn time over the sizes measured):\n");
-  size_t losses = write_ranges(f, r, 0);
+  size_t def_losses, losses = write_ranges(f, r, 0, &def_losses);
   if (losses)
-    fprintf(f, "attn is SLOWER than a baseline at %zu point%s (speedup < 1 above).\n", losses, losses > 1 ? "s" : "");
+    fprintf(f, "attn is SLOWER than a baseline at %zu point%s (speedup < 1 above): %zu on the default path (%s), "
+               "%zu on the others.\n",
+            losses, losses > 1 ? "s" : "", def_losses, attn_isa_name(attn_isa_get()), losses - def_losses);
   else if (shown)
     fprintf(f, "attn is faster than every baseline at every point measured.\n");
 }
@@ -721,7 +728,8 @@ int bench_write_markdown(const char *path, const bench_results *r) {
   fprintf(f, "\n## Baselines\n\nSpeedup = baseline time / attn time, same shape, same run; below 1 "
              "(**bold**) attn is slower.\n\n| baseline | variant | path | d | speedup range | slower at |\n"
              "|---|---|---|---:|---|---|\n");
-  write_ranges(f, r, 1);
+  size_t def_losses;
+  write_ranges(f, r, 1, &def_losses);
   for (int b = 0; b < BENCH_BASE_COUNT; b++) {
     char title[256];
     snprintf(title, sizeof title, "Speedup over %s (%s)", r->base[b].name, r->base[b].what);

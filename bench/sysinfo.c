@@ -140,50 +140,69 @@ static bench_timing probe_timing(double seconds) {
 }
 
 /* A peak is an upper bound that must hold still from the start of a run to its end, while these
- * guests change clock within seconds: each figure is the best of PEAK_TRIALS short trials, a
- * trial's figure being its median sample (GFLOP/s, all pool threads together). */
-#define PEAK_TRIALS 7
+ * guests change clock within seconds: each figure is the best of PEAK_ROUNDS short trials, a
+ * trial's figure being its median sample (GFLOP/s, all pool threads together). The rounds go
+ * through every probe in turn, so a slow spell of a few hundred milliseconds lowers one trial of
+ * each probe rather than all the trials of one. */
+#define PEAK_ROUNDS 7
 #define PEAK_TRIAL_SECONDS 0.04
 
-static double measure_probe(bench_pool *pool, const probe_def *p) {
+static double probe_trial(bench_pool *pool, const probe_def *p, void **ctx) {
+  bench_stats st;
+  const bench_timing timing = probe_timing(PEAK_TRIAL_SECONDS);
+  bench_measure(pool, &timing, p->fn, ctx, &st);
+  return st.median > 0 ? p->flops * bench_pool_threads(pool) / st.median * 1e-9 : 0;
+}
+
+/* best[k] = the best trial of probe defs[k] over the rounds (0 where defs[k] is NULL). */
+static void measure_probes(bench_pool *pool, const probe_def *const *defs, size_t n, double *best) {
   const int threads = bench_pool_threads(pool);
   float *sinks = calloc((size_t)threads, sizeof *sinks);
   void **ctx = calloc((size_t)threads, sizeof *ctx);
-  double best = 0;
+  for (size_t k = 0; k < n; k++) best[k] = 0;
   if (sinks && ctx) {
     for (int t = 0; t < threads; t++) ctx[t] = &sinks[t];
-    const bench_timing timing = probe_timing(PEAK_TRIAL_SECONDS);
-    for (int trial = 0; trial < PEAK_TRIALS; trial++) {
-      bench_stats st;
-      bench_measure(pool, &timing, p->fn, ctx, &st);
-      const double gflops = st.median > 0 ? p->flops * threads / st.median * 1e-9 : 0;
-      if (gflops > best) best = gflops;
-    }
+    for (int round = 0; round < PEAK_ROUNDS; round++)
+      for (size_t k = 0; k < n; k++) {
+        const double g = defs[k] ? probe_trial(pool, defs[k], ctx) : 0;
+        if (g > best[k]) best[k] = g;
+      }
   }
   free(sinks);
   free(ctx);
-  return best;
 }
 
 void bench_measure_peaks(bench_pool *pool, bench_limits *l) {
-  l->nprobes = 0;
-  l->machine_peak = 0;
-  for (size_t i = 0; i < sizeof probe_defs / sizeof probe_defs[0] && l->nprobes < BENCH_MAX_PROBES; i++) {
+  const probe_def *defs[BENCH_MAX_PROBES];
+  double best[BENCH_MAX_PROBES];
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof probe_defs / sizeof probe_defs[0] && n < BENCH_MAX_PROBES; i++) {
     const probe_def *p = &probe_defs[i];
-    if (p->runs ? !p->runs() : !path_native(p->path)) continue;
-    bench_probe *out = &l->probe[l->nprobes++];
-    *out = (bench_probe){p->name, p->path, measure_probe(pool, p), 0};
-    if (p->path != ATTN_ISA_NONE) l->peak[p->path] = out->start;
-    if (out->start > l->machine_peak) l->machine_peak = out->start;
+    if (p->runs ? p->runs() : path_native(p->path)) defs[n++] = p;
+  }
+  measure_probes(pool, defs, n, best);
+  l->nprobes = n;
+  l->machine_peak = 0;
+  for (size_t k = 0; k < n; k++) {
+    l->probe[k] = (bench_probe){defs[k]->name, defs[k]->path, best[k], 0};
+    if (defs[k]->path != ATTN_ISA_NONE) l->peak[defs[k]->path] = best[k];
+    if (best[k] > l->machine_peak) l->machine_peak = best[k];
   }
 }
 
 void bench_measure_peaks_end(bench_pool *pool, bench_limits *l) {
+  const probe_def *defs[BENCH_MAX_PROBES];
+  double best[BENCH_MAX_PROBES];
+  for (size_t k = 0; k < l->nprobes; k++) {
+    defs[k] = NULL;
+    for (size_t i = 0; i < sizeof probe_defs / sizeof probe_defs[0]; i++)
+      if (!strcmp(probe_defs[i].name, l->probe[k].name)) defs[k] = &probe_defs[i];
+  }
+  measure_probes(pool, defs, l->nprobes, best);
   l->drift = 0;
   for (size_t k = 0; k < l->nprobes; k++) {
     bench_probe *pr = &l->probe[k];
-    for (size_t i = 0; i < sizeof probe_defs / sizeof probe_defs[0]; i++)
-      if (!strcmp(probe_defs[i].name, pr->name)) pr->end = measure_probe(pool, &probe_defs[i]);
+    pr->end = best[k];
     const double d = pr->start > 0 ? fabs(pr->end / pr->start - 1) : 0;
     if (d > l->drift) l->drift = d;
   }

@@ -3,20 +3,27 @@
 # under ASan + UBSan, every path through SIMDe's portable code (-DSIMDE_NO_NATIVE), and AArch64
 # under qemu-user (NEON native there, AVX2 through SIMDe). Installs its own Debian packages when
 # run as root (or with sudo) on a machine that lacks them. Prints Check's summary lines.
-# Usage: bash scripts/test-all.sh [native|sanitize|emul|aarch64|install ...]   (default: all five)
+# Usage: bash scripts/test-all.sh [native|sanitize|emul|aarch64|install|fuzz|tsan ...]
+#   (default: all seven)
 #   install: meson install to a scratch prefix, then build docs/example.c against it with
 #   pkg-config; build it again from a project that uses attn as a Meson subproject; and run the
 #   native suite against the shared library (-Ddefault_library=shared).
+#   fuzz: the libFuzzer targets of tests/fuzz (clang, ASan + UBSan, the library built with
+#   -fsanitize=fuzzer-no-link), each for ATTN_FUZZ_SECONDS seconds (default 60; the state and api
+#   targets a third of it), two at a time: about 2.5 minutes. NaN/Inf inputs are injected and
+#   checked against the library's non-finite policy (-Dfuzz_nonfinite=false turns that off).
+#   tsan: tests/check_threads.c (first use racing from several threads; calls while another
+#   thread switches the ISA path) under ThreadSanitizer, with no suppressions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(native sanitize emul aarch64 install)
+[ ${#suites[@]} -gt 0 ] || suites=(native sanitize emul aarch64 install fuzz tsan)
 
 need_pkgs=(meson ninja-build pkg-config gcc check libsimde-dev)
 for s in "${suites[@]}"; do
   case "$s" in
-    sanitize) need_pkgs+=(clang libclang-rt-14-dev) ;;
+    sanitize | fuzz | tsan) need_pkgs+=(clang libclang-rt-14-dev) ;;
     aarch64) need_pkgs+=(qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;;
     native) need_pkgs+=(qemu-user) ;; # qemu-x86_64 -cpu Nehalem runs the no-AVX2 fallback test
   esac
@@ -42,14 +49,14 @@ setup_dir() { # build dir, meson setup args...: reconfigure a valid build tree, 
   else rm -rf "$dir" && meson setup "$dir" "$@" >/dev/null; fi
 }
 
-run_suite() { # name, build dir, meson setup args...
+run_suite() { # name, build dir, meson setup args...; $only_suite (optional): run only that Meson suite
   local name=$1 dir=$2; shift 2
   echo "== $name: meson setup $dir $*"
   # (set -e does not apply inside a function called from an || list: every step says || return 1)
   setup_dir "$dir" "$@" || return 1
   ninja -C "$dir" >/dev/null || return 1
   local rc=0
-  meson test -C "$dir" --num-processes "$(nproc)" --print-errorlogs || rc=$?
+  meson test -C "$dir" --num-processes "$(nproc)" --print-errorlogs ${only_suite:+--suite "$only_suite"} || rc=$?
   echo "== $name: Check summaries"
   grep -hE '^[0-9]+%: Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$dir/meson-logs/testlog.txt" | sort | uniq -c || true
   grep -E '^(Ok|Expected Fail|Fail|Unexpected Pass|Skipped|Timeout):' "$dir/meson-logs/testlog.txt" | sed "s/^/   $name /" || true
@@ -98,7 +105,14 @@ for s in "${suites[@]}"; do
       run_suite aarch64 build-aarch64 --buildtype=debugoptimized -Dbench=disabled \
         --cross-file tests/cross/aarch64-linux-gnu.ini || status=1 ;;
     install) install_checks || status=1 ;;
-    *) echo "unknown suite: $s (native|sanitize|emul|aarch64|install)" >&2; exit 2 ;;
+    fuzz)
+      CC=clang run_suite fuzz build-fuzz --buildtype=debugoptimized -Dbench=disabled -Dfuzz=true \
+        -Dfuzz_seconds="${ATTN_FUZZ_SECONDS:-60}" -Db_sanitize=address,undefined -Db_lundef=false \
+        -Dc_args=-fno-sanitize-recover=all || status=1 ;;
+    tsan)
+      only_suite=threads CC=clang run_suite tsan build-tsan --buildtype=debugoptimized -Dbench=disabled \
+        -Db_sanitize=thread -Db_lundef=false || status=1 ;;
+    *) echo "unknown suite: $s (native|sanitize|emul|aarch64|install|fuzz|tsan)" >&2; exit 2 ;;
   esac
 done
 [ $status = 0 ] && echo "== all suites passed" || echo "== SOME SUITES FAILED"

@@ -485,10 +485,10 @@ START_TEST(merge_matches_reference) {
                    ATTN_OK);
   tu_assert_output_clean("merge o", &out);
   tu_assert_output_clean("merge lse", &lout);
-  double *tol = tu_dup(TOL_MERGE_O, c->rows * c->dv);
+  double *tol = tu_dup(tol_merge_o(c->parts), c->rows * c->dv);
   tu_compare("merge.o", "merge", &out, ro, so, tol);
   if (c->with_lse) {
-    for (size_t r = 0; r < c->rows; ++r) tol[r] = TOL_MERGE_LSE;
+    for (size_t r = 0; r < c->rows; ++r) tol[r] = tol_merge_lse(c->parts);
     tu_compare("merge.lse", "merge", &lout, rl, sl, tol);
   } else if (!c->in_place) {
     /* lse_out NULL: the buffer we did not pass stays all sentinel */
@@ -563,9 +563,9 @@ START_TEST(merge_nonfinite_policy) {
       tu_tensor_alloc(&lout, T, ROWS, 1, 1, 1);
     }
     ck_assert_int_eq(attn_softmax_merge(ROWS, DV, PARTS, op, DV, lp, 1, out.data, DV, lout.data, 1), ATTN_OK);
-    double *tol = tu_dup(TOL_MERGE_O, ROWS * DV);
+    double *tol = tu_dup(tol_merge_o(PARTS), ROWS * DV);
     tu_compare("merge.o", in_place ? "non-finite parts, in place" : "non-finite parts", &out, ro, so, tol);
-    for (size_t r = 0; r < ROWS; ++r) tol[r] = TOL_MERGE_LSE;
+    for (size_t r = 0; r < ROWS; ++r) tol[r] = tol_merge_lse(PARTS);
     tu_compare("merge.lse", in_place ? "non-finite parts, in place" : "non-finite parts", &lout, rl, sl, tol);
     ck_assert(isnan(rl[0]) && isnan(rl[2]) && isnan(ro[3 * DV]) && !isnan(ro[4 * DV]) && rl[5] == -INFINITY);
     free(tol);

@@ -19,8 +19,9 @@ int ref_visible(size_t i, size_t j, size_t n_q, size_t n_kv, size_t left, size_t
   /* p_i = (n_kv - n_q) + i may be negative: signed arithmetic (test sizes are small). */
   const long long p = (long long)n_kv - (long long)n_q + (long long)i;
   const long long jj = (long long)j;
-  if (left != REF_UNBOUNDED && jj < p - (long long)left) return 0;
-  if (right != REF_UNBOUNDED && jj > p + (long long)right) return 0;
+  /* a side wider than both lengths bounds nothing (and must not wrap to a negative number) */
+  if (left <= n_q + n_kv && jj < p - (long long)left) return 0;
+  if (right <= n_q + n_kv && jj > p + (long long)right) return 0;
   return 1;
 }
 

@@ -1,0 +1,214 @@
+/*
+ * libFuzzer target: attn_softmax_desc_init, attn_softmax_workspace_size and attn_softmax.
+ *
+ * From the bytes: the ISA path, shapes (n up to 200, d and dv up to 130, up to 8 heads, GQA),
+ * the window, the scale (logits up to ~3e4), layouts of every tensor (packed QKV included), the
+ * values, and up to two faults (fuzz_common.h plus a non-finite scale and an lse over o). Checks:
+ * the documented defaults of desc_init; the workspace query answers the same size for every
+ * layout and window, or the status of the faulty descriptor without writing; the call returns
+ * the expected status; inputs are unchanged; on error o, lse and the workspace are unchanged;
+ * on success guards and gap elements are intact and o and lse match the float64 reference.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "fuzz_common.h"
+#include "tolerances.h"
+
+enum { MAX_N = 200, MAX_D = 130, MAX_H = 8 };
+/* n_q * n_kv * h_q * (d + dv) above this is scaled down: one input stays within milliseconds. */
+#define WORK_LIMIT ((size_t)1500000)
+
+enum { F_BAD_SCALE = FZ_COMMON_FAULTS, F_LSE_OVER_O, F_COUNT };
+
+/* Bounds: tolerances.h's tol_softmax_o / tol_softmax_lse, relative to the reference's error
+ * scales. */
+
+static size_t window_side(fz_in *in) {
+  switch (fz_pick(in, 6)) {
+  case 0: return ATTN_UNBOUNDED;
+  case 1: return 0;
+  case 2: return SIZE_MAX - 1 - fz_u8(in); /* huge but not ATTN_UNBOUNDED: clamped by the library */
+  default: return fz_u8(in) % MAX_N;
+  }
+}
+
+static void check_defaults(const attn_softmax_desc *d) {
+  attn_layout q, k, v, o;
+  q = tu_layout(TU_TOKEN_MAJOR, d->n_q, d->h_q, d->d);
+  k = tu_layout(TU_TOKEN_MAJOR, d->n_kv, d->h_kv, d->d);
+  v = tu_layout(TU_TOKEN_MAJOR, d->n_kv, d->h_kv, d->dv);
+  o = tu_layout(TU_TOKEN_MAJOR, d->n_q, d->h_q, d->dv);
+  FZ_CHECK(d->scale == (float)(1.0 / sqrt((double)d->d)), "desc_init: scale %g is not 1/sqrt(d)", (double)d->scale);
+  FZ_CHECK(d->window_left == ATTN_UNBOUNDED && d->window_right == ATTN_UNBOUNDED, "desc_init: window not full");
+  FZ_CHECK(d->q.row_stride == q.row_stride && d->q.head_stride == q.head_stride && d->k.row_stride == k.row_stride &&
+               d->k.head_stride == k.head_stride && d->v.row_stride == v.row_stride &&
+               d->v.head_stride == v.head_stride && d->o.row_stride == o.row_stride &&
+               d->o.head_stride == o.head_stride && d->lse.row_stride == d->h_q && d->lse.head_stride == 1,
+           "desc_init: layouts are not token-major");
+}
+
+/* Rows (query, head) that use a non-finite input: in k_j / v_j of a visible key, or in q_i when the
+ * row has a visible key (a row without one uses no input: zeros and -inf whatever q_i holds). For
+ * lse only q and k count. */
+static void nonfinite_rows(const attn_softmax_desc *d, const fz_qkv *x, unsigned char *o_rows,
+                           unsigned char *lse_rows) {
+  const size_t g = d->h_q / d->h_kv;
+  for (size_t i = 0; i < d->n_q; ++i)
+    for (size_t h = 0; h < d->h_q; ++h) {
+      int qk = 0, any = 0, seen = 0;
+      for (size_t j = 0; j < d->n_kv; ++j) {
+        if (!ref_visible(i, j, d->n_q, d->n_kv, d->window_left, d->window_right)) continue;
+        const int k = fz_row_nonfinite(&x->k, j, h / g);
+        seen = 1;
+        qk |= k;
+        any |= k || fz_row_nonfinite(&x->v, j, h / g);
+      }
+      qk |= seen && fz_row_nonfinite(&x->q, i, h);
+      any |= qk;
+      o_rows[i * d->h_q + h] = any ? FZ_ROW_NAN : FZ_ROW_CHECKED;
+      lse_rows[i * d->h_q + h] = qk ? FZ_ROW_NAN : FZ_ROW_CHECKED;
+    }
+}
+
+static void check_results(const attn_softmax_desc *d, const fz_qkv *x, const tu_tensor *o, const tu_tensor *lse) {
+  const size_t rows = d->n_q * d->h_q;
+  double *ro = fz_doubles(rows * d->dv), *oscale = fz_doubles(rows * d->dv);
+  double *rl = fz_doubles(rows), *sabs = fz_doubles(rows), *tol_o = fz_doubles(rows), *tol_l = fz_doubles(rows);
+  unsigned char *nan_o = NULL, *nan_l = NULL;
+  const ref_softmax_problem p = {d->n_q,  d->n_kv,  d->h_q,       d->h_kv,       d->d,
+                                 d->dv,   d->scale, d->window_left, d->window_right, x->q.data,
+                                 x->k.data, x->v.data, tu_ref_layout(&x->q), tu_ref_layout(&x->k),
+                                 tu_ref_layout(&x->v)};
+  ref_softmax(&p, ro, rl, oscale, sabs);
+  for (size_t r = 0; r < rows; ++r) {
+    tol_o[r] = tol_softmax_o(d->n_kv, d->d, sabs[r]);
+    tol_l[r] = tol_softmax_lse(d->n_kv, d->d, sabs[r], isfinite(rl[r]) ? rl[r] : 0.0);
+  }
+  if (fz_nonfinite()) {
+    nan_o = fz_calloc(rows, 1);
+    nan_l = fz_calloc(rows, 1);
+    nonfinite_rows(d, x, nan_o, nan_l);
+  }
+  fz_compare("softmax o", o, ro, oscale, tol_o, nan_o);
+  if (lse) fz_compare("softmax lse", lse, rl, NULL, tol_l, nan_l);
+  free(ro);
+  free(oscale);
+  free(rl);
+  free(sabs);
+  free(tol_o);
+  free(tol_l);
+  free(nan_o);
+  free(nan_l);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  fz_in in;
+  fz_init(&in, data, size);
+  fz_set_isa(&in);
+
+  const size_t h_kv = fz_size(&in, MAX_H), h_q = h_kv * fz_size(&in, MAX_H / h_kv);
+  size_t n_q = fz_size(&in, MAX_N), n_kv = fz_size(&in, MAX_N);
+  const size_t dim = fz_size(&in, MAX_D), dv = fz_size(&in, MAX_D);
+  while (n_q * n_kv * h_q * (dim + dv) > WORK_LIMIT) {
+    if (n_q >= n_kv) n_q = (n_q + 1) / 2;
+    else n_kv = (n_kv + 1) / 2;
+  }
+  fz_check_status("desc_init(NULL)", attn_softmax_desc_init(NULL, n_q, n_kv, h_q, h_kv, dim, dv),
+                  ATTN_E_NULL_POINTER);
+  attn_softmax_desc d;
+  fz_check_status("desc_init", attn_softmax_desc_init(&d, n_q, n_kv, h_q, h_kv, dim, dv), ATTN_OK);
+  check_defaults(&d);
+  size_t need = 0;
+  fz_check_status("workspace_size(defaults)", attn_softmax_workspace_size(&d, &need), ATTN_OK);
+
+  d.window_left = window_side(&in);
+  d.window_right = window_side(&in);
+  const float scales[8] = {d.scale, 1.0f, 4.0f, 16.0f, -1.0f, 0.0f, 1e-3f, -16.0f};
+  const float amps[4] = {0.5f, 1.0f, 2.0f, 4.0f};
+  d.scale = scales[fz_pick(&in, 8)];
+  const float amp = amps[fz_pick(&in, 4)], vamp = fz_pick(&in, 4) ? 1.0f : 1000.0f;
+
+  fz_qkv x;
+  fz_qkv_alloc(&in, &x, n_q, n_kv, h_q, h_kv, dim, dv);
+  d.q = x.q.l;
+  d.k = x.k.l;
+  d.v = x.v.l;
+  fz_tensor_fill(&in, &x.q, -amp, amp);
+  fz_tensor_fill(&in, &x.k, -amp, amp);
+  fz_tensor_fill(&in, &x.v, -vamp, vamp);
+  if (fz_nonfinite()) {
+    fz_inject_nonfinite(&in, &x.q);
+    fz_inject_nonfinite(&in, &x.k);
+    fz_inject_nonfinite(&in, &x.v);
+  }
+  fz_qkv_snapshot(&x);
+
+  fz_call c = {0};
+  d.o = fz_layout(&in, n_q, h_q, dv, 1);
+  d.lse = fz_layout(&in, n_q, h_q, 1, 1);
+  fz_expect_output_layout(&c.query, n_q, h_q, dv, d.o);
+  fz_expect_output_layout(&c.query, n_q, h_q, 1, d.lse); /* checked even without an lse */
+  c.call = c.query;
+  tu_tensor o, lse;
+  fz_output_alloc(&in, &o, n_q, h_q, dv, d.o);
+  fz_output_alloc(&in, &lse, n_q, h_q, 1, d.lse);
+  const int with_lse = fz_pick(&in, 4) != 0;
+  void *ws = fz_alloc(need, fz_pick(&in, 64));
+
+  attn_softmax_desc cd = d; /* the call's descriptor, which faults change */
+  size_t *const sizes[6] = {&cd.n_q, &cd.n_kv, &cd.h_q, &cd.h_kv, &cd.d, &cd.dv};
+  attn_layout *const layouts[5] = {&cd.q, &cd.k, &cd.v, &cd.o, &cd.lse};
+  fz_call_bind(&c, sizes, layouts, &x, o.data, ws, need);
+  float *lse_arg = with_lse ? lse.data : NULL;
+  for (int f = fz_fault_count(&in); f > 0; --f) {
+    const int fault = (int)fz_pick(&in, F_COUNT);
+    if (fault == F_BAD_SCALE) {
+      const float bad[3] = {NAN, INFINITY, -INFINITY};
+      cd.scale = bad[fz_pick(&in, 3)];
+      fz_expect_fault(&c.query, ATTN_E_BAD_SCALE);
+      fz_expect_fault(&c.call, ATTN_E_BAD_SCALE);
+    } else if (fault == F_LSE_OVER_O && lse_arg) {
+      lse_arg = c.o;
+      fz_expect_fault(&c.call, ATTN_E_ALIASING);
+    } else {
+      fz_common_fault(&in, &c, fault);
+    }
+  }
+  const attn_softmax_desc *dp = c.null_desc ? NULL : &cd;
+
+  size_t got = SIZE_MAX;
+  fz_check_expect("attn_softmax_workspace_size", attn_softmax_workspace_size(dp, &got), &c.query);
+  FZ_CHECK(got == SIZE_MAX || got == need, "workspace_size: %zu here, %zu with the default layouts", got, need);
+  if (c.query.faults == 0 && !c.query.maybe_bad_stride)
+    fz_check_status("workspace_size(bytes NULL)", attn_softmax_workspace_size(dp, NULL), ATTN_E_NULL_POINTER);
+
+  fz_snap so, sl, sw;
+  fz_snap_take(&so, o.owner, sizeof(float) * o.span);
+  fz_snap_take(&sl, lse.owner, sizeof(float) * lse.span);
+  fz_snap_take(&sw, ws, need);
+  const attn_status st = attn_softmax(dp, c.q, c.k, c.v, c.o, lse_arg, c.ws, c.ws_bytes);
+  fz_check_expect("attn_softmax", st, &c.call);
+  fz_qkv_check_unchanged(&x);
+  FZ_CHECK(fz_guards_intact(ws), "workspace guard zone written");
+  if (st != ATTN_OK) {
+    fz_snap_check(&so, "o after an error");
+    fz_snap_check(&sl, "lse after an error");
+    fz_snap_check(&sw, "workspace after an error");
+    FZ_CHECK(fz_guards_intact(o.owner) && fz_guards_intact(lse.owner), "guard zone written on error");
+  } else {
+    fz_check_output_clean("softmax o", &o);
+    fz_check_output_clean("softmax lse", &lse);
+    if (!with_lse) fz_snap_check(&sl, "lse buffer passed as NULL");
+    check_results(&d, &x, &o, with_lse ? &lse : NULL);
+  }
+  fz_snap_free(&so);
+  fz_snap_free(&sl);
+  fz_snap_free(&sw);
+  fz_free(ws);
+  fz_tensor_free(&o);
+  fz_tensor_free(&lse);
+  fz_qkv_free(&x);
+  return 0;
+}

@@ -1,0 +1,178 @@
+/*
+ * libFuzzer target: attn_linear_state_init, attn_linear_state_reset and attn_linear_state_copy.
+ *
+ * From the bytes: two descriptors (the second of the same shape and mode or of another), states
+ * bound to guarded memory of exactly h_kv * m * (dv + 1) floats, and a sequence of operations:
+ * init (valid, memory one byte or more too small, NULL state / memory / descriptor, an invalid
+ * descriptor), reset (valid, NULL, unbound), copy between states of the same or another shape,
+ * into itself, between states whose memory overlaps, with NULL. Checks: the expected status;
+ * on error every byte of the states' memory and structs unchanged; on success init and reset
+ * zero exactly the state's floats, copy copies them bitwise with the token count, keeps dst's
+ * data pointer and writes nothing outside dst; guards intact throughout.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz_common.h"
+
+enum { MAX_H = 8, MAX_D = 64, STATES = 3, OPS = 8 };
+
+typedef struct slot {
+  attn_linear_desc d;
+  attn_linear_state s;
+  float *mem;   /* guarded: floats(d) floats; slot 2 lies inside slot 0's memory when they overlap */
+  size_t floats;
+} slot;
+
+static size_t floats_of(const attn_linear_desc *d) { return d->h_kv * d->d * (d->dv + 1); }
+
+static void fill(fz_in *in, slot *sl) {
+  for (size_t e = 0; e < sl->floats; ++e) sl->s.data[e] = fz_value(in, -1.0f, 1.0f);
+  sl->s.tokens = fz_u8(in);
+}
+
+static void snap_all(slot *sl, fz_snap *snaps, fz_snap *structs, float *shared, size_t shared_floats) {
+  for (int i = 0; i < STATES; ++i) {
+    fz_snap_take(&snaps[i], sl[i].mem, sizeof(float) * sl[i].floats);
+    fz_snap_take(&structs[i], &sl[i].s, sizeof sl[i].s);
+  }
+  fz_snap_take(&snaps[STATES], shared, sizeof(float) * shared_floats);
+}
+
+/* Every snapshot unchanged except the memory in `may_change` (bit i: slot i, bit STATES: the shared
+ * buffer) and the struct of slot `changed` (-1: none); then the snapshots are released. */
+static void check_all(fz_snap *snaps, fz_snap *structs, unsigned may_change, int changed, const char *what) {
+  for (int i = 0; i <= STATES; ++i) {
+    if (!(may_change >> i & 1u)) fz_snap_check(&snaps[i], what);
+    if (i < STATES && i != changed) fz_snap_check(&structs[i], what);
+    fz_snap_free(&snaps[i]);
+    if (i < STATES) fz_snap_free(&structs[i]);
+  }
+}
+
+/* The memory a write to slot a may change: its own, or with overlap slots 0, 2 and the buffer. */
+static unsigned written(int overlap, int a) {
+  return overlap && a != 1 ? (1u << 0 | 1u << 2 | 1u << STATES) : 1u << a;
+}
+
+static void check_zero(const slot *sl, const char *what) {
+  for (size_t e = 0; e < sl->floats; ++e) FZ_CHECK(sl->s.data[e] == 0.0f, "%s: float %zu not zeroed", what, e);
+  FZ_CHECK(sl->s.tokens == 0, "%s: tokens not zeroed", what);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  fz_in in;
+  fz_init(&in, data, size);
+  slot sl[STATES];
+  /* slot 0: a shape; slot 1: the same or another; slot 2: slot 0's shape, its memory either its
+   * own or overlapping slot 0's (inside one shared guarded buffer) */
+  for (int i = 0; i < 2; ++i) {
+    const attn_feature_map fm = fz_pick(&in, 2) ? ATTN_FEATURE_ELU1 : ATTN_FEATURE_IDENTITY;
+    attn_linear_desc_init(&sl[i].d, 1, 1, 1, fz_size(&in, MAX_H), fz_size(&in, MAX_D), fz_size(&in, MAX_D), fm);
+    sl[i].d.h_q = sl[i].d.h_kv;
+    sl[i].d.normalize = fz_pick(&in, 3) != 0;
+  }
+  if (fz_pick(&in, 2)) sl[1].d = sl[0].d;
+  sl[2].d = sl[0].d;
+  const int overlap = fz_pick(&in, 2);
+  for (int i = 0; i < STATES; ++i) sl[i].floats = floats_of(&sl[i].d);
+  const size_t shift = 1 + fz_pick(&in, 256) % (sl[0].floats - 1); /* slot 2 starts inside slot 0 */
+  const size_t shared_floats = overlap ? shift + sl[0].floats : 0;
+  float *shared = overlap ? fz_alloc(sizeof(float) * shared_floats, 0) : NULL;
+  for (int i = 0; i < STATES; ++i) {
+    sl[i].mem = (overlap && i == 0) ? shared : (overlap && i == 2) ? shared + shift
+                                                                   : fz_alloc(sizeof(float) * sl[i].floats, 0);
+    size_t bytes = 0;
+    fz_check_status("state_size", attn_linear_state_size(&sl[i].d, &bytes), ATTN_OK);
+    FZ_CHECK(bytes == sizeof(float) * sl[i].floats, "state_size %zu, expected %zu floats", bytes, sl[i].floats);
+    fz_check_status("state_init", attn_linear_state_init(&sl[i].s, &sl[i].d, sl[i].mem, bytes), ATTN_OK);
+  }
+  for (int i = 0; i < STATES; ++i) fill(&in, &sl[i]); /* slot 2 overwrites the shared part of slot 0 */
+
+  for (int op = 0; op < OPS && in.pos < in.n; ++op) {
+    const int a = (int)fz_pick(&in, STATES), b = (int)fz_pick(&in, STATES);
+    fz_snap snaps[STATES + 1], structs[STATES];
+    snap_all(sl, snaps, structs, shared, shared_floats);
+    attn_status st;
+    switch (fz_pick(&in, 9)) {
+    case 0: { /* init on exactly enough memory: zeroes the state */
+      fz_check_status("state_init", attn_linear_state_init(&sl[a].s, &sl[a].d, sl[a].mem, sizeof(float) * sl[a].floats),
+                      ATTN_OK);
+      check_zero(&sl[a], "state_init");
+      check_all(snaps, structs, written(overlap, a), a, "state_init of another state");
+      break;
+    }
+    case 1: { /* init on too little memory */
+      const size_t bytes = sizeof(float) * sl[a].floats - 1 - fz_u8(&in) % (sizeof(float) * sl[a].floats);
+      fz_check_status("state_init(small)", attn_linear_state_init(&sl[a].s, &sl[a].d, sl[a].mem, bytes),
+                      ATTN_E_WORKSPACE_TOO_SMALL);
+      check_all(snaps, structs, 0, -1, "state_init on too little memory");
+      break;
+    }
+    case 2: { /* init with a NULL argument or an invalid descriptor */
+      attn_linear_desc bad = sl[a].d;
+      const unsigned k = fz_pick(&in, 4);
+      if (k == 3) bad.dv = 0;
+      st = attn_linear_state_init(k == 0 ? NULL : &sl[a].s, k == 1 ? NULL : &bad, k == 2 ? NULL : sl[a].mem,
+                                  sizeof(float) * sl[a].floats);
+      fz_check_status("state_init(bad)", st, k == 3 ? ATTN_E_ZERO_SIZE : ATTN_E_NULL_POINTER);
+      check_all(snaps, structs, 0, -1, "a refused state_init");
+      break;
+    }
+    case 3: /* reset */
+      fz_check_status("state_reset", attn_linear_state_reset(&sl[a].s), ATTN_OK);
+      check_zero(&sl[a], "state_reset");
+      check_all(snaps, structs, written(overlap, a), a, "state_reset of another state");
+      break;
+    case 4: { /* reset NULL, or a state without memory */
+      attn_linear_state unbound = sl[a].s;
+      unbound.data = NULL;
+      fz_check_status("state_reset(NULL)", attn_linear_state_reset(fz_pick(&in, 2) ? NULL : &unbound),
+                      ATTN_E_NULL_POINTER);
+      check_all(snaps, structs, 0, -1, "a refused state_reset");
+      break;
+    }
+    case 5: { /* copy with NULL */
+      attn_linear_state unbound = sl[b].s;
+      unbound.data = NULL;
+      const unsigned k = fz_pick(&in, 3);
+      st = attn_linear_state_copy(k == 0 ? NULL : &sl[a].s, k == 1 ? NULL : k == 2 ? &unbound : &sl[b].s);
+      fz_check_status("state_copy(NULL)", st, ATTN_E_NULL_POINTER);
+      check_all(snaps, structs, 0, -1, "a refused state_copy");
+      break;
+    }
+    default: { /* copy b into a */
+      const int same_shape = sl[a].d.h_kv == sl[b].d.h_kv && sl[a].d.d == sl[b].d.d && sl[a].d.dv == sl[b].d.dv &&
+                             sl[a].d.feature_map == sl[b].d.feature_map && sl[a].d.normalize == sl[b].d.normalize;
+      const int same_mem = sl[a].s.data == sl[b].s.data;
+      const int overlapping = !same_mem && overlap && a != 1 && b != 1;
+      const attn_status want = !same_shape ? ATTN_E_STATE_MISMATCH : overlapping ? ATTN_E_ALIASING : ATTN_OK;
+      float *src = fz_calloc(sl[b].floats, sizeof(float));
+      memcpy(src, sl[b].s.data, sizeof(float) * sl[b].floats);
+      const uint64_t tokens = sl[b].s.tokens;
+      st = attn_linear_state_copy(&sl[a].s, &sl[b].s);
+      fz_check_status("state_copy", st, want);
+      if (st == ATTN_OK) {
+        FZ_CHECK(sl[a].s.data == sl[a].mem, "state_copy changed dst's data pointer");
+        FZ_CHECK(memcmp(sl[a].s.data, src, sizeof(float) * sl[a].floats) == 0 && sl[a].s.tokens == tokens,
+                 "state_copy: not a bitwise copy");
+        check_all(snaps, structs, written(overlap, a), a, "state_copy: another state");
+      } else {
+        check_all(snaps, structs, 0, -1, "a refused state_copy");
+      }
+      free(src);
+    }
+    }
+  }
+  for (int i = 0; i < STATES; ++i) {
+    if (overlap && i != 1) continue; /* inside the shared buffer */
+    FZ_CHECK(fz_guards_intact(sl[i].mem), "state memory guard zone written");
+    fz_free(sl[i].mem);
+  }
+  if (shared) {
+    FZ_CHECK(fz_guards_intact(shared), "shared state memory guard zone written");
+    fz_free(shared);
+  }
+  return 0;
+}

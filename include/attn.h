@@ -3,8 +3,9 @@
  *
  * One public header. Every entry point validates its arguments and answers with an attn_status;
  * the library never prints, never aborts, never allocates on a compute path and never writes
- * outside the buffers the caller passes. The mathematics of every variant is specified in
- * VARIANTS.md (shared spec); the conventions that matter to a caller are repeated here.
+ * outside the buffers the caller passes. This header is the whole contract: the conventions
+ * every variant shares are below, and each variant's exact mathematics stands beside its
+ * functions.
  *
  * Conventions used throughout
  * ---------------------------
@@ -152,7 +153,7 @@ typedef struct attn_layout {
 #define ATTN_UNBOUNDED SIZE_MAX
 
 /* ---------------------------------------------------------------------------------------------
- * Softmax attention (VARIANTS.md sections 1-2)
+ * Softmax attention
  *
  *   o_i = sum_j softmax_j(scale * q_i . k_j) v_j over the keys j visible to query i, where key j
  *   is visible iff p_i - window_left <= j <= p_i + window_right (p_i: bottom-right position).
@@ -249,7 +250,7 @@ ATTN_API attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts,
                                         size_t lse_out_stride);
 
 /* ---------------------------------------------------------------------------------------------
- * Linear attention (VARIANTS.md section 3)
+ * Linear attention
  *
  *   phi = psi = the feature map, applied per row, feature size m (m = d for the maps below).
  *   Bidirectional:  o_i = phi(q_i)^T S / (phi(q_i)^T z + eps),  S = sum_j psi(k_j) v_j^T,

@@ -351,22 +351,13 @@ typedef struct ln_full {
   double *got, *ref, *scale; /* prefill output as double, reference, scales ([n][h_q][dv]) */
 } ln_full;
 
-static tu_tensor rows_view(const tu_tensor *t, size_t first, size_t n) {
-  tu_tensor v = *t;
-  v.data = tu_at(t, first, 0, 0);
-  v.n = n;
-  v.span = tu_span(n, t->h, t->w, t->l);
-  v.owner = NULL;
-  return v;
-}
-
 static void ln_full_make(ln_full *f, const ln_prop_case *c, uint64_t seed) {
   tu_rng rng;
   tu_rng_seed(&rng, seed);
   tu_qkv_make(&f->x, T, UNI, &rng, c->n + 1, c->n + 1, c->h_q, c->h_kv, c->d, c->dv);
-  f->q = rows_view(&f->x.q, 0, c->n);
-  f->k = rows_view(&f->x.k, 0, c->n);
-  f->v = rows_view(&f->x.v, 0, c->n);
+  f->q = tu_rows_view(&f->x.q, 0, c->n);
+  f->k = tu_rows_view(&f->x.k, 0, c->n);
+  f->v = tu_rows_view(&f->x.v, 0, c->n);
   ln_desc(&f->d, c->n, c->n, c->h_q, c->h_kv, c->d, c->dv, c->fm, CAUSAL, c->normalize, c->chunk);
   ln_state_make(&f->st, &f->d);
   ln_call(&f->d, &f->q, &f->k, &f->v, T, &f->st.s, 0, &f->o);
@@ -394,8 +385,8 @@ static void ln_decode_step(const ln_prop_case *c, const tu_qkv *x, size_t t,
                            attn_linear_state *state, tu_tensor *o) {
   attn_linear_desc d;
   ln_desc(&d, 1, 1, c->h_q, c->h_kv, c->d, c->dv, c->fm, CAUSAL, c->normalize, c->chunk);
-  const tu_tensor q = rows_view(&x->q, t, 1), k = rows_view(&x->k, t, 1),
-                  v = rows_view(&x->v, t, 1);
+  const tu_tensor q = tu_rows_view(&x->q, t, 1), k = tu_rows_view(&x->k, t, 1),
+                  v = tu_rows_view(&x->v, t, 1);
   ln_call(&d, &q, &k, &v, T, state, 0, o);
 }
 
@@ -478,8 +469,8 @@ START_TEST(linear_snapshot_restore_bit_exact) {
   attn_linear_desc d = f.d;
   d.n_q = d.n_kv = a;
   tu_tensor o0, o1, o2;
-  const tu_tensor q0 = rows_view(&f.x.q, 0, a), k0 = rows_view(&f.x.k, 0, a),
-                  v0 = rows_view(&f.x.v, 0, a);
+  const tu_tensor q0 = tu_rows_view(&f.x.q, 0, a), k0 = tu_rows_view(&f.x.k, 0, a),
+                  v0 = tu_rows_view(&f.x.v, 0, a);
   ln_call(&d, &q0, &k0, &v0, T, &st.s, 0, &o0);
   attn_linear_state saved = st.s;
   if (by_copy) {
@@ -492,8 +483,8 @@ START_TEST(linear_snapshot_restore_bit_exact) {
     memcpy(snap.s.data, st.s.data, bytes);
   }
   d.n_q = d.n_kv = rest;
-  const tu_tensor q1 = rows_view(&f.x.q, a, rest), k1 = rows_view(&f.x.k, a, rest),
-                  v1 = rows_view(&f.x.v, a, rest);
+  const tu_tensor q1 = tu_rows_view(&f.x.q, a, rest), k1 = tu_rows_view(&f.x.k, a, rest),
+                  v1 = tu_rows_view(&f.x.v, a, rest);
   ln_call(&d, &q1, &k1, &v1, T, &st.s, 0, &o1);
   float *after = malloc(bytes);
   ck_assert_ptr_nonnull(after);
@@ -533,9 +524,9 @@ START_TEST(linear_split_prefill_matches_one_call) {
   for (int s = 0; s < 2; ++s) {
     attn_linear_desc d = f.d;
     d.n_q = d.n_kv = part[s][1];
-    const tu_tensor q = rows_view(&f.q, part[s][0], part[s][1]),
-                    k = rows_view(&f.k, part[s][0], part[s][1]),
-                    v = rows_view(&f.v, part[s][0], part[s][1]);
+    const tu_tensor q = tu_rows_view(&f.q, part[s][0], part[s][1]),
+                    k = tu_rows_view(&f.k, part[s][0], part[s][1]),
+                    v = tu_rows_view(&f.v, part[s][0], part[s][1]);
     tu_tensor o;
     ln_call(&d, &q, &k, &v, T, &st.s, 0, &o);
     ln_compare("linear.o", "split prefill vs one call", &o, f.got + part[s][0] * hd,
@@ -621,8 +612,8 @@ START_TEST(linear_nonfinite_policy) {
           ln_desc(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv, elu ? ELU : ID, c->causal, elu, c->chunk);
           ln_state st;
           if (c->causal) ln_state_make(&st, &d);
-          const tu_tensor q0 = rows_view(&x.q, 0, c->n_q), k0 = rows_view(&x.k, 0, c->n_kv);
-          const tu_tensor v0 = rows_view(&x.v, 0, c->n_kv);
+          const tu_tensor q0 = tu_rows_view(&x.q, 0, c->n_q), k0 = tu_rows_view(&x.k, 0, c->n_kv);
+          const tu_tensor v0 = tu_rows_view(&x.v, 0, c->n_kv);
           tu_tensor o;
           ln_call(&d, &q0, &k0, &v0, T, c->causal ? &st.s : NULL, 0, &o);
           tu_qkv_assert_unchanged(&x);
@@ -634,8 +625,8 @@ START_TEST(linear_nonfinite_policy) {
           if (c->causal) { /* the decode step after it: row n_q of the whole sequence */
             attn_linear_desc step = d;
             step.n_q = step.n_kv = 1;
-            const tu_tensor q1 = rows_view(&x.q, c->n_q, 1), k1 = rows_view(&x.k, c->n_kv, 1);
-            const tu_tensor v1 = rows_view(&x.v, c->n_kv, 1);
+            const tu_tensor q1 = tu_rows_view(&x.q, c->n_q, 1), k1 = tu_rows_view(&x.k, c->n_kv, 1);
+            const tu_tensor v1 = tu_rows_view(&x.v, c->n_kv, 1);
             ln_call(&step, &q1, &k1, &v1, T, &st.s, 0, &o);
             attn_linear_desc whole = d;
             whole.n_q = c->n_q + 1;

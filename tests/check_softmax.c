@@ -227,16 +227,6 @@ static void sm_desc(attn_softmax_desc *d, size_t n_q, size_t n_kv, size_t h_q, s
   d->window_right = wr;
 }
 
-/* A view of rows [first, first + n) of a tensor. */
-static tu_tensor rows_view(const tu_tensor *t, size_t first, size_t n) {
-  tu_tensor v = *t;
-  v.data = tu_at(t, first, 0, 0);
-  v.n = n;
-  v.span = tu_span(n, t->h, t->w, t->l);
-  v.owner = NULL;
-  return v;
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* Reference table                                                                             */
 /* ------------------------------------------------------------------------------------------ */
@@ -360,8 +350,8 @@ START_TEST(softmax_decode_matches_prefill) {
   for (size_t t = 0; t < c->n; ++t) {
     attn_softmax_desc d;
     sm_desc(&d, 1, t + 1, c->h_q, c->h_kv, c->d, c->dv, c->wl, 0);
-    const tu_tensor q = rows_view(&f.x.q, t, 1), k = rows_view(&f.x.k, 0, t + 1),
-                    v = rows_view(&f.x.v, 0, t + 1);
+    const tu_tensor q = tu_rows_view(&f.x.q, t, 1), k = tu_rows_view(&f.x.k, 0, t + 1),
+                    v = tu_rows_view(&f.x.v, 0, t + 1);
     sm_result res;
     sm_call(&d, &q, &k, &v, T, 1, 0, &res);
     sm_compare("decode step vs prefill row", &d, &res, f.got + t * hd, f.got_lse + t * c->h_q,
@@ -381,7 +371,7 @@ START_TEST(softmax_chunked_matches_prefill) {
   const size_t nq = c->n - c->start, hd = c->h_q * c->dv;
   attn_softmax_desc d;
   sm_desc(&d, nq, c->n, c->h_q, c->h_kv, c->d, c->dv, c->wl, 0);
-  const tu_tensor q = rows_view(&f.x.q, c->start, nq);
+  const tu_tensor q = tu_rows_view(&f.x.q, c->start, nq);
   sm_result res;
   sm_call(&d, &q, &f.x.k, &f.x.v, T, 1, 0, &res);
   sm_compare("chunked prefill vs prefill rows", &d, &res, f.got + c->start * hd,
@@ -405,8 +395,8 @@ START_TEST(softmax_merge_halves_matches_whole) {
   attn_softmax_desc da, db;
   sm_desc(&da, n, a, c->h_q, c->h_kv, c->d, c->dv, U, n - a);
   sm_desc(&db, n, n - a, c->h_q, c->h_kv, c->d, c->dv, U, 0);
-  const tu_tensor ka = rows_view(&f.x.k, 0, a), va = rows_view(&f.x.v, 0, a);
-  const tu_tensor kb = rows_view(&f.x.k, a, n - a), vb = rows_view(&f.x.v, a, n - a);
+  const tu_tensor ka = tu_rows_view(&f.x.k, 0, a), va = tu_rows_view(&f.x.v, 0, a);
+  const tu_tensor kb = tu_rows_view(&f.x.k, a, n - a), vb = tu_rows_view(&f.x.v, a, n - a);
   sm_result ra, rb, merged;
   sm_call(&da, &f.x.q, &ka, &va, T, 1, 0, &ra);
   sm_call(&db, &f.x.q, &kb, &vb, T, 1, 0, &rb);

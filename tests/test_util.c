@@ -220,6 +220,15 @@ float *tu_at(const tu_tensor *t, size_t token, size_t head, size_t c) {
   return t->data + token * t->l.row_stride + head * t->l.head_stride + c;
 }
 
+tu_tensor tu_rows_view(const tu_tensor *t, size_t first, size_t n) {
+  tu_tensor v = *t;
+  v.data = tu_at(t, first, 0, 0);
+  v.n = n;
+  v.span = tu_span(n, t->h, t->w, t->l);
+  v.owner = NULL;
+  return v;
+}
+
 void tu_tensor_fill(tu_tensor *t, tu_rng *r, float lo, float hi) {
   for (size_t i = 0; i < t->n; ++i)
     for (size_t h = 0; h < t->h; ++h)

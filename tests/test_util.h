@@ -95,6 +95,8 @@ size_t tu_span(size_t n, size_t h, size_t w, attn_layout l);
 void tu_tensor_alloc(tu_tensor *t, tu_layout_kind kind, size_t n, size_t h, size_t w, int guarded);
 void tu_tensor_free(tu_tensor *t);
 float *tu_at(const tu_tensor *t, size_t token, size_t head, size_t c);
+/** A view (not owning memory) of tokens [first, first + n) of a tensor. */
+tu_tensor tu_rows_view(const tu_tensor *t, size_t first, size_t n);
 /** Fill the logical elements uniformly in [lo, hi). */
 void tu_tensor_fill(tu_tensor *t, tu_rng *r, float lo, float hi);
 /** Copy the logical elements to a contiguous [n][h][w] double array. */

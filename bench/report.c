@@ -328,21 +328,102 @@ void bench_print_crossovers(FILE *f, const bench_results *r) {
   }
 }
 
-/* ---- CSV ------------------------------------------------------------------------------------- */
-
-static const char *window_text(char *buf, size_t len, size_t w) {
-  if (w == ATTN_UNBOUNDED) snprintf(buf, len, "unbounded");
-  else snprintf(buf, len, "%zu", w);
-  return buf;
-}
-
 static const char *state_name(bench_row_state s) {
   return s == ROW_OK ? "ok" : s == ROW_SKIPPED ? "skipped" : s == ROW_FAILED ? "failed" : "pending";
 }
 
-static void csv_num(FILE *f, double v) {
-  if (isfinite(v)) fprintf(f, ",%.6g", v);
-  else fprintf(f, ",");
+/* ---- The result columns: one table feeds the CSV and the JSON rows ------------------------- */
+
+typedef struct column {
+  const char *name;
+  const char *(*text)(const bench_results *r, const bench_row *row); /* a string column, or */
+  double (*num)(const bench_results *r, const bench_row *row);       /* a number (NaN: empty) */
+} column;
+
+static int row_ok(const bench_row *row) { return row->state == ROW_OK; }
+static double window_num(size_t w) { return w == ATTN_UNBOUNDED ? NAN : (double)w; }
+
+#define TEXT_COL(col, expr)                                                          \
+  static const char *col_##col(const bench_results *r, const bench_row *row) {       \
+    (void)r, (void)row;                                                              \
+    return (expr);                                                                   \
+  }
+#define NUM_COL(col, expr)                                                           \
+  static double col_##col(const bench_results *r, const bench_row *row) {            \
+    (void)r, (void)row;                                                              \
+    return (double)(expr);                                                           \
+  }
+TEXT_COL(variant, row->var->name)
+TEXT_COL(mode, row->var->mode == BENCH_DECODE ? "decode" : "prefill")
+TEXT_COL(isa, row->baseline ? "none" : row->impl)
+TEXT_COL(impl, row->impl)
+NUM_COL(native, row->native)
+NUM_COL(baseline, row->baseline)
+NUM_COL(extra, row->extra)
+NUM_COL(threads, r->threads)
+NUM_COL(n_q, row->shape.n_q)
+NUM_COL(n_kv, row->shape.n_kv)
+NUM_COL(heads, row->shape.h_q)
+NUM_COL(kv_heads, row->shape.h_kv)
+NUM_COL(d, row->shape.d)
+NUM_COL(dv, row->shape.dv)
+NUM_COL(feature_size, row->shape.m)
+NUM_COL(causal, row->var->causal)
+NUM_COL(window_left, window_num(row->shape.window_left))
+NUM_COL(window_right, window_num(row->shape.window_right))
+TEXT_COL(state, state_name(row->state))
+TEXT_COL(note, row->note)
+NUM_COL(retried, row->retried)
+NUM_COL(reps, row_ok(row) ? row->st.reps : NAN)
+NUM_COL(calls_per_rep, row_ok(row) ? (double)row->st.iters : NAN)
+NUM_COL(median_ns, row_ok(row) ? row->st.median * 1e9 : NAN)
+NUM_COL(min_ns, row_ok(row) ? row->st.min * 1e9 : NAN)
+NUM_COL(max_ns, row_ok(row) ? row->st.max * 1e9 : NAN)
+NUM_COL(spread, row_ok(row) ? row->st.spread : NAN)
+NUM_COL(cpu_share, row_ok(row) ? row->st.cpu_share : NAN)
+NUM_COL(other_load, row_ok(row) ? row->st.other_load : NAN)
+NUM_COL(noisy, row_ok(row) && row->st.noisy)
+NUM_COL(flops, row->cost.flops)
+NUM_COL(bytes, row->cost.bytes)
+NUM_COL(tokens, row->cost.tokens)
+NUM_COL(gflops, bench_row_gflops(r, row))
+NUM_COL(tokens_per_s, bench_row_tokens(r, row))
+NUM_COL(gbps, bench_row_gbps(r, row))
+NUM_COL(frac_peak, bench_row_frac_peak(r, row))
+NUM_COL(frac_machine_peak, bench_row_frac_machine_peak(r, row))
+NUM_COL(frac_bw, bench_row_frac_bw(r, row))
+#undef TEXT_COL
+#undef NUM_COL
+
+#define TEXT(col) {#col, col_##col, NULL}
+#define NUM(col) {#col, NULL, col_##col}
+static const column columns[] = {
+    TEXT(variant), TEXT(mode), TEXT(isa), TEXT(impl), NUM(native), NUM(baseline), NUM(extra), NUM(threads),
+    NUM(n_q), NUM(n_kv), NUM(heads), NUM(kv_heads), NUM(d), NUM(dv), NUM(feature_size), NUM(causal),
+    NUM(window_left), NUM(window_right), TEXT(state), TEXT(note), NUM(retried), NUM(reps), NUM(calls_per_rep),
+    NUM(median_ns), NUM(min_ns), NUM(max_ns), NUM(spread), NUM(cpu_share), NUM(other_load), NUM(noisy),
+    NUM(flops), NUM(bytes), NUM(tokens), NUM(gflops), NUM(tokens_per_s), NUM(gbps), NUM(frac_peak),
+    NUM(frac_machine_peak), NUM(frac_bw),
+};
+#undef TEXT
+#undef NUM
+enum { NCOLUMNS = sizeof columns / sizeof columns[0] };
+
+/* After the table, two columns per baseline: <name>_median_ns and speedup_vs_<name>. */
+static double baseline_median_ns(const bench_row *row, bench_base b) {
+  return isfinite(bench_row_speedup(row, b)) ? row->base[b]->st.median * 1e9 : NAN;
+}
+
+/* ---- CSV ------------------------------------------------------------------------------------- */
+
+static void csv_value(FILE *f, double v) {
+  if (isfinite(v)) fprintf(f, "%.9g", v);
+}
+/* A quoted CSV field ("" inside). */
+static void csv_text(FILE *f, const char *v) {
+  fputc('"', f);
+  for (; *v; v++) fprintf(f, *v == '"' ? "\"\"" : "%c", *v);
+  fputc('"', f);
 }
 
 int bench_write_csv(const char *path, const bench_results *r) {
@@ -364,45 +445,22 @@ int bench_write_csv(const char *path, const bench_results *r) {
     char text[512];
     fprintf(f, "# baseline %s\n", baseline_text(text, sizeof text, &r->base[b]));
   }
-  fprintf(f, "variant,isa,native,seq_q,seq_kv,head_dim,causal,median_ns,gflops,tokens_per_s,"
-             "impl,baseline,extra,threads,heads,kv_heads,dv,feature_size,window_left,window_right,"
-             "state,note,retried,reps,calls_per_rep,min_ns,max_ns,spread,cpu_share,other_load,noisy,flops,bytes,tokens,"
-             "gbps,frac_peak,frac_machine_peak,frac_bw");
+  for (size_t c = 0; c < NCOLUMNS; c++) fprintf(f, "%s%s", c ? "," : "", columns[c].name);
   for (int b = 0; b < BENCH_BASE_COUNT; b++)
     fprintf(f, ",%s_median_ns,speedup_vs_%s", r->base[b].name, r->base[b].name);
   fprintf(f, "\n");
   for (size_t k = 0; k < r->count; k++) {
     const bench_row *row = &r->rows[k];
-    const bench_shape *s = &row->shape;
-    int ok = row->state == ROW_OK;
-    char wl[24], wr[24];
-    fprintf(f, "%s,%s,%d,%zu,%zu,%zu,%d", row->var->name, row->baseline ? "none" : row->impl,
-            row->native, s->n_q, s->n_kv, s->d, row->var->causal);
-    csv_num(f, ok ? row->st.median * 1e9 : NAN);
-    csv_num(f, bench_row_gflops(r, row));
-    csv_num(f, bench_row_tokens(r, row));
-    fprintf(f, ",%s,%d,%d,%d,%zu,%zu,%zu,%zu,%s,%s,%s,\"%s\",%u,%u,%zu", row->impl, row->baseline,
-            row->extra, r->threads, s->h_q, s->h_kv, s->dv, s->m,
-            window_text(wl, sizeof wl, s->window_left), window_text(wr, sizeof wr, s->window_right),
-            state_name(row->state), row->note, row->retried, ok ? row->st.reps : 0,
-            ok ? row->st.iters : 0);
-    csv_num(f, ok ? row->st.min * 1e9 : NAN);
-    csv_num(f, ok ? row->st.max * 1e9 : NAN);
-    csv_num(f, ok ? row->st.spread : NAN);
-    csv_num(f, ok ? row->st.cpu_share : NAN);
-    csv_num(f, ok ? row->st.other_load : NAN);
-    fprintf(f, ",%d", ok && row->st.noisy);
-    csv_num(f, row->cost.flops);
-    csv_num(f, row->cost.bytes);
-    csv_num(f, row->cost.tokens);
-    csv_num(f, bench_row_gbps(r, row));
-    csv_num(f, bench_row_frac_peak(r, row));
-    csv_num(f, bench_row_frac_machine_peak(r, row));
-    csv_num(f, bench_row_frac_bw(r, row));
+    for (size_t c = 0; c < NCOLUMNS; c++) {
+      if (c) fputc(',', f);
+      if (columns[c].text) csv_text(f, columns[c].text(r, row));
+      else csv_value(f, columns[c].num(r, row));
+    }
     for (int b = 0; b < BENCH_BASE_COUNT; b++) {
-      const double x = bench_row_speedup(row, (bench_base)b);
-      csv_num(f, isfinite(x) ? row->base[b]->st.median * 1e9 : NAN);
-      csv_num(f, x);
+      fputc(',', f);
+      csv_value(f, baseline_median_ns(row, (bench_base)b));
+      fputc(',', f);
+      csv_value(f, bench_row_speedup(row, (bench_base)b));
     }
     fprintf(f, "\n");
   }
@@ -497,48 +555,19 @@ int bench_write_json(const char *path, const bench_results *r) {
   fprintf(f, "},\n  \"results\": [\n");
   for (size_t k = 0; k < r->count; k++) {
     const bench_row *row = &r->rows[k];
-    const bench_shape *s = &row->shape;
-    int ok = row->state == ROW_OK;
     fprintf(f, "    {");
-    json_str(f, "variant", row->var->name, 1);
-    json_str(f, "mode", row->var->mode == BENCH_DECODE ? "decode" : "prefill", 1);
-    json_str(f, "impl", row->impl, 1);
-    json_num(f, "native", row->native, 1);
-    json_num(f, "baseline", row->baseline, 1);
-    json_num(f, "extra", row->extra, 1);
-    json_num(f, "n_q", (double)s->n_q, 1);
-    json_num(f, "n_kv", (double)s->n_kv, 1);
-    json_num(f, "heads", (double)s->h_q, 1);
-    json_num(f, "kv_heads", (double)s->h_kv, 1);
-    json_num(f, "d", (double)s->d, 1);
-    json_num(f, "dv", (double)s->dv, 1);
-    json_num(f, "feature_size", (double)s->m, 1);
-    json_num(f, "window_left", s->window_left == ATTN_UNBOUNDED ? NAN : (double)s->window_left, 1);
-    json_num(f, "window_right", s->window_right == ATTN_UNBOUNDED ? NAN : (double)s->window_right, 1);
-    json_str(f, "state", state_name(row->state), 1);
-    json_str(f, "note", row->note, 1);
-    json_num(f, "retried", row->retried, 1);
-    json_num(f, "reps", ok ? row->st.reps : NAN, 1);
-    json_num(f, "calls_per_rep", ok ? (double)row->st.iters : NAN, 1);
-    json_num(f, "median_s", ok ? row->st.median : NAN, 1);
-    json_num(f, "min_s", ok ? row->st.min : NAN, 1);
-    json_num(f, "max_s", ok ? row->st.max : NAN, 1);
-    json_num(f, "spread", ok ? row->st.spread : NAN, 1);
-    json_num(f, "cpu_share", ok ? row->st.cpu_share : NAN, 1);
-    json_num(f, "other_load", ok ? row->st.other_load : NAN, 1);
-    json_num(f, "noisy", ok && row->st.noisy, 1);
-    json_num(f, "flops", row->cost.flops, 1);
-    json_num(f, "bytes", row->cost.bytes, 1);
-    json_num(f, "tokens", row->cost.tokens, 1);
-    json_num(f, "gflops", bench_row_gflops(r, row), 1);
-    json_num(f, "tokens_per_s", bench_row_tokens(r, row), 1);
-    json_num(f, "gbps", bench_row_gbps(r, row), 1);
-    json_num(f, "frac_peak", bench_row_frac_peak(r, row), 1);
-    json_num(f, "frac_machine_peak", bench_row_frac_machine_peak(r, row), 1);
-    json_num(f, "frac_bw", bench_row_frac_bw(r, row), 1);
-    fprintf(f, "\"speedup_vs\": {");
-    for (int b = 0; b < BENCH_BASE_COUNT; b++) json_num(f, r->base[b].name, bench_row_speedup(row, (bench_base)b), b + 1 < BENCH_BASE_COUNT);
-    fprintf(f, "}}%s\n", k + 1 < r->count ? "," : "");
+    for (size_t c = 0; c < NCOLUMNS; c++) {
+      if (columns[c].text) json_str(f, columns[c].name, columns[c].text(r, row), 1);
+      else json_num(f, columns[c].name, columns[c].num(r, row), 1);
+    }
+    for (int b = 0; b < BENCH_BASE_COUNT; b++) {
+      char key[2][64];
+      snprintf(key[0], sizeof key[0], "%s_median_ns", r->base[b].name);
+      snprintf(key[1], sizeof key[1], "speedup_vs_%s", r->base[b].name);
+      json_num(f, key[0], baseline_median_ns(row, (bench_base)b), 1);
+      json_num(f, key[1], bench_row_speedup(row, (bench_base)b), b + 1 < BENCH_BASE_COUNT);
+    }
+    fprintf(f, "}%s\n", k + 1 < r->count ? "," : "");
   }
   fprintf(f, "  ],\n  \"crossovers\": [\n");
   for (size_t k = 0; k < r->ncross; k++) {

@@ -16,7 +16,7 @@
  * ATTN_FUZZ_NONFINITE=1 (environment) enables the cases of the library's non-finite policy:
  * NaN and +-Inf injected into inputs, with the expectation that a row which uses a non-finite
  * input is all NaN and every other row matches the reference; and merge in place with the output
- * part repeated. Off by default until the library implements that policy.
+ * part repeated. On by default (meson option fuzz_nonfinite).
  */
 #ifndef ATTN_FUZZ_COMMON_H
 #define ATTN_FUZZ_COMMON_H
@@ -69,13 +69,10 @@ attn_isa fz_set_isa(fz_in *in);
 /* ------------------------------------------------------------------------------------------ */
 /* Expected status of a call with injected faults                                              */
 /* ------------------------------------------------------------------------------------------ */
-/** No fault: ATTN_OK; one fault: its status exactly; two or more: any error. An output layout
- *  that the library may accept or refuse (see fz_expect_output_layout) also allows
- *  ATTN_E_BAD_STRIDE. */
+/** No fault: ATTN_OK; one fault: its status exactly; two or more: any error. */
 typedef struct fz_expect {
   int faults;
   attn_status status;
-  int maybe_bad_stride;
 } fz_expect;
 void fz_expect_fault(fz_expect *e, attn_status status);
 /** Aborts unless got is what e expects. */
@@ -131,9 +128,10 @@ void fz_common_fault(fz_in *in, fz_call *c, int fault);
  *  fz_expect_output_layout. */
 attn_layout fz_layout(fz_in *in, size_t n, size_t h, size_t w, int output);
 /** What the library must do with an output layout [n][h][w]: accept it when it follows the
- *  header's rule (the smaller stride is at least w and the larger at least the smaller times its
- *  count; strides of count-1 dimensions do not matter), refuse it (a fault, ATTN_E_BAD_STRIDE)
- *  when two logical elements share memory, and either in between. */
+ *  header's rule (strides of count > 1 at least w; with both counts > 1, the larger stride at
+ *  least (count of the smaller-stride dimension - 1) x smaller stride + w), refuse it otherwise
+ *  (a fault, ATTN_E_BAD_STRIDE). The harness also checks that the rule never accepts a layout
+ *  whose elements share memory. */
 void fz_expect_output_layout(fz_expect *e, size_t n, size_t h, size_t w, attn_layout l);
 
 /* ------------------------------------------------------------------------------------------ */

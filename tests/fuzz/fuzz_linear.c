@@ -191,6 +191,7 @@ static int one_call(fz_in *in, attn_isa isa, const lin_shape *sh, lin_state *st,
   fz_call_bind(&c, sizes, layouts, &x, o.data, ws, need);
   attn_linear_state call_state = st ? st->s : (attn_linear_state){0};
   attn_linear_state *sp = st ? &call_state : NULL;
+  int state_faulted = 0;
   for (int f = last ? fz_fault_count(in) : 0; f > 0; --f) {
     switch (fz_pick(in, F_COUNT)) {
     case F_FEATURE_MAP:
@@ -225,6 +226,7 @@ static int one_call(fz_in *in, attn_isa isa, const lin_shape *sh, lin_state *st,
         }
         break;
       }
+      if (state_faulted++) break; /* a second state fault could undo the first (a toggled flag) */
       switch (fz_pick(in, 6)) {
       case 0: call_state.data = NULL; fz_expect_fault(&c.call, ATTN_E_NULL_POINTER); break;
       case 1: call_state.data = c.o; fz_expect_fault(&c.call, ATTN_E_ALIASING); break;

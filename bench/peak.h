@@ -15,34 +15,24 @@
 
 #include <stddef.h>
 
-/** Chains of the AVX2 and NEON probes: 2 FMA pipes x 4-cycle latency = 8 in flight, 12 covers it. */
+/** Each probe bench/peak_<name>.c defines bench_peak_<name>, which runs `iters` iterations,
+ *  and bench_peak_<name>_flops, the flops of one iteration. */
+#define BENCH_PEAK_DECLARE(name)           \
+  float bench_peak_##name(size_t iters); \
+  extern const double bench_peak_##name##_flops;
+
+/** Chains of the AVX2 and NEON probes: 2 FMA pipes x 4-cycle latency = 8 in flight, 12 covers it
+ *  (AVX2 + FMA: 12 ymm chains x 8 lanes x 2 flops (vfmadd); NEON: 12 q-register chains x 4 lanes x
+ *  2 flops (fmla)). */
 #define BENCH_PEAK_CHAINS 12
 
 /** Plain C at the build's baseline flags (what the scalar path's compiler can reach; on x86-64
  *  gcc vectorises it to SSE2 multiply + add, whose chain latency is mul + add, so it takes 14
  *  chains: 14 x 4 lanes x 2 flops). */
 #define BENCH_PEAK_SCALAR_CHAINS 14
-#define BENCH_PEAK_SCALAR_FLOPS (BENCH_PEAK_SCALAR_CHAINS * 4 * 2)
-float bench_peak_scalar(size_t iters);
-
-#if defined(ATTN_BENCH_HAVE_PEAK_AVX2)
-/** AVX2 + FMA: 12 ymm chains x 8 lanes x 2 flops (vfmadd). */
-#define BENCH_PEAK_AVX2_FLOPS (BENCH_PEAK_CHAINS * 8 * 2)
-float bench_peak_avx2(size_t iters);
-#endif
 
 /** AVX-512F: 16 zmm chains (twice the 2 pipes x 4 cycles in flight; 32 zmm registers hold them)
  *  x 16 lanes x 2 flops. Call only where the CPU and the OS support AVX-512. */
 #define BENCH_PEAK_AVX512_CHAINS 16
-#if defined(ATTN_BENCH_HAVE_PEAK_AVX512)
-#define BENCH_PEAK_AVX512_FLOPS (BENCH_PEAK_AVX512_CHAINS * 16 * 2)
-float bench_peak_avx512(size_t iters);
-#endif
-
-#if defined(ATTN_BENCH_HAVE_PEAK_NEON)
-/** NEON: 12 q-register chains x 4 lanes x 2 flops (fmla). */
-#define BENCH_PEAK_NEON_FLOPS (BENCH_PEAK_CHAINS * 4 * 2)
-float bench_peak_neon(size_t iters);
-#endif
 
 #endif

@@ -6,6 +6,7 @@
  */
 #include <immintrin.h>
 
+#define ATTN_VL 16
 typedef __m512 vf;
 static inline vf vf_zero(void) { return _mm512_setzero_ps(); }
 static inline vf vf_set1(float x) { return _mm512_set1_ps(x); }

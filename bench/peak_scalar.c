@@ -1,6 +1,8 @@
 /* Peak probe for the scalar path: plain C, compiled with the build's baseline flags only. */
 #include "peak.h"
 
+const double bench_peak_scalar_flops = BENCH_PEAK_SCALAR_CHAINS * 4 * 2;
+
 float bench_peak_scalar(size_t iters) {
   volatile float va = 0.9999999f, vb = 1e-7f;
   const float a = va, b = vb;

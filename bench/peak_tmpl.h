@@ -2,9 +2,14 @@
  * Peak probe body, written once against a vf_* vector shim (src/simd/vf_<isa>.h, or the one in
  * peak_avx512.c), like the library's micro-kernels: BENCH_PEAK_NCHAINS independent FMA chains,
  * unrolled so they stay in registers. Include the shim, define BENCH_PEAK_NAME and
- * BENCH_PEAK_NCHAINS (at most 16), then include this file.
+ * BENCH_PEAK_NCHAINS (at most 16), then include this file. It also defines BENCH_PEAK_NAME##_flops,
+ * the flops of one iteration (chains x ATTN_VL lanes x 2).
  */
 #include "peak.h"
+
+#define BENCH_PEAK_CAT2_(a, b) a##b
+#define BENCH_PEAK_CAT_(a, b) BENCH_PEAK_CAT2_(a, b)
+const double BENCH_PEAK_CAT_(BENCH_PEAK_NAME, _flops) = BENCH_PEAK_NCHAINS * ATTN_VL * 2.0;
 
 float BENCH_PEAK_NAME(size_t iters) {
   volatile float va = 0.9999999f, vb = 1e-7f; /* volatile: values the compiler cannot fold */

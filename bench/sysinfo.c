@@ -92,18 +92,18 @@ void bench_sysinfo_fill(bench_sysinfo *info) {
 
 /* ---- peak probes ---------------------------------------------------------------------------- */
 
-static void run_peak_scalar(void *ctx, size_t iters) { *(volatile float *)ctx = bench_peak_scalar(iters); }
-#if defined(ATTN_BENCH_HAVE_PEAK_AVX2)
-static void run_peak_avx2(void *ctx, size_t iters) { *(volatile float *)ctx = bench_peak_avx2(iters); }
-#endif
+/* One probe per path of the ISA list native on this host (bench/meson.build). */
+#define BENCH_PATH_PROBE(name, ID)                                                                \
+  BENCH_PEAK_DECLARE(name)                                                                        \
+  static void run_peak_##name(void *ctx, size_t iters) { *(volatile float *)ctx = bench_peak_##name(iters); }
+ATTN_BENCH_PATH_PROBES
+#undef BENCH_PATH_PROBE
 #if defined(ATTN_BENCH_HAVE_PEAK_AVX512)
+BENCH_PEAK_DECLARE(avx512)
 static void run_peak_avx512(void *ctx, size_t iters) { *(volatile float *)ctx = bench_peak_avx512(iters); }
 /* __builtin_cpu_supports reads CPUID and, for AVX-512, also XGETBV: libgcc and compiler-rt report
  * avx512f only when the OS saves the opmask and ZMM state, so the probe cannot fault. */
 static int cpu_has_avx512(void) { return __builtin_cpu_supports("avx512f"); }
-#endif
-#if defined(ATTN_BENCH_HAVE_PEAK_NEON)
-static void run_peak_neon(void *ctx, size_t iters) { *(volatile float *)ctx = bench_peak_neon(iters); }
 #endif
 
 /* Whether the library's path runs natively on this CPU. */
@@ -114,22 +114,18 @@ static int path_native(attn_isa isa) {
 
 typedef struct probe_def {
   const char *name;
-  attn_isa path;      /* ATTN_ISA_NONE: a machine probe */
+  attn_isa path;       /* ATTN_ISA_NONE: a machine probe */
   bench_kernel fn;
-  double flops;       /* per iteration */
-  int (*runs)(void);  /* machine probes: whether this CPU runs it (paths: path_native) */
+  const double *flops; /* per iteration */
+  int (*runs)(void);   /* machine probes: whether this CPU runs it (paths: path_native) */
 } probe_def;
 
 static const probe_def probe_defs[] = {
-    {"scalar", ATTN_ISA_SCALAR, run_peak_scalar, BENCH_PEAK_SCALAR_FLOPS, NULL},
-#if defined(ATTN_BENCH_HAVE_PEAK_AVX2)
-    {"avx2", ATTN_ISA_AVX2, run_peak_avx2, BENCH_PEAK_AVX2_FLOPS, NULL},
-#endif
+#define BENCH_PATH_PROBE(name, ID) {#name, ATTN_ISA_##ID, run_peak_##name, &bench_peak_##name##_flops, NULL},
+    ATTN_BENCH_PATH_PROBES
+#undef BENCH_PATH_PROBE
 #if defined(ATTN_BENCH_HAVE_PEAK_AVX512)
-    {"avx512", ATTN_ISA_NONE, run_peak_avx512, BENCH_PEAK_AVX512_FLOPS, cpu_has_avx512},
-#endif
-#if defined(ATTN_BENCH_HAVE_PEAK_NEON)
-    {"neon", ATTN_ISA_NEON, run_peak_neon, BENCH_PEAK_NEON_FLOPS, NULL},
+    {"avx512", ATTN_ISA_NONE, run_peak_avx512, &bench_peak_avx512_flops, cpu_has_avx512},
 #endif
 };
 
@@ -151,7 +147,7 @@ static double probe_trial(bench_pool *pool, const probe_def *p, void **ctx) {
   bench_stats st;
   const bench_timing timing = probe_timing(PEAK_TRIAL_SECONDS);
   bench_measure(pool, &timing, p->fn, ctx, &st);
-  return st.median > 0 ? p->flops * bench_pool_threads(pool) / st.median * 1e-9 : 0;
+  return st.median > 0 ? *p->flops * bench_pool_threads(pool) / st.median * 1e-9 : 0;
 }
 
 /* best[k] = the best trial of probe defs[k] over the rounds (0 where defs[k] is NULL). */

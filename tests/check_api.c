@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "test_util.h"
+#include "core/status_list.h"
+#include "isa_list.h"
 
 #define HUGE_N (SIZE_MAX / 2)
 
@@ -29,7 +31,8 @@ START_TEST(version_matches_macros) {
 }
 END_TEST
 
-#define N_STATUS 15 /* ATTN_OK .. ATTN_E_BAD_ARGUMENT */
+#define STATUS_ONE_(status, text) +1
+enum { N_STATUS = 0 ATTN_STATUS_LIST(STATUS_ONE_) }; /* ATTN_OK .. the last status */
 
 START_TEST(status_strings_distinct_and_never_null) {
   const char *unknown = attn_status_string((attn_status)N_STATUS);
@@ -56,7 +59,8 @@ END_TEST
 /* ISA selection                                                                               */
 /* ------------------------------------------------------------------------------------------ */
 START_TEST(isa_names_round_trip) {
-  static const char *names[] = {"auto", "scalar", "avx2", "neon"};
+#define ISA_NAME_(name, ID, host, cpu) [ATTN_ISA_##ID] = #name,
+  static const char *names[ATTN_ISA_COUNT] = {[ATTN_ISA_AUTO] = "auto", ATTN_ISA_LIST(ISA_NAME_)};
   for (int i = ATTN_ISA_AUTO; i < ATTN_ISA_COUNT; ++i) {
     ck_assert_str_eq(attn_isa_name((attn_isa)i), names[i]);
     ck_assert_int_eq(attn_isa_from_name(attn_isa_name((attn_isa)i)), i);

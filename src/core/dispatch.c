@@ -1,6 +1,8 @@
 /*
- * Runtime dispatch: detect once (pthread_once), then publish one atomic pointer to the active
- * table. The tables themselves are constant data in each ISA folder. ATTN_ISA is read once.
+ * Runtime dispatch: detect once (pthread_once), build every path's table (plain stores, no path's
+ * code runs), then publish one atomic pointer to the active table. ATTN_ISA is read once. The
+ * paths, their names, detection and preference order all come from the ISA list (isa_list.h,
+ * written by Meson from the top-level meson.build).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -8,44 +10,50 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "isa_list.h"
+
+/* The list and the public enum (include/attn.h) agree: every listed ID is an attn_isa value in
+ * 1 .. ATTN_ISA_COUNT-1 (and distinct: attn_isa_name switches on them), and there are
+ * ATTN_ISA_COUNT-1 of them. */
+#define ATTN_ISA_IN_RANGE_(name, ID, host, cpu)                               \
+  _Static_assert(ATTN_ISA_##ID > ATTN_ISA_AUTO && ATTN_ISA_##ID < ATTN_ISA_COUNT, \
+                 "ATTN_ISA_" #ID " is not a path id of enum attn_isa");
+ATTN_ISA_LIST(ATTN_ISA_IN_RANGE_)
+#define ATTN_ISA_ONE_(name, ID, host, cpu) +1
+_Static_assert(0 ATTN_ISA_LIST(ATTN_ISA_ONE_) == ATTN_ISA_COUNT - 1,
+               "the ISA list (meson.build) and enum attn_isa (include/attn.h) differ");
+
+/* Host families of the list: where a path is native, its kernels were built with its flags. */
+#define ATTN_HOST_any 1
+#if defined(__x86_64__) || defined(__i386__)
+#define ATTN_HOST_x86 1
+#else
+#define ATTN_HOST_x86 0
+#endif
+#if defined(__aarch64__) || defined(__arm__)
+#define ATTN_HOST_arm 1
+#else
+#define ATTN_HOST_arm 0
+#endif
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static uint32_t cpu_features;
+static struct attn_ukernels tables[ATTN_ISA_COUNT];
 static _Atomic(const struct attn_ukernels *) active;
-
-static const struct attn_ukernels *const tables[ATTN_ISA_COUNT] = {
-    [ATTN_ISA_SCALAR] = &attn_ukernels_scalar,
-    [ATTN_ISA_AVX2] = &attn_ukernels_avx2,
-    [ATTN_ISA_NEON] = &attn_ukernels_neon,
-};
 
 static int is_path(attn_isa isa) { return isa > ATTN_ISA_AUTO && isa < ATTN_ISA_COUNT; }
 
-/* Can the path run here, and is it the CPU's own instruction set? */
+/* Can the path run here, and is it the CPU's own instruction set? A native path runs where the
+ * CPU has its feature bits; an emulated one (SIMDe, built without the path's flags) runs anywhere. */
 static int runnable(attn_isa isa, uint32_t cpu, int *native) {
   int run = 0, nat = 0;
-  (void)cpu; /* only x86 and 32-bit Arm consult it */
   switch (isa) {
-    case ATTN_ISA_SCALAR:
-      run = 1;
-      nat = 1;
-      break;
-    case ATTN_ISA_AVX2:
-#if defined(__x86_64__) || defined(__i386__)
-      run = nat = (cpu & ATTN_CPU_X86_AVX2_FMA) != 0; /* built with -mavx2 -mfma */
-#else
-      run = 1; /* SIMDe's portable implementation */
-#endif
-      break;
-    case ATTN_ISA_NEON:
-#if defined(__aarch64__)
-      run = nat = 1;
-#elif defined(__arm__)
-      run = nat = (cpu & ATTN_CPU_ARM_NEON) != 0; /* built with -mfpu=neon-vfpv4 */
-#else
-      run = 1; /* SIMDe's emulation (SSE2 on x86) */
-#endif
-      break;
+#define ATTN_ISA_RUNNABLE_(name, ID, host, bits) \
+  case ATTN_ISA_##ID:                            \
+    nat = ATTN_HOST_##host;                      \
+    run = !nat || (cpu & (bits)) == (bits);      \
+    break;
+    ATTN_ISA_LIST(ATTN_ISA_RUNNABLE_)
     default:
       break;
   }
@@ -53,20 +61,24 @@ static int runnable(attn_isa isa, uint32_t cpu, int *native) {
   return run;
 }
 
+/* The last path of the list (its preference order) that runs natively; scalar always does. */
 static attn_isa best_native(uint32_t cpu) {
-  for (int i = ATTN_ISA_COUNT - 1; i > ATTN_ISA_AUTO; i--) {
-    int nat;
-    if (runnable((attn_isa)i, cpu, &nat) && nat) return (attn_isa)i;
-  }
-  return ATTN_ISA_SCALAR;
+  attn_isa best = ATTN_ISA_SCALAR;
+  int nat;
+#define ATTN_ISA_PREFER_(name, ID, host, cpu_bits) \
+  if (runnable(ATTN_ISA_##ID, cpu, &nat) && nat) best = ATTN_ISA_##ID;
+  ATTN_ISA_LIST(ATTN_ISA_PREFER_)
+  return best;
 }
 
 static void init_all(void) {
+#define ATTN_ISA_TABLE_(name, ID, host, cpu) attn_ukernels_init(&tables[ATTN_ISA_##ID], ATTN_ISA_##ID);
+  ATTN_ISA_LIST(ATTN_ISA_TABLE_)
   cpu_features = attn_cpu_features();
   attn_isa pick = best_native(cpu_features);
   const char *env = getenv("ATTN_ISA");
   if (env && *env && strcmp(env, "auto") != 0) pick = attn_isa_from_name(env);
-  const struct attn_ukernels *t = (is_path(pick) && runnable(pick, cpu_features, NULL)) ? tables[pick] : NULL;
+  const struct attn_ukernels *t = (is_path(pick) && runnable(pick, cpu_features, NULL)) ? &tables[pick] : NULL;
   atomic_store_explicit(&active, t, memory_order_release);
 }
 
@@ -78,16 +90,17 @@ const struct attn_ukernels *attn_dispatch(void) {
 const struct attn_ukernels *attn_ukernels_for(attn_isa isa) {
   pthread_once(&init_once, init_all);
   if (isa == ATTN_ISA_AUTO) isa = best_native(cpu_features);
-  return is_path(isa) && runnable(isa, cpu_features, NULL) ? tables[isa] : NULL;
+  return is_path(isa) && runnable(isa, cpu_features, NULL) ? &tables[isa] : NULL;
 }
 
 const char *attn_isa_name(attn_isa isa) {
   switch (isa) {
     case ATTN_ISA_NONE: return "none";
     case ATTN_ISA_AUTO: return "auto";
-    case ATTN_ISA_SCALAR: return "scalar";
-    case ATTN_ISA_AVX2: return "avx2";
-    case ATTN_ISA_NEON: return "neon";
+#define ATTN_ISA_NAME_(name, ID, host, cpu) \
+  case ATTN_ISA_##ID:                       \
+    return #name;
+    ATTN_ISA_LIST(ATTN_ISA_NAME_)
     default: return "unknown";
   }
 }
@@ -117,7 +130,7 @@ attn_status attn_isa_set(attn_isa isa) {
   if (isa != ATTN_ISA_AUTO && !is_path(isa)) return ATTN_E_BAD_ARGUMENT;
   if (isa == ATTN_ISA_AUTO) isa = best_native(cpu_features);
   if (!runnable(isa, cpu_features, NULL)) return ATTN_E_UNSUPPORTED_ISA;
-  atomic_store_explicit(&active, tables[isa], memory_order_release);
+  atomic_store_explicit(&active, &tables[isa], memory_order_release);
   return ATTN_OK;
 }
 

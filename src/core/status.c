@@ -1,23 +1,21 @@
 /* Status strings and the runtime version. */
 #include "core/internal.h"
+#include "core/status_list.h"
+
+/* The list is in value order with no gap: row i is status i. */
+enum {
+#define ATTN_STATUS_ROW_(status, text) status##_row_,
+  ATTN_STATUS_LIST(ATTN_STATUS_ROW_)
+};
+#define ATTN_STATUS_IN_ORDER_(status, text) _Static_assert((int)status##_row_ == (int)status, #status " out of order");
+ATTN_STATUS_LIST(ATTN_STATUS_IN_ORDER_)
 
 const char *attn_status_string(attn_status status) {
-  switch (status) {
-    case ATTN_OK: return "success";
-    case ATTN_E_NULL_POINTER: return "a required pointer is NULL";
-    case ATTN_E_ZERO_SIZE: return "a size is zero";
-    case ATTN_E_SIZE_OVERFLOW: return "a size product or offset overflows";
-    case ATTN_E_BAD_STRIDE: return "a stride is smaller than a row, or an output layout overlaps itself";
-    case ATTN_E_BAD_HEADS: return "query heads are not a multiple of key/value heads";
-    case ATTN_E_BAD_WINDOW: return "the window cannot be honoured";
-    case ATTN_E_BAD_SCALE: return "scale is not finite";
-    case ATTN_E_BAD_EPS: return "eps is negative or not finite";
-    case ATTN_E_BAD_FEATURE_MAP: return "unknown feature map or unusable feature size";
-    case ATTN_E_UNSUPPORTED_ISA: return "the selected ISA path cannot run on this CPU";
-    case ATTN_E_WORKSPACE_TOO_SMALL: return "workspace or memory is too small";
-    case ATTN_E_ALIASING: return "an output overlaps an input or another output";
-    case ATTN_E_STATE_MISMATCH: return "the state's shape or mode differs from the call's";
-    case ATTN_E_BAD_ARGUMENT: return "invalid argument value";
+  switch (status) { /* -Wswitch: a status missing from the list is a warning */
+#define ATTN_STATUS_STRING_(status, text) \
+  case status:                            \
+    return text;
+    ATTN_STATUS_LIST(ATTN_STATUS_STRING_)
   }
   return "unknown status";
 }

@@ -56,28 +56,47 @@ typedef void attn_featmap_fn(attn_feature_map map, size_t rows, size_t cols, con
 typedef void attn_linear_step_fn(size_t m, size_t w, const float *qf, const float *kf, const float *va, float a,
                                  float *s, size_t lds, float *out);
 
-/* y[i] = exp(x[i]) with the library's vectorised exp (exposed for tests of its error bound). */
+/* y[i] = exp(x[i]) with the library's vectorised exp. Tests assert its error bound on every path;
+ * the exp feature maps of the next issue will call it. */
 typedef void attn_vexp_fn(size_t n, const float *x, float *y);
+
+/*
+ * The table's slots, grouped by family: KERNEL(slot) is a pointer of type attn_<slot>_fn,
+ * TUNING(slot) a size_t, each next to the kernels it tunes. The kernels and tunings of every path
+ * are listed in src/ukernels.inc; core/ukernels_table.c builds one table per path from them.
+ */
+#define ATTN_UKERNEL_SLOTS(KERNEL, TUNING)                                                    \
+  /* GEMM; gemm_nr: its register tile's columns */                                           \
+  KERNEL(gemm) TUNING(gemm_nr)                                                                \
+  /* blocked score engine: score steps; query rows and keys per block */                      \
+  KERNEL(softmax_block) TUNING(q_block) TUNING(kv_block)                                      \
+  /* chunkwise engine: feature maps, one-token state step; default causal chunk */            \
+  KERNEL(featmap) KERNEL(linear_step) TUNING(linear_chunk)                                    \
+  /* vector helpers: vexp (the next issue's exp feature maps will use it; tests check it) */   \
+  KERNEL(vexp)
 
 struct attn_ukernels {
   attn_isa isa;
-  size_t vec_lanes;    /* floats per vector register */
-  size_t gemm_mr;      /* GEMM register tile rows */
-  size_t gemm_nr;      /* GEMM register tile columns */
-  size_t q_block;      /* softmax query rows per block (multiple of gemm_mr and gemm_nr) */
-  size_t kv_block;     /* softmax keys per block (multiple of gemm_mr) */
-  size_t linear_chunk; /* default causal linear chunk */
-  attn_gemm_fn *gemm;
-  attn_softmax_block_fn *softmax_block;
-  attn_featmap_fn *featmap;
-  attn_linear_step_fn *linear_step;
-  attn_vexp_fn *vexp;
+#define ATTN_SLOT_KERNEL_(slot) attn_##slot##_fn *slot;
+#define ATTN_SLOT_TUNING_(slot) size_t slot;
+  ATTN_UKERNEL_SLOTS(ATTN_SLOT_KERNEL_, ATTN_SLOT_TUNING_)
+#undef ATTN_SLOT_KERNEL_
+#undef ATTN_SLOT_TUNING_
 };
 
-/* One table per path, each defined as constant data in its own ISA folder: building it runs no
- * code compiled with that ISA's flags, so table set-up is safe on any CPU. */
-ATTN_INTERNAL extern const struct attn_ukernels attn_ukernels_scalar;
-ATTN_INTERNAL extern const struct attn_ukernels attn_ukernels_avx2;
-ATTN_INTERNAL extern const struct attn_ukernels attn_ukernels_neon;
+/* Every micro-kernel of src/ukernels.inc, declared with its slot's type (so each kernel file's
+ * definition is checked against its contract). */
+#define ATTN_GEMM(isa, name, mr, nr) ATTN_INTERNAL attn_gemm_fn name;
+#define ATTN_UKERNEL(isa, slot, name) ATTN_INTERNAL attn_##slot##_fn name;
+#define ATTN_TUNING(isa, slot, value)
+#include "ukernels.inc"
+#undef ATTN_GEMM
+#undef ATTN_UKERNEL
+#undef ATTN_TUNING
+
+/* Fill *t with the table of path isa: the scalar path's kernels and tunings, then those isa lists
+ * (core/ukernels_table.c, compiled without ISA flags: it stores addresses and numbers and runs no
+ * path's code, so it is safe on any CPU). */
+ATTN_INTERNAL void attn_ukernels_init(struct attn_ukernels *t, attn_isa isa);
 
 #endif

@@ -1,8 +1,8 @@
 /*
- * Element-wise feature maps and vector exp (contracts: attn_featmap_fn, attn_vexp_fn in
- * core/ukernels.h), written once against the vf_* shim. Define ATTN_FEATMAP_NAME and
- * ATTN_VEXP_NAME, then include.
+ * Element-wise feature maps (contract: attn_featmap_fn in core/ukernels.h), written once against
+ * the vf_* shim. Include the path's shim, define ATTN_FEATMAP_NAME, then include.
  */
+#include "core/ukernels.h"
 #include "simd/exp_tmpl.h"
 
 /* Every map gives NaN for a non-finite input: y + 0 * x is y for finite x and NaN for an infinite
@@ -37,13 +37,5 @@ void ATTN_FEATMAP_NAME(attn_feature_map map, size_t rows, size_t cols, const flo
         for (size_t i = 0; i < w; i++) y[(c + i) * out_cs] = t[i];
       }
     }
-  }
-}
-
-void ATTN_VEXP_NAME(size_t n, const float *x, float *y) {
-  for (size_t i = 0; i < n; i += ATTN_VL) {
-    const size_t w = n - i < ATTN_VL ? n - i : ATTN_VL;
-    if (w == ATTN_VL) vf_store(y + i, attn_vexp_(vf_load(x + i)));
-    else vf_store_n(y + i, attn_vexp_(vf_load_n(x + i, w)), w);
   }
 }

@@ -7,8 +7,24 @@
  * their own loops: a single row (m == 1, the P V product of a
  * decode step) uses a one-row tile, and a single column with contiguous operands (n == 1,
  * csa == 1, ldb == 1: K q of a decode step) runs as dot products vectorised along k.
- * Define ATTN_GEMM_NAME, ATTN_GEMM_MR, ATTN_GEMM_NV, then include.
+ * Include the path's vf_* shim, define ATTN_GEMM_NAME (a GEMM of src/ukernels.inc), then include;
+ * the register tile is the one its row of the list gives.
  */
+#include "core/ukernels.h"
+
+#define ATTN_GEMM_CAT2_(a, b) a##b
+#define ATTN_GEMM_CAT_(a, b) ATTN_GEMM_CAT2_(a, b)
+#define ATTN_GEMM(isa, name, mr, nr) enum { name##_mr_ = mr, name##_nr_ = nr };
+#define ATTN_UKERNEL(isa, slot, name)
+#define ATTN_TUNING(isa, slot, value)
+#include "ukernels.inc"
+#undef ATTN_GEMM
+#undef ATTN_UKERNEL
+#undef ATTN_TUNING
+#define ATTN_GEMM_MR ATTN_GEMM_CAT_(ATTN_GEMM_NAME, _mr_)
+#define ATTN_GEMM_NV (ATTN_GEMM_CAT_(ATTN_GEMM_NAME, _nr_) / ATTN_VL)
+_Static_assert(ATTN_GEMM_CAT_(ATTN_GEMM_NAME, _nr_) % ATTN_VL == 0, "GEMM tile columns: whole vectors");
+
 #define GEMM_NR_ (ATTN_GEMM_NV * ATTN_VL)
 
 static inline __attribute__((always_inline)) void attn_gemm_tile_(

@@ -2,8 +2,9 @@
  * Online-softmax block step (contract: attn_softmax_block_fn in core/ukernels.h), written once
  * against the vf_* shim. The block is transposed (keys x queries), so every reduction runs down
  * columns: one vector holds VL queries, and no horizontal operation is needed.
- * Define ATTN_SOFTMAX_NAME, then include.
+ * Include the path's vf_* shim, define ATTN_SOFTMAX_NAME, then include.
  */
+#include "core/ukernels.h"
 #include "simd/exp_tmpl.h"
 
 static inline vf attn_ld_(const float *p, size_t w) { return w == ATTN_VL ? vf_load(p) : vf_load_n(p, w); }

@@ -1,8 +1,11 @@
 /*
  * Recurrent linear-attention step (contract: attn_linear_step_fn in core/ukernels.h), written
  * once against the vf_* shim: one pass over the state reads each element once for the output and,
- * when kf is given, writes it once updated. Define ATTN_STEP_NAME, then include.
+ * when kf is given, writes it once updated. Include the path's vf_* shim, define ATTN_STEP_NAME,
+ * then include.
  */
+#include "core/ukernels.h"
+
 enum { ATTN_STEP_NV = 4 }; /* column vectors per sweep down the state */
 
 void ATTN_STEP_NAME(size_t m, size_t w, const float *qf, const float *kf, const float *va, float a, float *s,

@@ -1,0 +1,4 @@
+/* avx2 path: vector exp (src/simd/vexp_tmpl.h). */
+#include "simd/vf_avx2.h"
+#define ATTN_VEXP_NAME attn_f32_vexp_ukernel__avx2
+#include "simd/vexp_tmpl.h"

@@ -322,6 +322,16 @@ static size_t qkv_parts(const tu_qkv *x, const void **p, size_t *bytes) {
   return 3;
 }
 
+void tu_qkv_poison(tu_qkv *x, int poison_case, size_t tail, char *what, size_t len) {
+  static const float bad[3] = {NAN, INFINITY, -INFINITY};
+  const int which = poison_case / 6, b = (poison_case / 2) % 3, late = poison_case % 2;
+  tu_tensor *t = which == 0 ? &x->q : which == 1 ? &x->k : &x->v;
+  const size_t count = t->n - tail, tok = late ? count - 1 - count / 3 : count / 5, col = (size_t)b % t->w;
+  *tu_at(t, tok, t->h - 1, col) = bad[b];
+  tu_qkv_snapshot(x);
+  snprintf(what, len, "%c[%zu][%zu][%zu] = %g", "qkv"[which], tok, t->h - 1, col, (double)bad[b]);
+}
+
 void tu_qkv_snapshot(tu_qkv *x) {
   const void *p[3];
   size_t bytes[3], total = 0;

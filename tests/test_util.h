@@ -127,6 +127,12 @@ typedef struct tu_qkv {
  *  (TU_PACKED_QKV needs n_q == n_kv), then snapshot them. */
 void tu_qkv_make(tu_qkv *x, tu_layout_kind kind, tu_data data, tu_rng *r, size_t n_q, size_t n_kv,
                  size_t h_q, size_t h_kv, size_t d, size_t dv);
+/** The cases of tu_qkv_poison: q, k or v x NaN, +inf or -inf x a token early or late. */
+#define TU_POISON_CASES 18
+/** Non-finite-policy tests: sets one element of q, k or v (case / 6) to NaN, +inf or -inf
+ *  ((case / 2) % 3) in the last head, at a token early or late (case % 2) among the tensor's
+ *  tokens but its last `tail`; re-snapshots the inputs and describes the element in what. */
+void tu_qkv_poison(tu_qkv *x, int poison_case, size_t tail, char *what, size_t len);
 /** Re-snapshot after the test modified inputs on purpose. */
 void tu_qkv_snapshot(tu_qkv *x);
 /** Asserts that no input byte changed since the snapshot. */

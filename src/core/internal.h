@@ -55,28 +55,26 @@ static inline int attn_add_ok(size_t a, size_t b, size_t *r) {
 }
 
 /* ---- non-finite values (the policy in attn.h: a row that uses one is NaN) ---- */
-/* 1 when every element of a rows x cols block (row stride ld) is finite. Integer arithmetic on
- * the bits (exponent all ones <=> adding one exponent step carries into the sign bit), so the
- * loop vectorises without -ffast-math. */
+/* Bit 31 set when *p is NaN or infinite: integer arithmetic on the bits (an exponent of all ones
+ * plus one exponent step carries into the sign bit), so OR-ing it over a loop vectorises without
+ * -ffast-math. */
+static inline uint32_t attn_nonfinite_bit_(const float *p) {
+  uint32_t u;
+  memcpy(&u, p, sizeof u);
+  return (u & 0x7f800000u) + 0x00800000u;
+}
+/* 1 when every element of a rows x cols block (row stride ld) is finite. */
 static inline int attn_rows_finite(const float *x, size_t rows, size_t cols, size_t ld) {
   uint32_t any = 0;
-  for (size_t r = 0; r < rows; r++) {
-    const float *row = x + r * ld;
-    for (size_t c = 0; c < cols; c++) {
-      uint32_t u;
-      memcpy(&u, row + c, sizeof u);
-      any |= (u & 0x7f800000u) + 0x00800000u;
-    }
-  }
+  for (size_t r = 0; r < rows; r++)
+    for (size_t c = 0; c < cols; c++) any |= attn_nonfinite_bit_(x + r * ld + c);
   return !(any & 0x80000000u);
 }
 /* dst[0 .. n) = src[0 .. n) in one pass; returns 1 when every value is finite. */
 static inline int attn_copy_finite(float *restrict dst, const float *restrict src, size_t n) {
   uint32_t any = 0;
   for (size_t c = 0; c < n; c++) {
-    uint32_t u;
-    memcpy(&u, src + c, sizeof u);
-    any |= (u & 0x7f800000u) + 0x00800000u;
+    any |= attn_nonfinite_bit_(src + c);
     dst[c] = src[c];
   }
   return !(any & 0x80000000u);

@@ -181,16 +181,15 @@ void fz_check_output_clean(const char *what, const tu_tensor *t);
 /* Comparison with the reference                                                               */
 /* ------------------------------------------------------------------------------------------ */
 /**
- * For every logical element e of got (in [n][h][w] order) with row r = e / w:
- * - nan_rows && nan_rows[r] == FZ_ROW_NAN: got must be NaN (a row that uses a non-finite input);
- *   nan_rows[r] == FZ_ROW_FREE: not checked (a value no policy defines);
- * - ref NaN: got must be NaN; ref infinite: got must equal it;
+ * For every logical element e of got (in [n][h][w] order) with row r = e / w, unless
+ * skip_rows && skip_rows[r] (a value no policy defines):
+ * - ref NaN: got must be NaN (the reference applies the non-finite policy); ref infinite: got must
+ *   equal it;
  * - otherwise |got - ref| <= tol[r] * scale[e] (scale NULL: 1).
  * Aborts with the first failing element otherwise.
  */
-enum { FZ_ROW_CHECKED = 0, FZ_ROW_NAN = 1, FZ_ROW_FREE = 2 };
 void fz_compare(const char *what, const tu_tensor *got, const double *ref, const double *scale,
-                const double *tol, const unsigned char *nan_rows);
+                const double *tol, const unsigned char *skip_rows);
 
 /** Guarded memory: `bytes` (0 allowed) at 64-byte alignment + misalign, every float of it set to
  *  the sentinel, between two guard zones of FZ_GUARD_BYTES that hold a canary and, under ASan,

@@ -7,7 +7,7 @@
  * softmax primitive (accurate) in place over each row, O = P V (matmul primitive). Q, K, V and O
  * are read and written in place through strided memory descriptors (one head's columns).
  * Primitives, memory objects and the scratchpads (user mode, so no execution allocates) are made
- * in bench_onednn_init, outside the timed loop; a call only points the memory objects at the
+ * in the call's setup, outside the timed loop; a call only points the memory objects at the
  * head's columns and executes.
  *
  * One thread: oneDNN sizes its work by its runtime's thread count at primitive creation and at
@@ -17,7 +17,6 @@
  */
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
@@ -111,13 +110,11 @@ static dnnl_status_t make_primitive(onednn_call *c, int which, const void *op_de
   return st;
 }
 
-int bench_onednn_init(bench_work *w, char *err, size_t errlen) {
+static int onednn_setup(bench_work *w, char *err, size_t errlen) {
   const bench_shape *s = &w->s;
-  onednn_call *c = calloc(1, sizeof *c);
-  if (!(w->onednn = c)) {
-    snprintf(err, errlen, "out of memory for the oneDNN baseline");
-    return -1;
-  }
+  if (bench_baseline_scratch(w, err, errlen)) return -1;
+  onednn_call *c = bench_work_impl(w, sizeof *c, err, errlen);
+  if (!c) return -1;
   one_thread();
   /* One head's columns of Q, K^T (a transposed view of K), V and O, and the dense scores. */
   const dnnl_memory_desc_t md[MEM_COUNT] = {
@@ -153,17 +150,17 @@ int bench_onednn_init(bench_work *w, char *err, size_t errlen) {
 /* Scores of keys query i cannot see become -inf, so the softmax gives them weight 0. */
 static void mask_scores(float *scores, const bench_shape *s) {
   for (size_t i = 0; i < s->n_q; i++) {
+    size_t lo = s->n_kv, hi = 0; /* kept when query i sees no key: the whole row */
+    bench_visible_range(s->n_q, s->n_kv, s->window_left, s->window_right, i, &lo, &hi);
     float *row = scores + i * s->n_kv;
-    size_t lo = 0, hi = 0;
-    if (!bench_visible_range(s->n_q, s->n_kv, s->window_left, s->window_right, i, &lo, &hi)) lo = s->n_kv, hi = 0;
     for (size_t j = 0; j < lo; j++) row[j] = -INFINITY;
     for (size_t j = hi + 1; j < s->n_kv; j++) row[j] = -INFINITY;
   }
 }
 
-void bench_onednn_run(bench_work *w) {
+static void onednn_run(bench_work *w) {
   const bench_shape *s = &w->s;
-  onednn_call *c = w->onednn;
+  onednn_call *c = w->impl;
   const size_t group = s->h_q / s->h_kv;
   const int masked = s->window_left != ATTN_UNBOUNDED || s->window_right != ATTN_UNBOUNDED;
   dnnl_status_t st = dnnl_success;
@@ -186,8 +183,9 @@ void bench_onednn_run(bench_work *w) {
   if (st != dnnl_success && !w->failure) w->failure = "a oneDNN primitive failed";
 }
 
-void bench_onednn_free(bench_work *w) {
-  onednn_call *c = w->onednn;
+/* The struct itself is w->impl, which work.c frees. */
+static void onednn_teardown(bench_work *w) {
+  onednn_call *c = w->impl;
   if (!c) return;
   for (int p = 0; p < PRIM_COUNT; p++) {
     dnnl_primitive_destroy(c->prim[p]);
@@ -196,9 +194,9 @@ void bench_onednn_free(bench_work *w) {
   for (int i = 0; i < MEM_COUNT; i++) dnnl_memory_destroy(c->mem[i]);
   dnnl_stream_destroy(c->stream);
   dnnl_engine_destroy(c->engine);
-  free(c);
-  w->onednn = NULL;
 }
+
+const bench_call bench_onednn_call = {onednn_setup, onednn_run, onednn_teardown};
 
 #else /* built without oneDNN: never called beyond describe (its rows are skipped) */
 
@@ -206,12 +204,11 @@ void bench_onednn_describe(bench_baseline_info *info) {
   info->available = 0;
   snprintf(info->absent, sizeof info->absent, "oneDNN %s", ATTN_BENCH_ONEDNN_ABSENT);
 }
-int bench_onednn_init(bench_work *w, char *err, size_t errlen) {
+static int onednn_absent(bench_work *w, char *err, size_t errlen) {
   (void)w;
   snprintf(err, errlen, "built without oneDNN");
   return -1;
 }
-void bench_onednn_run(bench_work *w) { (void)w; }
-void bench_onednn_free(bench_work *w) { (void)w; }
+const bench_call bench_onednn_call = {onednn_absent, NULL, NULL};
 
 #endif

@@ -29,13 +29,18 @@
 /* The normaliser's eps, as attn_linear_desc_init sets it. */
 #define RECURRENT_EPS 1e-6f
 
+static void blas_run(bench_work *w);
+static void recurrent_run(bench_work *w);
+static const bench_call blas_call = {bench_baseline_scratch, blas_run, NULL};
+static const bench_call recurrent_call = {bench_baseline_scratch, recurrent_run, NULL};
+
 static const bench_baseline_info base_list[BENCH_BASE_COUNT] = {
     [BENCH_BASE_OPENBLAS] = {"openblas", "naive attention: OpenBLAS sgemm, row softmax (vectorised expf), sgemm",
-                             BENCH_BLAS, 1, 0, "", "", ""},
+                             BENCH_BLAS, 1, 0, &blas_call, "", "", ""},
     [BENCH_BASE_ONEDNN] = {"onednn", "naive attention: oneDNN matmul, softmax (accurate), matmul primitives",
-                           BENCH_ONEDNN, 1, 0, "", "", ""},
+                           BENCH_ONEDNN, 1, 0, &bench_onednn_call, "", "", ""},
     [BENCH_BASE_RECURRENT] = {"recurrent", "causal linear attention: one-pass recurrent loop per token",
-                              BENCH_RECURRENT, 0, 1, "", "", ""},
+                              BENCH_RECURRENT, 0, 1, &recurrent_call, "", "", ""},
 };
 
 void bench_baselines_init(bench_baseline_info out[BENCH_BASE_COUNT]) {
@@ -61,11 +66,20 @@ bench_base bench_baseline_of(bench_kind kind) {
   return BENCH_BASE_COUNT;
 }
 
-size_t bench_baseline_scratch(const bench_shape *s) {
+/* Floats of scratch: the score matrix of the naive baselines, or the recurrent loop's state,
+ * then phi(q) of a group, psi(k), [v 1] and the group's accumulators. */
+static size_t scratch_floats(const bench_shape *s) {
   if (s->kind == BENCH_BLAS || s->kind == BENCH_ONEDNN) return s->n_q * s->n_kv;
   const size_t cols = s->dv + 1, group = s->h_q / s->h_kv;
-  /* state, then phi(q) of a group, psi(k), [v 1] and the group's accumulators */
   return s->h_kv * s->m * cols + group * s->m + s->m + cols + group * cols;
+}
+
+int bench_baseline_scratch(bench_work *w, char *err, size_t errlen) {
+  if (!(w->scratch = bench_alloc64(scratch_floats(&w->s) * sizeof(float)))) {
+    snprintf(err, errlen, "out of memory for the baseline's scratch");
+    return -1;
+  }
+  return 0;
 }
 
 #if defined(ATTN_BENCH_HAVE_OPENBLAS)
@@ -89,7 +103,7 @@ static void softmax_rows(float *scores, const bench_shape *s) {
 }
 #endif
 
-void bench_baseline_blas(bench_work *w) {
+static void blas_run(bench_work *w) {
 #if defined(ATTN_BENCH_HAVE_OPENBLAS)
   const bench_shape *s = &w->s;
   const size_t group = s->h_q / s->h_kv;
@@ -115,7 +129,7 @@ static void feature(float *restrict out, const float *restrict x, size_t m, attn
     out[p] = map == ATTN_FEATURE_ELU1 ? (x[p] >= 0 ? x[p] + 1.0f : expf(x[p])) : x[p];
 }
 
-void bench_baseline_recurrent(bench_work *w) {
+static void recurrent_run(bench_work *w) {
   const bench_shape *s = &w->s;
   const size_t m = s->m, dv = s->dv, cols = s->normalize ? dv + 1 : dv, group = s->h_q / s->h_kv;
   float *const state = w->scratch;

@@ -1,10 +1,13 @@
 /*
  * bench.h: shared types of the attn benchmark harness (attn-bench).
  *
- *   bench_attn.c  command line, the sweep plan, crossover search, main
+ *   bench_attn.c  command line, the sweep plan over the table of adapters, crossover search, main
+ *   variant.h     the adapter interface; variant.c the helpers the adapters share
+ *   variants/     one adapter per family of attn calls: softmax.c (full, causal, window, decode),
+ *                 linear.c (identity and elu+1, bidirectional and causal, the decode step)
  *   timing.c      the one timing loop (CLOCK_MONOTONIC, calibration, warm-up, statistics) and the
  *                 worker pool behind --threads and --pin
- *   work.c        buffers and the one kernel entry point for every measured call (attn and baselines)
+ *   work.c        buffers of one measured call and the one kernel that repeats its call
  *   baselines.c   naive OpenBLAS attention and the one-pass recurrent linear loop (built for the
  *                 native ISA), and the baseline list
  *   baseline_onednn.c  naive attention through oneDNN's matmul and softmax primitives
@@ -20,6 +23,7 @@
 
 #include "attn.h"
 #include "flops.h"
+#include "variant.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Timing (timing.c)                                                                           */
@@ -67,29 +71,44 @@ void bench_measure(bench_pool *pool, const bench_timing *timing, bench_kernel fn
 double bench_now(void);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Work: buffers and the kernel for one measured call (work.c, baselines.c)                     */
+/* Work: buffers and the kernel for one measured call (work.c)                                  */
 /* ------------------------------------------------------------------------------------------ */
 
 typedef struct bench_work {
   bench_shape s;
+  const bench_call *call;  /**< the adapter's attn call or a baseline's */
   float *q, *k, *v, *o;
   void *workspace;
   size_t workspace_bytes;
-  attn_softmax_desc sdesc;
-  attn_linear_desc ldesc;
-  attn_linear_state state; /**< linear decode step */
-  void *state_mem;
+  void *impl;              /**< the call's own data: its descriptor and state, oneDNN's primitives */
   float *scratch;          /**< baselines: score matrix, or recurrent state + features */
-  void *onednn;            /**< the oneDNN baseline's primitives and memory objects */
   attn_status status;      /**< first failure seen by an attn call (ATTN_OK otherwise) */
   const char *failure;     /**< first failure seen by a baseline (NULL otherwise) */
 } bench_work;
 
-/** Allocate and fill the buffers of one call. 0 on success; otherwise err says why. */
-int bench_work_init(bench_work *w, const bench_shape *s, unsigned seed, char *err, size_t errlen);
+/** Allocate and fill the buffers of one call, then set up `call` on them. 0 on success;
+ *  otherwise err says why. */
+int bench_work_init(bench_work *w, const bench_shape *s, const bench_call *call, unsigned seed, char *err,
+                    size_t errlen);
 void bench_work_free(bench_work *w);
-/** The one kernel: runs the call w->s describes `iters` times (ctx is a bench_work). */
+/** The one kernel: runs w's call `iters` times (ctx is a bench_work). */
 void bench_work_run(void *ctx, size_t iters);
+
+/* Helpers for the calls' setup and run. */
+
+/** 64-byte aligned, zeroed (first touch outside the timed region); NULL when out of memory. */
+void *bench_alloc64(size_t bytes);
+/** w->impl: `bytes` zeroed bytes for the call's own data; NULL (err says why) when out of memory. */
+void *bench_work_impl(bench_work *w, size_t bytes, char *err, size_t errlen);
+/** After the call's *_workspace_size query (status st, function `what`) filled
+ *  w->workspace_bytes: allocate the workspace. 0 on success; otherwise err says why. */
+int bench_work_workspace(bench_work *w, attn_status st, const char *what, char *err, size_t errlen);
+/** "what: status" in err; returns -1. */
+int bench_work_fail(char *err, size_t errlen, const char *what, attn_status st);
+/** Record the first failing status of w's attn calls. */
+static inline void bench_work_status(bench_work *w, attn_status st) {
+  if (st != ATTN_OK && w->status == ATTN_OK) w->status = st;
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Baselines (baselines.c, baseline_onednn.c)                                                   */
@@ -107,8 +126,9 @@ typedef struct bench_baseline_info {
   const char *name;  /**< the impl name of its rows: "openblas", "onednn", "recurrent" */
   const char *what;  /**< the algorithm, one line */
   bench_kind kind;   /**< the shape kind of its rows */
-  int softmax;       /**< stands in for softmax prefill (else for causal linear prefill and step) */
+  int softmax;       /**< stands in for softmax prefill: an n_q x n_kv score matrix per thread */
   int available;     /**< built in and usable in this run */
+  const bench_call *call; /**< set up, run and tear down one of its calls */
   char ran_on[192];  /**< what ran: library, version, core or ISA, threads */
   char flags[128];   /**< compiler flags of the bench's own code in it */
   char absent[128];  /**< why it is not available */
@@ -118,18 +138,13 @@ typedef struct bench_baseline_info {
 void bench_baselines_init(bench_baseline_info out[BENCH_BASE_COUNT]);
 /** The baseline whose rows have shape kind `kind`; BENCH_BASE_COUNT if none. */
 bench_base bench_baseline_of(bench_kind kind);
-/** Scratch floats the OpenBLAS or recurrent baseline needs. */
-size_t bench_baseline_scratch(const bench_shape *s);
 /** Largest score matrix the softmax baselines allocate per thread, in bytes. */
 #define BENCH_BLAS_MAX_BYTES ((size_t)1 << 30)
-/** One call of a baseline on w's buffers (called by bench_work_run). */
-void bench_baseline_blas(bench_work *w);
-void bench_baseline_recurrent(bench_work *w);
-/** oneDNN: create primitives and memory for w->s (0 on success, else err says why); one call;
- *  release. Only where bench_baselines_init reported it available. */
-int bench_onednn_init(bench_work *w, char *err, size_t errlen);
-void bench_onednn_run(bench_work *w);
-void bench_onednn_free(bench_work *w);
+/** Set up w->scratch, the memory the OpenBLAS, oneDNN and recurrent baselines work in. */
+int bench_baseline_scratch(bench_work *w, char *err, size_t errlen);
+/** The oneDNN baseline's call (baseline_onednn.c): primitives and memory objects for w->s are
+ *  made in setup; only where bench_baselines_init reported it available. */
+extern const bench_call bench_onednn_call;
 /** Fill info's availability and ran_on for oneDNN (baseline_onednn.c). */
 void bench_onednn_describe(bench_baseline_info *info);
 
@@ -183,24 +198,6 @@ double bench_measure_bandwidth(bench_pool *pool, size_t bytes, double seconds);
 /* Variants, rows, results (bench_attn.c, report.c)                                             */
 /* ------------------------------------------------------------------------------------------ */
 
-typedef enum bench_mode { BENCH_PREFILL, BENCH_DECODE } bench_mode;
-
-typedef struct bench_variant {
-  const char *name;
-  bench_mode mode;
-  bench_kind kind;              /**< BENCH_SOFTMAX, BENCH_LINEAR or BENCH_LINEAR_STEP */
-  int causal;                   /**< softmax: right bound 0; linear: causal */
-  int windowed;                 /**< softmax: causal window of --window keys */
-  attn_feature_map map;         /**< linear */
-  int normalize;                /**< linear */
-  int quadratic;                /**< capped by --quad-n-max */
-  const char *partner;          /**< linear prefill: the softmax variant of the crossover */
-  const char *help;
-} bench_variant;
-
-extern const bench_variant bench_variants[];
-extern const size_t bench_variant_count;
-
 typedef enum bench_row_state { ROW_PENDING, ROW_OK, ROW_SKIPPED, ROW_FAILED } bench_row_state;
 
 typedef struct bench_row {
@@ -239,6 +236,8 @@ typedef struct bench_results {
   bench_limits limits;
   bench_sysinfo info;
   bench_baseline_info base[BENCH_BASE_COUNT];
+  const bench_variant *const *vars; /**< every variant, in the order of the reports */
+  size_t nvars;
   int threads;
   int pin;
   bench_timing timing;

@@ -2,7 +2,8 @@
  * attn-bench: throughput of every attn variant on every native ISA path against sequence length,
  * decode, the linear/softmax crossover, and baselines (naive attention through OpenBLAS and
  * oneDNN, a one-pass recurrent loop), all in one run. See --help, and flops.h for how work is
- * counted.
+ * counted. The variants and their calls live in adapters (variant.h, variants/); this file only
+ * loops over them.
  */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <errno.h>
@@ -15,53 +16,44 @@
 #include "bench.h"
 
 /* ------------------------------------------------------------------------------------------ */
-/* Variants                                                                                     */
+/* Adapters and their variants                                                                 */
 /* ------------------------------------------------------------------------------------------ */
 
-const bench_variant bench_variants[] = {
-    {"softmax_full", BENCH_PREFILL, BENCH_SOFTMAX, 0, 0, ATTN_FEATURE_IDENTITY, 0, 1, NULL,
-     "softmax attention, every key visible (window unbounded both sides)"},
-    {"softmax_causal", BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 1, NULL,
-     "softmax attention, causal (window left unbounded, right 0)"},
-    {"softmax_window", BENCH_PREFILL, BENCH_SOFTMAX, 1, 1, ATTN_FEATURE_IDENTITY, 0, 0, NULL,
-     "causal sliding window of --window keys (left = W - 1, right = 0)"},
-    {"linear_identity", BENCH_PREFILL, BENCH_LINEAR, 0, 0, ATTN_FEATURE_IDENTITY, 0, 0,
-     "softmax_full", "linear, bidirectional, identity map, un-normalised"},
-    {"linear_identity_causal", BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
-     "softmax_causal", "linear, causal (chunkwise), identity map, un-normalised"},
-    {"linear_elu1", BENCH_PREFILL, BENCH_LINEAR, 0, 0, ATTN_FEATURE_ELU1, 1, 0, "softmax_full",
-     "linear, bidirectional, elu+1 map, normalised"},
-    {"linear_elu1_causal", BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_ELU1, 1, 0,
-     "softmax_causal", "linear, causal (chunkwise), elu+1 map, normalised"},
-    {"softmax_decode", BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0, NULL,
-     "one query over a K/V cache of --cache-min .. --cache-max tokens"},
-    {"linear_identity_decode", BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
-     NULL, "recurrent step (causal, n_q = n_kv = 1, continuing a state), identity"},
-    {"linear_elu1_decode", BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_ELU1, 1, 0, NULL,
-     "recurrent step (causal, n_q = n_kv = 1, continuing a state), elu+1"},
-};
-const size_t bench_variant_count = sizeof bench_variants / sizeof bench_variants[0];
-#define MAX_VARIANTS (sizeof bench_variants / sizeof bench_variants[0])
+/* Every family of attn calls the bench measures (bench/variants/). */
+static const bench_adapter *const adapters[] = {&bench_softmax_adapter, &bench_linear_adapter};
+#define NADAPTERS (sizeof adapters / sizeof adapters[0])
+
+/* Every variant of every adapter, prefill before decode (the sweep's order, and that of every
+ * report), each mode in adapter order. */
+static const bench_variant *variants[BENCH_MAX_VARIANTS];
+static size_t nvariants;
+
+static void list_variants(void) {
+  for (int mode = BENCH_PREFILL; mode <= BENCH_DECODE; mode++)
+    for (size_t a = 0; a < NADAPTERS; a++)
+      for (size_t i = 0; i < adapters[a]->count && nvariants < BENCH_MAX_VARIANTS; i++)
+        if (adapters[a]->variants[i].mode == (bench_mode)mode) variants[nvariants++] = &adapters[a]->variants[i];
+}
 
 static const bench_variant *find_variant(const char *name) {
-  for (size_t i = 0; i < bench_variant_count; i++)
-    if (strcmp(bench_variants[i].name, name) == 0) return &bench_variants[i];
+  for (size_t i = 0; i < nvariants; i++)
+    if (strcmp(variants[i]->name, name) == 0) return variants[i];
   return NULL;
 }
+
+static size_t variant_index(const bench_variant *v) { return bench_variant_index(variants, nvariants, v); }
 
 /* ------------------------------------------------------------------------------------------ */
 /* Options                                                                                      */
 /* ------------------------------------------------------------------------------------------ */
 
-#define MAX_LIST 64
-
 typedef struct options {
-  int variant_on[MAX_VARIANTS];
+  int variant_on[BENCH_MAX_VARIANTS];
   int isa_on[ATTN_ISA_COUNT];
-  size_t sizes[MAX_LIST], nsizes; /* explicit --sizes */
+  size_t sizes[BENCH_MAX_SIZES], nsizes; /* explicit --sizes */
   size_t n_min, n_max, quad_n_max, cache_min, cache_max;
   int n_max_set, quad_set;
-  size_t d[MAX_LIST], nd;
+  size_t d[BENCH_MAX_SIZES], nd;
   size_t heads, kv_heads, window;
   int threads, pin;
   double min_time, max_call_time, noisy;
@@ -138,8 +130,7 @@ static void usage(FILE *f) {
     fputc('\n', f);
   }
   fprintf(f, "\nVariants:\n");
-  for (size_t i = 0; i < bench_variant_count; i++)
-    fprintf(f, "  %-24s%s\n", bench_variants[i].name, bench_variants[i].help);
+  for (size_t i = 0; i < nvariants; i++) fprintf(f, "  %-24s%s\n", variants[i]->name, variants[i]->help);
   fprintf(f,
           "\nTiming: CLOCK_MONOTONIC; calls per sample calibrated to >= min-time/20; warm-up; samples\n"
           "until --min-time and --reps are both reached; the median is reported with min and spread\n"
@@ -178,7 +169,7 @@ static size_t parse_size_list(const char *opt, const char *s, size_t *out) {
   snprintf(buf, sizeof buf, "%s", s);
   size_t n = 0;
   for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-    if (n == MAX_LIST) die_usage("--%s: more than 64 values in '%s'", opt, s);
+    if (n == BENCH_MAX_SIZES) die_usage("--%s: more than 64 values in '%s'", opt, s);
     out[n++] = parse_size(opt, tok);
   }
   if (!n) die_usage("--%s: empty list '%s'", opt, s);
@@ -203,12 +194,13 @@ static int parse_int(const char *opt, const char *s, int lo, int hi) {
   return (int)v;
 }
 
+/* Whether v is in a group: all, prefill, decode, or an adapter's name; -1 for no such group. */
 static int group_has(const char *group, const bench_variant *v) {
   if (!strcmp(group, "all")) return 1;
   if (!strcmp(group, "prefill")) return v->mode == BENCH_PREFILL;
   if (!strcmp(group, "decode")) return v->mode == BENCH_DECODE;
-  if (!strcmp(group, "softmax")) return v->kind == BENCH_SOFTMAX;
-  if (!strcmp(group, "linear")) return v->kind != BENCH_SOFTMAX;
+  for (size_t a = 0; a < NADAPTERS; a++)
+    if (!strcmp(group, adapters[a]->name)) return v->adapter == adapters[a];
   return -1;
 }
 
@@ -219,13 +211,13 @@ static void parse_variants(options *o, const char *s) {
   for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
     const bench_variant *v = find_variant(tok);
     if (v) {
-      o->variant_on[v - bench_variants] = 1;
+      o->variant_on[variant_index(v)] = 1;
       continue;
     }
-    if (group_has(tok, &bench_variants[0]) < 0)
+    if (group_has(tok, variants[0]) < 0)
       die_usage("--variants: unknown variant or group '%s'%s", tok, " (see --help)");
-    for (size_t i = 0; i < bench_variant_count; i++)
-      if (group_has(tok, &bench_variants[i])) o->variant_on[i] = 1;
+    for (size_t i = 0; i < nvariants; i++)
+      if (group_has(tok, variants[i])) o->variant_on[i] = 1;
   }
 }
 
@@ -381,52 +373,10 @@ static bench_row *push_row(bench_results *r) {
   return row;
 }
 
-/* Feature size m from the library (public API), d if it cannot say. */
-static size_t feature_size(const bench_shape *s) {
-  attn_linear_desc desc;
-  size_t m = s->d;
-  attn_linear_desc_init(&desc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv, s->map);
-  desc.causal = s->causal;
-  desc.normalize = s->normalize;
-  if (attn_linear_feature_size(&desc, &m) != ATTN_OK) m = s->d;
-  return m;
-}
-
-/* The shape of variant v (attn call, or its baseline when kind says so) at n tokens. */
-static bench_shape make_shape(const options *o, const bench_variant *v, bench_kind kind, size_t n,
-                              size_t d) {
-  bench_shape s = {0};
-  s.kind = kind;
-  s.h_q = o->heads;
-  s.h_kv = o->kv_heads;
-  s.d = s.dv = d;
-  s.map = v->map;
-  s.causal = v->causal;
-  s.normalize = v->normalize;
-  s.n_q = s.n_kv = n;
-  if (v->kind == BENCH_SOFTMAX) {
-    s.window_left = v->windowed ? o->window - 1 : ATTN_UNBOUNDED;
-    s.window_right = v->causal ? 0 : ATTN_UNBOUNDED;
-    if (v->mode == BENCH_DECODE) s.n_q = 1;
-  } else {
-    s.window_left = s.window_right = ATTN_UNBOUNDED;
-    s.m = feature_size(&s);
-  }
-  return s;
-}
-
-/* The chunk attn_linear uses for this shape on a path (the flop count of the chunkwise form
- * depends on it); the process-wide path is restored afterwards. */
-static size_t linear_chunk_on(const bench_shape *s, attn_isa isa) {
-  attn_linear_desc d;
-  size_t chunk = 0;
-  const attn_isa prev = attn_isa_get();
-  attn_linear_desc_init(&d, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv, s->map);
-  d.normalize = s->normalize;
-  if (isa == ATTN_ISA_NONE) isa = ATTN_ISA_AUTO; /* a baseline row: credited like the native path */
-  if (attn_isa_set(isa) != ATTN_OK || attn_linear_chunk_size(&d, &chunk) != ATTN_OK) chunk = 0;
-  attn_isa_set(prev == ATTN_ISA_NONE ? ATTN_ISA_AUTO : prev);
-  return chunk;
+/* What the options say about the shapes, for the adapters. */
+static bench_sweep sweep_of(const options *o) {
+  return (bench_sweep){o->sizes, o->nsizes, o->n_min, o->n_max, o->quad_n_max, o->cache_min, o->cache_max,
+                       o->heads, o->kv_heads, o->window};
 }
 
 static bench_row *add_row(run_ctx *rc, const bench_variant *v, attn_isa isa, const char *baseline,
@@ -438,10 +388,9 @@ static bench_row *add_row(run_ctx *rc, const bench_variant *v, attn_isa isa, con
   row->impl = baseline ? baseline : attn_isa_name(isa);
   if (baseline) row->native = 1;
   else attn_isa_available(isa, &row->native);
-  row->shape = make_shape(&rc->opt, v, kind, n, d);
-  if (kind == BENCH_LINEAR || kind == BENCH_LINEAR_STEP || kind == BENCH_RECURRENT)
-    row->shape.chunk = linear_chunk_on(&row->shape, isa);
-  row->cost = bench_cost_of(&row->shape);
+  const bench_sweep sw = sweep_of(&rc->opt);
+  row->shape = v->adapter->shape(v, &sw, kind, n, d);
+  row->cost = v->adapter->cost(&row->shape, isa);
   return row;
 }
 
@@ -481,6 +430,8 @@ static int skip_row(run_ctx *rc, bench_row *row, const bench_row *prev) {
 
 static void measure_row(run_ctx *rc, bench_row *row) {
   const int threads = rc->opt.threads;
+  const bench_call *call =
+      row->baseline ? rc->res.base[bench_baseline_of(row->shape.kind)].call : &row->var->adapter->call;
   bench_work *work = calloc((size_t)threads, sizeof *work);
   void **ctx = calloc((size_t)threads, sizeof *ctx);
   char err[160] = "";
@@ -496,7 +447,7 @@ static void measure_row(run_ctx *rc, bench_row *row) {
   }
   for (int t = 0; t < threads; t++) {
     ctx[t] = &work[t];
-    if (bench_work_init(&work[t], &row->shape, (unsigned)t, err, sizeof err)) {
+    if (bench_work_init(&work[t], &row->shape, call, (unsigned)t, err, sizeof err)) {
       snprintf(row->note, sizeof row->note, "%s", err);
       goto done;
     }
@@ -539,49 +490,26 @@ static void run_row(run_ctx *rc, size_t index) {
   fflush(stdout);
 }
 
-/* Powers of two from lo to hi. */
-static size_t powers_of_two(size_t lo, size_t hi, size_t *out) {
-  size_t n = 0;
-  for (size_t v = lo; v <= hi && n < MAX_LIST; v *= 2) out[n++] = v;
-  return n;
-}
-
-/* The sizes a variant is measured at: n (prefill: --sizes, or powers of two, up to --quad-n-max
- * for the quadratic variants), the cache (decode), or one step. */
-static size_t variant_sizes(const options *o, const bench_variant *v, size_t *out) {
-  if (v->kind == BENCH_LINEAR_STEP) {
-    out[0] = 1;
-    return 1;
-  }
-  if (v->mode == BENCH_DECODE) return powers_of_two(o->cache_min, o->cache_max, out);
-  size_t hi = v->quadratic ? o->quad_n_max : o->n_max, n = 0;
-  if (!o->nsizes) return powers_of_two(o->n_min, hi, out);
-  for (size_t i = 0; i < o->nsizes; i++)
-    if (o->sizes[i] <= hi) out[n++] = o->sizes[i];
-  return n;
-}
-
 /* All rows of the sweep, in series order (each series by growing n): every selected variant on
  * every selected path, then each baseline on the variants it stands in for. */
 static void plan(run_ctx *rc) {
   const options *o = &rc->opt;
-  size_t sizes[MAX_LIST];
+  const bench_sweep sw = sweep_of(o);
+  size_t sizes[BENCH_MAX_SIZES];
   for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
-    for (size_t vi = 0; o->isa_on[isa] && vi < bench_variant_count; vi++)
+    for (size_t vi = 0; o->isa_on[isa] && vi < nvariants; vi++)
       for (size_t di = 0; o->variant_on[vi] && di < o->nd; di++) {
-        const bench_variant *v = &bench_variants[vi];
-        size_t count = variant_sizes(o, v, sizes);
+        const bench_variant *v = variants[vi];
+        size_t count = v->adapter->sizes(v, &sw, sizes);
         for (size_t i = 0; i < count; i++) add_row(rc, v, (attn_isa)isa, NULL, v->kind, sizes[i], o->d[di]);
       }
   if (!o->baselines) return;
   for (int b = 0; b < BENCH_BASE_COUNT; b++)
-    for (size_t vi = 0; vi < bench_variant_count; vi++) {
-      const bench_variant *v = &bench_variants[vi];
+    for (size_t vi = 0; vi < nvariants; vi++) {
+      const bench_variant *v = variants[vi];
       const bench_baseline_info *base = &rc->res.base[b];
-      int has = base->softmax ? v->kind == BENCH_SOFTMAX && v->mode == BENCH_PREFILL
-                              : v->kind == BENCH_LINEAR_STEP || (v->kind == BENCH_LINEAR && v->causal);
-      for (size_t di = 0; o->variant_on[vi] && has && di < o->nd; di++) {
-        size_t count = variant_sizes(o, v, sizes);
+      for (size_t di = 0; o->variant_on[vi] && (v->baselines >> b & 1u) && di < o->nd; di++) {
+        size_t count = v->adapter->sizes(v, &sw, sizes);
         for (size_t i = 0; i < count; i++) add_row(rc, v, ATTN_ISA_NONE, base->name, base->kind, sizes[i], o->d[di]);
       }
     }
@@ -622,8 +550,8 @@ static const bench_row *find_ok(const bench_results *r, const bench_variant *v, 
 static bench_crossover crossover(const bench_results *r, const bench_variant *lin,
                                  const bench_variant *soft, attn_isa isa, size_t d) {
   bench_crossover c = {lin, soft, isa, d, 0, 0, 0, 0, 0, 0};
-  size_t ns[4 * MAX_LIST], count = 0;
-  for (size_t i = 0; i < r->count && count < 4 * MAX_LIST; i++) {
+  size_t ns[4 * BENCH_MAX_SIZES], count = 0;
+  for (size_t i = 0; i < r->count && count < 4 * BENCH_MAX_SIZES; i++) {
     const bench_row *row = &r->rows[i];
     if (row->var == lin && row->isa == isa && !row->baseline && row->shape.d == d &&
         row->state == ROW_OK && find_ok(r, soft, isa, d, row->shape.n_q))
@@ -634,7 +562,7 @@ static bench_crossover crossover(const bench_results *r, const bench_variant *li
     return c;
   }
   qsort(ns, count, sizeof ns[0], cmp_size);
-  double y[4 * MAX_LIST];
+  double y[4 * BENCH_MAX_SIZES];
   long last_soft = -1;
   for (size_t i = 0; i < count; i++) {
     y[i] = log(find_ok(r, lin, isa, d, ns[i])->st.median / find_ok(r, soft, isa, d, ns[i])->st.median);
@@ -659,15 +587,15 @@ static void compute_crossovers(run_ctx *rc) {
   free(r->cross);
   r->cross = NULL;
   r->ncross = 0;
-  size_t cap = bench_variant_count * ATTN_ISA_COUNT * MAX_LIST;
+  size_t cap = nvariants * ATTN_ISA_COUNT * BENCH_MAX_SIZES;
   r->cross = calloc(cap, sizeof *r->cross);
   if (!r->cross) return;
   for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++) {
     if (!rc->opt.isa_on[isa]) continue;
-    for (size_t vi = 0; vi < bench_variant_count; vi++) {
-      const bench_variant *lin = &bench_variants[vi];
+    for (size_t vi = 0; vi < nvariants; vi++) {
+      const bench_variant *lin = variants[vi];
       const bench_variant *soft = lin->partner ? find_variant(lin->partner) : NULL;
-      if (!soft || !rc->opt.variant_on[vi] || !rc->opt.variant_on[soft - bench_variants]) continue;
+      if (!soft || !rc->opt.variant_on[vi] || !rc->opt.variant_on[variant_index(soft)]) continue;
       for (size_t di = 0; di < rc->opt.nd; di++) {
         bench_crossover c = crossover(r, lin, soft, (attn_isa)isa, rc->opt.d[di]);
         if (c.where != 2) r->cross[r->ncross++] = c;
@@ -787,12 +715,15 @@ static void judge_noise(run_ctx *rc) {
 
 int main(int argc, char **argv) {
   static run_ctx rc;
+  list_variants();
   parse_args(&rc.opt, argc, argv);
   const options *o = &rc.opt;
   bench_results *r = &rc.res;
   r->threads = o->threads;
   r->pin = o->pin;
   r->window = o->window;
+  r->vars = variants;
+  r->nvars = nvariants;
   r->timing = (bench_timing){o->min_time, o->reps, 100000, o->warmup, o->noisy};
   bench_sysinfo_fill(&r->info);
   bench_baselines_init(r->base);

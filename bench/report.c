@@ -241,21 +241,21 @@ static size_t write_ranges(FILE *f, const bench_results *r, int md, size_t *defa
               r->base[b].absent);
       continue;
     }
-    for (size_t v = 0; v < bench_variant_count; v++)
+    for (size_t v = 0; v < r->nvars; v++)
       for (size_t p = 0; p < np; p++)
         for (size_t k = 0; k < nd; k++) {
-          ratio_range g = speedup_range(r, (bench_base)b, &bench_variants[v], paths[p], ds[k]);
+          ratio_range g = speedup_range(r, (bench_base)b, r->vars[v], paths[p], ds[k]);
           if (!g.count) continue;
           losses += g.losses;
           if (paths[p] == def) *default_losses += g.losses;
-          const int step = bench_variants[v].kind == BENCH_LINEAR_STEP; /* one point, no n */
+          const int step = r->vars[v]->kind == BENCH_LINEAR_STEP; /* one point, no n */
           snprintf(lo, sizeof lo, "step");
           snprintf(hi, sizeof hi, "step");
           if (!step) fmt_n(lo, sizeof lo, (double)g.n_lo), fmt_n(hi, sizeof hi, (double)g.n_hi);
           snprintf(x, sizeof x, "%zu of %zu", g.losses, g.count);
           fprintf(f, md ? "| %s | %s | %s | %zu | %.2fx (n = %s) .. %.2fx (n = %s) | %s |\n"
                         : "  %-9s %-23s %-7s d %-4zu %.2fx (n = %s) .. %.2fx (n = %s); slower at %s points\n",
-                  r->base[b].name, bench_variants[v].name, attn_isa_name(paths[p]), ds[k], g.lo, lo, g.hi, hi,
+                  r->base[b].name, r->vars[v]->name, attn_isa_name(paths[p]), ds[k], g.lo, lo, g.hi, hi,
                   g.losses ? x : "no");
         }
   }
@@ -642,8 +642,8 @@ static void md_pivot(FILE *f, const bench_results *r, attn_isa isa, size_t d, be
   size_t nc = 0;
   size_t sizes[256], ns = 0;
   const int with_base = base < BENCH_BASE_COUNT;
-  for (size_t v = 0; v < bench_variant_count && nc < 32; v++) {
-    const bench_variant *var = &bench_variants[v];
+  for (size_t v = 0; v < r->nvars && nc < 32; v++) {
+    const bench_variant *var = r->vars[v];
     if (var->mode != mode || var->kind == BENCH_LINEAR_STEP) continue;
     int present = 0;
     for (size_t i = 0; i < r->count && !present; i++) {
@@ -814,10 +814,10 @@ static void gp_panel(FILE *f, const bench_results *r, bench_mode mode, row_metri
   const bench_row *rows[256];
   int any = 0;
   fprintf(f, "plot ");
-  for (size_t v = 0; v < bench_variant_count; v++)
+  for (size_t v = 0; v < r->nvars; v++)
     for (size_t p = 0; p < np; p++)
       for (size_t d = 16; d <= 1024; d *= 2) { /* one series per head dimension present */
-        const bench_variant *var = &bench_variants[v];
+        const bench_variant *var = r->vars[v];
         if (var->mode != mode || var->kind == BENCH_LINEAR_STEP) continue;
         if (!series(r, var, paths[p], d, rows, 256)) continue;
         fprintf(f, "%s'-' using 1:2 with linespoints lc rgb '%s' dt %d pt %d lw 1.5 title '%s %s d%zu'",
@@ -826,10 +826,10 @@ static void gp_panel(FILE *f, const bench_results *r, bench_mode mode, row_metri
         any = 1;
       }
   fprintf(f, "%s%s\n", any && extra[0] ? ", \\\n     " : "", extra);
-  for (size_t v = 0; v < bench_variant_count; v++)
+  for (size_t v = 0; v < r->nvars; v++)
     for (size_t p = 0; p < np; p++)
       for (size_t d = 16; d <= 1024; d *= 2) {
-        const bench_variant *var = &bench_variants[v];
+        const bench_variant *var = r->vars[v];
         if (var->mode != mode || var->kind == BENCH_LINEAR_STEP) continue;
         size_t n = series(r, var, paths[p], d, rows, 256);
         if (!n) continue;
@@ -932,7 +932,7 @@ static int write_gp(const char *gp, const char *svg, const bench_results *r) {
       if (row->baseline || row->var->kind != BENCH_LINEAR_STEP || row->state != ROW_OK) continue;
       append(extra, sizeof extra, "%.6g with lines dt %d lw 1.5 lc rgb '%s' title '%s %s d%zu'",
              bench_row_tokens(r, row), isa_dash(row->isa),
-             colors[(row->var - bench_variants) % 10], row->var->name, row->impl, row->shape.d);
+             colors[bench_variant_index(r->vars, r->nvars, row->var) % 10], row->var->name, row->impl, row->shape.d);
     }
     gp_xtics(f, dlo, dhi);
     fprintf(f, "set xrange [%g:%g]\nset title 'Decode: one query over a cache; linear step'\n"

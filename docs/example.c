@@ -29,7 +29,7 @@ int main(void) {
   /* Causal softmax attention over all heads; layouts default to [token][head][dim]. */
   attn_softmax_desc sd;
   CHECK(attn_softmax_desc_init(&sd, N, N, H, HKV, D, D));
-  sd.window_right = 0; /* causal (bottom-right aligned) */
+  sd.mask = attn_mask_causal(); /* bottom-right aligned */
   size_t ws_bytes;
   CHECK(attn_softmax_workspace_size(&sd, &ws_bytes));
   void *ws = malloc(ws_bytes);
@@ -37,7 +37,8 @@ int main(void) {
   printf("softmax  o[last token][head 0][0..3] = %.5f %.5f %.5f %.5f\n", o[(N - 1) * H * D], o[(N - 1) * H * D + 1],
          o[(N - 1) * H * D + 2], o[(N - 1) * H * D + 3]);
 
-  /* Causal linear attention (elu+1 features): prefill N-1 tokens, then decode the last one. */
+  /* Causal linear attention (elu+1 features; desc_init's mask is causal): prefill N-1 tokens, then
+   * decode the last one. */
   attn_linear_desc ld;
   CHECK(attn_linear_desc_init(&ld, N - 1, N - 1, H, HKV, D, D, ATTN_FEATURE_ELU1));
   size_t state_bytes, lws_bytes;
@@ -47,7 +48,7 @@ int main(void) {
   void *state_mem = malloc(state_bytes), *lws = malloc(lws_bytes);
   CHECK(attn_linear_state_init(&state, &ld, state_mem, state_bytes));
   CHECK(attn_linear(&ld, q, k, v, o, &state, lws, lws_bytes)); /* prefill */
-  ld.n_q = ld.n_kv = 1;                                          /* one decode step */
+  ld.shape.n_q = ld.shape.n_kv = 1;                              /* one decode step */
   CHECK(attn_linear(&ld, q + (N - 1) * H * D, k + (N - 1) * HKV * D, v + (N - 1) * HKV * D, o + (N - 1) * H * D,
                     &state, lws, lws_bytes));
   printf("linear   o[last token][head 0][0..3] = %.5f %.5f %.5f %.5f (state holds %llu tokens)\n", o[(N - 1) * H * D],

@@ -14,8 +14,8 @@
  *   (between consecutive heads of one token). The default layout that the *_desc_init functions
  *   write is token-major, [n][H][d]: row stride H*d, head stride d. A packed QKV projection
  *   [n][3][H][d] is passed as q = buf, k = buf + H*d, v = buf + 2*H*d with row stride 3*H*d.
- * - Heads: H_q query heads and H_kv key/value heads with H_q % H_kv == 0 (MHA, GQA, MQA). Query
- *   head h reads key/value head h / (H_q / H_kv).
+ * - Heads: h_q query heads, h_k key heads and h_v value heads (attn_shape); with GQA / MQA,
+ *   h_k = h_v = H_kv divides h_q and query head h reads key/value head h / (h_q / H_kv).
  * - Causal alignment is bottom-right: query i sits at absolute position p_i = (n_kv - n_q) + i.
  *   Decode is n_q = 1 over a cache of n_kv rows; chunked prefill is 1 < n_q < n_kv. When
  *   n_q > n_kv the first n_q - n_kv queries have negative positions and see no key.
@@ -40,7 +40,9 @@
  * - Workspace: compute functions take caller-provided scratch memory; ask its size with the
  *   matching *_workspace_size function. Any alignment works; 64-byte alignment is fastest.
  *
- * Since 0.1.0 unless said otherwise; 0.1.1 made the non-finite policy hold on every path.
+ * Since 0.1.0 unless said otherwise; 0.1.1 made the non-finite policy hold on every path; 0.2.0
+ * gave every descriptor one shape block (attn_shape) and one mask (attn_mask), and the linear
+ * state its final layout (state heads for separate key/value head counts, per-feature offsets).
  */
 #ifndef ATTN_H
 #define ATTN_H
@@ -62,10 +64,10 @@ extern "C" {
  * Version
  * ------------------------------------------------------------------------------------------- */
 #define ATTN_VERSION_MAJOR 0
-#define ATTN_VERSION_MINOR 1
-#define ATTN_VERSION_PATCH 1
+#define ATTN_VERSION_MINOR 2
+#define ATTN_VERSION_PATCH 0
 #define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
-#define ATTN_VERSION_STRING "0.1.1"
+#define ATTN_VERSION_STRING "0.2.0"
 
 /** Version of the library actually linked, as ATTN_VERSION_NUMBER. Thread-safe. */
 ATTN_API unsigned attn_version_number(void);
@@ -81,8 +83,8 @@ typedef enum attn_status {
   ATTN_E_ZERO_SIZE = 2,           /**< a size (tokens, heads, dimension, count) is zero */
   ATTN_E_SIZE_OVERFLOW = 3,       /**< a size product or offset overflows size_t / ptrdiff_t */
   ATTN_E_BAD_STRIDE = 4,          /**< a stride is smaller than a row, or an output layout overlaps itself */
-  ATTN_E_BAD_HEADS = 5,           /**< H_q % H_kv != 0 */
-  ATTN_E_BAD_WINDOW = 6,          /**< reserved for calls whose window cannot be honoured */
+  ATTN_E_BAD_HEADS = 5,           /**< a head count does not divide the output heads H, or h_k != h_v where required */
+  ATTN_E_BAD_WINDOW = 6,          /**< a mask the variant cannot honour (linear attention: not full or causal) */
   ATTN_E_BAD_SCALE = 7,           /**< scale is NaN or infinite */
   ATTN_E_BAD_EPS = 8,             /**< eps is NaN, infinite or negative */
   ATTN_E_BAD_FEATURE_MAP = 9,     /**< unknown feature map, or a feature size it cannot use */
@@ -100,9 +102,10 @@ ATTN_API const char *attn_status_string(attn_status status);
  * ISA paths and runtime dispatch
  *
  * Every compiled path is listed by attn_isa (values 1 .. ATTN_ISA_COUNT-1; iterate them to list
- * the paths). On first use the library detects the CPU (x86: CPUID + XGETBV: AVX2, FMA and
- * OS-saved YMM state; AArch64: NEON always) and picks the best NATIVE path, unless the environment
- * variable ATTN_ISA = auto | scalar | avx2 | neon names another; it is read once, on first use.
+ * the paths). On first use the library detects the CPU (x86: CPUID + XGETBV, each path's features
+ * and the register state the OS saves; AArch64: NEON always) and picks the best NATIVE path,
+ * unless the environment variable ATTN_ISA = auto or a path's name (attn_isa_name) names another;
+ * it is read once, on first use.
  * A path that is compiled but not the CPU's own (NEON on x86, AVX2 on AArch64) runs through SIMDe
  * emulation: it is "available" but not "native", and is selected only when forced.
  * If ATTN_ISA names an unknown path or one this CPU cannot run, every compute call returns
@@ -117,7 +120,8 @@ typedef enum attn_isa {
   ATTN_ISA_COUNT = 4
 } attn_isa;
 
-/** Name of a path: "auto", "scalar", "avx2", "neon"; "none" for ATTN_ISA_NONE; "unknown" otherwise. */
+/** Name of a path ("auto", "scalar", "avx2", "neon", ...: lower case of the enum's suffix); "none" for
+ * ATTN_ISA_NONE; "unknown" otherwise. */
 ATTN_API const char *attn_isa_name(attn_isa isa);
 /** Path id for a name (case-sensitive, as attn_isa_name writes it); ATTN_ISA_NONE when unknown or NULL. */
 ATTN_API attn_isa attn_isa_from_name(const char *name);
@@ -141,7 +145,7 @@ ATTN_API attn_status attn_isa_set(attn_isa isa);
 ATTN_API attn_isa attn_isa_get(void);
 
 /* ---------------------------------------------------------------------------------------------
- * Tensor layout
+ * Shapes, layouts and masks: one block shared by every variant's descriptor
  * ------------------------------------------------------------------------------------------- */
 /** Strides, in elements, of one [tokens x heads x width] tensor. */
 typedef struct attn_layout {
@@ -149,42 +153,95 @@ typedef struct attn_layout {
   size_t head_stride; /**< between head h and h+1 of the same token */
 } attn_layout;
 
-/** "No bound" for a window side. */
+/**
+ * Sizes and strides of one call: the first member of every descriptor.
+ * Output heads: H = max(h_q, h_k, h_v); each of h_q, h_k, h_v must divide H (ATTN_E_BAD_HEADS).
+ * Output head h reads query head h / (H / h_q), key head h / (H / h_k), value head h / (H / h_v)
+ * (contiguous groups: MHA has all three equal; GQA/MQA has h_k = h_v dividing h_q; Mamba2 shares
+ * q and k across a group of value heads, h_q = h_k dividing h_v). Softmax attention needs
+ * h_k == h_v == h_q / g (H = h_q); linear attention takes any three counts that divide H.
+ */
+typedef struct attn_shape {
+  size_t n_q, n_kv;       /**< query tokens, key/value tokens (both >= 1) */
+  size_t h_q, h_k, h_v;   /**< query, key and value heads */
+  size_t d, dv;           /**< query/key width, value (and output) width */
+  attn_layout q, k, v, o; /**< strides; q and k rows have d elements, v and o rows dv; o has H heads */
+} attn_shape;
+
+/**
+ * Write sizes and the default token-major contiguous layouts ([n][heads][width]: row stride
+ * heads * width, head stride width; o has H = max(h_q, h_k, h_v) heads). Nothing is validated
+ * here; the compute calls validate. @retval ATTN_OK  @retval ATTN_E_NULL_POINTER shape is NULL.
+ * Since 0.2.0.
+ */
+ATTN_API attn_status attn_shape_init(attn_shape *shape, size_t n_q, size_t n_kv, size_t h_q, size_t h_k,
+                                     size_t h_v, size_t d, size_t dv);
+
+/** "No bound" for a mask side. */
 #define ATTN_UNBOUNDED SIZE_MAX
+
+/**
+ * Which keys a query sees, for every variant. Query i sits at position p_i = (n_kv - n_q) + i
+ * (bottom-right); key j is visible to it iff
+ *     p_i - left <= j <= p_i + right   and, when chunk > 0,   floor(j / chunk) == floor(p_i / chunk).
+ * Full (bidirectional): left = right = ATTN_UNBOUNDED, chunk = 0.  Causal: right = 0 (left
+ * unbounded): the one way to say causal.  Causal sliding window of w keys including itself:
+ * left = w - 1, right = 0.  Chunk-local (FLASH's quadratic part, blocked local attention): chunk
+ * = g, with right = 0 for its causal form. Chunks are counted from key position 0.
+ * Since 0.2.0 (replaces 0.1's window_left / window_right and linear attention's `causal` flag).
+ */
+typedef struct attn_mask {
+  size_t left;  /**< keys visible before the query's position (ATTN_UNBOUNDED: all) */
+  size_t right; /**< keys visible after it (0: causal; ATTN_UNBOUNDED: all) */
+  size_t chunk; /**< chunk-local width g (0: no chunk limit) */
+} attn_mask;
+
+/** Every key visible. */
+static inline attn_mask attn_mask_full(void) {
+  attn_mask m = {ATTN_UNBOUNDED, ATTN_UNBOUNDED, 0};
+  return m;
+}
+/** Keys at or before the query's position. */
+static inline attn_mask attn_mask_causal(void) {
+  attn_mask m = {ATTN_UNBOUNDED, 0, 0};
+  return m;
+}
+/** A (left, right) window; (w - 1, 0) is a causal sliding window of w keys. */
+static inline attn_mask attn_mask_window(size_t left, size_t right) {
+  attn_mask m = {left, right, 0};
+  return m;
+}
+/** 1 when the mask is causal (right == 0, left unbounded, no chunk limit). */
+static inline int attn_mask_is_causal(attn_mask m) {
+  return m.right == 0 && m.left == ATTN_UNBOUNDED && m.chunk == 0;
+}
 
 /* ---------------------------------------------------------------------------------------------
  * Softmax attention
  *
- *   o_i = sum_j softmax_j(scale * q_i . k_j) v_j over the keys j visible to query i, where key j
- *   is visible iff p_i - window_left <= j <= p_i + window_right (p_i: bottom-right position).
- *   Full attention: window (ATTN_UNBOUNDED, ATTN_UNBOUNDED). Causal: (ATTN_UNBOUNDED, 0).
- *   Causal sliding window of w keys including itself: (w - 1, 0).
+ *   o_i = sum_j softmax_j(scale * q_i . k_j) v_j over the keys j the mask lets query i see.
  *
  * Streamed over key blocks with the online-softmax recurrence (FlashAttention-2 style), fp32
  * accumulation; memory O(n) and work proportional to the visible pairs (plus at most one query
- * block by one key block of padding per block row): key blocks outside the window are never read.
- * A row with no visible key gets zeros and LSE = -inf. Non-finite inputs: see the conventions.
- * exp is vectorised (Cody-Waite reduction, then a degree-7 polynomial in the reduced argument):
- * relative error at most 2^-22 (2 to 4 ulp) for arguments in [-87.33, 0], asserted on every path
- * by the tests; smaller arguments give 0, so weights below e^-87.33 relative to the row's largest
- * are 0.
+ * block by one key block of padding per block row): key blocks the mask hides from a whole query
+ * block are never read. A row with no visible key gets zeros and LSE = -inf. Non-finite inputs:
+ * see the conventions. exp is vectorised (Cody-Waite reduction, then a degree-7 polynomial in the
+ * reduced argument): relative error at most 2^-22 (2 to 4 ulp) for arguments in [-87.33, 0],
+ * asserted on every path by the tests; smaller arguments give 0, so weights below e^-87.33
+ * relative to the row's largest are 0.
  * ------------------------------------------------------------------------------------------- */
 typedef struct attn_softmax_desc {
-  size_t n_q, n_kv;            /**< query tokens, key/value tokens (both >= 1) */
-  size_t h_q, h_kv;            /**< query heads, key/value heads (h_q % h_kv == 0) */
-  size_t d, dv;                /**< query/key width, value width */
-  float scale;                 /**< logit scale; attn_softmax_desc_init sets 1/sqrt(d) */
-  size_t window_left;          /**< keys visible before the query's position (ATTN_UNBOUNDED: all) */
-  size_t window_right;         /**< keys visible after it (0: causal; ATTN_UNBOUNDED: all) */
-  attn_layout q, k, v, o;      /**< strides; q and k rows have d elements, v and o rows dv */
-  attn_layout lse;             /**< strides of the optional LSE output (one float per row); checked
-                                    even when no lse is passed (the init defaults are valid) */
+  attn_shape shape; /**< sizes and strides; h_k == h_v, dividing h_q */
+  attn_mask mask;   /**< which keys each query sees; attn_softmax_desc_init: full */
+  float scale;      /**< logit scale; attn_softmax_desc_init sets 1/sqrt(d) */
+  attn_layout lse;  /**< strides of the optional LSE output (one float per row, h_q heads);
+                         checked even when no lse is passed (the init defaults are valid) */
 } attn_softmax_desc;
 
 /**
- * Fill a descriptor with defaults: full (unmasked) attention, scale 1/sqrt(d), token-major
- * contiguous layouts ([n][h][d] for q, k; [n][h][dv] for v, o; [n_q][h_q] for lse).
- * Sizes are copied as given; validation happens in the compute call.
+ * Fill a descriptor with defaults: h_k = h_v = h_kv, full (unmasked) attention, scale 1/sqrt(d),
+ * token-major contiguous layouts (attn_shape_init; [n_q][h_q] for lse). Sizes are copied as
+ * given; validation happens in the compute call.
  * @retval ATTN_OK  @retval ATTN_E_NULL_POINTER desc is NULL.
  */
 ATTN_API attn_status attn_softmax_desc_init(attn_softmax_desc *desc, size_t n_q, size_t n_kv,
@@ -192,7 +249,7 @@ ATTN_API attn_status attn_softmax_desc_init(attn_softmax_desc *desc, size_t n_q,
 
 /**
  * Bytes of workspace attn_softmax needs for this descriptor on the active path, written to
- * *bytes. The value depends on d, dv, h_q, h_kv and the path (at most ~256 KiB of per-head state
+ * *bytes. The value depends on d, dv, h_q, h_k and the path (at most ~256 KiB of per-head state
  * for d = dv = 64 plus one logits block), not on n_q or n_kv.
  * @retval ATTN_OK  and every validation status of attn_softmax (strides, heads, sizes, ISA).
  */
@@ -200,18 +257,18 @@ ATTN_API attn_status attn_softmax_workspace_size(const attn_softmax_desc *desc, 
 
 /**
  * Softmax attention for all heads of one sequence.
- * @param desc  shapes, scale, window and strides (see attn_softmax_desc).
- * @param q     n_q x h_q rows of d floats;  k: n_kv x h_kv rows of d;  v: n_kv x h_kv rows of dv.
+ * @param desc  shapes, mask, scale and strides (see attn_softmax_desc).
+ * @param q     n_q x h_q rows of d floats;  k: n_kv x h_k rows of d;  v: n_kv x h_v rows of dv.
  * @param o     out: n_q x h_q rows of dv floats. Must not overlap q, k, v, lse or the workspace.
  * @param lse   optional out (NULL: not written): natural-log LSE per (query, head), -inf for
  *              rows with no visible key.
  * @param workspace, workspace_size  scratch of at least attn_softmax_workspace_size bytes.
  * @retval ATTN_OK
  * @retval ATTN_E_NULL_POINTER q, k, v, o, workspace or desc is NULL.
- * @retval ATTN_E_ZERO_SIZE n_q, n_kv, h_q, h_kv, d or dv is 0.
+ * @retval ATTN_E_ZERO_SIZE n_q, n_kv, h_q, h_k, h_v, d or dv is 0.
  * @retval ATTN_E_SIZE_OVERFLOW an offset or byte count does not fit.
  * @retval ATTN_E_BAD_STRIDE a stride is smaller than a row, or o / lse overlap themselves.
- * @retval ATTN_E_BAD_HEADS h_q % h_kv != 0.
+ * @retval ATTN_E_BAD_HEADS h_q % h_k != 0 or h_k != h_v.
  * @retval ATTN_E_BAD_SCALE scale is not finite.
  * @retval ATTN_E_ALIASING o or lse overlaps an input, or each other.
  * @retval ATTN_E_WORKSPACE_TOO_SMALL
@@ -252,22 +309,25 @@ ATTN_API attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts,
 /* ---------------------------------------------------------------------------------------------
  * Linear attention
  *
- *   phi = psi = the feature map, applied per row, feature size m (m = d for the maps below).
- *   Bidirectional:  o_i = phi(q_i)^T S / (phi(q_i)^T z + eps),  S = sum_j psi(k_j) v_j^T,
- *                   z = sum_j psi(k_j), over all n_kv keys.
- *   Causal:         the sums run over j <= p_i (bottom-right), on top of an optional incoming
+ *   phi = psi = the feature map, applied per row, to feature size m (m = d for the maps below).
+ *   Bidirectional (full mask):  o_i = s phi(q_i)^T S / (s phi(q_i)^T z + eps),
+ *                   S = sum_j psi(k_j) v_j^T,  z = sum_j psi(k_j),  over all n_kv keys,
+ *                   s = the descriptor's scale (it multiplies phi(q); default 1).
+ *   Causal mask:    the sums run over j <= p_i (bottom-right), on top of an optional incoming
  *                   state (S0, z0) that stands for earlier tokens:
- *                   o_i = phi(q_i)^T (S0 + sum_{j<=p_i} psi(k_j) v_j^T) / (phi(q_i)^T (z0 + ...) + eps)
- *   Un-normalised (normalize = 0): o_i = phi(q_i)^T S (z is not used and stays 0).
- *   A normalised row whose denominator phi(q_i).z + eps is exactly 0 (eps = 0 and no visible
+ *                   o_i = s phi(q_i)^T (S0 + sum_{j<=p_i} psi(k_j) v_j^T) / (s phi(q_i)^T (z0 + ...) + eps)
+ *   Un-normalised (normalize = 0): o_i = s phi(q_i)^T S (z is not used and stays 0).
+ *   A normalised row whose denominator s phi(q_i).z + eps is exactly 0 (eps = 0 and no visible
  *   key, or features orthogonal to z) gets zeros, as a softmax row with no visible key does.
  *   Non-finite values: see the conventions (every feature map gives NaN for a non-finite input).
+ *   Heads (attn_shape): one state head per distinct (key head, value head) pair, that is
+ *   lcm(h_k, h_v) of them; output head h uses state head h / (H / lcm(h_k, h_v)).
  *
  * Causal prefill runs the chunkwise-parallel form: per chunk of C tokens
  *   O = tril(phi(Q) psi(K)^T) V + phi(Q) S,   S += psi(K)^T V,
  * each a small matrix product on the same GEMM micro-kernel; a call with n_q = n_kv = 1 is the
- * recurrent decode step. The key/value state depends only on the key/value head, so with GQA one
- * state head serves its whole group of query heads.
+ * recurrent decode step. The state depends only on the key and value heads, so with GQA one state
+ * head serves its whole group of query heads.
  * ------------------------------------------------------------------------------------------- */
 typedef enum attn_feature_map {
   ATTN_FEATURE_IDENTITY = 0, /**< phi(x) = x (sign-indefinite: use it un-normalised) */
@@ -276,22 +336,25 @@ typedef enum attn_feature_map {
 } attn_feature_map;
 
 typedef struct attn_linear_desc {
-  size_t n_q, n_kv;             /**< tokens (>= 1). Bidirectional: any. Causal: bottom-right. */
-  size_t h_q, h_kv;             /**< heads, h_q % h_kv == 0 */
-  size_t d, dv;                 /**< query/key width, value width */
+  attn_shape shape;             /**< sizes and strides; h_q, h_k, h_v each divide H */
+  attn_mask mask;               /**< attn_mask_full() (bidirectional) or attn_mask_causal();
+                                     other masks: ATTN_E_BAD_WINDOW */
   attn_feature_map feature_map; /**< phi = psi */
-  int causal;                   /**< 0: bidirectional; 1: causal */
-  int normalize;                /**< 1: divide by phi(q).z + eps; 0: un-normalised */
+  size_t m;                     /**< feature size; 0: the map's own (d for identity and elu1,
+                                     the only size they take) */
+  float scale;                  /**< multiplies phi(q); finite; attn_linear_desc_init sets 1 */
+  int normalize;                /**< 1: divide by s phi(q).z + eps; 0: un-normalised */
   float eps;                    /**< >= 0 and finite; attn_linear_desc_init sets 1e-6 */
   size_t chunk;                 /**< causal chunk size C, 1..ATTN_LINEAR_MAX_CHUNK; 0: the path's default */
-  attn_layout q, k, v, o;       /**< strides */
 } attn_linear_desc;
 
 #define ATTN_LINEAR_MAX_CHUNK 256
 
 /**
- * Fill a descriptor with defaults: causal, normalised, eps = 1e-6, default chunk, token-major
- * contiguous layouts. @retval ATTN_OK @retval ATTN_E_NULL_POINTER
+ * Fill a descriptor with defaults: h_k = h_v = h_kv, causal mask, normalised, scale 1,
+ * eps = 1e-6, m = 0 (the map's own feature size), chunk = 0 (the path's default), token-major
+ * contiguous layouts.
+ * @retval ATTN_OK @retval ATTN_E_NULL_POINTER
  */
 ATTN_API attn_status attn_linear_desc_init(attn_linear_desc *desc, size_t n_q, size_t n_kv,
                                            size_t h_q, size_t h_kv, size_t d, size_t dv,
@@ -302,21 +365,25 @@ ATTN_API attn_status attn_linear_feature_size(const attn_linear_desc *desc, size
 
 /**
  * The caller-owned recurrent state of causal linear attention, one per sequence.
- * Its memory is the caller's: `data` points to attn_linear_state_size() bytes, laid out per
- * key/value head h (0 .. heads-1) as an m x (dv + 1) row-major float matrix:
- *   S[h][p][c] = data[(h * m + p) * (dv + 1) + c]      for c < dv   (sum of psi(k) v^T)
- *   z[h][p]    = data[(h * m + p) * (dv + 1) + dv]                  (sum of psi(k))
+ * Its memory is the caller's: `data` points to attn_linear_state_size() bytes: `heads` state
+ * heads (lcm(h_k, h_v)), each an m x ld row-major float matrix, ld = dv + 2; for state head h
+ * and feature p, with r = (h * m + p) * ld:
+ *   S[h][p][c] = data[r + c]        for c < dv   (sum of psi(k) v^T)
+ *   z[h][p]    = data[r + dv]                    (sum of psi(k); 0 when not normalised)
+ *   c[h][p]    = data[r + dv + 1]                (the feature's offset: the sums are stored
+ *                                                 scaled by exp(-c); 0 for identity and elu1)
  * `tokens` counts the key/value tokens absorbed. A prefill leaves the state of all n_kv tokens;
  * the next call (a decode step, or the next prefill chunk) continues from it. Snapshot and
  * restore are attn_linear_state_copy (or memcpy of both the struct and its data).
- * A state is not thread-safe: one call at a time may use it.
+ * A state is not thread-safe: one call at a time may use it. Layout since 0.2.0.
  */
 typedef struct attn_linear_state {
-  size_t heads, m, dv;          /**< shape: h_kv, feature size, value width */
+  size_t heads, m, dv;          /**< shape: state heads, feature size, value width */
+  size_t ld;                    /**< floats per state row: dv + 2 */
   attn_feature_map feature_map; /**< the map the state was built with */
   int normalize;                /**< whether z is maintained */
   uint64_t tokens;              /**< tokens absorbed so far */
-  float *data;                  /**< heads * m * (dv + 1) floats, caller-owned */
+  float *data;                  /**< heads * m * ld floats, caller-owned */
 } attn_linear_state;
 
 /** Bytes of state memory for a descriptor, in *bytes. Validates desc. */
@@ -329,7 +396,7 @@ ATTN_API attn_status attn_linear_state_size(const attn_linear_desc *desc, size_t
  */
 ATTN_API attn_status attn_linear_state_init(attn_linear_state *state, const attn_linear_desc *desc,
                                             void *memory, size_t bytes);
-/** Zero a state's sums and token count (the empty prefix). @retval ATTN_OK, ATTN_E_NULL_POINTER */
+/** Zero a state's sums, offsets and token count (the empty prefix). @retval ATTN_OK, ATTN_E_NULL_POINTER */
 ATTN_API attn_status attn_linear_state_reset(attn_linear_state *state);
 /**
  * Copy src's contents into dst (snapshot / restore). Both must be bound and of the same shape
@@ -352,14 +419,17 @@ ATTN_API attn_status attn_linear_workspace_size(const attn_linear_desc *desc, si
 
 /**
  * Linear attention for all heads of one sequence.
- * @param q, k, v, o  as in attn_softmax (o: n_q x h_q rows of dv; must not overlap inputs).
- * @param state  causal: in/out, may be NULL (then the prefix is empty and nothing is kept); its
- *               shape and mode must match desc (ATTN_E_STATE_MISMATCH otherwise); on return it
- *               holds the sums over all its earlier tokens plus this call's n_kv keys.
- *               Bidirectional: must be NULL (ATTN_E_BAD_ARGUMENT otherwise).
- * @retval ATTN_OK and the statuses of attn_softmax, plus ATTN_E_BAD_EPS, ATTN_E_BAD_FEATURE_MAP,
- *         ATTN_E_STATE_MISMATCH, ATTN_E_BAD_ARGUMENT (causal not 0/1, normalize not 0/1, chunk
- *         above ATTN_LINEAR_MAX_CHUNK). On any error neither o nor the state is written.
+ * @param q, k, v  n_q x h_q rows of d, n_kv x h_k rows of d, n_kv x h_v rows of dv.
+ * @param o        out: n_q x H rows of dv; must not overlap the inputs, the state or the workspace.
+ * @param state    causal: in/out, may be NULL (then the prefix is empty and nothing is kept); its
+ *                 shape and mode must match desc (ATTN_E_STATE_MISMATCH otherwise); on return it
+ *                 holds the sums over all its earlier tokens plus this call's n_kv keys.
+ *                 Bidirectional: must be NULL (ATTN_E_BAD_ARGUMENT otherwise).
+ * @retval ATTN_OK and the statuses of attn_softmax (ATTN_E_BAD_HEADS: a head count does not
+ *         divide H), plus ATTN_E_BAD_EPS, ATTN_E_BAD_FEATURE_MAP (unknown map, or an m it cannot
+ *         use), ATTN_E_BAD_WINDOW (a mask other than full or causal), ATTN_E_STATE_MISMATCH,
+ *         ATTN_E_BAD_ARGUMENT (normalize not 0/1, chunk above ATTN_LINEAR_MAX_CHUNK).
+ *         On any error neither o nor the state is written.
  */
 ATTN_API attn_status attn_linear(const attn_linear_desc *desc, const float *q, const float *k,
                                  const float *v, float *o, attn_linear_state *state,

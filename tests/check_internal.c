@@ -1,10 +1,10 @@
 /*
  * White-box tests of the micro-kernels and CPU detection, per ISA path (ATTN_ISA picks the path;
- * exit 77 = SKIP when it cannot run here). Every kernel is compared with a double-precision loop
- * written here, on edge shapes, with guard zones around every output: a kernel must write only
- * its output elements (including the padding between rows, which it must leave alone).
+ * exit 77 = SKIP when it cannot run here; the main, RNG and guard zones come from tests/common).
+ * Every kernel is compared with a double-precision loop written here, on edge shapes, with guard
+ * zones around every output: a kernel must write only its output elements (including the padding
+ * between rows, which it must leave alone).
  */
-#include <check.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -12,28 +12,16 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "harness.h"
 
 static const struct attn_ukernels *uk;
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) { /* uniform in [-1, 1) */
-  rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-  return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-#define GUARD 64
-static const float SENTINEL = 1234.5f;
-/* n floats with GUARD sentinels on each side; returns the interior. */
-static float *galloc(size_t n) {
-  float *b = malloc((n + 2 * GUARD) * sizeof(float));
-  ck_assert_ptr_nonnull(b);
-  for (size_t i = 0; i < n + 2 * GUARD; i++) b[i] = SENTINEL;
-  return b + GUARD;
-}
-static void gcheck_free(float *p, size_t n) {
-  for (size_t i = 0; i < GUARD; i++) {
-    ck_assert_msg(p[-1 - (ptrdiff_t)i] == SENTINEL, "write before buffer at -%zu", i + 1);
-    ck_assert_msg(p[n + i] == SENTINEL, "write after buffer at +%zu", i);
-  }
-  free(p - GUARD);
+static tu_rng rng; /* seeded once before the tests fork: every test sees the same sequence */
+static float frand(void) { return tu_rng_range(&rng, -1.0f, 1.0f); }
+/* n floats between guard zones (harness.h); gcheck_free asserts the zones intact, then frees. */
+static float *galloc(size_t n) { return tu_alloc(n * sizeof(float), 0); }
+static void gcheck_free(float *p) {
+  tu_assert_guards("kernel output", p);
+  tu_free(p);
 }
 
 /* ---- CPU detection: the decoder on values recorded from real and emulated CPUs ---- */
@@ -54,6 +42,13 @@ START_TEST(cpu_decode_recorded) {
   ck_assert_uint_eq(attn_cpu_decode_x86(0x6, 0xfed83203, 0x3a9, 0x7), 0);
   /* FMA bit alone missing */
   ck_assert_uint_eq(attn_cpu_decode_x86(0xd, 0xfed83203 & ~(1u << 12), 0x3a9, 0x7), 0);
+  /* AMD EPYC (Zen 4, family 25 model 17, KVM guest): AVX-512 F/DQ/BW/VL, OS saves opmask and ZMM */
+  ck_assert_uint_eq(attn_cpu_decode_x86(0x1c, 0xfffa3203, 0xf1bf07ab, 0xe7),
+                    ATTN_CPU_X86_AVX2_FMA | ATTN_CPU_X86_AVX512);
+  /* the same CPU under an OS that saves YMM but not ZMM state: AVX2 only */
+  ck_assert_uint_eq(attn_cpu_decode_x86(0x1c, 0xfffa3203, 0xf1bf07ab, 0x7), ATTN_CPU_X86_AVX2_FMA);
+  /* AVX-512F without BW (Knights Landing-like leaf 7): not the AVX-512 the paths need */
+  ck_assert_uint_eq(attn_cpu_decode_x86(0x1c, 0xfffa3203, 0xf1bf07ab & ~(1u << 30), 0xe7), ATTN_CPU_X86_AVX2_FMA);
 }
 END_TEST
 
@@ -93,7 +88,7 @@ START_TEST(vexp_error_bound) {
   }
   ck_assert_msg(worst <= EXP_RTOL, "exp(%.9g) = %.9g, rel error %.3g", worst_x, worst_y, worst);
   ck_assert(worst > 0); /* the comparison really ran */
-  gcheck_free(y, N);
+  gcheck_free(y);
   free(x);
 }
 END_TEST
@@ -114,7 +109,7 @@ START_TEST(vexp_edges) {
   for (size_t i = 6; i < 11; i++) ck_assert_msg(y[i] == 0.0f, "exp(%g) = %g, want 0", in[i], y[i]);
   for (size_t i = 11; i < 15; i++) ck_assert_msg(y[i] == INFINITY, "exp(%g) = %g, want inf", in[i], y[i]);
   for (size_t i = 15; i < n; i++) ck_assert_msg(isnan(y[i]), "exp(NaN) = %g, want NaN", y[i]);
-  gcheck_free(y, n);
+  gcheck_free(y);
 }
 END_TEST
 
@@ -158,7 +153,7 @@ static void gemm_case(size_t m, size_t n, size_t k, int a_trans, int mode) {
   }
   ck_assert_msg(bad_i == SIZE_MAX, "gemm m=%zu n=%zu k=%zu trans=%d mode=%d at (%zu,%zu): %g, want %g", m, n, k,
                 a_trans, mode, bad_i, bad_j, bad_i == SIZE_MAX ? 0.0 : c[bad_i * ldc + bad_j], bad_ref);
-  gcheck_free(c, m * ldc);
+  gcheck_free(c);
   free(a); free(b); free(c0); free(rs);
 }
 
@@ -180,7 +175,7 @@ START_TEST(gemm_in_place_row) {
   const float w = 0.375f;
   uk->gemm(1, 37, 1, &w, 0, 0, c, 0, c, 0, NULL, 0);
   for (int i = 0; i < 37; i++) ck_assert_float_eq(c[i], w * ref[i]);
-  gcheck_free(c, 37);
+  gcheck_free(c);
 }
 END_TEST
 
@@ -226,7 +221,7 @@ START_TEST(softmax_block_steps) {
     free(keep);
   }
   if (nq > 2) { ck_assert(m[nq - 1] == -INFINITY); ck_assert(l[nq - 1] == 0.0f); }
-  gcheck_free(m, nq); gcheck_free(l, nq); gcheck_free(al, nq); gcheck_free(st, nk * ld);
+  gcheck_free(m); gcheck_free(l); gcheck_free(al); gcheck_free(st);
   free(rm); free(rl);
 }
 END_TEST
@@ -263,8 +258,8 @@ START_TEST(linear_step_widths) {
       }
     ck_assert_msg(bad == SIZE_MAX, "step state w=%zu update=%d at element %zu (padding must not change)", w, update, bad);
   }
-  gcheck_free(s, m * lds);
-  gcheck_free(out, w);
+  gcheck_free(s);
+  gcheck_free(out);
   free(s0);
   free(va);
 }
@@ -290,7 +285,7 @@ START_TEST(softmax_block_nonfinite) {
                         masked, b, step, c, l[c]);
         }
       }
-      gcheck_free(m, NQ); gcheck_free(l, NQ); gcheck_free(al, NQ); gcheck_free(st, NK * LD);
+      gcheck_free(m); gcheck_free(l); gcheck_free(al); gcheck_free(st);
     }
 }
 END_TEST
@@ -318,49 +313,39 @@ START_TEST(featmap_maps) {
           ck_assert_msg(isnan(ref) ? isnan(got) : fabs(got - ref) <= EXP_RTOL * fabs(ref), "map %d (%zu,%zu): %g vs %g",
                         map, r, c, got, ref);
         }
-      gcheck_free(out, n);
+      gcheck_free(out);
     }
   free(in);
 }
 END_TEST
 
-static Suite *internal_suite(void) {
+static Suite *internal_suite(attn_isa active) {
+  uk = attn_ukernels_for(active); /* not NULL: tu_main checked that the path runs here */
+  tu_rng_seed(&rng, 1);
   Suite *s = suite_create(attn_isa_name(uk->isa));
-  TCase *t = tcase_create("cpu");
+  TCase *t = tu_tcase("cpu");
   tcase_add_test(t, cpu_decode_recorded);
   tcase_add_test(t, cpu_detect_consistent);
   suite_add_tcase(s, t);
-  t = tcase_create("exp");
-  tcase_set_timeout(t, 300);
+  t = tu_tcase("exp");
   tcase_add_test(t, vexp_error_bound);
   tcase_add_test(t, vexp_edges);
   suite_add_tcase(s, t);
-  t = tcase_create("gemm");
-  tcase_set_timeout(t, 300);
+  t = tu_tcase("gemm");
   tcase_add_loop_test(t, gemm_shapes, 0, (int)NGS);
   tcase_add_test(t, gemm_in_place_row);
   suite_add_tcase(s, t);
-  t = tcase_create("softmax_block");
-  tcase_set_timeout(t, 300);
+  t = tu_tcase("softmax_block");
   tcase_add_loop_test(t, softmax_block_steps, 0, 8);
   tcase_add_test(t, softmax_block_nonfinite);
   suite_add_tcase(s, t);
-  t = tcase_create("linear_step");
+  t = tu_tcase("linear_step");
   tcase_add_loop_test(t, linear_step_widths, 0, 12);
   suite_add_tcase(s, t);
-  t = tcase_create("featmap");
+  t = tu_tcase("featmap");
   tcase_add_loop_test(t, featmap_maps, 0, 7);
   suite_add_tcase(s, t);
   return s;
 }
 
-int main(void) {
-  const attn_isa isa = attn_isa_from_name(getenv("ATTN_ISA"));
-  uk = attn_ukernels_for(isa);
-  if (!uk) return 77; /* this path cannot run on this CPU: SKIP */
-  SRunner *sr = srunner_create(internal_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  const int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
-}
+int main(void) { return tu_main(internal_suite); }

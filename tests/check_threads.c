@@ -23,7 +23,7 @@ enum { N = 45, HQ = 4, HKV = 2, D = 24, DV = 20, ROWS = N * HQ, PARTS = 3, WORKE
 enum { OP_SOFTMAX, OP_MERGE, OP_LINEAR, OPS };
 
 /* Outputs of one operation: o, then lse (softmax, merge) or the state (linear). */
-enum { O_FLOATS = ROWS * DV, AUX_FLOATS = HKV * D * (DV + 1) };
+enum { O_FLOATS = ROWS * DV, AUX_FLOATS = HKV * D * (DV + 2) }; /* the state: L = HKV heads of D rows of DV + 2 */
 typedef struct outputs {
   float o[O_FLOATS];
   float aux[AUX_FLOATS];
@@ -36,7 +36,7 @@ static float *g_parts[PARTS], *g_lses[PARTS];
 static void make_inputs(void) {
   tu_rng rng;
   tu_rng_seed(&rng, 7);
-  tu_qkv_make(&g_x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, N, N, HQ, HKV, D, DV);
+  tu_qkv_make(&g_x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, N, N, HQ, HKV, HKV, D, DV);
   for (int c = 0; c < PARTS; ++c) {
     g_parts[c] = malloc(sizeof(float) * O_FLOATS);
     g_lses[c] = malloc(sizeof(float) * ROWS);
@@ -61,7 +61,7 @@ static attn_status run_op(int op, outputs *out, void *ws) {
   case OP_SOFTMAX: {
     attn_softmax_desc d;
     attn_softmax_desc_init(&d, N, N, HQ, HKV, D, DV);
-    d.window_right = 0;
+    d.mask = attn_mask_causal();
     return attn_softmax(&d, g_x.q.data, g_x.k.data, g_x.v.data, out->o, out->aux, ws, WS);
   }
   case OP_MERGE:

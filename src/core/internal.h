@@ -18,10 +18,12 @@ ATTN_INTERNAL const struct attn_ukernels *attn_dispatch(void);
 /* The table of one path, or NULL if the path is not runnable here (for white-box tests and bench). */
 ATTN_INTERNAL const struct attn_ukernels *attn_ukernels_for(attn_isa isa);
 
-/* CPU features, as bits. */
+/* CPU features, as bits: the ISA list (meson.build) names the bits each path needs, so a path
+ * whose features are decoded here needs no code in the dispatcher. */
 enum {
   ATTN_CPU_X86_AVX2_FMA = 1u << 0, /* AVX2 + FMA + OS-saved YMM state */
-  ATTN_CPU_ARM_NEON = 1u << 1
+  ATTN_CPU_ARM_NEON = 1u << 1,
+  ATTN_CPU_X86_AVX512 = 1u << 2    /* AVX-512 F, DQ, BW, VL + OS-saved ZMM and opmask state */
 };
 ATTN_INTERNAL uint32_t attn_cpu_features(void);
 /* Pure decoder of recorded x86 CPUID/XGETBV values, unit-tested on real CPUs' values.
@@ -37,9 +39,16 @@ ATTN_INTERNAL attn_status attn_check_input(size_t rows, size_t heads, size_t wid
 /* As above, and the layout must not overlap itself. */
 ATTN_INTERNAL attn_status attn_check_output(size_t rows, size_t heads, size_t width, attn_layout l,
                                             size_t *span);
-/* The default token-major layouts [n][h][d] of q, k and [n][h][dv] of v, o. */
-ATTN_INTERNAL void attn_default_layouts(size_t h_q, size_t h_kv, size_t d, size_t dv, attn_layout *q, attn_layout *k,
-                                        attn_layout *v, attn_layout *o);
+/* Element spans of a shape's tensors and its output heads H = max(h_q, h_k, h_v). */
+typedef struct attn_spans {
+  size_t q, k, v, o, H;
+} attn_spans;
+/* The validation every variant shares: sizes, head counts dividing H, strides, spans. */
+ATTN_INTERNAL attn_status attn_shape_check(const attn_shape *s, attn_spans *sp);
+/* ATTN_E_ALIASING when one of the n_out outputs (NULL entries skipped; sizes in bytes; workspaces
+ * and states count as outputs) overlaps q, k or v (spans sp) or another output. */
+ATTN_INTERNAL attn_status attn_check_io(const attn_spans *sp, const float *q, const float *k, const float *v,
+                                        void *const *out, const size_t *out_bytes, size_t n_out);
 /* 1 when the float ranges [a, a+na) and [b, b+nb) overlap. */
 ATTN_INTERNAL int attn_overlap(const void *a, size_t na_bytes, const void *b, size_t nb_bytes);
 /* Checked arithmetic: return 0 on overflow. */

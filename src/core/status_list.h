@@ -9,8 +9,8 @@
   X(ATTN_E_ZERO_SIZE,           "a size is zero") \
   X(ATTN_E_SIZE_OVERFLOW,       "a size product or offset overflows") \
   X(ATTN_E_BAD_STRIDE,          "a stride is smaller than a row, or an output layout overlaps itself") \
-  X(ATTN_E_BAD_HEADS,           "query heads are not a multiple of key/value heads") \
-  X(ATTN_E_BAD_WINDOW,          "the window cannot be honoured") \
+  X(ATTN_E_BAD_HEADS,           "a head count does not divide the output heads (or keys and values differ where they must not)") \
+  X(ATTN_E_BAD_WINDOW,          "the mask cannot be honoured by this variant") \
   X(ATTN_E_BAD_SCALE,           "scale is not finite") \
   X(ATTN_E_BAD_EPS,             "eps is negative or not finite") \
   X(ATTN_E_BAD_FEATURE_MAP,     "unknown feature map or unusable feature size") \

@@ -37,10 +37,41 @@ int attn_overlap(const void *a, size_t na_bytes, const void *b, size_t nb_bytes)
   return pa < pb + nb_bytes && pb < pa + na_bytes;
 }
 
-void attn_default_layouts(size_t h_q, size_t h_kv, size_t d, size_t dv, attn_layout *q, attn_layout *k, attn_layout *v,
-                          attn_layout *o) {
-  *q = (attn_layout){h_q * d, d};
-  *k = (attn_layout){h_kv * d, d};
-  *v = (attn_layout){h_kv * dv, dv};
-  *o = (attn_layout){h_q * dv, dv};
+static size_t max3(size_t a, size_t b, size_t c) { return attn_max_sz(a, attn_max_sz(b, c)); }
+
+attn_status attn_shape_init(attn_shape *s, size_t n_q, size_t n_kv, size_t h_q, size_t h_k, size_t h_v, size_t d,
+                            size_t dv) {
+  if (!s) return ATTN_E_NULL_POINTER;
+  const size_t H = max3(h_q, h_k, h_v);
+  *s = (attn_shape){n_q, n_kv, h_q, h_k, h_v, d, dv,
+                    {h_q * d, d}, {h_k * d, d}, {h_v * dv, dv}, {H * dv, dv}};
+  return ATTN_OK;
+}
+
+attn_status attn_shape_check(const attn_shape *s, attn_spans *sp) {
+  attn_status st;
+  if (!s->n_q || !s->n_kv || !s->h_q || !s->h_k || !s->h_v || !s->d || !s->dv) return ATTN_E_ZERO_SIZE;
+  sp->H = max3(s->h_q, s->h_k, s->h_v);
+  if (sp->H % s->h_q || sp->H % s->h_k || sp->H % s->h_v) return ATTN_E_BAD_HEADS;
+  if ((st = attn_check_input(s->n_q, s->h_q, s->d, s->q, &sp->q)) ||
+      (st = attn_check_input(s->n_kv, s->h_k, s->d, s->k, &sp->k)) ||
+      (st = attn_check_input(s->n_kv, s->h_v, s->dv, s->v, &sp->v)) ||
+      (st = attn_check_output(s->n_q, sp->H, s->dv, s->o, &sp->o)))
+    return st;
+  return ATTN_OK;
+}
+
+attn_status attn_check_io(const attn_spans *sp, const float *q, const float *k, const float *v, void *const *out,
+                          const size_t *out_bytes, size_t n_out) {
+  const size_t F = sizeof(float);
+  const void *in[] = {q, k, v};
+  const size_t in_bytes[] = {sp->q * F, sp->k * F, sp->v * F};
+  for (size_t a = 0; a < n_out; a++) {
+    if (!out[a]) continue;
+    for (size_t i = 0; i < 3; i++)
+      if (attn_overlap(out[a], out_bytes[a], in[i], in_bytes[i])) return ATTN_E_ALIASING;
+    for (size_t b = a + 1; b < n_out; b++)
+      if (out[b] && attn_overlap(out[a], out_bytes[a], out[b], out_bytes[b])) return ATTN_E_ALIASING;
+  }
+  return ATTN_OK;
 }

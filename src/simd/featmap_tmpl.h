@@ -28,9 +28,9 @@ void ATTN_FEATMAP_NAME(attn_feature_map map, size_t rows, size_t cols, const flo
     float *y = out + r * out_rs;
     for (size_t c = 0; c < cols; c += ATTN_VL) {
       const size_t w = cols - c < ATTN_VL ? cols - c : ATTN_VL;
-      const vf fx = attn_featmap_apply_(map, w == ATTN_VL ? vf_load(x + c) : vf_load_n(x + c, w));
+      const vf fx = attn_featmap_apply_(map, vf_load_w(x + c, w));
       if (out_cs == 1) {
-        if (w == ATTN_VL) vf_store(y + c, fx); else vf_store_n(y + c, fx, w);
+        vf_store_w(y + c, fx, w);
       } else {
         float t[ATTN_VL];
         vf_store(t, fx);

@@ -7,10 +7,6 @@
 #include "core/ukernels.h"
 #include "simd/exp_tmpl.h"
 
-static inline vf attn_ld_(const float *p, size_t w) { return w == ATTN_VL ? vf_load(p) : vf_load_n(p, w); }
-static inline void attn_st_(float *p, vf v, size_t w) {
-  if (w == ATTN_VL) vf_store(p, v); else vf_store_n(p, v, w);
-}
 
 /* masked is a compile-time constant in each instantiation. When 0, a -inf entry is a logit from
  * non-finite input: the max pass also tracks the column minimum, whose mn - mn is NaN exactly
@@ -21,10 +17,10 @@ static inline __attribute__((always_inline)) void attn_softmax_cols_(size_t nk, 
   const vf ninf = vf_set1(-__builtin_inff()), zero = vf_zero();
   for (size_t c = 0; c < nq; c += ATTN_VL) {
     const size_t w = nq - c < ATTN_VL ? nq - c : ATTN_VL;
-    const vf mo = attn_ld_(m + c, w);
+    const vf mo = vf_load_w(m + c, w);
     vf mx = ninf, mn = vf_set1(__builtin_inff());
     for (size_t j = 0; j < nk; j++) {
-      const vf s = attn_ld_(st + j * ldst + c, w);
+      const vf s = vf_load_w(st + j * ldst + c, w);
       mx = vf_max(mx, s);
       if (!masked) mn = vf_min(mn, s);
     }
@@ -34,13 +30,13 @@ static inline __attribute__((always_inline)) void attn_softmax_cols_(size_t nk, 
     vf sum = masked ? zero : vf_sub(mn, mn); /* 0, or NaN for a -inf logit */
     for (size_t j = 0; j < nk; j++) {
       float *sp = st + j * ldst + c;
-      const vf p = attn_vexp_(vf_sub(attn_ld_(sp, w), msafe));
-      attn_st_(sp, p, w);
+      const vf p = attn_vexp_(vf_sub(vf_load_w(sp, w), msafe));
+      vf_store_w(sp, p, w);
       sum = vf_add(sum, p);
     }
-    attn_st_(l + c, vf_fma(attn_ld_(l + c, w), al, sum), w);
-    attn_st_(m + c, mnew, w);
-    attn_st_(alpha + c, al, w);
+    vf_store_w(l + c, vf_fma(vf_load_w(l + c, w), al, sum), w);
+    vf_store_w(m + c, mnew, w);
+    vf_store_w(alpha + c, al, w);
   }
 }
 

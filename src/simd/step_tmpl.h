@@ -16,7 +16,7 @@ void ATTN_STEP_NAME(size_t m, size_t w, const float *qf, const float *kf, const 
     for (size_t v = 0; v < ATTN_STEP_NV; v++) {
       const size_t c = c0 + v * ATTN_VL;
       cnt[v] = c < w ? (w - c < ATTN_VL ? w - c : ATTN_VL) : 0;
-      vv[v] = cnt[v] == ATTN_VL ? vf_load(va + c) : vf_load_n(va + c, cnt[v]);
+      vv[v] = vf_load_w(va + c, cnt[v]);
       acc[v] = vf_mul(vf_set1(a), vv[v]);
     }
     for (size_t p = 0; p < m; p++) {
@@ -26,17 +26,14 @@ void ATTN_STEP_NAME(size_t m, size_t w, const float *qf, const float *kf, const 
       for (size_t v = 0; v < ATTN_STEP_NV; v++) {
         if (!cnt[v]) break;
         float *sp = row + v * ATTN_VL;
-        vf sv = cnt[v] == ATTN_VL ? vf_load(sp) : vf_load_n(sp, cnt[v]);
+        vf sv = vf_load_w(sp, cnt[v]);
         acc[v] = vf_fma(qp, sv, acc[v]);
         if (kf) {
           sv = vf_fma(kp, vv[v], sv);
-          if (cnt[v] == ATTN_VL) vf_store(sp, sv); else vf_store_n(sp, sv, cnt[v]);
+          vf_store_w(sp, sv, cnt[v]);
         }
       }
     }
-    for (size_t v = 0; v < ATTN_STEP_NV && cnt[v]; v++) {
-      if (cnt[v] == ATTN_VL) vf_store(out + c0 + v * ATTN_VL, acc[v]);
-      else vf_store_n(out + c0 + v * ATTN_VL, acc[v], cnt[v]);
-    }
+    for (size_t v = 0; v < ATTN_STEP_NV && cnt[v]; v++) vf_store_w(out + c0 + v * ATTN_VL, acc[v], cnt[v]);
   }
 }

@@ -8,7 +8,6 @@
 void ATTN_VEXP_NAME(size_t n, const float *x, float *y) {
   for (size_t i = 0; i < n; i += ATTN_VL) {
     const size_t w = n - i < ATTN_VL ? n - i : ATTN_VL;
-    if (w == ATTN_VL) vf_store(y + i, attn_vexp_(vf_load(x + i)));
-    else vf_store_n(y + i, attn_vexp_(vf_load_n(x + i, w)), w);
+    vf_store_w(y + i, attn_vexp_(vf_load_w(x + i, w)), w);
   }
 }

@@ -25,12 +25,9 @@ static inline void vf_store_n(float *p, vf v, size_t n) {
   simde_mm256_storeu_ps(t, v);
   for (size_t i = 0; i < n; i++) p[i] = t[i];
 }
-static inline vf vf_add(vf a, vf b) { return simde_mm256_add_ps(a, b); }
-static inline vf vf_sub(vf a, vf b) { return simde_mm256_sub_ps(a, b); }
-static inline vf vf_mul(vf a, vf b) { return simde_mm256_mul_ps(a, b); }
+#define ATTN_VF_BINARY(op) \
+  static inline vf vf_##op(vf a, vf b) { return simde_mm256_##op##_ps(a, b); }
 static inline vf vf_fma(vf a, vf b, vf c) { return simde_mm256_fmadd_ps(a, b, c); }
-static inline vf vf_max(vf a, vf b) { return simde_mm256_max_ps(a, b); }
-static inline vf vf_min(vf a, vf b) { return simde_mm256_min_ps(a, b); }
 static inline vf vf_round(vf x) { return simde_mm256_round_ps(x, SIMDE_MM_FROUND_TO_NEAREST_INT | SIMDE_MM_FROUND_NO_EXC); }
 static inline vf vf_pow2i(vf n) {
   const simde__m256i e = simde_mm256_add_epi32(simde_mm256_cvtps_epi32(n), simde_mm256_set1_epi32(127));
@@ -47,4 +44,5 @@ static inline float vf_hsum(vf a) {
   s = simde_mm_add_ss(s, simde_mm_shuffle_ps(s, s, 1));
   return simde_mm_cvtss_f32(s);
 }
+#include "simd/vf_common.h"
 #endif

@@ -23,12 +23,9 @@ static inline void vf_store_n(float *p, vf v, size_t n) {
   simde_vst1q_f32(t, v);
   memcpy(p, t, n * sizeof(float));
 }
-static inline vf vf_add(vf a, vf b) { return simde_vaddq_f32(a, b); }
-static inline vf vf_sub(vf a, vf b) { return simde_vsubq_f32(a, b); }
-static inline vf vf_mul(vf a, vf b) { return simde_vmulq_f32(a, b); }
+#define ATTN_VF_BINARY(op) \
+  static inline vf vf_##op(vf a, vf b) { return simde_v##op##q_f32(a, b); }
 static inline vf vf_fma(vf a, vf b, vf c) { return simde_vfmaq_f32(c, a, b); }
-static inline vf vf_max(vf a, vf b) { return simde_vmaxq_f32(a, b); }
-static inline vf vf_min(vf a, vf b) { return simde_vminq_f32(a, b); }
 static inline vf vf_round(vf x) { return simde_vrndnq_f32(x); }
 static inline vf vf_pow2i(vf n) {
   const simde_int32x4_t e = simde_vaddq_s32(simde_vcvtq_s32_f32(n), simde_vdupq_n_s32(127));
@@ -40,4 +37,5 @@ static inline vmask vf_eq(vf a, vf b) { return simde_vceqq_f32(a, b); }
 static inline vf vf_select(vmask m, vf t, vf f) { return simde_vbslq_f32(m, t, f); }
 /* Sum of the lanes. */
 static inline float vf_hsum(vf a) { return simde_vaddvq_f32(a); }
+#include "simd/vf_common.h"
 #endif

@@ -47,4 +47,5 @@ static inline vmask vf_ge(vf a, vf b) { return a >= b; }
 static inline vmask vf_eq(vf a, vf b) { return a == b; }
 /* Sum of the lanes, in lane order. */
 static inline float vf_hsum(vf a) { return ((a[0] + a[1]) + a[2]) + a[3]; }
+#include "simd/vf_common.h"
 #endif

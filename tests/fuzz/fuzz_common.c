@@ -113,25 +113,78 @@ int fz_fault_count(fz_in *in) {
   return b < 154 ? 0 : (b < 230 ? 1 : 2);
 }
 
-void fz_call_bind(fz_call *c, size_t *const sizes[6], attn_layout *const layouts[5], const fz_qkv *x,
-                  float *o, void *ws, size_t ws_bytes) {
-  c->n_q = sizes[0];
-  c->n_kv = sizes[1];
-  c->h_q = sizes[2];
-  c->h_kv = sizes[3];
-  c->d = sizes[4];
-  c->dv = sizes[5];
-  const tu_tensor *t[3] = {&x->q, &x->k, &x->v};
+/* ------------------------------------------------------------------------------------------ */
+/* Shapes and head counts                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+size_t fz_heads_out(size_t h_q, size_t h_k, size_t h_v) {
+  const size_t h = h_q > h_k ? h_q : h_k;
+  return h > h_v ? h : h_v;
+}
+
+int fz_heads_valid(size_t h_q, size_t h_k, size_t h_v) {
+  if (!h_q || !h_k || !h_v) return 0;
+  const size_t H = fz_heads_out(h_q, h_k, h_v);
+  return H % h_q == 0 && H % h_k == 0 && H % h_v == 0;
+}
+
+size_t fz_state_heads(size_t h_k, size_t h_v) {
+  size_t a = h_k, b = h_v;
+  while (b) {
+    const size_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return h_k / a * h_v;
+}
+
+size_t fz_divisor(fz_in *in, size_t h) {
+  size_t divs[64], count = 0;
+  for (size_t x = 1; x <= h && count < 64; ++x)
+    if (h % x == 0) divs[count++] = x;
+  return divs[fz_pick(in, count)];
+}
+
+void fz_break_heads(fz_in *in, attn_shape *s) {
+  size_t *h[3] = {&s->h_q, &s->h_k, &s->h_v};
+  const size_t i = fz_pick(in, 3), j = (i + 1 + fz_pick(in, 2)) % 3;
+  size_t p = 2 + fz_pick(in, 4);
+  do { /* ends: once p exceeds the third count, p does not divide the largest, p + 1 */
+    *h[i] = p;
+    *h[j] = p + 1;
+    ++p;
+  } while (fz_heads_valid(s->h_q, s->h_k, s->h_v));
+}
+
+void fz_check_shape_defaults(const char *what, const attn_shape *s, size_t n_q, size_t n_kv, size_t h_q, size_t h_k,
+                             size_t h_v, size_t d, size_t dv) {
+  FZ_CHECK(s->n_q == n_q && s->n_kv == n_kv && s->h_q == h_q && s->h_k == h_k && s->h_v == h_v && s->d == d &&
+               s->dv == dv,
+           "%s: sizes not copied", what);
+  const attn_layout want[4] = {tu_layout(TU_TOKEN_MAJOR, n_q, h_q, d), tu_layout(TU_TOKEN_MAJOR, n_kv, h_k, d),
+                               tu_layout(TU_TOKEN_MAJOR, n_kv, h_v, dv),
+                               tu_layout(TU_TOKEN_MAJOR, n_q, fz_heads_out(h_q, h_k, h_v), dv)};
+  const attn_layout got[4] = {s->q, s->k, s->v, s->o};
+  for (int i = 0; i < 4; ++i)
+    FZ_CHECK(got[i].row_stride == want[i].row_stride && got[i].head_stride == want[i].head_stride,
+             "%s: layout %d is {%zu, %zu}, not token-major {%zu, %zu}", what, i, got[i].row_stride,
+             got[i].head_stride, want[i].row_stride, want[i].head_stride);
+}
+
+void fz_call_bind(fz_call *c, attn_shape *shape, attn_layout *lse, const fz_qkv *x, const tu_tensor *o, void *ws,
+                  size_t ws_bytes) {
+  c->shape = shape;
+  attn_layout *const l[5] = {&shape->q, &shape->k, &shape->v, &shape->o, lse};
+  const tu_tensor *t[4] = {&x->q, &x->k, &x->v, o};
   for (int i = 0; i < 5; ++i) {
-    c->l[i] = layouts[i];
-    c->ln[i] = i < 3 ? t[i]->n : x->q.n; /* o and lse: a row per query token and head */
-    c->lh[i] = i < 3 ? t[i]->h : x->q.h;
-    c->lw[i] = i < 3 ? t[i]->w : (i == 3 ? x->v.w : 1);
+    c->l[i] = l[i];
+    c->ln[i] = i < 4 ? t[i]->n : x->q.n; /* lse: a row per query token and query head */
+    c->lh[i] = i < 4 ? t[i]->h : x->q.h;
+    c->lw[i] = i < 4 ? t[i]->w : 1;
   }
   c->q = x->q.data;
   c->k = x->k.data;
   c->v = x->v.data;
-  c->o = o;
+  c->o = o->data;
   c->ws = ws;
   c->ws_bytes = ws_bytes;
 }
@@ -163,14 +216,15 @@ void fz_common_fault(fz_in *in, fz_call *c, int fault) {
     fz_expect_fault(&c->call, ATTN_E_NULL_POINTER);
     return;
   case FZ_ZERO_SIZE: {
-    size_t *sizes[6] = {c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv};
-    *sizes[fz_pick(in, 6)] = 0;
+    attn_shape *s = c->shape;
+    size_t *sizes[7] = {&s->n_q, &s->n_kv, &s->h_q, &s->h_k, &s->h_v, &s->d, &s->dv};
+    *sizes[fz_pick(in, 7)] = 0;
     fz_expect_fault(&c->query, ATTN_E_ZERO_SIZE);
     fz_expect_fault(&c->call, ATTN_E_ZERO_SIZE);
     return;
   }
-  case FZ_BAD_HEADS: /* more key/value heads than query heads: never a divisor */
-    *c->h_kv = *c->h_q + 1 + fz_pick(in, 4);
+  case FZ_BAD_HEADS:
+    fz_break_heads(in, c->shape);
     fz_expect_fault(&c->query, ATTN_E_BAD_HEADS);
     fz_expect_fault(&c->call, ATTN_E_BAD_HEADS);
     return;
@@ -180,8 +234,8 @@ void fz_common_fault(fz_in *in, fz_call *c, int fault) {
     const int overflow = fault == FZ_OVERFLOW;
     if (!break_stride(in, c, i, overflow)) {
       if (!overflow) return;
-      *c->n_q = SIZE_MAX / 2; /* q is checked first: its span overflows whatever its strides */
-      if (c->l[0]->row_stride < *c->d) c->l[0]->row_stride = *c->d;
+      c->shape->n_q = SIZE_MAX / 2; /* q is checked first: its span overflows whatever its strides */
+      if (c->shape->q.row_stride < c->shape->d) c->shape->q.row_stride = c->shape->d;
     }
     const attn_status st = overflow ? ATTN_E_SIZE_OVERFLOW : ATTN_E_BAD_STRIDE;
     fz_expect_fault(&c->query, st);
@@ -343,20 +397,20 @@ void fz_inject_nonfinite(fz_in *in, tu_tensor *t) {
   }
 }
 
-void fz_qkv_alloc(fz_in *in, fz_qkv *x, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t d,
+void fz_qkv_alloc(fz_in *in, fz_qkv *x, size_t n_q, size_t n_kv, size_t h_q, size_t h_k, size_t h_v, size_t d,
                   size_t dv) {
   memset(x, 0, sizeof *x);
   if (n_q == n_kv && fz_pick(in, 5) == 0) { /* packed QKV: one row holds q, k and v of a token */
-    const size_t row = h_q * d + h_kv * d + h_kv * dv;
+    const size_t row = h_q * d + h_k * d + h_v * dv;
     const attn_layout lq = {row, d}, lk = {row, d}, lv = {row, dv};
     x->packed = input_buffer(tu_span(n_q, 1, row, lq));
     tensor_set(&x->q, x->packed, n_q, h_q, d, lq);
-    tensor_set(&x->k, x->q.data + h_q * d, n_kv, h_kv, d, lk);
-    tensor_set(&x->v, x->k.data + h_kv * d, n_kv, h_kv, dv, lv);
+    tensor_set(&x->k, x->q.data + h_q * d, n_kv, h_k, d, lk);
+    tensor_set(&x->v, x->k.data + h_k * d, n_kv, h_v, dv, lv);
     return;
   }
   tu_tensor *t[3] = {&x->q, &x->k, &x->v};
-  const size_t n[3] = {n_q, n_kv, n_kv}, h[3] = {h_q, h_kv, h_kv}, w[3] = {d, d, dv};
+  const size_t n[3] = {n_q, n_kv, n_kv}, h[3] = {h_q, h_k, h_v}, w[3] = {d, d, dv};
   for (int i = 0; i < 3; ++i) {
     const attn_layout l = fz_layout(in, n[i], h[i], w[i], 0);
     tensor_set(t[i], NULL, n[i], h[i], w[i], l);

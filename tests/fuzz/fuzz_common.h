@@ -83,9 +83,28 @@ int fz_fault_count(fz_in *in);
 
 typedef struct fz_qkv fz_qkv; /* below */
 
+/* ------------------------------------------------------------------------------------------ */
+/* Shapes and head counts                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+/** Output heads H = max(h_q, h_k, h_v). */
+size_t fz_heads_out(size_t h_q, size_t h_k, size_t h_v);
+/** 1 when every count is > 0 and divides H (the rule attn_shape states). */
+int fz_heads_valid(size_t h_q, size_t h_k, size_t h_v);
+/** lcm(h_k, h_v): the state heads of linear attention. */
+size_t fz_state_heads(size_t h_k, size_t h_v);
+/** A divisor of h (h >= 1; its first 64 divisors), picked by a byte. */
+size_t fz_divisor(fz_in *in, size_t h);
+/** Sets two of s's head counts to p and p + 1 (p >= 2, from the bytes, raised until the rule
+ *  fails): counts that do not all divide the largest (ATTN_E_BAD_HEADS). */
+void fz_break_heads(fz_in *in, attn_shape *s);
+/** Aborts unless s holds the sizes and the default token-major layouts attn_shape_init documents
+ *  ([n][heads][width]; o with H heads). */
+void fz_check_shape_defaults(const char *what, const attn_shape *s, size_t n_q, size_t n_kv, size_t h_q, size_t h_k,
+                             size_t h_v, size_t d, size_t dv);
+
 /** The arguments of one softmax or linear call, which the fault injectors change. */
 typedef struct fz_call {
-  size_t *n_q, *n_kv, *h_q, *h_kv, *d, *dv; /* fields of the call's copy of the descriptor */
+  attn_shape *shape;          /* the call's copy of the descriptor's shape */
   attn_layout *l[5];          /* its q, k, v, o layouts and (softmax) lse; l[4] may be NULL */
   size_t ln[5], lh[5], lw[5]; /* their token counts, head counts and widths */
   const float *q, *k, *v;
@@ -97,18 +116,18 @@ typedef struct fz_call {
   fz_expect call;  /* expected status of the compute call */
 } fz_call;
 
-/** Points c at a call: the six size fields (n_q, n_kv, h_q, h_kv, d, dv) and the q, k, v, o and
- *  (softmax; else NULL) lse layouts of the call's copy of the descriptor, the inputs x, the output
- *  o and the workspace. Leaves the expectations alone. */
-void fz_call_bind(fz_call *c, size_t *const sizes[6], attn_layout *const layouts[5], const fz_qkv *x,
-                  float *o, void *ws, size_t ws_bytes);
+/** Points c at a call: the shape of the call's copy of the descriptor (its q, k, v, o layouts),
+ *  the lse layout (softmax; else NULL), the inputs x, the output o (n_q x H rows) and the
+ *  workspace. Leaves the expectations alone. */
+void fz_call_bind(fz_call *c, attn_shape *shape, attn_layout *lse, const fz_qkv *x, const tu_tensor *o, void *ws,
+                  size_t ws_bytes);
 
 /** Faults that softmax and linear calls share. */
 enum fz_fault {
   FZ_NULL_DESC,    /* NULL descriptor */
   FZ_NULL_POINTER, /* q, k, v, o or the workspace NULL */
-  FZ_ZERO_SIZE,    /* one of the six sizes 0 */
-  FZ_BAD_HEADS,    /* h_q not a multiple of h_kv */
+  FZ_ZERO_SIZE,    /* one of the seven sizes of the shape 0 */
+  FZ_BAD_HEADS,    /* head counts that do not all divide the largest (fz_break_heads) */
   FZ_BAD_STRIDE,   /* a stride below the width on a dimension of count > 1 */
   FZ_OVERFLOW,     /* a huge stride, or a huge token count */
   FZ_ALIAS,        /* o over an input, the workspace over an input or o */
@@ -158,15 +177,15 @@ int fz_row_nonfinite(const tu_tensor *t, size_t token, size_t head);
 /** Sets up to three logical elements of t, picked by the bytes, to NaN, +Inf or -Inf. */
 void fz_inject_nonfinite(fz_in *in, tu_tensor *t);
 
-/** The inputs q [n_q][h_q][d], k [n_kv][h_kv][d], v [n_kv][h_kv][dv] of one call, each allocated
+/** The inputs q [n_q][h_q][d], k [n_kv][h_k][d], v [n_kv][h_v][dv] of one call, each allocated
  *  exactly (span floats, no guard) with gap elements set to the sentinel, in layouts picked by the
- *  bytes: one fz_layout per tensor, or one packed QKV buffer [n][h_q*d + h_kv*d + h_kv*dv]. */
+ *  bytes: one fz_layout per tensor, or one packed QKV buffer [n][h_q*d + h_k*d + h_v*dv]. */
 struct fz_qkv {
   tu_tensor q, k, v;
   void *packed;
   fz_snap snap[3];
 };
-void fz_qkv_alloc(fz_in *in, fz_qkv *x, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t d,
+void fz_qkv_alloc(fz_in *in, fz_qkv *x, size_t n_q, size_t n_kv, size_t h_q, size_t h_k, size_t h_v, size_t d,
                   size_t dv);
 /** Snapshot of the inputs (after filling them), then the check that a call left them intact. */
 void fz_qkv_snapshot(fz_qkv *x);

@@ -1,19 +1,25 @@
 /*
- * libFuzzer target: attn_linear_desc_init, attn_linear_feature_size, attn_linear_state_size,
- * attn_linear_state_init, attn_linear_chunk_size, attn_linear_workspace_size and attn_linear.
+ * libFuzzer target: attn_linear_desc_init, attn_shape_init, attn_linear_feature_size,
+ * attn_linear_state_size, attn_linear_state_init, attn_linear_chunk_size,
+ * attn_linear_workspace_size and attn_linear.
  *
- * From the bytes: the ISA path, shapes (n up to 200, d and dv up to 130, up to 8 heads, GQA),
- * feature map, causal or bidirectional, normalised or not, eps (0 included), chunk size, layouts
- * (packed QKV included), values, and for causal calls a state: none, or one or two calls in a
- * row on the same state (a prefill continued by a decode step or another chunk). The last call
- * gets up to two faults (fuzz_common.h, plus a bad feature map, mode, chunk, eps, a state of
- * another shape, a NULL state memory, a state on a bidirectional call, a state over o).
+ * From the bytes: the ISA path, shapes (n up to 200, d and dv up to 130), head counts h_q, h_k
+ * and h_v, each a divisor of H = max of them (up to 8: MHA, GQA/MQA, Mamba2-style value groups,
+ * h_k != h_v with lcm(h_k, h_v) state heads), feature map, feature size m (0 or d), causal or
+ * full mask, normalised or not, scale (0 included; negative when un-normalised), eps (0
+ * included), chunk size, layouts (packed QKV included), values, and for causal calls a state:
+ * none, or one or two calls in a row on the same state (a prefill continued by a decode step or
+ * another chunk, with its own h_q). The last call gets up to two faults (fuzz_common.h, head
+ * counts that do not divide H included, plus a bad feature map or m, a mask other than full or
+ * causal, a bad normalize flag, chunk, scale or eps, a state of another shape (heads, m, dv, ld,
+ * map, mode), a NULL state memory, a state on a bidirectional call, a state over o).
  * Checks: the queries answer what the header documents (m = d, the chunk, the state bytes
- * h_kv * m * (dv + 1) floats, one workspace size for every layout) or the status of the faulty
- * descriptor without writing; calls return the expected status; inputs are unchanged; on error
- * o, the workspace and the state (struct and memory) are unchanged; on success guards and gap
- * elements are intact, o matches the float64 reference (with the library's incoming state as
- * the reference's prefix) and the state matches the reference's state and token count.
+ * lcm(h_k, h_v) * m * (dv + 2) floats, one workspace size for every layout) or the status of the
+ * faulty descriptor without writing; calls return the expected status; inputs are unchanged; on
+ * error o, the workspace and the state (struct and memory) are unchanged; on success guards and
+ * gap elements are intact, o matches the float64 reference (with the library's incoming state as
+ * the reference's prefix) and the state (S, z and the offset column) matches the reference's
+ * state and token count.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -23,35 +29,37 @@
 #include "tolerances.h"
 
 enum { MAX_N = 200, MAX_D = 130, MAX_H = 8 };
-/* n_q * n_kv * h_q * (d + dv) above this is scaled down (the reference is quadratic in n). */
+/* n_q * n_kv * H * (d + dv) above this is scaled down (the reference is quadratic in n). */
 #define WORK_LIMIT ((size_t)600000)
 
-enum { F_FEATURE_MAP = FZ_COMMON_FAULTS, F_MODE, F_CHUNK, F_EPS, F_STATE, F_COUNT };
+enum { F_FEATURE_MAP = FZ_COMMON_FAULTS, F_MASK, F_MODE, F_CHUNK, F_SCALE, F_EPS, F_STATE, F_COUNT };
 
 /* What stays fixed across the calls of one input (the state's shape and mode). */
 typedef struct lin_shape {
-  size_t h_kv, d, dv;
+  size_t h_k, h_v, L, d, dv; /* L = lcm(h_k, h_v) state heads */
   attn_feature_map fm;
   int normalize;
   float lo, hi, vamp; /* q, k in [lo, hi]; v in [-vamp, vamp] */
 } lin_shape;
 
-/* A state bound to guarded memory of exactly h_kv * d * (dv + 1) floats. */
+/* A state bound to guarded memory of exactly L * d * (dv + 2) floats. */
 typedef struct lin_state {
   attn_linear_state s;
   void *mem;
   size_t bytes;
 } lin_state;
 
-static void check_queries(const attn_linear_desc *d, attn_isa isa, size_t *ws_bytes, size_t *state_bytes) {
+static int is_causal(const attn_linear_desc *d) { return attn_mask_is_causal(d->mask); }
+
+static void check_queries(const attn_linear_desc *d, attn_isa isa, size_t L, size_t *ws_bytes, size_t *state_bytes) {
   size_t m = 0, chunk = 0;
   fz_check_status("feature_size", attn_linear_feature_size(d, &m), ATTN_OK);
-  FZ_CHECK(m == d->d, "feature_size %zu, d %zu", m, d->d);
+  FZ_CHECK(m == d->shape.d, "feature_size %zu, d %zu", m, d->shape.d);
   fz_check_status("chunk_size", attn_linear_chunk_size(d, &chunk), ATTN_OK);
   const size_t path_default = isa == ATTN_ISA_SCALAR ? 64 : 48;
   FZ_CHECK(chunk == (d->chunk ? d->chunk : path_default), "chunk_size %zu (desc %zu)", chunk, d->chunk);
   fz_check_status("state_size", attn_linear_state_size(d, state_bytes), ATTN_OK);
-  FZ_CHECK(*state_bytes == sizeof(float) * d->h_kv * m * (d->dv + 1), "state_size %zu", *state_bytes);
+  FZ_CHECK(*state_bytes == sizeof(float) * L * m * (d->shape.dv + 2), "state_size %zu", *state_bytes);
   fz_check_status("workspace_size", attn_linear_workspace_size(d, ws_bytes), ATTN_OK);
   const attn_status null_out[4] = {attn_linear_feature_size(d, NULL), attn_linear_chunk_size(d, NULL),
                                    attn_linear_state_size(d, NULL), attn_linear_workspace_size(d, NULL)};
@@ -72,16 +80,17 @@ static void check_queries_expect(const attn_linear_desc *dp, const fz_expect *e,
            ws_need);
 }
 
-/* State rows (key/value head, feature) that no policy defines: every row of a head that absorbed a
- * non-finite k or v, or came in non-finite. */
-static unsigned char *poisoned_state_rows(const attn_linear_desc *d, const fz_qkv *x, const double *s0) {
-  const size_t slab = d->d * (d->dv + 1);
-  unsigned char *rows = fz_calloc(d->h_kv * d->d, 1);
-  for (size_t hk = 0; hk < d->h_kv; ++hk) {
+/* State rows (state head, feature) that no policy defines: every row of a state head whose key
+ * or value head absorbed a non-finite k or v, or that came in non-finite. */
+static unsigned char *poisoned_state_rows(const attn_shape *s, size_t L, const fz_qkv *x, const double *s0) {
+  const size_t slab = s->d * (s->dv + 2);
+  unsigned char *rows = fz_calloc(L * s->d, 1);
+  for (size_t hs = 0; hs < L; ++hs) {
+    const size_t hk = hs / (L / s->h_k), hv = hs / (L / s->h_v);
     int bad = 0;
-    for (size_t e = 0; s0 && e < slab && !bad; ++e) bad = !isfinite(s0[hk * slab + e]);
-    for (size_t j = 0; j < d->n_kv && !bad; ++j) bad = fz_row_nonfinite(&x->k, j, hk) || fz_row_nonfinite(&x->v, j, hk);
-    memset(rows + hk * d->d, bad, d->d);
+    for (size_t e = 0; s0 && e < slab && !bad; ++e) bad = !isfinite(s0[hs * slab + e]);
+    for (size_t j = 0; j < s->n_kv && !bad; ++j) bad = fz_row_nonfinite(&x->k, j, hk) || fz_row_nonfinite(&x->v, j, hv);
+    memset(rows + hs * s->d, bad, s->d);
   }
   return rows;
 }
@@ -89,22 +98,24 @@ static unsigned char *poisoned_state_rows(const attn_linear_desc *d, const fz_qk
 /* o (and the state after the call) against the reference; s0: the state before, or NULL. */
 static void check_results(const attn_linear_desc *d, const fz_qkv *x, const tu_tensor *o, const lin_state *st,
                           const double *s0, uint64_t tokens0) {
-  const size_t rows = d->n_q * d->h_q, slab = d->d * (d->dv + 1), sfloats = d->h_kv * slab;
-  const size_t n_tokens = (size_t)tokens0 + d->n_kv;
-  double *ro = fz_doubles(rows * d->dv), *oscale = fz_doubles(rows * d->dv), *tol = fz_doubles(rows);
-  const ref_linear_problem p = {d->n_q, d->n_kv, d->h_q, d->h_kv, d->d, d->dv,
+  const attn_shape *s = &d->shape;
+  const size_t H = fz_heads_out(s->h_q, s->h_k, s->h_v), L = fz_state_heads(s->h_k, s->h_v);
+  const size_t rows = s->n_q * H, ld = s->dv + 2, slab = s->d * ld, sfloats = L * slab;
+  const size_t n_tokens = (size_t)tokens0 + s->n_kv;
+  double *ro = fz_doubles(rows * s->dv), *oscale = fz_doubles(rows * s->dv), *tol = fz_doubles(rows);
+  const ref_linear_problem p = {s->n_q, s->n_kv, s->h_q, s->h_k, s->h_v, s->d, s->dv,
                                 d->feature_map == ATTN_FEATURE_ELU1 ? REF_FM_ELU1 : REF_FM_IDENTITY,
-                                d->causal, d->normalize, d->eps, x->q.data, x->k.data, x->v.data,
+                                is_causal(d), d->normalize, d->eps, d->scale, x->q.data, x->k.data, x->v.data,
                                 tu_ref_layout(&x->q), tu_ref_layout(&x->k), tu_ref_layout(&x->v), s0};
   ref_linear(&p, ro, oscale);
-  for (size_t r = 0; r < rows; ++r) tol[r] = tol_linear_o(n_tokens, d->d);
+  for (size_t r = 0; r < rows; ++r) tol[r] = tol_linear_o(n_tokens, s->d);
   fz_compare("linear o", o, ro, oscale, tol, NULL); /* the reference applies the NaN policy */
   if (st) {
-    double *rs = fz_doubles(sfloats), *sscale = fz_doubles(sfloats), *stol = fz_doubles(d->h_kv * d->d);
+    double *rs = fz_doubles(sfloats), *sscale = fz_doubles(sfloats), *stol = fz_doubles(L * s->d);
     ref_linear_state(&p, rs, sscale);
-    for (size_t r = 0; r < d->h_kv * d->d; ++r) stol[r] = tol_linear_state(n_tokens);
-    tu_tensor view = {st->s.data, d->h_kv, d->d, d->dv + 1, {slab, d->dv + 1}, sfloats, NULL, 0};
-    unsigned char *free_rows = fz_nonfinite() ? poisoned_state_rows(d, x, s0) : NULL;
+    for (size_t r = 0; r < L * s->d; ++r) stol[r] = tol_linear_state(n_tokens);
+    tu_tensor view = {st->s.data, L, s->d, ld, {slab, ld}, sfloats, NULL, 0};
+    unsigned char *free_rows = fz_nonfinite() ? poisoned_state_rows(s, L, x, s0) : NULL;
     fz_compare("linear state", &view, rs, sscale, stol, free_rows);
     free(free_rows);
     FZ_CHECK(st->s.tokens == n_tokens, "state tokens %llu, expected %zu", (unsigned long long)st->s.tokens,
@@ -118,32 +129,72 @@ static void check_results(const attn_linear_desc *d, const fz_qkv *x, const tu_t
   free(tol);
 }
 
+/* A mask that is neither full nor causal: a finite left side, a finite right side other than 0, or
+ * a chunk-local width. */
+static attn_mask bad_mask(fz_in *in, attn_mask m) {
+  switch (fz_pick(in, 3)) {
+  case 0: m.left = fz_u8(in) * (SIZE_MAX / 512); break;
+  case 1: m.right = 1 + fz_u8(in) * (SIZE_MAX / 512); break;
+  default: m.chunk = 1 + fz_u8(in) * (SIZE_MAX / 512); break;
+  }
+  return m;
+}
+
+/* A state struct of another shape or mode than the call's (one field changed). */
+static void state_mismatch(fz_in *in, attn_linear_state *s) {
+  switch (fz_pick(in, 6)) {
+  case 0: s->heads += 1 + fz_u8(in) % 4; break;
+  case 1: s->m += 1 + fz_u8(in); break;
+  case 2: s->dv += 1 + fz_u8(in); break;
+  case 3: s->ld = fz_u8(in) & 1 ? s->ld - 1 : s->ld + 1 + fz_u8(in); break;
+  case 4: s->normalize = !s->normalize; break;
+  default: s->feature_map = (attn_feature_map)!s->feature_map; break;
+  }
+}
+
+/* A query head count that fits the state's key and value heads (each count divides the largest). */
+static size_t pick_h_q(fz_in *in, const lin_shape *sh) {
+  size_t fit[MAX_H], count = 0;
+  for (size_t h = 1; h <= MAX_H; ++h)
+    if (fz_heads_valid(h, sh->h_k, sh->h_v)) fit[count++] = h;
+  return fit[fz_pick(in, count)]; /* h = L always fits */
+}
+
 /* One call on a descriptor drawn from the bytes; faults only when `last`. Returns 0 when the call
  * failed (as expected), which ends the sequence. */
 static int one_call(fz_in *in, attn_isa isa, const lin_shape *sh, lin_state *st, int last) {
-  const size_t h_q = sh->h_kv * fz_size(in, MAX_H / sh->h_kv);
+  const size_t h_q = pick_h_q(in, sh), H = fz_heads_out(h_q, sh->h_k, sh->h_v);
   size_t n_q = fz_size(in, MAX_N), n_kv = fz_size(in, MAX_N);
   if (fz_pick(in, 4) == 0) n_q = n_kv = 1; /* a decode step */
-  while (n_q * n_kv * h_q * (sh->d + sh->dv) > WORK_LIMIT) {
+  while (n_q * n_kv * H * (sh->d + sh->dv) > WORK_LIMIT) {
     if (n_q >= n_kv) n_q = (n_q + 1) / 2;
     else n_kv = (n_kv + 1) / 2;
   }
   attn_linear_desc d;
-  fz_check_status("desc_init", attn_linear_desc_init(&d, n_q, n_kv, h_q, sh->h_kv, sh->d, sh->dv, sh->fm), ATTN_OK);
-  FZ_CHECK(d.causal == 1 && d.normalize == 1 && d.eps == 1e-6f && d.chunk == 0, "desc_init: defaults");
-  d.causal = st ? 1 : fz_pick(in, 2) == 0;
+  fz_check_status("desc_init", attn_linear_desc_init(&d, n_q, n_kv, h_q, sh->h_k, sh->d, sh->dv, sh->fm), ATTN_OK);
+  fz_check_shape_defaults("linear_desc_init", &d.shape, n_q, n_kv, h_q, sh->h_k, sh->h_k, sh->d, sh->dv);
+  FZ_CHECK(is_causal(&d) && d.feature_map == sh->fm && (d.m == 0 || d.m == sh->d) && d.scale == 1.0f &&
+               d.normalize == 1 && d.eps == 1e-6f && d.chunk == 0,
+           "desc_init: defaults");
+  fz_check_status("shape_init", attn_shape_init(&d.shape, n_q, n_kv, h_q, sh->h_k, sh->h_v, sh->d, sh->dv), ATTN_OK);
+  fz_check_shape_defaults("shape_init", &d.shape, n_q, n_kv, h_q, sh->h_k, sh->h_v, sh->d, sh->dv);
+  d.mask = st || fz_pick(in, 2) == 0 ? attn_mask_causal() : attn_mask_full();
   d.normalize = sh->normalize;
   const float eps[4] = {1e-6f, 0.0f, 1.0f, 1e-3f};
   d.eps = eps[fz_pick(in, 4)];
   d.chunk = fz_pick(in, 2) ? 0 : fz_size(in, ATTN_LINEAR_MAX_CHUNK);
+  d.m = fz_pick(in, 2) ? 0 : sh->d;
+  const float scales[6] = {1.0f, 0.5f, 2.0f, 0.125f, 0.0f, 3.0f};
+  d.scale = scales[fz_pick(in, 6)];
+  if (!sh->normalize && fz_pick(in, 2)) d.scale = -d.scale; /* a normaliser wants s phi(q).z > 0 */
   size_t need = 0, state_bytes = 0;
-  check_queries(&d, isa, &need, &state_bytes);
+  check_queries(&d, isa, sh->L, &need, &state_bytes);
 
   fz_qkv x;
-  fz_qkv_alloc(in, &x, n_q, n_kv, h_q, sh->h_kv, sh->d, sh->dv);
-  d.q = x.q.l;
-  d.k = x.k.l;
-  d.v = x.v.l;
+  fz_qkv_alloc(in, &x, n_q, n_kv, h_q, sh->h_k, sh->h_v, sh->d, sh->dv);
+  d.shape.q = x.q.l;
+  d.shape.k = x.k.l;
+  d.shape.v = x.v.l;
   fz_tensor_fill(in, &x.q, sh->lo, sh->hi);
   fz_tensor_fill(in, &x.k, sh->lo, sh->hi);
   fz_tensor_fill(in, &x.v, -sh->vamp, sh->vamp);
@@ -155,67 +206,72 @@ static int one_call(fz_in *in, attn_isa isa, const lin_shape *sh, lin_state *st,
   fz_qkv_snapshot(&x);
 
   fz_call c = {0};
-  d.o = fz_layout(in, n_q, h_q, sh->dv, 1);
-  fz_expect_output_layout(&c.query, n_q, h_q, sh->dv, d.o);
+  d.shape.o = fz_layout(in, n_q, H, sh->dv, 1);
+  fz_expect_output_layout(&c.query, n_q, H, sh->dv, d.shape.o);
   c.call = c.query;
   tu_tensor o;
-  fz_output_alloc(in, &o, n_q, h_q, sh->dv, d.o);
+  fz_output_alloc(in, &o, n_q, H, sh->dv, d.shape.o);
   void *ws = fz_alloc(need, fz_pick(in, 64));
 
   attn_linear_desc cd = d;
-  size_t *const sizes[6] = {&cd.n_q, &cd.n_kv, &cd.h_q, &cd.h_kv, &cd.d, &cd.dv};
-  attn_layout *const layouts[5] = {&cd.q, &cd.k, &cd.v, &cd.o, NULL};
-  fz_call_bind(&c, sizes, layouts, &x, o.data, ws, need);
+  fz_call_bind(&c, &cd.shape, NULL, &x, &o, ws, need);
   attn_linear_state call_state = st ? st->s : (attn_linear_state){0};
   attn_linear_state *sp = st ? &call_state : NULL;
   int state_faulted = 0;
   for (int f = last ? fz_fault_count(in) : 0; f > 0; --f) {
+    attn_status want = ATTN_OK; /* a fault of the descriptor: the queries answer it too */
     switch (fz_pick(in, F_COUNT)) {
     case F_FEATURE_MAP:
-      cd.feature_map = (attn_feature_map)(ATTN_FEATURE_COUNT + fz_u8(in));
-      fz_expect_fault(&c.query, ATTN_E_BAD_FEATURE_MAP);
-      fz_expect_fault(&c.call, ATTN_E_BAD_FEATURE_MAP);
+      if (fz_u8(in) & 1) cd.feature_map = (attn_feature_map)(ATTN_FEATURE_COUNT + fz_u8(in));
+      else cd.m = sh->d > 1 && (fz_u8(in) & 1) ? 1 + fz_u8(in) % (sh->d - 1) : sh->d + 1 + fz_u8(in);
+      want = ATTN_E_BAD_FEATURE_MAP;
+      break;
+    case F_MASK:
+      cd.mask = bad_mask(in, cd.mask);
+      want = ATTN_E_BAD_WINDOW;
       break;
     case F_MODE:
-      if (fz_u8(in) & 1) cd.causal = 2 + fz_u8(in);
-      else cd.normalize = -1 - (int)fz_u8(in);
-      fz_expect_fault(&c.query, ATTN_E_BAD_ARGUMENT);
-      fz_expect_fault(&c.call, ATTN_E_BAD_ARGUMENT);
+      cd.normalize = fz_u8(in) & 1 ? 2 + (int)fz_u8(in) : -1 - (int)fz_u8(in);
+      want = ATTN_E_BAD_ARGUMENT;
       break;
     case F_CHUNK:
       cd.chunk = ATTN_LINEAR_MAX_CHUNK + 1 + fz_u8(in) * (SIZE_MAX / 512);
-      fz_expect_fault(&c.query, ATTN_E_BAD_ARGUMENT);
-      fz_expect_fault(&c.call, ATTN_E_BAD_ARGUMENT);
+      want = ATTN_E_BAD_ARGUMENT;
       break;
+    case F_SCALE: {
+      const float bad[3] = {NAN, INFINITY, -INFINITY};
+      cd.scale = bad[fz_pick(in, 3)];
+      want = ATTN_E_BAD_SCALE;
+      break;
+    }
     case F_EPS: {
       const float bad[4] = {NAN, INFINITY, -1e-6f, -INFINITY};
       cd.eps = bad[fz_pick(in, 4)];
-      fz_expect_fault(&c.query, ATTN_E_BAD_EPS);
-      fz_expect_fault(&c.call, ATTN_E_BAD_EPS);
+      want = ATTN_E_BAD_EPS;
       break;
     }
     case F_STATE:
       if (!sp) { /* a state on a bidirectional call, or a causal call that keeps none */
-        if (!cd.causal) {
-          call_state = (attn_linear_state){sh->h_kv, sh->d, sh->dv, sh->fm, sh->normalize, 0, o.data};
+        if (!is_causal(&cd)) {
+          call_state = (attn_linear_state){sh->L, sh->d, sh->dv, sh->dv + 2, sh->fm, sh->normalize, 0, o.data};
           sp = &call_state;
           fz_expect_fault(&c.call, ATTN_E_BAD_ARGUMENT);
         }
         break;
       }
       if (state_faulted++) break; /* a second state fault could undo the first (a toggled flag) */
-      switch (fz_pick(in, 6)) {
+      switch (fz_pick(in, 3)) {
       case 0: call_state.data = NULL; fz_expect_fault(&c.call, ATTN_E_NULL_POINTER); break;
       case 1: call_state.data = c.o; fz_expect_fault(&c.call, ATTN_E_ALIASING); break;
-      case 2: call_state.heads++; fz_expect_fault(&c.call, ATTN_E_STATE_MISMATCH); break;
-      case 3: call_state.dv += 1 + fz_u8(in); fz_expect_fault(&c.call, ATTN_E_STATE_MISMATCH); break;
-      case 4: call_state.normalize = !call_state.normalize; fz_expect_fault(&c.call, ATTN_E_STATE_MISMATCH); break;
-      default: call_state.feature_map = (attn_feature_map)!call_state.feature_map;
-        fz_expect_fault(&c.call, ATTN_E_STATE_MISMATCH); break;
+      default: state_mismatch(in, &call_state); fz_expect_fault(&c.call, ATTN_E_STATE_MISMATCH); break;
       }
       break;
     default:
       fz_common_fault(in, &c, (int)fz_pick(in, FZ_COMMON_FAULTS));
+    }
+    if (want != ATTN_OK) {
+      fz_expect_fault(&c.query, want);
+      fz_expect_fault(&c.call, want);
     }
   }
   const attn_linear_desc *dp = c.null_desc ? NULL : &cd;
@@ -263,7 +319,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_init(&in, data, size);
   const attn_isa isa = fz_set_isa(&in);
   lin_shape sh;
-  sh.h_kv = fz_size(&in, MAX_H);
+  const size_t heads = fz_size(&in, MAX_H); /* h_k and h_v divide it: their lcm does too */
+  sh.h_k = fz_divisor(&in, heads);
+  sh.h_v = fz_divisor(&in, heads);
+  sh.L = fz_state_heads(sh.h_k, sh.h_v);
   sh.d = fz_size(&in, MAX_D);
   sh.dv = fz_size(&in, MAX_D);
   sh.fm = fz_pick(&in, 2) ? ATTN_FEATURE_ELU1 : ATTN_FEATURE_IDENTITY;
@@ -280,9 +339,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   lin_state st = {{0}, NULL, 0};
   if (plan > 0) {
     attn_linear_desc d;
-    attn_linear_desc_init(&d, 1, 1, sh.h_kv, sh.h_kv, sh.d, sh.dv, sh.fm);
+    attn_linear_desc_init(&d, 1, 1, sh.L, sh.h_k, sh.d, sh.dv, sh.fm);
+    attn_shape_init(&d.shape, 1, 1, sh.L, sh.h_k, sh.h_v, sh.d, sh.dv); /* h_q = L: every count divides it */
     d.normalize = sh.normalize;
-    st.bytes = sizeof(float) * sh.h_kv * sh.d * (sh.dv + 1);
+    st.bytes = sizeof(float) * sh.L * sh.d * (sh.dv + 2);
     st.mem = fz_alloc(st.bytes, 0);
     fz_snap small;
     fz_snap_take(&small, st.mem, st.bytes);
@@ -291,8 +351,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_snap_check(&small, "state memory after a refused state_init");
     fz_snap_free(&small);
     fz_check_status("state_init", attn_linear_state_init(&st.s, &d, st.mem, st.bytes), ATTN_OK);
-    FZ_CHECK(st.s.heads == sh.h_kv && st.s.m == sh.d && st.s.dv == sh.dv && st.s.feature_map == sh.fm &&
-                 st.s.normalize == sh.normalize && st.s.tokens == 0 && st.s.data == st.mem,
+    FZ_CHECK(st.s.heads == sh.L && st.s.m == sh.d && st.s.dv == sh.dv && st.s.ld == sh.dv + 2 &&
+                 st.s.feature_map == sh.fm && st.s.normalize == sh.normalize && st.s.tokens == 0 &&
+                 st.s.data == st.mem,
              "state_init: shape");
     for (size_t e = 0; e < st.bytes / sizeof(float); ++e) FZ_CHECK(st.s.data[e] == 0.0f, "state_init: not zeroed");
   }

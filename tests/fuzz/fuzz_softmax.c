@@ -2,12 +2,15 @@
  * libFuzzer target: attn_softmax_desc_init, attn_softmax_workspace_size and attn_softmax.
  *
  * From the bytes: the ISA path, shapes (n up to 200, d and dv up to 130, up to 8 heads, GQA),
- * the window, the scale (logits up to ~3e4), layouts of every tensor (packed QKV included), the
- * values, and up to two faults (fuzz_common.h plus a non-finite scale and an lse over o). Checks:
- * the documented defaults of desc_init; the workspace query answers the same size for every
- * layout and window, or the status of the faulty descriptor without writing; the call returns
- * the expected status; inputs are unchanged; on error o, lse and the workspace are unchanged;
- * on success guards and gap elements are intact and o and lse match the float64 reference.
+ * the mask (window sides, and a chunk-local width: 0, small, up to n, or huge), the scale (logits
+ * up to ~3e4), layouts of every tensor (packed QKV included), the values, and up to two faults
+ * (fuzz_common.h plus a non-finite scale, an lse over o, and head counts that divide H but that
+ * softmax refuses: h_k != h_v, or h_q < H). Checks: the documented defaults of desc_init (the
+ * shape as attn_shape_init writes it, full mask, 1/sqrt(d)); the workspace query answers the same
+ * size for every layout and mask, or the status of the faulty descriptor without writing; the
+ * call returns the expected status; inputs are unchanged; on error o, lse and the workspace are
+ * unchanged; on success guards and gap elements are intact and o and lse match the float64
+ * reference.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -19,7 +22,7 @@ enum { MAX_N = 200, MAX_D = 130, MAX_H = 8 };
 /* n_q * n_kv * h_q * (d + dv) above this is scaled down: one input stays within milliseconds. */
 #define WORK_LIMIT ((size_t)1500000)
 
-enum { F_BAD_SCALE = FZ_COMMON_FAULTS, F_LSE_OVER_O, F_COUNT };
+enum { F_BAD_SCALE = FZ_COMMON_FAULTS, F_LSE_OVER_O, F_HEADS, F_COUNT };
 
 /* Bounds: tolerances.h's tol_softmax_o / tol_softmax_lse, relative to the reference's error
  * scales. */
@@ -33,33 +36,61 @@ static size_t window_side(fz_in *in) {
   }
 }
 
-static void check_defaults(const attn_softmax_desc *d) {
-  attn_layout q, k, v, o;
-  q = tu_layout(TU_TOKEN_MAJOR, d->n_q, d->h_q, d->d);
-  k = tu_layout(TU_TOKEN_MAJOR, d->n_kv, d->h_kv, d->d);
-  v = tu_layout(TU_TOKEN_MAJOR, d->n_kv, d->h_kv, d->dv);
-  o = tu_layout(TU_TOKEN_MAJOR, d->n_q, d->h_q, d->dv);
-  FZ_CHECK(d->scale == (float)(1.0 / sqrt((double)d->d)), "desc_init: scale %g is not 1/sqrt(d)", (double)d->scale);
-  FZ_CHECK(d->window_left == ATTN_UNBOUNDED && d->window_right == ATTN_UNBOUNDED, "desc_init: window not full");
-  FZ_CHECK(d->q.row_stride == q.row_stride && d->q.head_stride == q.head_stride && d->k.row_stride == k.row_stride &&
-               d->k.head_stride == k.head_stride && d->v.row_stride == v.row_stride &&
-               d->v.head_stride == v.head_stride && d->o.row_stride == o.row_stride &&
-               d->o.head_stride == o.head_stride && d->lse.row_stride == d->h_q && d->lse.head_stride == 1,
-           "desc_init: layouts are not token-major");
+/* The chunk-local width: mostly none, else small, up to the lengths, or beyond everything. */
+static size_t chunk_width(fz_in *in) {
+  switch (fz_pick(in, 6)) {
+  case 3: return 1 + fz_u8(in) % 16;
+  case 4: return fz_size(in, MAX_N);
+  case 5: return SIZE_MAX - fz_u8(in) % 2;
+  default: return 0;
+  }
+}
+
+static void check_defaults(const attn_softmax_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dim,
+                           size_t dv) {
+  fz_check_shape_defaults("softmax_desc_init", &d->shape, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
+  FZ_CHECK(d->scale == (float)(1.0 / sqrt((double)dim)), "desc_init: scale %g is not 1/sqrt(d)", (double)d->scale);
+  const attn_mask full = attn_mask_full();
+  FZ_CHECK(d->mask.left == full.left && d->mask.right == full.right && d->mask.chunk == full.chunk,
+           "desc_init: mask not full");
+  FZ_CHECK(d->lse.row_stride == h_q && d->lse.head_stride == 1, "desc_init: lse layout is not [n_q][h_q]");
+}
+
+/* Head counts that softmax refuses whatever the other faults did: h_k != h_v, or h_q below
+ * h_k. Counts only go down, or a count of 1 goes up with a valid head stride, so that no stride
+ * or span check can answer first. Returns 0 when no such change fits (all counts 1, or an
+ * earlier fault made h_k != h_v). */
+static int softmax_heads_fault(fz_in *in, attn_shape *s) {
+  if (s->h_k != s->h_v || (s->h_k == 1 && s->h_q <= 1)) return 0;
+  if (s->h_k > 1) {
+    const size_t g = fz_divisor(in, s->h_k);
+    switch (fz_pick(in, 3)) {
+    case 0: s->h_q = g < s->h_k ? g : 1; break; /* H = h_k > h_q */
+    case 1: s->h_k = 1; break;
+    default: s->h_v = 1; break;
+    }
+    return 1;
+  }
+  const int key = fz_u8(in) & 1; /* h_k or h_v = h_q, the other 1 */
+  *(key ? &s->h_k : &s->h_v) = s->h_q;
+  attn_layout *l = key ? &s->k : &s->v;
+  l->head_stride = key ? s->d : s->dv; /* its head stride was free with one head */
+  return 1;
 }
 
 static void check_results(const attn_softmax_desc *d, const fz_qkv *x, const tu_tensor *o, const tu_tensor *lse) {
-  const size_t rows = d->n_q * d->h_q;
-  double *ro = fz_doubles(rows * d->dv), *oscale = fz_doubles(rows * d->dv);
+  const size_t rows = d->shape.n_q * d->shape.h_q;
+  double *ro = fz_doubles(rows * d->shape.dv), *oscale = fz_doubles(rows * d->shape.dv);
   double *rl = fz_doubles(rows), *sabs = fz_doubles(rows), *tol_o = fz_doubles(rows), *tol_l = fz_doubles(rows);
-  const ref_softmax_problem p = {d->n_q,  d->n_kv,  d->h_q,       d->h_kv,       d->d,
-                                 d->dv,   d->scale, d->window_left, d->window_right, x->q.data,
-                                 x->k.data, x->v.data, tu_ref_layout(&x->q), tu_ref_layout(&x->k),
-                                 tu_ref_layout(&x->v)};
+  const attn_shape *s = &d->shape;
+  const ref_softmax_problem p = {s->n_q,       s->n_kv,       s->h_q,        s->h_k,
+                                 s->d,         s->dv,         d->scale,      d->mask.left,
+                                 d->mask.right, d->mask.chunk, x->q.data,     x->k.data,
+                                 x->v.data,    tu_ref_layout(&x->q), tu_ref_layout(&x->k), tu_ref_layout(&x->v)};
   ref_softmax(&p, ro, rl, oscale, sabs);
   for (size_t r = 0; r < rows; ++r) {
-    tol_o[r] = tol_softmax_o(d->n_kv, d->d, sabs[r]);
-    tol_l[r] = tol_softmax_lse(d->n_kv, d->d, sabs[r], isfinite(rl[r]) ? rl[r] : 0.0);
+    tol_o[r] = tol_softmax_o(s->n_kv, s->d, sabs[r]);
+    tol_l[r] = tol_softmax_lse(s->n_kv, s->d, sabs[r], isfinite(rl[r]) ? rl[r] : 0.0);
   }
   fz_compare("softmax o", o, ro, oscale, tol_o, NULL); /* the reference applies the NaN policy */
   if (lse) fz_compare("softmax lse", lse, rl, NULL, tol_l, NULL);
@@ -88,22 +119,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                   ATTN_E_NULL_POINTER);
   attn_softmax_desc d;
   fz_check_status("desc_init", attn_softmax_desc_init(&d, n_q, n_kv, h_q, h_kv, dim, dv), ATTN_OK);
-  check_defaults(&d);
+  check_defaults(&d, n_q, n_kv, h_q, h_kv, dim, dv);
   size_t need = 0;
   fz_check_status("workspace_size(defaults)", attn_softmax_workspace_size(&d, &need), ATTN_OK);
 
-  d.window_left = window_side(&in);
-  d.window_right = window_side(&in);
+  d.mask.left = window_side(&in);
+  d.mask.right = window_side(&in);
+  d.mask.chunk = chunk_width(&in);
   const float scales[8] = {d.scale, 1.0f, 4.0f, 16.0f, -1.0f, 0.0f, 1e-3f, -16.0f};
   const float amps[4] = {0.5f, 1.0f, 2.0f, 4.0f};
   d.scale = scales[fz_pick(&in, 8)];
   const float amp = amps[fz_pick(&in, 4)], vamp = fz_pick(&in, 4) ? 1.0f : 1000.0f;
 
   fz_qkv x;
-  fz_qkv_alloc(&in, &x, n_q, n_kv, h_q, h_kv, dim, dv);
-  d.q = x.q.l;
-  d.k = x.k.l;
-  d.v = x.v.l;
+  fz_qkv_alloc(&in, &x, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
+  d.shape.q = x.q.l;
+  d.shape.k = x.k.l;
+  d.shape.v = x.v.l;
   fz_tensor_fill(&in, &x.q, -amp, amp);
   fz_tensor_fill(&in, &x.k, -amp, amp);
   fz_tensor_fill(&in, &x.v, -vamp, vamp);
@@ -115,21 +147,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_qkv_snapshot(&x);
 
   fz_call c = {0};
-  d.o = fz_layout(&in, n_q, h_q, dv, 1);
+  d.shape.o = fz_layout(&in, n_q, h_q, dv, 1);
   d.lse = fz_layout(&in, n_q, h_q, 1, 1);
-  fz_expect_output_layout(&c.query, n_q, h_q, dv, d.o);
+  fz_expect_output_layout(&c.query, n_q, h_q, dv, d.shape.o);
   fz_expect_output_layout(&c.query, n_q, h_q, 1, d.lse); /* checked even without an lse */
   c.call = c.query;
   tu_tensor o, lse;
-  fz_output_alloc(&in, &o, n_q, h_q, dv, d.o);
+  fz_output_alloc(&in, &o, n_q, h_q, dv, d.shape.o);
   fz_output_alloc(&in, &lse, n_q, h_q, 1, d.lse);
   const int with_lse = fz_pick(&in, 4) != 0;
   void *ws = fz_alloc(need, fz_pick(&in, 64));
 
   attn_softmax_desc cd = d; /* the call's descriptor, which faults change */
-  size_t *const sizes[6] = {&cd.n_q, &cd.n_kv, &cd.h_q, &cd.h_kv, &cd.d, &cd.dv};
-  attn_layout *const layouts[5] = {&cd.q, &cd.k, &cd.v, &cd.o, &cd.lse};
-  fz_call_bind(&c, sizes, layouts, &x, o.data, ws, need);
+  fz_call_bind(&c, &cd.shape, &cd.lse, &x, &o, ws, need);
   float *lse_arg = with_lse ? lse.data : NULL;
   for (int f = fz_fault_count(&in); f > 0; --f) {
     const int fault = (int)fz_pick(&in, F_COUNT);
@@ -141,6 +171,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else if (fault == F_LSE_OVER_O && lse_arg) {
       lse_arg = c.o;
       fz_expect_fault(&c.call, ATTN_E_ALIASING);
+    } else if (fault == F_HEADS) {
+      if (softmax_heads_fault(&in, &cd.shape)) {
+        fz_expect_fault(&c.query, ATTN_E_BAD_HEADS);
+        fz_expect_fault(&c.call, ATTN_E_BAD_HEADS);
+      }
     } else {
       fz_common_fault(&in, &c, fault);
     }

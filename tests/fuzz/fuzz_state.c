@@ -1,14 +1,18 @@
 /*
  * libFuzzer target: attn_linear_state_init, attn_linear_state_reset and attn_linear_state_copy.
  *
- * From the bytes: two descriptors (the second of the same shape and mode or of another), states
- * bound to guarded memory of exactly h_kv * m * (dv + 1) floats, and a sequence of operations:
- * init (valid, memory one byte or more too small, NULL state / memory / descriptor, an invalid
- * descriptor), reset (valid, NULL, unbound), copy between states of the same or another shape,
- * into itself, between states whose memory overlaps, with NULL. Checks: the expected status;
- * on error every byte of the states' memory and structs unchanged; on success init and reset
- * zero exactly the state's floats, copy copies them bitwise with the token count, keeps dst's
- * data pointer and writes nothing outside dst; guards intact throughout.
+ * From the bytes: two descriptors (the second of the same shape and mode or of another; key and
+ * value head counts h_k, h_v apart, so that descriptors of different heads can share a state
+ * shape through lcm(h_k, h_v); m = 0 or d), states bound to guarded memory of exactly
+ * lcm(h_k, h_v) * m * (dv + 2) floats, and a sequence of operations: init (valid, memory one
+ * byte or more too small, NULL state / memory / descriptor, an invalid descriptor: a zero size,
+ * head counts that do not divide H, a bad m, a mask other than full or causal), reset (valid,
+ * NULL, unbound), copy between states of the same or another shape, into itself, between states
+ * whose memory overlaps, with NULL. Checks: the state_size and the state's shape fields (heads =
+ * lcm(h_k, h_v), m, dv, ld = dv + 2, map, mode); the expected status; on error every byte of the
+ * states' memory and structs unchanged; on success init and reset zero exactly the state's
+ * floats (sums, z and offsets), copy copies them bitwise with the token count, keeps dst's data
+ * pointer and writes nothing outside dst; guards intact throughout.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +28,32 @@ typedef struct slot {
   size_t floats;
 } slot;
 
-static size_t floats_of(const attn_linear_desc *d) { return d->h_kv * d->d * (d->dv + 1); }
+static size_t heads_of(const attn_linear_desc *d) { return fz_state_heads(d->shape.h_k, d->shape.h_v); }
+static size_t floats_of(const attn_linear_desc *d) { return heads_of(d) * d->shape.d * (d->shape.dv + 2); }
+
+/* The shape a state bound with this descriptor has. */
+static int same_state_shape(const attn_linear_desc *a, const attn_linear_desc *b) {
+  return heads_of(a) == heads_of(b) && a->shape.d == b->shape.d && a->shape.dv == b->shape.dv &&
+         a->feature_map == b->feature_map && a->normalize == b->normalize;
+}
+
+static void check_bound(const slot *sl, const char *what) {
+  const attn_linear_state *s = &sl->s;
+  FZ_CHECK(s->heads == heads_of(&sl->d) && s->m == sl->d.shape.d && s->dv == sl->d.shape.dv &&
+               s->ld == sl->d.shape.dv + 2 && s->feature_map == sl->d.feature_map &&
+               s->normalize == sl->d.normalize && s->data == sl->mem,
+           "%s: state shape {heads %zu, m %zu, dv %zu, ld %zu}", what, s->heads, s->m, s->dv, s->ld);
+}
+
+/* A descriptor that state_init must refuse with the returned status. */
+static attn_status bad_desc(fz_in *in, attn_linear_desc *d) {
+  switch (fz_pick(in, 4)) {
+  case 0: d->shape.dv = 0; return ATTN_E_ZERO_SIZE;
+  case 1: fz_break_heads(in, &d->shape); return ATTN_E_BAD_HEADS;
+  case 2: d->m = d->shape.d + 1 + fz_u8(in); return ATTN_E_BAD_FEATURE_MAP;
+  default: d->mask = attn_mask_window(fz_u8(in), 0); return ATTN_E_BAD_WINDOW;
+  }
+}
 
 static void fill(fz_in *in, slot *sl) {
   for (size_t e = 0; e < sl->floats; ++e) sl->s.data[e] = fz_value(in, -1.0f, 1.0f);
@@ -69,9 +98,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
    * own or overlapping slot 0's (inside one shared guarded buffer) */
   for (int i = 0; i < 2; ++i) {
     const attn_feature_map fm = fz_pick(&in, 2) ? ATTN_FEATURE_ELU1 : ATTN_FEATURE_IDENTITY;
-    attn_linear_desc_init(&sl[i].d, 1, 1, 1, fz_size(&in, MAX_H), fz_size(&in, MAX_D), fz_size(&in, MAX_D), fm);
-    sl[i].d.h_q = sl[i].d.h_kv;
+    const size_t heads = fz_size(&in, MAX_H), h_k = fz_divisor(&in, heads), h_v = fz_divisor(&in, heads);
+    const size_t d = fz_size(&in, MAX_D), dv = fz_size(&in, MAX_D);
+    attn_linear_desc_init(&sl[i].d, 1, 1, 1, h_k, d, dv, fm);
+    attn_shape_init(&sl[i].d.shape, 1, 1, fz_state_heads(h_k, h_v), h_k, h_v, d, dv); /* h_q = lcm: valid */
     sl[i].d.normalize = fz_pick(&in, 3) != 0;
+    sl[i].d.m = fz_pick(&in, 2) ? 0 : d;
   }
   if (fz_pick(&in, 2)) sl[1].d = sl[0].d;
   sl[2].d = sl[0].d;
@@ -87,6 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_check_status("state_size", attn_linear_state_size(&sl[i].d, &bytes), ATTN_OK);
     FZ_CHECK(bytes == sizeof(float) * sl[i].floats, "state_size %zu, expected %zu floats", bytes, sl[i].floats);
     fz_check_status("state_init", attn_linear_state_init(&sl[i].s, &sl[i].d, sl[i].mem, bytes), ATTN_OK);
+    check_bound(&sl[i], "state_init");
   }
   for (int i = 0; i < STATES; ++i) fill(&in, &sl[i]); /* slot 2 overwrites the shared part of slot 0 */
 
@@ -100,6 +133,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       fz_check_status("state_init", attn_linear_state_init(&sl[a].s, &sl[a].d, sl[a].mem, sizeof(float) * sl[a].floats),
                       ATTN_OK);
       check_zero(&sl[a], "state_init");
+      check_bound(&sl[a], "state_init");
       check_all(snaps, structs, written(overlap, a), a, "state_init of another state");
       break;
     }
@@ -113,10 +147,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 2: { /* init with a NULL argument or an invalid descriptor */
       attn_linear_desc bad = sl[a].d;
       const unsigned k = fz_pick(&in, 4);
-      if (k == 3) bad.dv = 0;
+      const attn_status want = k == 3 ? bad_desc(&in, &bad) : ATTN_E_NULL_POINTER;
       st = attn_linear_state_init(k == 0 ? NULL : &sl[a].s, k == 1 ? NULL : &bad, k == 2 ? NULL : sl[a].mem,
                                   sizeof(float) * sl[a].floats);
-      fz_check_status("state_init(bad)", st, k == 3 ? ATTN_E_ZERO_SIZE : ATTN_E_NULL_POINTER);
+      fz_check_status("state_init(bad)", st, want);
       check_all(snaps, structs, 0, -1, "a refused state_init");
       break;
     }
@@ -143,8 +177,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       break;
     }
     default: { /* copy b into a */
-      const int same_shape = sl[a].d.h_kv == sl[b].d.h_kv && sl[a].d.d == sl[b].d.d && sl[a].d.dv == sl[b].d.dv &&
-                             sl[a].d.feature_map == sl[b].d.feature_map && sl[a].d.normalize == sl[b].d.normalize;
+      const int same_shape = same_state_shape(&sl[a].d, &sl[b].d);
       const int same_mem = sl[a].s.data == sl[b].s.data;
       const int overlapping = !same_mem && overlap && a != 1 && b != 1;
       const attn_status want = !same_shape ? ATTN_E_STATE_MISMATCH : overlapping ? ATTN_E_ALIASING : ATTN_OK;

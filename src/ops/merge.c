@@ -1,7 +1,7 @@
-/* Merge of partial softmax results over disjoint key sets by their LSE (VARIANTS.md section 1). */
+/* Merge of partial softmax results over disjoint key sets by their LSE (attn.h: attn_softmax_merge). */
 #include <math.h>
 
-#include "core/internal.h"
+#include "engine/blocked.h"
 
 static attn_status merge_validate(size_t rows, size_t dv, size_t parts, const float *const *o_parts,
                                   size_t o_stride, const float *const *lse_parts, size_t lse_stride, float *o,
@@ -44,23 +44,23 @@ attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts, const float
   const float *self = NULL;
   for (size_t c = 0; c < parts; c++)
     if (o_parts[c] == o) self = o;
+  /* Each row ends through the online-softmax score step's epilogue, with the row state (m, l) it
+   * would hold after absorbing the parts: o is accumulated already normalised (weights w_c / sum w,
+   * so no intermediate can overflow), hence l = 1 and m = M + log sum w; l = NaN for a NaN or +inf
+   * part LSE, l = 0 when every part is empty. */
+  float rs[3];
   for (size_t r = 0; r < rows; r++) {
     float *orow = o + r * out_stride;
     float mx = -INFINITY;
-    int bad = 0; /* a NaN or +inf LSE: the row is NaN */
+    int bad = 0;
     for (size_t c = 0; c < parts; c++) {
       const float lc = lse_parts[c][r * lse_stride];
       bad |= !(lc < INFINITY);
       mx = fmaxf(mx, lc);
     }
-    float lse_r;
-    if (bad) {
-      attn_fill_nan(orow, dv);
-      lse_r = NAN;
-    } else if (mx == -INFINITY) {
-      for (size_t x = 0; x < dv; x++) orow[x] = 0.0f;
-      lse_r = -INFINITY;
-    } else {
+    rs[0] = mx;
+    rs[1] = bad ? NAN : mx == -INFINITY ? 0.0f : 1.0f;
+    if (rs[1] == 1.0f) {
       float wsum = 0.0f, wself = 0.0f;
       int self_used = 0;
       for (size_t c = 0; c < parts; c++) {
@@ -83,10 +83,9 @@ attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts, const float
         uk->gemm(1, dv, 1, &w, 0, 0, o_parts[c] + r * o_stride, 0, orow, 0, NULL, started);
         started = 1;
       }
-      if (!attn_rows_finite(orow, 1, dv, 0)) attn_fill_nan(orow, dv); /* a non-finite o part */
-      lse_r = mx + logf(wsum);
+      rs[0] = mx + logf(wsum);
     }
-    if (lse_out) lse_out[r * lse_out_stride] = lse_r;
+    attn_softmax_score_step.finish(orow, rs, 1, 0, dv, orow, lse_out ? lse_out + r * lse_out_stride : NULL);
   }
   return ATTN_OK;
 }

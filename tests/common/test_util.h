@@ -1,72 +1,18 @@
 /*
- * Shared helpers of the attn Check suites: environment and main, seeded RNG, guarded buffers,
- * strided tensors with padding, and the one comparison helper (|got - ref| <= tol * scale).
+ * Shared helpers of the attn Check suites that call the public API: everything in harness.h
+ * (environment and main, seeded RNG, guarded buffers), strided tensors with padding, inputs
+ * q, k, v, and the one comparison helper (|got - ref| <= tol * scale) against the reference.
  */
 #ifndef ATTN_TEST_UTIL_H
 #define ATTN_TEST_UTIL_H
 
-#include <check.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <attn.h>
 
+#include "harness.h"
 #include "ref/attn_ref.h"
-
-/* ------------------------------------------------------------------------------------------ */
-/* Environment and main                                                                        */
-/* ------------------------------------------------------------------------------------------ */
-/** Check timeout of every TCase, in seconds (sanitizers and qemu are slow; the default is 4). */
-#define TU_TIMEOUT_S 300
-
-/**
- * Reads ATTN_ISA (unset or empty: "auto"), maps it with attn_isa_from_name. Returns 77 (Meson
- * SKIP) when that path is unknown or cannot run here; 1 (after a message on stderr) when the
- * library's active path is not the one the environment asked for (for "auto": a native path);
- * 0 otherwise, with the active path in *active.
- */
-int tu_setup_isa(attn_isa *active);
-/** The common main: tu_setup_isa, then run make_suite(active path) with CK_ENV verbosity. */
-int tu_main(Suite *(*make_suite)(attn_isa active));
-/** Runs a suite with CK_ENV verbosity (Check prints its summary line); returns the exit code. */
-int tu_run_suite(Suite *s);
-/** A TCase with the suite-wide timeout. */
-TCase *tu_tcase(const char *name);
-/** 1 when ATTN_TEST_SCALE=small (cross runs under qemu): drop the heaviest table rows. */
-int tu_small(void);
-/** Table-row filter for small runs: work = n_q * n_kv * h_q * (d + dv); rows above it are heavy. */
-#define TU_SMALL_WORK_LIMIT ((size_t)600000)
-/** Fill idx with the rows of a table of `count` rows that run in this mode; returns how many. */
-size_t tu_select_rows(size_t count, const size_t *work, size_t *idx);
-
-/* ------------------------------------------------------------------------------------------ */
-/* Deterministic RNG (xorshift64*)                                                             */
-/* ------------------------------------------------------------------------------------------ */
-typedef struct tu_rng {
-  uint64_t s;
-} tu_rng;
-void tu_rng_seed(tu_rng *r, uint64_t seed);
-uint64_t tu_rng_next(tu_rng *r);
-/** Uniform in [lo, hi). */
-float tu_rng_range(tu_rng *r, float lo, float hi);
-
-/* ------------------------------------------------------------------------------------------ */
-/* Guarded buffers: canaries before and after, body filled with the sentinel pattern            */
-/* ------------------------------------------------------------------------------------------ */
-#define TU_GUARD_BYTES 256
-#define TU_SENTINEL_BITS 0x7FA5A5A5u /* a NaN: a library that reads it poisons its output */
-
-/** bytes of memory (0 allowed) at 64-byte alignment + misalign; guards on both sides. */
-void *tu_alloc(size_t bytes, size_t misalign);
-/** Whether both guard zones of a tu_alloc block are intact. */
-int tu_guards_intact(const void *p);
-void tu_free(void *p);
-void tu_fill_sentinel(float *p, size_t count);
-float tu_sentinel(void);
-/** Asserts (Check) that the guard zones of p are intact. */
-void tu_assert_guards(const char *what, const void *p);
-/** Asserts that two byte ranges are identical; reports the first differing float index. */
-void tu_assert_same_bits(const char *what, const void *a, const void *b, size_t bytes);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Strided tensors [tokens][heads][width]                                                       */
@@ -123,10 +69,13 @@ typedef struct tu_qkv {
   size_t copy_bytes;
 } tu_qkv;
 
-/** Allocate and fill q [n_q][h_q][d], k [n_kv][h_kv][d], v [n_kv][h_kv][dv] in a layout
+/** Allocate and fill q [n_q][h_q][d], k [n_kv][h_k][d], v [n_kv][h_v][dv] in a layout
  *  (TU_PACKED_QKV needs n_q == n_kv), then snapshot them. */
 void tu_qkv_make(tu_qkv *x, tu_layout_kind kind, tu_data data, tu_rng *r, size_t n_q, size_t n_kv,
-                 size_t h_q, size_t h_kv, size_t d, size_t dv);
+                 size_t h_q, size_t h_k, size_t h_v, size_t d, size_t dv);
+/** Point a shape's q, k, v and o layouts at tensors (sizes stay as they are). */
+void tu_shape_layouts(attn_shape *s, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
+                      const tu_tensor *o);
 /** The cases of tu_qkv_poison: q, k or v x NaN, +inf or -inf x a token early or late. */
 #define TU_POISON_CASES 18
 /** Non-finite-policy tests: sets one element of q, k or v (case / 6) to NaN, +inf or -inf

@@ -7,161 +7,6 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------------------------------ */
-/* Environment and main                                                                        */
-/* ------------------------------------------------------------------------------------------ */
-int tu_setup_isa(attn_isa *active) {
-  const char *name = getenv("ATTN_ISA");
-  const attn_isa want = (name && *name) ? attn_isa_from_name(name) : ATTN_ISA_AUTO;
-  if (want == ATTN_ISA_NONE || !attn_isa_available(want, NULL)) return 77; /* Meson: SKIP */
-  const attn_isa got = attn_isa_get();
-  if (want == ATTN_ISA_AUTO) {
-    int native = 0;
-    if (got <= ATTN_ISA_AUTO || got >= ATTN_ISA_COUNT || !attn_isa_available(got, &native) ||
-        !native) {
-      fprintf(stderr, "ATTN_ISA=auto: active path %d (%s) is not a native path\n", (int)got,
-              attn_isa_name(got));
-      return 1;
-    }
-  } else if (got != want) {
-    fprintf(stderr, "ATTN_ISA=%s not honoured: active path is %s\n", name, attn_isa_name(got));
-    return 1;
-  }
-  *active = got;
-  return 0;
-}
-
-int tu_run_suite(Suite *s) {
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_ENV);
-  const int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
-}
-
-int tu_main(Suite *(*make_suite)(attn_isa active)) {
-  attn_isa active = ATTN_ISA_NONE;
-  const int rc = tu_setup_isa(&active);
-  if (rc != 0) return rc;
-  return tu_run_suite(make_suite(active));
-}
-
-TCase *tu_tcase(const char *name) {
-  TCase *tc = tcase_create(name);
-  tcase_set_timeout(tc, TU_TIMEOUT_S);
-  return tc;
-}
-
-int tu_small(void) {
-  const char *s = getenv("ATTN_TEST_SCALE");
-  return s && strcmp(s, "small") == 0;
-}
-
-size_t tu_select_rows(size_t count, const size_t *work, size_t *idx) {
-  const int small = tu_small();
-  size_t k = 0;
-  for (size_t i = 0; i < count; ++i)
-    if (!small || work[i] <= TU_SMALL_WORK_LIMIT) idx[k++] = i;
-  return k;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* RNG                                                                                         */
-/* ------------------------------------------------------------------------------------------ */
-void tu_rng_seed(tu_rng *r, uint64_t seed) {
-  r->s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
-  if (r->s == 0) r->s = 1;
-  for (int i = 0; i < 4; ++i) (void)tu_rng_next(r);
-}
-
-uint64_t tu_rng_next(tu_rng *r) {
-  uint64_t x = r->s;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  r->s = x;
-  return x * 0x2545F4914F6CDD1Dull;
-}
-
-float tu_rng_range(tu_rng *r, float lo, float hi) {
-  const double u01 = (double)(tu_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
-  return (float)(lo + (hi - lo) * u01);
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* Guarded buffers                                                                             */
-/* ------------------------------------------------------------------------------------------ */
-typedef struct guard_hdr {
-  void *raw;
-  size_t bytes;
-} guard_hdr;
-
-static unsigned char canary(size_t i) { return (unsigned char)(0xC3u ^ (unsigned)(i * 37u)); }
-
-void *tu_alloc(size_t bytes, size_t misalign) {
-  misalign %= 64;
-  const size_t total = 64 + TU_GUARD_BYTES + misalign + bytes + TU_GUARD_BYTES;
-  const size_t rounded = (total + 63) / 64 * 64;
-  unsigned char *raw = aligned_alloc(64, rounded);
-  ck_assert_ptr_nonnull(raw);
-  unsigned char *p = raw + 64 + TU_GUARD_BYTES + misalign;
-  guard_hdr h = {raw, bytes};
-  memcpy(p - TU_GUARD_BYTES - sizeof h, &h, sizeof h);
-  for (size_t i = 0; i < TU_GUARD_BYTES; ++i) {
-    p[-1 - (ptrdiff_t)i] = canary(i);
-    p[bytes + i] = canary(i + 1000);
-  }
-  for (size_t i = 0; i + sizeof(float) <= bytes; i += sizeof(float)) {
-    const uint32_t bits = TU_SENTINEL_BITS;
-    memcpy(p + i, &bits, sizeof bits);
-  }
-  return p;
-}
-
-static guard_hdr header_of(const void *p) {
-  guard_hdr h;
-  memcpy(&h, (const unsigned char *)p - TU_GUARD_BYTES - sizeof h, sizeof h);
-  return h;
-}
-
-int tu_guards_intact(const void *p) {
-  const unsigned char *b = p;
-  const guard_hdr h = header_of(p);
-  for (size_t i = 0; i < TU_GUARD_BYTES; ++i)
-    if (b[-1 - (ptrdiff_t)i] != canary(i) || b[h.bytes + i] != canary(i + 1000)) return 0;
-  return 1;
-}
-
-void tu_free(void *p) {
-  if (p) free(header_of(p).raw);
-}
-
-float tu_sentinel(void) {
-  const uint32_t bits = TU_SENTINEL_BITS;
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-void tu_fill_sentinel(float *p, size_t count) {
-  const float s = tu_sentinel();
-  for (size_t i = 0; i < count; ++i) p[i] = s;
-}
-
-void tu_assert_guards(const char *what, const void *p) {
-  ck_assert_msg(tu_guards_intact(p), "%s: the library wrote into a guard zone around the buffer",
-                what);
-}
-
-void tu_assert_same_bits(const char *what, const void *a, const void *b, size_t bytes) {
-  if (memcmp(a, b, bytes) == 0) return;
-  const unsigned char *x = a, *y = b;
-  size_t i = 0;
-  while (x[i] == y[i]) ++i;
-  ck_abort_msg("%s: bytes differ, first at float index %zu (of %zu)", what, i / sizeof(float),
-               bytes / sizeof(float));
-}
-
-/* ------------------------------------------------------------------------------------------ */
 /* Tensors                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 attn_layout tu_layout(tu_layout_kind kind, size_t n, size_t h, size_t w) {
@@ -282,24 +127,24 @@ static void fill_qk(tu_tensor *t, tu_data data, tu_rng *r, size_t d) {
 }
 
 void tu_qkv_make(tu_qkv *x, tu_layout_kind kind, tu_data data, tu_rng *r, size_t n_q, size_t n_kv,
-                 size_t h_q, size_t h_kv, size_t d, size_t dv) {
+                 size_t h_q, size_t h_k, size_t h_v, size_t d, size_t dv) {
   memset(x, 0, sizeof *x);
   if (kind == TU_PACKED_QKV) {
     ck_assert_uint_eq(n_q, n_kv);
-    const size_t row = h_q * d + h_kv * d + h_kv * dv;
+    const size_t row = h_q * d + h_k * d + h_v * dv;
     const attn_layout lq = {row, d}, lk = {row, d}, lv = {row, dv};
     x->packed_bytes = sizeof(float) * n_q * row;
     x->packed = input_alloc(n_q * row);
     tensor_init(&x->q, n_q, h_q, d, lq);
-    tensor_init(&x->k, n_kv, h_kv, d, lk);
-    tensor_init(&x->v, n_kv, h_kv, dv, lv);
+    tensor_init(&x->k, n_kv, h_k, d, lk);
+    tensor_init(&x->v, n_kv, h_v, dv, lv);
     x->q.data = (float *)x->packed;
     x->k.data = x->q.data + h_q * d;
-    x->v.data = x->k.data + h_kv * d;
+    x->v.data = x->k.data + h_k * d;
   } else {
     tu_tensor_alloc(&x->q, kind, n_q, h_q, d, 0);
-    tu_tensor_alloc(&x->k, kind, n_kv, h_kv, d, 0);
-    tu_tensor_alloc(&x->v, kind, n_kv, h_kv, dv, 0);
+    tu_tensor_alloc(&x->k, kind, n_kv, h_k, d, 0);
+    tu_tensor_alloc(&x->v, kind, n_kv, h_v, dv, 0);
   }
   fill_qk(&x->q, data, r, d);
   fill_qk(&x->k, data, r, d);
@@ -369,6 +214,14 @@ void tu_qkv_free(tu_qkv *x) {
   }
   free(x->copy);
   memset(x, 0, sizeof *x);
+}
+
+void tu_shape_layouts(attn_shape *s, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
+                      const tu_tensor *o) {
+  s->q = q->l;
+  s->k = k->l;
+  s->v = v->l;
+  s->o = o->l;
 }
 
 ref_layout tu_ref_layout(const tu_tensor *t) {

@@ -1,0 +1,80 @@
+/*
+ * The blocked score engine: every variant whose output row is a weighted sum of value rows, the
+ * weights a function of the scores s_ij = scale * q_i . k_j over the keys a mask lets row i see
+ * (softmax and sliding-window attention today; GAU relu^2, FLASH's quadratic part, windowed linear
+ * attention and selective attention plug in their own score step).
+ *
+ * Per task (one block of query rows x one group of key/value heads; the boundaries depend only on
+ * the problem and the path's tunings, never on a thread count):
+ *   QT = scale * Q^T of each head's rows, packed once                       (d x R)
+ *   for each key block that some row of the block can see:
+ *     ST = K_blk QT                       (GEMM micro-kernel, keys x rows; K read in place)
+ *     boundary blocks: masked pairs -> -inf, and -inf scores of visible pairs -> NaN, so -inf
+ *     means "masked" only
+ *     P^T, alpha = score step (ST in place, per-row state)                   (the extension point)
+ *     acc = diag(alpha) acc + P V_blk     (alpha NULL: acc += P V_blk; V read in place)
+ *   each row: the step's epilogue writes o (and one optional float per row, e.g. the LSE).
+ * A boundary block whose V holds a non-finite value in a row some token cannot see takes P V per
+ * token over that token's visible keys only, so a hidden value never meets its zero weight.
+ * When a call has fewer query tokens than a block (decode, short chunks), several heads (as many
+ * as keep their state within ~256 KiB) advance through the key blocks together, so K and V stream
+ * in memory order.
+ */
+#ifndef ATTN_ENGINE_BLOCKED_H
+#define ATTN_ENGINE_BLOCKED_H
+
+#include "core/internal.h"
+
+/*
+ * A score step: what turns a block of scores into weights, and per-row state into outputs.
+ * Row state is `row_floats` arrays of R floats each (R = rows per block), in one region.
+ */
+typedef struct attn_score_step {
+  size_t row_floats;
+  /* Reset the row state of `rows` rows (array stride R) to the empty prefix. */
+  void (*init)(float *rs, size_t R, size_t rows);
+  /* ST (nk keys x nq rows, stride ld) in place into P^T; update the row state. Returns the
+   * per-row factor for acc (diag(alpha) acc + P V) or NULL for plain accumulation. masked:
+   * whether ST holds masked (-inf) pairs (see attn_softmax_block_fn). */
+  const float *(*step)(const struct attn_ukernels *uk, size_t nk, size_t nq, float *st, size_t ld, float *rs,
+                       size_t R, int masked);
+  /* Row r's outputs from its accumulator (dv floats) and row state: o (dv floats), and the one
+   * per-row float `aux` when not NULL. */
+  void (*finish)(const float *acc, const float *rs, size_t R, size_t r, size_t dv, float *o, float *aux);
+} attn_score_step;
+
+/* The online-softmax score step (ops/softmax.c): row state m, l, alpha; finish writes o = acc / l
+ * and the LSE m + log l, zeros and -inf for l = 0, NaN and NaN for l = NaN. Merge uses its finish. */
+ATTN_INTERNAL extern const attn_score_step attn_softmax_score_step;
+
+/* A planned call: sizes, mask in positions, per-worker scratch layout. */
+typedef struct attn_blocked_plan {
+  const attn_shape *shape;
+  const attn_score_step *step;
+  float scale;
+  int64_t left, right, chunk; /* mask, clamped to what positions can reach (chunk 0: none) */
+  size_t g, tb, R, bc;        /* GQA group, tokens per block, rows per block (tb g), keys per block */
+  size_t hg, groups, qblocks; /* heads advancing together, head groups, query blocks */
+  size_t off_st, off_heads, head_floats, off_qt, off_acc, off_rs; /* scratch layout, in floats */
+  size_t scratch_bytes;       /* per worker */
+} attn_blocked_plan;
+
+/* Plan a call (the shape already validated: h_k == h_v dividing h_q). */
+ATTN_INTERNAL attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *shape, attn_mask mask,
+                                                 float scale, const attn_score_step *step,
+                                                 const struct attn_ukernels *uk);
+/* Tasks of a plan: 0 .. count-1, each independent of the others (disjoint output rows). */
+static inline size_t attn_blocked_tasks(const attn_blocked_plan *p) { return p->qblocks * p->groups; }
+
+typedef struct attn_blocked_io {
+  const float *q, *k, *v;
+  float *o;
+  float *aux;             /* one float per (query, head), or NULL */
+  attn_layout aux_layout;
+} attn_blocked_io;
+
+/* Run task `task` with a worker's scratch (scratch_bytes, 64-byte aligned). */
+ATTN_INTERNAL void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk,
+                                    const attn_blocked_io *io, size_t task, float *scratch);
+
+#endif

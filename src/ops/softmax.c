@@ -1,0 +1,102 @@
+/*
+ * Softmax and sliding-window attention (attn.h): the blocked score engine with the online-softmax
+ * score step. Per row: running max m, running sum l, and the rescale factor alpha of the block
+ * (the step kernel's outputs); o = acc / l, lse = m + log l.
+ * Non-finite inputs (the policy in attn.h): a NaN or infinite q or k makes a score NaN or +-inf;
+ * the engine turns -inf scores of visible pairs into NaN on boundary blocks and the kernel does on
+ * unmasked ones, and a NaN or +inf score leaves l = NaN: the epilogue writes a NaN row. A non-finite
+ * v shows in acc, and the epilogue writes a NaN row.
+ */
+#include "engine/blocked.h"
+
+static void sm_init(float *rs, size_t R, size_t rows) {
+  for (size_t r = 0; r < rows; r++) {
+    rs[r] = -INFINITY; /* m */
+    rs[R + r] = 0.0f;  /* l */
+  }
+}
+
+static const float *sm_step(const struct attn_ukernels *uk, size_t nk, size_t nq, float *st, size_t ld, float *rs,
+                            size_t R, int masked) {
+  uk->softmax_block(nk, nq, st, ld, rs, rs + R, rs + 2 * R, masked);
+  return rs + 2 * R;
+}
+
+/* o = acc / l, lse = m + log l. l = 0 (no visible key): zeros and -inf. l NaN (the row used a
+ * non-finite q or k): NaN and NaN. A non-finite acc (a visible v was non-finite): the whole o row
+ * NaN, lse as computed. */
+static void sm_finish(const float *acc, const float *rs, size_t R, size_t r, size_t dv, float *orow, float *lse) {
+  const float m = rs[r], l = rs[R + r];
+  if (l > 0.0f) {
+    const float inv = 1.0f / l;
+    if (attn_rows_finite(acc, 1, dv, 0)) {
+      for (size_t x = 0; x < dv; x++) orow[x] = acc[x] * inv;
+    } else {
+      attn_fill_nan(orow, dv);
+    }
+    if (lse) *lse = m + logf(l);
+  } else if (l == 0.0f) {
+    for (size_t x = 0; x < dv; x++) orow[x] = 0.0f;
+    if (lse) *lse = -INFINITY;
+  } else {
+    attn_fill_nan(orow, dv);
+    if (lse) *lse = NAN;
+  }
+}
+
+const attn_score_step attn_softmax_score_step = {3, sm_init, sm_step, sm_finish};
+
+attn_status attn_softmax_desc_init(attn_softmax_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv,
+                                   size_t dim, size_t dv) {
+  if (!d) return ATTN_E_NULL_POINTER;
+  *d = (attn_softmax_desc){0};
+  attn_shape_init(&d->shape, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
+  d->mask = attn_mask_full();
+  d->scale = dim ? (float)(1.0 / sqrt((double)dim)) : 1.0f;
+  d->lse = (attn_layout){h_q, 1};
+  return ATTN_OK;
+}
+
+/* A validated call planned on the active path. */
+typedef struct sm_call {
+  attn_spans sp;
+  size_t lse_span;
+  attn_blocked_plan plan;
+  const struct attn_ukernels *uk;
+} sm_call;
+
+static attn_status sm_prepare(const attn_softmax_desc *d, sm_call *c) {
+  attn_status st;
+  if (!d) return ATTN_E_NULL_POINTER;
+  if ((st = attn_shape_check(&d->shape, &c->sp))) return st;
+  if (d->shape.h_k != d->shape.h_v || c->sp.H != d->shape.h_q) return ATTN_E_BAD_HEADS;
+  if (!isfinite(d->scale)) return ATTN_E_BAD_SCALE;
+  if ((st = attn_check_output(d->shape.n_q, d->shape.h_q, 1, d->lse, &c->lse_span))) return st;
+  if (!(c->uk = attn_dispatch())) return ATTN_E_UNSUPPORTED_ISA;
+  return attn_blocked_plan_make(&c->plan, &d->shape, d->mask, d->scale, &attn_softmax_score_step, c->uk);
+}
+
+attn_status attn_softmax_workspace_size(const attn_softmax_desc *d, size_t *bytes) {
+  sm_call c;
+  attn_status st = sm_prepare(d, &c);
+  if (st) return st;
+  if (!bytes) return ATTN_E_NULL_POINTER;
+  *bytes = c.plan.scratch_bytes;
+  return ATTN_OK;
+}
+
+attn_status attn_softmax(const attn_softmax_desc *d, const float *q, const float *k, const float *v, float *o,
+                         float *lse, void *workspace, size_t workspace_size) {
+  sm_call c;
+  attn_status st = sm_prepare(d, &c);
+  if (st) return st;
+  if (!q || !k || !v || !o || !workspace) return ATTN_E_NULL_POINTER;
+  if (workspace_size < c.plan.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
+  void *out[] = {o, lse, workspace};
+  const size_t out_bytes[] = {c.sp.o * sizeof(float), c.lse_span * sizeof(float), workspace_size};
+  if ((st = attn_check_io(&c.sp, q, k, v, out, out_bytes, 3))) return st;
+  const attn_blocked_io io = {q, k, v, o, lse, d->lse};
+  float *ws = attn_ws_base(workspace);
+  for (size_t t = 0, n = attn_blocked_tasks(&c.plan); t < n; t++) attn_blocked_run(&c.plan, c.uk, &io, t, ws);
+  return ATTN_OK;
+}

@@ -1,0 +1,28 @@
+/*
+ * What every vector shim derives from its primitives; included at the end of each vf_*.h.
+ * A shim whose element-wise arithmetic maps one-to-one onto intrinsics named after the
+ * operation defines ATTN_VF_BINARY(op) (a definition of vf_<op>(a, b)) before including this, and
+ * gets vf_add, vf_sub, vf_mul, vf_max and vf_min from it.
+ */
+#ifndef ATTN_VF_COMMON_H
+#define ATTN_VF_COMMON_H
+
+#ifdef ATTN_VF_BINARY
+ATTN_VF_BINARY(add)
+ATTN_VF_BINARY(sub)
+ATTN_VF_BINARY(mul)
+ATTN_VF_BINARY(max)
+ATTN_VF_BINARY(min)
+#endif
+
+/* w (1 .. ATTN_VL) floats: a full vector, or the first w lanes with the rest 0 (never reading or
+ * writing past p[w-1]). */
+static inline vf vf_load_w(const float *p, size_t w) { return w == ATTN_VL ? vf_load(p) : vf_load_n(p, w); }
+static inline void vf_store_w(float *p, vf v, size_t w) {
+  if (w == ATTN_VL)
+    vf_store(p, v);
+  else
+    vf_store_n(p, v, w);
+}
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * The part of the test helpers that every Check executable shares, the white-box one included
+ * (it links the library's internal archive, so nothing here depends on the reference or on the
+ * tensor helpers): the environment and main, a seeded RNG, guarded buffers, and a reentrancy
+ * check. Only the public header's declarations are used; the library comes from the executable.
+ */
+#ifndef ATTN_TEST_HARNESS_H
+#define ATTN_TEST_HARNESS_H
+
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <attn.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* Environment and main                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+/** Check timeout of every TCase, in seconds (sanitizers and qemu are slow; the default is 4). */
+#define TU_TIMEOUT_S 300
+
+/**
+ * Reads ATTN_ISA (unset or empty: "auto"), maps it with attn_isa_from_name. Returns 77 (Meson
+ * SKIP) when that path is unknown or cannot run here; 1 (after a message on stderr) when the
+ * library's active path is not the one the environment asked for (for "auto": a native path);
+ * 0 otherwise, with the active path in *active.
+ */
+int tu_setup_isa(attn_isa *active);
+/** The common main: tu_setup_isa, then run make_suite(active path) with CK_ENV verbosity. */
+int tu_main(Suite *(*make_suite)(attn_isa active));
+/** Runs a suite with CK_ENV verbosity (Check prints its summary line); returns the exit code. */
+int tu_run_suite(Suite *s);
+/** A TCase with the suite-wide timeout. */
+TCase *tu_tcase(const char *name);
+/** 1 when ATTN_TEST_SCALE=small (cross runs under qemu): drop the heaviest table rows. */
+int tu_small(void);
+/** Table-row filter for small runs: work = n_q * n_kv * heads * (d + dv); rows above it are heavy. */
+#define TU_SMALL_WORK_LIMIT ((size_t)600000)
+/** Fill idx with the rows of a table of `count` rows that run in this mode; returns how many. */
+size_t tu_select_rows(size_t count, const size_t *work, size_t *idx);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Deterministic RNG (xorshift64*)                                                             */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct tu_rng {
+  uint64_t s;
+} tu_rng;
+void tu_rng_seed(tu_rng *r, uint64_t seed);
+uint64_t tu_rng_next(tu_rng *r);
+/** Uniform in [lo, hi). */
+float tu_rng_range(tu_rng *r, float lo, float hi);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Guarded buffers: canaries before and after, body filled with the sentinel pattern            */
+/* ------------------------------------------------------------------------------------------ */
+#define TU_GUARD_BYTES 256
+#define TU_SENTINEL_BITS 0x7FA5A5A5u /* a NaN: a library that reads it poisons its output */
+
+/** bytes of memory (0 allowed) at 64-byte alignment + misalign; guards on both sides. */
+void *tu_alloc(size_t bytes, size_t misalign);
+/** Whether both guard zones of a tu_alloc block are intact. */
+int tu_guards_intact(const void *p);
+void tu_free(void *p);
+void tu_fill_sentinel(float *p, size_t count);
+float tu_sentinel(void);
+/** Asserts (Check) that the guard zones of p are intact. */
+void tu_assert_guards(const char *what, const void *p);
+/** Asserts that two byte ranges are identical; reports the first differing float index. */
+void tu_assert_same_bits(const char *what, const void *a, const void *b, size_t bytes);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reentrancy                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+/** One unit of work for tu_assert_reentrant: writes out_floats floats to out; returns 0 on
+ *  success. It must use only its own outputs, workspace and state (inputs may be shared). */
+typedef int (*tu_job)(const void *arg, float *out);
+/** Runs job(args[t], out_t) for t < threads, each on its own thread and all at once, then each
+ *  again alone on this thread, and asserts that every call succeeded and that each threaded
+ *  result equals its serial one bit for bit (compute calls are documented reentrant). */
+void tu_assert_reentrant(const char *what, tu_job job, const void *const *args, size_t threads,
+                         size_t out_floats);
+
+#endif /* ATTN_TEST_HARNESS_H */

@@ -51,17 +51,28 @@ typedef struct onednn_call {
 
 static const char *isa_name(dnnl_cpu_isa_t isa) {
   switch (isa) {
-  case dnnl_cpu_isa_sse41: return "sse41";
-  case dnnl_cpu_isa_avx: return "avx";
-  case dnnl_cpu_isa_avx2: return "avx2";
-  case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
-  case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
-  case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
-  case dnnl_cpu_isa_avx512_core: return "avx512_core";
-  case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
-  case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
-  case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
-  default: return "any (no x86 ISA limit)";
+    case dnnl_cpu_isa_sse41:
+      return "sse41";
+    case dnnl_cpu_isa_avx:
+      return "avx";
+    case dnnl_cpu_isa_avx2:
+      return "avx2";
+    case dnnl_cpu_isa_avx2_vnni:
+      return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_mic:
+      return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core:
+      return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "any (no x86 ISA limit)";
   }
 }
 
@@ -69,8 +80,8 @@ void bench_onednn_describe(bench_baseline_info *info) {
   const dnnl_version_t *v = dnnl_version();
   one_thread();
   info->available = 1;
-  snprintf(info->ran_on, sizeof info->ran_on, "oneDNN %d.%d.%d, effective ISA %s, %s runtime, 1 thread",
-           v->major, v->minor, v->patch, isa_name(dnnl_get_effective_cpu_isa()),
+  snprintf(info->ran_on, sizeof info->ran_on, "oneDNN %d.%d.%d, effective ISA %s, %s runtime, 1 thread", v->major,
+           v->minor, v->patch, isa_name(dnnl_get_effective_cpu_isa()),
            DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP ? "OpenMP" : "sequential");
 }
 
@@ -79,15 +90,14 @@ static dnnl_memory_desc_t matrix(size_t rows, size_t cols, size_t row_stride, si
   dnnl_memory_desc_t md;
   const dnnl_dims_t dims = {(dnnl_dim_t)rows, (dnnl_dim_t)cols};
   const dnnl_dims_t strides = {(dnnl_dim_t)row_stride, (dnnl_dim_t)col_stride};
-  if (dnnl_memory_desc_init_by_strides(&md, 2, dims, dnnl_f32, strides) != dnnl_success)
-    memset(&md, 0, sizeof md);
+  if (dnnl_memory_desc_init_by_strides(&md, 2, dims, dnnl_f32, strides) != dnnl_success) memset(&md, 0, sizeof md);
   return md;
 }
 
 /* The primitive of op_desc with a user scratchpad (and an output scale unless scale is 0), and
  * its execution arguments: in, weights (NULL for softmax), out. */
-static dnnl_status_t make_primitive(onednn_call *c, int which, const void *op_desc, float scale,
-                                    dnnl_memory_t in, dnnl_memory_t weights, dnnl_memory_t out) {
+static dnnl_status_t make_primitive(onednn_call *c, int which, const void *op_desc, float scale, dnnl_memory_t in,
+                                    dnnl_memory_t weights, dnnl_memory_t out) {
   dnnl_primitive_attr_t attr = NULL;
   dnnl_primitive_desc_t pd = NULL;
   dnnl_status_t st = dnnl_primitive_attr_create(&attr);
@@ -95,7 +105,8 @@ static dnnl_status_t make_primitive(onednn_call *c, int which, const void *op_de
   if (st == dnnl_success && scale != 0) st = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale);
   if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, op_desc, attr, c->engine, NULL);
   if (st == dnnl_success) st = dnnl_primitive_create(&c->prim[which], pd);
-  const dnnl_memory_desc_t *pad = st == dnnl_success ? dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0) : NULL;
+  const dnnl_memory_desc_t *pad =
+      st == dnnl_success ? dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0) : NULL;
   if (pad && dnnl_memory_desc_get_size(pad) > 0)
     st = dnnl_memory_create(&c->scratchpad[which], pad, c->engine, DNNL_MEMORY_ALLOCATE);
   dnnl_exec_arg_t *a = c->args[which];
@@ -118,10 +129,8 @@ static int onednn_setup(bench_work *w, char *err, size_t errlen) {
   one_thread();
   /* One head's columns of Q, K^T (a transposed view of K), V and O, and the dense scores. */
   const dnnl_memory_desc_t md[MEM_COUNT] = {
-      [MEM_Q] = matrix(s->n_q, s->d, s->h_q * s->d, 1),
-      [MEM_KT] = matrix(s->d, s->n_kv, 1, s->h_kv * s->d),
-      [MEM_S] = matrix(s->n_q, s->n_kv, s->n_kv, 1),
-      [MEM_V] = matrix(s->n_kv, s->dv, s->h_kv * s->dv, 1),
+      [MEM_Q] = matrix(s->n_q, s->d, s->h_q * s->d, 1),   [MEM_KT] = matrix(s->d, s->n_kv, 1, s->h_kv * s->d),
+      [MEM_S] = matrix(s->n_q, s->n_kv, s->n_kv, 1),      [MEM_V] = matrix(s->n_kv, s->dv, s->h_kv * s->dv, 1),
       [MEM_O] = matrix(s->n_q, s->dv, s->h_q * s->dv, 1),
   };
   void *const data[MEM_COUNT] = {w->q, w->k, w->scratch, w->v, w->o};
@@ -135,8 +144,8 @@ static int onednn_setup(bench_work *w, char *err, size_t errlen) {
   if (st == dnnl_success)
     st = make_primitive(c, PRIM_QK, &qk, 1.0f / sqrtf((float)s->d), c->mem[MEM_Q], c->mem[MEM_KT], c->mem[MEM_S]);
   if (st == dnnl_success)
-    st = dnnl_softmax_v2_forward_desc_init(&sm, dnnl_forward_inference, dnnl_softmax_accurate, &md[MEM_S],
-                                           &md[MEM_S], 1);
+    st = dnnl_softmax_v2_forward_desc_init(&sm, dnnl_forward_inference, dnnl_softmax_accurate, &md[MEM_S], &md[MEM_S],
+                                           1);
   if (st == dnnl_success) st = make_primitive(c, PRIM_SOFTMAX, &sm, 0, c->mem[MEM_S], NULL, c->mem[MEM_S]);
   if (st == dnnl_success) st = dnnl_matmul_desc_init(&pv, &md[MEM_S], &md[MEM_V], NULL, &md[MEM_O]);
   if (st == dnnl_success) st = make_primitive(c, PRIM_PV, &pv, 0, c->mem[MEM_S], c->mem[MEM_V], c->mem[MEM_O]);

@@ -111,13 +111,11 @@ static void blas_run(bench_work *w) {
   float *scores = w->scratch;
   for (size_t h = 0; h < s->h_q; h++) {
     const size_t g = h / group;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s->n_q, (int)s->n_kv, (int)s->d,
-                scale, w->q + h * s->d, (int)(s->h_q * s->d), w->k + g * s->d,
-                (int)(s->h_kv * s->d), 0.0f, scores, (int)s->n_kv);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s->n_q, (int)s->n_kv, (int)s->d, scale, w->q + h * s->d,
+                (int)(s->h_q * s->d), w->k + g * s->d, (int)(s->h_kv * s->d), 0.0f, scores, (int)s->n_kv);
     softmax_rows(scores, s);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->n_q, (int)s->dv, (int)s->n_kv,
-                1.0f, scores, (int)s->n_kv, w->v + g * s->dv, (int)(s->h_kv * s->dv), 0.0f,
-                w->o + h * s->dv, (int)(s->h_q * s->dv));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->n_q, (int)s->dv, (int)s->n_kv, 1.0f, scores,
+                (int)s->n_kv, w->v + g * s->dv, (int)(s->h_kv * s->dv), 0.0f, w->o + h * s->dv, (int)(s->h_q * s->dv));
   }
 #else
   (void)w;
@@ -125,8 +123,7 @@ static void blas_run(bench_work *w) {
 }
 
 static void feature(float *restrict out, const float *restrict x, size_t m, attn_feature_map map) {
-  for (size_t p = 0; p < m; p++)
-    out[p] = map == ATTN_FEATURE_ELU1 ? (x[p] >= 0 ? x[p] + 1.0f : expf(x[p])) : x[p];
+  for (size_t p = 0; p < m; p++) out[p] = map == ATTN_FEATURE_ELU1 ? (x[p] >= 0 ? x[p] + 1.0f : expf(x[p])) : x[p];
 }
 
 static void recurrent_run(bench_work *w) {

@@ -33,24 +33,24 @@
 typedef void (*bench_kernel)(void *ctx, size_t iters);
 
 typedef struct bench_timing {
-  double min_time;      /**< keep sampling until this many seconds are spent (and min_reps) */
-  unsigned min_reps;    /**< at least this many samples */
-  unsigned max_reps;    /**< at most this many samples */
-  unsigned warmup;      /**< untimed runs before sampling (calibration runs count) */
-  double noisy_spread;  /**< a result whose spread exceeds this is flagged noisy */
+  double min_time;     /**< keep sampling until this many seconds are spent (and min_reps) */
+  unsigned min_reps;   /**< at least this many samples */
+  unsigned max_reps;   /**< at most this many samples */
+  unsigned warmup;     /**< untimed runs before sampling (calibration runs count) */
+  double noisy_spread; /**< a result whose spread exceeds this is flagged noisy */
 } bench_timing;
 
 /** Seconds per iteration (one call), over the samples. */
 typedef struct bench_stats {
   double median, min, max, q1, q3;
-  double spread; /**< (q3 - q1) / median: interquartile range relative to the median */
-  unsigned reps; /**< samples */
-  size_t iters;  /**< calls per sample */
-  double cpu_share; /**< process CPU time / (wall time x threads) while measuring: < 1 when
+  double spread;     /**< (q3 - q1) / median: interquartile range relative to the median */
+  unsigned reps;     /**< samples */
+  size_t iters;      /**< calls per sample */
+  double cpu_share;  /**< process CPU time / (wall time x threads) while measuring: < 1 when
                          other tasks took the CPU */
   double other_load; /**< CPUs kept busy by other tasks while measuring (from /proc/stat; NAN if
                           unknown, resolution one clock tick): co-runners share L3, memory and clock */
-  int noisy;     /**< spread > noisy_spread, or cpu_share < 0.9 */
+  int noisy;         /**< spread > noisy_spread, or cpu_share < 0.9 */
 } bench_stats;
 
 typedef struct bench_pool bench_pool;
@@ -64,8 +64,7 @@ int bench_pool_threads(const bench_pool *pool);
 /** Time fn on every worker at once (ctx[t] for worker t): calibrate calls per sample, warm up,
  *  then sample until the timing's limits are met. A sample is wall time from the release of all
  *  workers to the last one finishing, divided by the calls per sample. */
-void bench_measure(bench_pool *pool, const bench_timing *timing, bench_kernel fn, void *const *ctx,
-                   bench_stats *out);
+void bench_measure(bench_pool *pool, const bench_timing *timing, bench_kernel fn, void *const *ctx, bench_stats *out);
 
 /** CLOCK_MONOTONIC in seconds. */
 double bench_now(void);
@@ -76,14 +75,14 @@ double bench_now(void);
 
 typedef struct bench_work {
   bench_shape s;
-  const bench_call *call;  /**< the adapter's attn call or a baseline's */
+  const bench_call *call; /**< the adapter's attn call or a baseline's */
   float *q, *k, *v, *o;
   void *workspace;
   size_t workspace_bytes;
-  void *impl;              /**< the call's own data: its descriptor and state, oneDNN's primitives */
-  float *scratch;          /**< baselines: score matrix, or recurrent state + features */
-  attn_status status;      /**< first failure seen by an attn call (ATTN_OK otherwise) */
-  const char *failure;     /**< first failure seen by a baseline (NULL otherwise) */
+  void *impl;          /**< the call's own data: its descriptor and state, oneDNN's primitives */
+  float *scratch;      /**< baselines: score matrix, or recurrent state + features */
+  attn_status status;  /**< first failure seen by an attn call (ATTN_OK otherwise) */
+  const char *failure; /**< first failure seen by a baseline (NULL otherwise) */
 } bench_work;
 
 /** Allocate and fill the buffers of one call, then set up `call` on them. 0 on success;
@@ -123,15 +122,15 @@ typedef enum bench_base {
 } bench_base;
 
 typedef struct bench_baseline_info {
-  const char *name;  /**< the impl name of its rows: "openblas", "onednn", "recurrent" */
-  const char *what;  /**< the algorithm, one line */
-  bench_kind kind;   /**< the shape kind of its rows */
-  int softmax;       /**< stands in for softmax prefill: an n_q x n_kv score matrix per thread */
-  int available;     /**< built in and usable in this run */
+  const char *name;       /**< the impl name of its rows: "openblas", "onednn", "recurrent" */
+  const char *what;       /**< the algorithm, one line */
+  bench_kind kind;        /**< the shape kind of its rows */
+  int softmax;            /**< stands in for softmax prefill: an n_q x n_kv score matrix per thread */
+  int available;          /**< built in and usable in this run */
   const bench_call *call; /**< set up, run and tear down one of its calls */
-  char ran_on[192];  /**< what ran: library, version, core or ISA, threads */
-  char flags[128];   /**< compiler flags of the bench's own code in it */
-  char absent[128];  /**< why it is not available */
+  char ran_on[192];       /**< what ran: library, version, core or ISA, threads */
+  char flags[128];        /**< compiler flags of the bench's own code in it */
+  char absent[128];       /**< why it is not available */
 } bench_baseline_info;
 
 /** Limit the baseline libraries to one thread per call and describe what each runs on. */
@@ -155,12 +154,12 @@ void bench_onednn_describe(bench_baseline_info *info);
 typedef struct bench_sysinfo {
   char cpu[128];
   int cores;
-  char isas[128];     /**< e.g. "scalar(native) avx2(native) neon(emulated)" */
+  char isas[128]; /**< e.g. "scalar(native) avx2(native) neon(emulated)" */
   char compiler[160];
   char flags[256];
   char version[32];
   char git[64];
-  char date[40];      /**< UTC, ISO 8601 */
+  char date[40]; /**< UTC, ISO 8601 */
   char hostname[64];
   double load_start, load_end;
 } bench_sysinfo;
@@ -172,8 +171,8 @@ double bench_loadavg(void);
  *  the start and again at the end of the run. */
 typedef struct bench_probe {
   const char *name;
-  attn_isa path;       /**< the library path it bounds; ATTN_ISA_NONE for a machine probe */
-  double start, end;   /**< GFLOP/s for the pool's threads, each the best of several trials */
+  attn_isa path;     /**< the library path it bounds; ATTN_ISA_NONE for a machine probe */
+  double start, end; /**< GFLOP/s for the pool's threads, each the best of several trials */
 } bench_probe;
 
 #define BENCH_MAX_PROBES 4
@@ -181,10 +180,10 @@ typedef struct bench_probe {
 typedef struct bench_limits {
   bench_probe probe[BENCH_MAX_PROBES]; /**< the probes this CPU runs natively */
   size_t nprobes;
-  double peak[ATTN_ISA_COUNT];  /**< per path: its probe's start figure; 0: not measured */
-  double machine_peak;          /**< best start figure over all probes */
-  double drift;                 /**< largest |end / start - 1| over the probes */
-  double bw;                    /**< read bandwidth GB/s for the pool's threads */
+  double peak[ATTN_ISA_COUNT]; /**< per path: its probe's start figure; 0: not measured */
+  double machine_peak;         /**< best start figure over all probes */
+  double drift;                /**< largest |end / start - 1| over the probes */
+  double bw;                   /**< read bandwidth GB/s for the pool's threads */
 } bench_limits;
 
 /** Measure every probe this CPU runs natively (end = 0 until bench_measure_peaks_end). */
@@ -202,14 +201,14 @@ typedef enum bench_row_state { ROW_PENDING, ROW_OK, ROW_SKIPPED, ROW_FAILED } be
 
 typedef struct bench_row {
   const bench_variant *var;
-  const char *impl;   /**< path name ("avx2", "scalar", ...) or baseline name */
-  attn_isa isa;       /**< path; ATTN_ISA_NONE for baselines */
-  int native;         /**< the path runs the CPU's own instructions (baselines: 1) */
-  int baseline;       /**< a baseline row */
-  int extra;          /**< added by the crossover search below the sweep */
-  unsigned retried;   /**< measured again because it was noisy */
+  const char *impl; /**< path name ("avx2", "scalar", ...) or baseline name */
+  attn_isa isa;     /**< path; ATTN_ISA_NONE for baselines */
+  int native;       /**< the path runs the CPU's own instructions (baselines: 1) */
+  int baseline;     /**< a baseline row */
+  int extra;        /**< added by the crossover search below the sweep */
+  unsigned retried; /**< measured again because it was noisy */
   bench_shape shape;
-  bench_cost cost;    /**< per call, one thread */
+  bench_cost cost; /**< per call, one thread */
   bench_row_state state;
   char note[160];
   bench_stats st;
@@ -221,14 +220,14 @@ typedef struct bench_crossover {
   const bench_variant *linear, *softmax;
   attn_isa isa;
   size_t d;
-  double n_star;     /**< > 0: interpolated n*; 0: none */
-  int where;         /**< 0: found; -1: linear faster at every n; 1: softmax faster at every n */
-  size_t n_lo, n_hi; /**< common range measured */
+  double n_star;             /**< > 0: interpolated n*; 0: none */
+  int where;                 /**< 0: found; -1: linear faster at every n; 1: softmax faster at every n */
+  size_t n_lo, n_hi;         /**< common range measured */
   double ratio_lo, ratio_hi; /**< t_linear / t_softmax at n_lo and n_hi */
 } bench_crossover;
 
 typedef struct bench_results {
-  char command[512];  /**< the command line */
+  char command[512]; /**< the command line */
   bench_row *rows;
   size_t count, cap;
   bench_crossover *cross;

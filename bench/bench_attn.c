@@ -67,44 +67,53 @@ typedef struct opt_def {
 } opt_def;
 
 static const opt_def opt_defs[] = {
-    {"variants", "LIST", "variants or groups to run, comma-separated (default: all).\n"
-                         "groups: all, prefill, decode, softmax, linear"},
-    {"isa", "LIST", "ISA paths, comma-separated: native (default: every path this CPU runs\n"
-                    "natively), or names (scalar, avx2, neon). Emulated paths are marked native=0"},
+    {"variants", "LIST",
+     "variants or groups to run, comma-separated (default: all).\n"
+     "groups: all, prefill, decode, softmax, linear"},
+    {"isa", "LIST",
+     "ISA paths, comma-separated: native (default: every path this CPU runs\n"
+     "natively), or names (scalar, avx2, neon). Emulated paths are marked native=0"},
     {"sizes", "LIST", "prefill sequence lengths (e.g. 128,1k,4k); overrides --n-min/--n-max"},
     {"n-min", "N", "smallest prefill n, powers of two from here (default 128)"},
     {"n-max", "N", "largest prefill n (default 65536)"},
-    {"quad-n-max", "N", "largest n for softmax full and causal (default 16384, or --n-max if\n"
-                        "that is given)"},
+    {"quad-n-max", "N",
+     "largest n for softmax full and causal (default 16384, or --n-max if\n"
+     "that is given)"},
     {"cache-min", "N", "smallest decode cache, powers of two from here (default 1024)"},
     {"cache-max", "N", "largest decode cache (default 131072)"},
     {"d", "LIST", "head dimensions d = dv, comma-separated (default 64)"},
     {"heads", "H", "query heads per sequence (default 1)"},
     {"kv-heads", "H", "key/value heads, dividing --heads (GQA; default = --heads)"},
     {"window", "W", "keys seen by softmax_window, itself included (default 256)"},
-    {"threads", "T", "run T independent sequences at once, one per thread, each with its own\n"
-                     "buffers and workspace; results are aggregate (default 1). A library call\n"
-                     "is single-threaded, so T > 1 measures throughput, not one call's latency"},
+    {"threads", "T",
+     "run T independent sequences at once, one per thread, each with its own\n"
+     "buffers and workspace; results are aggregate (default 1). A library call\n"
+     "is single-threaded, so T > 1 measures throughput, not one call's latency"},
     {"pin", "CPU", "pin thread t to CPU (CPU + t) mod online CPUs (default: no pinning)"},
     {"min-time", "S", "seconds of samples per point, at least (default 0.2)"},
     {"reps", "N", "samples per point, at least (default 3)"},
     {"warmup", "N", "untimed runs before sampling, at least (default 1)"},
-    {"retries", "N", "measure a noisy point again up to N times, keeping the steadiest attempt\n"
-                     "(default 1)"},
-    {"max-call-time", "S", "skip points predicted (from the previous n) to take longer than S\n"
-                           "seconds per call (default 2; 0: no limit)"},
+    {"retries", "N",
+     "measure a noisy point again up to N times, keeping the steadiest attempt\n"
+     "(default 1)"},
+    {"max-call-time", "S",
+     "skip points predicted (from the previous n) to take longer than S\n"
+     "seconds per call (default 2; 0: no limit)"},
     {"noisy", "F", "flag rows whose spread (IQR / median) exceeds F (default 0.10)"},
-    {"out-dir", "DIR", "directory of the default output files (default bench-results in the\n"
-                       "current directory; bench/run.sh passes <repository>/bench-results)"},
+    {"out-dir", "DIR",
+     "directory of the default output files (default bench-results in the\n"
+     "current directory; bench/run.sh passes <repository>/bench-results)"},
     {"csv", "PATH", "CSV output (default DIR/attn-bench.csv)"},
     {"json", "PATH", "JSON output (default DIR/attn-bench.json)"},
     {"md", "PATH", "Markdown results table (default DIR/attn-bench.md)"},
-    {"svg", "PATH", "plot, made with gnuplot when it is installed (default DIR/attn-bench.svg;\n"
-                    "the gnuplot script is written next to it with .gp)"},
+    {"svg", "PATH",
+     "plot, made with gnuplot when it is installed (default DIR/attn-bench.svg;\n"
+     "the gnuplot script is written next to it with .gp)"},
     {"no-baselines", NULL, "skip the baselines (OpenBLAS, oneDNN, recurrent loop)"},
     {"no-plot", NULL, "do not write the gnuplot script or the SVG"},
-    {"no-extend", NULL, "do not measure below the sweep when linear already wins at its\n"
-                        "smallest n (the crossover then reads \"< n\")"},
+    {"no-extend", NULL,
+     "do not measure below the sweep when linear already wins at its\n"
+     "smallest n (the crossover then reads \"< n\")"},
     {"quick", NULL, "a short sweep for smoke tests: n <= 4096, caches <= 16k, --min-time 0.05"},
     {"help", NULL, "show this help and exit"},
 };
@@ -153,8 +162,10 @@ static size_t parse_size(const char *opt, const char *s) {
   errno = 0;
   unsigned long long v = strtoull(s, &end, 10);
   if (end == s || errno || s[0] == '-') die_usage("--%s: '%s' is not a positive size", opt, s);
-  if (*end == 'k' || *end == 'K') v *= 1024ull, end++;
-  else if (*end == 'm' || *end == 'M') v *= 1048576ull, end++;
+  if (*end == 'k' || *end == 'K')
+    v *= 1024ull, end++;
+  else if (*end == 'm' || *end == 'M')
+    v *= 1048576ull, end++;
   if (*end || v == 0 || v > (1ull << 40)) die_usage("--%s: '%s' is not a positive size", opt, s);
   return (size_t)v;
 }
@@ -180,8 +191,7 @@ static double parse_double(const char *opt, const char *s, double lo) {
   char *end;
   errno = 0;
   double v = strtod(s, &end);
-  if (end == s || *end || errno || !(v >= lo) || !isfinite(v))
-    die_usage("--%s: '%s' is not a valid number", opt, s);
+  if (end == s || *end || errno || !(v >= lo) || !isfinite(v)) die_usage("--%s: '%s' is not a valid number", opt, s);
   return v;
 }
 
@@ -214,8 +224,7 @@ static void parse_variants(options *o, const char *s) {
       o->variant_on[variant_index(v)] = 1;
       continue;
     }
-    if (group_has(tok, variants[0]) < 0)
-      die_usage("--variants: unknown variant or group '%s'%s", tok, " (see --help)");
+    if (group_has(tok, variants[0]) < 0) die_usage("--variants: unknown variant or group '%s'%s", tok, " (see --help)");
     for (size_t i = 0; i < nvariants; i++)
       if (group_has(tok, variants[i])) o->variant_on[i] = 1;
   }
@@ -235,8 +244,7 @@ static void parse_isas(options *o, const char *s) {
     attn_isa isa = attn_isa_from_name(tok);
     if (isa <= ATTN_ISA_AUTO || isa >= ATTN_ISA_COUNT)
       die_usage("--isa: unknown path '%s'%s", tok, " (scalar, avx2, neon or native)");
-    if (!attn_isa_available(isa, &native))
-      die_usage("--isa: path '%s' cannot run on this CPU%s", tok, "");
+    if (!attn_isa_available(isa, &native)) die_usage("--isa: path '%s' cannot run on this CPU%s", tok, "");
     o->isa_on[isa] = 1;
   }
 }
@@ -285,42 +293,75 @@ static void parse_args(options *o, int argc, char **argv) {
       if (!strcmp(opt_defs[j].name, name)) def = &opt_defs[j];
     if (!def) die_usage("unknown option '--%s'%s", name, "");
     if (def->arg) {
-      if (eq) val = eq + 1;
-      else if (i + 1 < argc) val = argv[++i];
-      else die_usage("--%s needs a value (%s)", name, def->arg);
+      if (eq)
+        val = eq + 1;
+      else if (i + 1 < argc)
+        val = argv[++i];
+      else
+        die_usage("--%s needs a value (%s)", name, def->arg);
     } else if (eq) {
       die_usage("--%s takes no value%s", name, "");
     }
-    if (!strcmp(name, "help")) usage(stdout), exit(0);
-    else if (!strcmp(name, "variants")) parse_variants(o, val);
-    else if (!strcmp(name, "isa")) parse_isas(o, val);
-    else if (!strcmp(name, "sizes")) o->nsizes = parse_size_list(name, val, o->sizes);
-    else if (!strcmp(name, "n-min")) o->n_min = parse_size(name, val);
-    else if (!strcmp(name, "n-max")) o->n_max = parse_size(name, val), o->n_max_set = 1;
-    else if (!strcmp(name, "quad-n-max")) o->quad_n_max = parse_size(name, val), o->quad_set = 1;
-    else if (!strcmp(name, "cache-min")) o->cache_min = parse_size(name, val);
-    else if (!strcmp(name, "cache-max")) o->cache_max = parse_size(name, val);
-    else if (!strcmp(name, "d")) o->nd = parse_size_list(name, val, o->d);
-    else if (!strcmp(name, "heads")) o->heads = parse_size(name, val);
-    else if (!strcmp(name, "kv-heads")) o->kv_heads = parse_size(name, val);
-    else if (!strcmp(name, "window")) o->window = parse_size(name, val);
-    else if (!strcmp(name, "threads")) o->threads = parse_int(name, val, 1, 1024);
-    else if (!strcmp(name, "pin")) o->pin = parse_int(name, val, 0, INT_MAX / 2);
-    else if (!strcmp(name, "min-time")) o->min_time = parse_double(name, val, 0);
-    else if (!strcmp(name, "reps")) o->reps = (unsigned)parse_int(name, val, 1, 100000);
-    else if (!strcmp(name, "warmup")) o->warmup = (unsigned)parse_int(name, val, 0, 1000);
-    else if (!strcmp(name, "retries")) o->retries = (unsigned)parse_int(name, val, 0, 100);
-    else if (!strcmp(name, "max-call-time")) o->max_call_time = parse_double(name, val, 0);
-    else if (!strcmp(name, "noisy")) o->noisy = parse_double(name, val, 0);
-    else if (!strcmp(name, "out-dir")) o->out_dir = val;
-    else if (!strcmp(name, "csv")) o->csv = val;
-    else if (!strcmp(name, "json")) o->json = val;
-    else if (!strcmp(name, "md")) o->md = val;
-    else if (!strcmp(name, "svg")) o->svg = val;
-    else if (!strcmp(name, "no-baselines")) o->baselines = 0;
-    else if (!strcmp(name, "no-plot")) o->plot = 0;
-    else if (!strcmp(name, "no-extend")) o->extend = 0;
-    else if (!strcmp(name, "quick")) quick = 1;
+    if (!strcmp(name, "help"))
+      usage(stdout), exit(0);
+    else if (!strcmp(name, "variants"))
+      parse_variants(o, val);
+    else if (!strcmp(name, "isa"))
+      parse_isas(o, val);
+    else if (!strcmp(name, "sizes"))
+      o->nsizes = parse_size_list(name, val, o->sizes);
+    else if (!strcmp(name, "n-min"))
+      o->n_min = parse_size(name, val);
+    else if (!strcmp(name, "n-max"))
+      o->n_max = parse_size(name, val), o->n_max_set = 1;
+    else if (!strcmp(name, "quad-n-max"))
+      o->quad_n_max = parse_size(name, val), o->quad_set = 1;
+    else if (!strcmp(name, "cache-min"))
+      o->cache_min = parse_size(name, val);
+    else if (!strcmp(name, "cache-max"))
+      o->cache_max = parse_size(name, val);
+    else if (!strcmp(name, "d"))
+      o->nd = parse_size_list(name, val, o->d);
+    else if (!strcmp(name, "heads"))
+      o->heads = parse_size(name, val);
+    else if (!strcmp(name, "kv-heads"))
+      o->kv_heads = parse_size(name, val);
+    else if (!strcmp(name, "window"))
+      o->window = parse_size(name, val);
+    else if (!strcmp(name, "threads"))
+      o->threads = parse_int(name, val, 1, 1024);
+    else if (!strcmp(name, "pin"))
+      o->pin = parse_int(name, val, 0, INT_MAX / 2);
+    else if (!strcmp(name, "min-time"))
+      o->min_time = parse_double(name, val, 0);
+    else if (!strcmp(name, "reps"))
+      o->reps = (unsigned)parse_int(name, val, 1, 100000);
+    else if (!strcmp(name, "warmup"))
+      o->warmup = (unsigned)parse_int(name, val, 0, 1000);
+    else if (!strcmp(name, "retries"))
+      o->retries = (unsigned)parse_int(name, val, 0, 100);
+    else if (!strcmp(name, "max-call-time"))
+      o->max_call_time = parse_double(name, val, 0);
+    else if (!strcmp(name, "noisy"))
+      o->noisy = parse_double(name, val, 0);
+    else if (!strcmp(name, "out-dir"))
+      o->out_dir = val;
+    else if (!strcmp(name, "csv"))
+      o->csv = val;
+    else if (!strcmp(name, "json"))
+      o->json = val;
+    else if (!strcmp(name, "md"))
+      o->md = val;
+    else if (!strcmp(name, "svg"))
+      o->svg = val;
+    else if (!strcmp(name, "no-baselines"))
+      o->baselines = 0;
+    else if (!strcmp(name, "no-plot"))
+      o->plot = 0;
+    else if (!strcmp(name, "no-extend"))
+      o->extend = 0;
+    else if (!strcmp(name, "quick"))
+      quick = 1;
   }
   if (o->nsizes) { /* explicit sizes: the largest is the limit unless a limit is given */
     qsort(o->sizes, o->nsizes, sizeof o->sizes[0], cmp_size);
@@ -375,19 +416,21 @@ static bench_row *push_row(bench_results *r) {
 
 /* What the options say about the shapes, for the adapters. */
 static bench_sweep sweep_of(const options *o) {
-  return (bench_sweep){o->sizes, o->nsizes, o->n_min, o->n_max, o->quad_n_max, o->cache_min, o->cache_max,
-                       o->heads, o->kv_heads, o->window};
+  return (bench_sweep){o->sizes,     o->nsizes,    o->n_min, o->n_max,    o->quad_n_max,
+                       o->cache_min, o->cache_max, o->heads, o->kv_heads, o->window};
 }
 
-static bench_row *add_row(run_ctx *rc, const bench_variant *v, attn_isa isa, const char *baseline,
-                          bench_kind kind, size_t n, size_t d) {
+static bench_row *add_row(run_ctx *rc, const bench_variant *v, attn_isa isa, const char *baseline, bench_kind kind,
+                          size_t n, size_t d) {
   bench_row *row = push_row(&rc->res);
   row->var = v;
   row->isa = isa;
   row->baseline = baseline != NULL;
   row->impl = baseline ? baseline : attn_isa_name(isa);
-  if (baseline) row->native = 1;
-  else attn_isa_available(isa, &row->native);
+  if (baseline)
+    row->native = 1;
+  else
+    attn_isa_available(isa, &row->native);
   const bench_sweep sw = sweep_of(&rc->opt);
   row->shape = v->adapter->shape(v, &sw, kind, n, d);
   row->cost = v->adapter->cost(&row->shape, isa);
@@ -395,8 +438,8 @@ static bench_row *add_row(run_ctx *rc, const bench_variant *v, attn_isa isa, con
 }
 
 static int same_series(const bench_row *a, const bench_row *b) {
-  return a->var == b->var && a->isa == b->isa && a->baseline == b->baseline &&
-         a->shape.d == b->shape.d && a->shape.kind == b->shape.kind;
+  return a->var == b->var && a->isa == b->isa && a->baseline == b->baseline && a->shape.d == b->shape.d &&
+         a->shape.kind == b->shape.kind;
 }
 
 /* Decide whether a row is skipped before it runs; 1 if it is (note says why). */
@@ -483,8 +526,10 @@ static void run_row(run_ctx *rc, size_t index) {
       break;
     }
   if (row->extra) prev = NULL;
-  if (skip_row(rc, row, prev)) row->state = ROW_SKIPPED;
-  else measure_row(rc, row);
+  if (skip_row(rc, row, prev))
+    row->state = ROW_SKIPPED;
+  else
+    measure_row(rc, row);
   if (row->state == ROW_FAILED) rc->failures++;
   bench_print_row(stdout, &rc->res, row, ++rc->done, rc->planned);
   fflush(stdout);
@@ -527,19 +572,18 @@ static void attach_baselines(bench_results *r) {
     if (row->baseline) continue;
     for (size_t j = 0; j < r->count; j++) {
       const bench_row *b = &r->rows[j];
-      if (b->baseline && b->var == row->var && b->shape.d == row->shape.d &&
-          b->shape.n_q == row->shape.n_q && b->shape.n_kv == row->shape.n_kv)
+      if (b->baseline && b->var == row->var && b->shape.d == row->shape.d && b->shape.n_q == row->shape.n_q &&
+          b->shape.n_kv == row->shape.n_kv)
         row->base[bench_baseline_of(b->shape.kind)] = b;
     }
   }
 }
 
-static const bench_row *find_ok(const bench_results *r, const bench_variant *v, attn_isa isa,
-                                size_t d, size_t n) {
+static const bench_row *find_ok(const bench_results *r, const bench_variant *v, attn_isa isa, size_t d, size_t n) {
   for (size_t i = 0; i < r->count; i++) {
     const bench_row *row = &r->rows[i];
-    if (row->var == v && row->isa == isa && !row->baseline && row->shape.d == d &&
-        row->shape.n_q == n && row->state == ROW_OK)
+    if (row->var == v && row->isa == isa && !row->baseline && row->shape.d == d && row->shape.n_q == n &&
+        row->state == ROW_OK)
       return row;
   }
   return NULL;
@@ -547,14 +591,14 @@ static const bench_row *find_ok(const bench_results *r, const bench_variant *v, 
 
 /* n* for one (linear, softmax, isa, d): the last n where softmax is at least as fast, the next
  * one where linear is faster (and stays faster), interpolated log-linearly in log(t_lin/t_soft). */
-static bench_crossover crossover(const bench_results *r, const bench_variant *lin,
-                                 const bench_variant *soft, attn_isa isa, size_t d) {
+static bench_crossover crossover(const bench_results *r, const bench_variant *lin, const bench_variant *soft,
+                                 attn_isa isa, size_t d) {
   bench_crossover c = {lin, soft, isa, d, 0, 0, 0, 0, 0, 0};
   size_t ns[4 * BENCH_MAX_SIZES], count = 0;
   for (size_t i = 0; i < r->count && count < 4 * BENCH_MAX_SIZES; i++) {
     const bench_row *row = &r->rows[i];
-    if (row->var == lin && row->isa == isa && !row->baseline && row->shape.d == d &&
-        row->state == ROW_OK && find_ok(r, soft, isa, d, row->shape.n_q))
+    if (row->var == lin && row->isa == isa && !row->baseline && row->shape.d == d && row->state == ROW_OK &&
+        find_ok(r, soft, isa, d, row->shape.n_q))
       ns[count++] = row->shape.n_q;
   }
   if (!count) {
@@ -572,8 +616,10 @@ static bench_crossover crossover(const bench_results *r, const bench_variant *li
   c.n_hi = ns[count - 1];
   c.ratio_lo = exp(y[0]);
   c.ratio_hi = exp(y[count - 1]);
-  if (last_soft < 0) c.where = -1;
-  else if ((size_t)last_soft == count - 1) c.where = 1;
+  if (last_soft < 0)
+    c.where = -1;
+  else if ((size_t)last_soft == count - 1)
+    c.where = 1;
   else {
     size_t k = (size_t)last_soft;
     double x0 = log((double)ns[k]), x1 = log((double)ns[k + 1]);
@@ -614,9 +660,8 @@ static void extend_crossovers(run_ctx *rc) {
       const bench_variant *pair[2] = {c.softmax, c.linear};
       bench_row *rows[2];
       for (int k = 0; k < 2; k++) {
-        rows[k] = find_ok(&rc->res, pair[k], c.isa, c.d, n)
-                      ? NULL
-                      : add_row(rc, pair[k], c.isa, NULL, pair[k]->kind, n, c.d);
+        rows[k] =
+            find_ok(&rc->res, pair[k], c.isa, c.d, n) ? NULL : add_row(rc, pair[k], c.isa, NULL, pair[k]->kind, n, c.d);
         if (rows[k]) {
           rows[k]->extra = 1;
           rc->planned++;
@@ -652,11 +697,12 @@ static void make_parent(const char *path) {
 
 /* The output file `given`, or DIR/attn-bench.EXT: its directory is created and the path made
  * absolute, so the bench says exactly where it writes (left as given if that fails). */
-static const char *out_path(const options *o, const char *given, const char *ext, char *buf,
-                            size_t len) {
+static const char *out_path(const options *o, const char *given, const char *ext, char *buf, size_t len) {
   char rel[1100], dir[PATH_MAX];
-  if (given) snprintf(rel, sizeof rel, "%s", given);
-  else snprintf(rel, sizeof rel, "%s/attn-bench.%s", o->out_dir, ext);
+  if (given)
+    snprintf(rel, sizeof rel, "%s", given);
+  else
+    snprintf(rel, sizeof rel, "%s/attn-bench.%s", o->out_dir, ext);
   make_parent(rel);
   char *slash = strrchr(rel, '/');
   const char *name = slash ? slash + 1 : rel;
@@ -673,8 +719,7 @@ static const char *out_path(const options *o, const char *given, const char *ext
 
 static void limits(run_ctx *rc) {
   bench_limits *l = &rc->res.limits;
-  printf("Measuring this machine's limits (%d thread%s)...\n", rc->opt.threads,
-         rc->opt.threads > 1 ? "s" : "");
+  printf("Measuring this machine's limits (%d thread%s)...\n", rc->opt.threads, rc->opt.threads > 1 ? "s" : "");
   fflush(stdout);
   bench_measure_peaks(rc->pool, l);
   l->bw = bench_measure_bandwidth(rc->pool, (size_t)128 << 20, 0.3);
@@ -709,8 +754,8 @@ static void judge_noise(run_ctx *rc) {
   snprintf(r->noise_note, sizeof r->noise_note,
            "%s: %zu of %zu rows noisy; CPU share %.0f%%; other tasks %.2f CPU on average; "
            "FMA peak end/start %s; load %.2f -> %.2f",
-           r->noisy_run ? "NOISY" : "quiet", noisy, ok, 100 * share, others, drifts,
-           r->info.load_start, r->info.load_end);
+           r->noisy_run ? "NOISY" : "quiet", noisy, ok, 100 * share, others, drifts, r->info.load_start,
+           r->info.load_end);
 }
 
 int main(int argc, char **argv) {
@@ -728,8 +773,8 @@ int main(int argc, char **argv) {
   bench_sysinfo_fill(&r->info);
   bench_baselines_init(r->base);
   for (int i = 0, used = 0; i < argc && used < (int)sizeof r->command - 1; i++) {
-    int w = snprintf(r->command + used, sizeof r->command - (size_t)used, "%s%s", i ? " " : "",
-                     i ? argv[i] : "attn-bench");
+    int w =
+        snprintf(r->command + used, sizeof r->command - (size_t)used, "%s%s", i ? " " : "", i ? argv[i] : "attn-bench");
     if (w > 0) used += w;
   }
   const double t0 = bench_now();
@@ -766,8 +811,7 @@ int main(int argc, char **argv) {
   const char *svg = out_path(o, o->svg, "svg", buf[3], sizeof buf[3]);
   int write_failed = 0;
   const char *paths[3] = {csv, json, md};
-  int (*writers[3])(const char *, const bench_results *) = {bench_write_csv, bench_write_json,
-                                                             bench_write_markdown};
+  int (*writers[3])(const char *, const bench_results *) = {bench_write_csv, bench_write_json, bench_write_markdown};
   printf("\n");
   for (int k = 0; k < 3; k++) {
     if (writers[k](paths[k], r)) {

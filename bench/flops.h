@@ -69,13 +69,12 @@ typedef struct bench_cost {
 } bench_cost;
 
 /** Keys visible to query i (bottom-right alignment): [*lo, *hi]; returns their count (0: none). */
-static inline size_t bench_visible_range(size_t n_q, size_t n_kv, size_t left, size_t right,
-                                         size_t i, size_t *lo, size_t *hi) {
+static inline size_t bench_visible_range(size_t n_q, size_t n_kv, size_t left, size_t right, size_t i, size_t *lo,
+                                         size_t *hi) {
   long long p = (long long)n_kv - (long long)n_q + (long long)i;
   long long a = (left == ATTN_UNBOUNDED || (long long)left >= p) ? 0 : p - (long long)left;
-  long long b = (right == ATTN_UNBOUNDED || p + (long long)right >= (long long)n_kv)
-                    ? (long long)n_kv - 1
-                    : p + (long long)right;
+  long long b =
+      (right == ATTN_UNBOUNDED || p + (long long)right >= (long long)n_kv) ? (long long)n_kv - 1 : p + (long long)right;
   if (b < a) return 0;
   *lo = (size_t)a;
   *hi = (size_t)b;
@@ -83,8 +82,7 @@ static inline size_t bench_visible_range(size_t n_q, size_t n_kv, size_t left, s
 }
 
 /** Exact number of visible (query, key) pairs for one head; *kv_rows: keys visible to any query. */
-static inline double bench_visible_pairs(size_t n_q, size_t n_kv, size_t left, size_t right,
-                                         double *kv_rows) {
+static inline double bench_visible_pairs(size_t n_q, size_t n_kv, size_t left, size_t right, double *kv_rows) {
   double pairs = 0;
   size_t first = SIZE_MAX, last = 0, lo = 0, hi = 0;
   for (size_t i = 0; i < n_q; i++) {
@@ -99,8 +97,7 @@ static inline double bench_visible_pairs(size_t n_q, size_t n_kv, size_t left, s
 }
 
 /** Chunkwise causal linear attention over n tokens (n_q = n_kv = n), chunk C. */
-static inline double bench_linear_causal_flops(size_t n, size_t h_q, size_t h_kv, size_t m,
-                                               size_t dva, size_t chunk) {
+static inline double bench_linear_causal_flops(size_t n, size_t h_q, size_t h_kv, size_t m, size_t dva, size_t chunk) {
   double f = 0;
   for (size_t done = 0; done < n; done += chunk) {
     double c = (double)(n - done < chunk ? n - done : chunk);
@@ -116,26 +113,26 @@ static inline bench_cost bench_cost_of(const bench_shape *s) {
   double q_o = (double)s->n_q * (double)s->h_q * (double)(s->d + s->dv) * f4;
   size_t dva = s->normalize ? s->dv + 1 : s->dv;
   switch (s->kind) {
-  case BENCH_SOFTMAX:
-  case BENCH_BLAS:
-  case BENCH_ONEDNN: {
-    double pairs = bench_visible_pairs(s->n_q, s->n_kv, s->window_left, s->window_right, &c.kv_rows);
-    c.flops = pairs * (double)s->h_q * (double)(2 * s->d + 2 * s->dv);
-    c.bytes = q_o + c.kv_rows * (double)s->h_kv * (double)(s->d + s->dv) * f4;
-    break;
-  }
-  case BENCH_LINEAR:
-  case BENCH_LINEAR_STEP:
-  case BENCH_RECURRENT:
-    if (s->causal || s->kind != BENCH_LINEAR)
-      c.flops = bench_linear_causal_flops(s->n_q, s->h_q, s->h_kv, s->m, dva, s->chunk ? s->chunk : 1);
-    else
-      c.flops = 2.0 * (double)s->m * (double)dva *
-                ((double)s->h_kv * (double)s->n_kv + (double)s->h_q * (double)s->n_q);
-    c.bytes = q_o + (double)s->n_kv * (double)s->h_kv * (double)(s->d + s->dv) * f4;
-    if (s->kind != BENCH_LINEAR && s->n_q == 1) /* a decode step: the state round trip */
-      c.bytes += 2.0 * (double)s->h_kv * (double)s->m * (double)dva * f4;
-    break;
+    case BENCH_SOFTMAX:
+    case BENCH_BLAS:
+    case BENCH_ONEDNN: {
+      double pairs = bench_visible_pairs(s->n_q, s->n_kv, s->window_left, s->window_right, &c.kv_rows);
+      c.flops = pairs * (double)s->h_q * (double)(2 * s->d + 2 * s->dv);
+      c.bytes = q_o + c.kv_rows * (double)s->h_kv * (double)(s->d + s->dv) * f4;
+      break;
+    }
+    case BENCH_LINEAR:
+    case BENCH_LINEAR_STEP:
+    case BENCH_RECURRENT:
+      if (s->causal || s->kind != BENCH_LINEAR)
+        c.flops = bench_linear_causal_flops(s->n_q, s->h_q, s->h_kv, s->m, dva, s->chunk ? s->chunk : 1);
+      else
+        c.flops =
+            2.0 * (double)s->m * (double)dva * ((double)s->h_kv * (double)s->n_kv + (double)s->h_q * (double)s->n_q);
+      c.bytes = q_o + (double)s->n_kv * (double)s->h_kv * (double)(s->d + s->dv) * f4;
+      if (s->kind != BENCH_LINEAR && s->n_q == 1) /* a decode step: the state round trip */
+        c.bytes += 2.0 * (double)s->h_kv * (double)s->m * (double)dva * f4;
+      break;
   }
   return c;
 }

@@ -17,7 +17,7 @@
 
 /** Each probe bench/peak_<name>.c defines bench_peak_<name>, which runs `iters` iterations,
  *  and bench_peak_<name>_flops, the flops of one iteration. */
-#define BENCH_PEAK_DECLARE(name)           \
+#define BENCH_PEAK_DECLARE(name)         \
   float bench_peak_##name(size_t iters); \
   extern const double bench_peak_##name##_flops;
 

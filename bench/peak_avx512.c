@@ -14,6 +14,6 @@ static inline vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
 static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
 static inline float vf_hsum(vf a) { return _mm512_reduce_add_ps(a); }
 
-#define BENCH_PEAK_NAME bench_peak_avx512
+#define BENCH_PEAK_NAME    bench_peak_avx512
 #define BENCH_PEAK_NCHAINS BENCH_PEAK_AVX512_CHAINS
 #include "peak_tmpl.h"

@@ -8,7 +8,7 @@
 #include "peak.h"
 
 #define BENCH_PEAK_CAT2_(a, b) a##b
-#define BENCH_PEAK_CAT_(a, b) BENCH_PEAK_CAT2_(a, b)
+#define BENCH_PEAK_CAT_(a, b)  BENCH_PEAK_CAT2_(a, b)
 const double BENCH_PEAK_CAT_(BENCH_PEAK_NAME, _flops) = BENCH_PEAK_NCHAINS * ATTN_VL * 2.0;
 
 float BENCH_PEAK_NAME(size_t iters) {

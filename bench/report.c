@@ -21,9 +21,7 @@ static double per_second(const bench_results *r, const bench_row *row, double am
 double bench_row_gflops(const bench_results *r, const bench_row *row) {
   return per_second(r, row, row->cost.flops) * 1e-9;
 }
-double bench_row_tokens(const bench_results *r, const bench_row *row) {
-  return per_second(r, row, row->cost.tokens);
-}
+double bench_row_tokens(const bench_results *r, const bench_row *row) { return per_second(r, row, row->cost.tokens); }
 double bench_row_gbps(const bench_results *r, const bench_row *row) {
   return per_second(r, row, row->cost.bytes) * 1e-9;
 }
@@ -42,42 +40,56 @@ double bench_row_frac_bw(const bench_results *r, const bench_row *row) {
 }
 double bench_row_speedup(const bench_row *row, bench_base b) {
   const bench_row *base = row->base[b];
-  return row->state == ROW_OK && base && base->state == ROW_OK && row->st.median > 0
-             ? base->st.median / row->st.median
-             : NAN;
+  return row->state == ROW_OK && base && base->state == ROW_OK && row->st.median > 0 ? base->st.median / row->st.median
+                                                                                     : NAN;
 }
 
 /* ---- formatting ----------------------------------------------------------------------------- */
 
 static const char *fmt_time(char *buf, size_t len, double s) {
-  if (!(s > 0)) snprintf(buf, len, "-");
-  else if (s < 1e-6) snprintf(buf, len, "%.1f ns", s * 1e9);
-  else if (s < 1e-3) snprintf(buf, len, "%.2f us", s * 1e6);
-  else if (s < 1) snprintf(buf, len, "%.2f ms", s * 1e3);
-  else snprintf(buf, len, "%.3f s", s);
+  if (!(s > 0))
+    snprintf(buf, len, "-");
+  else if (s < 1e-6)
+    snprintf(buf, len, "%.1f ns", s * 1e9);
+  else if (s < 1e-3)
+    snprintf(buf, len, "%.2f us", s * 1e6);
+  else if (s < 1)
+    snprintf(buf, len, "%.2f ms", s * 1e3);
+  else
+    snprintf(buf, len, "%.3f s", s);
   return buf;
 }
 
 static const char *fmt_si(char *buf, size_t len, double v) {
-  if (!isfinite(v)) snprintf(buf, len, "-");
-  else if (v >= 1e9) snprintf(buf, len, "%.2fG", v * 1e-9);
-  else if (v >= 1e6) snprintf(buf, len, "%.2fM", v * 1e-6);
-  else if (v >= 1e3) snprintf(buf, len, "%.2fk", v * 1e-3);
-  else snprintf(buf, len, "%.1f", v);
+  if (!isfinite(v))
+    snprintf(buf, len, "-");
+  else if (v >= 1e9)
+    snprintf(buf, len, "%.2fG", v * 1e-9);
+  else if (v >= 1e6)
+    snprintf(buf, len, "%.2fM", v * 1e-6);
+  else if (v >= 1e3)
+    snprintf(buf, len, "%.2fk", v * 1e-3);
+  else
+    snprintf(buf, len, "%.1f", v);
   return buf;
 }
 
 /* Token counts as people write them: 128, 1k, 64k (k = 1024). */
 static const char *fmt_n(char *buf, size_t len, double n) {
-  if (n >= 1024 && fmod(n, 1024) == 0) snprintf(buf, len, "%.0fk", n / 1024);
-  else if (n >= 1024) snprintf(buf, len, "%.1fk", n / 1024);
-  else snprintf(buf, len, "%.0f", n);
+  if (n >= 1024 && fmod(n, 1024) == 0)
+    snprintf(buf, len, "%.0fk", n / 1024);
+  else if (n >= 1024)
+    snprintf(buf, len, "%.1fk", n / 1024);
+  else
+    snprintf(buf, len, "%.0f", n);
   return buf;
 }
 
 static const char *fmt_num(char *buf, size_t len, const char *fmt, double v) {
-  if (!isfinite(v)) snprintf(buf, len, "-");
-  else snprintf(buf, len, fmt, v);
+  if (!isfinite(v))
+    snprintf(buf, len, "-");
+  else
+    snprintf(buf, len, fmt, v);
   return buf;
 }
 
@@ -94,9 +106,11 @@ static void append(char *buf, size_t len, const char *fmt, ...) {
 
 /* What a baseline is and ran on, or why it is absent: one line. */
 static const char *baseline_text(char *buf, size_t len, const bench_baseline_info *b) {
-  if (!b->available) snprintf(buf, len, "%s: not available: %s", b->name, b->absent);
-  else snprintf(buf, len, "%s: %s; %s%s%s", b->name, b->what, b->ran_on, b->flags[0] ? "; own code built with " : "",
-                b->flags);
+  if (!b->available)
+    snprintf(buf, len, "%s: not available: %s", b->name, b->absent);
+  else
+    snprintf(buf, len, "%s: %s; %s%s%s", b->name, b->what, b->ran_on, b->flags[0] ? "; own code built with " : "",
+             b->flags);
   return buf;
 }
 
@@ -108,10 +122,9 @@ void bench_print_header(FILE *f, const bench_results *r) {
   fprintf(f, "machine:  %s, %d CPUs online; paths: %s\n", i->cpu, i->cores, i->isas);
   fprintf(f, "compiler: %s; %s\n", i->compiler, i->flags);
   fprintf(f, "run:      %s\n", r->command);
-  fprintf(f, "          %d thread%s%s, min-time %g s, reps >= %u, warm-up %u, load %.2f\n",
-          r->threads, r->threads > 1 ? "s (independent sequences, aggregate throughput)" : "",
-          r->pin >= 0 ? ", pinned" : "", r->timing.min_time, r->timing.min_reps, r->timing.warmup,
-          i->load_start);
+  fprintf(f, "          %d thread%s%s, min-time %g s, reps >= %u, warm-up %u, load %.2f\n", r->threads,
+          r->threads > 1 ? "s (independent sequences, aggregate throughput)" : "", r->pin >= 0 ? ", pinned" : "",
+          r->timing.min_time, r->timing.min_reps, r->timing.warmup, i->load_start);
   for (int b = 0; b < BENCH_BASE_COUNT; b++) {
     char text[512];
     fprintf(f, "%-9s %s\n", b ? "" : "baseline:", baseline_text(text, sizeof text, &r->base[b]));
@@ -128,14 +141,15 @@ void bench_print_limits(FILE *f, const bench_results *r, int at_end) {
     if (at_end) fprintf(f, " -> %7.1f (%+.1f%%)", p->end, 100 * (p->end / p->start - 1));
     fprintf(f, "  %s\n", p->path == ATTN_ISA_NONE ? "machine probe (no attn path)" : "path peak");
   }
-  if (at_end) fprintf(f, "  largest drift %.1f%% (> 5%% makes the run noisy)\n", 100 * l->drift);
-  else fprintf(f, "  machine best peak %.1f GFLOP/s; read bandwidth %.1f GB/s\n", l->machine_peak, l->bw);
+  if (at_end)
+    fprintf(f, "  largest drift %.1f%% (> 5%% makes the run noisy)\n", 100 * l->drift);
+  else
+    fprintf(f, "  machine best peak %.1f GFLOP/s; read bandwidth %.1f GB/s\n", l->machine_peak, l->bw);
 }
 
 void bench_print_row_header(FILE *f) {
-  fprintf(f, "%-9s %-23s %-9s %4s %7s %7s %10s %10s %6s %8s %6s %6s %8s %7s %5s  %s\n", "", "variant",
-          "impl", "d", "n_q", "n_kv", "median", "min", "spread", "GFLOP/s", "%peak", "%mach", "tok/s", "GB/s",
-          "%bw", "note");
+  fprintf(f, "%-9s %-23s %-9s %4s %7s %7s %10s %10s %6s %8s %6s %6s %8s %7s %5s  %s\n", "", "variant", "impl", "d",
+          "n_q", "n_kv", "median", "min", "spread", "GFLOP/s", "%peak", "%mach", "tok/s", "GB/s", "%bw", "note");
 }
 
 void bench_print_row(FILE *f, const bench_results *r, const bench_row *row, size_t index, size_t total) {
@@ -144,26 +158,24 @@ void bench_print_row(FILE *f, const bench_results *r, const bench_row *row, size
   fmt_n(nq, sizeof nq, (double)row->shape.n_q);
   if (row->shape.kind == BENCH_LINEAR_STEP || (row->shape.kind == BENCH_RECURRENT && row->shape.n_q == 1))
     snprintf(nkv, sizeof nkv, "state");
-  else fmt_n(nkv, sizeof nkv, (double)row->shape.n_kv);
+  else
+    fmt_n(nkv, sizeof nkv, (double)row->shape.n_kv);
   int ok = row->state == ROW_OK;
   char flags[256];
   snprintf(flags, sizeof flags, "%s", row->note);
   if (ok && row->st.noisy) append(flags, sizeof flags, "noisy");
   if (row->retried) append(flags, sizeof flags, "retried");
-  if (ok && row->st.other_load > 0.3)
-    append(flags, sizeof flags, "other tasks busy %.1f CPU", row->st.other_load);
+  if (ok && row->st.other_load > 0.3) append(flags, sizeof flags, "other tasks busy %.1f CPU", row->st.other_load);
   if (!row->native) append(flags, sizeof flags, "emulated path (native=0)");
   if (row->extra) append(flags, sizeof flags, "below the sweep, for the crossover");
-  fprintf(f, "%-9s %-23s %-9s %4zu %7s %7s %10s %10s %6s %8s %6s %6s %8s %7s %5s  %s\n", prog,
-          row->var->name, row->impl, row->shape.d, nq, nkv,
-          fmt_time(med, sizeof med, ok ? row->st.median : 0),
+  fprintf(f, "%-9s %-23s %-9s %4zu %7s %7s %10s %10s %6s %8s %6s %6s %8s %7s %5s  %s\n", prog, row->var->name,
+          row->impl, row->shape.d, nq, nkv, fmt_time(med, sizeof med, ok ? row->st.median : 0),
           fmt_time(mn, sizeof mn, ok ? row->st.min : 0),
           fmt_num(spr, sizeof spr, "%.1f%%", ok ? 100 * row->st.spread : NAN),
           fmt_num(gf, sizeof gf, "%.2f", bench_row_gflops(r, row)),
           fmt_num(pk, sizeof pk, "%.0f%%", 100 * bench_row_frac_peak(r, row)),
           fmt_num(mpk, sizeof mpk, "%.0f%%", 100 * bench_row_frac_machine_peak(r, row)),
-          fmt_si(tok, sizeof tok, bench_row_tokens(r, row)),
-          fmt_num(gb, sizeof gb, "%.2f", bench_row_gbps(r, row)),
+          fmt_si(tok, sizeof tok, bench_row_tokens(r, row)), fmt_num(gb, sizeof gb, "%.2f", bench_row_gbps(r, row)),
           fmt_num(bw, sizeof bw, "%.0f%%", 100 * bench_row_frac_bw(r, row)), flags);
 }
 
@@ -197,14 +209,11 @@ typedef struct ratio_range {
   size_t n_lo, n_hi; /* where lo and hi were measured */
 } ratio_range;
 
-static ratio_range speedup_range(const bench_results *r, bench_base b, const bench_variant *v,
-                                 attn_isa isa, size_t d) {
+static ratio_range speedup_range(const bench_results *r, bench_base b, const bench_variant *v, attn_isa isa, size_t d) {
   ratio_range g = {0, 0, INFINITY, -INFINITY, 0, 0};
   for (size_t i = 0; i < r->count; i++) {
     const bench_row *row = &r->rows[i];
-    double x = row->baseline || row->var != v || row->isa != isa || row->shape.d != d
-                   ? NAN
-                   : bench_row_speedup(row, b);
+    double x = row->baseline || row->var != v || row->isa != isa || row->shape.d != d ? NAN : bench_row_speedup(row, b);
     if (!isfinite(x)) continue;
     g.count++;
     g.losses += x < 1;
@@ -253,8 +262,9 @@ static size_t write_ranges(FILE *f, const bench_results *r, int md, size_t *defa
           snprintf(hi, sizeof hi, "step");
           if (!step) fmt_n(lo, sizeof lo, (double)g.n_lo), fmt_n(hi, sizeof hi, (double)g.n_hi);
           snprintf(x, sizeof x, "%zu of %zu", g.losses, g.count);
-          fprintf(f, md ? "| %s | %s | %s | %zu | %.2fx (n = %s) .. %.2fx (n = %s) | %s |\n"
-                        : "  %-9s %-23s %-7s d %-4zu %.2fx (n = %s) .. %.2fx (n = %s); slower at %s points\n",
+          fprintf(f,
+                  md ? "| %s | %s | %s | %zu | %.2fx (n = %s) .. %.2fx (n = %s) | %s |\n"
+                     : "  %-9s %-23s %-7s d %-4zu %.2fx (n = %s) .. %.2fx (n = %s); slower at %s points\n",
                   r->base[b].name, r->vars[v]->name, attn_isa_name(paths[p]), ds[k], g.lo, lo, g.hi, hi,
                   g.losses ? x : "no");
         }
@@ -284,16 +294,19 @@ void bench_print_baselines(FILE *f, const bench_results *r) {
     }
     for (size_t p = 0; p < np; p++) {
       const bench_row *a = attn_row(r, b, paths[p]);
-      fprintf(f, " %8s", fmt_num(x, sizeof x, "%.2fx", a ? bench_row_speedup(a, bench_baseline_of(b->shape.kind)) : NAN));
+      fprintf(f, " %8s",
+              fmt_num(x, sizeof x, "%.2fx", a ? bench_row_speedup(a, bench_baseline_of(b->shape.kind)) : NAN));
     }
     fprintf(f, "\n");
   }
-  if (!shown && r->count) fprintf(f, "\nBaselines: none measured (--no-baselines, no variant has one, or none built)\n");
+  if (!shown && r->count)
+    fprintf(f, "\nBaselines: none measured (--no-baselines, no variant has one, or none built)\n");
   fprintf(f, "\nSpeedup ranges per baseline (baseline time / attn time over the sizes measured):\n");
   size_t def_losses, losses = write_ranges(f, r, 0, &def_losses);
   if (losses)
-    fprintf(f, "attn is SLOWER than a baseline at %zu point%s (speedup < 1 above): %zu on the default path (%s), "
-               "%zu on the others.\n",
+    fprintf(f,
+            "attn is SLOWER than a baseline at %zu point%s (speedup < 1 above): %zu on the default path (%s), "
+            "%zu on the others.\n",
             losses, losses > 1 ? "s" : "", def_losses, attn_isa_name(attn_isa_get()), losses - def_losses);
   else if (shown)
     fprintf(f, "attn is faster than every baseline at every point measured.\n");
@@ -301,30 +314,34 @@ void bench_print_baselines(FILE *f, const bench_results *r) {
 
 static const char *crossover_text(char *buf, size_t len, const bench_crossover *c) {
   char a[16];
-  if (c->where == 0) snprintf(buf, len, "%.0f", c->n_star);
-  else if (c->where < 0) snprintf(buf, len, "< %s", fmt_n(a, sizeof a, (double)c->n_lo));
-  else snprintf(buf, len, "none in range (> %s)", fmt_n(a, sizeof a, (double)c->n_hi));
+  if (c->where == 0)
+    snprintf(buf, len, "%.0f", c->n_star);
+  else if (c->where < 0)
+    snprintf(buf, len, "< %s", fmt_n(a, sizeof a, (double)c->n_lo));
+  else
+    snprintf(buf, len, "none in range (> %s)", fmt_n(a, sizeof a, (double)c->n_hi));
   return buf;
 }
 
 void bench_print_crossovers(FILE *f, const bench_results *r) {
   char nstar[48], lo[16], hi[16];
-  fprintf(f, "\nCrossover: linear attention becomes faster than softmax attention at n* tokens\n"
-             "(median time per call; n* interpolated log-linearly between the bracketing sizes)\n");
+  fprintf(f,
+          "\nCrossover: linear attention becomes faster than softmax attention at n* tokens\n"
+          "(median time per call; n* interpolated log-linearly between the bracketing sizes)\n");
   if (!r->ncross) {
     fprintf(f, "  none: needs a linear prefill variant and its softmax partner in --variants\n");
     return;
   }
-  fprintf(f, "%-23s %-15s %-7s %4s %22s %10s %10s\n", "linear variant", "vs softmax", "path", "d",
-          "n*", "t_lin/t_sm", "t_lin/t_sm");
+  fprintf(f, "%-23s %-15s %-7s %4s %22s %10s %10s\n", "linear variant", "vs softmax", "path", "d", "n*", "t_lin/t_sm",
+          "t_lin/t_sm");
   fprintf(f, "%-23s %-15s %-7s %4s %22s %10s %10s\n", "", "", "", "", "", "at n_min", "at n_max");
   for (size_t i = 0; i < r->ncross; i++) {
     const bench_crossover *c = &r->cross[i];
     char rlo[32], rhi[32];
     snprintf(rlo, sizeof rlo, "%.2f@%s", c->ratio_lo, fmt_n(lo, sizeof lo, (double)c->n_lo));
     snprintf(rhi, sizeof rhi, "%.2f@%s", c->ratio_hi, fmt_n(hi, sizeof hi, (double)c->n_hi));
-    fprintf(f, "%-23s %-15s %-7s %4zu %22s %10s %10s\n", c->linear->name, c->softmax->name,
-            attn_isa_name(c->isa), c->d, crossover_text(nstar, sizeof nstar, c), rlo, rhi);
+    fprintf(f, "%-23s %-15s %-7s %4zu %22s %10s %10s\n", c->linear->name, c->softmax->name, attn_isa_name(c->isa), c->d,
+            crossover_text(nstar, sizeof nstar, c), rlo, rhi);
   }
 }
 
@@ -343,15 +360,15 @@ typedef struct column {
 static int row_ok(const bench_row *row) { return row->state == ROW_OK; }
 static double window_num(size_t w) { return w == ATTN_UNBOUNDED ? NAN : (double)w; }
 
-#define TEXT_COL(col, expr)                                                          \
-  static const char *col_##col(const bench_results *r, const bench_row *row) {       \
-    (void)r, (void)row;                                                              \
-    return (expr);                                                                   \
+#define TEXT_COL(col, expr)                                                    \
+  static const char *col_##col(const bench_results *r, const bench_row *row) { \
+    (void)r, (void)row;                                                        \
+    return (expr);                                                             \
   }
-#define NUM_COL(col, expr)                                                           \
-  static double col_##col(const bench_results *r, const bench_row *row) {            \
-    (void)r, (void)row;                                                              \
-    return (double)(expr);                                                           \
+#define NUM_COL(col, expr)                                                \
+  static double col_##col(const bench_results *r, const bench_row *row) { \
+    (void)r, (void)row;                                                   \
+    return (double)(expr);                                                \
   }
 TEXT_COL(variant, row->var->name)
 TEXT_COL(mode, row->var->mode == BENCH_DECODE ? "decode" : "prefill")
@@ -395,15 +412,50 @@ NUM_COL(frac_bw, bench_row_frac_bw(r, row))
 #undef TEXT_COL
 #undef NUM_COL
 
-#define TEXT(col) {#col, col_##col, NULL}
-#define NUM(col) {#col, NULL, col_##col}
+#define TEXT(col) \
+  { #col, col_##col, NULL }
+#define NUM(col) \
+  { #col, NULL, col_##col }
 static const column columns[] = {
-    TEXT(variant), TEXT(mode), TEXT(isa), TEXT(impl), NUM(native), NUM(baseline), NUM(extra), NUM(threads),
-    NUM(n_q), NUM(n_kv), NUM(heads), NUM(kv_heads), NUM(d), NUM(dv), NUM(feature_size), NUM(causal),
-    NUM(window_left), NUM(window_right), TEXT(state), TEXT(note), NUM(retried), NUM(reps), NUM(calls_per_rep),
-    NUM(median_ns), NUM(min_ns), NUM(max_ns), NUM(spread), NUM(cpu_share), NUM(other_load), NUM(noisy),
-    NUM(flops), NUM(bytes), NUM(tokens), NUM(gflops), NUM(tokens_per_s), NUM(gbps), NUM(frac_peak),
-    NUM(frac_machine_peak), NUM(frac_bw),
+    TEXT(variant),
+    TEXT(mode),
+    TEXT(isa),
+    TEXT(impl),
+    NUM(native),
+    NUM(baseline),
+    NUM(extra),
+    NUM(threads),
+    NUM(n_q),
+    NUM(n_kv),
+    NUM(heads),
+    NUM(kv_heads),
+    NUM(d),
+    NUM(dv),
+    NUM(feature_size),
+    NUM(causal),
+    NUM(window_left),
+    NUM(window_right),
+    TEXT(state),
+    TEXT(note),
+    NUM(retried),
+    NUM(reps),
+    NUM(calls_per_rep),
+    NUM(median_ns),
+    NUM(min_ns),
+    NUM(max_ns),
+    NUM(spread),
+    NUM(cpu_share),
+    NUM(other_load),
+    NUM(noisy),
+    NUM(flops),
+    NUM(bytes),
+    NUM(tokens),
+    NUM(gflops),
+    NUM(tokens_per_s),
+    NUM(gbps),
+    NUM(frac_peak),
+    NUM(frac_machine_peak),
+    NUM(frac_bw),
 };
 #undef TEXT
 #undef NUM
@@ -430,17 +482,17 @@ int bench_write_csv(const char *path, const bench_results *r) {
   FILE *f = fopen(path, "w");
   if (!f) return -1;
   const bench_sysinfo *i = &r->info;
-  fprintf(f, "# attn-bench, attn %s, git %s, %s\n# cpu: %s; cpus online: %d; paths: %s\n"
-             "# compiler: %s; %s\n# command: %s\n# threads: %d; run quality: %s\n",
-          i->version, i->git, i->date, i->cpu, i->cores, i->isas, i->compiler, i->flags, r->command,
-          r->threads, r->noise_note);
+  fprintf(f,
+          "# attn-bench, attn %s, git %s, %s\n# cpu: %s; cpus online: %d; paths: %s\n"
+          "# compiler: %s; %s\n# command: %s\n# threads: %d; run quality: %s\n",
+          i->version, i->git, i->date, i->cpu, i->cores, i->isas, i->compiler, i->flags, r->command, r->threads,
+          r->noise_note);
   for (size_t k = 0; k < r->limits.nprobes; k++) {
     const bench_probe *p = &r->limits.probe[k];
-    fprintf(f, "# peak %s: %.2f GFLOP/s at the start, %.2f at the end (%+.1f%%); %s\n", p->name, p->start,
-            p->end, 100 * (p->end / p->start - 1), p->path == ATTN_ISA_NONE ? "machine probe" : "path peak");
+    fprintf(f, "# peak %s: %.2f GFLOP/s at the start, %.2f at the end (%+.1f%%); %s\n", p->name, p->start, p->end,
+            100 * (p->end / p->start - 1), p->path == ATTN_ISA_NONE ? "machine probe" : "path peak");
   }
-  fprintf(f, "# machine best peak: %.2f GFLOP/s\n# read bandwidth: %.2f GB/s\n", r->limits.machine_peak,
-          r->limits.bw);
+  fprintf(f, "# machine best peak: %.2f GFLOP/s\n# read bandwidth: %.2f GB/s\n", r->limits.machine_peak, r->limits.bw);
   for (int b = 0; b < BENCH_BASE_COUNT; b++) {
     char text[512];
     fprintf(f, "# baseline %s\n", baseline_text(text, sizeof text, &r->base[b]));
@@ -453,8 +505,10 @@ int bench_write_csv(const char *path, const bench_results *r) {
     const bench_row *row = &r->rows[k];
     for (size_t c = 0; c < NCOLUMNS; c++) {
       if (c) fputc(',', f);
-      if (columns[c].text) csv_text(f, columns[c].text(r, row));
-      else csv_value(f, columns[c].num(r, row));
+      if (columns[c].text)
+        csv_text(f, columns[c].text(r, row));
+      else
+        csv_value(f, columns[c].num(r, row));
     }
     for (int b = 0; b < BENCH_BASE_COUNT; b++) {
       fputc(',', f);
@@ -472,16 +526,21 @@ int bench_write_csv(const char *path, const bench_results *r) {
 static void json_str(FILE *f, const char *key, const char *v, int comma) {
   fprintf(f, "\"%s\": \"", key);
   for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
-    if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-    else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-    else fputc(*p, f);
+    if (*p == '"' || *p == '\\')
+      fprintf(f, "\\%c", *p);
+    else if (*p < 0x20)
+      fprintf(f, "\\u%04x", *p);
+    else
+      fputc(*p, f);
   }
   fprintf(f, "\"%s", comma ? ", " : "");
 }
 
 static void json_num(FILE *f, const char *key, double v, int comma) {
-  if (isfinite(v)) fprintf(f, "\"%s\": %.9g%s", key, v, comma ? ", " : "");
-  else fprintf(f, "\"%s\": null%s", key, comma ? ", " : "");
+  if (isfinite(v))
+    fprintf(f, "\"%s\": %.9g%s", key, v, comma ? ", " : "");
+  else
+    fprintf(f, "\"%s\": null%s", key, comma ? ", " : "");
 }
 
 /* "key": {"path": GFLOP/s, ...}, over the paths whose peak was measured. */
@@ -557,8 +616,10 @@ int bench_write_json(const char *path, const bench_results *r) {
     const bench_row *row = &r->rows[k];
     fprintf(f, "    {");
     for (size_t c = 0; c < NCOLUMNS; c++) {
-      if (columns[c].text) json_str(f, columns[c].name, columns[c].text(r, row), 1);
-      else json_num(f, columns[c].name, columns[c].num(r, row), 1);
+      if (columns[c].text)
+        json_str(f, columns[c].name, columns[c].text(r, row), 1);
+      else
+        json_num(f, columns[c].name, columns[c].num(r, row), 1);
     }
     for (int b = 0; b < BENCH_BASE_COUNT; b++) {
       char key[2][64];
@@ -592,11 +653,9 @@ int bench_write_json(const char *path, const bench_results *r) {
 /* ---- Markdown -------------------------------------------------------------------------------- */
 
 /* One cell of a pivot; base: the baseline of speedup cells (BENCH_BASE_COUNT otherwise). */
-typedef const char *(*md_cell)(char *buf, size_t len, const bench_results *r, const bench_row *row,
-                               bench_base base);
+typedef const char *(*md_cell)(char *buf, size_t len, const bench_results *r, const bench_row *row, bench_base base);
 
-static const char *cell_gflops(char *buf, size_t len, const bench_results *r, const bench_row *row,
-                               bench_base base) {
+static const char *cell_gflops(char *buf, size_t len, const bench_results *r, const bench_row *row, bench_base base) {
   (void)base;
   if (row->state != ROW_OK) return "-";
   snprintf(buf, len, "%.1f (%.0f%% / %.0f%%)%s", bench_row_gflops(r, row), 100 * bench_row_frac_peak(r, row),
@@ -604,8 +663,7 @@ static const char *cell_gflops(char *buf, size_t len, const bench_results *r, co
   return buf;
 }
 
-static const char *cell_time(char *buf, size_t len, const bench_results *r, const bench_row *row,
-                             bench_base base) {
+static const char *cell_time(char *buf, size_t len, const bench_results *r, const bench_row *row, bench_base base) {
   (void)r, (void)base;
   if (row->state != ROW_OK) return "-";
   fmt_time(buf, len, row->st.median);
@@ -613,8 +671,7 @@ static const char *cell_time(char *buf, size_t len, const bench_results *r, cons
   return buf;
 }
 
-static const char *cell_decode(char *buf, size_t len, const bench_results *r, const bench_row *row,
-                               bench_base base) {
+static const char *cell_decode(char *buf, size_t len, const bench_results *r, const bench_row *row, bench_base base) {
   char t[16];
   (void)base;
   if (row->state != ROW_OK) return "-";
@@ -624,20 +681,21 @@ static const char *cell_decode(char *buf, size_t len, const bench_results *r, co
 }
 
 /* Speedup over the baseline; "**0.93x (slower)**" where attn loses. */
-static const char *cell_speedup(char *buf, size_t len, const bench_results *r, const bench_row *row,
-                                bench_base base) {
+static const char *cell_speedup(char *buf, size_t len, const bench_results *r, const bench_row *row, bench_base base) {
   (void)r;
   const double x = bench_row_speedup(row, base);
   if (!isfinite(x)) return row->base[base] && row->base[base]->state != ROW_OK ? "skipped" : "-";
-  if (x < 1) snprintf(buf, len, "**%.2fx (slower)**", x);
-  else snprintf(buf, len, "%.2fx", x);
+  if (x < 1)
+    snprintf(buf, len, "**%.2fx (slower)**", x);
+  else
+    snprintf(buf, len, "%.2fx", x);
   return buf;
 }
 
 /* One pivot: rows = sizes of the given mode, columns = variants present, for one path and d.
  * base < BENCH_BASE_COUNT: only the variants and sizes that have that baseline's rows. */
-static void md_pivot(FILE *f, const bench_results *r, attn_isa isa, size_t d, bench_mode mode,
-                     bench_base base, md_cell cell, const char *title) {
+static void md_pivot(FILE *f, const bench_results *r, attn_isa isa, size_t d, bench_mode mode, bench_base base,
+                     md_cell cell, const char *title) {
   const bench_variant *cols[32];
   size_t nc = 0;
   size_t sizes[256], ns = 0;
@@ -648,8 +706,8 @@ static void md_pivot(FILE *f, const bench_results *r, attn_isa isa, size_t d, be
     int present = 0;
     for (size_t i = 0; i < r->count && !present; i++) {
       const bench_row *row = &r->rows[i];
-      present = row->var == var && !row->baseline && row->isa == isa && row->shape.d == d &&
-                (!with_base || row->base[base]);
+      present =
+          row->var == var && !row->baseline && row->isa == isa && row->shape.d == d && (!with_base || row->base[base]);
     }
     if (present) cols[nc++] = var;
   }
@@ -668,8 +726,7 @@ static void md_pivot(FILE *f, const bench_results *r, attn_isa isa, size_t d, be
       sizes[b] = sizes[b - 1];
       sizes[b - 1] = t;
     }
-  fprintf(f, "\n%s, path `%s`, d = %zu:\n\n| %s |", title, attn_isa_name(isa), d,
-          mode == BENCH_DECODE ? "cache" : "n");
+  fprintf(f, "\n%s, path `%s`, d = %zu:\n\n| %s |", title, attn_isa_name(isa), d, mode == BENCH_DECODE ? "cache" : "n");
   for (size_t c = 0; c < nc; c++) fprintf(f, " %s |", cols[c]->name);
   fprintf(f, "\n|---:|");
   for (size_t c = 0; c < nc; c++) fprintf(f, "---:|");
@@ -682,8 +739,7 @@ static void md_pivot(FILE *f, const bench_results *r, attn_isa isa, size_t d, be
       for (size_t i = 0; i < r->count && !hit; i++) {
         const bench_row *row = &r->rows[i];
         size_t n = mode == BENCH_DECODE ? row->shape.n_kv : row->shape.n_q;
-        if (row->var == cols[c] && !row->baseline && row->isa == isa && row->shape.d == d && n == sizes[s])
-          hit = row;
+        if (row->var == cols[c] && !row->baseline && row->isa == isa && row->shape.d == d && n == sizes[s]) hit = row;
       }
       fprintf(f, " %s |", hit ? cell(cb, sizeof cb, r, hit, base) : "");
     }
@@ -702,11 +758,11 @@ int bench_write_markdown(const char *path, const bench_results *r) {
   fprintf(f, "# attn benchmark results\n\n");
   fprintf(f, "- Date: %s\n- Machine: %s, %d CPUs online; paths: %s\n", i->date, i->cpu, i->cores, i->isas);
   fprintf(f, "- Build: attn %s (git %s); %s; %s\n", i->version, i->git, i->compiler, i->flags);
-  fprintf(f, "- Command: `%s` (%d thread%s, %.0f s)\n", r->command, r->threads,
-          r->threads > 1 ? "s" : "", r->elapsed);
+  fprintf(f, "- Command: `%s` (%d thread%s, %.0f s)\n", r->command, r->threads, r->threads > 1 ? "s" : "", r->elapsed);
   fprintf(f, "- Run quality: %s\n", r->noise_note);
-  fprintf(f, "- Limits measured in the same run (FMA peaks: best of several short trials, at the start -> "
-             "at the end):");
+  fprintf(f,
+          "- Limits measured in the same run (FMA peaks: best of several short trials, at the start -> "
+          "at the end):");
   for (size_t k = 0; k < l->nprobes; k++)
     fprintf(f, " %s %.1f -> %.1f GFLOP/s (%+.1f%%%s);", l->probe[k].name, l->probe[k].start, l->probe[k].end,
             100 * (l->probe[k].end / l->probe[k].start - 1),
@@ -716,19 +772,21 @@ int bench_write_markdown(const char *path, const bench_results *r) {
     char text[512];
     fprintf(f, "- Baseline %s\n", baseline_text(text, sizeof text, &r->base[b]));
   }
-  fprintf(f, "- Flop and byte counts: `bench/flops.h` (softmax: visible pairs x (2d + 2dv); linear causal: "
-             "chunkwise with the chunk the library reports for each path, attn_linear_chunk_size). `~` marks "
-             "a noisy cell (IQR > %.0f%% of the median, or CPU taken by other tasks).\n",
+  fprintf(f,
+          "- Flop and byte counts: `bench/flops.h` (softmax: visible pairs x (2d + 2dv); linear causal: "
+          "chunkwise with the chunk the library reports for each path, attn_linear_chunk_size). `~` marks "
+          "a noisy cell (IQR > %.0f%% of the median, or CPU taken by other tasks).\n",
           100 * r->timing.noisy_spread);
 
-  fprintf(f, "\n## Crossover: where linear attention becomes faster\n\n"
-             "| linear variant | vs | path | d | n* | t_lin / t_softmax at smallest n | at largest n |\n"
-             "|---|---|---|---:|---:|---:|---:|\n");
+  fprintf(f,
+          "\n## Crossover: where linear attention becomes faster\n\n"
+          "| linear variant | vs | path | d | n* | t_lin / t_softmax at smallest n | at largest n |\n"
+          "|---|---|---|---:|---:|---:|---:|\n");
   for (size_t k = 0; k < r->ncross; k++) {
     const bench_crossover *c = &r->cross[k];
     char ns[48], lo[16], hi[16];
-    fprintf(f, "| %s | %s | %s | %zu | %s | %.2f (n = %s) | %.2f (n = %s) |\n", c->linear->name,
-            c->softmax->name, attn_isa_name(c->isa), c->d, crossover_text(ns, sizeof ns, c), c->ratio_lo,
+    fprintf(f, "| %s | %s | %s | %zu | %s | %.2f (n = %s) | %.2f (n = %s) |\n", c->linear->name, c->softmax->name,
+            attn_isa_name(c->isa), c->d, crossover_text(ns, sizeof ns, c), c->ratio_lo,
             fmt_n(lo, sizeof lo, (double)c->n_lo), c->ratio_hi, fmt_n(hi, sizeof hi, (double)c->n_hi));
   }
   fprintf(f, "\n## Prefill\n");
@@ -744,8 +802,10 @@ int bench_write_markdown(const char *path, const bench_results *r) {
       md_pivot(f, r, paths[p], ds[k], BENCH_DECODE, none, cell_decode,
                "One query over a cache: tokens/s, GB/s (fraction of read bandwidth)");
   fprintf(f, "\nThe fraction is of the DRAM read bandwidth; above 100%% the K/V cache is served from L2/L3.\n");
-  fprintf(f, "\nLinear attention recurrent step (O(1) in the context length):\n\n"
-             "| variant | path | d | time | tokens/s | state GB/s | vs recurrent loop |\n|---|---|---:|---:|---:|---:|---:|\n");
+  fprintf(f,
+          "\nLinear attention recurrent step (O(1) in the context length):\n\n"
+          "| variant | path | d | time | tokens/s | state GB/s | vs recurrent loop "
+          "|\n|---|---|---:|---:|---:|---:|---:|\n");
   for (size_t k = 0; k < r->count; k++) {
     const bench_row *row = &r->rows[k];
     char t[16], tok[16], sp[32];
@@ -754,16 +814,18 @@ int bench_write_markdown(const char *path, const bench_results *r) {
             fmt_time(t, sizeof t, row->st.median), fmt_si(tok, sizeof tok, bench_row_tokens(r, row)),
             bench_row_gbps(r, row), cell_speedup(sp, sizeof sp, r, row, BENCH_BASE_RECURRENT));
   }
-  fprintf(f, "\n## Baselines\n\nSpeedup = baseline time / attn time, same shape, same run; below 1 "
-             "(**bold**) attn is slower.\n\n| baseline | variant | path | d | speedup range | slower at |\n"
-             "|---|---|---|---:|---|---|\n");
+  fprintf(f,
+          "\n## Baselines\n\nSpeedup = baseline time / attn time, same shape, same run; below 1 "
+          "(**bold**) attn is slower.\n\n| baseline | variant | path | d | speedup range | slower at |\n"
+          "|---|---|---|---:|---|---|\n");
   size_t def_losses;
   write_ranges(f, r, 1, &def_losses);
   for (int b = 0; b < BENCH_BASE_COUNT; b++) {
     char title[256];
     snprintf(title, sizeof title, "Speedup over %s (%s)", r->base[b].name, r->base[b].what);
     for (size_t p = 0; p < np && r->base[b].available; p++)
-      for (size_t k = 0; k < nd; k++) md_pivot(f, r, paths[p], ds[k], BENCH_PREFILL, (bench_base)b, cell_speedup, title);
+      for (size_t k = 0; k < nd; k++)
+        md_pivot(f, r, paths[p], ds[k], BENCH_PREFILL, (bench_base)b, cell_speedup, title);
   }
   return fclose(f) ? -1 : 0;
 }
@@ -784,13 +846,12 @@ static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                      "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
 
 /* The rows of one series (variant, path, d) in n order; returns the count. */
-static size_t series(const bench_results *r, const bench_variant *v, attn_isa isa, size_t d,
-                     const bench_row **out, size_t cap) {
+static size_t series(const bench_results *r, const bench_variant *v, attn_isa isa, size_t d, const bench_row **out,
+                     size_t cap) {
   size_t n = 0;
   for (size_t i = 0; i < r->count && n < cap; i++) {
     const bench_row *row = &r->rows[i];
-    if (row->var == v && !row->baseline && row->isa == isa && row->shape.d == d && row->state == ROW_OK)
-      out[n++] = row;
+    if (row->var == v && !row->baseline && row->isa == isa && row->shape.d == d && row->state == ROW_OK) out[n++] = row;
   }
   for (size_t a = 1; a < n; a++)
     for (size_t b = a; b > 0 && out[b - 1]->shape.n_kv > out[b]->shape.n_kv; b--) {
@@ -807,8 +868,7 @@ static int isa_dash(attn_isa isa) { return isa == ATTN_ISA_SCALAR ? 2 : 1; }
 typedef double (*row_metric)(const bench_results *r, const bench_row *row);
 
 /* One panel: every series of `mode` as lines, plus extra plot elements (already formatted). */
-static void gp_panel(FILE *f, const bench_results *r, bench_mode mode, row_metric metric,
-                     const char *extra) {
+static void gp_panel(FILE *f, const bench_results *r, bench_mode mode, row_metric metric, const char *extra) {
   attn_isa paths[ATTN_ISA_COUNT];
   size_t np = paths_in(r, paths);
   const bench_row *rows[256];
@@ -886,8 +946,8 @@ static int write_gp(const char *gp, const char *svg, const bench_results *r) {
   if (!(phi > plo)) phi = 2 * plo;
   if (!(dhi > dlo)) dhi = 2 * dlo;
   char title[512], extra[4096];
-  snprintf(title, sizeof title, "attn %s (git %s) on %s, %d thread%s, %.10s", i->version, i->git, i->cpu,
-           r->threads, r->threads > 1 ? "s" : "", i->date);
+  snprintf(title, sizeof title, "attn %s (git %s) on %s, %d thread%s, %.10s", i->version, i->git, i->cpu, r->threads,
+           r->threads > 1 ? "s" : "", i->date);
   fprintf(f, "# attn-bench plot; run: gnuplot %s\n", gp);
   fprintf(f, "set terminal svg size %d,760 dynamic font 'Helvetica,11' noenhanced background rgb 'white'\nset output ",
           560 * (2 * prefill + decode > 0 ? 2 * prefill + decode : 1));
@@ -904,14 +964,15 @@ static int write_gp(const char *gp, const char *svg, const bench_results *r) {
       double y = c->where == 0 ? tokens_at(r, c->linear, c->isa, c->d, c->n_star) : NAN;
       if (!isfinite(y)) continue;
       mx[nm] = c->n_star, my[nm++] = y;
-      fprintf(f, "set label %zu 'n*=%.0f' at %.6g,%.6g offset 0.6,0.9 font ',9'\n", nm, c->n_star,
-              c->n_star, y);
+      fprintf(f, "set label %zu 'n*=%.0f' at %.6g,%.6g offset 0.6,0.9 font ',9'\n", nm, c->n_star, c->n_star, y);
     }
     extra[0] = 0;
     if (nm) append(extra, sizeof extra, "'-' using 1:2 with points pt 7 ps 1.6 lc rgb 'black' title 'crossover n*'");
     gp_xtics(f, plo, phi);
-    fprintf(f, "set xrange [%g:%g]\nset title 'Prefill throughput (crossovers marked)'\n"
-               "set xlabel 'n (tokens)'\nset ylabel 'tokens/s'\nset format y '%%.0s%%c'\n", plo, phi);
+    fprintf(f,
+            "set xrange [%g:%g]\nset title 'Prefill throughput (crossovers marked)'\n"
+            "set xlabel 'n (tokens)'\nset ylabel 'tokens/s'\nset format y '%%.0s%%c'\n",
+            plo, phi);
     gp_panel(f, r, BENCH_PREFILL, bench_row_tokens, extra);
     for (size_t k = 0; k < nm; k++) fprintf(f, "%.6g %.6g\n", mx[k], my[k]);
     if (nm) fprintf(f, "e\n");
@@ -935,8 +996,10 @@ static int write_gp(const char *gp, const char *svg, const bench_results *r) {
              colors[bench_variant_index(r->vars, r->nvars, row->var) % 10], row->var->name, row->impl, row->shape.d);
     }
     gp_xtics(f, dlo, dhi);
-    fprintf(f, "set xrange [%g:%g]\nset title 'Decode: one query over a cache; linear step'\n"
-               "set xlabel 'cache (tokens)'\nset ylabel 'tokens/s'\nset format y '%%.0s%%c'\n", dlo, dhi);
+    fprintf(f,
+            "set xrange [%g:%g]\nset title 'Decode: one query over a cache; linear step'\n"
+            "set xlabel 'cache (tokens)'\nset ylabel 'tokens/s'\nset format y '%%.0s%%c'\n",
+            dlo, dhi);
     gp_panel(f, r, BENCH_DECODE, bench_row_tokens, extra);
   }
   fprintf(f, "unset multiplot\n");
@@ -946,8 +1009,10 @@ static int write_gp(const char *gp, const char *svg, const bench_results *r) {
 int bench_write_plot(const char *svg, const bench_results *r, char *msg, size_t msglen) {
   char gp[PATH_MAX + 1200];
   size_t len = strlen(svg);
-  if (len > 4 && strcmp(svg + len - 4, ".svg") == 0) snprintf(gp, sizeof gp, "%.*s.gp", (int)(len - 4), svg);
-  else snprintf(gp, sizeof gp, "%s.gp", svg);
+  if (len > 4 && strcmp(svg + len - 4, ".svg") == 0)
+    snprintf(gp, sizeof gp, "%.*s.gp", (int)(len - 4), svg);
+  else
+    snprintf(gp, sizeof gp, "%s.gp", svg);
   if (write_gp(gp, svg, r)) {
     snprintf(msg, msglen, "cannot write %s: %s", gp, strerror(errno));
     return -1;

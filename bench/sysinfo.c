@@ -53,8 +53,7 @@ double bench_loadavg(void) {
 void bench_sysinfo_fill(bench_sysinfo *info) {
   memset(info, 0, sizeof *info);
   static const char *const model_keys[] = {"model name", "Processor", "cpu model", "Hardware", NULL};
-  if (!cpuinfo_value(model_keys, info->cpu, sizeof info->cpu))
-    snprintf(info->cpu, sizeof info->cpu, "unknown");
+  if (!cpuinfo_value(model_keys, info->cpu, sizeof info->cpu)) snprintf(info->cpu, sizeof info->cpu, "unknown");
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   info->cores = cores > 0 ? (int)cores : 1;
   size_t used = 0;
@@ -73,8 +72,8 @@ void bench_sysinfo_fill(bench_sysinfo *info) {
   snprintf(info->compiler, sizeof info->compiler, "%s", ATTN_BENCH_COMPILER);
 #endif
   trim(info->compiler);
-  snprintf(info->flags, sizeof info->flags, "buildtype=%s optimization=%s c_std=%s c_args=[%s]%s",
-           ATTN_BENCH_BUILDTYPE, ATTN_BENCH_OPTIMIZATION, ATTN_BENCH_C_STD, ATTN_BENCH_C_ARGS,
+  snprintf(info->flags, sizeof info->flags, "buildtype=%s optimization=%s c_std=%s c_args=[%s]%s", ATTN_BENCH_BUILDTYPE,
+           ATTN_BENCH_OPTIMIZATION, ATTN_BENCH_C_STD, ATTN_BENCH_C_ARGS,
 #if defined(NDEBUG)
            " NDEBUG"
 #else
@@ -93,8 +92,8 @@ void bench_sysinfo_fill(bench_sysinfo *info) {
 /* ---- peak probes ---------------------------------------------------------------------------- */
 
 /* One probe per path of the ISA list native on this host (bench/meson.build). */
-#define BENCH_PATH_PROBE(name, ID)                                                                \
-  BENCH_PEAK_DECLARE(name)                                                                        \
+#define BENCH_PATH_PROBE(name, ID) \
+  BENCH_PEAK_DECLARE(name)         \
   static void run_peak_##name(void *ctx, size_t iters) { *(volatile float *)ctx = bench_peak_##name(iters); }
 ATTN_BENCH_PATH_PROBES
 #undef BENCH_PATH_PROBE
@@ -114,7 +113,7 @@ static int path_native(attn_isa isa) {
 
 typedef struct probe_def {
   const char *name;
-  attn_isa path;       /* ATTN_ISA_NONE: a machine probe */
+  attn_isa path; /* ATTN_ISA_NONE: a machine probe */
   bench_kernel fn;
   const double *flops; /* per iteration */
   int (*runs)(void);   /* machine probes: whether this CPU runs it (paths: path_native) */
@@ -131,8 +130,7 @@ static const probe_def probe_defs[] = {
 
 /* Peaks and bandwidth are best cases: they use the fastest sample (or trial). */
 static bench_timing probe_timing(double seconds) {
-  return (bench_timing){.min_time = seconds, .min_reps = 5, .max_reps = 100000, .warmup = 1,
-                        .noisy_spread = 1.0};
+  return (bench_timing){.min_time = seconds, .min_reps = 5, .max_reps = 100000, .warmup = 1, .noisy_spread = 1.0};
 }
 
 /* A peak is an upper bound that must hold still from the start of a run to its end, while these
@@ -140,7 +138,7 @@ static bench_timing probe_timing(double seconds) {
  * trial's figure being its median sample (GFLOP/s, all pool threads together). The rounds go
  * through every probe in turn, so a slow spell of a few hundred milliseconds lowers one trial of
  * each probe rather than all the trials of one. */
-#define PEAK_ROUNDS 7
+#define PEAK_ROUNDS        7
 #define PEAK_TRIAL_SECONDS 0.04
 
 static double probe_trial(bench_pool *pool, const probe_def *p, void **ctx) {

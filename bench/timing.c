@@ -30,8 +30,8 @@ static double cpu_seconds(void) {
 static double machine_busy_seconds(void) {
   FILE *f = fopen("/proc/stat", "r");
   unsigned long long v[8] = {0};
-  int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-                     &v[4], &v[5], &v[6], &v[7])
+  int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                     &v[7])
             : 0;
   if (f) fclose(f);
   long hz = sysconf(_SC_CLK_TCK);
@@ -45,7 +45,7 @@ struct bench_pool {
   int pin_cpu;
   pthread_t *tids;
   pthread_barrier_t start, done;
-  bench_kernel fn;  /* written by worker 0 before the start barrier */
+  bench_kernel fn; /* written by worker 0 before the start barrier */
   void *const *ctx;
   size_t iters;
   int stop;
@@ -114,8 +114,7 @@ bench_pool *bench_pool_create(int threads, int pin_cpu, char *err, size_t errlen
       return NULL;
     }
     if (pin_cpu >= 0 && (rc = pin_to(pool->tids[t], (pin_cpu + t) % (int)ncpu))) {
-      snprintf(err, errlen, "cannot pin worker %d to CPU %d: %s", t, (pin_cpu + t) % (int)ncpu,
-               strerror(rc));
+      snprintf(err, errlen, "cannot pin worker %d to CPU %d: %s", t, (pin_cpu + t) % (int)ncpu, strerror(rc));
       return NULL;
     }
   }
@@ -165,8 +164,7 @@ static double quantile(const double *v, unsigned n, double q) {
   return v[i] + (pos - (double)i) * (v[i + 1] - v[i]);
 }
 
-void bench_measure(bench_pool *pool, const bench_timing *timing, bench_kernel fn, void *const *ctx,
-                   bench_stats *out) {
+void bench_measure(bench_pool *pool, const bench_timing *timing, bench_kernel fn, void *const *ctx, bench_stats *out) {
   /* Calibrate: grow the calls per sample until one sample lasts target seconds. A sample of at
    * least 1/20 of the minimum time keeps timer and barrier overhead negligible and still gives
    * about 20 samples. Calibration runs are warm-up runs. */

@@ -19,8 +19,7 @@ size_t bench_sweep_sizes(const bench_variant *v, const bench_sweep *sw, size_t *
   return n;
 }
 
-bench_shape bench_shape_start(const bench_variant *v, const bench_sweep *sw, bench_kind kind, size_t n,
-                              size_t d) {
+bench_shape bench_shape_start(const bench_variant *v, const bench_sweep *sw, bench_kind kind, size_t n, size_t d) {
   bench_shape s = {0};
   s.kind = kind;
   s.h_q = sw->heads;

@@ -92,8 +92,7 @@ extern const bench_adapter bench_linear_adapter;
 size_t bench_sweep_sizes(const bench_variant *v, const bench_sweep *sw, size_t *out);
 /** The shape every adapter starts from: n_q = n_kv = n, the heads of the sweep, d = dv, v's
  *  mask flag, map and normaliser; no window bound, no feature size, no chunk. */
-bench_shape bench_shape_start(const bench_variant *v, const bench_sweep *sw, bench_kind kind, size_t n,
-                              size_t d);
+bench_shape bench_shape_start(const bench_variant *v, const bench_sweep *sw, bench_kind kind, size_t n, size_t d);
 /** The place of v in a list of variants (n when it is not there). */
 size_t bench_variant_index(const bench_variant *const *list, size_t n, const bench_variant *v);
 /** The count of a shape that needs nothing from the library. */

@@ -6,13 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECK(call)                                                        \
-  do {                                                                     \
-    attn_status st_ = (call);                                              \
-    if (st_ != ATTN_OK) {                                                  \
-      fprintf(stderr, "%s: %s\n", #call, attn_status_string(st_));         \
-      return 1;                                                            \
-    }                                                                      \
+#define CHECK(call)                                                \
+  do {                                                             \
+    attn_status st_ = (call);                                      \
+    if (st_ != ATTN_OK) {                                          \
+      fprintf(stderr, "%s: %s\n", #call, attn_status_string(st_)); \
+      return 1;                                                    \
+    }                                                              \
   } while (0)
 
 int main(void) {
@@ -48,12 +48,18 @@ int main(void) {
   void *state_mem = malloc(state_bytes), *lws = malloc(lws_bytes);
   CHECK(attn_linear_state_init(&state, &ld, state_mem, state_bytes));
   CHECK(attn_linear(&ld, q, k, v, o, &state, lws, lws_bytes)); /* prefill */
-  ld.shape.n_q = ld.shape.n_kv = 1;                              /* one decode step */
-  CHECK(attn_linear(&ld, q + (N - 1) * H * D, k + (N - 1) * HKV * D, v + (N - 1) * HKV * D, o + (N - 1) * H * D,
-                    &state, lws, lws_bytes));
+  ld.shape.n_q = ld.shape.n_kv = 1;                            /* one decode step */
+  CHECK(attn_linear(&ld, q + (N - 1) * H * D, k + (N - 1) * HKV * D, v + (N - 1) * HKV * D, o + (N - 1) * H * D, &state,
+                    lws, lws_bytes));
   printf("linear   o[last token][head 0][0..3] = %.5f %.5f %.5f %.5f (state holds %llu tokens)\n", o[(N - 1) * H * D],
          o[(N - 1) * H * D + 1], o[(N - 1) * H * D + 2], o[(N - 1) * H * D + 3], (unsigned long long)state.tokens);
 
-  free(q); free(k); free(v); free(o); free(ws); free(state_mem); free(lws);
+  free(q);
+  free(k);
+  free(v);
+  free(o);
+  free(ws);
+  free(state_mem);
+  free(lws);
   return 0;
 }

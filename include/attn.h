@@ -63,9 +63,9 @@ extern "C" {
 /* ---------------------------------------------------------------------------------------------
  * Version
  * ------------------------------------------------------------------------------------------- */
-#define ATTN_VERSION_MAJOR 0
-#define ATTN_VERSION_MINOR 2
-#define ATTN_VERSION_PATCH 0
+#define ATTN_VERSION_MAJOR  0
+#define ATTN_VERSION_MINOR  2
+#define ATTN_VERSION_PATCH  0
 #define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 #define ATTN_VERSION_STRING "0.2.0"
 
@@ -79,20 +79,20 @@ ATTN_API const char *attn_version_string(void);
  * ------------------------------------------------------------------------------------------- */
 typedef enum attn_status {
   ATTN_OK = 0,
-  ATTN_E_NULL_POINTER = 1,        /**< a required pointer is NULL */
-  ATTN_E_ZERO_SIZE = 2,           /**< a size (tokens, heads, dimension, count) is zero */
-  ATTN_E_SIZE_OVERFLOW = 3,       /**< a size product or offset overflows size_t / ptrdiff_t */
-  ATTN_E_BAD_STRIDE = 4,          /**< a stride is smaller than a row, or an output layout overlaps itself */
-  ATTN_E_BAD_HEADS = 5,           /**< a head count does not divide the output heads H, or h_k != h_v where required */
-  ATTN_E_BAD_WINDOW = 6,          /**< a mask the variant cannot honour (linear attention: not full or causal) */
-  ATTN_E_BAD_SCALE = 7,           /**< scale is NaN or infinite */
-  ATTN_E_BAD_EPS = 8,             /**< eps is NaN, infinite or negative */
-  ATTN_E_BAD_FEATURE_MAP = 9,     /**< unknown feature map, or a feature size it cannot use */
-  ATTN_E_UNSUPPORTED_ISA = 10,    /**< the forced ISA path cannot run on this CPU, or is unknown */
-  ATTN_E_WORKSPACE_TOO_SMALL = 11,/**< workspace_size is below what *_workspace_size reported */
-  ATTN_E_ALIASING = 12,           /**< an output overlaps an input or another output */
-  ATTN_E_STATE_MISMATCH = 13,     /**< a state's shape or mode differs from the call's */
-  ATTN_E_BAD_ARGUMENT = 14        /**< any other invalid value (mode, flag, chunk size, ISA id) */
+  ATTN_E_NULL_POINTER = 1,         /**< a required pointer is NULL */
+  ATTN_E_ZERO_SIZE = 2,            /**< a size (tokens, heads, dimension, count) is zero */
+  ATTN_E_SIZE_OVERFLOW = 3,        /**< a size product or offset overflows size_t / ptrdiff_t */
+  ATTN_E_BAD_STRIDE = 4,           /**< a stride is smaller than a row, or an output layout overlaps itself */
+  ATTN_E_BAD_HEADS = 5,            /**< a head count does not divide the output heads H, or h_k != h_v where required */
+  ATTN_E_BAD_WINDOW = 6,           /**< a mask the variant cannot honour (linear attention: not full or causal) */
+  ATTN_E_BAD_SCALE = 7,            /**< scale is NaN or infinite */
+  ATTN_E_BAD_EPS = 8,              /**< eps is NaN, infinite or negative */
+  ATTN_E_BAD_FEATURE_MAP = 9,      /**< unknown feature map, or a feature size it cannot use */
+  ATTN_E_UNSUPPORTED_ISA = 10,     /**< the forced ISA path cannot run on this CPU, or is unknown */
+  ATTN_E_WORKSPACE_TOO_SMALL = 11, /**< workspace_size is below what *_workspace_size reported */
+  ATTN_E_ALIASING = 12,            /**< an output overlaps an input or another output */
+  ATTN_E_STATE_MISMATCH = 13,      /**< a state's shape or mode differs from the call's */
+  ATTN_E_BAD_ARGUMENT = 14         /**< any other invalid value (mode, flag, chunk size, ISA id) */
 } attn_status;
 
 /** A short English description of a status; "unknown status" for values not listed. Never NULL. */
@@ -115,7 +115,7 @@ typedef enum attn_isa {
   ATTN_ISA_NONE = -1, /**< no usable path (ATTN_ISA named one that cannot run) */
   ATTN_ISA_AUTO = 0,  /**< best native path of this CPU */
   ATTN_ISA_SCALAR = 1,
-  ATTN_ISA_AVX2 = 2,  /**< AVX2 + FMA */
+  ATTN_ISA_AVX2 = 2, /**< AVX2 + FMA */
   ATTN_ISA_NEON = 3,
   ATTN_ISA_COUNT = 4
 } attn_isa;
@@ -174,8 +174,8 @@ typedef struct attn_shape {
  * here; the compute calls validate. @retval ATTN_OK  @retval ATTN_E_NULL_POINTER shape is NULL.
  * Since 0.2.0.
  */
-ATTN_API attn_status attn_shape_init(attn_shape *shape, size_t n_q, size_t n_kv, size_t h_q, size_t h_k,
-                                     size_t h_v, size_t d, size_t dv);
+ATTN_API attn_status attn_shape_init(attn_shape *shape, size_t n_q, size_t n_kv, size_t h_q, size_t h_k, size_t h_v,
+                                     size_t d, size_t dv);
 
 /** "No bound" for a mask side. */
 #define ATTN_UNBOUNDED SIZE_MAX
@@ -212,9 +212,7 @@ static inline attn_mask attn_mask_window(size_t left, size_t right) {
   return m;
 }
 /** 1 when the mask is causal (right == 0, left unbounded, no chunk limit). */
-static inline int attn_mask_is_causal(attn_mask m) {
-  return m.right == 0 && m.left == ATTN_UNBOUNDED && m.chunk == 0;
-}
+static inline int attn_mask_is_causal(attn_mask m) { return m.right == 0 && m.left == ATTN_UNBOUNDED && m.chunk == 0; }
 
 /* ---------------------------------------------------------------------------------------------
  * Softmax attention
@@ -244,8 +242,8 @@ typedef struct attn_softmax_desc {
  * given; validation happens in the compute call.
  * @retval ATTN_OK  @retval ATTN_E_NULL_POINTER desc is NULL.
  */
-ATTN_API attn_status attn_softmax_desc_init(attn_softmax_desc *desc, size_t n_q, size_t n_kv,
-                                            size_t h_q, size_t h_kv, size_t d, size_t dv);
+ATTN_API attn_status attn_softmax_desc_init(attn_softmax_desc *desc, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv,
+                                            size_t d, size_t dv);
 
 /**
  * Bytes of workspace attn_softmax needs for this descriptor on the active path, written to
@@ -275,9 +273,8 @@ ATTN_API attn_status attn_softmax_workspace_size(const attn_softmax_desc *desc, 
  * @retval ATTN_E_UNSUPPORTED_ISA the forced path cannot run here.
  * On any error no output is written. Reentrant.
  */
-ATTN_API attn_status attn_softmax(const attn_softmax_desc *desc, const float *q, const float *k,
-                                  const float *v, float *o, float *lse, void *workspace,
-                                  size_t workspace_size);
+ATTN_API attn_status attn_softmax(const attn_softmax_desc *desc, const float *q, const float *k, const float *v,
+                                  float *o, float *lse, void *workspace, size_t workspace_size);
 
 /**
  * Merge partial softmax results computed over disjoint key sets (split-KV, ring attention):
@@ -300,11 +297,9 @@ ATTN_API attn_status attn_softmax(const attn_softmax_desc *desc, const float *q,
  *         ATTN_E_BAD_STRIDE (o_stride or out_stride < dv; an lse stride of 0 with rows > 1),
  *         ATTN_E_ALIASING, ATTN_E_UNSUPPORTED_ISA. Reentrant; uses no workspace.
  */
-ATTN_API attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts,
-                                        const float *const *o_parts, size_t o_stride,
-                                        const float *const *lse_parts, size_t lse_stride,
-                                        float *o, size_t out_stride, float *lse_out,
-                                        size_t lse_out_stride);
+ATTN_API attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts, const float *const *o_parts,
+                                        size_t o_stride, const float *const *lse_parts, size_t lse_stride, float *o,
+                                        size_t out_stride, float *lse_out, size_t lse_out_stride);
 
 /* ---------------------------------------------------------------------------------------------
  * Linear attention
@@ -356,9 +351,8 @@ typedef struct attn_linear_desc {
  * contiguous layouts.
  * @retval ATTN_OK @retval ATTN_E_NULL_POINTER
  */
-ATTN_API attn_status attn_linear_desc_init(attn_linear_desc *desc, size_t n_q, size_t n_kv,
-                                           size_t h_q, size_t h_kv, size_t d, size_t dv,
-                                           attn_feature_map feature_map);
+ATTN_API attn_status attn_linear_desc_init(attn_linear_desc *desc, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv,
+                                           size_t d, size_t dv, attn_feature_map feature_map);
 
 /** Feature size m of a descriptor's map (m = d for identity and elu1), in *m. Validates desc. */
 ATTN_API attn_status attn_linear_feature_size(const attn_linear_desc *desc, size_t *m);
@@ -394,8 +388,8 @@ ATTN_API attn_status attn_linear_state_size(const attn_linear_desc *desc, size_t
  * @retval ATTN_OK, ATTN_E_NULL_POINTER, ATTN_E_WORKSPACE_TOO_SMALL (memory too small), and the
  *         validation statuses of desc.
  */
-ATTN_API attn_status attn_linear_state_init(attn_linear_state *state, const attn_linear_desc *desc,
-                                            void *memory, size_t bytes);
+ATTN_API attn_status attn_linear_state_init(attn_linear_state *state, const attn_linear_desc *desc, void *memory,
+                                            size_t bytes);
 /** Zero a state's sums, offsets and token count (the empty prefix). @retval ATTN_OK, ATTN_E_NULL_POINTER */
 ATTN_API attn_status attn_linear_state_reset(attn_linear_state *state);
 /**
@@ -431,9 +425,8 @@ ATTN_API attn_status attn_linear_workspace_size(const attn_linear_desc *desc, si
  *         ATTN_E_BAD_ARGUMENT (normalize not 0/1, chunk above ATTN_LINEAR_MAX_CHUNK).
  *         On any error neither o nor the state is written.
  */
-ATTN_API attn_status attn_linear(const attn_linear_desc *desc, const float *q, const float *k,
-                                 const float *v, float *o, attn_linear_state *state,
-                                 void *workspace, size_t workspace_size);
+ATTN_API attn_status attn_linear(const attn_linear_desc *desc, const float *q, const float *k, const float *v, float *o,
+                                 attn_linear_state *state, void *workspace, size_t workspace_size);
 
 #ifdef __cplusplus
 }

@@ -22,8 +22,7 @@ START_TEST(version_matches_macros) {
   char buf[64];
   snprintf(buf, sizeof buf, "%d.%d.%d", ATTN_VERSION_MAJOR, ATTN_VERSION_MINOR, ATTN_VERSION_PATCH);
   ck_assert_str_eq(attn_version_string(), buf);
-  ck_assert_uint_eq(ATTN_VERSION_NUMBER,
-                    ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH);
+  ck_assert_uint_eq(ATTN_VERSION_NUMBER, ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH);
 }
 END_TEST
 
@@ -40,8 +39,8 @@ START_TEST(status_strings_distinct_and_never_null) {
     ck_assert_msg(str != NULL && str[0] != '\0', "status %d: empty string", s);
     ck_assert_msg(strcmp(str, unknown) != 0, "status %d is described as unknown", s);
     for (int t = 0; t < s; ++t)
-      ck_assert_msg(strcmp(str, attn_status_string((attn_status)t)) != 0,
-                    "statuses %d and %d share a description", t, s);
+      ck_assert_msg(strcmp(str, attn_status_string((attn_status)t)) != 0, "statuses %d and %d share a description", t,
+                    s);
   }
   static const int out_of_range[] = {-1, -1000, N_STATUS + 1, 1000, INT32_MAX};
   for (size_t i = 0; i < sizeof out_of_range / sizeof out_of_range[0]; ++i) {
@@ -186,7 +185,7 @@ START_TEST(mask_helpers) {
   ck_assert_int_eq(attn_mask_is_causal(causal), 1);
   ck_assert_int_eq(attn_mask_is_causal(full), 0);
   ck_assert_int_eq(attn_mask_is_causal(win), 0);
-  ck_assert_int_eq(attn_mask_is_causal(attn_mask_window(7, 0)), 0);        /* a sliding window */
+  ck_assert_int_eq(attn_mask_is_causal(attn_mask_window(7, 0)), 0); /* a sliding window */
   ck_assert_int_eq(attn_mask_is_causal(attn_mask_window(ATTN_UNBOUNDED, 0)), 1);
   attn_mask chunked = causal;
   chunked.chunk = 64;

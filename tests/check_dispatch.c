@@ -45,10 +45,21 @@ static void assert_results_correct(void) {
   ck_assert_int_eq(attn_softmax_workspace_size(&sd, &need), ATTN_OK);
   ck_assert_uint_le(need, WS_BYTES);
   ck_assert_int_eq(attn_softmax(&sd, x.q.data, x.k.data, x.v.data, o.data, NULL, ws, need), ATTN_OK);
-  const ref_softmax_problem sp = {.n_q = N, .n_kv = N, .h_q = HQ, .h_kv = HKV, .d = D, .dv = D,
-                                  .scale = (double)sd.scale, .window_left = REF_UNBOUNDED, .window_right = 0,
-                                  .q = x.q.data, .k = x.k.data, .v = x.v.data, .lq = tu_ref_layout(&x.q),
-                                  .lk = tu_ref_layout(&x.k), .lv = tu_ref_layout(&x.v)};
+  const ref_softmax_problem sp = {.n_q = N,
+                                  .n_kv = N,
+                                  .h_q = HQ,
+                                  .h_kv = HKV,
+                                  .d = D,
+                                  .dv = D,
+                                  .scale = (double)sd.scale,
+                                  .window_left = REF_UNBOUNDED,
+                                  .window_right = 0,
+                                  .q = x.q.data,
+                                  .k = x.k.data,
+                                  .v = x.v.data,
+                                  .lq = tu_ref_layout(&x.q),
+                                  .lk = tu_ref_layout(&x.k),
+                                  .lv = tu_ref_layout(&x.v)};
   ref_softmax(&sp, ro, NULL, rs, sabs);
   for (size_t e = 0; e < count; ++e) tol[e] = tol_softmax_o(N, D, sabs[e / D]);
   tu_compare("softmax.o", "dispatch", &o, ro, rs, tol);
@@ -58,10 +69,24 @@ static void assert_results_correct(void) {
   ck_assert_int_eq(attn_linear_workspace_size(&ld, &need), ATTN_OK);
   ck_assert_uint_le(need, WS_BYTES);
   ck_assert_int_eq(attn_linear(&ld, x.q.data, x.k.data, x.v.data, o.data, NULL, ws, need), ATTN_OK);
-  const ref_linear_problem lp = {.n_q = N, .n_kv = N, .h_q = HQ, .h_k = HKV, .h_v = HKV, .d = D, .dv = D,
-                                 .feature_map = REF_FM_ELU1, .causal = 1, .normalize = 1, .eps = (double)ld.eps,
-                                 .scale = 1.0, .q = x.q.data, .k = x.k.data, .v = x.v.data,
-                                 .lq = tu_ref_layout(&x.q), .lk = tu_ref_layout(&x.k), .lv = tu_ref_layout(&x.v)};
+  const ref_linear_problem lp = {.n_q = N,
+                                 .n_kv = N,
+                                 .h_q = HQ,
+                                 .h_k = HKV,
+                                 .h_v = HKV,
+                                 .d = D,
+                                 .dv = D,
+                                 .feature_map = REF_FM_ELU1,
+                                 .causal = 1,
+                                 .normalize = 1,
+                                 .eps = (double)ld.eps,
+                                 .scale = 1.0,
+                                 .q = x.q.data,
+                                 .k = x.k.data,
+                                 .v = x.v.data,
+                                 .lq = tu_ref_layout(&x.q),
+                                 .lk = tu_ref_layout(&x.k),
+                                 .lv = tu_ref_layout(&x.v)};
   ref_linear(&lp, ro, rs);
   for (size_t e = 0; e < count; ++e) tol[e] = tol_linear_o(N, D);
   tu_compare("linear.o", "dispatch", &o, ro, rs, tol);
@@ -111,18 +136,15 @@ START_TEST(unsupported_every_call_refused) {
                    ATTN_E_UNSUPPORTED_ISA);
 
   const float *op[2] = {x.q.data, x.k.data}, *lp[2] = {x.v.data, x.v.data + 100};
-  ck_assert_int_eq(attn_softmax_merge(N, D, 2, op, D, lp, 1, o.data, D, lse.data, 1),
-                   ATTN_E_UNSUPPORTED_ISA);
+  ck_assert_int_eq(attn_softmax_merge(N, D, 2, op, D, lp, 1, o.data, D, lse.data, 1), ATTN_E_UNSUPPORTED_ISA);
 
   attn_linear_desc ld;
   ck_assert_int_eq(attn_linear_desc_init(&ld, N, N, HQ, HKV, D, D, ATTN_FEATURE_ELU1), ATTN_OK);
   ck_assert_int_eq(attn_linear_workspace_size(&ld, &bytes), ATTN_E_UNSUPPORTED_ISA);
   ck_assert_int_eq(attn_linear_chunk_size(&ld, &bytes), ATTN_E_UNSUPPORTED_ISA);
-  ck_assert_int_eq(attn_linear(&ld, x.q.data, x.k.data, x.v.data, o.data, NULL, ws, WS_BYTES),
-                   ATTN_E_UNSUPPORTED_ISA);
+  ck_assert_int_eq(attn_linear(&ld, x.q.data, x.k.data, x.v.data, o.data, NULL, ws, WS_BYTES), ATTN_E_UNSUPPORTED_ISA);
   ld.mask = attn_mask_full();
-  ck_assert_int_eq(attn_linear(&ld, x.q.data, x.k.data, x.v.data, o.data, NULL, ws, WS_BYTES),
-                   ATTN_E_UNSUPPORTED_ISA);
+  ck_assert_int_eq(attn_linear(&ld, x.q.data, x.k.data, x.v.data, o.data, NULL, ws, WS_BYTES), ATTN_E_UNSUPPORTED_ISA);
 
   tu_tensor pristine;
   tu_tensor_alloc(&pristine, TU_TOKEN_MAJOR, N, HQ, D, 1);

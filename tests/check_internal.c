@@ -83,7 +83,11 @@ START_TEST(vexp_error_bound) {
     uk->vexp(N, x, y);
     for (int i = 0; i < N; i++) { /* one assertion after the sweep: each ck_assert costs a syscall */
       const double rel = fabs((double)y[i] - exp((double)x[i])) / exp((double)x[i]);
-      if (!(rel <= worst)) { worst = rel; worst_x = x[i]; worst_y = y[i]; }
+      if (!(rel <= worst)) {
+        worst = rel;
+        worst_x = x[i];
+        worst_y = y[i];
+      }
     }
   }
   ck_assert_msg(worst <= EXP_RTOL, "exp(%.9g) = %.9g, rel error %.3g", worst_x, worst_y, worst);
@@ -94,10 +98,10 @@ START_TEST(vexp_error_bound) {
 END_TEST
 
 START_TEST(vexp_edges) {
-  const float in[] = {0.0f, -0.0f, 1.0f, -1.0f, -87.33f, 88.375f, /* finite results */
-                      -87.34f, -88.0f, -100.0f, -1e30f, -INFINITY,  /* +0 */
-                      89.0f, 100.0f, 1e30f, INFINITY,               /* +inf */
-                      NAN, -NAN};                                   /* NaN */
+  const float in[] = {0.0f,    -0.0f,  1.0f,    -1.0f,    -87.33f,   88.375f, /* finite results */
+                      -87.34f, -88.0f, -100.0f, -1e30f,   -INFINITY,          /* +0 */
+                      89.0f,   100.0f, 1e30f,   INFINITY,                     /* +inf */
+                      NAN,     -NAN};                                         /* NaN */
   const size_t n = sizeof in / sizeof in[0];
   float *y = galloc(n);
   uk->vexp(n, in, y);
@@ -135,7 +139,11 @@ static void gemm_case(size_t m, size_t n, size_t k, int a_trans, int mode) {
   for (size_t i = 0; i < m; i++) {
     for (size_t j = 0; j < ldc; j++) {
       if (j >= n) { /* padding between rows is not the kernel's */
-        if (c[i * ldc + j] != c0[i * ldc + j] && bad_i == SIZE_MAX) { bad_i = i; bad_j = j; bad_ref = c0[i * ldc + j]; }
+        if (c[i * ldc + j] != c0[i * ldc + j] && bad_i == SIZE_MAX) {
+          bad_i = i;
+          bad_j = j;
+          bad_ref = c0[i * ldc + j];
+        }
         continue;
       }
       double ref = 0, mag = 0;
@@ -145,16 +153,26 @@ static void gemm_case(size_t m, size_t n, size_t k, int a_trans, int mode) {
         mag += fabs(t);
       }
       const double old = c0[i * ldc + j] * (mode == 2 ? (double)rs[i] : 1.0);
-      if (mode) { ref += old; mag += fabs(old); }
+      if (mode) {
+        ref += old;
+        mag += fabs(old);
+      }
       /* fp32 accumulation of k + 1 terms: |err| <= (k + 2) * 2^-24 * sum |terms| */
       const double tol = (double)(k + 2) * 5.960464477539063e-08 * mag + 1e-30;
-      if (!(fabs(c[i * ldc + j] - ref) <= tol) && bad_i == SIZE_MAX) { bad_i = i; bad_j = j; bad_ref = ref; }
+      if (!(fabs(c[i * ldc + j] - ref) <= tol) && bad_i == SIZE_MAX) {
+        bad_i = i;
+        bad_j = j;
+        bad_ref = ref;
+      }
     }
   }
   ck_assert_msg(bad_i == SIZE_MAX, "gemm m=%zu n=%zu k=%zu trans=%d mode=%d at (%zu,%zu): %g, want %g", m, n, k,
                 a_trans, mode, bad_i, bad_j, bad_i == SIZE_MAX ? 0.0 : c[bad_i * ldc + bad_j], bad_ref);
   gcheck_free(c);
-  free(a); free(b); free(c0); free(rs);
+  free(a);
+  free(b);
+  free(c0);
+  free(rs);
 }
 
 START_TEST(gemm_shapes) {
@@ -185,15 +203,20 @@ START_TEST(softmax_block_steps) {
   const size_t nq = nqs[_i], ld = nq + 3, nk = 13;
   float *m = galloc(nq), *l = galloc(nq), *al = galloc(nq), *st = galloc(nk * ld);
   double *rm = malloc(nq * sizeof(double)), *rl = malloc(nq * sizeof(double));
-  for (size_t c = 0; c < nq; c++) { m[c] = -INFINITY; l[c] = 0; rm[c] = -INFINITY; rl[c] = 0; }
+  for (size_t c = 0; c < nq; c++) {
+    m[c] = -INFINITY;
+    l[c] = 0;
+    rm[c] = -INFINITY;
+    rl[c] = 0;
+  }
   for (int step = 0; step < 4; step++) {
     float *keep = malloc(nk * ld * sizeof(float));
     for (size_t j = 0; j < nk; j++)
       for (size_t c = 0; c < ld; c++) {
         float s = 20.0f * frand() + (step == 2 ? 60.0f : 0.0f); /* a jump of the max in step 2 */
-        if (c == 0 && step < 2) s = -INFINITY;                   /* column 0: empty at first */
-        if (c == nq - 1 && nq > 2) s = -INFINITY;                 /* last column: always empty */
-        if ((j + c + (size_t)step) % 5 == 0) s = -INFINITY;       /* scattered masked pairs */
+        if (c == 0 && step < 2) s = -INFINITY;                  /* column 0: empty at first */
+        if (c == nq - 1 && nq > 2) s = -INFINITY;               /* last column: always empty */
+        if ((j + c + (size_t)step) % 5 == 0) s = -INFINITY;     /* scattered masked pairs */
         st[j * ld + c] = keep[j * ld + c] = s;
       }
     uk->softmax_block(nk, nq, st, ld, m, l, al, 1);
@@ -206,11 +229,14 @@ START_TEST(softmax_block_steps) {
         const double p = mx == -INFINITY ? 0.0 : exp((double)keep[j * ld + c] - mx);
         sum += p;
         /* exp's bound plus the rounding of the fp32 difference s - m (|s - m| * 2^-24) */
-        const double tol = p == 0.0 ? 0.0 : p * (4 * EXP_RTOL + fabs((double)keep[j * ld + c] - mx) * 5.960464477539063e-08) + 1e-37;
+        const double tol =
+            p == 0.0 ? 0.0 : p * (4 * EXP_RTOL + fabs((double)keep[j * ld + c] - mx) * 5.960464477539063e-08) + 1e-37;
         ck_assert_msg(fabs(st[j * ld + c] - p) <= tol, "P[%zu][%zu] %g vs %g", j, c, st[j * ld + c], p);
       }
-      const double atol = alpha == 0.0 ? 0.0 : alpha * (4 * EXP_RTOL + fabs(rm[c] - mx) * 5.960464477539063e-08) + 1e-37;
-      ck_assert_msg(fabs(al[c] - alpha) <= atol, "alpha[%zu] %.9g vs %.9g (m %.9g -> %.9g)", c, al[c], alpha, rm[c], mx);
+      const double atol =
+          alpha == 0.0 ? 0.0 : alpha * (4 * EXP_RTOL + fabs(rm[c] - mx) * 5.960464477539063e-08) + 1e-37;
+      ck_assert_msg(fabs(al[c] - alpha) <= atol, "alpha[%zu] %.9g vs %.9g (m %.9g -> %.9g)", c, al[c], alpha, rm[c],
+                    mx);
       rl[c] = rl[c] * alpha + sum;
       rm[c] = mx;
       ck_assert(m[c] == (float)mx);
@@ -220,9 +246,16 @@ START_TEST(softmax_block_steps) {
       for (size_t c = nq; c < ld; c++) ck_assert(st[j * ld + c] == keep[j * ld + c]); /* padding */
     free(keep);
   }
-  if (nq > 2) { ck_assert(m[nq - 1] == -INFINITY); ck_assert(l[nq - 1] == 0.0f); }
-  gcheck_free(m); gcheck_free(l); gcheck_free(al); gcheck_free(st);
-  free(rm); free(rl);
+  if (nq > 2) {
+    ck_assert(m[nq - 1] == -INFINITY);
+    ck_assert(l[nq - 1] == 0.0f);
+  }
+  gcheck_free(m);
+  gcheck_free(l);
+  gcheck_free(al);
+  gcheck_free(st);
+  free(rm);
+  free(rl);
 }
 END_TEST
 
@@ -233,7 +266,10 @@ START_TEST(linear_step_widths) {
   float *s = galloc(m * lds), *s0 = malloc(m * lds * sizeof(float)), *out = galloc(w);
   float qf[13], kf[13], *va = malloc(w * sizeof(float));
   for (size_t i = 0; i < m * lds; i++) s[i] = s0[i] = frand();
-  for (size_t p = 0; p < m; p++) { qf[p] = frand(); kf[p] = frand(); }
+  for (size_t p = 0; p < m; p++) {
+    qf[p] = frand();
+    kf[p] = frand();
+  }
   for (size_t c = 0; c < w; c++) va[c] = frand();
   const float a = 0.625f;
   for (int update = 0; update < 2; update++) {
@@ -256,7 +292,8 @@ START_TEST(linear_step_widths) {
             bad == SIZE_MAX)
           bad = p * lds + c;
       }
-    ck_assert_msg(bad == SIZE_MAX, "step state w=%zu update=%d at element %zu (padding must not change)", w, update, bad);
+    ck_assert_msg(bad == SIZE_MAX, "step state w=%zu update=%d at element %zu (padding must not change)", w, update,
+                  bad);
   }
   gcheck_free(s);
   gcheck_free(out);
@@ -274,7 +311,10 @@ START_TEST(softmax_block_nonfinite) {
   for (int masked = 0; masked < 2; masked++)
     for (size_t b = 0; b < 3; b++) {
       float *m = galloc(NQ), *l = galloc(NQ), *al = galloc(NQ), *st = galloc(NK * LD);
-      for (size_t c = 0; c < NQ; c++) { m[c] = -INFINITY; l[c] = 0; }
+      for (size_t c = 0; c < NQ; c++) {
+        m[c] = -INFINITY;
+        l[c] = 0;
+      }
       for (int step = 0; step < 2; step++) {
         for (size_t i = 0; i < NK * LD; i++) st[i] = 4.0f * frand();
         if (step == 0) st[3 * LD + 5] = bad[b]; /* column 5, first step only */
@@ -285,7 +325,10 @@ START_TEST(softmax_block_nonfinite) {
                         masked, b, step, c, l[c]);
         }
       }
-      gcheck_free(m); gcheck_free(l); gcheck_free(al); gcheck_free(st);
+      gcheck_free(m);
+      gcheck_free(l);
+      gcheck_free(al);
+      gcheck_free(st);
     }
 }
 END_TEST

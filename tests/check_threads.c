@@ -58,22 +58,22 @@ static void free_inputs(void) {
 static attn_status run_op(int op, outputs *out, void *ws) {
   memset(out, 0, sizeof *out);
   switch (op) {
-  case OP_SOFTMAX: {
-    attn_softmax_desc d;
-    attn_softmax_desc_init(&d, N, N, HQ, HKV, D, DV);
-    d.mask = attn_mask_causal();
-    return attn_softmax(&d, g_x.q.data, g_x.k.data, g_x.v.data, out->o, out->aux, ws, WS);
-  }
-  case OP_MERGE:
-    return attn_softmax_merge(ROWS, DV, PARTS, (const float *const *)g_parts, DV, (const float *const *)g_lses, 1,
-                              out->o, DV, out->aux, 1);
-  default: {
-    attn_linear_desc d;
-    attn_linear_desc_init(&d, N, N, HQ, HKV, D, DV, ATTN_FEATURE_ELU1);
-    attn_linear_state s;
-    const attn_status st = attn_linear_state_init(&s, &d, out->aux, sizeof out->aux);
-    return st != ATTN_OK ? st : attn_linear(&d, g_x.q.data, g_x.k.data, g_x.v.data, out->o, &s, ws, WS);
-  }
+    case OP_SOFTMAX: {
+      attn_softmax_desc d;
+      attn_softmax_desc_init(&d, N, N, HQ, HKV, D, DV);
+      d.mask = attn_mask_causal();
+      return attn_softmax(&d, g_x.q.data, g_x.k.data, g_x.v.data, out->o, out->aux, ws, WS);
+    }
+    case OP_MERGE:
+      return attn_softmax_merge(ROWS, DV, PARTS, (const float *const *)g_parts, DV, (const float *const *)g_lses, 1,
+                                out->o, DV, out->aux, 1);
+    default: {
+      attn_linear_desc d;
+      attn_linear_desc_init(&d, N, N, HQ, HKV, D, DV, ATTN_FEATURE_ELU1);
+      attn_linear_state s;
+      const attn_status st = attn_linear_state_init(&s, &d, out->aux, sizeof out->aux);
+      return st != ATTN_OK ? st : attn_linear(&d, g_x.q.data, g_x.k.data, g_x.v.data, out->o, &s, ws, WS);
+    }
   }
 }
 
@@ -92,8 +92,10 @@ typedef struct first_arg {
 static void *first_call(void *p) {
   first_arg *a = p;
   pthread_barrier_wait(a->start);
-  if (a->op == OPS) a->isa = attn_isa_get(); /* one thread only asks for the path */
-  else a->status = run_op(a->op, &a->out, a->ws);
+  if (a->op == OPS)
+    a->isa = attn_isa_get(); /* one thread only asks for the path */
+  else
+    a->status = run_op(a->op, &a->out, a->ws);
   if (a->op != OPS) a->isa = attn_isa_get();
   return NULL;
 }

@@ -13,17 +13,16 @@
 static const bench_variant variants[] = {
     {"linear_identity", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 0, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      "softmax_full", 0, "linear, bidirectional, identity map, un-normalised"},
-    {"linear_identity_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_IDENTITY, 0,
-     0, "softmax_causal", RECURRENT, "linear, causal (chunkwise), identity map, un-normalised"},
-    {"linear_elu1", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 0, 0, ATTN_FEATURE_ELU1, 1, 0,
-     "softmax_full", 0, "linear, bidirectional, elu+1 map, normalised"},
+    {"linear_identity_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
+     "softmax_causal", RECURRENT, "linear, causal (chunkwise), identity map, un-normalised"},
+    {"linear_elu1", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 0, 0, ATTN_FEATURE_ELU1, 1, 0, "softmax_full",
+     0, "linear, bidirectional, elu+1 map, normalised"},
     {"linear_elu1_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_ELU1, 1, 0,
      "softmax_causal", RECURRENT, "linear, causal (chunkwise), elu+1 map, normalised"},
-    {"linear_identity_decode", &bench_linear_adapter, BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0,
-     ATTN_FEATURE_IDENTITY, 0, 0, NULL, RECURRENT,
-     "recurrent step (causal, n_q = n_kv = 1, continuing a state), identity"},
-    {"linear_elu1_decode", &bench_linear_adapter, BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_ELU1, 1, 0,
-     NULL, RECURRENT, "recurrent step (causal, n_q = n_kv = 1, continuing a state), elu+1"},
+    {"linear_identity_decode", &bench_linear_adapter, BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_IDENTITY, 0,
+     0, NULL, RECURRENT, "recurrent step (causal, n_q = n_kv = 1, continuing a state), identity"},
+    {"linear_elu1_decode", &bench_linear_adapter, BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_ELU1, 1, 0, NULL,
+     RECURRENT, "recurrent step (causal, n_q = n_kv = 1, continuing a state), elu+1"},
 };
 
 /* The descriptor of a shape: its mask, map and normaliser, and chunk 0 (the path's default, which
@@ -42,8 +41,7 @@ static size_t linear_sizes(const bench_variant *v, const bench_sweep *sw, size_t
 }
 
 /* The feature size m from the library (public API), d if it cannot say. */
-static bench_shape linear_shape(const bench_variant *v, const bench_sweep *sw, bench_kind kind, size_t n,
-                                size_t d) {
+static bench_shape linear_shape(const bench_variant *v, const bench_sweep *sw, bench_kind kind, size_t n, size_t d) {
   bench_shape s = bench_shape_start(v, sw, kind, n, d);
   attn_linear_desc desc;
   linear_desc(&s, &desc);
@@ -92,8 +90,7 @@ static int linear_setup(bench_work *w, char *err, size_t errlen) {
 
 static void linear_run(bench_work *w) {
   linear_call *c = w->impl;
-  bench_work_status(w, attn_linear(&c->desc, w->q, w->k, w->v, w->o, c->carried, w->workspace,
-                                   w->workspace_bytes));
+  bench_work_status(w, attn_linear(&c->desc, w->q, w->k, w->v, w->o, c->carried, w->workspace, w->workspace_bytes));
 }
 
 static void linear_teardown(bench_work *w) {
@@ -102,6 +99,6 @@ static void linear_teardown(bench_work *w) {
 }
 
 const bench_adapter bench_linear_adapter = {
-    "linear", variants, sizeof variants / sizeof variants[0], linear_sizes, linear_shape, linear_cost,
-    {linear_setup, linear_run, linear_teardown},
+    "linear",     variants,    sizeof variants / sizeof variants[0],        linear_sizes,
+    linear_shape, linear_cost, {linear_setup, linear_run, linear_teardown},
 };

@@ -8,20 +8,19 @@
 #define NAIVE_BASELINES ((1u << BENCH_BASE_OPENBLAS) | (1u << BENCH_BASE_ONEDNN))
 
 static const bench_variant variants[] = {
-    {"softmax_full", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 0, 0, ATTN_FEATURE_IDENTITY, 0, 1,
-     NULL, NAIVE_BASELINES, "softmax attention, every key visible (attn_mask_full)"},
-    {"softmax_causal", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 1,
-     NULL, NAIVE_BASELINES, "softmax attention, causal (attn_mask_causal: left unbounded, right 0)"},
-    {"softmax_window", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 1, ATTN_FEATURE_IDENTITY, 0, 0,
-     NULL, NAIVE_BASELINES, "causal sliding window of --window keys (attn_mask_window(W - 1, 0))"},
-    {"softmax_decode", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
-     NULL, 0, "one query over a K/V cache of --cache-min .. --cache-max tokens"},
+    {"softmax_full", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 0, 0, ATTN_FEATURE_IDENTITY, 0, 1, NULL,
+     NAIVE_BASELINES, "softmax attention, every key visible (attn_mask_full)"},
+    {"softmax_causal", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 1, NULL,
+     NAIVE_BASELINES, "softmax attention, causal (attn_mask_causal: left unbounded, right 0)"},
+    {"softmax_window", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 1, ATTN_FEATURE_IDENTITY, 0, 0, NULL,
+     NAIVE_BASELINES, "causal sliding window of --window keys (attn_mask_window(W - 1, 0))"},
+    {"softmax_decode", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0, NULL, 0,
+     "one query over a K/V cache of --cache-min .. --cache-max tokens"},
 };
 
 /* The mask's bounds live in the shape (bottom-right aligned), where flops.h counts the visible
  * pairs and the naive baselines mask their scores. */
-static bench_shape softmax_shape(const bench_variant *v, const bench_sweep *sw, bench_kind kind, size_t n,
-                                 size_t d) {
+static bench_shape softmax_shape(const bench_variant *v, const bench_sweep *sw, bench_kind kind, size_t n, size_t d) {
   bench_shape s = bench_shape_start(v, sw, kind, n, d);
   if (v->windowed) s.window_left = sw->window - 1;
   if (v->causal) s.window_right = 0;
@@ -35,8 +34,8 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
   const bench_shape *s = &w->s;
   attn_softmax_desc_init(desc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv);
   desc->mask = attn_mask_window(s->window_left, s->window_right);
-  return bench_work_workspace(w, attn_softmax_workspace_size(desc, &w->workspace_bytes),
-                              "attn_softmax_workspace_size", err, errlen);
+  return bench_work_workspace(w, attn_softmax_workspace_size(desc, &w->workspace_bytes), "attn_softmax_workspace_size",
+                              err, errlen);
 }
 
 static void softmax_run(bench_work *w) {
@@ -44,6 +43,6 @@ static void softmax_run(bench_work *w) {
 }
 
 const bench_adapter bench_softmax_adapter = {
-    "softmax", variants, sizeof variants / sizeof variants[0], bench_sweep_sizes, softmax_shape, bench_cost_plain,
-    {softmax_setup, softmax_run, NULL},
+    "softmax",     variants,         sizeof variants / sizeof variants[0], bench_sweep_sizes,
+    softmax_shape, bench_cost_plain, {softmax_setup, softmax_run, NULL},
 };

@@ -15,7 +15,7 @@
 /* The list and the public enum (include/attn.h) agree: every listed ID is an attn_isa value in
  * 1 .. ATTN_ISA_COUNT-1 (and distinct: attn_isa_name switches on them), and there are
  * ATTN_ISA_COUNT-1 of them. */
-#define ATTN_ISA_IN_RANGE_(name, ID, host, cpu)                               \
+#define ATTN_ISA_IN_RANGE_(name, ID, host, cpu)                                   \
   _Static_assert(ATTN_ISA_##ID > ATTN_ISA_AUTO && ATTN_ISA_##ID < ATTN_ISA_COUNT, \
                  "ATTN_ISA_" #ID " is not a path id of enum attn_isa");
 ATTN_ISA_LIST(ATTN_ISA_IN_RANGE_)
@@ -95,13 +95,16 @@ const struct attn_ukernels *attn_ukernels_for(attn_isa isa) {
 
 const char *attn_isa_name(attn_isa isa) {
   switch (isa) {
-    case ATTN_ISA_NONE: return "none";
-    case ATTN_ISA_AUTO: return "auto";
+    case ATTN_ISA_NONE:
+      return "none";
+    case ATTN_ISA_AUTO:
+      return "auto";
 #define ATTN_ISA_NAME_(name, ID, host, cpu) \
   case ATTN_ISA_##ID:                       \
     return #name;
-    ATTN_ISA_LIST(ATTN_ISA_NAME_)
-    default: return "unknown";
+      ATTN_ISA_LIST(ATTN_ISA_NAME_)
+    default:
+      return "unknown";
   }
 }
 

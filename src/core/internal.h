@@ -23,22 +23,19 @@ ATTN_INTERNAL const struct attn_ukernels *attn_ukernels_for(attn_isa isa);
 enum {
   ATTN_CPU_X86_AVX2_FMA = 1u << 0, /* AVX2 + FMA + OS-saved YMM state */
   ATTN_CPU_ARM_NEON = 1u << 1,
-  ATTN_CPU_X86_AVX512 = 1u << 2    /* AVX-512 F, DQ, BW, VL + OS-saved ZMM and opmask state */
+  ATTN_CPU_X86_AVX512 = 1u << 2 /* AVX-512 F, DQ, BW, VL + OS-saved ZMM and opmask state */
 };
 ATTN_INTERNAL uint32_t attn_cpu_features(void);
 /* Pure decoder of recorded x86 CPUID/XGETBV values, unit-tested on real CPUs' values.
  * max_leaf: CPUID.0:EAX; leaf1_ecx: CPUID.1:ECX; leaf7_ebx: CPUID.(7,0):EBX; xcr0: XGETBV(0)
  * (only meaningful when OSXSAVE, leaf1_ecx bit 27, is set). */
-ATTN_INTERNAL uint32_t attn_cpu_decode_x86(uint32_t max_leaf, uint32_t leaf1_ecx, uint32_t leaf7_ebx,
-                                           uint64_t xcr0);
+ATTN_INTERNAL uint32_t attn_cpu_decode_x86(uint32_t max_leaf, uint32_t leaf1_ecx, uint32_t leaf7_ebx, uint64_t xcr0);
 
 /* ---- argument validation (src/core/validate.c) ---- */
 /* A [rows x heads x width] tensor: element span (one past the last element) in *span. */
-ATTN_INTERNAL attn_status attn_check_input(size_t rows, size_t heads, size_t width, attn_layout l,
-                                           size_t *span);
+ATTN_INTERNAL attn_status attn_check_input(size_t rows, size_t heads, size_t width, attn_layout l, size_t *span);
 /* As above, and the layout must not overlap itself. */
-ATTN_INTERNAL attn_status attn_check_output(size_t rows, size_t heads, size_t width, attn_layout l,
-                                            size_t *span);
+ATTN_INTERNAL attn_status attn_check_output(size_t rows, size_t heads, size_t width, attn_layout l, size_t *span);
 /* Element spans of a shape's tensors and its output heads H = max(h_q, h_k, h_v). */
 typedef struct attn_spans {
   size_t q, k, v, o, H;
@@ -110,8 +107,6 @@ static inline int attn_ws_bytes(const attn_ws *w, size_t *bytes) {
   if (w->overflow || !attn_mul_ok(w->floats, sizeof(float), &b) || !attn_add_ok(b, 64, bytes)) return 0;
   return 1;
 }
-static inline float *attn_ws_base(void *workspace) {
-  return (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
-}
+static inline float *attn_ws_base(void *workspace) { return (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63); }
 
 #endif

@@ -24,9 +24,8 @@
  * k == 0 is allowed (C = 0, or C scaled). C must not overlap A. C may be B itself (the same
  * pointer, ldc == ldb) when k == 1: every tile loads its row of B before it stores C.
  */
-typedef void attn_gemm_fn(size_t m, size_t n, size_t k, const float *a, size_t rsa, size_t csa,
-                          const float *b, size_t ldb, float *c, size_t ldc, const float *row_scale,
-                          int accumulate);
+typedef void attn_gemm_fn(size_t m, size_t n, size_t k, const float *a, size_t rsa, size_t csa, const float *b,
+                          size_t ldb, float *c, size_t ldc, const float *row_scale, int accumulate);
 
 /*
  * One online-softmax step over a block of transposed logits ST (nk keys x nq queries, row stride
@@ -39,13 +38,13 @@ typedef void attn_gemm_fn(size_t m, size_t n, size_t k, const float *a, size_t r
  * A NaN entry, or a +inf one (exp(inf - inf)), makes that column's P and l NaN, and l stays NaN
  * in every later step: l is the driver's poison flag for rows that used a non-finite input.
  */
-typedef void attn_softmax_block_fn(size_t nk, size_t nq, float *st, size_t ldst, float *m, float *l,
-                                   float *alpha, int masked);
+typedef void attn_softmax_block_fn(size_t nk, size_t nq, float *st, size_t ldst, float *m, float *l, float *alpha,
+                                   int masked);
 
 /* Element-wise feature map (attn_feature_map) of rows x cols, out(r, c) = out[r*out_rs + c*out_cs].
  * A non-finite input element gives NaN. */
-typedef void attn_featmap_fn(attn_feature_map map, size_t rows, size_t cols, const float *in,
-                             size_t in_rs, float *out, size_t out_rs, size_t out_cs);
+typedef void attn_featmap_fn(attn_feature_map map, size_t rows, size_t cols, const float *in, size_t in_rs, float *out,
+                             size_t out_rs, size_t out_cs);
 
 /*
  * One recurrent step of linear attention on a state S (m x w, row stride lds), for one query:
@@ -65,15 +64,17 @@ typedef void attn_vexp_fn(size_t n, const float *x, float *y);
  * TUNING(slot) a size_t, each next to the kernels it tunes. The kernels and tunings of every path
  * are listed in src/ukernels.inc; core/ukernels_table.c builds one table per path from them.
  */
-#define ATTN_UKERNEL_SLOTS(KERNEL, TUNING)                                                    \
-  /* GEMM; gemm_nr: its register tile's columns */                                           \
-  KERNEL(gemm) TUNING(gemm_nr)                                                                \
-  /* blocked score engine: score steps; query rows and keys per block */                      \
-  KERNEL(softmax_block) TUNING(q_block) TUNING(kv_block)                                      \
-  /* chunkwise engine: feature maps, one-token state step; default causal chunk */            \
-  KERNEL(featmap) KERNEL(linear_step) TUNING(linear_chunk)                                    \
-  /* vector helpers: vexp (the next issue's exp feature maps will use it; tests check it) */   \
+/* clang-format off */
+#define ATTN_UKERNEL_SLOTS(KERNEL, TUNING)                                                  \
+  /* GEMM; gemm_nr: its register tile's columns */                                         \
+  KERNEL(gemm) TUNING(gemm_nr)                                                              \
+  /* blocked score engine: score steps; query rows and keys per block */                    \
+  KERNEL(softmax_block) TUNING(q_block) TUNING(kv_block)                                    \
+  /* chunkwise engine: feature maps, one-token state step; default causal chunk */          \
+  KERNEL(featmap) KERNEL(linear_step) TUNING(linear_chunk)                                  \
+  /* vector helpers: vexp (the exp and FAVOR+ feature maps will call it; tests check it) */ \
   KERNEL(vexp)
+/* clang-format on */
 
 struct attn_ukernels {
   attn_isa isa;
@@ -86,7 +87,7 @@ struct attn_ukernels {
 
 /* Every micro-kernel of src/ukernels.inc, declared with its slot's type (so each kernel file's
  * definition is checked against its contract). */
-#define ATTN_GEMM(isa, name, mr, nr) ATTN_INTERNAL attn_gemm_fn name;
+#define ATTN_GEMM(isa, name, mr, nr)  ATTN_INTERNAL attn_gemm_fn name;
 #define ATTN_UKERNEL(isa, slot, name) ATTN_INTERNAL attn_##slot##_fn name;
 #define ATTN_TUNING(isa, slot, value)
 #include "ukernels.inc"

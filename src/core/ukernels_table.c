@@ -9,7 +9,7 @@
 /* One constant per row; a path listing a slot twice is a compile error, and so is a slot the
  * scalar path does not fill (every other path inherits it). */
 enum {
-#define ATTN_GEMM(isa, name, mr, nr) attn_has_##isa##_gemm_, attn_has_##isa##_gemm_nr_,
+#define ATTN_GEMM(isa, name, mr, nr)  attn_has_##isa##_gemm_, attn_has_##isa##_gemm_nr_,
 #define ATTN_UKERNEL(isa, slot, name) attn_has_##isa##_##slot##_,
 #define ATTN_TUNING(isa, slot, value) attn_has_##isa##_##slot##_,
 #include "ukernels.inc"

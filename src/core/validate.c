@@ -43,8 +43,7 @@ attn_status attn_shape_init(attn_shape *s, size_t n_q, size_t n_kv, size_t h_q, 
                             size_t dv) {
   if (!s) return ATTN_E_NULL_POINTER;
   const size_t H = max3(h_q, h_k, h_v);
-  *s = (attn_shape){n_q, n_kv, h_q, h_k, h_v, d, dv,
-                    {h_q * d, d}, {h_k * d, d}, {h_v * dv, dv}, {H * dv, dv}};
+  *s = (attn_shape){n_q, n_kv, h_q, h_k, h_v, d, dv, {h_q * d, d}, {h_k * d, d}, {h_v * dv, dv}, {H * dv, dv}};
   return ATTN_OK;
 }
 

@@ -66,12 +66,12 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
 /* Set the masked pairs of a boundary block to -inf, and turn -inf scores of visible pairs (from
  * non-finite input) into NaN, so that -inf means "masked" only. The tokens that see key j are one
  * contiguous range, so each key row is at most three fills. */
-static void blk_mask(const attn_blocked_plan *p, float *st, size_t ldst, size_t jn, int64_t j0, size_t tn,
-                     int64_t p0) {
+static void blk_mask(const attn_blocked_plan *p, float *st, size_t ldst, size_t jn, int64_t j0, size_t tn, int64_t p0) {
   const size_t g = p->g, rows = tn * g;
   for (size_t jj = 0; jj < jn; jj++) {
     const int64_t j = j0 + (int64_t)jj;
-    const int64_t a = mask_lo(p, j, p->right) - p0, b = mask_hi(p, j, p->left) - p0; /* visible tokens [a, b] of the block */
+    const int64_t a = mask_lo(p, j, p->right) - p0,
+                  b = mask_hi(p, j, p->left) - p0; /* visible tokens [a, b] of the block */
     const size_t lo = a <= 0 ? 0 : (a >= (int64_t)tn ? rows : (size_t)a * g);
     const size_t hi = b < 0 ? 0 : (b >= (int64_t)tn - 1 ? rows : (size_t)(b + 1) * g);
     float *row = st + jj * ldst;
@@ -109,8 +109,8 @@ static int blk_hidden_v_finite(const attn_blocked_plan *p, const float *vb, size
                                int64_t p0, int64_t p1) {
   const size_t dv = p->shape->dv;
   const int64_t je = j0 + (int64_t)jn;
-  const int64_t a = clamp64(vis_lo(p, p1), j0, je);     /* [j0, a): hidden from the last token */
-  const int64_t b = clamp64(vis_hi(p, p0) + 1, a, je);  /* [b, je): hidden from the first */
+  const int64_t a = clamp64(vis_lo(p, p1), j0, je);    /* [j0, a): hidden from the last token */
+  const int64_t b = clamp64(vis_hi(p, p0) + 1, a, je); /* [b, je): hidden from the first */
   return attn_rows_finite(vb, (size_t)(a - j0), dv, ldv) &&
          (b == je || attn_rows_finite(vb + (size_t)(b - j0) * ldv, (size_t)(je - b), dv, ldv));
 }
@@ -163,8 +163,7 @@ void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk
         const size_t r = ti * g + gi, h = (h0 + hh) * g + gi;
         sp->finish(reg + p->off_acc + r * DV, reg + p->off_rs, R, r, DV,
                    io->o + (t0 + ti) * s->o.row_stride + h * s->o.head_stride,
-                   io->aux ? io->aux + (t0 + ti) * io->aux_layout.row_stride + h * io->aux_layout.head_stride
-                           : NULL);
+                   io->aux ? io->aux + (t0 + ti) * io->aux_layout.row_stride + h * io->aux_layout.head_stride : NULL);
       }
   }
 }

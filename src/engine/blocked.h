@@ -36,8 +36,8 @@ typedef struct attn_score_step {
   /* ST (nk keys x nq rows, stride ld) in place into P^T; update the row state. Returns the
    * per-row factor for acc (diag(alpha) acc + P V) or NULL for plain accumulation. masked:
    * whether ST holds masked (-inf) pairs (see attn_softmax_block_fn). */
-  const float *(*step)(const struct attn_ukernels *uk, size_t nk, size_t nq, float *st, size_t ld, float *rs,
-                       size_t R, int masked);
+  const float *(*step)(const struct attn_ukernels *uk, size_t nk, size_t nq, float *st, size_t ld, float *rs, size_t R,
+                       int masked);
   /* Row r's outputs from its accumulator (dv floats) and row state: o (dv floats), and the one
    * per-row float `aux` when not NULL. */
   void (*finish)(const float *acc, const float *rs, size_t R, size_t r, size_t dv, float *o, float *aux);
@@ -56,7 +56,7 @@ typedef struct attn_blocked_plan {
   size_t g, tb, R, bc;        /* GQA group, tokens per block, rows per block (tb g), keys per block */
   size_t hg, groups, qblocks; /* heads advancing together, head groups, query blocks */
   size_t off_st, off_heads, head_floats, off_qt, off_acc, off_rs; /* scratch layout, in floats */
-  size_t scratch_bytes;       /* per worker */
+  size_t scratch_bytes;                                           /* per worker */
 } attn_blocked_plan;
 
 /* Plan a call (the shape already validated: h_k == h_v dividing h_q). */
@@ -69,7 +69,7 @@ static inline size_t attn_blocked_tasks(const attn_blocked_plan *p) { return p->
 typedef struct attn_blocked_io {
   const float *q, *k, *v;
   float *o;
-  float *aux;             /* one float per (query, head), or NULL */
+  float *aux; /* one float per (query, head), or NULL */
   attn_layout aux_layout;
 } attn_blocked_io;
 

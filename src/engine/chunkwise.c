@@ -6,8 +6,8 @@
 static void id_intra(float *at, size_t ld, size_t i0, size_t i1) {
   for (size_t j = i0 + 1; j < i1; j++) memset(at + j * ld + i0, 0, (j - i0) * sizeof(float)); /* j > i */
 }
-static void id_absorb(const struct attn_ukernels *uk, size_t m, size_t W, size_t cn, const float *kf,
-                      const float *va, float *s, size_t lds) {
+static void id_absorb(const struct attn_ukernels *uk, size_t m, size_t W, size_t cn, const float *kf, const float *va,
+                      float *s, size_t lds) {
   uk->gemm(m, W, cn, kf, 1, m, va, W, s, lds, NULL, 1); /* Kf read transposed through A's strides */
 }
 static void id_step(const struct attn_ukernels *uk, size_t m, size_t W, const float *qf, const float *kf,
@@ -28,8 +28,8 @@ static size_t gcd_sz(size_t a, size_t b) {
 attn_status attn_chunkwise_shape(attn_chunkwise_plan *p, const attn_shape *s, size_t H, const attn_featmap *fm,
                                  size_t m_req, int causal, int normalize, float scale, float eps,
                                  const attn_transition *tr) {
-  *p = (attn_chunkwise_plan){.shape = s, .fm = fm, .tr = tr, .causal = causal, .normalize = normalize,
-                             .scale = scale, .eps = eps};
+  *p = (attn_chunkwise_plan){
+      .shape = s, .fm = fm, .tr = tr, .causal = causal, .normalize = normalize, .scale = scale, .eps = eps};
   if (!(p->m = fm->size(s->d, m_req))) return ATTN_E_BAD_FEATURE_MAP;
   p->heads = s->h_k / gcd_sz(s->h_k, s->h_v) * s->h_v; /* lcm: divides H, so no overflow */
   p->per = H / p->heads;
@@ -111,8 +111,8 @@ static void cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn) {
 static void cw_load_q(const cw_ctx *x, size_t h, size_t t0, size_t cn, size_t rs, size_t cs) {
   const attn_chunkwise_plan *p = x->p;
   const attn_shape *s = p->shape;
-  p->fm->apply(x->uk, cn, s->d, p->m, x->io->q + t0 * s->q.row_stride + h / p->qdiv * s->q.head_stride,
-               s->q.row_stride, x->qt, rs, cs, x->fs);
+  p->fm->apply(x->uk, cn, s->d, p->m, x->io->q + t0 * s->q.row_stride + h / p->qdiv * s->q.head_stride, s->q.row_stride,
+               x->qt, rs, cs, x->fs);
 }
 
 /* Output rows t0 .. t0+cn of output head h. intra: causal contributions of the loaded chunk;
@@ -154,8 +154,17 @@ static void cw_step(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j) {
 void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, const attn_chunkwise_io *io,
                         size_t task, float *ws) {
   const attn_shape *s = p->shape;
-  const cw_ctx x = {p,  uk, io, ws + p->off_kf, ws + p->off_va, ws + p->off_qt, ws + p->off_at, ws + p->off_oc,
-                    ws + p->off_fm, task / p->kdiv, task / p->vdiv};
+  const cw_ctx x = {p,
+                    uk,
+                    io,
+                    ws + p->off_kf,
+                    ws + p->off_va,
+                    ws + p->off_qt,
+                    ws + p->off_at,
+                    ws + p->off_oc,
+                    ws + p->off_fm,
+                    task / p->kdiv,
+                    task / p->vdiv};
   const size_t C = p->C, per = p->per, h0 = task * per, slab = p->m * p->lds;
   /* Causal bottom-right: keys before the first query's position, queries before the first key. */
   const size_t pre_k = p->causal && s->n_kv > s->n_q ? s->n_kv - s->n_q : 0;

@@ -32,8 +32,8 @@ typedef struct attn_transition {
                  float *s, size_t lds);
   /* One token: out = a va + qf^T S (S as on entry), then, when kf is not NULL, S = T(S) + kf va^T
    * (attn_linear_step_fn). */
-  void (*step)(const struct attn_ukernels *uk, size_t m, size_t W, const float *qf, const float *kf,
-               const float *va, float a, float *s, size_t lds, float *out);
+  void (*step)(const struct attn_ukernels *uk, size_t m, size_t W, const float *qf, const float *kf, const float *va,
+               float a, float *s, size_t lds, float *out);
 } attn_transition;
 
 /* Plain linear attention: T = identity. */
@@ -45,12 +45,12 @@ typedef struct attn_chunkwise_plan {
   const attn_transition *tr;
   int causal, normalize;
   float scale, eps;
-  size_t m, W, lds, C;           /* features, augmented value width, state row stride, chunk */
-  size_t heads, per;             /* state heads, output heads per state head */
-  size_t qdiv, kdiv, vdiv;       /* output head / qdiv = query head; state head / kdiv, / vdiv */
+  size_t m, W, lds, C;     /* features, augmented value width, state row stride, chunk */
+  size_t heads, per;       /* state heads, output heads per state head */
+  size_t qdiv, kdiv, vdiv; /* output head / qdiv = query head; state head / kdiv, / vdiv */
   size_t off_kf, off_va, off_qt, off_at, off_oc, off_s, off_fm; /* scratch layout, in floats */
-  size_t scratch_bytes;          /* per worker */
-  size_t state_floats;           /* heads * m * lds */
+  size_t scratch_bytes;                                         /* per worker */
+  size_t state_floats;                                          /* heads * m * lds */
 } attn_chunkwise_plan;
 
 /* Sizes that do not depend on the path (shape validated, H given): state heads and floats. */

@@ -9,11 +9,11 @@ static size_t fm_no_scratch(size_t rows, size_t d, size_t m) {
   return 0;
 }
 
-#define ATTN_ELEMENTWISE_MAP_(fn, ID)                                                                      \
-  static void fn(const struct attn_ukernels *uk, size_t rows, size_t d, size_t m, const float *in,      \
-                 size_t in_rs, float *out, size_t out_rs, size_t out_cs, float *scratch) {              \
-    (void)m, (void)scratch;                                                                              \
-    uk->featmap(ID, rows, d, in, in_rs, out, out_rs, out_cs);                                           \
+#define ATTN_ELEMENTWISE_MAP_(fn, ID)                                                                            \
+  static void fn(const struct attn_ukernels *uk, size_t rows, size_t d, size_t m, const float *in, size_t in_rs, \
+                 float *out, size_t out_rs, size_t out_cs, float *scratch) {                                     \
+    (void)m, (void)scratch;                                                                                      \
+    uk->featmap(ID, rows, d, in, in_rs, out, out_rs, out_cs);                                                    \
   }
 ATTN_ELEMENTWISE_MAP_(fm_identity, ATTN_FEATURE_IDENTITY)
 ATTN_ELEMENTWISE_MAP_(fm_elu1, ATTN_FEATURE_ELU1)

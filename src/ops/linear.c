@@ -5,8 +5,8 @@
  */
 #include "engine/chunkwise.h"
 
-attn_status attn_linear_desc_init(attn_linear_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv,
-                                  size_t dim, size_t dv, attn_feature_map feature_map) {
+attn_status attn_linear_desc_init(attn_linear_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dim,
+                                  size_t dv, attn_feature_map feature_map) {
   if (!d) return ATTN_E_NULL_POINTER;
   *d = (attn_linear_desc){0};
   attn_shape_init(&d->shape, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
@@ -61,7 +61,9 @@ attn_status attn_linear_state_size(const attn_linear_desc *d, size_t *bytes) {
 attn_status attn_linear_workspace_size(const attn_linear_desc *d, size_t *bytes) {
   return lin_size_of(d, LIN_WORKSPACE_BYTES, bytes);
 }
-attn_status attn_linear_chunk_size(const attn_linear_desc *d, size_t *chunk) { return lin_size_of(d, LIN_CHUNK, chunk); }
+attn_status attn_linear_chunk_size(const attn_linear_desc *d, size_t *chunk) {
+  return lin_size_of(d, LIN_CHUNK, chunk);
+}
 
 static size_t state_bytes(const attn_linear_state *s) { return s->heads * s->m * s->ld * sizeof(float); }
 
@@ -85,8 +87,8 @@ attn_status attn_linear_state_reset(attn_linear_state *s) {
 }
 
 static int state_same_shape(const attn_linear_state *a, const attn_linear_state *b) {
-  return a->heads == b->heads && a->m == b->m && a->dv == b->dv && a->ld == b->ld &&
-         a->feature_map == b->feature_map && a->normalize == b->normalize;
+  return a->heads == b->heads && a->m == b->m && a->dv == b->dv && a->ld == b->ld && a->feature_map == b->feature_map &&
+         a->normalize == b->normalize;
 }
 
 attn_status attn_linear_state_copy(attn_linear_state *dst, const attn_linear_state *src) {

@@ -3,9 +3,9 @@
 
 #include "engine/blocked.h"
 
-static attn_status merge_validate(size_t rows, size_t dv, size_t parts, const float *const *o_parts,
-                                  size_t o_stride, const float *const *lse_parts, size_t lse_stride, float *o,
-                                  size_t out_stride, float *lse_out, size_t lse_out_stride) {
+static attn_status merge_validate(size_t rows, size_t dv, size_t parts, const float *const *o_parts, size_t o_stride,
+                                  const float *const *lse_parts, size_t lse_stride, float *o, size_t out_stride,
+                                  float *lse_out, size_t lse_out_stride) {
   if (!o_parts || !lse_parts || !o) return ATTN_E_NULL_POINTER;
   if (!rows || !dv || !parts) return ATTN_E_ZERO_SIZE;
   for (size_t c = 0; c < parts; c++)
@@ -33,8 +33,8 @@ static attn_status merge_validate(size_t rows, size_t dv, size_t parts, const fl
 attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts, const float *const *o_parts, size_t o_stride,
                                const float *const *lse_parts, size_t lse_stride, float *o, size_t out_stride,
                                float *lse_out, size_t lse_out_stride) {
-  attn_status st = merge_validate(rows, dv, parts, o_parts, o_stride, lse_parts, lse_stride, o, out_stride,
-                                  lse_out, lse_out_stride);
+  attn_status st =
+      merge_validate(rows, dv, parts, o_parts, o_stride, lse_parts, lse_stride, o, out_stride, lse_out, lse_out_stride);
   if (st) return st;
   const struct attn_ukernels *uk = attn_dispatch();
   if (!uk) return ATTN_E_UNSUPPORTED_ISA;

@@ -46,8 +46,8 @@ static void sm_finish(const float *acc, const float *rs, size_t R, size_t r, siz
 
 const attn_score_step attn_softmax_score_step = {3, sm_init, sm_step, sm_finish};
 
-attn_status attn_softmax_desc_init(attn_softmax_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv,
-                                   size_t dim, size_t dv) {
+attn_status attn_softmax_desc_init(attn_softmax_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dim,
+                                   size_t dv) {
   if (!d) return ATTN_E_NULL_POINTER;
   *d = (attn_softmax_desc){0};
   attn_shape_init(&d->shape, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);

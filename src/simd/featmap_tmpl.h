@@ -21,8 +21,8 @@ static inline vf attn_featmap_apply_(attn_feature_map map, vf x) {
   return vf_fma(x, vf_zero(), y);
 }
 
-void ATTN_FEATMAP_NAME(attn_feature_map map, size_t rows, size_t cols, const float *in,
-                       size_t in_rs, float *out, size_t out_rs, size_t out_cs) {
+void ATTN_FEATMAP_NAME(attn_feature_map map, size_t rows, size_t cols, const float *in, size_t in_rs, float *out,
+                       size_t out_rs, size_t out_cs) {
   for (size_t r = 0; r < rows; r++) {
     const float *x = in + r * in_rs;
     float *y = out + r * out_rs;

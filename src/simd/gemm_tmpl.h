@@ -12,8 +12,8 @@
  */
 #include "core/ukernels.h"
 
-#define ATTN_GEMM_CAT2_(a, b) a##b
-#define ATTN_GEMM_CAT_(a, b) ATTN_GEMM_CAT2_(a, b)
+#define ATTN_GEMM_CAT2_(a, b)        a##b
+#define ATTN_GEMM_CAT_(a, b)         ATTN_GEMM_CAT2_(a, b)
 #define ATTN_GEMM(isa, name, mr, nr) enum { name##_mr_ = mr, name##_nr_ = nr };
 #define ATTN_UKERNEL(isa, slot, name)
 #define ATTN_TUNING(isa, slot, value)
@@ -27,9 +27,10 @@ _Static_assert(ATTN_GEMM_CAT_(ATTN_GEMM_NAME, _nr_) % ATTN_VL == 0, "GEMM tile c
 
 #define GEMM_NR_ (ATTN_GEMM_NV * ATTN_VL)
 
-static inline __attribute__((always_inline)) void attn_gemm_tile_(
-    size_t mrc, size_t nvc, size_t mv, size_t nc, int full, size_t k, const float *a, size_t rsa, size_t csa,
-    const float *b, size_t ldb, float *c, size_t ldc, const float *rs, int accumulate) {
+static inline __attribute__((always_inline)) void attn_gemm_tile_(size_t mrc, size_t nvc, size_t mv, size_t nc,
+                                                                  int full, size_t k, const float *a, size_t rsa,
+                                                                  size_t csa, const float *b, size_t ldb, float *c,
+                                                                  size_t ldc, const float *rs, int accumulate) {
   vf acc[ATTN_GEMM_MR][ATTN_GEMM_NV];
   const float *ar[ATTN_GEMM_MR];
   size_t cnt[ATTN_GEMM_NV];
@@ -51,8 +52,7 @@ static inline __attribute__((always_inline)) void attn_gemm_tile_(
     const size_t ap = p * csa;
     vf bv[ATTN_GEMM_NV];
 #pragma GCC unroll 16
-    for (size_t v = 0; v < nvc; v++)
-      bv[v] = full ? vf_load(bp + v * ATTN_VL) : vf_load_n(bp + v * ATTN_VL, cnt[v]);
+    for (size_t v = 0; v < nvc; v++) bv[v] = full ? vf_load(bp + v * ATTN_VL) : vf_load_n(bp + v * ATTN_VL, cnt[v]);
 #pragma GCC unroll 16
     for (size_t r = 0; r < mrc; r++) {
       const vf av = vf_set1(ar[r][ap]);
@@ -75,8 +75,7 @@ static inline __attribute__((always_inline)) void attn_gemm_tile_(
         vf_store(cp, out);
       } else if (cnt[v]) {
         vf out = acc[r][v];
-        if (accumulate)
-          out = rs ? vf_fma(vf_load_n(cp, cnt[v]), s, out) : vf_add(vf_load_n(cp, cnt[v]), out);
+        if (accumulate) out = rs ? vf_fma(vf_load_n(cp, cnt[v]), s, out) : vf_add(vf_load_n(cp, cnt[v]), out);
         vf_store_n(cp, out, cnt[v]);
       }
     }
@@ -115,9 +114,8 @@ static void attn_gemm_dot_(size_t m, size_t k, const float *a, size_t rsa, const
   }
 }
 
-void ATTN_GEMM_NAME(size_t m, size_t n, size_t k, const float *a, size_t rsa, size_t csa,
-                    const float *b, size_t ldb, float *c, size_t ldc, const float *row_scale,
-                    int accumulate) {
+void ATTN_GEMM_NAME(size_t m, size_t n, size_t k, const float *a, size_t rsa, size_t csa, const float *b, size_t ldb,
+                    float *c, size_t ldc, const float *row_scale, int accumulate) {
   if (n == 1 && csa == 1 && ldb == 1 && k >= ATTN_VL) {
     attn_gemm_dot_(m, k, a, rsa, b, c, ldc, row_scale, accumulate);
     return;
@@ -134,16 +132,16 @@ void ATTN_GEMM_NAME(size_t m, size_t n, size_t k, const float *a, size_t rsa, si
        * the MR broadcasts of a step come off one pointer with constant offsets. */
 #define GEMM_TILE_(mrc, nvc, full, rsa_c) \
   attn_gemm_tile_(mrc, nvc, mv, nc, full, k, ai, rsa_c, csa, b + j0, ldb, ci, ldc, rsi, accumulate)
-#define GEMM_TILES_(rsa_c)                                                                   \
-  if (m == 1)                                                                                \
+#define GEMM_TILES_(rsa_c)                                                                          \
+  if (m == 1)                                                                                       \
     nc == GEMM_NR_ ? GEMM_TILE_(1, ATTN_GEMM_NV, 1, rsa_c) : GEMM_TILE_(1, ATTN_GEMM_NV, 0, rsa_c); \
-  else if (nc == GEMM_NR_)                                                                   \
-    GEMM_TILE_(ATTN_GEMM_MR, ATTN_GEMM_NV, 1, rsa_c);                                        \
-  else if (nc == ATTN_VL)                                                                    \
-    GEMM_TILE_(ATTN_GEMM_MR, 1, 1, rsa_c);                                                   \
-  else if (nc < ATTN_VL)                                                                     \
-    GEMM_TILE_(ATTN_GEMM_MR, 1, 0, rsa_c);                                                   \
-  else                                                                                       \
+  else if (nc == GEMM_NR_)                                                                          \
+    GEMM_TILE_(ATTN_GEMM_MR, ATTN_GEMM_NV, 1, rsa_c);                                               \
+  else if (nc == ATTN_VL)                                                                           \
+    GEMM_TILE_(ATTN_GEMM_MR, 1, 1, rsa_c);                                                          \
+  else if (nc < ATTN_VL)                                                                            \
+    GEMM_TILE_(ATTN_GEMM_MR, 1, 0, rsa_c);                                                          \
+  else                                                                                              \
     GEMM_TILE_(ATTN_GEMM_MR, ATTN_GEMM_NV, 0, rsa_c);
       if (rsa == 1) {
         GEMM_TILES_(1)

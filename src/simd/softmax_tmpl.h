@@ -7,13 +7,12 @@
 #include "core/ukernels.h"
 #include "simd/exp_tmpl.h"
 
-
 /* masked is a compile-time constant in each instantiation. When 0, a -inf entry is a logit from
  * non-finite input: the max pass also tracks the column minimum, whose mn - mn is NaN exactly
  * when some entry is -inf (or NaN), and that NaN is added to l (an independent chain beside the
  * max's, so it costs no time). When 1, -inf marks a masked pair. */
 static inline __attribute__((always_inline)) void attn_softmax_cols_(size_t nk, size_t nq, float *st, size_t ldst,
-                                                                   float *m, float *l, float *alpha, int masked) {
+                                                                     float *m, float *l, float *alpha, int masked) {
   const vf ninf = vf_set1(-__builtin_inff()), zero = vf_zero();
   for (size_t c = 0; c < nq; c += ATTN_VL) {
     const size_t w = nq - c < ATTN_VL ? nq - c : ATTN_VL;
@@ -40,8 +39,9 @@ static inline __attribute__((always_inline)) void attn_softmax_cols_(size_t nk, 
   }
 }
 
-void ATTN_SOFTMAX_NAME(size_t nk, size_t nq, float *st, size_t ldst, float *m, float *l, float *alpha,
-                       int masked) {
-  if (masked) attn_softmax_cols_(nk, nq, st, ldst, m, l, alpha, 1);
-  else attn_softmax_cols_(nk, nq, st, ldst, m, l, alpha, 0);
+void ATTN_SOFTMAX_NAME(size_t nk, size_t nq, float *st, size_t ldst, float *m, float *l, float *alpha, int masked) {
+  if (masked)
+    attn_softmax_cols_(nk, nq, st, ldst, m, l, alpha, 1);
+  else
+    attn_softmax_cols_(nk, nq, st, ldst, m, l, alpha, 0);
 }

@@ -28,7 +28,9 @@ static inline void vf_store_n(float *p, vf v, size_t n) {
 #define ATTN_VF_BINARY(op) \
   static inline vf vf_##op(vf a, vf b) { return simde_mm256_##op##_ps(a, b); }
 static inline vf vf_fma(vf a, vf b, vf c) { return simde_mm256_fmadd_ps(a, b, c); }
-static inline vf vf_round(vf x) { return simde_mm256_round_ps(x, SIMDE_MM_FROUND_TO_NEAREST_INT | SIMDE_MM_FROUND_NO_EXC); }
+static inline vf vf_round(vf x) {
+  return simde_mm256_round_ps(x, SIMDE_MM_FROUND_TO_NEAREST_INT | SIMDE_MM_FROUND_NO_EXC);
+}
 static inline vf vf_pow2i(vf n) {
   const simde__m256i e = simde_mm256_add_epi32(simde_mm256_cvtps_epi32(n), simde_mm256_set1_epi32(127));
   return simde_mm256_castsi256_ps(simde_mm256_slli_epi32(e, 23));

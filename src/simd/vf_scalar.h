@@ -17,10 +17,18 @@ typedef int32_t vmask __attribute__((vector_size(16)));
 
 static inline vf vf_zero(void) { return (vf){0.0f, 0.0f, 0.0f, 0.0f}; }
 static inline vf vf_set1(float x) { return (vf){x, x, x, x}; }
-static inline vf vf_load(const float *p) { vf r; memcpy(&r, p, sizeof r); return r; }
+static inline vf vf_load(const float *p) {
+  vf r;
+  memcpy(&r, p, sizeof r);
+  return r;
+}
 static inline void vf_store(float *p, vf v) { memcpy(p, &v, sizeof v); }
 /* First n (< ATTN_VL) lanes from p, the rest 0; never reads past p[n-1]. */
-static inline vf vf_load_n(const float *p, size_t n) { vf r = vf_zero(); memcpy(&r, p, n * sizeof(float)); return r; }
+static inline vf vf_load_n(const float *p, size_t n) {
+  vf r = vf_zero();
+  memcpy(&r, p, n * sizeof(float));
+  return r;
+}
 static inline void vf_store_n(float *p, vf v, size_t n) { memcpy(p, &v, n * sizeof(float)); }
 static inline vf vf_add(vf a, vf b) { return a + b; }
 static inline vf vf_sub(vf a, vf b) { return a - b; }

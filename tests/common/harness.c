@@ -16,10 +16,8 @@ int tu_setup_isa(attn_isa *active) {
   const attn_isa got = attn_isa_get();
   if (want == ATTN_ISA_AUTO) {
     int native = 0;
-    if (got <= ATTN_ISA_AUTO || got >= ATTN_ISA_COUNT || !attn_isa_available(got, &native) ||
-        !native) {
-      fprintf(stderr, "ATTN_ISA=auto: active path %d (%s) is not a native path\n", (int)got,
-              attn_isa_name(got));
+    if (got <= ATTN_ISA_AUTO || got >= ATTN_ISA_COUNT || !attn_isa_available(got, &native) || !native) {
+      fprintf(stderr, "ATTN_ISA=auto: active path %d (%s) is not a native path\n", (int)got, attn_isa_name(got));
       return 1;
     }
   } else if (got != want) {
@@ -148,8 +146,7 @@ void tu_fill_sentinel(float *p, size_t count) {
 }
 
 void tu_assert_guards(const char *what, const void *p) {
-  ck_assert_msg(tu_guards_intact(p), "%s: the library wrote into a guard zone around the buffer",
-                what);
+  ck_assert_msg(tu_guards_intact(p), "%s: the library wrote into a guard zone around the buffer", what);
 }
 
 void tu_assert_same_bits(const char *what, const void *a, const void *b, size_t bytes) {
@@ -157,8 +154,7 @@ void tu_assert_same_bits(const char *what, const void *a, const void *b, size_t 
   const unsigned char *x = a, *y = b;
   size_t i = 0;
   while (x[i] == y[i]) ++i;
-  ck_abort_msg("%s: bytes differ, first at float index %zu (of %zu)", what, i / sizeof(float),
-               bytes / sizeof(float));
+  ck_abort_msg("%s: bytes differ, first at float index %zu (of %zu)", what, i / sizeof(float), bytes / sizeof(float));
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -177,8 +173,7 @@ static void *job_thread(void *p) {
   return NULL;
 }
 
-void tu_assert_reentrant(const char *what, tu_job job, const void *const *args, size_t threads,
-                         size_t out_floats) {
+void tu_assert_reentrant(const char *what, tu_job job, const void *const *args, size_t threads, size_t out_floats) {
   job_run *runs = calloc(threads, sizeof *runs);
   pthread_t *th = calloc(threads, sizeof *th);
   float *out = malloc(sizeof(float) * out_floats * (threads + 1));

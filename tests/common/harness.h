@@ -53,7 +53,7 @@ float tu_rng_range(tu_rng *r, float lo, float hi);
 /* ------------------------------------------------------------------------------------------ */
 /* Guarded buffers: canaries before and after, body filled with the sentinel pattern            */
 /* ------------------------------------------------------------------------------------------ */
-#define TU_GUARD_BYTES 256
+#define TU_GUARD_BYTES   256
 #define TU_SENTINEL_BITS 0x7FA5A5A5u /* a NaN: a library that reads it poisons its output */
 
 /** bytes of memory (0 allowed) at 64-byte alignment + misalign; guards on both sides. */
@@ -77,7 +77,6 @@ typedef int (*tu_job)(const void *arg, float *out);
 /** Runs job(args[t], out_t) for t < threads, each on its own thread and all at once, then each
  *  again alone on this thread, and asserts that every call succeeded and that each threaded
  *  result equals its serial one bit for bit (compute calls are documented reentrant). */
-void tu_assert_reentrant(const char *what, tu_job job, const void *const *args, size_t threads,
-                         size_t out_floats);
+void tu_assert_reentrant(const char *what, tu_job job, const void *const *args, size_t threads, size_t out_floats);
 
 #endif /* ATTN_TEST_HARNESS_H */

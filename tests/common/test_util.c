@@ -12,12 +12,24 @@
 attn_layout tu_layout(tu_layout_kind kind, size_t n, size_t h, size_t w) {
   attn_layout l;
   switch (kind) {
-  case TU_HEAD_MAJOR: l.row_stride = w; l.head_stride = n * w; break;
-  case TU_PADDED: l.head_stride = w + 3; l.row_stride = h * (w + 3) + 7; break;
-  case TU_HEAD_PADDED: l.row_stride = w + 5; l.head_stride = n * (w + 5) + 11; break;
-  case TU_TOKEN_MAJOR:
-  case TU_PACKED_QKV:
-  default: l.row_stride = h * w; l.head_stride = w; break;
+    case TU_HEAD_MAJOR:
+      l.row_stride = w;
+      l.head_stride = n * w;
+      break;
+    case TU_PADDED:
+      l.head_stride = w + 3;
+      l.row_stride = h * (w + 3) + 7;
+      break;
+    case TU_HEAD_PADDED:
+      l.row_stride = w + 5;
+      l.head_stride = n * (w + 5) + 11;
+      break;
+    case TU_TOKEN_MAJOR:
+    case TU_PACKED_QKV:
+    default:
+      l.row_stride = h * w;
+      l.head_stride = w;
+      break;
   }
   return l;
 }
@@ -44,8 +56,7 @@ static void *input_alloc(size_t count) {
   return p;
 }
 
-void tu_tensor_alloc(tu_tensor *t, tu_layout_kind kind, size_t n, size_t h, size_t w,
-                     int guarded) {
+void tu_tensor_alloc(tu_tensor *t, tu_layout_kind kind, size_t n, size_t h, size_t w, int guarded) {
   tensor_init(t, n, h, w, tu_layout(kind, n, h, w));
   t->guarded = guarded;
   t->owner = guarded ? tu_alloc(sizeof(float) * t->span, 0) : input_alloc(t->span);
@@ -54,8 +65,10 @@ void tu_tensor_alloc(tu_tensor *t, tu_layout_kind kind, size_t n, size_t h, size
 
 void tu_tensor_free(tu_tensor *t) {
   if (t->owner) {
-    if (t->guarded) tu_free(t->owner);
-    else free(t->owner);
+    if (t->guarded)
+      tu_free(t->owner);
+    else
+      free(t->owner);
   }
   t->owner = NULL;
   t->data = NULL;
@@ -101,8 +114,7 @@ void tu_assert_output_clean(const char *what, const tu_tensor *t) {
     if (!mark[e] && bits != TU_SENTINEL_BITS) bad = e;
   }
   free(mark);
-  ck_assert_msg(bad == SIZE_MAX, "%s: the library wrote a gap element (offset %zu) of a strided output",
-                what, bad);
+  ck_assert_msg(bad == SIZE_MAX, "%s: the library wrote a gap element (offset %zu) of a strided output", what, bad);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -110,24 +122,30 @@ void tu_assert_output_clean(const char *what, const tu_tensor *t) {
 /* ------------------------------------------------------------------------------------------ */
 static void fill_qk(tu_tensor *t, tu_data data, tu_rng *r, size_t d) {
   switch (data) {
-  case TU_DATA_POSITIVE: tu_tensor_fill(t, r, 0.0f, 1.0f); break;
-  case TU_DATA_WIDE: tu_tensor_fill(t, r, -30.0f, 30.0f); break;
-  case TU_DATA_LARGE: {
-    /* q_t, k_t = c (1 + 0.02 u), c^2 d = 95: q.k in 95 * [0.98^2, 1.02^2] = [91.2, 98.8]. */
-    const double c = sqrt(95.0 / (double)d);
-    for (size_t i = 0; i < t->n; ++i)
-      for (size_t h = 0; h < t->h; ++h)
-        for (size_t e = 0; e < t->w; ++e)
-          *tu_at(t, i, h, e) = (float)(c * (1.0 + 0.02 * tu_rng_range(r, -1.0f, 1.0f)));
-    break;
-  }
-  case TU_DATA_UNIFORM:
-  default: tu_tensor_fill(t, r, -1.0f, 1.0f); break;
+    case TU_DATA_POSITIVE:
+      tu_tensor_fill(t, r, 0.0f, 1.0f);
+      break;
+    case TU_DATA_WIDE:
+      tu_tensor_fill(t, r, -30.0f, 30.0f);
+      break;
+    case TU_DATA_LARGE: {
+      /* q_t, k_t = c (1 + 0.02 u), c^2 d = 95: q.k in 95 * [0.98^2, 1.02^2] = [91.2, 98.8]. */
+      const double c = sqrt(95.0 / (double)d);
+      for (size_t i = 0; i < t->n; ++i)
+        for (size_t h = 0; h < t->h; ++h)
+          for (size_t e = 0; e < t->w; ++e)
+            *tu_at(t, i, h, e) = (float)(c * (1.0 + 0.02 * tu_rng_range(r, -1.0f, 1.0f)));
+      break;
+    }
+    case TU_DATA_UNIFORM:
+    default:
+      tu_tensor_fill(t, r, -1.0f, 1.0f);
+      break;
   }
 }
 
-void tu_qkv_make(tu_qkv *x, tu_layout_kind kind, tu_data data, tu_rng *r, size_t n_q, size_t n_kv,
-                 size_t h_q, size_t h_k, size_t h_v, size_t d, size_t dv) {
+void tu_qkv_make(tu_qkv *x, tu_layout_kind kind, tu_data data, tu_rng *r, size_t n_q, size_t n_kv, size_t h_q,
+                 size_t h_k, size_t h_v, size_t d, size_t dv) {
   memset(x, 0, sizeof *x);
   if (kind == TU_PACKED_QKV) {
     ck_assert_uint_eq(n_q, n_kv);
@@ -148,8 +166,10 @@ void tu_qkv_make(tu_qkv *x, tu_layout_kind kind, tu_data data, tu_rng *r, size_t
   }
   fill_qk(&x->q, data, r, d);
   fill_qk(&x->k, data, r, d);
-  if (data == TU_DATA_POSITIVE) tu_tensor_fill(&x->v, r, 0.0f, 1.0f);
-  else tu_tensor_fill(&x->v, r, -1.0f, 1.0f);
+  if (data == TU_DATA_POSITIVE)
+    tu_tensor_fill(&x->v, r, 0.0f, 1.0f);
+  else
+    tu_tensor_fill(&x->v, r, -1.0f, 1.0f);
   tu_qkv_snapshot(x);
 }
 
@@ -174,7 +194,7 @@ void tu_qkv_poison(tu_qkv *x, int poison_case, size_t tail, char *what, size_t l
   const size_t count = t->n - tail, tok = late ? count - 1 - count / 3 : count / 5, col = (size_t)b % t->w;
   *tu_at(t, tok, t->h - 1, col) = bad[b];
   tu_qkv_snapshot(x);
-  snprintf(what, len, "%c[%zu][%zu][%zu] = %g", "qkv"[which], tok, t->h - 1, col, (double)bad[b]);
+  snprintf(what, len, "%c[%zu][%zu][%zu] = %g", "qkv"[which], tok, t -> h - 1, col, (double)bad[b]);
 }
 
 void tu_qkv_snapshot(tu_qkv *x) {
@@ -216,8 +236,7 @@ void tu_qkv_free(tu_qkv *x) {
   memset(x, 0, sizeof *x);
 }
 
-void tu_shape_layouts(attn_shape *s, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
-                      const tu_tensor *o) {
+void tu_shape_layouts(attn_shape *s, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v, const tu_tensor *o) {
   s->q = q->l;
   s->k = k->l;
   s->v = v->l;
@@ -232,8 +251,8 @@ ref_layout tu_ref_layout(const tu_tensor *t) {
 /* ------------------------------------------------------------------------------------------ */
 /* Comparison                                                                                  */
 /* ------------------------------------------------------------------------------------------ */
-void tu_compare(const char *family, const char *what, const tu_tensor *got, const double *ref,
-                const double *scale, const double *tol) {
+void tu_compare(const char *family, const char *what, const tu_tensor *got, const double *ref, const double *scale,
+                const double *tol) {
   size_t fails = 0, first = 0, ft = 0, fh = 0, fc = 0, e = 0;
   double max_rel = 0.0, max_util = 0.0;
   for (size_t i = 0; i < got->n; ++i) {
@@ -265,14 +284,13 @@ void tu_compare(const char *family, const char *what, const tu_tensor *got, cons
     }
   }
   if (getenv("ATTN_TEST_REPORT"))
-    fprintf(stderr, "ATTN_ERR %s %s %.3e %.3f %s\n", family, attn_isa_name(attn_isa_get()),
-            max_rel, max_util, what);
+    fprintf(stderr, "ATTN_ERR %s %s %.3e %.3f %s\n", family, attn_isa_name(attn_isa_get()), max_rel, max_util, what);
   ck_assert_msg(fails == 0,
                 "%s %s: %zu of %zu elements out of tolerance; first at token %zu head %zu col %zu: "
                 "got %.9g ref %.9g |err| %.3g > bound %.3g (tol %.3g x scale %.3g)",
                 family, what, fails, e, ft, fh, fc, (double)*tu_at(got, ft, fh, fc), ref[first],
-                fabs((double)*tu_at(got, ft, fh, fc) - ref[first]), tol[first] * scale[first],
-                tol[first], scale[first]);
+                fabs((double)*tu_at(got, ft, fh, fc) - ref[first]), tol[first] * scale[first], tol[first],
+                scale[first]);
 }
 
 double *tu_dup(double value, size_t count) {

@@ -26,12 +26,12 @@ typedef enum tu_layout_kind {
 } tu_layout_kind;
 
 typedef struct tu_tensor {
-  float *data;     /* element (0, 0, 0) */
-  size_t n, h, w;  /* tokens, heads, width */
-  attn_layout l;   /* strides in elements */
-  size_t span;     /* elements from data to one past the last element */
-  void *owner;     /* allocation to free (NULL: data points into another buffer) */
-  int guarded;     /* owner comes from tu_alloc (outputs) or malloc (inputs) */
+  float *data;    /* element (0, 0, 0) */
+  size_t n, h, w; /* tokens, heads, width */
+  attn_layout l;  /* strides in elements */
+  size_t span;    /* elements from data to one past the last element */
+  void *owner;    /* allocation to free (NULL: data points into another buffer) */
+  int guarded;    /* owner comes from tu_alloc (outputs) or malloc (inputs) */
 } tu_tensor;
 
 attn_layout tu_layout(tu_layout_kind kind, size_t n, size_t h, size_t w);
@@ -65,17 +65,16 @@ typedef struct tu_qkv {
   tu_tensor q, k, v;
   void *packed; /* the shared buffer of a packed layout */
   size_t packed_bytes;
-  void *copy;   /* snapshot of all input bytes, to prove the call did not write them */
+  void *copy; /* snapshot of all input bytes, to prove the call did not write them */
   size_t copy_bytes;
 } tu_qkv;
 
 /** Allocate and fill q [n_q][h_q][d], k [n_kv][h_k][d], v [n_kv][h_v][dv] in a layout
  *  (TU_PACKED_QKV needs n_q == n_kv), then snapshot them. */
-void tu_qkv_make(tu_qkv *x, tu_layout_kind kind, tu_data data, tu_rng *r, size_t n_q, size_t n_kv,
-                 size_t h_q, size_t h_k, size_t h_v, size_t d, size_t dv);
+void tu_qkv_make(tu_qkv *x, tu_layout_kind kind, tu_data data, tu_rng *r, size_t n_q, size_t n_kv, size_t h_q,
+                 size_t h_k, size_t h_v, size_t d, size_t dv);
 /** Point a shape's q, k, v and o layouts at tensors (sizes stay as they are). */
-void tu_shape_layouts(attn_shape *s, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
-                      const tu_tensor *o);
+void tu_shape_layouts(attn_shape *s, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v, const tu_tensor *o);
 /** The cases of tu_qkv_poison: q, k or v x NaN, +inf or -inf x a token early or late. */
 #define TU_POISON_CASES 18
 /** Non-finite-policy tests: sets one element of q, k or v (case / 6) to NaN, +inf or -inf
@@ -100,8 +99,8 @@ ref_layout tu_ref_layout(const tu_tensor *t);
  * With ATTN_TEST_REPORT set in the environment it prints, on stderr, one line
  * "ATTN_ERR <family> <isa> <max err/scale> <max err/(tol*scale)> <what>" per call.
  */
-void tu_compare(const char *family, const char *what, const tu_tensor *got, const double *ref,
-                const double *scale, const double *tol);
+void tu_compare(const char *family, const char *what, const tu_tensor *got, const double *ref, const double *scale,
+                const double *tol);
 
 /** Convenience: a double array of `count` copies of value (freed by the caller). */
 double *tu_dup(double value, size_t count);

@@ -40,9 +40,9 @@ static void check_shape_and_masks(const uint8_t *p, size_t n) {
   const size_t H = fz_heads_out(z[2], z[3], z[4]);
   const size_t heads[4] = {z[2], z[3], z[4], H}, width[4] = {z[5], z[5], z[6], z[6]};
   const attn_layout got[4] = {s.q, s.k, s.v, s.o};
-  FZ_CHECK(s.n_q == z[0] && s.n_kv == z[1] && s.h_q == z[2] && s.h_k == z[3] && s.h_v == z[4] && s.d == z[5] &&
-               s.dv == z[6],
-           "shape_init: sizes not copied");
+  FZ_CHECK(
+      s.n_q == z[0] && s.n_kv == z[1] && s.h_q == z[2] && s.h_k == z[3] && s.h_v == z[4] && s.d == z[5] && s.dv == z[6],
+      "shape_init: sizes not copied");
   for (int i = 0; i < 4; ++i) {
     if (width[i] && heads[i] > SIZE_MAX / width[i]) continue; /* a product that wraps: not documented */
     FZ_CHECK(got[i].row_stride == heads[i] * width[i] && got[i].head_stride == width[i],
@@ -61,8 +61,10 @@ static void check_shape_and_masks(const uint8_t *p, size_t n) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int id = 0;
-  if (size >= sizeof id) memcpy(&id, data, sizeof id);
-  else if (size > 0) id = (int)(int8_t)data[0];
+  if (size >= sizeof id)
+    memcpy(&id, data, sizeof id);
+  else if (size > 0)
+    id = (int)(int8_t)data[0];
   const size_t skip = size >= sizeof id ? sizeof id : size;
   char *name = fz_calloc(size - skip + 1, 1); /* the rest, NUL-terminated (it may hold NULs) */
   memcpy(name, data + skip, size - skip);
@@ -87,8 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int is_name = 0;
   for (int i = ATTN_ISA_AUTO; i < ATTN_ISA_COUNT; ++i) is_name |= strcmp(name, attn_isa_name((attn_isa)i)) == 0;
   FZ_CHECK(is_name == (parsed != ATTN_ISA_NONE), "from_name(\"%s\") = %d", name, (int)parsed);
-  if (parsed != ATTN_ISA_NONE)
-    FZ_CHECK(strcmp(attn_isa_name(parsed), name) == 0, "name(from_name(\"%s\"))", name);
+  if (parsed != ATTN_ISA_NONE) FZ_CHECK(strcmp(attn_isa_name(parsed), name) == 0, "name(from_name(\"%s\"))", name);
   FZ_CHECK(attn_isa_from_name(NULL) == ATTN_ISA_NONE, "from_name(NULL)");
 
   int native = -1;

@@ -16,10 +16,10 @@
 #endif
 #ifdef FZ_ASAN
 #include <sanitizer/asan_interface.h>
-#define FZ_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define FZ_POISON(p, n)   ASAN_POISON_MEMORY_REGION(p, n)
 #define FZ_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
 #else
-#define FZ_POISON(p, n) ((void)(p), (void)(n))
+#define FZ_POISON(p, n)   ((void)(p), (void)(n))
 #define FZ_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
@@ -66,8 +66,8 @@ void fz_fail(const char *fmt, ...) {
 }
 
 void fz_check_status(const char *what, attn_status got, attn_status want) {
-  FZ_CHECK(got == want, "%s: status %d (%s), expected %d (%s)", what, (int)got, attn_status_string(got),
-           (int)want, attn_status_string(want));
+  FZ_CHECK(got == want, "%s: status %d (%s), expected %d (%s)", what, (int)got, attn_status_string(got), (int)want,
+           attn_status_string(want));
 }
 
 int fz_nonfinite(void) {
@@ -157,17 +157,17 @@ void fz_break_heads(fz_in *in, attn_shape *s) {
 
 void fz_check_shape_defaults(const char *what, const attn_shape *s, size_t n_q, size_t n_kv, size_t h_q, size_t h_k,
                              size_t h_v, size_t d, size_t dv) {
-  FZ_CHECK(s->n_q == n_q && s->n_kv == n_kv && s->h_q == h_q && s->h_k == h_k && s->h_v == h_v && s->d == d &&
-               s->dv == dv,
-           "%s: sizes not copied", what);
+  FZ_CHECK(
+      s->n_q == n_q && s->n_kv == n_kv && s->h_q == h_q && s->h_k == h_k && s->h_v == h_v && s->d == d && s->dv == dv,
+      "%s: sizes not copied", what);
   const attn_layout want[4] = {tu_layout(TU_TOKEN_MAJOR, n_q, h_q, d), tu_layout(TU_TOKEN_MAJOR, n_kv, h_k, d),
                                tu_layout(TU_TOKEN_MAJOR, n_kv, h_v, dv),
                                tu_layout(TU_TOKEN_MAJOR, n_q, fz_heads_out(h_q, h_k, h_v), dv)};
   const attn_layout got[4] = {s->q, s->k, s->v, s->o};
   for (int i = 0; i < 4; ++i)
     FZ_CHECK(got[i].row_stride == want[i].row_stride && got[i].head_stride == want[i].head_stride,
-             "%s: layout %d is {%zu, %zu}, not token-major {%zu, %zu}", what, i, got[i].row_stride,
-             got[i].head_stride, want[i].row_stride, want[i].head_stride);
+             "%s: layout %d is {%zu, %zu}, not token-major {%zu, %zu}", what, i, got[i].row_stride, got[i].head_stride,
+             want[i].row_stride, want[i].head_stride);
 }
 
 void fz_call_bind(fz_call *c, attn_shape *shape, attn_layout *lse, const fz_qkv *x, const tu_tensor *o, void *ws,
@@ -200,63 +200,81 @@ static int break_stride(fz_in *in, fz_call *c, size_t i, int overflow) {
 
 void fz_common_fault(fz_in *in, fz_call *c, int fault) {
   switch (fault) {
-  case FZ_NULL_DESC:
-    c->null_desc = 1;
-    fz_expect_fault(&c->query, ATTN_E_NULL_POINTER);
-    fz_expect_fault(&c->call, ATTN_E_NULL_POINTER);
-    return;
-  case FZ_NULL_POINTER:
-    switch (fz_pick(in, 5)) {
-    case 0: c->q = NULL; break;
-    case 1: c->k = NULL; break;
-    case 2: c->v = NULL; break;
-    case 3: c->o = NULL; break;
-    default: c->ws = NULL; break;
+    case FZ_NULL_DESC:
+      c->null_desc = 1;
+      fz_expect_fault(&c->query, ATTN_E_NULL_POINTER);
+      fz_expect_fault(&c->call, ATTN_E_NULL_POINTER);
+      return;
+    case FZ_NULL_POINTER:
+      switch (fz_pick(in, 5)) {
+        case 0:
+          c->q = NULL;
+          break;
+        case 1:
+          c->k = NULL;
+          break;
+        case 2:
+          c->v = NULL;
+          break;
+        case 3:
+          c->o = NULL;
+          break;
+        default:
+          c->ws = NULL;
+          break;
+      }
+      fz_expect_fault(&c->call, ATTN_E_NULL_POINTER);
+      return;
+    case FZ_ZERO_SIZE: {
+      attn_shape *s = c->shape;
+      size_t *sizes[7] = {&s->n_q, &s->n_kv, &s->h_q, &s->h_k, &s->h_v, &s->d, &s->dv};
+      *sizes[fz_pick(in, 7)] = 0;
+      fz_expect_fault(&c->query, ATTN_E_ZERO_SIZE);
+      fz_expect_fault(&c->call, ATTN_E_ZERO_SIZE);
+      return;
     }
-    fz_expect_fault(&c->call, ATTN_E_NULL_POINTER);
-    return;
-  case FZ_ZERO_SIZE: {
-    attn_shape *s = c->shape;
-    size_t *sizes[7] = {&s->n_q, &s->n_kv, &s->h_q, &s->h_k, &s->h_v, &s->d, &s->dv};
-    *sizes[fz_pick(in, 7)] = 0;
-    fz_expect_fault(&c->query, ATTN_E_ZERO_SIZE);
-    fz_expect_fault(&c->call, ATTN_E_ZERO_SIZE);
-    return;
-  }
-  case FZ_BAD_HEADS:
-    fz_break_heads(in, c->shape);
-    fz_expect_fault(&c->query, ATTN_E_BAD_HEADS);
-    fz_expect_fault(&c->call, ATTN_E_BAD_HEADS);
-    return;
-  case FZ_BAD_STRIDE:
-  case FZ_OVERFLOW: {
-    const size_t i = fz_pick(in, 5);
-    const int overflow = fault == FZ_OVERFLOW;
-    if (!break_stride(in, c, i, overflow)) {
-      if (!overflow) return;
-      c->shape->n_q = SIZE_MAX / 2; /* q is checked first: its span overflows whatever its strides */
-      if (c->shape->q.row_stride < c->shape->d) c->shape->q.row_stride = c->shape->d;
+    case FZ_BAD_HEADS:
+      fz_break_heads(in, c->shape);
+      fz_expect_fault(&c->query, ATTN_E_BAD_HEADS);
+      fz_expect_fault(&c->call, ATTN_E_BAD_HEADS);
+      return;
+    case FZ_BAD_STRIDE:
+    case FZ_OVERFLOW: {
+      const size_t i = fz_pick(in, 5);
+      const int overflow = fault == FZ_OVERFLOW;
+      if (!break_stride(in, c, i, overflow)) {
+        if (!overflow) return;
+        c->shape->n_q = SIZE_MAX / 2; /* q is checked first: its span overflows whatever its strides */
+        if (c->shape->q.row_stride < c->shape->d) c->shape->q.row_stride = c->shape->d;
+      }
+      const attn_status st = overflow ? ATTN_E_SIZE_OVERFLOW : ATTN_E_BAD_STRIDE;
+      fz_expect_fault(&c->query, st);
+      fz_expect_fault(&c->call, st);
+      return;
     }
-    const attn_status st = overflow ? ATTN_E_SIZE_OVERFLOW : ATTN_E_BAD_STRIDE;
-    fz_expect_fault(&c->query, st);
-    fz_expect_fault(&c->call, st);
-    return;
-  }
-  case FZ_ALIAS:
-    switch (fz_pick(in, 4)) {
-    case 0: c->o = (float *)c->q; break;
-    case 1: c->o = (float *)c->v; break;
-    case 2: c->ws = (void *)c->k; break;
-    default: c->ws = c->o; break;
-    }
-    fz_expect_fault(&c->call, ATTN_E_ALIASING);
-    return;
-  case FZ_WS_SMALL:
-    c->ws_bytes = fz_pick(in, 256) * c->ws_bytes / 256;
-    fz_expect_fault(&c->call, ATTN_E_WORKSPACE_TOO_SMALL);
-    return;
-  default:
-    return;
+    case FZ_ALIAS:
+      switch (fz_pick(in, 4)) {
+        case 0:
+          c->o = (float *)c->q;
+          break;
+        case 1:
+          c->o = (float *)c->v;
+          break;
+        case 2:
+          c->ws = (void *)c->k;
+          break;
+        default:
+          c->ws = c->o;
+          break;
+      }
+      fz_expect_fault(&c->call, ATTN_E_ALIASING);
+      return;
+    case FZ_WS_SMALL:
+      c->ws_bytes = fz_pick(in, 256) * c->ws_bytes / 256;
+      fz_expect_fault(&c->call, ATTN_E_WORKSPACE_TOO_SMALL);
+      return;
+    default:
+      return;
   }
 }
 
@@ -449,8 +467,7 @@ void fz_check_output_clean(const char *what, const tu_tensor *t) {
   for (size_t e = 0; e < t->span; ++e) {
     uint32_t bits;
     memcpy(&bits, t->data + e, sizeof bits);
-    FZ_CHECK(mark[e] || bits == TU_SENTINEL_BITS, "%s: gap element %zu of the strided output was written",
-             what, e);
+    FZ_CHECK(mark[e] || bits == TU_SENTINEL_BITS, "%s: gap element %zu of the strided output was written", what, e);
   }
   free(mark);
 }
@@ -458,8 +475,8 @@ void fz_check_output_clean(const char *what, const tu_tensor *t) {
 /* ------------------------------------------------------------------------------------------ */
 /* Comparison                                                                                  */
 /* ------------------------------------------------------------------------------------------ */
-void fz_compare(const char *what, const tu_tensor *got, const double *ref, const double *scale,
-                const double *tol, const unsigned char *skip_rows) {
+void fz_compare(const char *what, const tu_tensor *got, const double *ref, const double *scale, const double *tol,
+                const unsigned char *skip_rows) {
   size_t e = 0;
   for (size_t i = 0; i < got->n; ++i)
     for (size_t h = 0; h < got->h; ++h)
@@ -469,10 +486,12 @@ void fz_compare(const char *what, const tu_tensor *got, const double *ref, const
         const double bound = tol[row] * (scale ? scale[e] : 1.0);
         int ok;
         if (skip_rows && skip_rows[row]) continue;
-        if (!isfinite(r)) ok = isnan(r) ? isnan(g) : g == r;
-        else ok = fabs(g - r) <= bound; /* false for NaN */
-        FZ_CHECK(ok, "%s: token %zu head %zu col %zu: got %.9g, reference %.9g, |err| %.3g > bound %.3g", what, i,
-                 h, c, g, r, fabs(g - r), bound);
+        if (!isfinite(r))
+          ok = isnan(r) ? isnan(g) : g == r;
+        else
+          ok = fabs(g - r) <= bound; /* false for NaN */
+        FZ_CHECK(ok, "%s: token %zu head %zu col %zu: got %.9g, reference %.9g, |err| %.3g > bound %.3g", what, i, h, c,
+                 g, r, fabs(g - r), bound);
       }
 }
 
@@ -511,7 +530,8 @@ int fz_guards_intact(const void *p) {
   FZ_UNPOISON(b - FZ_GUARD_BYTES, FZ_GUARD_BYTES);
   FZ_UNPOISON(b + bytes, FZ_GUARD_BYTES);
   int ok = 1;
-  for (size_t i = 0; i < FZ_GUARD_BYTES; ++i) ok &= b[-1 - (ptrdiff_t)i] == GUARD_BYTE(i) && b[bytes + i] == GUARD_BYTE(i);
+  for (size_t i = 0; i < FZ_GUARD_BYTES; ++i)
+    ok &= b[-1 - (ptrdiff_t)i] == GUARD_BYTE(i) && b[bytes + i] == GUARD_BYTE(i);
   FZ_POISON(b - FZ_GUARD_BYTES, FZ_GUARD_BYTES);
   FZ_POISON(b + bytes, FZ_GUARD_BYTES);
   return ok;
@@ -526,8 +546,10 @@ void fz_free(void *p) {
 }
 
 void fz_tensor_free(tu_tensor *t) {
-  if (t->guarded) fz_free(t->owner);
-  else free(t->owner);
+  if (t->guarded)
+    fz_free(t->owner);
+  else
+    free(t->owner);
   t->owner = t->data = NULL;
 }
 

@@ -37,7 +37,7 @@ typedef struct fz_in {
   size_t n, pos;       /* header: bytes [0, n) */
   const uint8_t *vals; /* values: the bytes after the header */
   size_t nvals, vpos;
-  tu_rng rng;          /* values once those are used up */
+  tu_rng rng; /* values once those are used up */
 } fz_in;
 
 void fz_init(fz_in *in, const uint8_t *data, size_t size);
@@ -55,8 +55,8 @@ float fz_value(fz_in *in, float lo, float hi);
 /* ------------------------------------------------------------------------------------------ */
 /** Prints "attn fuzz: <message>" on stderr and aborts (libFuzzer saves the input). */
 void fz_fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-#define FZ_CHECK(cond, ...)         \
-  do {                              \
+#define FZ_CHECK(cond, ...)            \
+  do {                                 \
     if (!(cond)) fz_fail(__VA_ARGS__); \
   } while (0)
 /** Aborts unless got == want: "<what>: status <got> (<string>), expected <want>". */
@@ -111,7 +111,7 @@ typedef struct fz_call {
   float *o;
   void *ws;
   size_t ws_bytes;
-  int null_desc;  /* pass NULL for the descriptor */
+  int null_desc;   /* pass NULL for the descriptor */
   fz_expect query; /* expected status of the descriptor queries (*_workspace_size, ...) */
   fz_expect call;  /* expected status of the compute call */
 } fz_call;
@@ -207,8 +207,8 @@ void fz_check_output_clean(const char *what, const tu_tensor *t);
  * - otherwise |got - ref| <= tol[r] * scale[e] (scale NULL: 1).
  * Aborts with the first failing element otherwise.
  */
-void fz_compare(const char *what, const tu_tensor *got, const double *ref, const double *scale,
-                const double *tol, const unsigned char *skip_rows);
+void fz_compare(const char *what, const tu_tensor *got, const double *ref, const double *scale, const double *tol,
+                const unsigned char *skip_rows);
 
 /** Guarded memory: `bytes` (0 allowed) at 64-byte alignment + misalign, every float of it set to
  *  the sentinel, between two guard zones of FZ_GUARD_BYTES that hold a canary and, under ASan,

@@ -76,8 +76,7 @@ static void check_queries_expect(const attn_linear_desc *dp, const fz_expect *e,
     fz_check_expect(names[i], st[i], e);
     FZ_CHECK(st[i] == ATTN_OK || out[i] == SIZE_MAX, "%s wrote its output on error", names[i]);
   }
-  FZ_CHECK(st[3] != ATTN_OK || out[3] == ws_need, "workspace_size %zu, %zu with the default layouts", out[3],
-           ws_need);
+  FZ_CHECK(st[3] != ATTN_OK || out[3] == ws_need, "workspace_size %zu, %zu with the default layouts", out[3], ws_need);
 }
 
 /* State rows (state head, feature) that no policy defines: every row of a state head whose key
@@ -103,10 +102,25 @@ static void check_results(const attn_linear_desc *d, const fz_qkv *x, const tu_t
   const size_t rows = s->n_q * H, ld = s->dv + 2, slab = s->d * ld, sfloats = L * slab;
   const size_t n_tokens = (size_t)tokens0 + s->n_kv;
   double *ro = fz_doubles(rows * s->dv), *oscale = fz_doubles(rows * s->dv), *tol = fz_doubles(rows);
-  const ref_linear_problem p = {s->n_q, s->n_kv, s->h_q, s->h_k, s->h_v, s->d, s->dv,
+  const ref_linear_problem p = {s->n_q,
+                                s->n_kv,
+                                s->h_q,
+                                s->h_k,
+                                s->h_v,
+                                s->d,
+                                s->dv,
                                 d->feature_map == ATTN_FEATURE_ELU1 ? REF_FM_ELU1 : REF_FM_IDENTITY,
-                                is_causal(d), d->normalize, d->eps, d->scale, x->q.data, x->k.data, x->v.data,
-                                tu_ref_layout(&x->q), tu_ref_layout(&x->k), tu_ref_layout(&x->v), s0};
+                                is_causal(d),
+                                d->normalize,
+                                d->eps,
+                                d->scale,
+                                x->q.data,
+                                x->k.data,
+                                x->v.data,
+                                tu_ref_layout(&x->q),
+                                tu_ref_layout(&x->k),
+                                tu_ref_layout(&x->v),
+                                s0};
   ref_linear(&p, ro, oscale);
   for (size_t r = 0; r < rows; ++r) tol[r] = tol_linear_o(n_tokens, s->d);
   fz_compare("linear o", o, ro, oscale, tol, NULL); /* the reference applies the NaN policy */
@@ -118,8 +132,7 @@ static void check_results(const attn_linear_desc *d, const fz_qkv *x, const tu_t
     unsigned char *free_rows = fz_nonfinite() ? poisoned_state_rows(s, L, x, s0) : NULL;
     fz_compare("linear state", &view, rs, sscale, stol, free_rows);
     free(free_rows);
-    FZ_CHECK(st->s.tokens == n_tokens, "state tokens %llu, expected %zu", (unsigned long long)st->s.tokens,
-             n_tokens);
+    FZ_CHECK(st->s.tokens == n_tokens, "state tokens %llu, expected %zu", (unsigned long long)st->s.tokens, n_tokens);
     free(rs);
     free(sscale);
     free(stol);
@@ -133,9 +146,15 @@ static void check_results(const attn_linear_desc *d, const fz_qkv *x, const tu_t
  * a chunk-local width. */
 static attn_mask bad_mask(fz_in *in, attn_mask m) {
   switch (fz_pick(in, 3)) {
-  case 0: m.left = fz_u8(in) * (SIZE_MAX / 512); break;
-  case 1: m.right = 1 + fz_u8(in) * (SIZE_MAX / 512); break;
-  default: m.chunk = 1 + fz_u8(in) * (SIZE_MAX / 512); break;
+    case 0:
+      m.left = fz_u8(in) * (SIZE_MAX / 512);
+      break;
+    case 1:
+      m.right = 1 + fz_u8(in) * (SIZE_MAX / 512);
+      break;
+    default:
+      m.chunk = 1 + fz_u8(in) * (SIZE_MAX / 512);
+      break;
   }
   return m;
 }
@@ -143,12 +162,24 @@ static attn_mask bad_mask(fz_in *in, attn_mask m) {
 /* A state struct of another shape or mode than the call's (one field changed). */
 static void state_mismatch(fz_in *in, attn_linear_state *s) {
   switch (fz_pick(in, 6)) {
-  case 0: s->heads += 1 + fz_u8(in) % 4; break;
-  case 1: s->m += 1 + fz_u8(in); break;
-  case 2: s->dv += 1 + fz_u8(in); break;
-  case 3: s->ld = fz_u8(in) & 1 ? s->ld - 1 : s->ld + 1 + fz_u8(in); break;
-  case 4: s->normalize = !s->normalize; break;
-  default: s->feature_map = (attn_feature_map)!s->feature_map; break;
+    case 0:
+      s->heads += 1 + fz_u8(in) % 4;
+      break;
+    case 1:
+      s->m += 1 + fz_u8(in);
+      break;
+    case 2:
+      s->dv += 1 + fz_u8(in);
+      break;
+    case 3:
+      s->ld = fz_u8(in) & 1 ? s->ld - 1 : s->ld + 1 + fz_u8(in);
+      break;
+    case 4:
+      s->normalize = !s->normalize;
+      break;
+    default:
+      s->feature_map = (attn_feature_map)!s->feature_map;
+      break;
   }
 }
 
@@ -167,8 +198,10 @@ static int one_call(fz_in *in, attn_isa isa, const lin_shape *sh, lin_state *st,
   size_t n_q = fz_size(in, MAX_N), n_kv = fz_size(in, MAX_N);
   if (fz_pick(in, 4) == 0) n_q = n_kv = 1; /* a decode step */
   while (n_q * n_kv * H * (sh->d + sh->dv) > WORK_LIMIT) {
-    if (n_q >= n_kv) n_q = (n_q + 1) / 2;
-    else n_kv = (n_kv + 1) / 2;
+    if (n_q >= n_kv)
+      n_q = (n_q + 1) / 2;
+    else
+      n_kv = (n_kv + 1) / 2;
   }
   attn_linear_desc d;
   fz_check_status("desc_init", attn_linear_desc_init(&d, n_q, n_kv, h_q, sh->h_k, sh->d, sh->dv, sh->fm), ATTN_OK);
@@ -221,53 +254,64 @@ static int one_call(fz_in *in, attn_isa isa, const lin_shape *sh, lin_state *st,
   for (int f = last ? fz_fault_count(in) : 0; f > 0; --f) {
     attn_status want = ATTN_OK; /* a fault of the descriptor: the queries answer it too */
     switch (fz_pick(in, F_COUNT)) {
-    case F_FEATURE_MAP:
-      if (fz_u8(in) & 1) cd.feature_map = (attn_feature_map)(ATTN_FEATURE_COUNT + fz_u8(in));
-      else cd.m = sh->d > 1 && (fz_u8(in) & 1) ? 1 + fz_u8(in) % (sh->d - 1) : sh->d + 1 + fz_u8(in);
-      want = ATTN_E_BAD_FEATURE_MAP;
-      break;
-    case F_MASK:
-      cd.mask = bad_mask(in, cd.mask);
-      want = ATTN_E_BAD_WINDOW;
-      break;
-    case F_MODE:
-      cd.normalize = fz_u8(in) & 1 ? 2 + (int)fz_u8(in) : -1 - (int)fz_u8(in);
-      want = ATTN_E_BAD_ARGUMENT;
-      break;
-    case F_CHUNK:
-      cd.chunk = ATTN_LINEAR_MAX_CHUNK + 1 + fz_u8(in) * (SIZE_MAX / 512);
-      want = ATTN_E_BAD_ARGUMENT;
-      break;
-    case F_SCALE: {
-      const float bad[3] = {NAN, INFINITY, -INFINITY};
-      cd.scale = bad[fz_pick(in, 3)];
-      want = ATTN_E_BAD_SCALE;
-      break;
-    }
-    case F_EPS: {
-      const float bad[4] = {NAN, INFINITY, -1e-6f, -INFINITY};
-      cd.eps = bad[fz_pick(in, 4)];
-      want = ATTN_E_BAD_EPS;
-      break;
-    }
-    case F_STATE:
-      if (!sp) { /* a state on a bidirectional call, or a causal call that keeps none */
-        if (!is_causal(&cd)) {
-          call_state = (attn_linear_state){sh->L, sh->d, sh->dv, sh->dv + 2, sh->fm, sh->normalize, 0, o.data};
-          sp = &call_state;
-          fz_expect_fault(&c.call, ATTN_E_BAD_ARGUMENT);
-        }
+      case F_FEATURE_MAP:
+        if (fz_u8(in) & 1)
+          cd.feature_map = (attn_feature_map)(ATTN_FEATURE_COUNT + fz_u8(in));
+        else
+          cd.m = sh->d > 1 && (fz_u8(in) & 1) ? 1 + fz_u8(in) % (sh->d - 1) : sh->d + 1 + fz_u8(in);
+        want = ATTN_E_BAD_FEATURE_MAP;
+        break;
+      case F_MASK:
+        cd.mask = bad_mask(in, cd.mask);
+        want = ATTN_E_BAD_WINDOW;
+        break;
+      case F_MODE:
+        cd.normalize = fz_u8(in) & 1 ? 2 + (int)fz_u8(in) : -1 - (int)fz_u8(in);
+        want = ATTN_E_BAD_ARGUMENT;
+        break;
+      case F_CHUNK:
+        cd.chunk = ATTN_LINEAR_MAX_CHUNK + 1 + fz_u8(in) * (SIZE_MAX / 512);
+        want = ATTN_E_BAD_ARGUMENT;
+        break;
+      case F_SCALE: {
+        const float bad[3] = {NAN, INFINITY, -INFINITY};
+        cd.scale = bad[fz_pick(in, 3)];
+        want = ATTN_E_BAD_SCALE;
         break;
       }
-      if (state_faulted++) break; /* a second state fault could undo the first (a toggled flag) */
-      switch (fz_pick(in, 3)) {
-      case 0: call_state.data = NULL; fz_expect_fault(&c.call, ATTN_E_NULL_POINTER); break;
-      case 1: call_state.data = c.o; fz_expect_fault(&c.call, ATTN_E_ALIASING); break;
-      default: state_mismatch(in, &call_state); fz_expect_fault(&c.call, ATTN_E_STATE_MISMATCH); break;
+      case F_EPS: {
+        const float bad[4] = {NAN, INFINITY, -1e-6f, -INFINITY};
+        cd.eps = bad[fz_pick(in, 4)];
+        want = ATTN_E_BAD_EPS;
+        break;
       }
-      break;
-    default:
-      fz_common_fault(in, &c, (int)fz_pick(in, FZ_COMMON_FAULTS));
+      case F_STATE:
+        if (!sp) { /* a state on a bidirectional call, or a causal call that keeps none */
+          if (!is_causal(&cd)) {
+            call_state = (attn_linear_state){sh->L, sh->d, sh->dv, sh->dv + 2, sh->fm, sh->normalize, 0, o.data};
+            sp = &call_state;
+            fz_expect_fault(&c.call, ATTN_E_BAD_ARGUMENT);
+          }
+          break;
+        }
+        if (state_faulted++) break; /* a second state fault could undo the first (a toggled flag) */
+        switch (fz_pick(in, 3)) {
+          case 0:
+            call_state.data = NULL;
+            fz_expect_fault(&c.call, ATTN_E_NULL_POINTER);
+            break;
+          case 1:
+            call_state.data = c.o;
+            fz_expect_fault(&c.call, ATTN_E_ALIASING);
+            break;
+          default:
+            state_mismatch(in, &call_state);
+            fz_expect_fault(&c.call, ATTN_E_STATE_MISMATCH);
+            break;
+        }
+        break;
+      default:
+        fz_common_fault(in, &c, (int)fz_pick(in, FZ_COMMON_FAULTS));
     }
     if (want != ATTN_OK) {
       fz_expect_fault(&c.query, want);
@@ -346,14 +390,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     st.mem = fz_alloc(st.bytes, 0);
     fz_snap small;
     fz_snap_take(&small, st.mem, st.bytes);
-    fz_check_status("state_init(too small)", attn_linear_state_init(&st.s, &d, st.mem, st.bytes - 1 - fz_u8(&in) % st.bytes),
+    fz_check_status("state_init(too small)",
+                    attn_linear_state_init(&st.s, &d, st.mem, st.bytes - 1 - fz_u8(&in) % st.bytes),
                     ATTN_E_WORKSPACE_TOO_SMALL);
     fz_snap_check(&small, "state memory after a refused state_init");
     fz_snap_free(&small);
     fz_check_status("state_init", attn_linear_state_init(&st.s, &d, st.mem, st.bytes), ATTN_OK);
     FZ_CHECK(st.s.heads == sh.L && st.s.m == sh.d && st.s.dv == sh.dv && st.s.ld == sh.dv + 2 &&
-                 st.s.feature_map == sh.fm && st.s.normalize == sh.normalize && st.s.tokens == 0 &&
-                 st.s.data == st.mem,
+                 st.s.feature_map == sh.fm && st.s.normalize == sh.normalize && st.s.tokens == 0 && st.s.data == st.mem,
              "state_init: shape");
     for (size_t e = 0; e < st.bytes / sizeof(float); ++e) FZ_CHECK(st.s.data[e] == 0.0f, "state_init: not zeroed");
   }

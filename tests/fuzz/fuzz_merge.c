@@ -44,57 +44,88 @@ static size_t span(size_t rows, size_t w, size_t stride) { return (rows - 1) * s
 
 /* One fault into the call's arguments a (op, lp: its own copies of the pointer arrays); v: the
  * arguments before any fault (sizes to pick parts and strides from). */
-static void add_fault(fz_in *in, merge_args *a, const merge_args *v, const float **op, const float **lp,
-                      fz_expect *e) {
+static void add_fault(fz_in *in, merge_args *a, const merge_args *v, const float **op, const float **lp, fz_expect *e) {
   switch (fz_pick(in, F_COUNT)) {
-  case F_NULL:
-    switch (fz_pick(in, 5)) {
-    case 0: a->o_parts = NULL; break;
-    case 1: a->lse_parts = NULL; break;
-    case 2: a->o = NULL; break;
-    case 3: op[fz_pick(in, 256) % v->parts] = NULL; break;
-    default: lp[fz_pick(in, 256) % v->parts] = NULL; break;
+    case F_NULL:
+      switch (fz_pick(in, 5)) {
+        case 0:
+          a->o_parts = NULL;
+          break;
+        case 1:
+          a->lse_parts = NULL;
+          break;
+        case 2:
+          a->o = NULL;
+          break;
+        case 3:
+          op[fz_pick(in, 256) % v->parts] = NULL;
+          break;
+        default:
+          lp[fz_pick(in, 256) % v->parts] = NULL;
+          break;
+      }
+      fz_expect_fault(e, ATTN_E_NULL_POINTER);
+      return;
+    case F_ZERO: {
+      size_t *sizes[3] = {&a->rows, &a->dv, &a->parts};
+      *sizes[fz_pick(in, 3)] = 0;
+      fz_expect_fault(e, ATTN_E_ZERO_SIZE);
+      return;
     }
-    fz_expect_fault(e, ATTN_E_NULL_POINTER);
-    return;
-  case F_ZERO: {
-    size_t *sizes[3] = {&a->rows, &a->dv, &a->parts};
-    *sizes[fz_pick(in, 3)] = 0;
-    fz_expect_fault(e, ATTN_E_ZERO_SIZE);
-    return;
-  }
-  case F_STRIDE:
-    if (v->rows == 1) return; /* strides of a single row do not matter */
-    switch (fz_pick(in, 4)) {
-    case 0: a->o_stride = fz_pick(in, 256) % v->dv; break;
-    case 1: a->out_stride = fz_pick(in, 256) % v->dv; break;
-    case 2: a->lse_stride = 0; break;
-    default:
-      if (!a->lse) return;
-      a->lse_out_stride = 0;
+    case F_STRIDE:
+      if (v->rows == 1) return; /* strides of a single row do not matter */
+      switch (fz_pick(in, 4)) {
+        case 0:
+          a->o_stride = fz_pick(in, 256) % v->dv;
+          break;
+        case 1:
+          a->out_stride = fz_pick(in, 256) % v->dv;
+          break;
+        case 2:
+          a->lse_stride = 0;
+          break;
+        default:
+          if (!a->lse) return;
+          a->lse_out_stride = 0;
+      }
+      fz_expect_fault(e, ATTN_E_BAD_STRIDE);
+      return;
+    case F_OVERFLOW:
+      if (a->rows == 1 || fz_pick(in, 2))
+        a->rows = SIZE_MAX / 2 + fz_u8(in); /* o_parts' span overflows */
+      else
+        a->o_stride = SIZE_MAX / 2;
+      fz_expect_fault(e, ATTN_E_SIZE_OVERFLOW);
+      return;
+    default: { /* an output overlapping an input without being exactly in place */
+      const size_t c = fz_pick(in, 256) % v->parts;
+      if (!op[c] || !lp[c]) return; /* another fault decides */
+      switch (fz_pick(in, 4)) {
+        case 0: /* o one float into a part, or at it with another stride */
+          if (v->dv > 1)
+            a->o = (float *)op[c] + 1;
+          else
+            a->o = (float *)op[c], a->out_stride = v->o_stride + 1;
+          break;
+        case 1:
+          a->o = (float *)lp[c];
+          break;
+        case 2:
+          if (a->lse)
+            a->lse = (float *)op[c];
+          else
+            return;
+          break;
+        default:
+          if (a->lse)
+            a->lse = a->o;
+          else
+            return;
+          break;
+      }
+      if (!a->o || (a->out_stride < a->dv && a->rows > 1)) return; /* another fault decides */
+      fz_expect_fault(e, ATTN_E_ALIASING);
     }
-    fz_expect_fault(e, ATTN_E_BAD_STRIDE);
-    return;
-  case F_OVERFLOW:
-    if (a->rows == 1 || fz_pick(in, 2)) a->rows = SIZE_MAX / 2 + fz_u8(in); /* o_parts' span overflows */
-    else a->o_stride = SIZE_MAX / 2;
-    fz_expect_fault(e, ATTN_E_SIZE_OVERFLOW);
-    return;
-  default: { /* an output overlapping an input without being exactly in place */
-    const size_t c = fz_pick(in, 256) % v->parts;
-    if (!op[c] || !lp[c]) return; /* another fault decides */
-    switch (fz_pick(in, 4)) {
-    case 0: /* o one float into a part, or at it with another stride */
-      if (v->dv > 1) a->o = (float *)op[c] + 1;
-      else a->o = (float *)op[c], a->out_stride = v->o_stride + 1;
-      break;
-    case 1: a->o = (float *)lp[c]; break;
-    case 2: if (a->lse) a->lse = (float *)op[c]; else return; break;
-    default: if (a->lse) a->lse = a->o; else return; break;
-    }
-    if (!a->o || (a->out_stride < a->dv && a->rows > 1)) return; /* another fault decides */
-    fz_expect_fault(e, ATTN_E_ALIASING);
-  }
   }
 }
 
@@ -154,10 +185,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (size_t c = 0; c < parts; ++c) {
     if (!owns[c]) continue;
     if (!(o_in_place && ob[c] == ob[ip])) fz_snap_take(&snaps[2 * c], ob[c], sizeof(float) * span(rows, dv, o_stride));
-    if (!(lse_in_place && lb[c] == lb[ip])) fz_snap_take(&snaps[2 * c + 1], lb[c], sizeof(float) * span(rows, 1, lse_stride));
+    if (!(lse_in_place && lb[c] == lb[ip]))
+      fz_snap_take(&snaps[2 * c + 1], lb[c], sizeof(float) * span(rows, 1, lse_stride));
   }
   /* The expected result, from the inputs before the call. */
-  double *ro = fz_doubles(rows * dv), *oscale = fz_doubles(rows * dv), *rl = fz_doubles(rows), *lscale = fz_doubles(rows);
+  double *ro = fz_doubles(rows * dv), *oscale = fz_doubles(rows * dv), *rl = fz_doubles(rows),
+         *lscale = fz_doubles(rows);
   ref_merge(rows, dv, parts, (const float *const *)ob, o_stride, (const float *const *)lb, lse_stride, ro, rl, oscale,
             lscale);
 
@@ -166,8 +199,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     op[c] = ob[c];
     lp[c] = lb[c];
   }
-  merge_args a = {rows, dv, parts, op, o_stride, lp, lse_stride, o_in_place ? ob[ip] : o.data, out_stride,
-                  with_lse ? (lse_in_place ? lb[ip] : lse.data) : NULL, lse_out_stride};
+  merge_args a = {rows,          dv,
+                  parts,         op,
+                  o_stride,      lp,
+                  lse_stride,    o_in_place ? ob[ip] : o.data,
+                  out_stride,    with_lse ? (lse_in_place ? lb[ip] : lse.data) : NULL,
+                  lse_out_stride};
   const merge_args valid = a;
   fz_expect e = {0};
   for (int f = fz_fault_count(&in); f > 0; --f) add_fault(&in, &a, &valid, op, lp, &e);
@@ -200,7 +237,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     fz_compare("merge o", &got_o, ro, oscale, tol_o, NULL); /* the reference applies the NaN policy */
     if (valid.lse) {
-      tu_tensor got_l = {valid.lse, rows, 1, 1, {valid.lse_out_stride, 0}, span(rows, 1, valid.lse_out_stride), NULL, 0};
+      tu_tensor got_l = {valid.lse, rows, 1, 1, {valid.lse_out_stride, 0}, span(rows, 1, valid.lse_out_stride),
+                         NULL,      0};
       fz_compare("merge lse", &got_l, rl, lscale, tol_l, NULL);
     }
     free(tol_o);

@@ -29,20 +29,28 @@ enum { F_BAD_SCALE = FZ_COMMON_FAULTS, F_LSE_OVER_O, F_HEADS, F_COUNT };
 
 static size_t window_side(fz_in *in) {
   switch (fz_pick(in, 6)) {
-  case 0: return ATTN_UNBOUNDED;
-  case 1: return 0;
-  case 2: return SIZE_MAX - 1 - fz_u8(in); /* huge but not ATTN_UNBOUNDED: clamped by the library */
-  default: return fz_u8(in) % MAX_N;
+    case 0:
+      return ATTN_UNBOUNDED;
+    case 1:
+      return 0;
+    case 2:
+      return SIZE_MAX - 1 - fz_u8(in); /* huge but not ATTN_UNBOUNDED: clamped by the library */
+    default:
+      return fz_u8(in) % MAX_N;
   }
 }
 
 /* The chunk-local width: mostly none, else small, up to the lengths, or beyond everything. */
 static size_t chunk_width(fz_in *in) {
   switch (fz_pick(in, 6)) {
-  case 3: return 1 + fz_u8(in) % 16;
-  case 4: return fz_size(in, MAX_N);
-  case 5: return SIZE_MAX - fz_u8(in) % 2;
-  default: return 0;
+    case 3:
+      return 1 + fz_u8(in) % 16;
+    case 4:
+      return fz_size(in, MAX_N);
+    case 5:
+      return SIZE_MAX - fz_u8(in) % 2;
+    default:
+      return 0;
   }
 }
 
@@ -65,9 +73,15 @@ static int softmax_heads_fault(fz_in *in, attn_shape *s) {
   if (s->h_k > 1) {
     const size_t g = fz_divisor(in, s->h_k);
     switch (fz_pick(in, 3)) {
-    case 0: s->h_q = g < s->h_k ? g : 1; break; /* H = h_k > h_q */
-    case 1: s->h_k = 1; break;
-    default: s->h_v = 1; break;
+      case 0:
+        s->h_q = g < s->h_k ? g : 1;
+        break; /* H = h_k > h_q */
+      case 1:
+        s->h_k = 1;
+        break;
+      default:
+        s->h_v = 1;
+        break;
     }
     return 1;
   }
@@ -83,10 +97,22 @@ static void check_results(const attn_softmax_desc *d, const fz_qkv *x, const tu_
   double *ro = fz_doubles(rows * d->shape.dv), *oscale = fz_doubles(rows * d->shape.dv);
   double *rl = fz_doubles(rows), *sabs = fz_doubles(rows), *tol_o = fz_doubles(rows), *tol_l = fz_doubles(rows);
   const attn_shape *s = &d->shape;
-  const ref_softmax_problem p = {s->n_q,       s->n_kv,       s->h_q,        s->h_k,
-                                 s->d,         s->dv,         d->scale,      d->mask.left,
-                                 d->mask.right, d->mask.chunk, x->q.data,     x->k.data,
-                                 x->v.data,    tu_ref_layout(&x->q), tu_ref_layout(&x->k), tu_ref_layout(&x->v)};
+  const ref_softmax_problem p = {s->n_q,
+                                 s->n_kv,
+                                 s->h_q,
+                                 s->h_k,
+                                 s->d,
+                                 s->dv,
+                                 d->scale,
+                                 d->mask.left,
+                                 d->mask.right,
+                                 d->mask.chunk,
+                                 x->q.data,
+                                 x->k.data,
+                                 x->v.data,
+                                 tu_ref_layout(&x->q),
+                                 tu_ref_layout(&x->k),
+                                 tu_ref_layout(&x->v)};
   ref_softmax(&p, ro, rl, oscale, sabs);
   for (size_t r = 0; r < rows; ++r) {
     tol_o[r] = tol_softmax_o(s->n_kv, s->d, sabs[r]);
@@ -112,11 +138,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t n_q = fz_size(&in, MAX_N), n_kv = fz_size(&in, MAX_N);
   const size_t dim = fz_size(&in, MAX_D), dv = fz_size(&in, MAX_D);
   while (n_q * n_kv * h_q * (dim + dv) > WORK_LIMIT) {
-    if (n_q >= n_kv) n_q = (n_q + 1) / 2;
-    else n_kv = (n_kv + 1) / 2;
+    if (n_q >= n_kv)
+      n_q = (n_q + 1) / 2;
+    else
+      n_kv = (n_kv + 1) / 2;
   }
-  fz_check_status("desc_init(NULL)", attn_softmax_desc_init(NULL, n_q, n_kv, h_q, h_kv, dim, dv),
-                  ATTN_E_NULL_POINTER);
+  fz_check_status("desc_init(NULL)", attn_softmax_desc_init(NULL, n_q, n_kv, h_q, h_kv, dim, dv), ATTN_E_NULL_POINTER);
   attn_softmax_desc d;
   fz_check_status("desc_init", attn_softmax_desc_init(&d, n_q, n_kv, h_q, h_kv, dim, dv), ATTN_OK);
   check_defaults(&d, n_q, n_kv, h_q, h_kv, dim, dv);

@@ -24,7 +24,7 @@ enum { MAX_H = 8, MAX_D = 64, STATES = 3, OPS = 8 };
 typedef struct slot {
   attn_linear_desc d;
   attn_linear_state s;
-  float *mem;   /* guarded: floats(d) floats; slot 2 lies inside slot 0's memory when they overlap */
+  float *mem; /* guarded: floats(d) floats; slot 2 lies inside slot 0's memory when they overlap */
   size_t floats;
 } slot;
 
@@ -40,18 +40,26 @@ static int same_state_shape(const attn_linear_desc *a, const attn_linear_desc *b
 static void check_bound(const slot *sl, const char *what) {
   const attn_linear_state *s = &sl->s;
   FZ_CHECK(s->heads == heads_of(&sl->d) && s->m == sl->d.shape.d && s->dv == sl->d.shape.dv &&
-               s->ld == sl->d.shape.dv + 2 && s->feature_map == sl->d.feature_map &&
-               s->normalize == sl->d.normalize && s->data == sl->mem,
+               s->ld == sl->d.shape.dv + 2 && s->feature_map == sl->d.feature_map && s->normalize == sl->d.normalize &&
+               s->data == sl->mem,
            "%s: state shape {heads %zu, m %zu, dv %zu, ld %zu}", what, s->heads, s->m, s->dv, s->ld);
 }
 
 /* A descriptor that state_init must refuse with the returned status. */
 static attn_status bad_desc(fz_in *in, attn_linear_desc *d) {
   switch (fz_pick(in, 4)) {
-  case 0: d->shape.dv = 0; return ATTN_E_ZERO_SIZE;
-  case 1: fz_break_heads(in, &d->shape); return ATTN_E_BAD_HEADS;
-  case 2: d->m = d->shape.d + 1 + fz_u8(in); return ATTN_E_BAD_FEATURE_MAP;
-  default: d->mask = attn_mask_window(fz_u8(in), 0); return ATTN_E_BAD_WINDOW;
+    case 0:
+      d->shape.dv = 0;
+      return ATTN_E_ZERO_SIZE;
+    case 1:
+      fz_break_heads(in, &d->shape);
+      return ATTN_E_BAD_HEADS;
+    case 2:
+      d->m = d->shape.d + 1 + fz_u8(in);
+      return ATTN_E_BAD_FEATURE_MAP;
+    default:
+      d->mask = attn_mask_window(fz_u8(in), 0);
+      return ATTN_E_BAD_WINDOW;
   }
 }
 
@@ -80,9 +88,7 @@ static void check_all(fz_snap *snaps, fz_snap *structs, unsigned may_change, int
 }
 
 /* The memory a write to slot a may change: its own, or with overlap slots 0, 2 and the buffer. */
-static unsigned written(int overlap, int a) {
-  return overlap && a != 1 ? (1u << 0 | 1u << 2 | 1u << STATES) : 1u << a;
-}
+static unsigned written(int overlap, int a) { return overlap && a != 1 ? (1u << 0 | 1u << 2 | 1u << STATES) : 1u << a; }
 
 static void check_zero(const slot *sl, const char *what) {
   for (size_t e = 0; e < sl->floats; ++e) FZ_CHECK(sl->s.data[e] == 0.0f, "%s: float %zu not zeroed", what, e);
@@ -113,8 +119,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const size_t shared_floats = overlap ? shift + sl[0].floats : 0;
   float *shared = overlap ? fz_alloc(sizeof(float) * shared_floats, 0) : NULL;
   for (int i = 0; i < STATES; ++i) {
-    sl[i].mem = (overlap && i == 0) ? shared : (overlap && i == 2) ? shared + shift
-                                                                   : fz_alloc(sizeof(float) * sl[i].floats, 0);
+    sl[i].mem = (overlap && i == 0)   ? shared
+                : (overlap && i == 2) ? shared + shift
+                                      : fz_alloc(sizeof(float) * sl[i].floats, 0);
     size_t bytes = 0;
     fz_check_status("state_size", attn_linear_state_size(&sl[i].d, &bytes), ATTN_OK);
     FZ_CHECK(bytes == sizeof(float) * sl[i].floats, "state_size %zu, expected %zu floats", bytes, sl[i].floats);
@@ -129,73 +136,73 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     snap_all(sl, snaps, structs, shared, shared_floats);
     attn_status st;
     switch (fz_pick(&in, 9)) {
-    case 0: { /* init on exactly enough memory: zeroes the state */
-      fz_check_status("state_init", attn_linear_state_init(&sl[a].s, &sl[a].d, sl[a].mem, sizeof(float) * sl[a].floats),
-                      ATTN_OK);
-      check_zero(&sl[a], "state_init");
-      check_bound(&sl[a], "state_init");
-      check_all(snaps, structs, written(overlap, a), a, "state_init of another state");
-      break;
-    }
-    case 1: { /* init on too little memory */
-      const size_t bytes = sizeof(float) * sl[a].floats - 1 - fz_u8(&in) % (sizeof(float) * sl[a].floats);
-      fz_check_status("state_init(small)", attn_linear_state_init(&sl[a].s, &sl[a].d, sl[a].mem, bytes),
-                      ATTN_E_WORKSPACE_TOO_SMALL);
-      check_all(snaps, structs, 0, -1, "state_init on too little memory");
-      break;
-    }
-    case 2: { /* init with a NULL argument or an invalid descriptor */
-      attn_linear_desc bad = sl[a].d;
-      const unsigned k = fz_pick(&in, 4);
-      const attn_status want = k == 3 ? bad_desc(&in, &bad) : ATTN_E_NULL_POINTER;
-      st = attn_linear_state_init(k == 0 ? NULL : &sl[a].s, k == 1 ? NULL : &bad, k == 2 ? NULL : sl[a].mem,
-                                  sizeof(float) * sl[a].floats);
-      fz_check_status("state_init(bad)", st, want);
-      check_all(snaps, structs, 0, -1, "a refused state_init");
-      break;
-    }
-    case 3: /* reset */
-      fz_check_status("state_reset", attn_linear_state_reset(&sl[a].s), ATTN_OK);
-      check_zero(&sl[a], "state_reset");
-      check_all(snaps, structs, written(overlap, a), a, "state_reset of another state");
-      break;
-    case 4: { /* reset NULL, or a state without memory */
-      attn_linear_state unbound = sl[a].s;
-      unbound.data = NULL;
-      fz_check_status("state_reset(NULL)", attn_linear_state_reset(fz_pick(&in, 2) ? NULL : &unbound),
-                      ATTN_E_NULL_POINTER);
-      check_all(snaps, structs, 0, -1, "a refused state_reset");
-      break;
-    }
-    case 5: { /* copy with NULL */
-      attn_linear_state unbound = sl[b].s;
-      unbound.data = NULL;
-      const unsigned k = fz_pick(&in, 3);
-      st = attn_linear_state_copy(k == 0 ? NULL : &sl[a].s, k == 1 ? NULL : k == 2 ? &unbound : &sl[b].s);
-      fz_check_status("state_copy(NULL)", st, ATTN_E_NULL_POINTER);
-      check_all(snaps, structs, 0, -1, "a refused state_copy");
-      break;
-    }
-    default: { /* copy b into a */
-      const int same_shape = same_state_shape(&sl[a].d, &sl[b].d);
-      const int same_mem = sl[a].s.data == sl[b].s.data;
-      const int overlapping = !same_mem && overlap && a != 1 && b != 1;
-      const attn_status want = !same_shape ? ATTN_E_STATE_MISMATCH : overlapping ? ATTN_E_ALIASING : ATTN_OK;
-      float *src = fz_calloc(sl[b].floats, sizeof(float));
-      memcpy(src, sl[b].s.data, sizeof(float) * sl[b].floats);
-      const uint64_t tokens = sl[b].s.tokens;
-      st = attn_linear_state_copy(&sl[a].s, &sl[b].s);
-      fz_check_status("state_copy", st, want);
-      if (st == ATTN_OK) {
-        FZ_CHECK(sl[a].s.data == sl[a].mem, "state_copy changed dst's data pointer");
-        FZ_CHECK(memcmp(sl[a].s.data, src, sizeof(float) * sl[a].floats) == 0 && sl[a].s.tokens == tokens,
-                 "state_copy: not a bitwise copy");
-        check_all(snaps, structs, written(overlap, a), a, "state_copy: another state");
-      } else {
-        check_all(snaps, structs, 0, -1, "a refused state_copy");
+      case 0: { /* init on exactly enough memory: zeroes the state */
+        fz_check_status("state_init",
+                        attn_linear_state_init(&sl[a].s, &sl[a].d, sl[a].mem, sizeof(float) * sl[a].floats), ATTN_OK);
+        check_zero(&sl[a], "state_init");
+        check_bound(&sl[a], "state_init");
+        check_all(snaps, structs, written(overlap, a), a, "state_init of another state");
+        break;
       }
-      free(src);
-    }
+      case 1: { /* init on too little memory */
+        const size_t bytes = sizeof(float) * sl[a].floats - 1 - fz_u8(&in) % (sizeof(float) * sl[a].floats);
+        fz_check_status("state_init(small)", attn_linear_state_init(&sl[a].s, &sl[a].d, sl[a].mem, bytes),
+                        ATTN_E_WORKSPACE_TOO_SMALL);
+        check_all(snaps, structs, 0, -1, "state_init on too little memory");
+        break;
+      }
+      case 2: { /* init with a NULL argument or an invalid descriptor */
+        attn_linear_desc bad = sl[a].d;
+        const unsigned k = fz_pick(&in, 4);
+        const attn_status want = k == 3 ? bad_desc(&in, &bad) : ATTN_E_NULL_POINTER;
+        st = attn_linear_state_init(k == 0 ? NULL : &sl[a].s, k == 1 ? NULL : &bad, k == 2 ? NULL : sl[a].mem,
+                                    sizeof(float) * sl[a].floats);
+        fz_check_status("state_init(bad)", st, want);
+        check_all(snaps, structs, 0, -1, "a refused state_init");
+        break;
+      }
+      case 3: /* reset */
+        fz_check_status("state_reset", attn_linear_state_reset(&sl[a].s), ATTN_OK);
+        check_zero(&sl[a], "state_reset");
+        check_all(snaps, structs, written(overlap, a), a, "state_reset of another state");
+        break;
+      case 4: { /* reset NULL, or a state without memory */
+        attn_linear_state unbound = sl[a].s;
+        unbound.data = NULL;
+        fz_check_status("state_reset(NULL)", attn_linear_state_reset(fz_pick(&in, 2) ? NULL : &unbound),
+                        ATTN_E_NULL_POINTER);
+        check_all(snaps, structs, 0, -1, "a refused state_reset");
+        break;
+      }
+      case 5: { /* copy with NULL */
+        attn_linear_state unbound = sl[b].s;
+        unbound.data = NULL;
+        const unsigned k = fz_pick(&in, 3);
+        st = attn_linear_state_copy(k == 0 ? NULL : &sl[a].s, k == 1 ? NULL : k == 2 ? &unbound : &sl[b].s);
+        fz_check_status("state_copy(NULL)", st, ATTN_E_NULL_POINTER);
+        check_all(snaps, structs, 0, -1, "a refused state_copy");
+        break;
+      }
+      default: { /* copy b into a */
+        const int same_shape = same_state_shape(&sl[a].d, &sl[b].d);
+        const int same_mem = sl[a].s.data == sl[b].s.data;
+        const int overlapping = !same_mem && overlap && a != 1 && b != 1;
+        const attn_status want = !same_shape ? ATTN_E_STATE_MISMATCH : overlapping ? ATTN_E_ALIASING : ATTN_OK;
+        float *src = fz_calloc(sl[b].floats, sizeof(float));
+        memcpy(src, sl[b].s.data, sizeof(float) * sl[b].floats);
+        const uint64_t tokens = sl[b].s.tokens;
+        st = attn_linear_state_copy(&sl[a].s, &sl[b].s);
+        fz_check_status("state_copy", st, want);
+        if (st == ATTN_OK) {
+          FZ_CHECK(sl[a].s.data == sl[a].mem, "state_copy changed dst's data pointer");
+          FZ_CHECK(memcmp(sl[a].s.data, src, sizeof(float) * sl[a].floats) == 0 && sl[a].s.tokens == tokens,
+                   "state_copy: not a bitwise copy");
+          check_all(snaps, structs, written(overlap, a), a, "state_copy: another state");
+        } else {
+          check_all(snaps, structs, 0, -1, "a refused state_copy");
+        }
+        free(src);
+      }
     }
   }
   for (int i = 0; i < STATES; ++i) {

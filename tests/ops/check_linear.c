@@ -14,159 +14,158 @@
 #include "test_util.h"
 #include "tolerances.h"
 
-#define T TU_TOKEN_MAJOR
-#define H TU_HEAD_MAJOR
-#define P TU_PADDED
-#define HP TU_HEAD_PADDED
-#define PK TU_PACKED_QKV
-#define POS TU_DATA_POSITIVE
-#define WIDE TU_DATA_WIDE
+#define T                       TU_TOKEN_MAJOR
+#define H                       TU_HEAD_MAJOR
+#define P                       TU_PADDED
+#define HP                      TU_HEAD_PADDED
+#define PK                      TU_PACKED_QKV
+#define POS                     TU_DATA_POSITIVE
+#define WIDE                    TU_DATA_WIDE
 #define SIZES(nq, nkv, dd, ddv) .n_q = (nq), .n_kv = (nkv), .d = (dd), .dv = (ddv)
-#define HEADS(q, k, v) .h_q = (q), .h_k = (k), .h_v = (v)
-#define EPS(x) .eps = (x), .set_eps = 1
-#define SCALE(x) .scale = (x), .set_scale = 1
+#define HEADS(q, k, v)          .h_q = (q), .h_k = (k), .h_v = (v)
+#define EPS(x)                  .eps = (x), .set_eps = 1
+#define SCALE(x)                .scale = (x), .set_scale = 1
 
 /* Every field left out is the descriptor's default: causal, elu1, normalised, default chunk, eps
  * and scale, feature size; token-major uniform data; a state passed (causal). */
 typedef struct ln_case {
   const char *name;
   size_t n_q, n_kv, h_q, h_k, h_v, d, dv;
-  int identity;          /* 1: identity map, 0: elu1 */
-  int bidir;             /* 1: full mask (state NULL), 0: causal */
-  int unnorm;            /* 1: normalize = 0 */
-  size_t chunk;          /* 0: the path's default */
-  size_t m;              /* 0: the map's own */
-  float eps, scale;      /* with set_eps / set_scale */
+  int identity;     /* 1: identity map, 0: elu1 */
+  int bidir;        /* 1: full mask (state NULL), 0: causal */
+  int unnorm;       /* 1: normalize = 0 */
+  size_t chunk;     /* 0: the path's default */
+  size_t m;         /* 0: the map's own */
+  float eps, scale; /* with set_eps / set_scale */
   int set_eps, set_scale;
   tu_layout_kind layout;
   tu_data data;
-  size_t prefix;         /* causal: tokens absorbed into the state by an earlier call */
-  int no_state;          /* causal: 1 pass NULL */
+  size_t prefix; /* causal: tokens absorbed into the state by an earlier call */
+  int no_state;  /* causal: 1 pass NULL */
 } ln_case;
 
 /* Chunk 64 (scalar) or 48 by default: sizes around them; vectors of 8 and 4 floats for d. */
 static const ln_case ln_cases[] = {
-  /* causal, elu1, normalised, default chunk: sizes */
-  {.name = "n1_d1", SIZES(1, 1, 1, 1), HEADS(1, 1, 1)},
-  {.name = "n2_d7", SIZES(2, 2, 7, 7), HEADS(1, 1, 1)},
-  {.name = "n7_d8", SIZES(7, 7, 8, 8), HEADS(1, 1, 1)},
-  {.name = "n8_d64", SIZES(8, 8, 64, 64), HEADS(1, 1, 1)},
-  {.name = "n9_d65", SIZES(9, 9, 65, 65), HEADS(1, 1, 1)},
-  {.name = "n31_d128", SIZES(31, 31, 128, 128), HEADS(1, 1, 1)},
-  {.name = "n47_d1", SIZES(47, 47, 1, 1), HEADS(1, 1, 1)},
-  {.name = "n48_d7", SIZES(48, 48, 7, 7), HEADS(2, 1, 1)},
-  {.name = "n49_d8", SIZES(49, 49, 8, 8), HEADS(1, 1, 1)},
-  {.name = "n63_d64", SIZES(63, 63, 64, 64), HEADS(1, 1, 1)},
-  {.name = "n64_d65", SIZES(64, 64, 65, 65), HEADS(1, 1, 1)},
-  {.name = "n65_d128", SIZES(65, 65, 128, 128), HEADS(1, 1, 1)},
-  {.name = "n95_d8", SIZES(95, 95, 8, 8), HEADS(2, 2, 2)},
-  {.name = "n96_d7", SIZES(96, 96, 7, 7), HEADS(1, 1, 1)},
-  {.name = "n97_d64", SIZES(97, 97, 64, 64), HEADS(1, 1, 1)},
-  {.name = "n127_d65", SIZES(127, 127, 65, 65), HEADS(1, 1, 1)},
-  {.name = "n128_d8", SIZES(128, 128, 8, 8), HEADS(1, 1, 1)},
-  {.name = "n129_d64", SIZES(129, 129, 64, 64), HEADS(1, 1, 1)},
-  {.name = "n200_d128", SIZES(200, 200, 128, 128), HEADS(1, 1, 1)},
-  {.name = "n257_d64", SIZES(257, 257, 64, 64), HEADS(1, 1, 1)},
-  /* head widths */
-  {.name = "d1", SIZES(70, 70, 1, 1), HEADS(2, 1, 1)},
-  {.name = "d3_dv4", SIZES(70, 70, 3, 4), HEADS(2, 1, 1)},
-  {.name = "d4_dv5", SIZES(70, 70, 4, 5), HEADS(2, 1, 1)},
-  {.name = "d5_dv3_unnorm", SIZES(70, 70, 5, 3), HEADS(2, 1, 1), .identity = 1, .unnorm = 1},
-  {.name = "d7", SIZES(70, 70, 7, 7), HEADS(2, 1, 1)},
-  {.name = "d8", SIZES(70, 70, 8, 8), HEADS(2, 1, 1)},
-  {.name = "d64", SIZES(70, 70, 64, 64), HEADS(2, 1, 1)},
-  {.name = "d65", SIZES(70, 70, 65, 65), HEADS(2, 1, 1)},
-  {.name = "d128", SIZES(70, 70, 128, 128), HEADS(2, 1, 1)},
-  /* dv != d */
-  {.name = "d64_dv7", SIZES(50, 50, 64, 7), HEADS(1, 1, 1)},
-  {.name = "d8_dv65", SIZES(65, 65, 8, 65), HEADS(2, 1, 1)},
-  {.name = "d1_dv128", SIZES(33, 33, 1, 128), HEADS(1, 1, 1)},
-  /* bidirectional (state must be NULL) */
-  {.name = "bidir_30x50", SIZES(30, 50, 16, 16), HEADS(1, 1, 1), .bidir = 1},
-  {.name = "bidir_1x1", SIZES(1, 1, 8, 8), HEADS(1, 1, 1), .bidir = 1},
-  {.name = "bidir_65x17_d65", SIZES(65, 17, 65, 65), HEADS(2, 1, 1), .bidir = 1},
-  {.name = "bidir_id_unnorm", SIZES(129, 129, 64, 64), HEADS(1, 1, 1), .identity = 1, .bidir = 1, .unnorm = 1},
-  {.name = "bidir_id_unnorm_dv", SIZES(40, 100, 7, 9), HEADS(2, 2, 2), .identity = 1, .bidir = 1, .unnorm = 1},
-  {.name = "bidir_elu_unnorm", SIZES(64, 64, 8, 8), HEADS(1, 1, 1), .bidir = 1, .unnorm = 1},
-  {.name = "bidir_gqa_4_2", SIZES(37, 45, 16, 8), HEADS(4, 2, 2), .bidir = 1},
-  {.name = "bidir_wide", SIZES(50, 50, 16, 16), HEADS(1, 1, 1), .bidir = 1, .data = WIDE},
-  /* un-normalised causal */
-  {.name = "id_unnorm_n47_d64", SIZES(47, 47, 64, 64), HEADS(1, 1, 1), .identity = 1, .unnorm = 1},
-  {.name = "id_unnorm_n64_d128", SIZES(64, 64, 128, 128), HEADS(1, 1, 1), .identity = 1, .unnorm = 1},
-  {.name = "id_unnorm_n65_d8", SIZES(65, 65, 8, 8), HEADS(2, 1, 1), .identity = 1, .unnorm = 1},
-  {.name = "id_unnorm_n129_d65", SIZES(129, 129, 65, 65), HEADS(1, 1, 1), .identity = 1, .unnorm = 1},
-  {.name = "elu_unnorm_n100", SIZES(100, 100, 16, 16), HEADS(1, 1, 1), .unnorm = 1},
-  /* identity normalised (positive data keeps the denominator away from 0) */
-  {.name = "id_norm_pos", SIZES(50, 50, 16, 16), HEADS(1, 1, 1), .identity = 1, .data = POS},
-  {.name = "id_norm_pos_bidir", SIZES(30, 30, 8, 8), HEADS(2, 2, 2), .identity = 1, .bidir = 1, .data = POS},
-  /* elu1 over its whole range (exp branch down to e^-30) */
-  {.name = "elu_wide", SIZES(70, 70, 16, 16), HEADS(1, 1, 1), .data = WIDE},
-  /* chunk sizes */
-  {.name = "chunk1", SIZES(100, 100, 16, 16), HEADS(1, 1, 1), .chunk = 1},
-  {.name = "chunk7", SIZES(100, 100, 16, 16), HEADS(1, 1, 1), .chunk = 7},
-  {.name = "chunk48", SIZES(97, 97, 8, 8), HEADS(1, 1, 1), .chunk = 48},
-  {.name = "chunk64", SIZES(129, 129, 64, 64), HEADS(1, 1, 1), .chunk = 64},
-  {.name = "chunk256", SIZES(129, 129, 8, 8), HEADS(1, 1, 1), .chunk = 256},
-  {.name = "chunk256_n300", SIZES(300, 300, 32, 32), HEADS(1, 1, 1), .chunk = 256},
-  {.name = "chunk7_id_unnorm", SIZES(65, 65, 8, 8), HEADS(1, 1, 1), .identity = 1, .unnorm = 1, .chunk = 7},
-  /* n_q < n_kv (chunked prefill, bottom-right) and decode */
-  {.name = "chunked_10_of_75", SIZES(10, 75, 16, 16), HEADS(1, 1, 1)},
-  {.name = "decode_1_of_64", SIZES(1, 64, 8, 8), HEADS(2, 1, 1)},
-  {.name = "chunked_48_of_200", SIZES(48, 200, 64, 64), HEADS(1, 1, 1)},
-  {.name = "chunked_63_of_129_c7", SIZES(63, 129, 8, 8), HEADS(1, 1, 1), .chunk = 7},
-  /* n_q > n_kv: the first rows see no key of this call */
-  {.name = "nq20_nkv5", SIZES(20, 5, 8, 8), HEADS(1, 1, 1)},
-  {.name = "nq20_nkv5_prefix", SIZES(20, 5, 8, 8), HEADS(1, 1, 1), .prefix = 30},
-  {.name = "nq97_nkv48_unnorm", SIZES(97, 48, 8, 8), HEADS(2, 1, 1), .identity = 1, .unnorm = 1},
-  /* heads */
-  {.name = "gqa_4_2", SIZES(37, 37, 16, 16), HEADS(4, 2, 2)},
-  {.name = "mqa_6_1", SIZES(50, 50, 64, 32), HEADS(6, 1, 1)},
-  {.name = "mha_3_3", SIZES(17, 17, 24, 24), HEADS(3, 3, 3)},
-  {.name = "gqa_4_2_unnorm_c7", SIZES(70, 70, 8, 8), HEADS(4, 2, 2), .identity = 1, .unnorm = 1, .chunk = 7},
-  /* separate key and value heads: Mamba2 style (q, k shared by groups of value heads), value
+    /* causal, elu1, normalised, default chunk: sizes */
+    {.name = "n1_d1", SIZES(1, 1, 1, 1), HEADS(1, 1, 1)},
+    {.name = "n2_d7", SIZES(2, 2, 7, 7), HEADS(1, 1, 1)},
+    {.name = "n7_d8", SIZES(7, 7, 8, 8), HEADS(1, 1, 1)},
+    {.name = "n8_d64", SIZES(8, 8, 64, 64), HEADS(1, 1, 1)},
+    {.name = "n9_d65", SIZES(9, 9, 65, 65), HEADS(1, 1, 1)},
+    {.name = "n31_d128", SIZES(31, 31, 128, 128), HEADS(1, 1, 1)},
+    {.name = "n47_d1", SIZES(47, 47, 1, 1), HEADS(1, 1, 1)},
+    {.name = "n48_d7", SIZES(48, 48, 7, 7), HEADS(2, 1, 1)},
+    {.name = "n49_d8", SIZES(49, 49, 8, 8), HEADS(1, 1, 1)},
+    {.name = "n63_d64", SIZES(63, 63, 64, 64), HEADS(1, 1, 1)},
+    {.name = "n64_d65", SIZES(64, 64, 65, 65), HEADS(1, 1, 1)},
+    {.name = "n65_d128", SIZES(65, 65, 128, 128), HEADS(1, 1, 1)},
+    {.name = "n95_d8", SIZES(95, 95, 8, 8), HEADS(2, 2, 2)},
+    {.name = "n96_d7", SIZES(96, 96, 7, 7), HEADS(1, 1, 1)},
+    {.name = "n97_d64", SIZES(97, 97, 64, 64), HEADS(1, 1, 1)},
+    {.name = "n127_d65", SIZES(127, 127, 65, 65), HEADS(1, 1, 1)},
+    {.name = "n128_d8", SIZES(128, 128, 8, 8), HEADS(1, 1, 1)},
+    {.name = "n129_d64", SIZES(129, 129, 64, 64), HEADS(1, 1, 1)},
+    {.name = "n200_d128", SIZES(200, 200, 128, 128), HEADS(1, 1, 1)},
+    {.name = "n257_d64", SIZES(257, 257, 64, 64), HEADS(1, 1, 1)},
+    /* head widths */
+    {.name = "d1", SIZES(70, 70, 1, 1), HEADS(2, 1, 1)},
+    {.name = "d3_dv4", SIZES(70, 70, 3, 4), HEADS(2, 1, 1)},
+    {.name = "d4_dv5", SIZES(70, 70, 4, 5), HEADS(2, 1, 1)},
+    {.name = "d5_dv3_unnorm", SIZES(70, 70, 5, 3), HEADS(2, 1, 1), .identity = 1, .unnorm = 1},
+    {.name = "d7", SIZES(70, 70, 7, 7), HEADS(2, 1, 1)},
+    {.name = "d8", SIZES(70, 70, 8, 8), HEADS(2, 1, 1)},
+    {.name = "d64", SIZES(70, 70, 64, 64), HEADS(2, 1, 1)},
+    {.name = "d65", SIZES(70, 70, 65, 65), HEADS(2, 1, 1)},
+    {.name = "d128", SIZES(70, 70, 128, 128), HEADS(2, 1, 1)},
+    /* dv != d */
+    {.name = "d64_dv7", SIZES(50, 50, 64, 7), HEADS(1, 1, 1)},
+    {.name = "d8_dv65", SIZES(65, 65, 8, 65), HEADS(2, 1, 1)},
+    {.name = "d1_dv128", SIZES(33, 33, 1, 128), HEADS(1, 1, 1)},
+    /* bidirectional (state must be NULL) */
+    {.name = "bidir_30x50", SIZES(30, 50, 16, 16), HEADS(1, 1, 1), .bidir = 1},
+    {.name = "bidir_1x1", SIZES(1, 1, 8, 8), HEADS(1, 1, 1), .bidir = 1},
+    {.name = "bidir_65x17_d65", SIZES(65, 17, 65, 65), HEADS(2, 1, 1), .bidir = 1},
+    {.name = "bidir_id_unnorm", SIZES(129, 129, 64, 64), HEADS(1, 1, 1), .identity = 1, .bidir = 1, .unnorm = 1},
+    {.name = "bidir_id_unnorm_dv", SIZES(40, 100, 7, 9), HEADS(2, 2, 2), .identity = 1, .bidir = 1, .unnorm = 1},
+    {.name = "bidir_elu_unnorm", SIZES(64, 64, 8, 8), HEADS(1, 1, 1), .bidir = 1, .unnorm = 1},
+    {.name = "bidir_gqa_4_2", SIZES(37, 45, 16, 8), HEADS(4, 2, 2), .bidir = 1},
+    {.name = "bidir_wide", SIZES(50, 50, 16, 16), HEADS(1, 1, 1), .bidir = 1, .data = WIDE},
+    /* un-normalised causal */
+    {.name = "id_unnorm_n47_d64", SIZES(47, 47, 64, 64), HEADS(1, 1, 1), .identity = 1, .unnorm = 1},
+    {.name = "id_unnorm_n64_d128", SIZES(64, 64, 128, 128), HEADS(1, 1, 1), .identity = 1, .unnorm = 1},
+    {.name = "id_unnorm_n65_d8", SIZES(65, 65, 8, 8), HEADS(2, 1, 1), .identity = 1, .unnorm = 1},
+    {.name = "id_unnorm_n129_d65", SIZES(129, 129, 65, 65), HEADS(1, 1, 1), .identity = 1, .unnorm = 1},
+    {.name = "elu_unnorm_n100", SIZES(100, 100, 16, 16), HEADS(1, 1, 1), .unnorm = 1},
+    /* identity normalised (positive data keeps the denominator away from 0) */
+    {.name = "id_norm_pos", SIZES(50, 50, 16, 16), HEADS(1, 1, 1), .identity = 1, .data = POS},
+    {.name = "id_norm_pos_bidir", SIZES(30, 30, 8, 8), HEADS(2, 2, 2), .identity = 1, .bidir = 1, .data = POS},
+    /* elu1 over its whole range (exp branch down to e^-30) */
+    {.name = "elu_wide", SIZES(70, 70, 16, 16), HEADS(1, 1, 1), .data = WIDE},
+    /* chunk sizes */
+    {.name = "chunk1", SIZES(100, 100, 16, 16), HEADS(1, 1, 1), .chunk = 1},
+    {.name = "chunk7", SIZES(100, 100, 16, 16), HEADS(1, 1, 1), .chunk = 7},
+    {.name = "chunk48", SIZES(97, 97, 8, 8), HEADS(1, 1, 1), .chunk = 48},
+    {.name = "chunk64", SIZES(129, 129, 64, 64), HEADS(1, 1, 1), .chunk = 64},
+    {.name = "chunk256", SIZES(129, 129, 8, 8), HEADS(1, 1, 1), .chunk = 256},
+    {.name = "chunk256_n300", SIZES(300, 300, 32, 32), HEADS(1, 1, 1), .chunk = 256},
+    {.name = "chunk7_id_unnorm", SIZES(65, 65, 8, 8), HEADS(1, 1, 1), .identity = 1, .unnorm = 1, .chunk = 7},
+    /* n_q < n_kv (chunked prefill, bottom-right) and decode */
+    {.name = "chunked_10_of_75", SIZES(10, 75, 16, 16), HEADS(1, 1, 1)},
+    {.name = "decode_1_of_64", SIZES(1, 64, 8, 8), HEADS(2, 1, 1)},
+    {.name = "chunked_48_of_200", SIZES(48, 200, 64, 64), HEADS(1, 1, 1)},
+    {.name = "chunked_63_of_129_c7", SIZES(63, 129, 8, 8), HEADS(1, 1, 1), .chunk = 7},
+    /* n_q > n_kv: the first rows see no key of this call */
+    {.name = "nq20_nkv5", SIZES(20, 5, 8, 8), HEADS(1, 1, 1)},
+    {.name = "nq20_nkv5_prefix", SIZES(20, 5, 8, 8), HEADS(1, 1, 1), .prefix = 30},
+    {.name = "nq97_nkv48_unnorm", SIZES(97, 48, 8, 8), HEADS(2, 1, 1), .identity = 1, .unnorm = 1},
+    /* heads */
+    {.name = "gqa_4_2", SIZES(37, 37, 16, 16), HEADS(4, 2, 2)},
+    {.name = "mqa_6_1", SIZES(50, 50, 64, 32), HEADS(6, 1, 1)},
+    {.name = "mha_3_3", SIZES(17, 17, 24, 24), HEADS(3, 3, 3)},
+    {.name = "gqa_4_2_unnorm_c7", SIZES(70, 70, 8, 8), HEADS(4, 2, 2), .identity = 1, .unnorm = 1, .chunk = 7},
+    /* separate key and value heads: Mamba2 style (q, k shared by groups of value heads), value
    * heads fewer than key heads, and lcm(h_k, h_v) state heads above both counts */
-  {.name = "heads_2_2_8", SIZES(70, 70, 16, 8), HEADS(2, 2, 8)},
-  {.name = "heads_2_2_8_bidir", SIZES(40, 55, 8, 12), HEADS(2, 2, 8), .bidir = 1},
-  {.name = "heads_2_2_8_prefix", SIZES(20, 20, 8, 8), HEADS(2, 2, 8), .prefix = 30},
-  {.name = "heads_2_2_8_chunked", SIZES(10, 75, 8, 8), HEADS(2, 2, 8), .chunk = 7},
-  {.name = "heads_8_2_4", SIZES(65, 65, 8, 8), HEADS(8, 2, 4)},
-  {.name = "heads_8_2_4_bidir", SIZES(30, 50, 16, 7), HEADS(8, 2, 4), .bidir = 1},
-  {.name = "heads_8_2_4_unnorm", SIZES(49, 49, 8, 8), HEADS(8, 2, 4), .identity = 1, .unnorm = 1, .chunk = 16},
-  {.name = "heads_4_4_1", SIZES(50, 50, 16, 16), HEADS(4, 4, 1)},
-  {.name = "heads_4_4_1_bidir", SIZES(33, 40, 8, 8), HEADS(4, 4, 1), .bidir = 1},
-  {.name = "heads_6_2_3_lcm", SIZES(40, 40, 8, 8), HEADS(6, 2, 3), .prefix = 9},
-  {.name = "heads_1_2_4", SIZES(30, 30, 8, 8), HEADS(1, 2, 4)},
-  {.name = "heads_2_2_8_decode", SIZES(1, 64, 8, 8), HEADS(2, 2, 8)},
-  {.name = "heads_2_2_8_head_major", SIZES(37, 37, 8, 8), HEADS(2, 2, 8), .layout = H},
-  {.name = "heads_8_2_4_packed", SIZES(41, 41, 8, 8), HEADS(8, 2, 4), .layout = PK},
-  {.name = "heads_4_4_1_padded_nq_gt_nkv", SIZES(20, 6, 7, 5), HEADS(4, 4, 1), .layout = P, .prefix = 11},
-  /* scale s != 1: it multiplies phi(q), so normalised rows change only through eps */
-  {.name = "scale_0.5_eps_0.5", SIZES(40, 40, 8, 8), HEADS(1, 1, 1), SCALE(0.5f), EPS(0.5f)},
-  {.name = "scale_4_eps_0.5_bidir", SIZES(30, 45, 8, 8), HEADS(2, 1, 1), .bidir = 1, SCALE(4.0f), EPS(0.5f)},
-  {.name = "scale_0.125_norm", SIZES(70, 70, 16, 16), HEADS(2, 2, 2), SCALE(0.125f)},
-  {.name = "scale_-2_id_unnorm", SIZES(65, 65, 8, 8), HEADS(1, 1, 1), .identity = 1, .unnorm = 1, SCALE(-2.0f)},
-  {.name = "scale_3_elu_unnorm_prefix", SIZES(20, 20, 8, 8), HEADS(2, 2, 8), .unnorm = 1, SCALE(3.0f),
-   .prefix = 25},
-  {.name = "scale_0_norm", SIZES(20, 20, 8, 8), HEADS(1, 1, 1), SCALE(0.0f)},
-  /* an explicit feature size m = d (the only one identity and elu1 take) */
-  {.name = "m_eq_d", SIZES(50, 50, 16, 16), HEADS(2, 1, 1), .m = 16},
-  {.name = "m_eq_d_bidir_id", SIZES(30, 30, 7, 7), HEADS(1, 1, 1), .m = 7, .identity = 1, .bidir = 1, .unnorm = 1},
-  /* eps */
-  {.name = "eps_0.5", SIZES(40, 40, 8, 8), HEADS(1, 1, 1), EPS(0.5f)},
-  {.name = "eps_0", SIZES(40, 40, 8, 8), HEADS(1, 1, 1), EPS(0.0f)},
-  {.name = "eps_2_bidir", SIZES(40, 40, 8, 8), HEADS(1, 1, 1), .bidir = 1, EPS(2.0f)},
-  /* an incoming state (earlier tokens) and no state */
-  {.name = "prefix30_n20", SIZES(20, 20, 16, 16), HEADS(2, 1, 1), .prefix = 30},
-  {.name = "prefix64_decode", SIZES(1, 1, 8, 8), HEADS(2, 2, 2), .prefix = 64},
-  {.name = "prefix100_chunked", SIZES(10, 75, 8, 8), HEADS(1, 1, 1), .chunk = 7, .prefix = 100},
-  {.name = "prefix5_id_unnorm", SIZES(33, 33, 8, 8), HEADS(1, 1, 1), .identity = 1, .unnorm = 1, .prefix = 5},
-  {.name = "no_state_causal", SIZES(40, 40, 8, 8), HEADS(2, 1, 1), .no_state = 1},
-  /* layouts */
-  {.name = "head_major", SIZES(37, 37, 16, 16), HEADS(2, 2, 2), .layout = H},
-  {.name = "padded", SIZES(49, 49, 13, 11), HEADS(2, 1, 1), .chunk = 7, .layout = P},
-  {.name = "head_padded_bidir", SIZES(33, 40, 7, 9), HEADS(3, 1, 1), .bidir = 1, .layout = HP},
-  {.name = "packed_mha", SIZES(40, 40, 16, 16), HEADS(4, 4, 4), .layout = PK},
-  {.name = "packed_gqa_unnorm", SIZES(41, 41, 8, 8), HEADS(4, 2, 2), .identity = 1, .unnorm = 1, .layout = PK},
+    {.name = "heads_2_2_8", SIZES(70, 70, 16, 8), HEADS(2, 2, 8)},
+    {.name = "heads_2_2_8_bidir", SIZES(40, 55, 8, 12), HEADS(2, 2, 8), .bidir = 1},
+    {.name = "heads_2_2_8_prefix", SIZES(20, 20, 8, 8), HEADS(2, 2, 8), .prefix = 30},
+    {.name = "heads_2_2_8_chunked", SIZES(10, 75, 8, 8), HEADS(2, 2, 8), .chunk = 7},
+    {.name = "heads_8_2_4", SIZES(65, 65, 8, 8), HEADS(8, 2, 4)},
+    {.name = "heads_8_2_4_bidir", SIZES(30, 50, 16, 7), HEADS(8, 2, 4), .bidir = 1},
+    {.name = "heads_8_2_4_unnorm", SIZES(49, 49, 8, 8), HEADS(8, 2, 4), .identity = 1, .unnorm = 1, .chunk = 16},
+    {.name = "heads_4_4_1", SIZES(50, 50, 16, 16), HEADS(4, 4, 1)},
+    {.name = "heads_4_4_1_bidir", SIZES(33, 40, 8, 8), HEADS(4, 4, 1), .bidir = 1},
+    {.name = "heads_6_2_3_lcm", SIZES(40, 40, 8, 8), HEADS(6, 2, 3), .prefix = 9},
+    {.name = "heads_1_2_4", SIZES(30, 30, 8, 8), HEADS(1, 2, 4)},
+    {.name = "heads_2_2_8_decode", SIZES(1, 64, 8, 8), HEADS(2, 2, 8)},
+    {.name = "heads_2_2_8_head_major", SIZES(37, 37, 8, 8), HEADS(2, 2, 8), .layout = H},
+    {.name = "heads_8_2_4_packed", SIZES(41, 41, 8, 8), HEADS(8, 2, 4), .layout = PK},
+    {.name = "heads_4_4_1_padded_nq_gt_nkv", SIZES(20, 6, 7, 5), HEADS(4, 4, 1), .layout = P, .prefix = 11},
+    /* scale s != 1: it multiplies phi(q), so normalised rows change only through eps */
+    {.name = "scale_0.5_eps_0.5", SIZES(40, 40, 8, 8), HEADS(1, 1, 1), SCALE(0.5f), EPS(0.5f)},
+    {.name = "scale_4_eps_0.5_bidir", SIZES(30, 45, 8, 8), HEADS(2, 1, 1), .bidir = 1, SCALE(4.0f), EPS(0.5f)},
+    {.name = "scale_0.125_norm", SIZES(70, 70, 16, 16), HEADS(2, 2, 2), SCALE(0.125f)},
+    {.name = "scale_-2_id_unnorm", SIZES(65, 65, 8, 8), HEADS(1, 1, 1), .identity = 1, .unnorm = 1, SCALE(-2.0f)},
+    {.name = "scale_3_elu_unnorm_prefix", SIZES(20, 20, 8, 8), HEADS(2, 2, 8), .unnorm = 1, SCALE(3.0f), .prefix = 25},
+    {.name = "scale_0_norm", SIZES(20, 20, 8, 8), HEADS(1, 1, 1), SCALE(0.0f)},
+    /* an explicit feature size m = d (the only one identity and elu1 take) */
+    {.name = "m_eq_d", SIZES(50, 50, 16, 16), HEADS(2, 1, 1), .m = 16},
+    {.name = "m_eq_d_bidir_id", SIZES(30, 30, 7, 7), HEADS(1, 1, 1), .m = 7, .identity = 1, .bidir = 1, .unnorm = 1},
+    /* eps */
+    {.name = "eps_0.5", SIZES(40, 40, 8, 8), HEADS(1, 1, 1), EPS(0.5f)},
+    {.name = "eps_0", SIZES(40, 40, 8, 8), HEADS(1, 1, 1), EPS(0.0f)},
+    {.name = "eps_2_bidir", SIZES(40, 40, 8, 8), HEADS(1, 1, 1), .bidir = 1, EPS(2.0f)},
+    /* an incoming state (earlier tokens) and no state */
+    {.name = "prefix30_n20", SIZES(20, 20, 16, 16), HEADS(2, 1, 1), .prefix = 30},
+    {.name = "prefix64_decode", SIZES(1, 1, 8, 8), HEADS(2, 2, 2), .prefix = 64},
+    {.name = "prefix100_chunked", SIZES(10, 75, 8, 8), HEADS(1, 1, 1), .chunk = 7, .prefix = 100},
+    {.name = "prefix5_id_unnorm", SIZES(33, 33, 8, 8), HEADS(1, 1, 1), .identity = 1, .unnorm = 1, .prefix = 5},
+    {.name = "no_state_causal", SIZES(40, 40, 8, 8), HEADS(2, 1, 1), .no_state = 1},
+    /* layouts */
+    {.name = "head_major", SIZES(37, 37, 16, 16), HEADS(2, 2, 2), .layout = H},
+    {.name = "padded", SIZES(49, 49, 13, 11), HEADS(2, 1, 1), .chunk = 7, .layout = P},
+    {.name = "head_padded_bidir", SIZES(33, 40, 7, 9), HEADS(3, 1, 1), .bidir = 1, .layout = HP},
+    {.name = "packed_mha", SIZES(40, 40, 16, 16), HEADS(4, 4, 4), .layout = PK},
+    {.name = "packed_gqa_unnorm", SIZES(41, 41, 8, 8), HEADS(4, 2, 2), .identity = 1, .unnorm = 1, .layout = PK},
 
 };
 #define LN_NCASES (sizeof ln_cases / sizeof ln_cases[0])
@@ -175,11 +174,11 @@ static size_t ln_sel[LN_NCASES];
 /* ------------------------------------------------------------------------------------------ */
 /* Helpers                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
-#define ELU ATTN_FEATURE_ELU1
-#define ID ATTN_FEATURE_IDENTITY
+#define ELU    ATTN_FEATURE_ELU1
+#define ID     ATTN_FEATURE_IDENTITY
 #define CAUSAL 1
-#define BIDIR 0
-#define NORM 1
+#define BIDIR  0
+#define NORM   1
 #define UNNORM 0
 
 static size_t max3(size_t a, size_t b, size_t c) {
@@ -195,8 +194,8 @@ static size_t ln_state_heads(size_t h_k, size_t h_v) {
   return l;
 }
 
-static void ln_desc(attn_linear_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_k, size_t h_v,
-                    size_t dd, size_t dv, attn_feature_map fm, int causal, int normalize, size_t chunk) {
+static void ln_desc(attn_linear_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_k, size_t h_v, size_t dd,
+                    size_t dv, attn_feature_map fm, int causal, int normalize, size_t chunk) {
   ck_assert_int_eq(attn_linear_desc_init(d, n_q, n_kv, h_q, h_k, dd, dv, fm), ATTN_OK);
   ck_assert_int_eq(attn_shape_init(&d->shape, n_q, n_kv, h_q, h_k, h_v, dd, dv), ATTN_OK);
   d->mask = causal ? attn_mask_causal() : attn_mask_full();
@@ -261,9 +260,8 @@ static tu_tensor state_view(const attn_linear_state *s) {
 
 /* attn_linear with q, k, v as given, o ([n_q][H][dv]) freshly allocated (guarded) in layout okind;
  * asserts ATTN_OK, guards of o, workspace (exact size) and state memory, untouched gaps of o. */
-static void ln_call(const attn_linear_desc *desc, const tu_tensor *q, const tu_tensor *k,
-                    const tu_tensor *v, tu_layout_kind okind, attn_linear_state *state,
-                    size_t misalign, tu_tensor *o) {
+static void ln_call(const attn_linear_desc *desc, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
+                    tu_layout_kind okind, attn_linear_state *state, size_t misalign, tu_tensor *o) {
   attn_linear_desc dd = *desc;
   tu_tensor_alloc(o, okind, dd.shape.n_q, ln_out_heads(&dd), dd.shape.dv, 1);
   tu_shape_layouts(&dd.shape, q, k, v, o);
@@ -277,22 +275,35 @@ static void ln_call(const attn_linear_desc *desc, const tu_tensor *q, const tu_t
   if (state) tu_assert_guards("linear state memory", state->data);
 }
 
-static ref_linear_problem ln_problem(const attn_linear_desc *d, const tu_tensor *q,
-                                     const tu_tensor *k, const tu_tensor *v, const double *s0) {
+static ref_linear_problem ln_problem(const attn_linear_desc *d, const tu_tensor *q, const tu_tensor *k,
+                                     const tu_tensor *v, const double *s0) {
   const attn_shape *s = &d->shape;
-  const ref_linear_problem p = {
-      .n_q = s->n_q, .n_kv = s->n_kv, .h_q = s->h_q, .h_k = s->h_k, .h_v = s->h_v, .d = s->d, .dv = s->dv,
-      .feature_map = d->feature_map == ELU ? REF_FM_ELU1 : REF_FM_IDENTITY,
-      .causal = attn_mask_is_causal(d->mask), .normalize = d->normalize, .eps = (double)d->eps,
-      .scale = (double)d->scale, .q = q->data, .k = k->data, .v = v->data, .lq = tu_ref_layout(q),
-      .lk = tu_ref_layout(k), .lv = tu_ref_layout(v), .s0 = s0};
+  const ref_linear_problem p = {.n_q = s->n_q,
+                                .n_kv = s->n_kv,
+                                .h_q = s->h_q,
+                                .h_k = s->h_k,
+                                .h_v = s->h_v,
+                                .d = s->d,
+                                .dv = s->dv,
+                                .feature_map = d->feature_map == ELU ? REF_FM_ELU1 : REF_FM_IDENTITY,
+                                .causal = attn_mask_is_causal(d->mask),
+                                .normalize = d->normalize,
+                                .eps = (double)d->eps,
+                                .scale = (double)d->scale,
+                                .q = q->data,
+                                .k = k->data,
+                                .v = v->data,
+                                .lq = tu_ref_layout(q),
+                                .lk = tu_ref_layout(k),
+                                .lv = tu_ref_layout(v),
+                                .s0 = s0};
   return p;
 }
 
 /* The one output comparison: got against expected values (the reference or another library
  * result) with the reference's scales; tol1 from tolerances.h. */
-static void ln_compare(const char *family, const char *what, const tu_tensor *got,
-                       const double *expect, const double *scale, double tol1, double factor) {
+static void ln_compare(const char *family, const char *what, const tu_tensor *got, const double *expect,
+                       const double *scale, double tol1, double factor) {
   const size_t count = got->n * got->h * got->w;
   double *tol = tu_dup(tol1 * factor, count);
   tu_compare(family, what, got, expect, scale, tol);
@@ -301,9 +312,8 @@ static void ln_compare(const char *family, const char *what, const tu_tensor *go
 
 /* Reference outputs and scales of a problem, then the comparison; prefix counts the key tokens
  * behind the incoming state. */
-static void ln_check_output(const char *what, const attn_linear_desc *d, const tu_tensor *q,
-                            const tu_tensor *k, const tu_tensor *v, const double *s0,
-                            size_t prefix, const tu_tensor *got) {
+static void ln_check_output(const char *what, const attn_linear_desc *d, const tu_tensor *q, const tu_tensor *k,
+                            const tu_tensor *v, const double *s0, size_t prefix, const tu_tensor *got) {
   const ref_linear_problem p = ln_problem(d, q, k, v, s0);
   const size_t count = d->shape.n_q * ln_out_heads(d) * d->shape.dv;
   double *ro = malloc(sizeof(double) * count), *rs = malloc(sizeof(double) * count);
@@ -316,9 +326,8 @@ static void ln_check_output(const char *what, const attn_linear_desc *d, const t
 
 /* The state after a call against the reference: s0 plus this call's keys; tokens counted; the
  * offset column (and z when not normalised) must be exactly 0 (their reference scale is 0). */
-static void ln_check_state(const char *what, const attn_linear_desc *d, const tu_tensor *k,
-                           const tu_tensor *v, const double *s0, size_t prefix,
-                           const attn_linear_state *s) {
+static void ln_check_state(const char *what, const attn_linear_desc *d, const tu_tensor *k, const tu_tensor *v,
+                           const double *s0, size_t prefix, const attn_linear_state *s) {
   const ref_linear_problem p = ln_problem(d, k, k, v, s0);
   const size_t count = state_floats(s);
   double *rs = malloc(sizeof(double) * count), *sc = malloc(sizeof(double) * count);
@@ -344,8 +353,8 @@ START_TEST(linear_matches_reference) {
   tu_rng rng;
   tu_rng_seed(&rng, 7000 + idx);
   attn_linear_desc d;
-  ln_desc(&d, c->n_q, c->n_kv, c->h_q, c->h_k, c->h_v, c->d, c->dv, c->identity ? ID : ELU, !c->bidir,
-          !c->unnorm, c->chunk);
+  ln_desc(&d, c->n_q, c->n_kv, c->h_q, c->h_k, c->h_v, c->d, c->dv, c->identity ? ID : ELU, !c->bidir, !c->unnorm,
+          c->chunk);
   d.m = c->m;
   if (c->set_eps) d.eps = c->eps;
   if (c->set_scale) d.scale = c->scale;
@@ -396,20 +405,19 @@ typedef struct ln_prop_case {
 
 #define PHEADS(q, k, v) .h_q = (q), .h_k = (k), .h_v = (v)
 static const ln_prop_case ln_props[] = {
-  {.n = 100, PHEADS(1, 1, 1), .d = 16, .dv = 16, .fm = ELU, .normalize = NORM, .chunk = 1, .split = 37},
-  {.n = 100, PHEADS(2, 1, 1), .d = 8, .dv = 8, .fm = ELU, .normalize = NORM, .chunk = 7, .split = 50},
-  {.n = 129, PHEADS(1, 1, 1), .d = 64, .dv = 64, .fm = ELU, .normalize = NORM, .chunk = 64, .split = 64},
-  {.n = 97, PHEADS(4, 2, 2), .d = 16, .dv = 24, .fm = ELU, .normalize = NORM, .split = 96},
-  {.n = 65, PHEADS(1, 1, 1), .d = 65, .dv = 7, .fm = ID, .normalize = UNNORM, .split = 1},
-  {.n = 80, PHEADS(6, 1, 1), .d = 8, .dv = 8, .fm = ELU, .normalize = UNNORM, .chunk = 7, .split = 79},
-  {.n = 130, PHEADS(2, 2, 2), .d = 7, .dv = 9, .fm = ELU, .normalize = NORM, .split = 65},
-  /* separate key and value heads, and a scale */
-  {.n = 90, PHEADS(2, 2, 8), .d = 8, .dv = 8, .fm = ELU, .normalize = NORM, .split = 45},
-  {.n = 70, PHEADS(8, 2, 4), .d = 8, .dv = 5, .fm = ELU, .normalize = NORM, .chunk = 7, .split = 30},
-  {.n = 66, PHEADS(4, 4, 1), .d = 9, .dv = 8, .fm = ID, .normalize = UNNORM, .chunk = 16, .split = 33},
-  {.n = 60, PHEADS(6, 2, 3), .d = 8, .dv = 8, .fm = ELU, .normalize = NORM, .split = 20, .scale = 0.25f},
-  {.n = 75, PHEADS(2, 2, 8), .d = 8, .dv = 8, .fm = ID, .normalize = UNNORM, .chunk = 7, .split = 40,
-   .scale = -1.5f},
+    {.n = 100, PHEADS(1, 1, 1), .d = 16, .dv = 16, .fm = ELU, .normalize = NORM, .chunk = 1, .split = 37},
+    {.n = 100, PHEADS(2, 1, 1), .d = 8, .dv = 8, .fm = ELU, .normalize = NORM, .chunk = 7, .split = 50},
+    {.n = 129, PHEADS(1, 1, 1), .d = 64, .dv = 64, .fm = ELU, .normalize = NORM, .chunk = 64, .split = 64},
+    {.n = 97, PHEADS(4, 2, 2), .d = 16, .dv = 24, .fm = ELU, .normalize = NORM, .split = 96},
+    {.n = 65, PHEADS(1, 1, 1), .d = 65, .dv = 7, .fm = ID, .normalize = UNNORM, .split = 1},
+    {.n = 80, PHEADS(6, 1, 1), .d = 8, .dv = 8, .fm = ELU, .normalize = UNNORM, .chunk = 7, .split = 79},
+    {.n = 130, PHEADS(2, 2, 2), .d = 7, .dv = 9, .fm = ELU, .normalize = NORM, .split = 65},
+    /* separate key and value heads, and a scale */
+    {.n = 90, PHEADS(2, 2, 8), .d = 8, .dv = 8, .fm = ELU, .normalize = NORM, .split = 45},
+    {.n = 70, PHEADS(8, 2, 4), .d = 8, .dv = 5, .fm = ELU, .normalize = NORM, .chunk = 7, .split = 30},
+    {.n = 66, PHEADS(4, 4, 1), .d = 9, .dv = 8, .fm = ID, .normalize = UNNORM, .chunk = 16, .split = 33},
+    {.n = 60, PHEADS(6, 2, 3), .d = 8, .dv = 8, .fm = ELU, .normalize = NORM, .split = 20, .scale = 0.25f},
+    {.n = 75, PHEADS(2, 2, 8), .d = 8, .dv = 8, .fm = ID, .normalize = UNNORM, .chunk = 7, .split = 40, .scale = -1.5f},
 };
 #define LN_NPROPS (sizeof ln_props / sizeof ln_props[0])
 
@@ -420,8 +428,8 @@ static void ln_prop_desc(attn_linear_desc *d, const ln_prop_case *c, size_t n_q,
 
 /* n + 1 tokens of inputs; a causal prefill over the first n into a fresh state. */
 typedef struct ln_full {
-  tu_qkv x;        /* n + 1 tokens */
-  tu_tensor q, k, v; /* views of the first n */
+  tu_qkv x;           /* n + 1 tokens */
+  tu_tensor q, k, v;  /* views of the first n */
   attn_linear_desc d; /* n tokens */
   ln_state st;
   tu_tensor o;
@@ -460,12 +468,10 @@ static void ln_full_free(ln_full *f) {
 }
 
 /* One token at a time (n_q = n_kv = 1, the recurrent form) continuing a state. */
-static void ln_decode_step(const ln_prop_case *c, const tu_qkv *x, size_t t,
-                           attn_linear_state *state, tu_tensor *o) {
+static void ln_decode_step(const ln_prop_case *c, const tu_qkv *x, size_t t, attn_linear_state *state, tu_tensor *o) {
   attn_linear_desc d;
   ln_prop_desc(&d, c, 1, 1);
-  const tu_tensor q = tu_rows_view(&x->q, t, 1), k = tu_rows_view(&x->k, t, 1),
-                  v = tu_rows_view(&x->v, t, 1);
+  const tu_tensor q = tu_rows_view(&x->q, t, 1), k = tu_rows_view(&x->k, t, 1), v = tu_rows_view(&x->v, t, 1);
   ln_call(&d, &q, &k, &v, T, state, 0, o);
 }
 
@@ -481,8 +487,8 @@ START_TEST(linear_chunkwise_matches_recurrent) {
   for (size_t t = 0; t < c->n; ++t) {
     tu_tensor o;
     ln_decode_step(c, &f.x, t, &dec.s, &o);
-    ln_compare("linear.o", "decode step vs prefill row", &o, f.got + t * hd, f.scale + t * hd,
-               tol_linear_o(c->n, c->d), TOL_PROPERTY_FACTOR);
+    ln_compare("linear.o", "decode step vs prefill row", &o, f.got + t * hd, f.scale + t * hd, tol_linear_o(c->n, c->d),
+               TOL_PROPERTY_FACTOR);
     tu_tensor_free(&o);
   }
   ck_assert_uint_eq(dec.s.tokens, f.st.s.tokens);
@@ -493,8 +499,8 @@ START_TEST(linear_chunkwise_matches_recurrent) {
   ck_assert(rs && sc);
   ref_linear_state(&p, rs, sc);
   const tu_tensor view = state_view(&dec.s);
-  ln_compare("linear.state", "decoded state vs prefill state", &view, sp, sc,
-             tol_linear_state(c->n), TOL_PROPERTY_FACTOR);
+  ln_compare("linear.state", "decoded state vs prefill state", &view, sp, sc, tol_linear_state(c->n),
+             TOL_PROPERTY_FACTOR);
   free(rs);
   free(sc);
   free(sp);
@@ -521,8 +527,8 @@ START_TEST(linear_prefill_state_continues_decode) {
   double *ro = malloc(sizeof(double) * count), *rsc = malloc(sizeof(double) * count);
   ck_assert(ro && rsc);
   ref_linear(&p, ro, rsc);
-  ln_compare("linear.o", "decode after prefill", &o, ro + c->n * hd, rsc + c->n * hd,
-             tol_linear_o(c->n + 1, c->d), 1.0);
+  ln_compare("linear.o", "decode after prefill", &o, ro + c->n * hd, rsc + c->n * hd, tol_linear_o(c->n + 1, c->d),
+             1.0);
   ln_check_state("state after prefill + decode", &whole, &f.x.k, &f.x.v, NULL, 0, &f.st.s);
   free(ro);
   free(rsc);
@@ -547,8 +553,7 @@ START_TEST(linear_snapshot_restore_bit_exact) {
   attn_linear_desc d = f.d;
   d.shape.n_q = d.shape.n_kv = a;
   tu_tensor o0, o1, o2;
-  const tu_tensor q0 = tu_rows_view(&f.x.q, 0, a), k0 = tu_rows_view(&f.x.k, 0, a),
-                  v0 = tu_rows_view(&f.x.v, 0, a);
+  const tu_tensor q0 = tu_rows_view(&f.x.q, 0, a), k0 = tu_rows_view(&f.x.k, 0, a), v0 = tu_rows_view(&f.x.v, 0, a);
   ln_call(&d, &q0, &k0, &v0, T, &st.s, 0, &o0);
   attn_linear_state saved = st.s;
   if (by_copy) {
@@ -602,13 +607,12 @@ START_TEST(linear_split_prefill_matches_one_call) {
   for (int s = 0; s < 2; ++s) {
     attn_linear_desc d = f.d;
     d.shape.n_q = d.shape.n_kv = part[s][1];
-    const tu_tensor q = tu_rows_view(&f.q, part[s][0], part[s][1]),
-                    k = tu_rows_view(&f.k, part[s][0], part[s][1]),
+    const tu_tensor q = tu_rows_view(&f.q, part[s][0], part[s][1]), k = tu_rows_view(&f.k, part[s][0], part[s][1]),
                     v = tu_rows_view(&f.v, part[s][0], part[s][1]);
     tu_tensor o;
     ln_call(&d, &q, &k, &v, T, &st.s, 0, &o);
-    ln_compare("linear.o", "split prefill vs one call", &o, f.got + part[s][0] * hd,
-               f.scale + part[s][0] * hd, tol_linear_o(n, c->d), TOL_PROPERTY_FACTOR);
+    ln_compare("linear.o", "split prefill vs one call", &o, f.got + part[s][0] * hd, f.scale + part[s][0] * hd,
+               tol_linear_o(n, c->d), TOL_PROPERTY_FACTOR);
     tu_tensor_free(&o);
   }
   ck_assert_uint_eq(st.s.tokens, n);
@@ -626,8 +630,7 @@ START_TEST(linear_elu1_accuracy_sweep) {
   tu_tensor_alloc(&q, T, ELU_SWEEP, 1, 1, 0);
   tu_tensor_alloc(&k, T, 1, 1, 1, 0);
   tu_tensor_alloc(&v, T, 1, 1, 1, 0);
-  for (size_t i = 0; i < ELU_SWEEP; ++i)
-    *tu_at(&q, i, 0, 0) = (float)(-87.0 + 117.0 * (double)i / (ELU_SWEEP - 1));
+  for (size_t i = 0; i < ELU_SWEEP; ++i) *tu_at(&q, i, 0, 0) = (float)(-87.0 + 117.0 * (double)i / (ELU_SWEEP - 1));
   *tu_at(&k, 0, 0, 0) = 0.0f;
   *tu_at(&v, 0, 0, 0) = 1.0f;
   attn_linear_desc d;
@@ -659,12 +662,12 @@ typedef struct lnf_case {
 /* Causal chunks of the path's default size and of 16, GQA, n_q < n_kv, bidirectional, separate
  * key and value heads (a poisoned value head reaches only the output heads that read it). */
 static const lnf_case lnf_cases[] = {
-  {.name = "causal_100_gqa", SIZES(100, 100, 8, 7), HEADS(4, 2, 2)},
-  {.name = "causal_70_chunk16", SIZES(70, 70, 9, 16), HEADS(1, 1, 1), .chunk = 16},
-  {.name = "chunk_30_of_50", SIZES(30, 50, 8, 8), HEADS(2, 2, 2)},
-  {.name = "bidir_40", SIZES(40, 40, 8, 5), HEADS(2, 1, 1), .bidir = 1},
-  {.name = "heads_2_2_8", SIZES(60, 60, 8, 8), HEADS(2, 2, 8), .chunk = 16},
-  {.name = "heads_8_2_4_bidir", SIZES(30, 40, 8, 8), HEADS(8, 2, 4), .bidir = 1},
+    {.name = "causal_100_gqa", SIZES(100, 100, 8, 7), HEADS(4, 2, 2)},
+    {.name = "causal_70_chunk16", SIZES(70, 70, 9, 16), HEADS(1, 1, 1), .chunk = 16},
+    {.name = "chunk_30_of_50", SIZES(30, 50, 8, 8), HEADS(2, 2, 2)},
+    {.name = "bidir_40", SIZES(40, 40, 8, 5), HEADS(2, 1, 1), .bidir = 1},
+    {.name = "heads_2_2_8", SIZES(60, 60, 8, 8), HEADS(2, 2, 8), .chunk = 16},
+    {.name = "heads_8_2_4_bidir", SIZES(30, 40, 8, 8), HEADS(8, 2, 4), .bidir = 1},
 };
 #define LNF_NCASES (sizeof lnf_cases / sizeof lnf_cases[0])
 
@@ -1049,19 +1052,62 @@ END_TEST
 #define HUGE_N (SIZE_MAX / 2)
 
 typedef enum lv_kind {
-  LV_DESC_NULL, LV_Q_NULL, LV_K_NULL, LV_V_NULL, LV_O_NULL, LV_WS_NULL, LV_STATE_DATA_NULL,
-  LV_NQ_0, LV_NKV_0, LV_HQ_0, LV_HK_0, LV_HV_0, LV_D_0, LV_DV_0,
-  LV_NQ_HUGE, LV_NKV_HUGE, LV_KROW_HUGE,
-  LV_QROW_SMALL, LV_VHEAD_SMALL, LV_O_SELF_OVERLAP,
-  LV_HEADS_3_2, LV_HV_3, LV_HK_3,
-  LV_EPS_NAN, LV_EPS_NEG, LV_EPS_INF, LV_SCALE_NAN, LV_SCALE_INF, LV_SCALE_NINF,
-  LV_FM_COUNT, LV_FM_NEG, LV_FM_99, LV_M_D_PLUS_1, LV_M_1,
-  LV_MASK_WINDOW, LV_MASK_RIGHT, LV_MASK_DIAGONAL, LV_MASK_CHUNK_CAUSAL, LV_MASK_CHUNK_FULL,
-  LV_NORM_2, LV_NORM_NEG, LV_CHUNK_TOO_BIG,
+  LV_DESC_NULL,
+  LV_Q_NULL,
+  LV_K_NULL,
+  LV_V_NULL,
+  LV_O_NULL,
+  LV_WS_NULL,
+  LV_STATE_DATA_NULL,
+  LV_NQ_0,
+  LV_NKV_0,
+  LV_HQ_0,
+  LV_HK_0,
+  LV_HV_0,
+  LV_D_0,
+  LV_DV_0,
+  LV_NQ_HUGE,
+  LV_NKV_HUGE,
+  LV_KROW_HUGE,
+  LV_QROW_SMALL,
+  LV_VHEAD_SMALL,
+  LV_O_SELF_OVERLAP,
+  LV_HEADS_3_2,
+  LV_HV_3,
+  LV_HK_3,
+  LV_EPS_NAN,
+  LV_EPS_NEG,
+  LV_EPS_INF,
+  LV_SCALE_NAN,
+  LV_SCALE_INF,
+  LV_SCALE_NINF,
+  LV_FM_COUNT,
+  LV_FM_NEG,
+  LV_FM_99,
+  LV_M_D_PLUS_1,
+  LV_M_1,
+  LV_MASK_WINDOW,
+  LV_MASK_RIGHT,
+  LV_MASK_DIAGONAL,
+  LV_MASK_CHUNK_CAUSAL,
+  LV_MASK_CHUNK_FULL,
+  LV_NORM_2,
+  LV_NORM_NEG,
+  LV_CHUNK_TOO_BIG,
   LV_WS_SMALL,
-  LV_O_IS_Q, LV_O_IN_K, LV_O_IS_V,
-  LV_STATE_DV, LV_STATE_HEADS, LV_STATE_HV, LV_STATE_D, LV_STATE_MAP, LV_STATE_NORM,
-  LV_STATE_BIDIR, LV_STATE_IN_O, LV_STATE_IS_K, LV_STATE_IN_WS
+  LV_O_IS_Q,
+  LV_O_IN_K,
+  LV_O_IS_V,
+  LV_STATE_DV,
+  LV_STATE_HEADS,
+  LV_STATE_HV,
+  LV_STATE_D,
+  LV_STATE_MAP,
+  LV_STATE_NORM,
+  LV_STATE_BIDIR,
+  LV_STATE_IN_O,
+  LV_STATE_IS_K,
+  LV_STATE_IN_WS
 } lv_kind;
 
 typedef struct lv_case {
@@ -1073,62 +1119,62 @@ typedef struct lv_case {
 
 #define LV(k, s, lvl) .kind = (k), .expect = (s), .desc_level = (lvl)
 static const lv_case lv_cases[] = {
-  {.name = "desc NULL", LV(LV_DESC_NULL, ATTN_E_NULL_POINTER, 0)},
-  {.name = "q NULL", LV(LV_Q_NULL, ATTN_E_NULL_POINTER, 0)},
-  {.name = "k NULL", LV(LV_K_NULL, ATTN_E_NULL_POINTER, 0)},
-  {.name = "v NULL", LV(LV_V_NULL, ATTN_E_NULL_POINTER, 0)},
-  {.name = "o NULL", LV(LV_O_NULL, ATTN_E_NULL_POINTER, 0)},
-  {.name = "workspace NULL", LV(LV_WS_NULL, ATTN_E_NULL_POINTER, 0)},
-  {.name = "state data NULL", LV(LV_STATE_DATA_NULL, ATTN_E_NULL_POINTER, 0)},
-  {.name = "n_q 0", LV(LV_NQ_0, ATTN_E_ZERO_SIZE, 1)},
-  {.name = "n_kv 0", LV(LV_NKV_0, ATTN_E_ZERO_SIZE, 1)},
-  {.name = "h_q 0", LV(LV_HQ_0, ATTN_E_ZERO_SIZE, 1)},
-  {.name = "h_k 0", LV(LV_HK_0, ATTN_E_ZERO_SIZE, 1)},
-  {.name = "h_v 0", LV(LV_HV_0, ATTN_E_ZERO_SIZE, 1)},
-  {.name = "d 0", LV(LV_D_0, ATTN_E_ZERO_SIZE, 1)},
-  {.name = "dv 0", LV(LV_DV_0, ATTN_E_ZERO_SIZE, 1)},
-  {.name = "n_q SIZE_MAX/2", LV(LV_NQ_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
-  {.name = "n_kv SIZE_MAX/2", LV(LV_NKV_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
-  {.name = "k row stride huge", LV(LV_KROW_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
-  {.name = "q row stride < d", LV(LV_QROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
-  {.name = "v head stride < dv", LV(LV_VHEAD_SMALL, ATTN_E_BAD_STRIDE, 1)},
-  {.name = "o layout overlaps itself", LV(LV_O_SELF_OVERLAP, ATTN_E_BAD_STRIDE, 1)},
-  {.name = "h_q 3, h_k = h_v 2", LV(LV_HEADS_3_2, ATTN_E_BAD_HEADS, 1)},
-  {.name = "h_v 3 does not divide H 4", LV(LV_HV_3, ATTN_E_BAD_HEADS, 1)},
-  {.name = "h_k 3 does not divide H 4", LV(LV_HK_3, ATTN_E_BAD_HEADS, 1)},
-  {.name = "eps NaN", LV(LV_EPS_NAN, ATTN_E_BAD_EPS, 1)},
-  {.name = "eps negative", LV(LV_EPS_NEG, ATTN_E_BAD_EPS, 1)},
-  {.name = "eps +inf", LV(LV_EPS_INF, ATTN_E_BAD_EPS, 1)},
-  {.name = "scale NaN", LV(LV_SCALE_NAN, ATTN_E_BAD_SCALE, 1)},
-  {.name = "scale +inf", LV(LV_SCALE_INF, ATTN_E_BAD_SCALE, 1)},
-  {.name = "scale -inf", LV(LV_SCALE_NINF, ATTN_E_BAD_SCALE, 1)},
-  {.name = "feature map COUNT", LV(LV_FM_COUNT, ATTN_E_BAD_FEATURE_MAP, 1)},
-  {.name = "feature map -1", LV(LV_FM_NEG, ATTN_E_BAD_FEATURE_MAP, 1)},
-  {.name = "feature map 99", LV(LV_FM_99, ATTN_E_BAD_FEATURE_MAP, 1)},
-  {.name = "m = d + 1", LV(LV_M_D_PLUS_1, ATTN_E_BAD_FEATURE_MAP, 1)},
-  {.name = "m = 1 < d", LV(LV_M_1, ATTN_E_BAD_FEATURE_MAP, 1)},
-  {.name = "mask: causal window (3, 0)", LV(LV_MASK_WINDOW, ATTN_E_BAD_WINDOW, 1)},
-  {.name = "mask: right 5", LV(LV_MASK_RIGHT, ATTN_E_BAD_WINDOW, 1)},
-  {.name = "mask: diagonal (0, 0)", LV(LV_MASK_DIAGONAL, ATTN_E_BAD_WINDOW, 1)},
-  {.name = "mask: causal chunk 16", LV(LV_MASK_CHUNK_CAUSAL, ATTN_E_BAD_WINDOW, 1)},
-  {.name = "mask: full chunk 16", LV(LV_MASK_CHUNK_FULL, ATTN_E_BAD_WINDOW, 1)},
-  {.name = "normalize 2", LV(LV_NORM_2, ATTN_E_BAD_ARGUMENT, 1)},
-  {.name = "normalize -1", LV(LV_NORM_NEG, ATTN_E_BAD_ARGUMENT, 1)},
-  {.name = "chunk above ATTN_LINEAR_MAX_CHUNK", LV(LV_CHUNK_TOO_BIG, ATTN_E_BAD_ARGUMENT, 1)},
-  {.name = "workspace one byte short", LV(LV_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0)},
-  {.name = "o is q", LV(LV_O_IS_Q, ATTN_E_ALIASING, 0)},
-  {.name = "o inside k", LV(LV_O_IN_K, ATTN_E_ALIASING, 0)},
-  {.name = "o is v", LV(LV_O_IS_V, ATTN_E_ALIASING, 0)},
-  {.name = "state with another dv", LV(LV_STATE_DV, ATTN_E_STATE_MISMATCH, 0)},
-  {.name = "state with another head count", LV(LV_STATE_HEADS, ATTN_E_STATE_MISMATCH, 0)},
-  {.name = "state with other value heads (L 4)", LV(LV_STATE_HV, ATTN_E_STATE_MISMATCH, 0)},
-  {.name = "state with another feature size", LV(LV_STATE_D, ATTN_E_STATE_MISMATCH, 0)},
-  {.name = "state with another feature map", LV(LV_STATE_MAP, ATTN_E_STATE_MISMATCH, 0)},
-  {.name = "state with another normalize mode", LV(LV_STATE_NORM, ATTN_E_STATE_MISMATCH, 0)},
-  {.name = "state passed to bidirectional", LV(LV_STATE_BIDIR, ATTN_E_BAD_ARGUMENT, 0)},
-  {.name = "state data inside o", LV(LV_STATE_IN_O, ATTN_E_ALIASING, 0)},
-  {.name = "state data is k", LV(LV_STATE_IS_K, ATTN_E_ALIASING, 0)},
-  {.name = "state data inside the workspace", LV(LV_STATE_IN_WS, ATTN_E_ALIASING, 0)},
+    {.name = "desc NULL", LV(LV_DESC_NULL, ATTN_E_NULL_POINTER, 0)},
+    {.name = "q NULL", LV(LV_Q_NULL, ATTN_E_NULL_POINTER, 0)},
+    {.name = "k NULL", LV(LV_K_NULL, ATTN_E_NULL_POINTER, 0)},
+    {.name = "v NULL", LV(LV_V_NULL, ATTN_E_NULL_POINTER, 0)},
+    {.name = "o NULL", LV(LV_O_NULL, ATTN_E_NULL_POINTER, 0)},
+    {.name = "workspace NULL", LV(LV_WS_NULL, ATTN_E_NULL_POINTER, 0)},
+    {.name = "state data NULL", LV(LV_STATE_DATA_NULL, ATTN_E_NULL_POINTER, 0)},
+    {.name = "n_q 0", LV(LV_NQ_0, ATTN_E_ZERO_SIZE, 1)},
+    {.name = "n_kv 0", LV(LV_NKV_0, ATTN_E_ZERO_SIZE, 1)},
+    {.name = "h_q 0", LV(LV_HQ_0, ATTN_E_ZERO_SIZE, 1)},
+    {.name = "h_k 0", LV(LV_HK_0, ATTN_E_ZERO_SIZE, 1)},
+    {.name = "h_v 0", LV(LV_HV_0, ATTN_E_ZERO_SIZE, 1)},
+    {.name = "d 0", LV(LV_D_0, ATTN_E_ZERO_SIZE, 1)},
+    {.name = "dv 0", LV(LV_DV_0, ATTN_E_ZERO_SIZE, 1)},
+    {.name = "n_q SIZE_MAX/2", LV(LV_NQ_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
+    {.name = "n_kv SIZE_MAX/2", LV(LV_NKV_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
+    {.name = "k row stride huge", LV(LV_KROW_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
+    {.name = "q row stride < d", LV(LV_QROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
+    {.name = "v head stride < dv", LV(LV_VHEAD_SMALL, ATTN_E_BAD_STRIDE, 1)},
+    {.name = "o layout overlaps itself", LV(LV_O_SELF_OVERLAP, ATTN_E_BAD_STRIDE, 1)},
+    {.name = "h_q 3, h_k = h_v 2", LV(LV_HEADS_3_2, ATTN_E_BAD_HEADS, 1)},
+    {.name = "h_v 3 does not divide H 4", LV(LV_HV_3, ATTN_E_BAD_HEADS, 1)},
+    {.name = "h_k 3 does not divide H 4", LV(LV_HK_3, ATTN_E_BAD_HEADS, 1)},
+    {.name = "eps NaN", LV(LV_EPS_NAN, ATTN_E_BAD_EPS, 1)},
+    {.name = "eps negative", LV(LV_EPS_NEG, ATTN_E_BAD_EPS, 1)},
+    {.name = "eps +inf", LV(LV_EPS_INF, ATTN_E_BAD_EPS, 1)},
+    {.name = "scale NaN", LV(LV_SCALE_NAN, ATTN_E_BAD_SCALE, 1)},
+    {.name = "scale +inf", LV(LV_SCALE_INF, ATTN_E_BAD_SCALE, 1)},
+    {.name = "scale -inf", LV(LV_SCALE_NINF, ATTN_E_BAD_SCALE, 1)},
+    {.name = "feature map COUNT", LV(LV_FM_COUNT, ATTN_E_BAD_FEATURE_MAP, 1)},
+    {.name = "feature map -1", LV(LV_FM_NEG, ATTN_E_BAD_FEATURE_MAP, 1)},
+    {.name = "feature map 99", LV(LV_FM_99, ATTN_E_BAD_FEATURE_MAP, 1)},
+    {.name = "m = d + 1", LV(LV_M_D_PLUS_1, ATTN_E_BAD_FEATURE_MAP, 1)},
+    {.name = "m = 1 < d", LV(LV_M_1, ATTN_E_BAD_FEATURE_MAP, 1)},
+    {.name = "mask: causal window (3, 0)", LV(LV_MASK_WINDOW, ATTN_E_BAD_WINDOW, 1)},
+    {.name = "mask: right 5", LV(LV_MASK_RIGHT, ATTN_E_BAD_WINDOW, 1)},
+    {.name = "mask: diagonal (0, 0)", LV(LV_MASK_DIAGONAL, ATTN_E_BAD_WINDOW, 1)},
+    {.name = "mask: causal chunk 16", LV(LV_MASK_CHUNK_CAUSAL, ATTN_E_BAD_WINDOW, 1)},
+    {.name = "mask: full chunk 16", LV(LV_MASK_CHUNK_FULL, ATTN_E_BAD_WINDOW, 1)},
+    {.name = "normalize 2", LV(LV_NORM_2, ATTN_E_BAD_ARGUMENT, 1)},
+    {.name = "normalize -1", LV(LV_NORM_NEG, ATTN_E_BAD_ARGUMENT, 1)},
+    {.name = "chunk above ATTN_LINEAR_MAX_CHUNK", LV(LV_CHUNK_TOO_BIG, ATTN_E_BAD_ARGUMENT, 1)},
+    {.name = "workspace one byte short", LV(LV_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0)},
+    {.name = "o is q", LV(LV_O_IS_Q, ATTN_E_ALIASING, 0)},
+    {.name = "o inside k", LV(LV_O_IN_K, ATTN_E_ALIASING, 0)},
+    {.name = "o is v", LV(LV_O_IS_V, ATTN_E_ALIASING, 0)},
+    {.name = "state with another dv", LV(LV_STATE_DV, ATTN_E_STATE_MISMATCH, 0)},
+    {.name = "state with another head count", LV(LV_STATE_HEADS, ATTN_E_STATE_MISMATCH, 0)},
+    {.name = "state with other value heads (L 4)", LV(LV_STATE_HV, ATTN_E_STATE_MISMATCH, 0)},
+    {.name = "state with another feature size", LV(LV_STATE_D, ATTN_E_STATE_MISMATCH, 0)},
+    {.name = "state with another feature map", LV(LV_STATE_MAP, ATTN_E_STATE_MISMATCH, 0)},
+    {.name = "state with another normalize mode", LV(LV_STATE_NORM, ATTN_E_STATE_MISMATCH, 0)},
+    {.name = "state passed to bidirectional", LV(LV_STATE_BIDIR, ATTN_E_BAD_ARGUMENT, 0)},
+    {.name = "state data inside o", LV(LV_STATE_IN_O, ATTN_E_ALIASING, 0)},
+    {.name = "state data is k", LV(LV_STATE_IS_K, ATTN_E_ALIASING, 0)},
+    {.name = "state data inside the workspace", LV(LV_STATE_IN_WS, ATTN_E_ALIASING, 0)},
 };
 #define LV_NCASES (sizeof lv_cases / sizeof lv_cases[0])
 
@@ -1157,62 +1203,193 @@ START_TEST(linear_rejects_bad_input) {
   int have_alt = 0;
   attn_linear_desc ad = d;
   switch (c->kind) {
-  case LV_DESC_NULL: dp = NULL; break;
-  case LV_Q_NULL: q = NULL; break;
-  case LV_K_NULL: k = NULL; break;
-  case LV_V_NULL: v = NULL; break;
-  case LV_O_NULL: op = NULL; break;
-  case LV_WS_NULL: break; /* pointer set below */
-  case LV_STATE_DATA_NULL: st.s.data = NULL; break;
-  case LV_NQ_0: s->n_q = 0; break;
-  case LV_NKV_0: s->n_kv = 0; break;
-  case LV_HQ_0: s->h_q = 0; break;
-  case LV_HK_0: s->h_k = 0; sp = NULL; break;
-  case LV_HV_0: s->h_v = 0; sp = NULL; break;
-  case LV_D_0: s->d = 0; sp = NULL; break;
-  case LV_DV_0: s->dv = 0; sp = NULL; break;
-  case LV_NQ_HUGE: s->n_q = HUGE_N; break;
-  case LV_NKV_HUGE: s->n_kv = HUGE_N; break;
-  case LV_KROW_HUGE: s->k.row_stride = SIZE_MAX / 4; break;
-  case LV_QROW_SMALL: s->q.row_stride = D - 1; break;
-  case LV_VHEAD_SMALL: s->v.head_stride = DV - 1; break;
-  case LV_O_SELF_OVERLAP: s->o.row_stride = DV; s->o.head_stride = DV; break;
-  case LV_HEADS_3_2: s->h_q = 3; break;
-  case LV_HV_3: s->h_v = 3; break;
-  case LV_HK_3: s->h_k = 3; break;
-  case LV_EPS_NAN: d.eps = NAN; break;
-  case LV_EPS_NEG: d.eps = -1e-6f; break;
-  case LV_EPS_INF: d.eps = INFINITY; break;
-  case LV_SCALE_NAN: d.scale = NAN; break;
-  case LV_SCALE_INF: d.scale = INFINITY; break;
-  case LV_SCALE_NINF: d.scale = -INFINITY; break;
-  case LV_FM_COUNT: d.feature_map = ATTN_FEATURE_COUNT; sp = NULL; break;
-  case LV_FM_NEG: d.feature_map = (attn_feature_map)-1; sp = NULL; break;
-  case LV_FM_99: d.feature_map = (attn_feature_map)99; sp = NULL; break;
-  case LV_M_D_PLUS_1: d.m = D + 1; break;
-  case LV_M_1: d.m = 1; break;
-  case LV_MASK_WINDOW: d.mask = attn_mask_window(3, 0); break;
-  case LV_MASK_RIGHT: d.mask = attn_mask_window(ATTN_UNBOUNDED, 5); break;
-  case LV_MASK_DIAGONAL: d.mask = attn_mask_window(0, 0); break;
-  case LV_MASK_CHUNK_CAUSAL: d.mask.chunk = 16; break;
-  case LV_MASK_CHUNK_FULL: d.mask = attn_mask_full(); d.mask.chunk = 16; sp = NULL; break;
-  case LV_NORM_2: d.normalize = 2; sp = NULL; break;
-  case LV_NORM_NEG: d.normalize = -1; sp = NULL; break;
-  case LV_CHUNK_TOO_BIG: d.chunk = ATTN_LINEAR_MAX_CHUNK + 1; break;
-  case LV_WS_SMALL: ck_assert_uint_gt(need, 0); ws_size = need - 1; break;
-  case LV_O_IS_Q: op = x.q.data; break;
-  case LV_O_IN_K: op = x.k.data + 5; break;
-  case LV_O_IS_V: op = x.v.data; break;
-  case LV_STATE_DV: ad.shape.dv = DV - 1; have_alt = 1; break;
-  case LV_STATE_HEADS: ad.shape.h_k = ad.shape.h_v = 1; have_alt = 1; break;
-  case LV_STATE_HV: ad.shape.h_v = HQ; have_alt = 1; break;
-  case LV_STATE_D: ad.shape.d = D + 1; have_alt = 1; break;
-  case LV_STATE_MAP: ad.feature_map = ATTN_FEATURE_IDENTITY; have_alt = 1; break;
-  case LV_STATE_NORM: ad.normalize = 0; have_alt = 1; break;
-  case LV_STATE_BIDIR: d.mask = attn_mask_full(); break;
-  case LV_STATE_IN_O: st.s.data = o.data + 2; break;
-  case LV_STATE_IS_K: st.s.data = x.k.data; break;
-  case LV_STATE_IN_WS: st.s.data = (float *)ws + 8; ws_size = need + 4096; break;
+    case LV_DESC_NULL:
+      dp = NULL;
+      break;
+    case LV_Q_NULL:
+      q = NULL;
+      break;
+    case LV_K_NULL:
+      k = NULL;
+      break;
+    case LV_V_NULL:
+      v = NULL;
+      break;
+    case LV_O_NULL:
+      op = NULL;
+      break;
+    case LV_WS_NULL:
+      break; /* pointer set below */
+    case LV_STATE_DATA_NULL:
+      st.s.data = NULL;
+      break;
+    case LV_NQ_0:
+      s->n_q = 0;
+      break;
+    case LV_NKV_0:
+      s->n_kv = 0;
+      break;
+    case LV_HQ_0:
+      s->h_q = 0;
+      break;
+    case LV_HK_0:
+      s->h_k = 0;
+      sp = NULL;
+      break;
+    case LV_HV_0:
+      s->h_v = 0;
+      sp = NULL;
+      break;
+    case LV_D_0:
+      s->d = 0;
+      sp = NULL;
+      break;
+    case LV_DV_0:
+      s->dv = 0;
+      sp = NULL;
+      break;
+    case LV_NQ_HUGE:
+      s->n_q = HUGE_N;
+      break;
+    case LV_NKV_HUGE:
+      s->n_kv = HUGE_N;
+      break;
+    case LV_KROW_HUGE:
+      s->k.row_stride = SIZE_MAX / 4;
+      break;
+    case LV_QROW_SMALL:
+      s->q.row_stride = D - 1;
+      break;
+    case LV_VHEAD_SMALL:
+      s->v.head_stride = DV - 1;
+      break;
+    case LV_O_SELF_OVERLAP:
+      s->o.row_stride = DV;
+      s->o.head_stride = DV;
+      break;
+    case LV_HEADS_3_2:
+      s->h_q = 3;
+      break;
+    case LV_HV_3:
+      s->h_v = 3;
+      break;
+    case LV_HK_3:
+      s->h_k = 3;
+      break;
+    case LV_EPS_NAN:
+      d.eps = NAN;
+      break;
+    case LV_EPS_NEG:
+      d.eps = -1e-6f;
+      break;
+    case LV_EPS_INF:
+      d.eps = INFINITY;
+      break;
+    case LV_SCALE_NAN:
+      d.scale = NAN;
+      break;
+    case LV_SCALE_INF:
+      d.scale = INFINITY;
+      break;
+    case LV_SCALE_NINF:
+      d.scale = -INFINITY;
+      break;
+    case LV_FM_COUNT:
+      d.feature_map = ATTN_FEATURE_COUNT;
+      sp = NULL;
+      break;
+    case LV_FM_NEG:
+      d.feature_map = (attn_feature_map)-1;
+      sp = NULL;
+      break;
+    case LV_FM_99:
+      d.feature_map = (attn_feature_map)99;
+      sp = NULL;
+      break;
+    case LV_M_D_PLUS_1:
+      d.m = D + 1;
+      break;
+    case LV_M_1:
+      d.m = 1;
+      break;
+    case LV_MASK_WINDOW:
+      d.mask = attn_mask_window(3, 0);
+      break;
+    case LV_MASK_RIGHT:
+      d.mask = attn_mask_window(ATTN_UNBOUNDED, 5);
+      break;
+    case LV_MASK_DIAGONAL:
+      d.mask = attn_mask_window(0, 0);
+      break;
+    case LV_MASK_CHUNK_CAUSAL:
+      d.mask.chunk = 16;
+      break;
+    case LV_MASK_CHUNK_FULL:
+      d.mask = attn_mask_full();
+      d.mask.chunk = 16;
+      sp = NULL;
+      break;
+    case LV_NORM_2:
+      d.normalize = 2;
+      sp = NULL;
+      break;
+    case LV_NORM_NEG:
+      d.normalize = -1;
+      sp = NULL;
+      break;
+    case LV_CHUNK_TOO_BIG:
+      d.chunk = ATTN_LINEAR_MAX_CHUNK + 1;
+      break;
+    case LV_WS_SMALL:
+      ck_assert_uint_gt(need, 0);
+      ws_size = need - 1;
+      break;
+    case LV_O_IS_Q:
+      op = x.q.data;
+      break;
+    case LV_O_IN_K:
+      op = x.k.data + 5;
+      break;
+    case LV_O_IS_V:
+      op = x.v.data;
+      break;
+    case LV_STATE_DV:
+      ad.shape.dv = DV - 1;
+      have_alt = 1;
+      break;
+    case LV_STATE_HEADS:
+      ad.shape.h_k = ad.shape.h_v = 1;
+      have_alt = 1;
+      break;
+    case LV_STATE_HV:
+      ad.shape.h_v = HQ;
+      have_alt = 1;
+      break;
+    case LV_STATE_D:
+      ad.shape.d = D + 1;
+      have_alt = 1;
+      break;
+    case LV_STATE_MAP:
+      ad.feature_map = ATTN_FEATURE_IDENTITY;
+      have_alt = 1;
+      break;
+    case LV_STATE_NORM:
+      ad.normalize = 0;
+      have_alt = 1;
+      break;
+    case LV_STATE_BIDIR:
+      d.mask = attn_mask_full();
+      break;
+    case LV_STATE_IN_O:
+      st.s.data = o.data + 2;
+      break;
+    case LV_STATE_IS_K:
+      st.s.data = x.k.data;
+      break;
+    case LV_STATE_IN_WS:
+      st.s.data = (float *)ws + 8;
+      ws_size = need + 4096;
+      break;
   }
   if (have_alt) { /* a state of another shape or mode, from a valid descriptor */
     attn_linear_desc fresh;

@@ -28,17 +28,17 @@ typedef struct mg_case {
 } mg_case;
 
 static const mg_case mg_cases[] = {
-  {.rows = 1, .dv = 1, .parts = 1},
-  {.rows = 7, .dv = 8, .parts = 2},
-  {.rows = 33, .dv = 65, .parts = 3, .layout = P, .lse_mode = LSE_WIDE},
-  {.rows = 50, .dv = 64, .parts = 4, .lse_mode = LSE_HOLES},
-  {.rows = 9, .dv = 7, .parts = 2, .layout = P, .lse_mode = LSE_HOLES, .in_place = 1},
-  {.rows = 64, .dv = 128, .parts = 2, .lse_mode = LSE_WIDE, .in_place = 2},
-  {.rows = 20, .dv = 9, .parts = 5, .lse_mode = LSE_HOLES, .no_lse = 1},
-  {.rows = 17, .dv = 4, .parts = 2, .layout = P, .in_place = 1, .no_lse = 1},
-  {.rows = 97, .dv = 3, .parts = 3, .layout = P, .lse_mode = LSE_HOLES},
-  {.rows = 31, .dv = 16, .parts = 4, .in_place = 3},
-  {.rows = 40, .dv = 9, .parts = 3, .layout = P, .lse_mode = LSE_HOLES, .in_place = 3},
+    {.rows = 1, .dv = 1, .parts = 1},
+    {.rows = 7, .dv = 8, .parts = 2},
+    {.rows = 33, .dv = 65, .parts = 3, .layout = P, .lse_mode = LSE_WIDE},
+    {.rows = 50, .dv = 64, .parts = 4, .lse_mode = LSE_HOLES},
+    {.rows = 9, .dv = 7, .parts = 2, .layout = P, .lse_mode = LSE_HOLES, .in_place = 1},
+    {.rows = 64, .dv = 128, .parts = 2, .lse_mode = LSE_WIDE, .in_place = 2},
+    {.rows = 20, .dv = 9, .parts = 5, .lse_mode = LSE_HOLES, .no_lse = 1},
+    {.rows = 17, .dv = 4, .parts = 2, .layout = P, .in_place = 1, .no_lse = 1},
+    {.rows = 97, .dv = 3, .parts = 3, .layout = P, .lse_mode = LSE_HOLES},
+    {.rows = 31, .dv = 16, .parts = 4, .in_place = 3},
+    {.rows = 40, .dv = 9, .parts = 3, .layout = P, .lse_mode = LSE_HOLES, .in_place = 3},
 };
 #define MG_NCASES (sizeof mg_cases / sizeof mg_cases[0])
 
@@ -73,9 +73,8 @@ START_TEST(merge_matches_reference) {
     tu_tensor_alloc(&out, c->layout, c->rows, 1, c->dv, 1);
     tu_tensor_alloc(&lout, c->layout, c->rows, 1, 1, 1);
   }
-  ck_assert_int_eq(attn_softmax_merge(c->rows, c->dv, c->parts, op, os, lp, ls, out.data,
-                                      out.l.row_stride, !c->no_lse ? lout.data : NULL,
-                                      lout.l.row_stride),
+  ck_assert_int_eq(attn_softmax_merge(c->rows, c->dv, c->parts, op, os, lp, ls, out.data, out.l.row_stride,
+                                      !c->no_lse ? lout.data : NULL, lout.l.row_stride),
                    ATTN_OK);
   tu_assert_output_clean("merge o", &out);
   tu_assert_output_clean("merge lse", &lout);
@@ -128,9 +127,9 @@ END_TEST
  * part (LSE -inf: never read), every part empty, and an infinite o; in place and not. */
 START_TEST(merge_nonfinite_policy) {
   enum { ROWS = 7, DV = 5, PARTS = 3 };
-  const float lse_in[ROWS][PARTS] = {
-      {0.5f, NAN, 1.0f},   {0.5f, INFINITY, 1.0f},   {NAN, NAN, NAN},       {0.5f, 0.25f, 1.0f},
-      {0.5f, -INFINITY, 1.0f}, {-INFINITY, -INFINITY, -INFINITY}, {2.0f, 0.0f, -1.0f}};
+  const float lse_in[ROWS][PARTS] = {{0.5f, NAN, 1.0f},   {0.5f, INFINITY, 1.0f},  {NAN, NAN, NAN},
+                                     {0.5f, 0.25f, 1.0f}, {0.5f, -INFINITY, 1.0f}, {-INFINITY, -INFINITY, -INFINITY},
+                                     {2.0f, 0.0f, -1.0f}};
   for (int in_place = 0; in_place < 2; ++in_place) {
     tu_rng rng;
     tu_rng_seed(&rng, 5100);
@@ -218,8 +217,8 @@ static void mg_parts_free(mg_parts *m) {
 }
 
 /* attn_softmax_merge of `parts` parts into freshly allocated o and lse (contiguous). */
-static void mg_call(size_t rows, size_t dv, size_t parts, const float *const *op, const float *const *lp,
-                    tu_tensor *o, tu_tensor *l) {
+static void mg_call(size_t rows, size_t dv, size_t parts, const float *const *op, const float *const *lp, tu_tensor *o,
+                    tu_tensor *l) {
   tu_tensor_alloc(o, T, rows, 1, dv, 1);
   tu_tensor_alloc(l, T, rows, 1, 1, 1);
   ck_assert_int_eq(attn_softmax_merge(rows, dv, parts, op, dv, lp, 1, o->data, dv, l->data, 1), ATTN_OK);
@@ -287,8 +286,8 @@ static int mg_job_run(const void *arg, float *out) {
   const mg_parts *m = arg;
   int rc = 0;
   for (int rep = 0; rep < RE_REPS && rc == 0; ++rep)
-    rc = (int)attn_softmax_merge(RE_ROWS, RE_DV, PR_PARTS, m->op, RE_DV, m->lp, 1, out, RE_DV,
-                                 out + RE_ROWS * RE_DV, 1);
+    rc =
+        (int)attn_softmax_merge(RE_ROWS, RE_DV, PR_PARTS, m->op, RE_DV, m->lp, 1, out, RE_DV, out + RE_ROWS * RE_DV, 1);
   return rc;
 }
 
@@ -311,10 +310,25 @@ END_TEST
 #define HUGE_N (SIZE_MAX / 2)
 enum { MROWS = 6, MDV = 5 };
 typedef enum mv_kind {
-  MV_OPARTS_NULL, MV_OPART1_NULL, MV_LPARTS_NULL, MV_LPART0_NULL, MV_O_NULL,
-  MV_ROWS_0, MV_DV_0, MV_PARTS_0, MV_ROWS_HUGE, MV_OSTRIDE_HUGE,
-  MV_OSTRIDE_SMALL, MV_OUTSTRIDE_SMALL, MV_LSTRIDE_0, MV_LOUTSTRIDE_0,
-  MV_O_IN_PART0, MV_O_IS_PART1_OTHER_STRIDE, MV_LOUT_IN_LPART0, MV_LOUT_IN_O, MV_O_IS_LPART0,
+  MV_OPARTS_NULL,
+  MV_OPART1_NULL,
+  MV_LPARTS_NULL,
+  MV_LPART0_NULL,
+  MV_O_NULL,
+  MV_ROWS_0,
+  MV_DV_0,
+  MV_PARTS_0,
+  MV_ROWS_HUGE,
+  MV_OSTRIDE_HUGE,
+  MV_OSTRIDE_SMALL,
+  MV_OUTSTRIDE_SMALL,
+  MV_LSTRIDE_0,
+  MV_LOUTSTRIDE_0,
+  MV_O_IN_PART0,
+  MV_O_IS_PART1_OTHER_STRIDE,
+  MV_LOUT_IN_LPART0,
+  MV_LOUT_IN_O,
+  MV_O_IS_LPART0,
   MV_IN_PLACE_OK
 } mv_kind;
 
@@ -325,26 +339,26 @@ typedef struct mv_case {
 } mv_case;
 
 static const mv_case mv_cases[] = {
-  {.name = "o_parts NULL", .kind = MV_OPARTS_NULL, .expect = ATTN_E_NULL_POINTER},
-  {.name = "o_parts[1] NULL", .kind = MV_OPART1_NULL, .expect = ATTN_E_NULL_POINTER},
-  {.name = "lse_parts NULL", .kind = MV_LPARTS_NULL, .expect = ATTN_E_NULL_POINTER},
-  {.name = "lse_parts[0] NULL", .kind = MV_LPART0_NULL, .expect = ATTN_E_NULL_POINTER},
-  {.name = "o NULL", .kind = MV_O_NULL, .expect = ATTN_E_NULL_POINTER},
-  {.name = "rows 0", .kind = MV_ROWS_0, .expect = ATTN_E_ZERO_SIZE},
-  {.name = "dv 0", .kind = MV_DV_0, .expect = ATTN_E_ZERO_SIZE},
-  {.name = "parts 0", .kind = MV_PARTS_0, .expect = ATTN_E_ZERO_SIZE},
-  {.name = "rows SIZE_MAX/2", .kind = MV_ROWS_HUGE, .expect = ATTN_E_SIZE_OVERFLOW},
-  {.name = "o_stride huge", .kind = MV_OSTRIDE_HUGE, .expect = ATTN_E_SIZE_OVERFLOW},
-  {.name = "o_stride < dv", .kind = MV_OSTRIDE_SMALL, .expect = ATTN_E_BAD_STRIDE},
-  {.name = "out_stride < dv", .kind = MV_OUTSTRIDE_SMALL, .expect = ATTN_E_BAD_STRIDE},
-  {.name = "lse_stride 0", .kind = MV_LSTRIDE_0, .expect = ATTN_E_BAD_STRIDE},
-  {.name = "lse_out_stride 0", .kind = MV_LOUTSTRIDE_0, .expect = ATTN_E_BAD_STRIDE},
-  {.name = "o inside o_parts[0]", .kind = MV_O_IN_PART0, .expect = ATTN_E_ALIASING},
-  {.name = "o is o_parts[1] with another stride", .kind = MV_O_IS_PART1_OTHER_STRIDE, .expect = ATTN_E_ALIASING},
-  {.name = "lse_out inside lse_parts[0]", .kind = MV_LOUT_IN_LPART0, .expect = ATTN_E_ALIASING},
-  {.name = "lse_out inside o", .kind = MV_LOUT_IN_O, .expect = ATTN_E_ALIASING},
-  {.name = "o is lse_parts[0]", .kind = MV_O_IS_LPART0, .expect = ATTN_E_ALIASING},
-  {.name = "in place (o is o_parts[1], lse_out is lse_parts[1])", .kind = MV_IN_PLACE_OK, .expect = ATTN_OK},
+    {.name = "o_parts NULL", .kind = MV_OPARTS_NULL, .expect = ATTN_E_NULL_POINTER},
+    {.name = "o_parts[1] NULL", .kind = MV_OPART1_NULL, .expect = ATTN_E_NULL_POINTER},
+    {.name = "lse_parts NULL", .kind = MV_LPARTS_NULL, .expect = ATTN_E_NULL_POINTER},
+    {.name = "lse_parts[0] NULL", .kind = MV_LPART0_NULL, .expect = ATTN_E_NULL_POINTER},
+    {.name = "o NULL", .kind = MV_O_NULL, .expect = ATTN_E_NULL_POINTER},
+    {.name = "rows 0", .kind = MV_ROWS_0, .expect = ATTN_E_ZERO_SIZE},
+    {.name = "dv 0", .kind = MV_DV_0, .expect = ATTN_E_ZERO_SIZE},
+    {.name = "parts 0", .kind = MV_PARTS_0, .expect = ATTN_E_ZERO_SIZE},
+    {.name = "rows SIZE_MAX/2", .kind = MV_ROWS_HUGE, .expect = ATTN_E_SIZE_OVERFLOW},
+    {.name = "o_stride huge", .kind = MV_OSTRIDE_HUGE, .expect = ATTN_E_SIZE_OVERFLOW},
+    {.name = "o_stride < dv", .kind = MV_OSTRIDE_SMALL, .expect = ATTN_E_BAD_STRIDE},
+    {.name = "out_stride < dv", .kind = MV_OUTSTRIDE_SMALL, .expect = ATTN_E_BAD_STRIDE},
+    {.name = "lse_stride 0", .kind = MV_LSTRIDE_0, .expect = ATTN_E_BAD_STRIDE},
+    {.name = "lse_out_stride 0", .kind = MV_LOUTSTRIDE_0, .expect = ATTN_E_BAD_STRIDE},
+    {.name = "o inside o_parts[0]", .kind = MV_O_IN_PART0, .expect = ATTN_E_ALIASING},
+    {.name = "o is o_parts[1] with another stride", .kind = MV_O_IS_PART1_OTHER_STRIDE, .expect = ATTN_E_ALIASING},
+    {.name = "lse_out inside lse_parts[0]", .kind = MV_LOUT_IN_LPART0, .expect = ATTN_E_ALIASING},
+    {.name = "lse_out inside o", .kind = MV_LOUT_IN_O, .expect = ATTN_E_ALIASING},
+    {.name = "o is lse_parts[0]", .kind = MV_O_IS_LPART0, .expect = ATTN_E_ALIASING},
+    {.name = "in place (o is o_parts[1], lse_out is lse_parts[1])", .kind = MV_IN_PLACE_OK, .expect = ATTN_OK},
 };
 #define MV_NCASES (sizeof mv_cases / sizeof mv_cases[0])
 
@@ -374,41 +388,81 @@ START_TEST(merge_rejects_bad_input) {
   size_t rows = MROWS, dv = MDV, parts = 2, os = MDV, ls = 1, outs = MDV, louts = 1;
   float *o = out, *lo = lout;
   switch (c->kind) {
-  case MV_OPARTS_NULL: op = NULL; break;
-  case MV_OPART1_NULL: opv[1] = NULL; break;
-  case MV_LPARTS_NULL: lp = NULL; break;
-  case MV_LPART0_NULL: lpv[0] = NULL; break;
-  case MV_O_NULL: o = NULL; break;
-  case MV_ROWS_0: rows = 0; break;
-  case MV_DV_0: dv = 0; break;
-  case MV_PARTS_0: parts = 0; break;
-  case MV_ROWS_HUGE: rows = HUGE_N; break;
-  case MV_OSTRIDE_HUGE: os = SIZE_MAX / 4; break;
-  case MV_OSTRIDE_SMALL: os = MDV - 1; break;
-  case MV_OUTSTRIDE_SMALL: outs = MDV - 1; break;
-  case MV_LSTRIDE_0: ls = 0; break;
-  case MV_LOUTSTRIDE_0: louts = 0; break;
-  case MV_O_IN_PART0: o = po[0] + 1; break;
-  case MV_O_IS_PART1_OTHER_STRIDE: o = po[1]; outs = MDV + 1; break;
-  case MV_LOUT_IN_LPART0: lo = pl[0] + 1; break;
-  case MV_LOUT_IN_O: lo = out + 3; break;
-  case MV_O_IS_LPART0: o = pl[0]; break;
-  case MV_IN_PLACE_OK: o = po[1]; lo = pl[1]; break;
+    case MV_OPARTS_NULL:
+      op = NULL;
+      break;
+    case MV_OPART1_NULL:
+      opv[1] = NULL;
+      break;
+    case MV_LPARTS_NULL:
+      lp = NULL;
+      break;
+    case MV_LPART0_NULL:
+      lpv[0] = NULL;
+      break;
+    case MV_O_NULL:
+      o = NULL;
+      break;
+    case MV_ROWS_0:
+      rows = 0;
+      break;
+    case MV_DV_0:
+      dv = 0;
+      break;
+    case MV_PARTS_0:
+      parts = 0;
+      break;
+    case MV_ROWS_HUGE:
+      rows = HUGE_N;
+      break;
+    case MV_OSTRIDE_HUGE:
+      os = SIZE_MAX / 4;
+      break;
+    case MV_OSTRIDE_SMALL:
+      os = MDV - 1;
+      break;
+    case MV_OUTSTRIDE_SMALL:
+      outs = MDV - 1;
+      break;
+    case MV_LSTRIDE_0:
+      ls = 0;
+      break;
+    case MV_LOUTSTRIDE_0:
+      louts = 0;
+      break;
+    case MV_O_IN_PART0:
+      o = po[0] + 1;
+      break;
+    case MV_O_IS_PART1_OTHER_STRIDE:
+      o = po[1];
+      outs = MDV + 1;
+      break;
+    case MV_LOUT_IN_LPART0:
+      lo = pl[0] + 1;
+      break;
+    case MV_LOUT_IN_O:
+      lo = out + 3;
+      break;
+    case MV_O_IS_LPART0:
+      o = pl[0];
+      break;
+    case MV_IN_PLACE_OK:
+      o = po[1];
+      lo = pl[1];
+      break;
   }
-  ck_assert_int_eq(attn_softmax_merge(rows, dv, parts, op, os, lp, ls, o, outs, lo, louts),
-                   c->expect);
+  ck_assert_int_eq(attn_softmax_merge(rows, dv, parts, op, os, lp, ls, o, outs, lo, louts), c->expect);
   for (int b = 0; b < 6; ++b) {
     tu_assert_guards("merge buffer", all[b]);
     if (c->expect != ATTN_OK)
-      tu_assert_same_bits("merge buffer after a rejected call", copy + b * cap, all[b],
-                          sizeof(float) * cap);
+      tu_assert_same_bits("merge buffer after a rejected call", copy + b * cap, all[b], sizeof(float) * cap);
   }
   if (c->expect == ATTN_OK) { /* in place wrote only o_parts[1] and lse_parts[1] */
     ck_assert_int_ne(memcmp(copy + 1 * cap, po[1], sizeof(float) * MROWS * MDV), 0);
     const int untouched[4] = {0, 2, 4, 5};
     for (int b = 0; b < 4; ++b)
-      tu_assert_same_bits("merge buffer not written in place", copy + untouched[b] * cap,
-                          all[untouched[b]], sizeof(float) * cap);
+      tu_assert_same_bits("merge buffer not written in place", copy + untouched[b] * cap, all[untouched[b]],
+                          sizeof(float) * cap);
   }
   for (int b = 0; b < 6; ++b) tu_free(all[b]);
   free(copy);

@@ -15,19 +15,23 @@
 #include "tolerances.h"
 
 #define U ATTN_UNBOUNDED
-#define FULL {U, U, 0}
-#define CAUSAL {U, 0, 0}
-#define WINDOW(l, r) {(l), (r), 0}
-#define MASK(l, r, g) {(l), (r), (g)}
-#define T TU_TOKEN_MAJOR
-#define H TU_HEAD_MAJOR
-#define P TU_PADDED
-#define HP TU_HEAD_PADDED
-#define PK TU_PACKED_QKV
-#define LRG TU_DATA_LARGE
+#define FULL \
+  { U, U, 0 }
+#define CAUSAL \
+  { U, 0, 0 }
+#define WINDOW(l, r) \
+  { (l), (r), 0 }
+#define MASK(l, r, g) \
+  { (l), (r), (g) }
+#define T                       TU_TOKEN_MAJOR
+#define H                       TU_HEAD_MAJOR
+#define P                       TU_PADDED
+#define HP                      TU_HEAD_PADDED
+#define PK                      TU_PACKED_QKV
+#define LRG                     TU_DATA_LARGE
 #define SIZES(nq, nkv, dd, ddv) .n_q = (nq), .n_kv = (nkv), .d = (dd), .dv = (ddv)
-#define HEADS(q, kv) .h_q = (q), .h_kv = (kv)
-#define SCALE(x) .scale = (x), .set_scale = 1
+#define HEADS(q, kv)            .h_q = (q), .h_kv = (kv)
+#define SCALE(x)                .scale = (x), .set_scale = 1
 
 /* Softmax needs h_k == h_v (one count, h_kv, dividing h_q); unequal counts are bad input. */
 typedef struct sm_case {
@@ -37,8 +41,8 @@ typedef struct sm_case {
   tu_layout_kind layout; /* default: token-major */
   float scale;           /* with set_scale; otherwise the default 1/sqrt(d) */
   int set_scale;
-  tu_data data;          /* default: uniform in [-1, 1) */
-  int no_lse;            /* 1: lse = NULL */
+  tu_data data; /* default: uniform in [-1, 1) */
+  int no_lse;   /* 1: lse = NULL */
 } sm_case;
 
 /* Query blocks are 48 rows and key blocks 96 on SIMD paths, 32 / 64 on scalar; vectors are 8
@@ -46,124 +50,126 @@ typedef struct sm_case {
  * count chunks from key 0: widths 1, 3, 7 (inside a block), 64 (a scalar key block), 100
  * (straddling blocks), with causal and windowed forms, n_q < n_kv, n_q > n_kv and decode. */
 static const sm_case sm_cases[] = {
-  /* sizes: 1, primes, around vector widths and block sizes */
-  {.name = "n1_d1", SIZES(1, 1, 1, 1), HEADS(1, 1), .mask = FULL},
-  {.name = "n1_d8_causal", SIZES(1, 1, 8, 8), HEADS(1, 1), .mask = CAUSAL},
-  {.name = "n2_d7_causal", SIZES(2, 2, 7, 7), HEADS(1, 1), .mask = CAUSAL},
-  {.name = "n3_d65", SIZES(3, 3, 65, 65), HEADS(1, 1), .mask = FULL},
-  {.name = "n4_d4_causal", SIZES(4, 4, 4, 4), HEADS(2, 1), .mask = CAUSAL},
-  {.name = "n5_d3_dv5", SIZES(5, 5, 3, 5), HEADS(1, 1), .mask = FULL},
-  {.name = "n7_d8_causal", SIZES(7, 7, 8, 8), HEADS(1, 1), .mask = CAUSAL},
-  {.name = "n8_d8", SIZES(8, 8, 8, 8), HEADS(2, 2), .mask = FULL},
-  {.name = "n9_d9_causal", SIZES(9, 9, 9, 9), HEADS(1, 1), .mask = CAUSAL},
-  {.name = "n13_d64_causal", SIZES(13, 13, 64, 64), HEADS(1, 1), .mask = CAUSAL},
-  {.name = "n31_d1", SIZES(31, 31, 1, 1), HEADS(1, 1), .mask = FULL},
-  {.name = "n32_d128_causal", SIZES(32, 32, 128, 128), HEADS(1, 1), .mask = CAUSAL},
-  {.name = "n33_d65", SIZES(33, 33, 65, 65), HEADS(2, 1), .mask = FULL},
-  {.name = "n47_d64_causal", SIZES(47, 47, 64, 64), HEADS(1, 1), .mask = CAUSAL},
-  {.name = "n48_d8", SIZES(48, 48, 8, 8), HEADS(1, 1), .mask = FULL},
-  {.name = "n49_d7_causal", SIZES(49, 49, 7, 7), HEADS(2, 2), .mask = CAUSAL},
-  {.name = "n63_d65", SIZES(63, 63, 65, 65), HEADS(1, 1), .mask = FULL},
-  {.name = "n64_d64_causal", SIZES(64, 64, 64, 64), HEADS(1, 1), .mask = CAUSAL},
-  {.name = "n65_d1_causal", SIZES(65, 65, 1, 1), HEADS(1, 1), .mask = CAUSAL},
-  {.name = "n95_d64", SIZES(95, 95, 64, 64), HEADS(1, 1), .mask = FULL},
-  {.name = "n96_d128_causal", SIZES(96, 96, 128, 128), HEADS(1, 1), .mask = CAUSAL},
-  {.name = "n97_d8", SIZES(97, 97, 8, 8), HEADS(2, 1), .mask = FULL},
-  {.name = "n127_d7_causal", SIZES(127, 127, 7, 7), HEADS(1, 1), .mask = CAUSAL},
-  {.name = "n128_d64", SIZES(128, 128, 64, 64), HEADS(1, 1), .mask = FULL},
-  {.name = "n129_d65_causal", SIZES(129, 129, 65, 65), HEADS(1, 1), .mask = CAUSAL},
-  {.name = "n193_d64_causal", SIZES(193, 193, 64, 64), HEADS(1, 1), .mask = CAUSAL},
-  {.name = "n289_d128", SIZES(289, 289, 128, 128), HEADS(1, 1), .mask = FULL},
-  {.name = "nq97_nkv289_d32", SIZES(97, 289, 32, 32), HEADS(1, 1), .mask = FULL},
-  /* head widths */
-  {.name = "d1", SIZES(50, 50, 1, 1), HEADS(2, 2), .mask = CAUSAL},
-  {.name = "d7", SIZES(50, 50, 7, 7), HEADS(2, 2), .mask = CAUSAL},
-  {.name = "d8", SIZES(50, 50, 8, 8), HEADS(2, 2), .mask = CAUSAL},
-  {.name = "d64", SIZES(50, 50, 64, 64), HEADS(2, 2), .mask = CAUSAL},
-  {.name = "d65", SIZES(50, 50, 65, 65), HEADS(2, 2), .mask = CAUSAL},
-  {.name = "d128", SIZES(50, 50, 128, 128), HEADS(2, 2), .mask = CAUSAL},
-  /* dv != d */
-  {.name = "d64_dv7", SIZES(33, 33, 64, 7), HEADS(1, 1), .mask = FULL},
-  {.name = "d8_dv65", SIZES(49, 70, 8, 65), HEADS(2, 1), .mask = FULL},
-  {.name = "d1_dv128_causal", SIZES(20, 20, 1, 128), HEADS(1, 1), .mask = CAUSAL},
-  {.name = "d65_dv16_causal", SIZES(30, 30, 65, 16), HEADS(2, 1), .mask = CAUSAL},
-  /* heads: GQA, MQA, MHA */
-  {.name = "gqa_4_2_causal", SIZES(37, 37, 16, 16), HEADS(4, 2), .mask = CAUSAL},
-  {.name = "mqa_6_1", SIZES(50, 50, 64, 32), HEADS(6, 1), .mask = FULL},
-  {.name = "mqa_6_1_causal", SIZES(50, 50, 8, 8), HEADS(6, 1), .mask = CAUSAL},
-  {.name = "mha_3_3_causal", SIZES(17, 17, 24, 24), HEADS(3, 3), .mask = CAUSAL},
-  /* chunked prefill (n_q < n_kv) and decode, bottom-right */
-  {.name = "chunk_16_of_100", SIZES(16, 100, 32, 32), HEADS(2, 1), .mask = CAUSAL},
-  {.name = "chunk_49_of_145", SIZES(49, 145, 8, 8), HEADS(1, 1), .mask = CAUSAL},
-  {.name = "chunk_48_of_200", SIZES(48, 200, 64, 64), HEADS(1, 1), .mask = CAUSAL},
-  {.name = "decode_1_of_97_gqa", SIZES(1, 97, 64, 64), HEADS(4, 2), .mask = CAUSAL},
-  {.name = "decode_1_of_1", SIZES(1, 1, 16, 16), HEADS(2, 1), .mask = CAUSAL},
-  /* n_q > n_kv: the first n_q - n_kv rows see no key (zeros, LSE -inf) */
-  {.name = "nq40_nkv10_causal", SIZES(40, 10, 16, 16), HEADS(1, 1), .mask = CAUSAL},
-  {.name = "nq97_nkv48_causal", SIZES(97, 48, 8, 8), HEADS(2, 1), .mask = CAUSAL},
-  {.name = "nq5_nkv1_causal", SIZES(5, 1, 7, 7), HEADS(1, 1), .mask = CAUSAL},
-  /* windows (left, right) */
-  {.name = "win_0_0", SIZES(30, 30, 16, 16), HEADS(1, 1), .mask = WINDOW(0, 0)},
-  {.name = "win_1_0", SIZES(50, 50, 16, 16), HEADS(1, 1), .mask = WINDOW(1, 0)},
-  {.name = "win_3_2", SIZES(70, 70, 16, 16), HEADS(2, 1), .mask = WINDOW(3, 2)},
-  {.name = "win_3_2_chunk", SIZES(20, 90, 8, 8), HEADS(1, 1), .mask = WINDOW(3, 2)},
-  {.name = "win_wider_than_seq", SIZES(40, 40, 8, 8), HEADS(1, 1), .mask = WINDOW(500, 500)},
-  {.name = "win_slide_8", SIZES(100, 100, 8, 8), HEADS(1, 1), .mask = WINDOW(7, 0)},
-  {.name = "win_slide_16_long", SIZES(200, 200, 64, 64), HEADS(1, 1), .mask = WINDOW(15, 0)},
-  {.name = "win_0_0_nq_gt_nkv", SIZES(20, 8, 8, 8), HEADS(1, 1), .mask = WINDOW(0, 0)},
-  {.name = "win_0_unbounded", SIZES(40, 40, 8, 8), HEADS(1, 1), .mask = WINDOW(0, U)},
-  {.name = "win_2_5_decode", SIZES(1, 50, 8, 8), HEADS(1, 1), .mask = WINDOW(2, 5)},
-  {.name = "win_4_1_block_edges", SIZES(130, 130, 8, 8), HEADS(1, 1), .mask = WINDOW(4, 1)},
-  /* chunk-local masks */
-  {.name = "chunk1_causal", SIZES(50, 50, 8, 8), HEADS(1, 1), .mask = MASK(U, 0, 1)},
-  {.name = "chunk1_full", SIZES(20, 20, 7, 5), HEADS(2, 1), .mask = MASK(U, U, 1)},
-  {.name = "chunk3_full", SIZES(40, 40, 16, 16), HEADS(2, 2), .mask = MASK(U, U, 3)},
-  {.name = "chunk3_causal_nq_gt_nkv", SIZES(20, 8, 8, 8), HEADS(1, 1), .mask = MASK(U, 0, 3)},
-  {.name = "chunk3_full_nq_gt_nkv", SIZES(12, 7, 8, 8), HEADS(1, 1), .mask = MASK(U, U, 3)},
-  {.name = "chunk7_causal", SIZES(100, 100, 16, 16), HEADS(2, 1), .mask = MASK(U, 0, 7)},
-  {.name = "chunk7_win_2_1", SIZES(70, 70, 8, 8), HEADS(1, 1), .mask = MASK(2, 1, 7)},
-  {.name = "chunk7_win_3_0_chunked", SIZES(30, 130, 9, 9), HEADS(1, 1), .mask = MASK(3, 0, 7)},
-  {.name = "chunk7_decode", SIZES(1, 100, 64, 64), HEADS(4, 2), .mask = MASK(U, 0, 7)},
-  {.name = "chunk64_causal", SIZES(200, 200, 16, 16), HEADS(1, 1), .mask = MASK(U, 0, 64)},
-  {.name = "chunk64_full_gqa", SIZES(130, 130, 8, 12), HEADS(4, 2), .mask = MASK(U, U, 64)},
-  {.name = "chunk64_chunked_30_of_200", SIZES(30, 200, 32, 32), HEADS(1, 1), .mask = MASK(U, 0, 64)},
-  {.name = "chunk64_decode_at_64", SIZES(1, 65, 8, 8), HEADS(1, 1), .mask = MASK(U, 0, 64)},
-  {.name = "chunk64_win_10_5", SIZES(150, 150, 8, 8), HEADS(1, 1), .mask = MASK(10, 5, 64)},
-  {.name = "chunk100_causal", SIZES(250, 250, 64, 64), HEADS(1, 1), .mask = MASK(U, 0, 100)},
-  {.name = "chunk100_full", SIZES(130, 130, 16, 16), HEADS(2, 1), .mask = MASK(U, U, 100)},
-  {.name = "chunk100_nq_gt_nkv", SIZES(150, 120, 8, 8), HEADS(1, 1), .mask = MASK(U, 0, 100)},
-  {.name = "chunk100_decode", SIZES(1, 333, 16, 16), HEADS(2, 2), .mask = MASK(U, 0, 100)},
-  {.name = "chunk100_win_30_0_padded", SIZES(120, 230, 13, 11), HEADS(2, 1), .mask = MASK(30, 0, 100),
-   .layout = P},
-  {.name = "chunk_wider_than_seq", SIZES(40, 40, 8, 8), HEADS(1, 1), .mask = MASK(U, 0, 1000)},
-  {.name = "chunk_unbounded_nq_gt_nkv", SIZES(30, 10, 8, 8), HEADS(1, 1), .mask = MASK(U, U, U)},
-  {.name = "chunk7_large_logits", SIZES(60, 60, 8, 8), HEADS(1, 1), .mask = MASK(U, 0, 7), SCALE(1.0f),
-   .data = LRG},
-  {.name = "chunk3_no_lse_head_major", SIZES(37, 37, 16, 16), HEADS(2, 2), .mask = MASK(U, 0, 3), .layout = H,
-   .no_lse = 1},
-  /* large logits (scale 1, q.k in ~[90, 100]): finite and accurate only with max subtraction */
-  {.name = "large_d64", SIZES(65, 65, 64, 64), HEADS(1, 1), .mask = FULL, SCALE(1.0f), .data = LRG},
-  {.name = "large_d64_causal", SIZES(65, 65, 64, 64), HEADS(1, 1), .mask = CAUSAL, SCALE(1.0f), .data = LRG},
-  {.name = "large_d8_causal", SIZES(40, 40, 8, 8), HEADS(2, 1), .mask = CAUSAL, SCALE(1.0f), .data = LRG},
-  {.name = "large_d1", SIZES(97, 97, 1, 1), HEADS(1, 1), .mask = FULL, SCALE(1.0f), .data = LRG},
-  {.name = "large_d7_decode", SIZES(1, 150, 7, 7), HEADS(1, 1), .mask = CAUSAL, SCALE(1.0f), .data = LRG},
-  {.name = "large_d128_causal", SIZES(200, 200, 128, 128), HEADS(1, 1), .mask = CAUSAL, SCALE(1.0f), .data = LRG},
-  /* layouts: head-major, prime padding, packed QKV [n][3][H][d] */
-  {.name = "head_major", SIZES(37, 37, 16, 16), HEADS(2, 2), .mask = CAUSAL, .layout = H},
-  {.name = "head_major_gqa", SIZES(50, 60, 8, 12), HEADS(4, 2), .mask = FULL, .layout = H},
-  {.name = "padded_causal", SIZES(49, 49, 13, 11), HEADS(2, 1), .mask = CAUSAL, .layout = P},
-  {.name = "head_padded", SIZES(33, 33, 7, 9), HEADS(3, 1), .mask = FULL, .layout = HP},
-  {.name = "packed_mha_causal", SIZES(40, 40, 16, 16), HEADS(4, 4), .mask = CAUSAL, .layout = PK},
-  {.name = "packed_gqa", SIZES(41, 41, 8, 8), HEADS(4, 2), .mask = FULL, .layout = PK},
-  {.name = "packed_mqa_dv", SIZES(30, 30, 64, 32), HEADS(6, 1), .mask = CAUSAL, .layout = PK},
-  /* non-default scale */
-  {.name = "scale_0.37_causal", SIZES(33, 33, 16, 16), HEADS(1, 1), .mask = CAUSAL, SCALE(0.37f)},
-  {.name = "scale_-0.5", SIZES(33, 33, 16, 16), HEADS(1, 1), .mask = FULL, SCALE(-0.5f)},
-  {.name = "scale_0_causal", SIZES(20, 20, 8, 8), HEADS(1, 1), .mask = CAUSAL, SCALE(0.0f)},
-  {.name = "scale_3", SIZES(40, 40, 32, 32), HEADS(1, 1), .mask = FULL, SCALE(3.0f)},
-  /* lse = NULL */
-  {.name = "no_lse_causal", SIZES(47, 47, 8, 8), HEADS(2, 1), .mask = CAUSAL, .no_lse = 1},
-  {.name = "no_lse_padded", SIZES(50, 50, 9, 9), HEADS(1, 1), .mask = FULL, .layout = P, .no_lse = 1},
+    /* sizes: 1, primes, around vector widths and block sizes */
+    {.name = "n1_d1", SIZES(1, 1, 1, 1), HEADS(1, 1), .mask = FULL},
+    {.name = "n1_d8_causal", SIZES(1, 1, 8, 8), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "n2_d7_causal", SIZES(2, 2, 7, 7), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "n3_d65", SIZES(3, 3, 65, 65), HEADS(1, 1), .mask = FULL},
+    {.name = "n4_d4_causal", SIZES(4, 4, 4, 4), HEADS(2, 1), .mask = CAUSAL},
+    {.name = "n5_d3_dv5", SIZES(5, 5, 3, 5), HEADS(1, 1), .mask = FULL},
+    {.name = "n7_d8_causal", SIZES(7, 7, 8, 8), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "n8_d8", SIZES(8, 8, 8, 8), HEADS(2, 2), .mask = FULL},
+    {.name = "n9_d9_causal", SIZES(9, 9, 9, 9), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "n13_d64_causal", SIZES(13, 13, 64, 64), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "n31_d1", SIZES(31, 31, 1, 1), HEADS(1, 1), .mask = FULL},
+    {.name = "n32_d128_causal", SIZES(32, 32, 128, 128), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "n33_d65", SIZES(33, 33, 65, 65), HEADS(2, 1), .mask = FULL},
+    {.name = "n47_d64_causal", SIZES(47, 47, 64, 64), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "n48_d8", SIZES(48, 48, 8, 8), HEADS(1, 1), .mask = FULL},
+    {.name = "n49_d7_causal", SIZES(49, 49, 7, 7), HEADS(2, 2), .mask = CAUSAL},
+    {.name = "n63_d65", SIZES(63, 63, 65, 65), HEADS(1, 1), .mask = FULL},
+    {.name = "n64_d64_causal", SIZES(64, 64, 64, 64), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "n65_d1_causal", SIZES(65, 65, 1, 1), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "n95_d64", SIZES(95, 95, 64, 64), HEADS(1, 1), .mask = FULL},
+    {.name = "n96_d128_causal", SIZES(96, 96, 128, 128), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "n97_d8", SIZES(97, 97, 8, 8), HEADS(2, 1), .mask = FULL},
+    {.name = "n127_d7_causal", SIZES(127, 127, 7, 7), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "n128_d64", SIZES(128, 128, 64, 64), HEADS(1, 1), .mask = FULL},
+    {.name = "n129_d65_causal", SIZES(129, 129, 65, 65), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "n193_d64_causal", SIZES(193, 193, 64, 64), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "n289_d128", SIZES(289, 289, 128, 128), HEADS(1, 1), .mask = FULL},
+    {.name = "nq97_nkv289_d32", SIZES(97, 289, 32, 32), HEADS(1, 1), .mask = FULL},
+    /* head widths */
+    {.name = "d1", SIZES(50, 50, 1, 1), HEADS(2, 2), .mask = CAUSAL},
+    {.name = "d7", SIZES(50, 50, 7, 7), HEADS(2, 2), .mask = CAUSAL},
+    {.name = "d8", SIZES(50, 50, 8, 8), HEADS(2, 2), .mask = CAUSAL},
+    {.name = "d64", SIZES(50, 50, 64, 64), HEADS(2, 2), .mask = CAUSAL},
+    {.name = "d65", SIZES(50, 50, 65, 65), HEADS(2, 2), .mask = CAUSAL},
+    {.name = "d128", SIZES(50, 50, 128, 128), HEADS(2, 2), .mask = CAUSAL},
+    /* dv != d */
+    {.name = "d64_dv7", SIZES(33, 33, 64, 7), HEADS(1, 1), .mask = FULL},
+    {.name = "d8_dv65", SIZES(49, 70, 8, 65), HEADS(2, 1), .mask = FULL},
+    {.name = "d1_dv128_causal", SIZES(20, 20, 1, 128), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "d65_dv16_causal", SIZES(30, 30, 65, 16), HEADS(2, 1), .mask = CAUSAL},
+    /* heads: GQA, MQA, MHA */
+    {.name = "gqa_4_2_causal", SIZES(37, 37, 16, 16), HEADS(4, 2), .mask = CAUSAL},
+    {.name = "mqa_6_1", SIZES(50, 50, 64, 32), HEADS(6, 1), .mask = FULL},
+    {.name = "mqa_6_1_causal", SIZES(50, 50, 8, 8), HEADS(6, 1), .mask = CAUSAL},
+    {.name = "mha_3_3_causal", SIZES(17, 17, 24, 24), HEADS(3, 3), .mask = CAUSAL},
+    /* chunked prefill (n_q < n_kv) and decode, bottom-right */
+    {.name = "chunk_16_of_100", SIZES(16, 100, 32, 32), HEADS(2, 1), .mask = CAUSAL},
+    {.name = "chunk_49_of_145", SIZES(49, 145, 8, 8), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "chunk_48_of_200", SIZES(48, 200, 64, 64), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "decode_1_of_97_gqa", SIZES(1, 97, 64, 64), HEADS(4, 2), .mask = CAUSAL},
+    {.name = "decode_1_of_1", SIZES(1, 1, 16, 16), HEADS(2, 1), .mask = CAUSAL},
+    /* n_q > n_kv: the first n_q - n_kv rows see no key (zeros, LSE -inf) */
+    {.name = "nq40_nkv10_causal", SIZES(40, 10, 16, 16), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "nq97_nkv48_causal", SIZES(97, 48, 8, 8), HEADS(2, 1), .mask = CAUSAL},
+    {.name = "nq5_nkv1_causal", SIZES(5, 1, 7, 7), HEADS(1, 1), .mask = CAUSAL},
+    /* windows (left, right) */
+    {.name = "win_0_0", SIZES(30, 30, 16, 16), HEADS(1, 1), .mask = WINDOW(0, 0)},
+    {.name = "win_1_0", SIZES(50, 50, 16, 16), HEADS(1, 1), .mask = WINDOW(1, 0)},
+    {.name = "win_3_2", SIZES(70, 70, 16, 16), HEADS(2, 1), .mask = WINDOW(3, 2)},
+    {.name = "win_3_2_chunk", SIZES(20, 90, 8, 8), HEADS(1, 1), .mask = WINDOW(3, 2)},
+    {.name = "win_wider_than_seq", SIZES(40, 40, 8, 8), HEADS(1, 1), .mask = WINDOW(500, 500)},
+    {.name = "win_slide_8", SIZES(100, 100, 8, 8), HEADS(1, 1), .mask = WINDOW(7, 0)},
+    {.name = "win_slide_16_long", SIZES(200, 200, 64, 64), HEADS(1, 1), .mask = WINDOW(15, 0)},
+    {.name = "win_0_0_nq_gt_nkv", SIZES(20, 8, 8, 8), HEADS(1, 1), .mask = WINDOW(0, 0)},
+    {.name = "win_0_unbounded", SIZES(40, 40, 8, 8), HEADS(1, 1), .mask = WINDOW(0, U)},
+    {.name = "win_2_5_decode", SIZES(1, 50, 8, 8), HEADS(1, 1), .mask = WINDOW(2, 5)},
+    {.name = "win_4_1_block_edges", SIZES(130, 130, 8, 8), HEADS(1, 1), .mask = WINDOW(4, 1)},
+    /* chunk-local masks */
+    {.name = "chunk1_causal", SIZES(50, 50, 8, 8), HEADS(1, 1), .mask = MASK(U, 0, 1)},
+    {.name = "chunk1_full", SIZES(20, 20, 7, 5), HEADS(2, 1), .mask = MASK(U, U, 1)},
+    {.name = "chunk3_full", SIZES(40, 40, 16, 16), HEADS(2, 2), .mask = MASK(U, U, 3)},
+    {.name = "chunk3_causal_nq_gt_nkv", SIZES(20, 8, 8, 8), HEADS(1, 1), .mask = MASK(U, 0, 3)},
+    {.name = "chunk3_full_nq_gt_nkv", SIZES(12, 7, 8, 8), HEADS(1, 1), .mask = MASK(U, U, 3)},
+    {.name = "chunk7_causal", SIZES(100, 100, 16, 16), HEADS(2, 1), .mask = MASK(U, 0, 7)},
+    {.name = "chunk7_win_2_1", SIZES(70, 70, 8, 8), HEADS(1, 1), .mask = MASK(2, 1, 7)},
+    {.name = "chunk7_win_3_0_chunked", SIZES(30, 130, 9, 9), HEADS(1, 1), .mask = MASK(3, 0, 7)},
+    {.name = "chunk7_decode", SIZES(1, 100, 64, 64), HEADS(4, 2), .mask = MASK(U, 0, 7)},
+    {.name = "chunk64_causal", SIZES(200, 200, 16, 16), HEADS(1, 1), .mask = MASK(U, 0, 64)},
+    {.name = "chunk64_full_gqa", SIZES(130, 130, 8, 12), HEADS(4, 2), .mask = MASK(U, U, 64)},
+    {.name = "chunk64_chunked_30_of_200", SIZES(30, 200, 32, 32), HEADS(1, 1), .mask = MASK(U, 0, 64)},
+    {.name = "chunk64_decode_at_64", SIZES(1, 65, 8, 8), HEADS(1, 1), .mask = MASK(U, 0, 64)},
+    {.name = "chunk64_win_10_5", SIZES(150, 150, 8, 8), HEADS(1, 1), .mask = MASK(10, 5, 64)},
+    {.name = "chunk100_causal", SIZES(250, 250, 64, 64), HEADS(1, 1), .mask = MASK(U, 0, 100)},
+    {.name = "chunk100_full", SIZES(130, 130, 16, 16), HEADS(2, 1), .mask = MASK(U, U, 100)},
+    {.name = "chunk100_nq_gt_nkv", SIZES(150, 120, 8, 8), HEADS(1, 1), .mask = MASK(U, 0, 100)},
+    {.name = "chunk100_decode", SIZES(1, 333, 16, 16), HEADS(2, 2), .mask = MASK(U, 0, 100)},
+    {.name = "chunk100_win_30_0_padded", SIZES(120, 230, 13, 11), HEADS(2, 1), .mask = MASK(30, 0, 100), .layout = P},
+    {.name = "chunk_wider_than_seq", SIZES(40, 40, 8, 8), HEADS(1, 1), .mask = MASK(U, 0, 1000)},
+    {.name = "chunk_unbounded_nq_gt_nkv", SIZES(30, 10, 8, 8), HEADS(1, 1), .mask = MASK(U, U, U)},
+    {.name = "chunk7_large_logits", SIZES(60, 60, 8, 8), HEADS(1, 1), .mask = MASK(U, 0, 7), SCALE(1.0f), .data = LRG},
+    {.name = "chunk3_no_lse_head_major",
+     SIZES(37, 37, 16, 16),
+     HEADS(2, 2),
+     .mask = MASK(U, 0, 3),
+     .layout = H,
+     .no_lse = 1},
+    /* large logits (scale 1, q.k in ~[90, 100]): finite and accurate only with max subtraction */
+    {.name = "large_d64", SIZES(65, 65, 64, 64), HEADS(1, 1), .mask = FULL, SCALE(1.0f), .data = LRG},
+    {.name = "large_d64_causal", SIZES(65, 65, 64, 64), HEADS(1, 1), .mask = CAUSAL, SCALE(1.0f), .data = LRG},
+    {.name = "large_d8_causal", SIZES(40, 40, 8, 8), HEADS(2, 1), .mask = CAUSAL, SCALE(1.0f), .data = LRG},
+    {.name = "large_d1", SIZES(97, 97, 1, 1), HEADS(1, 1), .mask = FULL, SCALE(1.0f), .data = LRG},
+    {.name = "large_d7_decode", SIZES(1, 150, 7, 7), HEADS(1, 1), .mask = CAUSAL, SCALE(1.0f), .data = LRG},
+    {.name = "large_d128_causal", SIZES(200, 200, 128, 128), HEADS(1, 1), .mask = CAUSAL, SCALE(1.0f), .data = LRG},
+    /* layouts: head-major, prime padding, packed QKV [n][3][H][d] */
+    {.name = "head_major", SIZES(37, 37, 16, 16), HEADS(2, 2), .mask = CAUSAL, .layout = H},
+    {.name = "head_major_gqa", SIZES(50, 60, 8, 12), HEADS(4, 2), .mask = FULL, .layout = H},
+    {.name = "padded_causal", SIZES(49, 49, 13, 11), HEADS(2, 1), .mask = CAUSAL, .layout = P},
+    {.name = "head_padded", SIZES(33, 33, 7, 9), HEADS(3, 1), .mask = FULL, .layout = HP},
+    {.name = "packed_mha_causal", SIZES(40, 40, 16, 16), HEADS(4, 4), .mask = CAUSAL, .layout = PK},
+    {.name = "packed_gqa", SIZES(41, 41, 8, 8), HEADS(4, 2), .mask = FULL, .layout = PK},
+    {.name = "packed_mqa_dv", SIZES(30, 30, 64, 32), HEADS(6, 1), .mask = CAUSAL, .layout = PK},
+    /* non-default scale */
+    {.name = "scale_0.37_causal", SIZES(33, 33, 16, 16), HEADS(1, 1), .mask = CAUSAL, SCALE(0.37f)},
+    {.name = "scale_-0.5", SIZES(33, 33, 16, 16), HEADS(1, 1), .mask = FULL, SCALE(-0.5f)},
+    {.name = "scale_0_causal", SIZES(20, 20, 8, 8), HEADS(1, 1), .mask = CAUSAL, SCALE(0.0f)},
+    {.name = "scale_3", SIZES(40, 40, 32, 32), HEADS(1, 1), .mask = FULL, SCALE(3.0f)},
+    /* lse = NULL */
+    {.name = "no_lse_causal", SIZES(47, 47, 8, 8), HEADS(2, 1), .mask = CAUSAL, .no_lse = 1},
+    {.name = "no_lse_padded", SIZES(50, 50, 9, 9), HEADS(1, 1), .mask = FULL, .layout = P, .no_lse = 1},
 
 };
 #define SM_NCASES (sizeof sm_cases / sizeof sm_cases[0])
@@ -180,9 +186,8 @@ typedef struct sm_result {
 /* attn_softmax with q, k, v as given (their strides go into desc), o and lse freshly allocated
  * (guarded, sentinel-filled) in layout okind; asserts ATTN_OK, intact guards around o, lse and
  * the exactly-sized workspace, and untouched gaps of o and lse. */
-static void sm_call(const attn_softmax_desc *desc, const tu_tensor *q, const tu_tensor *k,
-                    const tu_tensor *v, tu_layout_kind okind, int with_lse, size_t misalign,
-                    sm_result *r) {
+static void sm_call(const attn_softmax_desc *desc, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
+                    tu_layout_kind okind, int with_lse, size_t misalign, sm_result *r) {
   attn_softmax_desc dd = *desc;
   tu_tensor_alloc(&r->o, okind, dd.shape.n_q, dd.shape.h_q, dd.shape.dv, 1);
   r->has_lse = with_lse;
@@ -192,8 +197,7 @@ static void sm_call(const attn_softmax_desc *desc, const tu_tensor *q, const tu_
   size_t ws = 0;
   ck_assert_int_eq(attn_softmax_workspace_size(&dd, &ws), ATTN_OK);
   void *w = tu_alloc(ws, misalign);
-  ck_assert_int_eq(attn_softmax(&dd, q->data, k->data, v->data, r->o.data,
-                                with_lse ? r->lse.data : NULL, w, ws),
+  ck_assert_int_eq(attn_softmax(&dd, q->data, k->data, v->data, r->o.data, with_lse ? r->lse.data : NULL, w, ws),
                    ATTN_OK);
   tu_assert_guards("softmax workspace", w);
   tu_free(w);
@@ -210,13 +214,24 @@ typedef struct sm_ref {
   double *o, *lse, *oscale, *sabs;
 } sm_ref;
 
-static void sm_ref_compute(const attn_softmax_desc *d, const tu_tensor *q, const tu_tensor *k,
-                           const tu_tensor *v, sm_ref *r) {
+static void sm_ref_compute(const attn_softmax_desc *d, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
+                           sm_ref *r) {
   const attn_shape *s = &d->shape;
-  const ref_softmax_problem p = {.n_q = s->n_q, .n_kv = s->n_kv, .h_q = s->h_q, .h_kv = s->h_k, .d = s->d,
-                                 .dv = s->dv, .scale = (double)d->scale, .window_left = d->mask.left,
-                                 .window_right = d->mask.right, .chunk = d->mask.chunk, .q = q->data,
-                                 .k = k->data, .v = v->data, .lq = tu_ref_layout(q), .lk = tu_ref_layout(k),
+  const ref_softmax_problem p = {.n_q = s->n_q,
+                                 .n_kv = s->n_kv,
+                                 .h_q = s->h_q,
+                                 .h_kv = s->h_k,
+                                 .d = s->d,
+                                 .dv = s->dv,
+                                 .scale = (double)d->scale,
+                                 .window_left = d->mask.left,
+                                 .window_right = d->mask.right,
+                                 .chunk = d->mask.chunk,
+                                 .q = q->data,
+                                 .k = k->data,
+                                 .v = v->data,
+                                 .lq = tu_ref_layout(q),
+                                 .lk = tu_ref_layout(k),
                                  .lv = tu_ref_layout(v)};
   const size_t rows = s->n_q * s->h_q;
   r->o = malloc(sizeof(double) * rows * s->dv);
@@ -237,16 +252,14 @@ static void sm_ref_free(sm_ref *r) {
 /* The one softmax comparison: got's o (and lse) against expected values (the reference, or
  * another library result for a property) with the reference's error scales, all given for got's
  * rows ([got rows][h_q][dv] and [got rows][h_q]), bounds times factor. */
-static void sm_compare(const char *what, const attn_softmax_desc *d, const sm_result *got,
-                       const double *exp_o, const double *exp_lse, const double *oscale,
-                       const double *sabs, double factor) {
+static void sm_compare(const char *what, const attn_softmax_desc *d, const sm_result *got, const double *exp_o,
+                       const double *exp_lse, const double *oscale, const double *sabs, double factor) {
   const attn_shape *s = &d->shape;
   const size_t rows = got->o.n * s->h_q;
   double *tol = malloc(sizeof(double) * rows * s->dv);
   ck_assert_ptr_nonnull(tol);
   for (size_t r = 0; r < rows; ++r)
-    for (size_t c = 0; c < s->dv; ++c)
-      tol[r * s->dv + c] = factor * tol_softmax_o(s->n_kv, s->d, sabs[r]);
+    for (size_t c = 0; c < s->dv; ++c) tol[r * s->dv + c] = factor * tol_softmax_o(s->n_kv, s->d, sabs[r]);
   tu_compare("softmax.o", what, &got->o, exp_o, oscale, tol);
   if (got->has_lse && exp_lse) {
     double *one = tu_dup(1.0, rows);
@@ -258,8 +271,8 @@ static void sm_compare(const char *what, const attn_softmax_desc *d, const sm_re
   free(tol);
 }
 
-static void sm_desc(attn_softmax_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv,
-                    size_t dd, size_t dv, attn_mask mask) {
+static void sm_desc(attn_softmax_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dd, size_t dv,
+                    attn_mask mask) {
   ck_assert_int_eq(attn_softmax_desc_init(d, n_q, n_kv, h_q, h_kv, dd, dv), ATTN_OK);
   d->mask = mask;
 }
@@ -340,16 +353,16 @@ typedef struct sm_prop_case {
 } sm_prop_case;
 
 static const sm_prop_case sm_props[] = {
-  {.n = 50, .h_q = 1, .h_kv = 1, .d = 8, .dv = 8, .wl = U, .start = 25},
-  {.n = 97, .h_q = 4, .h_kv = 2, .d = 64, .dv = 64, .wl = U, .start = 96},
-  {.n = 100, .h_q = 2, .h_kv = 1, .d = 16, .dv = 16, .wl = 20, .start = 49},
-  {.n = 49, .h_q = 6, .h_kv = 1, .d = 7, .dv = 9, .wl = U, .start = 1},
-  {.n = 65, .h_q = 1, .h_kv = 1, .d = 65, .dv = 65, .wl = U, .start = 64},
-  {.n = 130, .h_q = 1, .h_kv = 1, .d = 8, .dv = 8, .wl = 30, .start = 33},
-  {.n = 100, .h_q = 2, .h_kv = 1, .d = 16, .dv = 16, .wl = U, .chunk = 7, .start = 49},
-  {.n = 130, .h_q = 1, .h_kv = 1, .d = 8, .dv = 8, .wl = 10, .chunk = 64, .start = 33},
-  {.n = 97, .h_q = 4, .h_kv = 2, .d = 64, .dv = 64, .wl = U, .chunk = 100, .start = 96},
-  {.n = 60, .h_q = 1, .h_kv = 1, .d = 9, .dv = 9, .wl = U, .chunk = 1, .start = 30},
+    {.n = 50, .h_q = 1, .h_kv = 1, .d = 8, .dv = 8, .wl = U, .start = 25},
+    {.n = 97, .h_q = 4, .h_kv = 2, .d = 64, .dv = 64, .wl = U, .start = 96},
+    {.n = 100, .h_q = 2, .h_kv = 1, .d = 16, .dv = 16, .wl = 20, .start = 49},
+    {.n = 49, .h_q = 6, .h_kv = 1, .d = 7, .dv = 9, .wl = U, .start = 1},
+    {.n = 65, .h_q = 1, .h_kv = 1, .d = 65, .dv = 65, .wl = U, .start = 64},
+    {.n = 130, .h_q = 1, .h_kv = 1, .d = 8, .dv = 8, .wl = 30, .start = 33},
+    {.n = 100, .h_q = 2, .h_kv = 1, .d = 16, .dv = 16, .wl = U, .chunk = 7, .start = 49},
+    {.n = 130, .h_q = 1, .h_kv = 1, .d = 8, .dv = 8, .wl = 10, .chunk = 64, .start = 33},
+    {.n = 97, .h_q = 4, .h_kv = 2, .d = 64, .dv = 64, .wl = U, .chunk = 100, .start = 96},
+    {.n = 60, .h_q = 1, .h_kv = 1, .d = 9, .dv = 9, .wl = U, .chunk = 1, .start = 30},
 };
 #define SM_NPROPS (sizeof sm_props / sizeof sm_props[0])
 
@@ -375,8 +388,7 @@ static void sm_full_make(sm_full *f, const sm_prop_case *c, uint64_t seed) {
   sm_desc(&f->d, c->n, c->n, c->h_q, c->h_kv, c->d, c->dv, sm_prop_mask(c));
   sm_call(&f->d, &f->x.q, &f->x.k, &f->x.v, T, 1, 0, &f->res);
   sm_ref_compute(&f->d, &f->x.q, &f->x.k, &f->x.v, &f->ref);
-  sm_compare("full prefill", &f->d, &f->res, f->ref.o, f->ref.lse, f->ref.oscale, f->ref.sabs,
-             1.0);
+  sm_compare("full prefill", &f->d, &f->res, f->ref.o, f->ref.lse, f->ref.oscale, f->ref.sabs, 1.0);
   f->got = malloc(sizeof(double) * c->n * c->h_q * c->dv);
   f->got_lse = malloc(sizeof(double) * c->n * c->h_q);
   ck_assert(f->got && f->got_lse);
@@ -406,8 +418,8 @@ START_TEST(softmax_decode_matches_prefill) {
                     v = tu_rows_view(&f.x.v, 0, t + 1);
     sm_result res;
     sm_call(&d, &q, &k, &v, T, 1, 0, &res);
-    sm_compare("decode step vs prefill row", &d, &res, f.got + t * hd, f.got_lse + t * c->h_q,
-               f.ref.oscale + t * hd, f.ref.sabs + t * c->h_q, TOL_PROPERTY_FACTOR);
+    sm_compare("decode step vs prefill row", &d, &res, f.got + t * hd, f.got_lse + t * c->h_q, f.ref.oscale + t * hd,
+               f.ref.sabs + t * c->h_q, TOL_PROPERTY_FACTOR);
     sm_result_free(&res);
   }
   tu_qkv_assert_unchanged(&f.x);
@@ -426,9 +438,8 @@ START_TEST(softmax_chunked_matches_prefill) {
   const tu_tensor q = tu_rows_view(&f.x.q, c->start, nq);
   sm_result res;
   sm_call(&d, &q, &f.x.k, &f.x.v, T, 1, 0, &res);
-  sm_compare("chunked prefill vs prefill rows", &d, &res, f.got + c->start * hd,
-             f.got_lse + c->start * c->h_q, f.ref.oscale + c->start * hd,
-             f.ref.sabs + c->start * c->h_q, TOL_PROPERTY_FACTOR);
+  sm_compare("chunked prefill vs prefill rows", &d, &res, f.got + c->start * hd, f.got_lse + c->start * c->h_q,
+             f.ref.oscale + c->start * hd, f.ref.sabs + c->start * c->h_q, TOL_PROPERTY_FACTOR);
   sm_result_free(&res);
   sm_full_free(&f);
 }
@@ -440,7 +451,7 @@ END_TEST
 START_TEST(softmax_merge_halves_matches_whole) {
   const sm_prop_case *c = &sm_props[_i];
   sm_prop_case full = *c;
-  full.wl = U; /* a left bound on the first part would need a negative window */
+  full.wl = U;    /* a left bound on the first part would need a negative window */
   full.chunk = 0; /* chunks count from each call's key 0: the first part's could not line up */
   sm_full f;
   sm_full_make(&f, &full, 4000 + (uint64_t)_i);
@@ -457,13 +468,12 @@ START_TEST(softmax_merge_halves_matches_whole) {
   tu_tensor_alloc(&merged.lse, T, n, c->h_q, 1, 1);
   merged.has_lse = 1;
   const float *op[2] = {ra.o.data, rb.o.data}, *lp[2] = {ra.lse.data, rb.lse.data};
-  ck_assert_int_eq(attn_softmax_merge(rows, c->dv, 2, op, c->dv, lp, 1, merged.o.data, c->dv,
-                                      merged.lse.data, 1),
+  ck_assert_int_eq(attn_softmax_merge(rows, c->dv, 2, op, c->dv, lp, 1, merged.o.data, c->dv, merged.lse.data, 1),
                    ATTN_OK);
   tu_assert_output_clean("merge o", &merged.o);
   tu_assert_output_clean("merge lse", &merged.lse);
-  sm_compare("merge of two key halves vs whole", &f.d, &merged, f.ref.o, f.ref.lse, f.ref.oscale,
-             f.ref.sabs, TOL_PROPERTY_FACTOR);
+  sm_compare("merge of two key halves vs whole", &f.d, &merged, f.ref.o, f.ref.lse, f.ref.oscale, f.ref.sabs,
+             TOL_PROPERTY_FACTOR);
   sm_result_free(&ra);
   sm_result_free(&rb);
   sm_result_free(&merged);
@@ -479,15 +489,11 @@ typedef struct skip_case {
   attn_mask mask;
 } skip_case;
 static const skip_case skip_cases[] = {
-  {.n_q = 1, .n_kv = 400, .d = 64, .mask = WINDOW(10, 0)},
-  {.n_q = 20, .n_kv = 400, .d = 8, .mask = WINDOW(10, 0)},
-  {.n_q = 1, .n_kv = 300, .d = 7, .mask = WINDOW(0, 0)},
-  {.n_q = 48, .n_kv = 500, .d = 16, .mask = WINDOW(31, 0)},
-  {.n_q = 5, .n_kv = 400, .d = 9, .mask = WINDOW(3, 2)},
-  {.n_q = 20, .n_kv = 500, .d = 8, .mask = MASK(U, 0, 100)},
-  {.n_q = 1, .n_kv = 400, .d = 16, .mask = MASK(U, U, 64)},
-  {.n_q = 48, .n_kv = 600, .d = 16, .mask = MASK(5, 0, 7)},
-  {.n_q = 3, .n_kv = 350, .d = 8, .mask = MASK(U, 0, 3)},
+    {.n_q = 1, .n_kv = 400, .d = 64, .mask = WINDOW(10, 0)},  {.n_q = 20, .n_kv = 400, .d = 8, .mask = WINDOW(10, 0)},
+    {.n_q = 1, .n_kv = 300, .d = 7, .mask = WINDOW(0, 0)},    {.n_q = 48, .n_kv = 500, .d = 16, .mask = WINDOW(31, 0)},
+    {.n_q = 5, .n_kv = 400, .d = 9, .mask = WINDOW(3, 2)},    {.n_q = 20, .n_kv = 500, .d = 8, .mask = MASK(U, 0, 100)},
+    {.n_q = 1, .n_kv = 400, .d = 16, .mask = MASK(U, U, 64)}, {.n_q = 48, .n_kv = 600, .d = 16, .mask = MASK(5, 0, 7)},
+    {.n_q = 3, .n_kv = 350, .d = 8, .mask = MASK(U, 0, 3)},
 };
 #define SKIP_NCASES (sizeof skip_cases / sizeof skip_cases[0])
 
@@ -501,8 +507,7 @@ START_TEST(softmax_mask_skips_outside_keys) {
   tu_qkv x;
   tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, 2, 1, 1, c->d, c->d);
   size_t first_visible = 0;
-  while (!ref_visible(0, first_visible, c->n_q, c->n_kv, c->mask.left, c->mask.right, c->mask.chunk))
-    ++first_visible;
+  while (!ref_visible(0, first_visible, c->n_q, c->n_kv, c->mask.left, c->mask.right, c->mask.chunk)) ++first_visible;
   ck_assert_uint_gt(first_visible, 96);
   for (size_t j = 0; j < first_visible - 96; ++j)
     for (size_t e = 0; e < c->d; ++e) {
@@ -590,15 +595,15 @@ typedef struct nf_case {
  * blocks, GQA, a sliding window, chunked prefill, decode, n_q > n_kv, full attention, and
  * chunk-local masks (a poisoned key poisons only its own chunk's rows). */
 static const nf_case nf_cases[] = {
-  {.name = "causal_130_gqa", SIZES(130, 130, 16, 9), HEADS(4, 2), .mask = CAUSAL},
-  {.name = "window_7_0", SIZES(150, 150, 8, 8), HEADS(1, 1), .mask = WINDOW(7, 0)},
-  {.name = "window_3_2", SIZES(70, 70, 7, 5), HEADS(2, 1), .mask = WINDOW(3, 2)},
-  {.name = "chunk_20_of_120", SIZES(20, 120, 16, 16), HEADS(2, 2), .mask = CAUSAL},
-  {.name = "decode_1_of_100_gqa", SIZES(1, 100, 64, 64), HEADS(4, 1), .mask = CAUSAL},
-  {.name = "nq50_nkv30_causal", SIZES(50, 30, 8, 8), HEADS(1, 1), .mask = CAUSAL},
-  {.name = "full_60", SIZES(60, 60, 9, 9), HEADS(2, 1), .mask = FULL},
-  {.name = "chunk7_causal_150", SIZES(150, 150, 8, 8), HEADS(1, 1), .mask = MASK(U, 0, 7)},
-  {.name = "chunk64_full_gqa", SIZES(130, 130, 16, 9), HEADS(4, 2), .mask = MASK(U, U, 64)},
+    {.name = "causal_130_gqa", SIZES(130, 130, 16, 9), HEADS(4, 2), .mask = CAUSAL},
+    {.name = "window_7_0", SIZES(150, 150, 8, 8), HEADS(1, 1), .mask = WINDOW(7, 0)},
+    {.name = "window_3_2", SIZES(70, 70, 7, 5), HEADS(2, 1), .mask = WINDOW(3, 2)},
+    {.name = "chunk_20_of_120", SIZES(20, 120, 16, 16), HEADS(2, 2), .mask = CAUSAL},
+    {.name = "decode_1_of_100_gqa", SIZES(1, 100, 64, 64), HEADS(4, 1), .mask = CAUSAL},
+    {.name = "nq50_nkv30_causal", SIZES(50, 30, 8, 8), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "full_60", SIZES(60, 60, 9, 9), HEADS(2, 1), .mask = FULL},
+    {.name = "chunk7_causal_150", SIZES(150, 150, 8, 8), HEADS(1, 1), .mask = MASK(U, 0, 7)},
+    {.name = "chunk64_full_gqa", SIZES(130, 130, 16, 9), HEADS(4, 2), .mask = MASK(U, U, 64)},
 };
 #define NF_NCASES (sizeof nf_cases / sizeof nf_cases[0])
 
@@ -642,8 +647,7 @@ START_TEST(softmax_exp_accuracy_sweep) {
   tu_tensor_alloc(&q, T, EXP_SWEEP, 1, 1, 0);
   tu_tensor_alloc(&k, T, 2, 1, 1, 0);
   tu_tensor_alloc(&v, T, 2, 1, 1, 0);
-  for (size_t i = 0; i < EXP_SWEEP; ++i)
-    *tu_at(&q, i, 0, 0) = (float)(-87.0 + 174.0 * (double)i / (EXP_SWEEP - 1));
+  for (size_t i = 0; i < EXP_SWEEP; ++i) *tu_at(&q, i, 0, 0) = (float)(-87.0 + 174.0 * (double)i / (EXP_SWEEP - 1));
   *tu_at(&q, EXP_SWEEP / 2, 0, 0) = -0x1p-30f; /* tiny argument next to 0 */
   *tu_at(&k, 0, 0, 0) = 0.0f;
   *tu_at(&k, 1, 0, 0) = 1.0f;
@@ -684,7 +688,6 @@ START_TEST(softmax_workspace_independent_of_lengths) {
   }
 }
 END_TEST
-
 
 /* ------------------------------------------------------------------------------------------ */
 /* Descriptor defaults, size queries, reentrancy                                               */
@@ -766,15 +769,51 @@ END_TEST
 #define HUGE_N (SIZE_MAX / 2)
 
 typedef enum sv_kind {
-  SV_DESC_NULL, SV_Q_NULL, SV_K_NULL, SV_V_NULL, SV_O_NULL, SV_WS_NULL,
-  SV_NQ_0, SV_NKV_0, SV_HQ_0, SV_HK_0, SV_HV_0, SV_D_0, SV_DV_0,
-  SV_NQ_HUGE, SV_NKV_HUGE, SV_NQ_PTRDIFF, SV_QROW_HUGE, SV_OHEAD_HUGE,
-  SV_QROW_SMALL, SV_QHEAD_SMALL, SV_KROW_SMALL, SV_KHEAD_SMALL, SV_VROW_SMALL, SV_VHEAD_SMALL,
-  SV_OROW_SMALL, SV_O_SELF_OVERLAP, SV_O_HEADS_INTERLEAVE, SV_LSE_SELF_OVERLAP, SV_LSE_ROW_0,
-  SV_HEADS_3_2, SV_HEADS_4_3, SV_HEADS_2_4, SV_HK_2_HV_1, SV_HK_2_HV_4, SV_HK_1_HV_2,
-  SV_SCALE_NAN, SV_SCALE_INF, SV_SCALE_NINF,
+  SV_DESC_NULL,
+  SV_Q_NULL,
+  SV_K_NULL,
+  SV_V_NULL,
+  SV_O_NULL,
+  SV_WS_NULL,
+  SV_NQ_0,
+  SV_NKV_0,
+  SV_HQ_0,
+  SV_HK_0,
+  SV_HV_0,
+  SV_D_0,
+  SV_DV_0,
+  SV_NQ_HUGE,
+  SV_NKV_HUGE,
+  SV_NQ_PTRDIFF,
+  SV_QROW_HUGE,
+  SV_OHEAD_HUGE,
+  SV_QROW_SMALL,
+  SV_QHEAD_SMALL,
+  SV_KROW_SMALL,
+  SV_KHEAD_SMALL,
+  SV_VROW_SMALL,
+  SV_VHEAD_SMALL,
+  SV_OROW_SMALL,
+  SV_O_SELF_OVERLAP,
+  SV_O_HEADS_INTERLEAVE,
+  SV_LSE_SELF_OVERLAP,
+  SV_LSE_ROW_0,
+  SV_HEADS_3_2,
+  SV_HEADS_4_3,
+  SV_HEADS_2_4,
+  SV_HK_2_HV_1,
+  SV_HK_2_HV_4,
+  SV_HK_1_HV_2,
+  SV_SCALE_NAN,
+  SV_SCALE_INF,
+  SV_SCALE_NINF,
   SV_WS_SMALL,
-  SV_O_IS_Q, SV_O_IN_K, SV_O_IS_V, SV_LSE_IN_O, SV_LSE_IS_Q, SV_O_IN_WS
+  SV_O_IS_Q,
+  SV_O_IN_K,
+  SV_O_IS_V,
+  SV_LSE_IN_O,
+  SV_LSE_IS_Q,
+  SV_O_IN_WS
 } sv_kind;
 
 typedef struct sv_case {
@@ -786,51 +825,51 @@ typedef struct sv_case {
 
 #define SV(k, s, lvl) .kind = (k), .expect = (s), .desc_level = (lvl)
 static const sv_case sv_cases[] = {
-  {.name = "desc NULL", SV(SV_DESC_NULL, ATTN_E_NULL_POINTER, 0)},
-  {.name = "q NULL", SV(SV_Q_NULL, ATTN_E_NULL_POINTER, 0)},
-  {.name = "k NULL", SV(SV_K_NULL, ATTN_E_NULL_POINTER, 0)},
-  {.name = "v NULL", SV(SV_V_NULL, ATTN_E_NULL_POINTER, 0)},
-  {.name = "o NULL", SV(SV_O_NULL, ATTN_E_NULL_POINTER, 0)},
-  {.name = "workspace NULL", SV(SV_WS_NULL, ATTN_E_NULL_POINTER, 0)},
-  {.name = "n_q 0", SV(SV_NQ_0, ATTN_E_ZERO_SIZE, 1)},
-  {.name = "n_kv 0", SV(SV_NKV_0, ATTN_E_ZERO_SIZE, 1)},
-  {.name = "h_q 0", SV(SV_HQ_0, ATTN_E_ZERO_SIZE, 1)},
-  {.name = "h_k 0", SV(SV_HK_0, ATTN_E_ZERO_SIZE, 1)},
-  {.name = "h_v 0", SV(SV_HV_0, ATTN_E_ZERO_SIZE, 1)},
-  {.name = "d 0", SV(SV_D_0, ATTN_E_ZERO_SIZE, 1)},
-  {.name = "dv 0", SV(SV_DV_0, ATTN_E_ZERO_SIZE, 1)},
-  {.name = "n_q SIZE_MAX/2", SV(SV_NQ_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
-  {.name = "n_kv SIZE_MAX/2", SV(SV_NKV_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
-  {.name = "q and o bytes above PTRDIFF_MAX", SV(SV_NQ_PTRDIFF, ATTN_E_SIZE_OVERFLOW, 1)},
-  {.name = "q row stride huge", SV(SV_QROW_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
-  {.name = "o head stride huge", SV(SV_OHEAD_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
-  {.name = "q row stride < d", SV(SV_QROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
-  {.name = "q head stride < d", SV(SV_QHEAD_SMALL, ATTN_E_BAD_STRIDE, 1)},
-  {.name = "k row stride < d", SV(SV_KROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
-  {.name = "k head stride < d", SV(SV_KHEAD_SMALL, ATTN_E_BAD_STRIDE, 1)},
-  {.name = "v row stride < dv", SV(SV_VROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
-  {.name = "v head stride < dv", SV(SV_VHEAD_SMALL, ATTN_E_BAD_STRIDE, 1)},
-  {.name = "o row stride < dv", SV(SV_OROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
-  {.name = "o rows overlap heads", SV(SV_O_SELF_OVERLAP, ATTN_E_BAD_STRIDE, 1)},
-  {.name = "o heads run into next token", SV(SV_O_HEADS_INTERLEAVE, ATTN_E_BAD_STRIDE, 1)},
-  {.name = "lse layout overlaps itself", SV(SV_LSE_SELF_OVERLAP, ATTN_E_BAD_STRIDE, 0)},
-  {.name = "lse row stride 0", SV(SV_LSE_ROW_0, ATTN_E_BAD_STRIDE, 0)},
-  {.name = "h_q 3, h_kv 2", SV(SV_HEADS_3_2, ATTN_E_BAD_HEADS, 1)},
-  {.name = "h_q 4, h_kv 3", SV(SV_HEADS_4_3, ATTN_E_BAD_HEADS, 1)},
-  {.name = "h_q 2, h_kv 4", SV(SV_HEADS_2_4, ATTN_E_BAD_HEADS, 1)},
-  {.name = "h_k 2 != h_v 1", SV(SV_HK_2_HV_1, ATTN_E_BAD_HEADS, 1)},
-  {.name = "h_k 2 != h_v 4", SV(SV_HK_2_HV_4, ATTN_E_BAD_HEADS, 1)},
-  {.name = "h_k 1 != h_v 2", SV(SV_HK_1_HV_2, ATTN_E_BAD_HEADS, 1)},
-  {.name = "scale NaN", SV(SV_SCALE_NAN, ATTN_E_BAD_SCALE, 1)},
-  {.name = "scale +inf", SV(SV_SCALE_INF, ATTN_E_BAD_SCALE, 1)},
-  {.name = "scale -inf", SV(SV_SCALE_NINF, ATTN_E_BAD_SCALE, 1)},
-  {.name = "workspace one byte short", SV(SV_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0)},
-  {.name = "o is q", SV(SV_O_IS_Q, ATTN_E_ALIASING, 0)},
-  {.name = "o inside k", SV(SV_O_IN_K, ATTN_E_ALIASING, 0)},
-  {.name = "o is v", SV(SV_O_IS_V, ATTN_E_ALIASING, 0)},
-  {.name = "lse inside o", SV(SV_LSE_IN_O, ATTN_E_ALIASING, 0)},
-  {.name = "lse is q", SV(SV_LSE_IS_Q, ATTN_E_ALIASING, 0)},
-  {.name = "o inside workspace", SV(SV_O_IN_WS, ATTN_E_ALIASING, 0)},
+    {.name = "desc NULL", SV(SV_DESC_NULL, ATTN_E_NULL_POINTER, 0)},
+    {.name = "q NULL", SV(SV_Q_NULL, ATTN_E_NULL_POINTER, 0)},
+    {.name = "k NULL", SV(SV_K_NULL, ATTN_E_NULL_POINTER, 0)},
+    {.name = "v NULL", SV(SV_V_NULL, ATTN_E_NULL_POINTER, 0)},
+    {.name = "o NULL", SV(SV_O_NULL, ATTN_E_NULL_POINTER, 0)},
+    {.name = "workspace NULL", SV(SV_WS_NULL, ATTN_E_NULL_POINTER, 0)},
+    {.name = "n_q 0", SV(SV_NQ_0, ATTN_E_ZERO_SIZE, 1)},
+    {.name = "n_kv 0", SV(SV_NKV_0, ATTN_E_ZERO_SIZE, 1)},
+    {.name = "h_q 0", SV(SV_HQ_0, ATTN_E_ZERO_SIZE, 1)},
+    {.name = "h_k 0", SV(SV_HK_0, ATTN_E_ZERO_SIZE, 1)},
+    {.name = "h_v 0", SV(SV_HV_0, ATTN_E_ZERO_SIZE, 1)},
+    {.name = "d 0", SV(SV_D_0, ATTN_E_ZERO_SIZE, 1)},
+    {.name = "dv 0", SV(SV_DV_0, ATTN_E_ZERO_SIZE, 1)},
+    {.name = "n_q SIZE_MAX/2", SV(SV_NQ_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
+    {.name = "n_kv SIZE_MAX/2", SV(SV_NKV_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
+    {.name = "q and o bytes above PTRDIFF_MAX", SV(SV_NQ_PTRDIFF, ATTN_E_SIZE_OVERFLOW, 1)},
+    {.name = "q row stride huge", SV(SV_QROW_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
+    {.name = "o head stride huge", SV(SV_OHEAD_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
+    {.name = "q row stride < d", SV(SV_QROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
+    {.name = "q head stride < d", SV(SV_QHEAD_SMALL, ATTN_E_BAD_STRIDE, 1)},
+    {.name = "k row stride < d", SV(SV_KROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
+    {.name = "k head stride < d", SV(SV_KHEAD_SMALL, ATTN_E_BAD_STRIDE, 1)},
+    {.name = "v row stride < dv", SV(SV_VROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
+    {.name = "v head stride < dv", SV(SV_VHEAD_SMALL, ATTN_E_BAD_STRIDE, 1)},
+    {.name = "o row stride < dv", SV(SV_OROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
+    {.name = "o rows overlap heads", SV(SV_O_SELF_OVERLAP, ATTN_E_BAD_STRIDE, 1)},
+    {.name = "o heads run into next token", SV(SV_O_HEADS_INTERLEAVE, ATTN_E_BAD_STRIDE, 1)},
+    {.name = "lse layout overlaps itself", SV(SV_LSE_SELF_OVERLAP, ATTN_E_BAD_STRIDE, 0)},
+    {.name = "lse row stride 0", SV(SV_LSE_ROW_0, ATTN_E_BAD_STRIDE, 0)},
+    {.name = "h_q 3, h_kv 2", SV(SV_HEADS_3_2, ATTN_E_BAD_HEADS, 1)},
+    {.name = "h_q 4, h_kv 3", SV(SV_HEADS_4_3, ATTN_E_BAD_HEADS, 1)},
+    {.name = "h_q 2, h_kv 4", SV(SV_HEADS_2_4, ATTN_E_BAD_HEADS, 1)},
+    {.name = "h_k 2 != h_v 1", SV(SV_HK_2_HV_1, ATTN_E_BAD_HEADS, 1)},
+    {.name = "h_k 2 != h_v 4", SV(SV_HK_2_HV_4, ATTN_E_BAD_HEADS, 1)},
+    {.name = "h_k 1 != h_v 2", SV(SV_HK_1_HV_2, ATTN_E_BAD_HEADS, 1)},
+    {.name = "scale NaN", SV(SV_SCALE_NAN, ATTN_E_BAD_SCALE, 1)},
+    {.name = "scale +inf", SV(SV_SCALE_INF, ATTN_E_BAD_SCALE, 1)},
+    {.name = "scale -inf", SV(SV_SCALE_NINF, ATTN_E_BAD_SCALE, 1)},
+    {.name = "workspace one byte short", SV(SV_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0)},
+    {.name = "o is q", SV(SV_O_IS_Q, ATTN_E_ALIASING, 0)},
+    {.name = "o inside k", SV(SV_O_IN_K, ATTN_E_ALIASING, 0)},
+    {.name = "o is v", SV(SV_O_IS_V, ATTN_E_ALIASING, 0)},
+    {.name = "lse inside o", SV(SV_LSE_IN_O, ATTN_E_ALIASING, 0)},
+    {.name = "lse is q", SV(SV_LSE_IS_Q, ATTN_E_ALIASING, 0)},
+    {.name = "o inside workspace", SV(SV_O_IN_WS, ATTN_E_ALIASING, 0)},
 };
 #define SV_NCASES (sizeof sv_cases / sizeof sv_cases[0])
 
@@ -856,53 +895,149 @@ START_TEST(softmax_rejects_bad_input) {
   const attn_softmax_desc *dp = &d;
   attn_shape *s = &d.shape;
   switch (c->kind) {
-  case SV_DESC_NULL: dp = NULL; break;
-  case SV_Q_NULL: q = NULL; break;
-  case SV_K_NULL: k = NULL; break;
-  case SV_V_NULL: v = NULL; break;
-  case SV_O_NULL: op = NULL; break;
-  case SV_WS_NULL: break; /* pointer set below */
-  case SV_NQ_0: s->n_q = 0; break;
-  case SV_NKV_0: s->n_kv = 0; break;
-  case SV_HQ_0: s->h_q = 0; break;
-  case SV_HK_0: s->h_k = 0; break;
-  case SV_HV_0: s->h_v = 0; break;
-  case SV_D_0: s->d = 0; break;
-  case SV_DV_0: s->dv = 0; break;
-  case SV_NQ_HUGE: s->n_q = HUGE_N; break;
-  case SV_NKV_HUGE: s->n_kv = HUGE_N; break;
-  case SV_NQ_PTRDIFF: /* q: 128 bytes per token, o: 96: element counts fit, byte counts do not */
-    s->n_q = SIZE_MAX / 512 * 3;
-    break;
-  case SV_QROW_HUGE: s->q.row_stride = SIZE_MAX / 4; break;
-  case SV_OHEAD_HUGE: s->o.head_stride = SIZE_MAX / 2; s->o.row_stride = DV; break;
-  case SV_QROW_SMALL: s->q.row_stride = D - 1; break;
-  case SV_QHEAD_SMALL: s->q.head_stride = D - 1; break;
-  case SV_KROW_SMALL: s->k.row_stride = D - 1; break;
-  case SV_KHEAD_SMALL: s->k.head_stride = D - 1; break;
-  case SV_VROW_SMALL: s->v.row_stride = DV - 1; break;
-  case SV_VHEAD_SMALL: s->v.head_stride = DV - 1; break;
-  case SV_OROW_SMALL: s->o.row_stride = DV - 1; s->o.head_stride = NQ * DV; break;
-  case SV_O_SELF_OVERLAP: s->o.row_stride = DV; s->o.head_stride = DV; break;
-  case SV_O_HEADS_INTERLEAVE: s->o.head_stride = 2 * DV; break; /* row stride HQ * DV */
-  case SV_LSE_SELF_OVERLAP: d.lse.row_stride = 1; d.lse.head_stride = 1; break;
-  case SV_LSE_ROW_0: d.lse.row_stride = 0; break;
-  case SV_HEADS_3_2: s->h_q = 3; break;
-  case SV_HEADS_4_3: s->h_k = s->h_v = 3; break;
-  case SV_HEADS_2_4: s->h_q = 2; s->h_k = s->h_v = 4; break;
-  case SV_HK_2_HV_1: s->h_v = 1; break;
-  case SV_HK_2_HV_4: s->h_v = 4; s->v.row_stride = 4 * DV; break; /* H = h_q = 4: only h_k != h_v is wrong */
-  case SV_HK_1_HV_2: s->h_k = 1; s->k.row_stride = D; break;
-  case SV_SCALE_NAN: d.scale = NAN; break;
-  case SV_SCALE_INF: d.scale = INFINITY; break;
-  case SV_SCALE_NINF: d.scale = -INFINITY; break;
-  case SV_WS_SMALL: ck_assert_uint_gt(need, 0); ws_size = need - 1; break;
-  case SV_O_IS_Q: op = x.q.data; break;
-  case SV_O_IN_K: op = x.k.data + 3; break;
-  case SV_O_IS_V: op = x.v.data; break;
-  case SV_LSE_IN_O: lp = o.data + 10; break;
-  case SV_LSE_IS_Q: lp = x.q.data; break;
-  case SV_O_IN_WS: op = (float *)ws; ws_size = need + 4096; break;
+    case SV_DESC_NULL:
+      dp = NULL;
+      break;
+    case SV_Q_NULL:
+      q = NULL;
+      break;
+    case SV_K_NULL:
+      k = NULL;
+      break;
+    case SV_V_NULL:
+      v = NULL;
+      break;
+    case SV_O_NULL:
+      op = NULL;
+      break;
+    case SV_WS_NULL:
+      break; /* pointer set below */
+    case SV_NQ_0:
+      s->n_q = 0;
+      break;
+    case SV_NKV_0:
+      s->n_kv = 0;
+      break;
+    case SV_HQ_0:
+      s->h_q = 0;
+      break;
+    case SV_HK_0:
+      s->h_k = 0;
+      break;
+    case SV_HV_0:
+      s->h_v = 0;
+      break;
+    case SV_D_0:
+      s->d = 0;
+      break;
+    case SV_DV_0:
+      s->dv = 0;
+      break;
+    case SV_NQ_HUGE:
+      s->n_q = HUGE_N;
+      break;
+    case SV_NKV_HUGE:
+      s->n_kv = HUGE_N;
+      break;
+    case SV_NQ_PTRDIFF: /* q: 128 bytes per token, o: 96: element counts fit, byte counts do not */
+      s->n_q = SIZE_MAX / 512 * 3;
+      break;
+    case SV_QROW_HUGE:
+      s->q.row_stride = SIZE_MAX / 4;
+      break;
+    case SV_OHEAD_HUGE:
+      s->o.head_stride = SIZE_MAX / 2;
+      s->o.row_stride = DV;
+      break;
+    case SV_QROW_SMALL:
+      s->q.row_stride = D - 1;
+      break;
+    case SV_QHEAD_SMALL:
+      s->q.head_stride = D - 1;
+      break;
+    case SV_KROW_SMALL:
+      s->k.row_stride = D - 1;
+      break;
+    case SV_KHEAD_SMALL:
+      s->k.head_stride = D - 1;
+      break;
+    case SV_VROW_SMALL:
+      s->v.row_stride = DV - 1;
+      break;
+    case SV_VHEAD_SMALL:
+      s->v.head_stride = DV - 1;
+      break;
+    case SV_OROW_SMALL:
+      s->o.row_stride = DV - 1;
+      s->o.head_stride = NQ * DV;
+      break;
+    case SV_O_SELF_OVERLAP:
+      s->o.row_stride = DV;
+      s->o.head_stride = DV;
+      break;
+    case SV_O_HEADS_INTERLEAVE:
+      s->o.head_stride = 2 * DV;
+      break; /* row stride HQ * DV */
+    case SV_LSE_SELF_OVERLAP:
+      d.lse.row_stride = 1;
+      d.lse.head_stride = 1;
+      break;
+    case SV_LSE_ROW_0:
+      d.lse.row_stride = 0;
+      break;
+    case SV_HEADS_3_2:
+      s->h_q = 3;
+      break;
+    case SV_HEADS_4_3:
+      s->h_k = s->h_v = 3;
+      break;
+    case SV_HEADS_2_4:
+      s->h_q = 2;
+      s->h_k = s->h_v = 4;
+      break;
+    case SV_HK_2_HV_1:
+      s->h_v = 1;
+      break;
+    case SV_HK_2_HV_4:
+      s->h_v = 4;
+      s->v.row_stride = 4 * DV;
+      break; /* H = h_q = 4: only h_k != h_v is wrong */
+    case SV_HK_1_HV_2:
+      s->h_k = 1;
+      s->k.row_stride = D;
+      break;
+    case SV_SCALE_NAN:
+      d.scale = NAN;
+      break;
+    case SV_SCALE_INF:
+      d.scale = INFINITY;
+      break;
+    case SV_SCALE_NINF:
+      d.scale = -INFINITY;
+      break;
+    case SV_WS_SMALL:
+      ck_assert_uint_gt(need, 0);
+      ws_size = need - 1;
+      break;
+    case SV_O_IS_Q:
+      op = x.q.data;
+      break;
+    case SV_O_IN_K:
+      op = x.k.data + 3;
+      break;
+    case SV_O_IS_V:
+      op = x.v.data;
+      break;
+    case SV_LSE_IN_O:
+      lp = o.data + 10;
+      break;
+    case SV_LSE_IS_Q:
+      lp = x.q.data;
+      break;
+    case SV_O_IN_WS:
+      op = (float *)ws;
+      ws_size = need + 4096;
+      break;
   }
   ck_assert_int_eq(attn_softmax(dp, q, k, v, op, lp, c->kind == SV_WS_NULL ? NULL : ws, ws_size), c->expect);
   if (c->desc_level) {

@@ -62,8 +62,7 @@ typedef struct ref_softmax_problem {
  * sabs:   [n_q][h_q], max over visible j of |scale| * sum_t |q_it k_jt| (may be NULL): the
  *         magnitude of the logits' own rounding errors (and of |s_ij|).
  */
-void ref_softmax(const ref_softmax_problem *p, double *o, double *lse, double *oscale,
-                 double *sabs);
+void ref_softmax(const ref_softmax_problem *p, double *o, double *lse, double *oscale, double *sabs);
 
 /**
  * Merge of partial results over disjoint key sets (ref_merge.c):
@@ -75,8 +74,8 @@ void ref_softmax(const ref_softmax_problem *p, double *o, double *lse, double *o
  * Either scale may be NULL.
  */
 void ref_merge(size_t rows, size_t dv, size_t parts, const float *const *o_parts, size_t o_stride,
-               const float *const *lse_parts, size_t lse_stride, double *o, double *lse,
-               double *oscale, double *lscale);
+               const float *const *lse_parts, size_t lse_stride, double *o, double *lse, double *oscale,
+               double *lscale);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Linear attention (ref_linear.c)                                                             */
@@ -97,7 +96,7 @@ typedef struct ref_linear_problem {
   int causal;    /* 1: key j visible to query i iff j <= p_i (bottom-right); 0: all keys */
   int normalize; /* 1: divide by s phi(q).z + eps */
   double eps;
-  double scale;  /* s: multiplies phi(q) (the library's default is 1) */
+  double scale; /* s: multiplies phi(q) (the library's default is 1) */
   const float *q, *k, *v;
   ref_layout lq, lk, lv;
   /* Optional incoming state (causal only), [L][m][dv + 2]: columns 0..dv-1 hold S0, column dv

@@ -5,15 +5,17 @@
 #include <math.h>
 
 void ref_merge(size_t rows, size_t dv, size_t parts, const float *const *o_parts, size_t o_stride,
-               const float *const *lse_parts, size_t lse_stride, double *o, double *lse,
-               double *oscale, double *lscale) {
+               const float *const *lse_parts, size_t lse_stride, double *o, double *lse, double *oscale,
+               double *lscale) {
   for (size_t r = 0; r < rows; ++r) {
     double m = -INFINITY;
     int lse_bad = 0, o_bad = 0; /* the non-finite policy: NaN or +inf LSE; non-finite used o */
     for (size_t c = 0; c < parts; ++c) {
       const double l = (double)lse_parts[c][r * lse_stride];
-      if (isnan(l) || l == INFINITY) lse_bad = 1;
-      else if (l > -INFINITY && !ref_row_finite(o_parts[c] + r * o_stride, dv)) o_bad = 1;
+      if (isnan(l) || l == INFINITY)
+        lse_bad = 1;
+      else if (l > -INFINITY && !ref_row_finite(o_parts[c] + r * o_stride, dv))
+        o_bad = 1;
       if (l > m) m = l;
     }
     if (lse_bad || o_bad) {
@@ -57,8 +59,7 @@ void ref_merge(size_t rows, size_t dv, size_t parts, const float *const *o_parts
         for (size_t c = 0; c < parts; ++c) {
           const double x = (double)lse_parts[c][r * lse_stride] - m;
           const double w = exp(x);
-          if (w > 0.0)
-            acc += w * (1.0 + fabs(x)) * (fabs((double)o_parts[c][r * o_stride + e]) + fabs(o[r * dv + e]));
+          if (w > 0.0) acc += w * (1.0 + fabs(x)) * (fabs((double)o_parts[c][r * o_stride + e]) + fabs(o[r * dv + e]));
         }
         oscale[r * dv + e] = acc / wsum;
       }

@@ -5,8 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-void ref_softmax(const ref_softmax_problem *p, double *o, double *lse, double *oscale,
-                 double *sabs) {
+void ref_softmax(const ref_softmax_problem *p, double *o, double *lse, double *oscale, double *sabs) {
   const size_t group = p->h_q / p->h_kv;
   double *s = malloc(sizeof(double) * (p->n_kv ? p->n_kv : 1));
   double *pw = malloc(sizeof(double) * (p->n_kv ? p->n_kv : 1));

@@ -123,7 +123,12 @@ static void blas_run(bench_work *w) {
 }
 
 static void feature(float *restrict out, const float *restrict x, size_t m, attn_feature_map map) {
-  for (size_t p = 0; p < m; p++) out[p] = map == ATTN_FEATURE_ELU1 ? (x[p] >= 0 ? x[p] + 1.0f : expf(x[p])) : x[p];
+  if (map == ATTN_FEATURE_ELU1)
+    for (size_t p = 0; p < m; p++) out[p] = x[p] >= 0 ? x[p] + 1.0f : expf(x[p]);
+  else if (map == ATTN_FEATURE_RELU)
+    for (size_t p = 0; p < m; p++) out[p] = x[p] > 0 ? x[p] : 0.0f;
+  else
+    for (size_t p = 0; p < m; p++) out[p] = x[p];
 }
 
 static void recurrent_run(bench_work *w) {

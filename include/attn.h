@@ -305,6 +305,8 @@ ATTN_API attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts, co
  * Linear attention
  *
  *   phi = psi = the feature map, applied per row, to feature size m (m = d for the maps below).
+ *   With relu, a row whose features are all 0 has a normalised denominator of eps: its output is
+ *   0 (and, with eps = 0, falls under the zero-denominator rule below).
  *   Bidirectional (full mask):  o_i = s phi(q_i)^T S / (s phi(q_i)^T z + eps),
  *                   S = sum_j psi(k_j) v_j^T,  z = sum_j psi(k_j),  over all n_kv keys,
  *                   s = the descriptor's scale (it multiplies phi(q); default 1).
@@ -327,7 +329,8 @@ ATTN_API attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts, co
 typedef enum attn_feature_map {
   ATTN_FEATURE_IDENTITY = 0, /**< phi(x) = x (sign-indefinite: use it un-normalised) */
   ATTN_FEATURE_ELU1 = 1,     /**< phi(x) = x + 1 for x >= 0, exp(x) for x < 0 */
-  ATTN_FEATURE_COUNT = 2
+  ATTN_FEATURE_RELU = 2,     /**< phi(x) = max(x, 0); normalised or not (since 0.2.0) */
+  ATTN_FEATURE_COUNT = 3
 } attn_feature_map;
 
 typedef struct attn_linear_desc {
@@ -335,7 +338,7 @@ typedef struct attn_linear_desc {
   attn_mask mask;               /**< attn_mask_full() (bidirectional) or attn_mask_causal();
                                      other masks: ATTN_E_BAD_WINDOW */
   attn_feature_map feature_map; /**< phi = psi */
-  size_t m;                     /**< feature size; 0: the map's own (d for identity and elu1,
+  size_t m;                     /**< feature size; 0: the map's own (d for identity, elu1, relu,
                                      the only size they take) */
   float scale;                  /**< multiplies phi(q); finite; attn_linear_desc_init sets 1 */
   int normalize;                /**< 1: divide by s phi(q).z + eps; 0: un-normalised */
@@ -354,7 +357,7 @@ typedef struct attn_linear_desc {
 ATTN_API attn_status attn_linear_desc_init(attn_linear_desc *desc, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv,
                                            size_t d, size_t dv, attn_feature_map feature_map);
 
-/** Feature size m of a descriptor's map (m = d for identity and elu1), in *m. Validates desc. */
+/** Feature size m of a descriptor's map (m = d for identity, elu1 and relu), in *m. Validates desc. */
 ATTN_API attn_status attn_linear_feature_size(const attn_linear_desc *desc, size_t *m);
 
 /**
@@ -365,7 +368,7 @@ ATTN_API attn_status attn_linear_feature_size(const attn_linear_desc *desc, size
  *   S[h][p][c] = data[r + c]        for c < dv   (sum of psi(k) v^T)
  *   z[h][p]    = data[r + dv]                    (sum of psi(k); 0 when not normalised)
  *   c[h][p]    = data[r + dv + 1]                (the feature's offset: the sums are stored
- *                                                 scaled by exp(-c); 0 for identity and elu1)
+ *                                                 scaled by exp(-c); 0 for identity, elu1, relu)
  * `tokens` counts the key/value tokens absorbed. A prefill leaves the state of all n_kv tokens;
  * the next call (a decode step, or the next prefill chunk) continues from it. Snapshot and
  * restore are attn_linear_state_copy (or memcpy of both the struct and its data).

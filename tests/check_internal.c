@@ -351,7 +351,10 @@ START_TEST(featmap_maps) {
       for (size_t r = 0; r < rows; r++)
         for (size_t c = 0; c < cols; c++) {
           const double x = in[r * in_rs + c];
-          const double ref = !isfinite(x) ? NAN : map == ATTN_FEATURE_IDENTITY ? x : (x >= 0 ? x + 1 : exp(x));
+          const double ref = !isfinite(x)                   ? NAN
+                             : map == ATTN_FEATURE_IDENTITY ? x
+                             : map == ATTN_FEATURE_RELU     ? (x > 0 ? x : 0.0)
+                                                            : (x >= 0 ? x + 1 : exp(x));
           const double got = out[r * out_rs + c * out_cs];
           ck_assert_msg(isnan(ref) ? isnan(got) : fabs(got - ref) <= EXP_RTOL * fabs(ref), "map %d (%zu,%zu): %g vs %g",
                         map, r, c, got, ref);

@@ -1,6 +1,7 @@
 /*
  * variants/linear.c: the adapter of attn_linear. Prefill with the identity map (un-normalised)
- * and the elu+1 map (normalised), each bidirectional and causal (chunkwise), and the recurrent
+ * and the elu+1 map (normalised), each bidirectional and causal (chunkwise), the relu map
+ * (normalised) causal, and the recurrent
  * decode step continuing a state. The causal prefill and the step are compared with the
  * one-pass recurrent loop.
  */
@@ -19,6 +20,8 @@ static const bench_variant variants[] = {
      0, "linear, bidirectional, elu+1 map, normalised"},
     {"linear_elu1_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_ELU1, 1, 0,
      "softmax_causal", RECURRENT, "linear, causal (chunkwise), elu+1 map, normalised"},
+    {"linear_relu_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_RELU, 1, 0,
+     "softmax_causal", RECURRENT, "linear, causal (chunkwise), relu map, normalised"},
     {"linear_identity_decode", &bench_linear_adapter, BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_IDENTITY, 0,
      0, NULL, RECURRENT, "recurrent step (causal, n_q = n_kv = 1, continuing a state), identity"},
     {"linear_elu1_decode", &bench_linear_adapter, BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_ELU1, 1, 0, NULL,

@@ -1,4 +1,4 @@
-/* The registry of feature maps (engine/featmap.h). Element-wise maps (identity, elu1) run on the
+/* The registry of feature maps (engine/featmap.h). Element-wise maps (identity, elu1, relu) run on the
  * path's featmap micro-kernel; maps with their own products or reductions add their entries here. */
 #include "engine/featmap.h"
 
@@ -17,11 +17,13 @@ static size_t fm_no_scratch(size_t rows, size_t d, size_t m) {
   }
 ATTN_ELEMENTWISE_MAP_(fm_identity, ATTN_FEATURE_IDENTITY)
 ATTN_ELEMENTWISE_MAP_(fm_elu1, ATTN_FEATURE_ELU1)
+ATTN_ELEMENTWISE_MAP_(fm_relu, ATTN_FEATURE_RELU)
 #undef ATTN_ELEMENTWISE_MAP_
 
 static const attn_featmap registry[ATTN_FEATURE_COUNT] = {
     [ATTN_FEATURE_IDENTITY] = {ATTN_FEATURE_IDENTITY, 0, fm_size_d, fm_no_scratch, fm_identity},
     [ATTN_FEATURE_ELU1] = {ATTN_FEATURE_ELU1, 0, fm_size_d, fm_no_scratch, fm_elu1},
+    [ATTN_FEATURE_RELU] = {ATTN_FEATURE_RELU, 0, fm_size_d, fm_no_scratch, fm_relu},
 };
 
 const attn_featmap *attn_featmap_get(attn_feature_map id) {

@@ -13,6 +13,9 @@ static inline vf attn_featmap_apply_(attn_feature_map map, vf x) {
     case ATTN_FEATURE_ELU1:
       y = vf_select(vf_ge(x, vf_zero()), vf_add(x, vf_set1(1.0f)), attn_vexp_(x));
       break;
+    case ATTN_FEATURE_RELU:
+      y = vf_max(x, vf_zero()); /* a NaN x gives 0 here on x86; the FMA below makes it NaN */
+      break;
     case ATTN_FEATURE_IDENTITY:
     default:
       y = x;

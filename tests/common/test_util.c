@@ -243,6 +243,21 @@ void tu_shape_layouts(attn_shape *s, const tu_tensor *q, const tu_tensor *k, con
   s->o = o->l;
 }
 
+ref_feature_map tu_ref_map(attn_feature_map map) {
+  /* No default: -Wswitch names a map added to attn.h and not here. No Check assertion either: the
+   * fuzzers call this outside a Check runner. */
+  switch (map) {
+    case ATTN_FEATURE_IDENTITY:
+    case ATTN_FEATURE_COUNT:
+      break;
+    case ATTN_FEATURE_ELU1:
+      return REF_FM_ELU1;
+    case ATTN_FEATURE_RELU:
+      return REF_FM_RELU;
+  }
+  return REF_FM_IDENTITY;
+}
+
 ref_layout tu_ref_layout(const tu_tensor *t) {
   const ref_layout l = {t->l.row_stride, t->l.head_stride};
   return l;

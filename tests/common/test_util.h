@@ -87,6 +87,8 @@ void tu_qkv_snapshot(tu_qkv *x);
 void tu_qkv_assert_unchanged(const tu_qkv *x);
 void tu_qkv_free(tu_qkv *x);
 ref_layout tu_ref_layout(const tu_tensor *t);
+/** The reference's name of a library feature map (the reference does not include attn.h). */
+ref_feature_map tu_ref_map(attn_feature_map map);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Comparison                                                                                  */

@@ -109,7 +109,7 @@ static void check_results(const attn_linear_desc *d, const fz_qkv *x, const tu_t
                                 s->h_v,
                                 s->d,
                                 s->dv,
-                                d->feature_map == ATTN_FEATURE_ELU1 ? REF_FM_ELU1 : REF_FM_IDENTITY,
+                                tu_ref_map(d->feature_map),
                                 is_causal(d),
                                 d->normalize,
                                 d->eps,
@@ -369,7 +369,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   sh.L = fz_state_heads(sh.h_k, sh.h_v);
   sh.d = fz_size(&in, MAX_D);
   sh.dv = fz_size(&in, MAX_D);
-  sh.fm = fz_pick(&in, 2) ? ATTN_FEATURE_ELU1 : ATTN_FEATURE_IDENTITY;
+  sh.fm = (attn_feature_map)fz_pick(&in, ATTN_FEATURE_COUNT); /* every map: identity, elu1, relu */
   sh.normalize = fz_pick(&in, 3) != 0;
   const float amps[4] = {0.25f, 1.0f, 4.0f, 30.0f};
   const float amp = amps[fz_pick(&in, 4)];

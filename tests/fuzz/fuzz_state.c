@@ -103,7 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* slot 0: a shape; slot 1: the same or another; slot 2: slot 0's shape, its memory either its
    * own or overlapping slot 0's (inside one shared guarded buffer) */
   for (int i = 0; i < 2; ++i) {
-    const attn_feature_map fm = fz_pick(&in, 2) ? ATTN_FEATURE_ELU1 : ATTN_FEATURE_IDENTITY;
+    const attn_feature_map fm = (attn_feature_map)fz_pick(&in, ATTN_FEATURE_COUNT);
     const size_t heads = fz_size(&in, MAX_H), h_k = fz_divisor(&in, heads), h_v = fz_divisor(&in, heads);
     const size_t d = fz_size(&in, MAX_D), dv = fz_size(&in, MAX_D);
     attn_linear_desc_init(&sl[i].d, 1, 1, 1, h_k, d, dv, fm);

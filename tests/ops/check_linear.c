@@ -31,7 +31,8 @@
 typedef struct ln_case {
   const char *name;
   size_t n_q, n_kv, h_q, h_k, h_v, d, dv;
-  int identity;     /* 1: identity map, 0: elu1 */
+  int identity;     /* 1: identity map, 0: elu1 (or relu) */
+  int relu;         /* 1: relu map */
   int bidir;        /* 1: full mask (state NULL), 0: causal */
   int unnorm;       /* 1: normalize = 0 */
   size_t chunk;     /* 0: the path's default */
@@ -166,6 +167,16 @@ static const ln_case ln_cases[] = {
     {.name = "head_padded_bidir", SIZES(33, 40, 7, 9), HEADS(3, 1, 1), .bidir = 1, .layout = HP},
     {.name = "packed_mha", SIZES(40, 40, 16, 16), HEADS(4, 4, 4), .layout = PK},
     {.name = "packed_gqa_unnorm", SIZES(41, 41, 8, 8), HEADS(4, 2, 2), .identity = 1, .unnorm = 1, .layout = PK},
+    /* relu: normalised (uniform data gives rows whose features are all 0: output 0) and not */
+    {.name = "relu_norm", SIZES(70, 70, 16, 16), HEADS(2, 1, 1), .relu = 1},
+    {.name = "relu_norm_pos", SIZES(97, 97, 64, 64), HEADS(1, 1, 1), .relu = 1, .data = POS},
+    {.name = "relu_unnorm", SIZES(65, 65, 8, 8), HEADS(2, 2, 2), .relu = 1, .unnorm = 1},
+    {.name = "relu_bidir", SIZES(30, 50, 16, 16), HEADS(1, 1, 1), .relu = 1, .bidir = 1},
+    {.name = "relu_bidir_unnorm_d1", SIZES(40, 40, 1, 5), HEADS(2, 1, 1), .relu = 1, .bidir = 1, .unnorm = 1},
+    {.name = "relu_chunk7_prefix", SIZES(50, 50, 8, 8), HEADS(1, 1, 1), .relu = 1, .chunk = 7, .prefix = 20},
+    {.name = "relu_decode", SIZES(1, 64, 8, 8), HEADS(2, 1, 1), .relu = 1},
+    {.name = "relu_heads_2_2_8", SIZES(40, 40, 8, 8), HEADS(2, 2, 8), .relu = 1, .data = POS},
+    {.name = "relu_eps_0", SIZES(40, 40, 8, 8), HEADS(1, 1, 1), .relu = 1, EPS(0.0f)},
 
 };
 #define LN_NCASES (sizeof ln_cases / sizeof ln_cases[0])
@@ -176,6 +187,7 @@ static size_t ln_sel[LN_NCASES];
 /* ------------------------------------------------------------------------------------------ */
 #define ELU    ATTN_FEATURE_ELU1
 #define ID     ATTN_FEATURE_IDENTITY
+#define RELU   ATTN_FEATURE_RELU
 #define CAUSAL 1
 #define BIDIR  0
 #define NORM   1
@@ -285,7 +297,7 @@ static ref_linear_problem ln_problem(const attn_linear_desc *d, const tu_tensor 
                                 .h_v = s->h_v,
                                 .d = s->d,
                                 .dv = s->dv,
-                                .feature_map = d->feature_map == ELU ? REF_FM_ELU1 : REF_FM_IDENTITY,
+                                .feature_map = tu_ref_map(d->feature_map),
                                 .causal = attn_mask_is_causal(d->mask),
                                 .normalize = d->normalize,
                                 .eps = (double)d->eps,
@@ -353,8 +365,11 @@ START_TEST(linear_matches_reference) {
   tu_rng rng;
   tu_rng_seed(&rng, 7000 + idx);
   attn_linear_desc d;
-  ln_desc(&d, c->n_q, c->n_kv, c->h_q, c->h_k, c->h_v, c->d, c->dv, c->identity ? ID : ELU, !c->bidir, !c->unnorm,
-          c->chunk);
+  ln_desc(&d, c->n_q, c->n_kv, c->h_q, c->h_k, c->h_v, c->d, c->dv,
+          c->identity ? ID
+          : c->relu   ? RELU
+                      : ELU,
+          !c->bidir, !c->unnorm, c->chunk);
   d.m = c->m;
   if (c->set_eps) d.eps = c->eps;
   if (c->set_scale) d.scale = c->scale;
@@ -418,6 +433,8 @@ static const ln_prop_case ln_props[] = {
     {.n = 66, PHEADS(4, 4, 1), .d = 9, .dv = 8, .fm = ID, .normalize = UNNORM, .chunk = 16, .split = 33},
     {.n = 60, PHEADS(6, 2, 3), .d = 8, .dv = 8, .fm = ELU, .normalize = NORM, .split = 20, .scale = 0.25f},
     {.n = 75, PHEADS(2, 2, 8), .d = 8, .dv = 8, .fm = ID, .normalize = UNNORM, .chunk = 7, .split = 40, .scale = -1.5f},
+    {.n = 90, PHEADS(2, 1, 1), .d = 8, .dv = 8, .fm = RELU, .normalize = NORM, .chunk = 7, .split = 33},
+    {.n = 64, PHEADS(4, 2, 4), .d = 16, .dv = 8, .fm = RELU, .normalize = UNNORM, .split = 50},
 };
 #define LN_NPROPS (sizeof ln_props / sizeof ln_props[0])
 

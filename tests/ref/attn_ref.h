@@ -80,9 +80,9 @@ void ref_merge(size_t rows, size_t dv, size_t parts, const float *const *o_parts
 /* ------------------------------------------------------------------------------------------ */
 /* Linear attention (ref_linear.c)                                                             */
 /* ------------------------------------------------------------------------------------------ */
-typedef enum ref_feature_map { REF_FM_IDENTITY = 0, REF_FM_ELU1 = 1 } ref_feature_map;
+typedef enum ref_feature_map { REF_FM_IDENTITY = 0, REF_FM_ELU1 = 1, REF_FM_RELU = 2 } ref_feature_map;
 
-/** phi(x): identity, or elu1 (x + 1 for x >= 0, exp(x) for x < 0). */
+/** phi(x): identity, elu1 (x + 1 for x >= 0, exp(x) for x < 0) or relu (max(x, 0)). */
 double ref_feature(ref_feature_map fm, double x);
 
 /*

@@ -7,6 +7,7 @@
 
 double ref_feature(ref_feature_map fm, double x) {
   if (fm == REF_FM_ELU1) return x >= 0.0 ? x + 1.0 : exp(x);
+  if (fm == REF_FM_RELU) return x > 0.0 ? x : 0.0;
   return x;
 }
 

@@ -120,7 +120,11 @@ static void cw_load_q(const cw_ctx *x, size_t h, size_t t0, size_t cn, size_t rs
 static void cw_query(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t cn, int intra, int va_finite) {
   const attn_chunkwise_plan *p = x->p;
   const struct attn_ukernels *uk = x->uk;
-  cw_load_q(x, h, t0, cn, 1, cn);
+  /* The intra product reads phi(Q)^T as the GEMM's B operand (rows contiguous): features are
+   * written transposed. Without it, row-major features are written (contiguous stores, not a
+   * scatter) and read as A through its strides; the products are the same, in the same order. */
+  const size_t qrs = intra ? 1 : p->m, qcs = intra ? cn : 1;
+  cw_load_q(x, h, t0, cn, qrs, qcs);
   /* Causal part, in query blocks [i0, i1) of one GEMM tile width: block i0 needs only keys j < i1
    * (AT[j][i] = psi(k_j).phi(q_i) for j <= i), so the zero triangle is mostly never computed. */
   for (size_t i0 = 0; intra && i0 < cn; i0 += uk->gemm_nr) {
@@ -133,7 +137,7 @@ static void cw_query(const cw_ctx *x, const float *S, size_t h, size_t t0, size_
    * its zero weight (0 * NaN). */
   for (size_t i = 0; intra && !va_finite && i < cn; i++)
     uk->gemm(1, p->W, i + 1, x->at + i, 1, cn, x->va, p->W, x->oc + i * p->W, p->W, NULL, 0);
-  uk->gemm(cn, p->W, p->m, x->qt, 1, cn, S, p->lds, x->oc, p->W, NULL, intra);
+  uk->gemm(cn, p->W, p->m, x->qt, qrs, qcs, S, p->lds, x->oc, p->W, NULL, intra);
   cw_store(x, h, t0, cn);
 }
 

@@ -103,7 +103,8 @@ static void cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn) {
     float *dst = x->io->o + (t0 + i) * s->o.row_stride + h * s->o.head_stride;
     const float den = p->normalize ? p->scale * src[s->dv] + p->eps : 1.0f;
     const float inv = den == 0.0f ? 0.0f : 1.0f / den;
-    for (size_t c = 0; c < s->dv; c++) dst[c] = src[c] * p->scale * inv;
+    const float f = p->scale * inv; /* with scale 1, exactly inv */
+    for (size_t c = 0; c < s->dv; c++) dst[c] = src[c] * f;
   }
 }
 

@@ -67,6 +67,11 @@ attn_status attn_linear_chunk_size(const attn_linear_desc *d, size_t *chunk) {
 
 static size_t state_bytes(const attn_linear_state *s) { return s->heads * s->m * s->ld * sizeof(float); }
 
+/* The state a descriptor's plan describes, bound to data. */
+static attn_linear_state lin_state_of(const attn_linear_desc *d, const attn_chunkwise_plan *p, float *data) {
+  return (attn_linear_state){p->heads, p->m, d->shape.dv, p->lds, d->feature_map, d->normalize, 0, data};
+}
+
 attn_status attn_linear_state_init(attn_linear_state *s, const attn_linear_desc *d, void *memory, size_t bytes) {
   attn_spans sp;
   attn_chunkwise_plan p;
@@ -74,7 +79,7 @@ attn_status attn_linear_state_init(attn_linear_state *s, const attn_linear_desc 
   if (st) return st;
   if (!s || !memory) return ATTN_E_NULL_POINTER;
   if (bytes < p.state_floats * sizeof(float)) return ATTN_E_WORKSPACE_TOO_SMALL;
-  *s = (attn_linear_state){p.heads, p.m, d->shape.dv, p.lds, d->feature_map, d->normalize, 0, (float *)memory};
+  *s = lin_state_of(d, &p, (float *)memory);
   memset(memory, 0, p.state_floats * sizeof(float));
   return ATTN_OK;
 }
@@ -113,7 +118,7 @@ attn_status attn_linear(const attn_linear_desc *d, const float *q, const float *
   if (state && !p.causal) return ATTN_E_BAD_ARGUMENT;
   if (state) {
     if (!state->data) return ATTN_E_NULL_POINTER;
-    const attn_linear_state want = {p.heads, p.m, d->shape.dv, p.lds, d->feature_map, d->normalize, 0, NULL};
+    const attn_linear_state want = lin_state_of(d, &p, NULL);
     if (!state_same_shape(state, &want)) return ATTN_E_STATE_MISMATCH;
   }
   const struct attn_ukernels *uk = attn_dispatch();

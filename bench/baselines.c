@@ -13,7 +13,11 @@
  * - Causal linear attention as a one-pass recurrent loop: per token and key/value head, one sweep
  *   over the state rows p updates S[p] += psi_p(k) [v 1] and accumulates o += phi_p(q) S[p] for
  *   every query head of the group; then o / (phi(q)^T z + eps). Same feature maps and normaliser
- *   as the library (the z column only when normalised).
+ *   as the library (the z column only when normalised). Decayed and gated (attn_linear_gated's
+ *   S_t = G_t(S_{t-1}) + psi(k_t) [v_t 1]): the decay is fused into the same sweep,
+ *   S[p] = g_p S[p] + psi_p(k) [v 1], with g_p = gamma = exp(log gate) for a scalar gate (RetNet's
+ *   fixed decay included) and alpha_p = exp(log gate_p) for a per-feature gate, the exps taken per
+ *   token and head (1 or m expf), as CPU runtimes run these models token by token.
  */
 #include <math.h>
 #include <stdio.h>
@@ -67,11 +71,11 @@ bench_base bench_baseline_of(bench_kind kind) {
 }
 
 /* Floats of scratch: the score matrix of the naive baselines, or the recurrent loop's state,
- * then phi(q) of a group, psi(k), [v 1] and the group's accumulators. */
+ * then phi(q) of a group, psi(k), [v 1], the group's accumulators and the gate's factors. */
 static size_t scratch_floats(const bench_shape *s) {
   if (s->kind == BENCH_BLAS || s->kind == BENCH_ONEDNN) return s->n_q * s->n_kv;
   const size_t cols = s->dv + 1, group = s->h_q / s->h_kv;
-  return s->h_kv * s->m * cols + group * s->m + s->m + cols + group * cols;
+  return s->h_kv * s->m * cols + group * s->m + s->m + cols + group * cols + s->m;
 }
 
 int bench_baseline_scratch(bench_work *w, char *err, size_t errlen) {
@@ -136,7 +140,10 @@ static void recurrent_run(bench_work *w) {
   const size_t m = s->m, dv = s->dv, cols = s->normalize ? dv + 1 : dv, group = s->h_q / s->h_kv;
   float *const state = w->scratch;
   float *restrict phi = state + s->h_kv * m * cols, *restrict psi = phi + group * m;
-  float *restrict va = psi + m, *restrict acc = va + cols;
+  float *restrict va = psi + m, *restrict acc = va + cols, *restrict alpha = acc + group * cols;
+  const attn_gate_kind gate = s->gate;
+  /* The log gates of token t, gate head g (the gate head of key/value head g): lg[0] or lg[0..m) */
+  const attn_layout gl = bench_gate_layout(s);
   if (s->n_q > 1) memset(state, 0, s->h_kv * m * cols * sizeof *state); /* a fresh prefill */
   if (s->normalize) va[dv] = 1.0f; /* [v 1]: the ones column yields z in the same product */
   for (size_t t = 0; t < s->n_q; t++) {
@@ -146,10 +153,18 @@ static void recurrent_run(bench_work *w) {
       for (size_t j = 0; j < group; j++) feature(phi + j * m, w->q + (t * s->h_q + h0 + j) * s->d, m, s->map);
       memcpy(va, w->v + (t * s->h_kv + g) * dv, dv * sizeof *va);
       memset(acc, 0, group * cols * sizeof *acc);
-      for (size_t p = 0; p < m; p++) { /* S[p] += psi_p [v 1]; acc_j += phi_j,p S[p] */
+      const float *lg = gate != ATTN_GATE_NONE ? w->gate + t * gl.row_stride + g * gl.head_stride : NULL;
+      const float gamma = gate == ATTN_GATE_SCALAR ? expf(lg[0]) : 1.0f;
+      if (gate == ATTN_GATE_FEATURE)
+        for (size_t p = 0; p < m; p++) alpha[p] = expf(lg[p]);
+      for (size_t p = 0; p < m; p++) { /* S[p] = g_p S[p] + psi_p [v 1]; acc_j += phi_j,p S[p] */
         float *restrict row = state + (g * m + p) * cols;
         const float kp = psi[p];
-        for (size_t c = 0; c < cols; c++) row[c] += kp * va[c];
+        if (gate != ATTN_GATE_NONE) {
+          const float gp = gate == ATTN_GATE_FEATURE ? alpha[p] : gamma;
+          for (size_t c = 0; c < cols; c++) row[c] = gp * row[c] + kp * va[c];
+        } else
+          for (size_t c = 0; c < cols; c++) row[c] += kp * va[c];
         for (size_t j = 0; j < group; j++) {
           float *restrict aj = acc + j * cols;
           const float qp = phi[j * m + p];

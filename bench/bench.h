@@ -4,7 +4,8 @@
  *   bench_attn.c  command line, the sweep plan over the table of adapters, crossover search, main
  *   variant.h     the adapter interface; variant.c the helpers the adapters share
  *   variants/     one adapter per family of attn calls: softmax.c (full, causal, window, decode),
- *                 linear.c (identity and elu+1, bidirectional and causal, the decode step)
+ *                 linear.c (identity and elu+1, bidirectional and causal, decayed and gated,
+ *                 the decode step)
  *   timing.c      the one timing loop (CLOCK_MONOTONIC, calibration, warm-up, statistics) and the
  *                 worker pool behind --threads and --pin
  *   work.c        buffers of one measured call and the one kernel that repeats its call
@@ -77,6 +78,9 @@ typedef struct bench_work {
   bench_shape s;
   const bench_call *call; /**< the adapter's attn call or a baseline's */
   float *q, *k, *v, *o;
+  float *gate; /**< log gates when s.gate != ATTN_GATE_NONE (NULL otherwise): [n_kv][h_kv][width],
+                    width m for per-feature gates, 1 for scalar ones; a fixed decay: h_kv floats,
+                    RetNet's (layout: bench_gate_layout) */
   void *workspace;
   size_t workspace_bytes;
   void *impl;          /**< the call's own data: its descriptor and state, oneDNN's primitives */
@@ -85,8 +89,17 @@ typedef struct bench_work {
   const char *failure; /**< first failure seen by a baseline (NULL otherwise) */
 } bench_work;
 
-/** Allocate and fill the buffers of one call, then set up `call` on them. 0 on success;
- *  otherwise err says why. */
+/** Floats per token and head of s's log gates: m for per-feature gates, 1 for scalar ones. */
+static inline size_t bench_gate_width(const bench_shape *s) { return s->gate == ATTN_GATE_FEATURE ? s->m : 1; }
+/** The layout of bench_work's log gates: [n_kv][h_kv][width], or {0, 1} for a fixed decay (one
+ *  per head for every token). Gate head g goes with key/value head g. */
+static inline attn_layout bench_gate_layout(const bench_shape *s) {
+  const size_t width = bench_gate_width(s);
+  return s->fixed_decay ? (attn_layout){0, 1} : (attn_layout){s->h_kv * width, width};
+}
+
+/** Allocate and fill the buffers of one call (and its log gates, when s has a gate), then set up
+ *  `call` on them. 0 on success; otherwise err says why. */
 int bench_work_init(bench_work *w, const bench_shape *s, const bench_call *call, unsigned seed, char *err,
                     size_t errlen);
 void bench_work_free(bench_work *w);

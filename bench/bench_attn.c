@@ -139,7 +139,7 @@ static void usage(FILE *f) {
     fputc('\n', f);
   }
   fprintf(f, "\nVariants:\n");
-  for (size_t i = 0; i < nvariants; i++) fprintf(f, "  %-24s%s\n", variants[i]->name, variants[i]->help);
+  for (size_t i = 0; i < nvariants; i++) fprintf(f, "  %-26s%s\n", variants[i]->name, variants[i]->help);
   fprintf(f,
           "\nTiming: CLOCK_MONOTONIC; calls per sample calibrated to >= min-time/20; warm-up; samples\n"
           "until --min-time and --reps are both reached; the median is reported with min and spread\n"

@@ -23,11 +23,20 @@
  *                            + h_kv * 2 c m dva     S += K^T [V 1]
  *   linear decode step         the causal formula with n = 1 (c = 1)              state read + written
  *                                                                                + q, k, v, o rows
+ *   linear gated (causal       the ungated count of the same shape and path         + the log gates
+ *   prefill and decode step)   (same chunk): gates are not counted (below)
  *
  *   m   = feature size (= d for identity and elu1).
  *   dva = dv + 1 when normalised (the library augments V with a ones column so the same product
  *         yields z), dv when un-normalised.
  *   Feature maps (elu1's exp) and the final division are not counted.
+ *   Decay and gates (attn_linear_gated: RetNet's fixed decay, a scalar or a per-feature gate per
+ *   token) add work the library must do (the exp of the log gates, the cumulative decays, scaling
+ *   the products and the state), but a gated call is counted with the same useful flops as the
+ *   ungated form, with the chunk the ungated form uses on the path: a gated row and its ungated
+ *   twin of the same shape have the same count, so their GFLOP/s compare as times do (the ratio
+ *   is the cost of the gate). Its bytes add the log gates read once (n_kv h_kv floats, m per
+ *   token and head for per-feature gates; one per head for a fixed decay).
  *   Bytes are the compulsory traffic: every input element read once and every output element
  *   written once (K_vis/V_vis: the key/value rows visible to at least one query), fp32. For softmax
  *   decode this is essentially the K and V cache; for the linear step it is the state.
@@ -61,6 +70,8 @@ typedef struct bench_shape {
   int causal, normalize;            /**< linear and recurrent */
   attn_feature_map map;             /**< linear and recurrent */
   size_t chunk;                     /**< causal linear: the chunk the library uses on the row's path */
+  attn_gate_kind gate;              /**< causal linear and recurrent: decay or gate (ATTN_GATE_NONE: none) */
+  int fixed_decay;                  /**< with a SCALAR gate: one fixed decay per head (RetNet) */
 } bench_shape;
 
 typedef struct bench_cost {
@@ -124,12 +135,21 @@ static inline bench_cost bench_cost_of(const bench_shape *s) {
     case BENCH_LINEAR:
     case BENCH_LINEAR_STEP:
     case BENCH_RECURRENT:
-      if (s->causal || s->kind != BENCH_LINEAR)
+      if (s->kind == BENCH_LINEAR && s->window_left != ATTN_UNBOUNDED) { /* windowed: the visible pairs */
+        double pairs = bench_visible_pairs(s->n_q, s->n_kv, s->window_left, s->window_right, &c.kv_rows);
+        c.flops = pairs * (double)s->h_q * (double)(2 * s->m + 2 * dva);
+      } else if (s->causal || s->kind != BENCH_LINEAR)
         c.flops = bench_linear_causal_flops(s->n_q, s->h_q, s->h_kv, s->m, dva, s->chunk ? s->chunk : 1);
       else
         c.flops =
             2.0 * (double)s->m * (double)dva * ((double)s->h_kv * (double)s->n_kv + (double)s->h_q * (double)s->n_q);
+      if (s->map == ATTN_FEATURE_FAVOR) /* the random projections of keys and queries: W x, m x d */
+        c.flops +=
+            2.0 * (double)s->m * (double)s->d * ((double)s->h_kv * (double)s->n_kv + (double)s->h_q * (double)s->n_q);
       c.bytes = q_o + (double)s->n_kv * (double)s->h_kv * (double)(s->d + s->dv) * f4;
+      if (s->gate != ATTN_GATE_NONE) /* the log gates */
+        c.bytes += (s->fixed_decay ? 1.0 : (double)s->n_kv) * (double)s->h_kv *
+                   (s->gate == ATTN_GATE_FEATURE ? (double)s->m : 1.0) * f4;
       if (s->kind != BENCH_LINEAR && s->n_q == 1) /* a decode step: the state round trip */
         c.bytes += 2.0 * (double)s->h_kv * (double)s->m * (double)dva * f4;
       break;

@@ -148,7 +148,7 @@ void bench_print_limits(FILE *f, const bench_results *r, int at_end) {
 }
 
 void bench_print_row_header(FILE *f) {
-  fprintf(f, "%-9s %-23s %-9s %4s %7s %7s %10s %10s %6s %8s %6s %6s %8s %7s %5s  %s\n", "", "variant", "impl", "d",
+  fprintf(f, "%-9s %-24s %-9s %4s %7s %7s %10s %10s %6s %8s %6s %6s %8s %7s %5s  %s\n", "", "variant", "impl", "d",
           "n_q", "n_kv", "median", "min", "spread", "GFLOP/s", "%peak", "%mach", "tok/s", "GB/s", "%bw", "note");
 }
 
@@ -168,7 +168,7 @@ void bench_print_row(FILE *f, const bench_results *r, const bench_row *row, size
   if (ok && row->st.other_load > 0.3) append(flags, sizeof flags, "other tasks busy %.1f CPU", row->st.other_load);
   if (!row->native) append(flags, sizeof flags, "emulated path (native=0)");
   if (row->extra) append(flags, sizeof flags, "below the sweep, for the crossover");
-  fprintf(f, "%-9s %-23s %-9s %4zu %7s %7s %10s %10s %6s %8s %6s %6s %8s %7s %5s  %s\n", prog, row->var->name,
+  fprintf(f, "%-9s %-24s %-9s %4zu %7s %7s %10s %10s %6s %8s %6s %6s %8s %7s %5s  %s\n", prog, row->var->name,
           row->impl, row->shape.d, nq, nkv, fmt_time(med, sizeof med, ok ? row->st.median : 0),
           fmt_time(mn, sizeof mn, ok ? row->st.min : 0),
           fmt_num(spr, sizeof spr, "%.1f%%", ok ? 100 * row->st.spread : NAN),
@@ -264,7 +264,7 @@ static size_t write_ranges(FILE *f, const bench_results *r, int md, size_t *defa
           snprintf(x, sizeof x, "%zu of %zu", g.losses, g.count);
           fprintf(f,
                   md ? "| %s | %s | %s | %zu | %.2fx (n = %s) .. %.2fx (n = %s) | %s |\n"
-                     : "  %-9s %-23s %-7s d %-4zu %.2fx (n = %s) .. %.2fx (n = %s); slower at %s points\n",
+                     : "  %-9s %-24s %-7s d %-4zu %.2fx (n = %s) .. %.2fx (n = %s); slower at %s points\n",
                   r->base[b].name, r->vars[v]->name, attn_isa_name(paths[p]), ds[k], g.lo, lo, g.hi, hi,
                   g.losses ? x : "no");
         }
@@ -281,11 +281,11 @@ void bench_print_baselines(FILE *f, const bench_results *r) {
     if (!b->baseline || !r->base[bench_baseline_of(b->shape.kind)].available) continue;
     if (!shown++) {
       fprintf(f, "\nBaselines: speedup = baseline time / attn time, same shape, same run (< 1: attn is slower)\n");
-      fprintf(f, "%-23s %-9s %4s %7s %10s", "variant", "baseline", "d", "n", "base time");
+      fprintf(f, "%-24s %-9s %4s %7s %10s", "variant", "baseline", "d", "n", "base time");
       for (size_t p = 0; p < np; p++) fprintf(f, " %8s", attn_isa_name(paths[p]));
       fprintf(f, "\n");
     }
-    fprintf(f, "%-23s %-9s %4zu %7s %10s", b->var->name, b->impl, b->shape.d,
+    fprintf(f, "%-24s %-9s %4zu %7s %10s", b->var->name, b->impl, b->shape.d,
             b->var->kind == BENCH_LINEAR_STEP ? "step" : fmt_n(n, sizeof n, (double)b->shape.n_q),
             b->state == ROW_OK ? fmt_time(t, sizeof t, b->st.median) : "-");
     if (b->state != ROW_OK) {
@@ -332,15 +332,15 @@ void bench_print_crossovers(FILE *f, const bench_results *r) {
     fprintf(f, "  none: needs a linear prefill variant and its softmax partner in --variants\n");
     return;
   }
-  fprintf(f, "%-23s %-15s %-7s %4s %22s %10s %10s\n", "linear variant", "vs softmax", "path", "d", "n*", "t_lin/t_sm",
+  fprintf(f, "%-24s %-15s %-7s %4s %22s %10s %10s\n", "linear variant", "vs softmax", "path", "d", "n*", "t_lin/t_sm",
           "t_lin/t_sm");
-  fprintf(f, "%-23s %-15s %-7s %4s %22s %10s %10s\n", "", "", "", "", "", "at n_min", "at n_max");
+  fprintf(f, "%-24s %-15s %-7s %4s %22s %10s %10s\n", "", "", "", "", "", "at n_min", "at n_max");
   for (size_t i = 0; i < r->ncross; i++) {
     const bench_crossover *c = &r->cross[i];
     char rlo[32], rhi[32];
     snprintf(rlo, sizeof rlo, "%.2f@%s", c->ratio_lo, fmt_n(lo, sizeof lo, (double)c->n_lo));
     snprintf(rhi, sizeof rhi, "%.2f@%s", c->ratio_hi, fmt_n(hi, sizeof hi, (double)c->n_hi));
-    fprintf(f, "%-23s %-15s %-7s %4zu %22s %10s %10s\n", c->linear->name, c->softmax->name, attn_isa_name(c->isa), c->d,
+    fprintf(f, "%-24s %-15s %-7s %4zu %22s %10s %10s\n", c->linear->name, c->softmax->name, attn_isa_name(c->isa), c->d,
             crossover_text(nstar, sizeof nstar, c), rlo, rhi);
   }
 }

@@ -28,6 +28,8 @@ bench_shape bench_shape_start(const bench_variant *v, const bench_sweep *sw, ben
   s.map = v->map;
   s.causal = v->causal;
   s.normalize = v->normalize;
+  s.gate = v->gate;
+  s.fixed_decay = v->fixed_decay;
   s.n_q = s.n_kv = n;
   s.window_left = s.window_right = ATTN_UNBOUNDED;
   return s;

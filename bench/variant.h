@@ -50,6 +50,9 @@ typedef struct bench_variant {
   const char *partner;  /**< linear prefill: the softmax variant of the crossover */
   unsigned baselines;   /**< bit (1u << b) for every bench_base its rows are compared with */
   const char *help;
+  attn_gate_kind gate; /**< linear, causal: decay or gate (attn_linear_gated); ATTN_GATE_NONE: none */
+  int fixed_decay;     /**< with ATTN_GATE_SCALAR: one fixed decay per head, RetNet's
+                             (attn_retnet_log_decays, gate row stride 0); 0: a gate per token */
 } bench_variant;
 
 /** What the command line says about the shapes of the sweep. */
@@ -91,7 +94,7 @@ extern const bench_adapter bench_linear_adapter;
 /** The sizes of a prefill (up to --quad-n-max for quadratic variants) or decode variant. */
 size_t bench_sweep_sizes(const bench_variant *v, const bench_sweep *sw, size_t *out);
 /** The shape every adapter starts from: n_q = n_kv = n, the heads of the sweep, d = dv, v's
- *  mask flag, map and normaliser; no window bound, no feature size, no chunk. */
+ *  mask flag, map, normaliser and gate; no window bound, no feature size, no chunk. */
 bench_shape bench_shape_start(const bench_variant *v, const bench_sweep *sw, bench_kind kind, size_t n, size_t d);
 /** The place of v in a list of variants (n when it is not there). */
 size_t bench_variant_index(const bench_variant *const *list, size_t n, const bench_variant *v);

@@ -62,6 +62,21 @@ int bench_work_init(bench_work *w, const bench_shape *s, const bench_call *call,
   fill_uniform(w->q, nq * s->d, &rng);
   fill_uniform(w->k, nkv * s->d, &rng);
   fill_uniform(w->v, nkv * s->dv, &rng);
+  if (s->gate != ATTN_GATE_NONE) { /* log gates: RetNet's fixed decays, or uniform in [-0.3, -0.01) */
+    const size_t count = s->fixed_decay ? s->h_kv : nkv * bench_gate_width(s);
+    if (!(w->gate = bench_alloc64(count * sizeof(float)))) {
+      snprintf(err, errlen, "out of memory for the log gates");
+      return -1;
+    }
+    attn_status st = ATTN_OK;
+    if (s->fixed_decay)
+      st = attn_retnet_log_decays(s->h_kv, w->gate);
+    else {
+      fill_uniform(w->gate, count, &rng);
+      for (size_t i = 0; i < count; i++) w->gate[i] = -0.155f + 0.145f * w->gate[i];
+    }
+    if (st != ATTN_OK) return bench_work_fail(err, errlen, "attn_retnet_log_decays", st);
+  }
   return call->setup(w, err, errlen);
 }
 
@@ -71,6 +86,7 @@ void bench_work_free(bench_work *w) {
   free(w->k);
   free(w->v);
   free(w->o);
+  free(w->gate);
   free(w->workspace);
   free(w->impl);
   free(w->scratch);

@@ -64,10 +64,10 @@ extern "C" {
  * Version
  * ------------------------------------------------------------------------------------------- */
 #define ATTN_VERSION_MAJOR  0
-#define ATTN_VERSION_MINOR  2
+#define ATTN_VERSION_MINOR  3
 #define ATTN_VERSION_PATCH  0
 #define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
-#define ATTN_VERSION_STRING "0.2.0"
+#define ATTN_VERSION_STRING "0.3.0"
 
 /** Version of the library actually linked, as ATTN_VERSION_NUMBER. Thread-safe. */
 ATTN_API unsigned attn_version_number(void);
@@ -85,14 +85,19 @@ typedef enum attn_status {
   ATTN_E_BAD_STRIDE = 4,           /**< a stride is smaller than a row, or an output layout overlaps itself */
   ATTN_E_BAD_HEADS = 5,            /**< a head count does not divide the output heads H, or h_k != h_v where required */
   ATTN_E_BAD_WINDOW = 6,           /**< a mask the variant cannot honour (linear attention: not full or causal) */
-  ATTN_E_BAD_SCALE = 7,            /**< scale is NaN or infinite */
-  ATTN_E_BAD_EPS = 8,              /**< eps is NaN, infinite or negative */
+  ATTN_E_BAD_SCALE = 7,            /**< scale is NaN or infinite (or not what the feature map needs) */
+  ATTN_E_BAD_EPS = 8,              /**< eps is NaN, infinite or negative (or not 0 for dsoftmax) */
   ATTN_E_BAD_FEATURE_MAP = 9,      /**< unknown feature map, or a feature size it cannot use */
   ATTN_E_UNSUPPORTED_ISA = 10,     /**< the forced ISA path cannot run on this CPU, or is unknown */
   ATTN_E_WORKSPACE_TOO_SMALL = 11, /**< workspace_size is below what *_workspace_size reported */
   ATTN_E_ALIASING = 12,            /**< an output overlaps an input or another output */
   ATTN_E_STATE_MISMATCH = 13,      /**< a state's shape or mode differs from the call's */
-  ATTN_E_BAD_ARGUMENT = 14         /**< any other invalid value (mode, flag, chunk size, ISA id) */
+  ATTN_E_BAD_ARGUMENT = 14,        /**< any other invalid value (mode, flag, chunk size, ISA id) */
+  ATTN_E_BAD_NORMALIZATION = 15,   /**< the feature map cannot run with this normalisation (0.3.0) */
+  ATTN_E_BAD_FEATURE_MATRIX = 16,  /**< FAVOR+: the caller's W is NULL or not finite, or the source is
+                                        unknown (0.3.0) */
+  ATTN_E_BAD_GATE = 17             /**< a log gate > 0 or not finite, a beta <= 0 or not finite, or
+                                        an unknown gate kind (0.3.0) */
 } attn_status;
 
 /** A short English description of a status; "unknown status" for values not listed. Never NULL. */
@@ -319,45 +324,137 @@ ATTN_API attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts, co
  *   Non-finite values: see the conventions (every feature map gives NaN for a non-finite input).
  *   Heads (attn_shape): one state head per distinct (key head, value head) pair, that is
  *   lcm(h_k, h_v) of them; output head h uses state head h / (H / lcm(h_k, h_v)).
+ *   Windowed (any other attn_mask: a (left, right) window, chunk-local; since 0.3.0): the sums
+ *   run over the keys the mask lets row i see, normalised over them, in O(n window) work and
+ *   O(n) memory on the blocked engine of softmax attention with the scores phi(q_i).psi(k_j) (no
+ *   state: like softmax attention, the caller keeps K and V; chunked prefill and decode are
+ *   n_q < n_kv calls). Element-wise maps only (identity, elu1, relu; ATTN_E_BAD_WINDOW for the
+ *   exponential maps), h_k == h_v dividing h_q (ATTN_E_BAD_HEADS otherwise), no gate. As in
+ *   softmax attention, a row that sees no key gets zeros (whatever its q holds).
+ *
+ *   What combines (since 0.3.0):
+ *     map                  bidirectional  causal (prefill, decode)  window  gates / beta
+ *     identity, elu1, relu yes            yes                       yes     yes (causal)
+ *     exp, favor, dsoftmax yes            yes                       no      no
+ *   Gates and beta (attn_linear_gated) are causal only; windows and gates do not combine.
  *
  * Causal prefill runs the chunkwise-parallel form: per chunk of C tokens
  *   O = tril(phi(Q) psi(K)^T) V + phi(Q) S,   S += psi(K)^T V,
  * each a small matrix product on the same GEMM micro-kernel; a call with n_q = n_kv = 1 is the
  * recurrent decode step. The state depends only on the key and value heads, so with GQA one state
  * head serves its whole group of query heads.
+ *
+ * Exponential maps (since 0.3.0), normalised only (ATTN_E_BAD_NORMALIZATION otherwise):
+ *   exp:    phi(x) = psi(x) = exp(x'), x' = sqrt(scale) x elementwise (m = d): the weight of key
+ *           j in row i is sum_f exp(q'_if + k'_jf).
+ *   favor:  FAVOR+ (Performer): phi(x) = psi(x) = exp(W x' - |x'|^2 / 2) / sqrt(m), W the m x d
+ *           random matrix of attn_favor_source (attn_linear_favor_matrix writes the one a seed
+ *           gives). E[phi(q).phi(k)] = exp(q'.k') = exp(scale q.k).
+ *   dsoftmax: o_i = sum_f softmax_f(q_i) S_f / z_f with S_f = sum_j exp(k_jf) v_j and
+ *           z_f = sum_j exp(k_jf) over the keys row i sees: each key feature column is softmaxed
+ *           over the visible keys (Shen et al.'s efficient attention; causal: over the prefix,
+ *           this library's definition). No scale (must be 1) and no eps (must be 0).
+ *   Exact stabilisation: the state keeps per feature f an offset c_f (the largest pre-exponential
+ *   key feature absorbed so far) and stores S and z scaled by exp(-c_f), so every stored term is
+ *   at most 1; queries add c_f back before taking their own maximum, so every term of a row is at
+ *   most 1 and the largest is 1: no input overflows, and no key a row relies on underflows, for
+ *   features up to +-150 and beyond (where the float64 value is finite, so is the output). In
+ *   chunkwise prefill a chunk whose keys would raise an offset by more than 40 above the chunk's
+ *   start is split there, so a query never loses precision to a later key it cannot see. With
+ *   eps = 0 a row with at least one visible key has a denominator >= 1.
+ *   Cost: exp and dsoftmax, the products of identity plus O(n m) exponentials; favor, m/d times
+ *   those (its m x d projection included). FAVOR+ with a seed source builds W in the workspace at
+ *   every call (O(m d^2) work), and with ATTN_FAVOR_CALLER copies W transposed into it (O(m d)):
+ *   for decode steps, build W once with attn_linear_favor_matrix and pass its transpose as
+ *   ATTN_FAVOR_CALLER_T.
  * ------------------------------------------------------------------------------------------- */
 typedef enum attn_feature_map {
   ATTN_FEATURE_IDENTITY = 0, /**< phi(x) = x (sign-indefinite: use it un-normalised) */
   ATTN_FEATURE_ELU1 = 1,     /**< phi(x) = x + 1 for x >= 0, exp(x) for x < 0 */
   ATTN_FEATURE_RELU = 2,     /**< phi(x) = max(x, 0); normalised or not (since 0.2.0) */
-  ATTN_FEATURE_COUNT = 3
+  ATTN_FEATURE_EXP = 3,      /**< phi(x) = exp(sqrt(scale) x), elementwise; normalised only (0.3.0) */
+  ATTN_FEATURE_FAVOR = 4,    /**< FAVOR+: exp(W x' - |x'|^2 / 2) / sqrt(m), x' = sqrt(scale) x;
+                                  normalised only; m any >= 1, default 4d (0.3.0) */
+  ATTN_FEATURE_DSOFTMAX = 5, /**< phi(q) = softmax(q) over features, psi: each key feature column
+                                  softmaxed over the visible keys; self-normalised (0.3.0) */
+  ATTN_FEATURE_COUNT = 6
 } attn_feature_map;
+
+/** How FAVOR+ gets its m x d random matrix W (attn_linear_desc.favor_source; since 0.3.0). */
+typedef enum attn_favor_source {
+  ATTN_FAVOR_SEED_CHI = 0,    /**< from favor_seed; row norms drawn from the chi distribution with d
+                                   degrees of freedom (Performer's default) */
+  ATTN_FAVOR_SEED_SQRT_D = 1, /**< from favor_seed; every row norm exactly sqrt(d) */
+  ATTN_FAVOR_CALLER = 2,      /**< W = favor_w, the caller's m x d row-major floats (all finite) */
+  ATTN_FAVOR_CALLER_T = 3     /**< W^T = favor_w, d x m row-major (all finite): the layout the
+                                   kernels read, so a call makes no copy of W (decode steps) */
+} attn_favor_source;
+
+/**
+ * Decay and gates of causal linear attention (since 0.3.0; spec: RetNet, GLA, Mamba2). The
+ * recurrence becomes S_t = G_t(S_{t-1}) + beta_t psi(k_t) v_t^T (and z likewise), always in
+ * natural log space: log gamma <= 0.
+ */
+typedef enum attn_gate_kind {
+  ATTN_GATE_NONE = 0,   /**< G_t(S) = S: plain linear attention */
+  ATTN_GATE_SCALAR = 1, /**< G_t(S) = gamma_t S, log gamma_t per (key token, gate head): simple GLA,
+                             Mamba2 (log gamma = dt A); a gate row stride of 0 gives one fixed
+                             gamma per head: RetNet (attn_retnet_log_decays) */
+  ATTN_GATE_FEATURE = 2 /**< G_t(S) = diag(alpha_t) S, log alpha_t in R^m per (key token, gate head):
+                             GLA; with all m entries equal it is the scalar gate */
+} attn_gate_kind;
 
 typedef struct attn_linear_desc {
   attn_shape shape;             /**< sizes and strides; h_q, h_k, h_v each divide H */
-  attn_mask mask;               /**< attn_mask_full() (bidirectional) or attn_mask_causal();
-                                     other masks: ATTN_E_BAD_WINDOW */
+  attn_mask mask;               /**< attn_mask_full() (bidirectional), attn_mask_causal() (chunkwise
+                                     prefill and a state), or any other mask: windowed (element-wise
+                                     maps only; ATTN_E_BAD_WINDOW for the exponential maps) */
   attn_feature_map feature_map; /**< phi = psi */
-  size_t m;                     /**< feature size; 0: the map's own (d for identity, elu1, relu,
-                                     the only size they take) */
-  float scale;                  /**< multiplies phi(q); finite; attn_linear_desc_init sets 1 */
-  int normalize;                /**< 1: divide by s phi(q).z + eps; 0: un-normalised */
-  float eps;                    /**< >= 0 and finite; attn_linear_desc_init sets 1e-6 */
+  size_t m;                     /**< feature size; 0: the map's own (d for every map but favor, the
+                                     only size they take; 4d for favor, which takes any m >= 1) */
+  float scale;                  /**< identity, elu1, relu: multiplies phi(q), any finite value;
+                                     exp, favor: the temperature, x' = sqrt(scale) x, > 0 and finite;
+                                     dsoftmax: must be 1. attn_linear_desc_init sets 1, or
+                                     1/sqrt(d) for exp and favor */
+  int normalize;                /**< 1: divide by s phi(q).z + eps; 0: un-normalised (identity,
+                                     elu1, relu only: ATTN_E_BAD_NORMALIZATION otherwise) */
+  float eps;                    /**< >= 0 and finite; 0 for dsoftmax (it has none); attn_linear_desc_init
+                                     sets 1e-6, or 0 for dsoftmax */
   size_t chunk;                 /**< causal chunk size C, 1..ATTN_LINEAR_MAX_CHUNK; 0: the path's default */
+  /* FAVOR+ only (ignored by the other maps); since 0.3.0. W is the same for every head of a call
+   * and must stay the same for a whole sequence (prefill and every decode step). */
+  attn_favor_source favor_source; /**< where W comes from; attn_linear_desc_init sets SEED_CHI */
+  uint64_t favor_seed;            /**< the seed of W (SEED_* sources); attn_linear_desc_init sets 0 */
+  const float *favor_w;           /**< ATTN_FAVOR_CALLER: W, m x d floats, row-major; CALLER_T: W^T,
+                                       d x m row-major. Read only; scanned for non-finite values at
+                                       every call (m d floats) */
+  /* Decay and gates (attn_linear_gated; causal only, element-wise maps only); since 0.3.0. */
+  attn_gate_kind gate;     /**< attn_linear_desc_init sets ATTN_GATE_NONE */
+  size_t h_g;              /**< heads of the gate and of beta; 0: H. With a gate or beta the output
+                                heads are H = max(h_q, h_k, h_v, h_g), each dividing H (o then
+                                has H heads: set shape.o when h_g is the largest); output head h
+                                uses gate head h / (H / h_g) */
+  attn_layout gate_layout; /**< log gates, n_kv tokens: element (t, g, f) at t row_stride +
+                                g head_stride + f (f < m for FEATURE, f = 0 for SCALAR); row_stride
+                                may be 0 (the same gate for every token). desc_init: [n_kv][H][1] */
+  int beta;                /**< 1: attn_linear_gated reads beta (> 0), the input scale of each key */
+  attn_layout beta_layout; /**< beta (t, g) at t row_stride + g head_stride. desc_init: [n_kv][H] */
 } attn_linear_desc;
 
 #define ATTN_LINEAR_MAX_CHUNK 256
 
 /**
- * Fill a descriptor with defaults: h_k = h_v = h_kv, causal mask, normalised, scale 1,
- * eps = 1e-6, m = 0 (the map's own feature size), chunk = 0 (the path's default), token-major
- * contiguous layouts.
+ * Fill a descriptor with defaults: h_k = h_v = h_kv, causal mask, normalised, eps = 1e-6 (0 for
+ * dsoftmax), scale 1 (1/sqrt(d) for exp and favor), m = 0 (the map's own feature size), chunk = 0
+ * (the path's default), favor_source = ATTN_FAVOR_SEED_CHI with seed 0, token-major contiguous
+ * layouts. The map is stored as given (an unknown one is reported by the calls that validate).
  * @retval ATTN_OK @retval ATTN_E_NULL_POINTER
  */
 ATTN_API attn_status attn_linear_desc_init(attn_linear_desc *desc, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv,
                                            size_t d, size_t dv, attn_feature_map feature_map);
 
-/** Feature size m of a descriptor's map (m = d for identity, elu1 and relu), in *m. Validates desc. */
+/** Feature size m of a descriptor's map (d for every map but favor; favor: desc->m, or 4d when 0), in *m.
+ * Validates desc. */
 ATTN_API attn_status attn_linear_feature_size(const attn_linear_desc *desc, size_t *m);
 
 /**
@@ -415,21 +512,91 @@ ATTN_API attn_status attn_linear_chunk_size(const attn_linear_desc *desc, size_t
 ATTN_API attn_status attn_linear_workspace_size(const attn_linear_desc *desc, size_t *bytes);
 
 /**
+ * Write the FAVOR+ matrix W (m x d floats, row-major, m = attn_linear_feature_size) that desc's
+ * seed source gives, so that a caller can store it and pass it back as ATTN_FAVOR_CALLER. Since 0.3.0.
+ * The generator is portable and documented, so the same (seed, m, d, source) gives the same W
+ * bit for bit on every platform and path:
+ *   - uniform 64-bit numbers from xoshiro256** seeded with four outputs of splitmix64(seed);
+ *     a uniform double in [0, 1) is (x >> 11) 2^-53;
+ *   - standard Gaussians by Marsaglia's polar method (u, v = 2 U - 1; reject s = u^2 + v^2 >= 1 or
+ *     s == 0; return u sqrt(-2 ln s / s), then v sqrt(-2 ln s / s)), with a natural log the
+ *     library computes itself from + - * / only, in double, so libm does not enter;
+ *   - block b = 0, 1, ... of d rows: d x d Gaussians drawn row by row, orthonormalised in order by
+ *     modified Gram-Schmidt in double (a row whose residual norm falls below 1e-3 of its own norm
+ *     is redrawn); then, for ATTN_FAVOR_SEED_CHI, d norms, each the Euclidean norm of d fresh
+ *     Gaussians (the chi distribution with d degrees of freedom), or sqrt(d) for SEED_SQRT_D;
+ *     row r of the block is its orthonormal row times its norm; the last block is cut at m rows.
+ *   Consequences: rows within a block are orthogonal; W for m rows is the first m rows of W for
+ *   any larger m (same seed and d). Every operation is a correctly rounded IEEE double operation
+ *   (compiled without contraction into FMA), then rounded to float.
+ * @param desc      a FAVOR+ descriptor with a seed source (validated as by attn_linear).
+ * @param w         out: m x d floats.
+ * @param w_floats  floats available at w (at least m d).
+ * @param workspace, workspace_size  at least attn_linear_workspace_size(desc) bytes.
+ * @retval ATTN_OK, the validation statuses, ATTN_E_BAD_FEATURE_MATRIX (desc is not FAVOR+ or its
+ *         source is a caller's W), ATTN_E_NULL_POINTER, ATTN_E_WORKSPACE_TOO_SMALL (w_floats or
+ *         workspace_size too small), ATTN_E_ALIASING (w overlaps the workspace). Reentrant.
+ */
+ATTN_API attn_status attn_linear_favor_matrix(const attn_linear_desc *desc, float *w, size_t w_floats, void *workspace,
+                                              size_t workspace_size);
+
+/**
  * Linear attention for all heads of one sequence.
  * @param q, k, v  n_q x h_q rows of d, n_kv x h_k rows of d, n_kv x h_v rows of dv.
  * @param o        out: n_q x H rows of dv; must not overlap the inputs, the state or the workspace.
  * @param state    causal: in/out, may be NULL (then the prefix is empty and nothing is kept); its
  *                 shape and mode must match desc (ATTN_E_STATE_MISMATCH otherwise); on return it
  *                 holds the sums over all its earlier tokens plus this call's n_kv keys.
- *                 Bidirectional: must be NULL (ATTN_E_BAD_ARGUMENT otherwise).
+ *                 Bidirectional and windowed: must be NULL (ATTN_E_BAD_ARGUMENT otherwise).
  * @retval ATTN_OK and the statuses of attn_softmax (ATTN_E_BAD_HEADS: a head count does not
  *         divide H), plus ATTN_E_BAD_EPS, ATTN_E_BAD_FEATURE_MAP (unknown map, or an m it cannot
- *         use), ATTN_E_BAD_WINDOW (a mask other than full or causal), ATTN_E_STATE_MISMATCH,
- *         ATTN_E_BAD_ARGUMENT (normalize not 0/1, chunk above ATTN_LINEAR_MAX_CHUNK).
+ *         use), ATTN_E_BAD_WINDOW (a window with an exponential map or a gate), ATTN_E_STATE_MISMATCH,
+ *         ATTN_E_BAD_ARGUMENT (normalize not 0/1, chunk above ATTN_LINEAR_MAX_CHUNK),
+ *         ATTN_E_BAD_NORMALIZATION (exp, favor or dsoftmax un-normalised), ATTN_E_BAD_FEATURE_MATRIX
+ *         (FAVOR+: a caller's W that is NULL or not finite, an unknown source), ATTN_E_NULL_POINTER
+ *         (a desc with a gate or beta: call attn_linear_gated).
  *         On any error neither o nor the state is written.
  */
 ATTN_API attn_status attn_linear(const attn_linear_desc *desc, const float *q, const float *k, const float *v, float *o,
                                  attn_linear_state *state, void *workspace, size_t workspace_size);
+
+/**
+ * Decayed and gated linear attention (since 0.3.0): attn_linear with the gate and input scale of
+ * desc. Causal only (ATTN_E_BAD_WINDOW otherwise), element-wise maps only (identity, elu1, relu:
+ * ATTN_E_BAD_FEATURE_MAP otherwise), normalised or not (RetNet, GLA and Mamba2 are un-normalised;
+ * the normalised mode divides by the same gated z). Query i (position p_i, bottom-right) gets
+ *   o_i = s phi(q_i)^T S_i  (/ (s phi(q_i)^T z_i + eps)),
+ *   S_i = D(0, p_i) S0 + sum_{j <= p_i} beta_j D(j, p_i) psi(k_j) v_j^T,
+ * where D(j, p) is the product of the gates of tokens j+1 .. p (SCALAR: prod gamma_t; FEATURE: the
+ * diagonal prod alpha_t, applied to psi's features), S0 the incoming state (D(0, p) counts the
+ * gates of tokens 0 .. p: a key token's gate decays what came before it). A query before every key
+ * (n_q > n_kv) sees S0 undecayed. States: one per distinct (key, value, gate) head triple,
+ * lcm(h_k, h_v, h_g). Chunkwise prefill uses the chunk-local cumulative log gates (never a
+ * cumulative sum over the sequence), so nothing overflows for log gates down to -20 per token and
+ * beyond, and a chunk whose decay underflows below e^-300 is still exact; per-feature gates use
+ * sub-chunks with per-element exponentials on the diagonal blocks.
+ * Mamba2 (SSD): q = C, k = B, v = x, beta = dt, log gamma = dt A_h, scale = 1, un-normalised,
+ * identity map, h_q = h_k = groups, h_v = h_g = heads (the caller adds D x).
+ * @param log_gate  desc->gate != NONE: log gates, finite and <= 0 (layout desc->gate_layout);
+ *                  NULL otherwise.
+ * @param beta      desc->beta: input scales, finite and > 0 (layout desc->beta_layout); NULL otherwise.
+ * @retval the statuses of attn_linear, ATTN_E_NULL_POINTER (a gate or beta the desc asks for is
+ *         NULL), ATTN_E_BAD_GATE (a log gate positive or not finite, a beta not positive or not
+ *         finite, an unknown gate kind, beta not 0/1), ATTN_E_BAD_STRIDE (a gate layout smaller than
+ *         its rows, other than the row stride 0), ATTN_E_BAD_HEADS (h_g does not divide H).
+ *         On any error neither o nor the state is written.
+ */
+ATTN_API attn_status attn_linear_gated(const attn_linear_desc *desc, const float *q, const float *k, const float *v,
+                                       const float *log_gate, const float *beta, float *o, attn_linear_state *state,
+                                       void *workspace, size_t workspace_size);
+
+/**
+ * RetNet's default decays: log_gamma[h] = log(1 - 2^(-5-h)) for h < heads (computed as log1p in
+ * double, then rounded), to be passed as a SCALAR gate with gate_layout {0, 1} (one gamma per
+ * head for every token). Since 0.3.0.
+ * @retval ATTN_OK, ATTN_E_NULL_POINTER, ATTN_E_ZERO_SIZE.
+ */
+ATTN_API attn_status attn_retnet_log_decays(size_t heads, float *log_gamma);
 
 #ifdef __cplusplus
 }

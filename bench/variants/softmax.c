@@ -9,13 +9,13 @@
 
 static const bench_variant variants[] = {
     {"softmax_full", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 0, 0, ATTN_FEATURE_IDENTITY, 0, 1, NULL,
-     NAIVE_BASELINES, "softmax attention, every key visible (attn_mask_full)"},
+     NAIVE_BASELINES, "softmax attention, every key visible (attn_mask_full)", ATTN_GATE_NONE, 0},
     {"softmax_causal", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 1, NULL,
-     NAIVE_BASELINES, "softmax attention, causal (attn_mask_causal: left unbounded, right 0)"},
+     NAIVE_BASELINES, "softmax attention, causal (attn_mask_causal: left unbounded, right 0)", ATTN_GATE_NONE, 0},
     {"softmax_window", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 1, ATTN_FEATURE_IDENTITY, 0, 0, NULL,
-     NAIVE_BASELINES, "causal sliding window of --window keys (attn_mask_window(W - 1, 0))"},
+     NAIVE_BASELINES, "causal sliding window of --window keys (attn_mask_window(W - 1, 0))", ATTN_GATE_NONE, 0},
     {"softmax_decode", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0, NULL, 0,
-     "one query over a K/V cache of --cache-min .. --cache-max tokens"},
+     "one query over a K/V cache of --cache-min .. --cache-max tokens", ATTN_GATE_NONE, 0},
 };
 
 /* The mask's bounds live in the shape (bottom-right aligned), where flops.h counts the visible

@@ -40,8 +40,9 @@ ATTN_INTERNAL attn_status attn_check_output(size_t rows, size_t heads, size_t wi
 typedef struct attn_spans {
   size_t q, k, v, o, H;
 } attn_spans;
-/* The validation every variant shares: sizes, head counts dividing H, strides, spans. */
-ATTN_INTERNAL attn_status attn_shape_check(const attn_shape *s, attn_spans *sp);
+/* The validation every variant shares: sizes, head counts dividing H, strides, spans. h_extra:
+ * one more head count (a gate's) that joins H = max(h_q, h_k, h_v, h_extra), or 0. */
+ATTN_INTERNAL attn_status attn_shape_check(const attn_shape *s, size_t h_extra, attn_spans *sp);
 /* ATTN_E_ALIASING when one of the n_out outputs (NULL entries skipped; sizes in bytes; workspaces
  * and states count as outputs) overlaps q, k or v (spans sp) or another output. */
 ATTN_INTERNAL attn_status attn_check_io(const attn_spans *sp, const float *q, const float *k, const float *v,

@@ -41,22 +41,41 @@ typedef void attn_gemm_fn(size_t m, size_t n, size_t k, const float *a, size_t r
 typedef void attn_softmax_block_fn(size_t nk, size_t nq, float *st, size_t ldst, float *m, float *l, float *alpha,
                                    int masked);
 
-/* Element-wise feature map (attn_feature_map) of rows x cols, out(r, c) = out[r*out_rs + c*out_cs].
+/* Element-wise feature map of rows x cols: out(r, c) = map(a * in(r, c)) with
+ * out(r, c) = out[r*out_rs + c*out_cs], map identity, elu1 or relu (a = 1: exactly map(in)).
  * A non-finite input element gives NaN. */
-typedef void attn_featmap_fn(attn_feature_map map, size_t rows, size_t cols, const float *in, size_t in_rs, float *out,
-                             size_t out_rs, size_t out_cs);
+typedef void attn_featmap_fn(attn_feature_map map, size_t rows, size_t cols, float a, const float *in, size_t in_rs,
+                             float *out, size_t out_rs, size_t out_cs);
+
+/*
+ * Exponential features with per-feature offsets (the exp, favor and dsoftmax maps), rows x m;
+ * u(r, f) = u[r*ldu + f] the pre-exponential features, out(r, f) = out[r*out_rs + f*out_cs]:
+ *   KEYS:    out(r, f) = exp(u(r, f) - c[f]).
+ *   QUERY:   per row r: when kin, run[f] = max(run[f], kin(r, f)) first (kin(r, f) = kin[r*ldk + f]);
+ *            M = max_f (u(r, f) + run[f]);  out(r, f) = exp(u(r, f) + c[f] - M)  (0 when M = -inf).
+ *   SOFTMAX: per row r: when kin, run[f] += kin(r, f) first; out(r, f) = softmax_f(u(r, .)) / run[f]
+ *            (0 where run[f] == 0).
+ * run: m floats, updated in place (running offsets or denominators); c: m floats (-inf: a
+ * feature without offset, whose features are 0). A non-finite u(r, f) makes out(r, f) NaN.
+ */
+typedef enum attn_expfeat_mode { ATTN_EXPF_KEYS, ATTN_EXPF_QUERY, ATTN_EXPF_SOFTMAX } attn_expfeat_mode;
+typedef void attn_expfeat_fn(attn_expfeat_mode mode, size_t rows, size_t m, const float *u, size_t ldu,
+                             const float *kin, size_t ldk, float *run, const float *c, float *out, size_t out_rs,
+                             size_t out_cs);
 
 /*
  * One recurrent step of linear attention on a state S (m x w, row stride lds), for one query:
  *   out[c] = a * va[c] + sum_p qf[p] S[p][c]        (S as it was on entry)
- *   S[p][c] += kf[p] * va[c]                          (only when kf is not NULL)
- * with a = qf . kf supplied by the caller. One pass over S. out must not overlap S.
+ *   S[p][c] = g[p] * S[p][c] + kf[p] * va[c]        (only when kf is not NULL; g NULL: g[p] = 1,
+ *                                                     and S[p][c] is not multiplied)
+ * with a supplied by the caller (qf . kf, and with a decay the caller folds g into qf). One pass
+ * over S. out must not overlap S.
  */
 typedef void attn_linear_step_fn(size_t m, size_t w, const float *qf, const float *kf, const float *va, float a,
-                                 float *s, size_t lds, float *out);
+                                 float *s, size_t lds, float *out, const float *g);
 
-/* y[i] = exp(x[i]) with the library's vectorised exp. Tests assert its error bound on every path;
- * the exp feature maps of the next issue will call it. */
+/* y[i] = exp(x[i]) with the library's vectorised exp (the one every kernel inlines). Tests assert its
+ * error bound on every path through this slot. */
 typedef void attn_vexp_fn(size_t n, const float *x, float *y);
 
 /*
@@ -71,8 +90,8 @@ typedef void attn_vexp_fn(size_t n, const float *x, float *y);
   /* blocked score engine: score steps; query rows and keys per block */                    \
   KERNEL(softmax_block) TUNING(q_block) TUNING(kv_block)                                    \
   /* chunkwise engine: feature maps, one-token state step; default causal chunk */          \
-  KERNEL(featmap) KERNEL(linear_step) TUNING(linear_chunk)                                  \
-  /* vector helpers: vexp (the exp and FAVOR+ feature maps will call it; tests check it) */ \
+  KERNEL(featmap) KERNEL(expfeat) KERNEL(linear_step) TUNING(linear_chunk)                 \
+  /* vector helpers: vexp (the exp every kernel inlines, exposed for its tests) */          \
   KERNEL(vexp)
 /* clang-format on */
 

@@ -47,11 +47,11 @@ attn_status attn_shape_init(attn_shape *s, size_t n_q, size_t n_kv, size_t h_q, 
   return ATTN_OK;
 }
 
-attn_status attn_shape_check(const attn_shape *s, attn_spans *sp) {
+attn_status attn_shape_check(const attn_shape *s, size_t h_extra, attn_spans *sp) {
   attn_status st;
   if (!s->n_q || !s->n_kv || !s->h_q || !s->h_k || !s->h_v || !s->d || !s->dv) return ATTN_E_ZERO_SIZE;
-  sp->H = max3(s->h_q, s->h_k, s->h_v);
-  if (sp->H % s->h_q || sp->H % s->h_k || sp->H % s->h_v) return ATTN_E_BAD_HEADS;
+  sp->H = attn_max_sz(max3(s->h_q, s->h_k, s->h_v), h_extra);
+  if (sp->H % s->h_q || sp->H % s->h_k || sp->H % s->h_v || (h_extra && sp->H % h_extra)) return ATTN_E_BAD_HEADS;
   if ((st = attn_check_input(s->n_q, s->h_q, s->d, s->q, &sp->q)) ||
       (st = attn_check_input(s->n_kv, s->h_k, s->d, s->k, &sp->k)) ||
       (st = attn_check_input(s->n_kv, s->h_v, s->dv, s->v, &sp->v)) ||

@@ -30,8 +30,10 @@ static int64_t vis_hi(const attn_blocked_plan *p, int64_t pos) { return mask_hi(
 static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : x > hi ? hi : x; }
 
 attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, attn_mask mask, float scale,
-                                   const attn_score_step *step, const struct attn_ukernels *uk) {
-  *p = (attn_blocked_plan){.shape = s, .step = step, .scale = scale};
+                                   const attn_score_step *step, const void *step_params,
+                                   const attn_blocked_features *feat, const struct attn_ukernels *uk) {
+  *p = (attn_blocked_plan){.shape = s, .step = step, .step_params = step_params, .scale = scale};
+  if (feat) p->fm = feat->fm, p->fa = feat->fa;
   const size_t reach = s->n_q + s->n_kv; /* cannot overflow: both spans fit in PTRDIFF_MAX / 4 */
   p->left = clamp_reach(mask.left, reach);
   p->right = clamp_reach(mask.right, reach);
@@ -58,6 +60,9 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   p->qblocks = (s->n_q + p->tb - 1) / p->tb;
   attn_ws w = {0, 0};
   p->off_st = attn_ws_take(&w, bcr);
+  size_t kfn = 0;
+  if (p->fm && !attn_mul_ok(p->bc, s->d, &kfn)) return ATTN_E_SIZE_OVERFLOW;
+  p->off_kf = attn_ws_take(&w, kfn);
   if (!attn_mul_ok(hg, p->head_floats, &heads)) return ATTN_E_SIZE_OVERFLOW;
   p->off_heads = attn_ws_take(&w, heads);
   return attn_ws_bytes(&w, &p->scratch_bytes) ? ATTN_OK : ATTN_E_SIZE_OVERFLOW;
@@ -131,7 +136,10 @@ void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk
   for (size_t hh = 0; hh < hn; hh++) {
     float *reg = ws + p->off_heads + hh * p->head_floats;
     float *qt = reg + p->off_qt, *acc = reg + p->off_acc;
-    for (size_t ti = 0; ti < tn; ti++)
+    for (size_t gi = 0; p->fm && gi < g; gi++) /* phi(q) of each head of the group, transposed */
+      p->fm->apply(uk, &p->fa, 0, tn, D, D, io->q + t0 * s->q.row_stride + ((h0 + hh) * g + gi) * s->q.head_stride,
+                   s->q.row_stride, qt + gi, g, rows, NULL);
+    for (size_t ti = 0; !p->fm && ti < tn; ti++)
       for (size_t gi = 0; gi < g; gi++) {
         const float *qr = io->q + (t0 + ti) * s->q.row_stride + ((h0 + hh) * g + gi) * s->q.head_stride;
         float *col = qt + ti * g + gi;
@@ -147,7 +155,12 @@ void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk
       float *reg = ws + p->off_heads + hh * p->head_floats;
       const float *kb = io->k + (size_t)j0 * s->k.row_stride + (h0 + hh) * s->k.head_stride;
       const float *vb = io->v + (size_t)j0 * s->v.row_stride + (h0 + hh) * s->v.head_stride;
-      uk->gemm(jn, rows, D, kb, s->k.row_stride, 1, reg + p->off_qt, rows, st, rows, NULL, 0);
+      if (p->fm) { /* psi(K_blk), read in place otherwise */
+        p->fm->apply(uk, &p->fa, 1, jn, D, D, kb, s->k.row_stride, ws + p->off_kf, D, 1, NULL);
+        uk->gemm(jn, rows, D, ws + p->off_kf, D, 1, reg + p->off_qt, rows, st, rows, NULL, 0);
+      } else {
+        uk->gemm(jn, rows, D, kb, s->k.row_stride, 1, reg + p->off_qt, rows, st, rows, NULL, 0);
+      }
       if (masked) blk_mask(p, st, rows, jn, j0, tn, p0);
       const float *alpha = sp->step(uk, jn, rows, st, rows, reg + p->off_rs, R, masked);
       if (masked && !blk_hidden_v_finite(p, vb, s->v.row_stride, j0, jn, p0, p1))
@@ -163,7 +176,8 @@ void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk
         const size_t r = ti * g + gi, h = (h0 + hh) * g + gi;
         sp->finish(reg + p->off_acc + r * DV, reg + p->off_rs, R, r, DV,
                    io->o + (t0 + ti) * s->o.row_stride + h * s->o.head_stride,
-                   io->aux ? io->aux + (t0 + ti) * io->aux_layout.row_stride + h * io->aux_layout.head_stride : NULL);
+                   io->aux ? io->aux + (t0 + ti) * io->aux_layout.row_stride + h * io->aux_layout.head_stride : NULL,
+                   p->step_params);
       }
   }
 }

@@ -1,14 +1,17 @@
 /*
  * The blocked score engine: every variant whose output row is a weighted sum of value rows, the
  * weights a function of the scores s_ij = scale * q_i . k_j over the keys a mask lets row i see
- * (softmax and sliding-window attention today; GAU relu^2, FLASH's quadratic part, windowed linear
- * attention and selective attention plug in their own score step).
+ * (softmax and sliding-window attention; windowed linear attention, whose scores are
+ * phi(q_i) . psi(k_j) with an element-wise feature map; GAU relu^2, FLASH's quadratic part and
+ * selective attention plug in their own score step).
  *
  * Per task (one block of query rows x one group of key/value heads; the boundaries depend only on
  * the problem and the path's tunings, never on a thread count):
  *   QT = scale * Q^T of each head's rows, packed once                       (d x R)
+ *        (with a feature map: phi(Q)^T, m x R)
  *   for each key block that some row of the block can see:
- *     ST = K_blk QT                       (GEMM micro-kernel, keys x rows; K read in place)
+ *     ST = K_blk QT                       (GEMM micro-kernel, keys x rows; K read in place, or
+ *                                          psi(K_blk) written to scratch with a feature map)
  *     boundary blocks: masked pairs -> -inf, and -inf scores of visible pairs -> NaN, so -inf
  *     means "masked" only
  *     P^T, alpha = score step (ST in place, per-row state)                   (the extension point)
@@ -23,7 +26,7 @@
 #ifndef ATTN_ENGINE_BLOCKED_H
 #define ATTN_ENGINE_BLOCKED_H
 
-#include "core/internal.h"
+#include "engine/featmap.h"
 
 /*
  * A score step: what turns a block of scores into weights, and per-row state into outputs.
@@ -39,30 +42,41 @@ typedef struct attn_score_step {
   const float *(*step)(const struct attn_ukernels *uk, size_t nk, size_t nq, float *st, size_t ld, float *rs, size_t R,
                        int masked);
   /* Row r's outputs from its accumulator (dv floats) and row state: o (dv floats), and the one
-   * per-row float `aux` when not NULL. */
-  void (*finish)(const float *acc, const float *rs, size_t R, size_t r, size_t dv, float *o, float *aux);
+   * per-row float `aux` when not NULL. params: the plan's step_params. */
+  void (*finish)(const float *acc, const float *rs, size_t R, size_t r, size_t dv, float *o, float *aux,
+                 const void *params);
 } attn_score_step;
 
 /* The online-softmax score step (ops/softmax.c): row state m, l, alpha; finish writes o = acc / l
  * and the LSE m + log l, zeros and -inf for l = 0, NaN and NaN for l = NaN. Merge uses its finish. */
 ATTN_INTERNAL extern const attn_score_step attn_softmax_score_step;
 
+/* Scores through an element-wise feature map: s_ij = phi(q_i) . psi(k_j), m = d. */
+typedef struct attn_blocked_features {
+  const attn_featmap *fm;
+  attn_fm_args fa;
+} attn_blocked_features;
+
 /* A planned call: sizes, mask in positions, per-worker scratch layout. */
 typedef struct attn_blocked_plan {
   const attn_shape *shape;
   const attn_score_step *step;
+  const void *step_params; /* handed to the step's finish */
+  const attn_featmap *fm;  /* NULL: scale * q . k */
+  attn_fm_args fa;
   float scale;
   int64_t left, right, chunk; /* mask, clamped to what positions can reach (chunk 0: none) */
   size_t g, tb, R, bc;        /* GQA group, tokens per block, rows per block (tb g), keys per block */
   size_t hg, groups, qblocks; /* heads advancing together, head groups, query blocks */
   size_t off_st, off_heads, head_floats, off_qt, off_acc, off_rs; /* scratch layout, in floats */
+  size_t off_kf;                                                  /* feature map: psi(K_blk) */
   size_t scratch_bytes;                                           /* per worker */
 } attn_blocked_plan;
 
 /* Plan a call (the shape already validated: h_k == h_v dividing h_q). */
 ATTN_INTERNAL attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *shape, attn_mask mask,
-                                                 float scale, const attn_score_step *step,
-                                                 const struct attn_ukernels *uk);
+                                                 float scale, const attn_score_step *step, const void *step_params,
+                                                 const attn_blocked_features *feat, const struct attn_ukernels *uk);
 /* Tasks of a plan: 0 .. count-1, each independent of the others (disjoint output rows). */
 static inline size_t attn_blocked_tasks(const attn_blocked_plan *p) { return p->qblocks * p->groups; }
 

@@ -1,20 +1,6 @@
 /* The chunkwise engine (engine/chunkwise.h), written once for every ISA path, feature map and
- * state transition. Every product is one call of the path's GEMM micro-kernel. */
+ * gate. Every product is one call of the path's GEMM micro-kernel. */
 #include "engine/chunkwise.h"
-
-/* ---- the identity transition (plain linear attention) ---- */
-static void id_intra(float *at, size_t ld, size_t i0, size_t i1) {
-  for (size_t j = i0 + 1; j < i1; j++) memset(at + j * ld + i0, 0, (j - i0) * sizeof(float)); /* j > i */
-}
-static void id_absorb(const struct attn_ukernels *uk, size_t m, size_t W, size_t cn, const float *kf, const float *va,
-                      float *s, size_t lds) {
-  uk->gemm(m, W, cn, kf, 1, m, va, W, s, lds, NULL, 1); /* Kf read transposed through A's strides */
-}
-static void id_step(const struct attn_ukernels *uk, size_t m, size_t W, const float *qf, const float *kf,
-                    const float *va, float a, float *s, size_t lds, float *out) {
-  uk->linear_step(m, W, qf, kf, va, a, s, lds, out);
-}
-const attn_transition attn_transition_identity = {id_intra, id_absorb, id_step};
 
 static size_t gcd_sz(size_t a, size_t b) {
   while (b) {
@@ -27,12 +13,23 @@ static size_t gcd_sz(size_t a, size_t b) {
 
 attn_status attn_chunkwise_shape(attn_chunkwise_plan *p, const attn_shape *s, size_t H, const attn_featmap *fm,
                                  size_t m_req, int causal, int normalize, float scale, float eps,
-                                 const attn_transition *tr) {
-  *p = (attn_chunkwise_plan){
-      .shape = s, .fm = fm, .tr = tr, .causal = causal, .normalize = normalize, .scale = scale, .eps = eps};
+                                 const attn_chunkwise_gates *g) {
+  /* Exponential maps take the scale as their temperature (x' = sqrt(scale) x, both sides);
+   * element-wise maps multiply phi(q) by it, which is one factor on the output. */
+  *p = (attn_chunkwise_plan){.shape = s,
+                             .fm = fm,
+                             .g = *g,
+                             .fa = {fm->offsets ? sqrtf(scale) : 1.0f, NULL},
+                             .causal = causal,
+                             .normalize = normalize,
+                             .divide = normalize && fm->divide,
+                             .out_scale = fm->offsets ? 1.0f : scale,
+                             .eps = eps};
   if (!(p->m = fm->size(s->d, m_req))) return ATTN_E_BAD_FEATURE_MAP;
   p->heads = s->h_k / gcd_sz(s->h_k, s->h_v) * s->h_v; /* lcm: divides H, so no overflow */
+  p->heads = p->heads / gcd_sz(p->heads, g->h_g) * g->h_g;
   p->per = H / p->heads;
+  p->gdiv = p->heads / g->h_g;
   p->qdiv = H / s->h_q;
   p->kdiv = p->heads / s->h_k;
   p->vdiv = p->heads / s->h_v;
@@ -59,6 +56,26 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
   p->off_oc = attn_ws_take(&w, cw);
   p->off_s = attn_ws_take(&w, ms); /* one head's S when the caller keeps no state */
   p->off_fm = attn_ws_take(&w, p->fm->scratch(p->C, p->shape->d, p->m));
+  if (p->g.kind != ATTN_GATE_NONE || p->g.beta) {
+    const int feat = p->g.kind == ATTN_GATE_FEATURE;
+    p->off_b = attn_ws_take(&w, 2 * (feat ? cm : p->C)); /* doubles */
+    p->off_wt = attn_ws_take(&w, cc);
+    p->off_din = attn_ws_take(&w, p->C);
+    p->off_dout = attn_ws_take(&w, p->C);
+    p->off_dc = attn_ws_take(&w, p->m);
+    p->off_qg = attn_ws_take(&w, feat ? cm : 0);
+    p->off_kg = attn_ws_take(&w, feat ? cm : 0);
+    p->off_ks = attn_ws_take(&w, feat ? cm : 0); /* key factors, then query factors and their exponents */
+    (void)attn_ws_take(&w, feat ? cm : 0);
+    (void)attn_ws_take(&w, feat ? cm : 0);
+  }
+  if (p->fm->offsets) {
+    p->off_ku = attn_ws_take(&w, cm);
+    p->off_qu = attn_ws_take(&w, cm);
+    p->off_cp = attn_ws_take(&w, p->m);
+    p->off_cn = attn_ws_take(&w, p->m);
+    p->off_run = attn_ws_take(&w, p->m);
+  }
   return attn_ws_bytes(&w, &p->scratch_bytes) ? ATTN_OK : ATTN_E_SIZE_OVERFLOW;
 }
 
@@ -67,17 +84,82 @@ typedef struct cw_ctx {
   const struct attn_ukernels *uk;
   const attn_chunkwise_io *io;
   float *kf, *va, *qt, *at, *oc, *fs;
-  size_t hk, hv; /* key and value heads of the task's state head */
+  float *ku, *qu;      /* exponential maps: pre-exponential key and query features (C x m) */
+  float *cp, *cn, *rn; /* exponential maps: offsets before and after the chunk, running row (m) */
+  double *b;           /* gates: the chunk's cumulative log gates (C, or C x m per-feature) */
+  float *wt, *din;     /* gates: intra weights (C x C), state-product row scales (C) */
+  float *dout, *dc;    /* gates: absorb key-row scales (C), state row scales (m) */
+  float *qg, *kg, *ks; /* per-feature gates: exp(B), beta exp(B_last - B), block factors */
+  size_t hk, hv, hg;   /* key, value and gate heads of the task's state head */
 } cw_ctx;
 
-/* Kf = psi(K[j0 .. j0+cn)) and Va = [V | 1]. A V row with a non-finite value becomes NaN in every
- * column (z's included), so every output that uses it is NaN in every column. Returns 1 when
- * every V row was finite. */
+/* ---- decay and gates (engine/chunkwise.h) ---- */
+static int cw_gated(const attn_chunkwise_plan *p) { return p->g.kind != ATTN_GATE_NONE || p->g.beta; }
+
+/* The decay quantities of the chunk of keys j0 .. j0+cn: b (inclusive cumulative log gates, in
+ * double: differences of sums of up to C terms keep their precision), and from it wt, din,
+ * dout, dc (scalar gate, or beta alone with b = 0) or qg, kg, dc (per-feature gate). */
+static void cw_gates(const cw_ctx *x, size_t j0, size_t cn) {
+  const attn_chunkwise_plan *p = x->p;
+  const attn_chunkwise_gates *g = &p->g;
+  const size_t m = p->m, grs = g->layout.row_stride, brs = g->blayout.row_stride;
+  const float *lg = x->io->log_gate ? x->io->log_gate + j0 * grs + x->hg * g->layout.head_stride : NULL;
+  const float *bt = g->beta ? x->io->beta + j0 * brs + x->hg * g->blayout.head_stride : NULL;
+  double *b = x->b;
+  if (g->kind == ATTN_GATE_FEATURE) {
+    for (size_t c = 0; c < cn; c++)
+      for (size_t f = 0; f < m; f++) b[c * m + f] = (c ? b[(c - 1) * m + f] : 0.0) + lg[c * grs + f];
+    const double *last = b + (cn - 1) * m;
+    for (size_t c = 0; c < cn; c++)
+      for (size_t f = 0; f < m; f++) {
+        x->qg[c * m + f] = (float)b[c * m + f];
+        x->kg[c * m + f] = (float)(last[f] - b[c * m + f]);
+      }
+    x->uk->vexp(cn * m, x->qg, x->qg);
+    x->uk->vexp(cn * m, x->kg, x->kg);
+    for (size_t c = 0; c < cn; c++) x->dout[c] = bt ? bt[c * brs] : 1.0f; /* beta, for the intra part */
+    for (size_t c = 0; bt && c < cn; c++)
+      for (size_t f = 0; f < m; f++) x->kg[c * m + f] *= x->dout[c];
+    memcpy(x->dc, x->qg + (cn - 1) * m, m * sizeof(float));
+    return;
+  }
+  for (size_t c = 0; c < cn; c++) b[c] = (c ? b[c - 1] : 0.0) + (lg ? lg[c * grs] : 0.0f);
+  for (size_t j = 0; j < cn; j++) { /* wt[j][i] = beta_j exp(b_i - b_j), i >= j */
+    float *row = x->wt + j * cn;
+    for (size_t i = j; i < cn; i++) row[i] = (float)(b[i] - b[j]);
+    x->uk->vexp(cn - j, row + j, row + j);
+    if (bt)
+      for (size_t i = j; i < cn; i++) row[i] *= bt[j * brs];
+  }
+  for (size_t c = 0; c < cn; c++) {
+    x->din[c] = expf((float)b[c]);
+    x->dout[c] = (bt ? bt[c * brs] : 1.0f) * expf((float)(b[cn - 1] - b[c]));
+  }
+  for (size_t f = 0; f < m; f++) x->dc[f] = x->din[cn - 1];
+}
+
+/* S = dC (.) S + (Kf (.) dout)^T Va for a chunk of cn keys (Kf is scaled in place). */
+static void cw_absorb(const cw_ctx *x, float *S, size_t cn) {
+  const attn_chunkwise_plan *p = x->p;
+  const size_t m = p->m;
+  if (p->g.kind == ATTN_GATE_FEATURE) {
+    for (size_t e = 0; e < cn * m; e++) x->kf[e] *= x->kg[e];
+  } else if (cw_gated(p)) {
+    for (size_t c = 0; c < cn; c++)
+      for (size_t f = 0; f < m; f++) x->kf[c * m + f] *= x->dout[c];
+  }
+  x->uk->gemm(m, p->W, cn, x->kf, 1, m, x->va, p->W, S, p->lds, p->g.kind != ATTN_GATE_NONE ? x->dc : NULL, 1);
+}
+
+/* Kf = psi(K[j0 .. j0+cn)) (exponential maps: their pre-exponential features, in ku; see
+ * cw_key_offsets) and Va = [V | 1]. A V row with a non-finite value becomes NaN in every column
+ * (z's included), so every output that uses it is NaN in every column. Returns 1 when every V row
+ * was finite. */
 static int cw_load_kv(const cw_ctx *x, size_t j0, size_t cn) {
   const attn_chunkwise_plan *p = x->p;
   const attn_shape *s = p->shape;
-  p->fm->apply(x->uk, cn, s->d, p->m, x->io->k + j0 * s->k.row_stride + x->hk * s->k.head_stride, s->k.row_stride,
-               x->kf, p->m, 1, x->fs);
+  p->fm->apply(x->uk, &p->fa, 1, cn, s->d, p->m, x->io->k + j0 * s->k.row_stride + x->hk * s->k.head_stride,
+               s->k.row_stride, p->fm->offsets ? x->ku : x->kf, p->m, 1, x->fs);
   int finite = 1;
   for (size_t j = 0; j < cn; j++) {
     float *row = x->va + j * p->W;
@@ -92,6 +174,53 @@ static int cw_load_kv(const cw_ctx *x, size_t j0, size_t cn) {
   return finite;
 }
 
+/* The effective offsets of S: c_f, or -inf for a feature nothing was absorbed into (z_f == 0;
+ * the zeroed memory of an empty state). */
+static void cw_offsets_of(const attn_chunkwise_plan *p, const float *S, float *c) {
+  const size_t dv = p->shape->dv;
+  for (size_t f = 0; f < p->m; f++) c[f] = S[f * p->lds + dv] == 0.0f ? -INFINITY : S[f * p->lds + dv + 1];
+}
+
+/* Exponential maps, causal chunk of cn >= 2 keys (pre-exponential features in ku): the length of
+ * the chunk to run, cut before the first key that raises an offset more than ATTN_OFFSET_GUARD
+ * above its value at the chunk's start (the first key's feature, for a feature without one). */
+static size_t cw_guard(const cw_ctx *x, const float *S, size_t cn) {
+  const attn_chunkwise_plan *p = x->p;
+  float *base = x->rn;
+  cw_offsets_of(p, S, base);
+  for (size_t f = 0; f < p->m; f++) base[f] = (base[f] == -INFINITY ? x->ku[f] : base[f]) + ATTN_OFFSET_GUARD;
+  for (size_t r = 1; r < cn; r++) {
+    const float *u = x->ku + r * p->m;
+    int raise = 0;
+    for (size_t f = 0; f < p->m; f++) raise |= u[f] > base[f];
+    if (raise) return r;
+  }
+  return cn;
+}
+
+/* Exponential maps, keys ku[0 .. cn): cp = the offsets before them, cn = after (the largest
+ * feature so far); rows of S (and z) whose offset rises are rescaled by exp(cp - cn) (a row whose
+ * z underflows to 0 is emptied), the new offsets stored; then Kf = exp(ku - cn) <= 1. */
+static void cw_key_offsets(const cw_ctx *x, float *S, size_t cn) {
+  const attn_chunkwise_plan *p = x->p;
+  const size_t m = p->m, dv = p->shape->dv;
+  cw_offsets_of(p, S, x->cp);
+  memcpy(x->cn, x->cp, m * sizeof(float));
+  for (size_t r = 0; r < cn; r++) {
+    const float *u = x->ku + r * m;
+    for (size_t f = 0; f < m; f++) x->cn[f] = u[f] > x->cn[f] ? u[f] : x->cn[f];
+  }
+  for (size_t f = 0; f < m; f++) {
+    if (!(x->cn[f] > x->cp[f])) continue;
+    float *row = S + f * p->lds;
+    const float a = expf(x->cp[f] - x->cn[f]); /* 0 for an empty row */
+    for (size_t c = 0; c <= dv; c++) row[c] *= a;
+    if (row[dv] == 0.0f) memset(row, 0, dv * sizeof(float));
+    row[dv + 1] = x->cn[f];
+  }
+  x->uk->expfeat(ATTN_EXPF_KEYS, cn, m, x->ku, m, NULL, 0, NULL, x->cn, x->kf, m, 1);
+}
+
 /* o rows t0 .. t0+cn of output head h from the chunk's O rows: s O[0:dv] / (s O[dv] + eps), or
  * s O[0:dv]. A denominator of exactly 0 (eps = 0 and no visible key, or features orthogonal to z)
  * gives 0. */
@@ -101,19 +230,111 @@ static void cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn) {
   for (size_t i = 0; i < cn; i++) {
     const float *src = x->oc + i * p->W;
     float *dst = x->io->o + (t0 + i) * s->o.row_stride + h * s->o.head_stride;
-    const float den = p->normalize ? p->scale * src[s->dv] + p->eps : 1.0f;
+    const float den = p->divide ? p->out_scale * src[s->dv] + p->eps : 1.0f;
     const float inv = den == 0.0f ? 0.0f : 1.0f / den;
-    const float f = p->scale * inv; /* with scale 1, exactly inv */
+    const float f = p->out_scale * inv; /* with scale 1, exactly inv */
     for (size_t c = 0; c < s->dv; c++) dst[c] = src[c] * f;
   }
 }
 
-/* Query features of rows t0 .. t0+cn of output head h, into qt (element (r, f) at r rs + f cs). */
-static void cw_load_q(const cw_ctx *x, size_t h, size_t t0, size_t cn, size_t rs, size_t cs) {
+/* Query features of rows t0 .. t0+cn of output head h, into qt (element (r, f) at r rs + f cs).
+ * Exponential maps: intra, the chunk's keys (cw_key_offsets done) are visible row by row (row r
+ * sees keys 0 .. r); otherwise only S. */
+static void cw_load_q(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t cn, size_t rs, size_t cs,
+                      int intra) {
   const attn_chunkwise_plan *p = x->p;
   const attn_shape *s = p->shape;
-  p->fm->apply(x->uk, cn, s->d, p->m, x->io->q + t0 * s->q.row_stride + h / p->qdiv * s->q.head_stride, s->q.row_stride,
-               x->qt, rs, cs, x->fs);
+  const float *q = x->io->q + t0 * s->q.row_stride + h / p->qdiv * s->q.head_stride;
+  if (!p->fm->offsets) {
+    p->fm->apply(x->uk, &p->fa, 0, cn, s->d, p->m, q, s->q.row_stride, x->qt, rs, cs, x->fs);
+    return;
+  }
+  const size_t m = p->m;
+  p->fm->apply(x->uk, &p->fa, 0, cn, s->d, m, q, s->q.row_stride, x->qu, m, 1, x->fs);
+  if (p->fm->query == ATTN_EXPF_SOFTMAX) { /* running denominators: z, then the chunk's keys */
+    for (size_t f = 0; f < m; f++) x->rn[f] = S[f * p->lds + s->dv];
+    x->uk->expfeat(ATTN_EXPF_SOFTMAX, cn, m, x->qu, m, intra ? x->kf : NULL, m, x->rn, NULL, x->qt, rs, cs);
+    return;
+  }
+  /* running offsets: those before the chunk, then its keys; features use the chunk's offsets */
+  if (!intra) cw_offsets_of(p, S, x->cn);
+  memcpy(x->rn, intra ? x->cp : x->cn, m * sizeof(float));
+  x->uk->expfeat(ATTN_EXPF_QUERY, cn, m, x->qu, m, intra ? x->ku : NULL, m, x->rn, x->cn, x->qt, rs, cs);
+}
+
+/* Intra weights of query block [i0, i1) (AT[j][i], j < i1): zero where j > i, and with gates or
+ * beta, weighted by wt[j][i]. */
+static void cw_intra_weights(const cw_ctx *x, size_t cn, size_t i0, size_t i1) {
+  const int gated = cw_gated(x->p);
+  for (size_t j = 0; j < i1; j++) {
+    float *row = x->at + j * cn;
+    if (j > i0) memset(row + i0, 0, (j - i0) * sizeof(float));
+    for (size_t i = j > i0 ? j : i0; gated && i < i1; i++) row[i] *= x->wt[j * cn + i];
+  }
+}
+
+/* Per-feature gates, a causal chunk of cn rows (query features row-major in qt, the chunk's Kf,
+ * Va, B, qg loaded): O = (Qf (.) exp(B)) S, then per query block I = [i0, i1) the intra part over
+ * keys j < i1 (engine/chunkwise.h): AT = Ks Qs^T with Ks_j = beta_j psi_j (.) exp(B_i0 - B_j) and
+ * Qs_i = phi_i (.) exp(B_i - B_i0). Ks is kept from block to block: moving its reference row from
+ * i0' to i0 multiplies it by exp(B_i0 - B_i0') <= 1 per feature, so only new keys take exps. */
+static void cw_query_feature(const cw_ctx *x, const float *S, size_t cn, int va_finite) {
+  const attn_chunkwise_plan *p = x->p;
+  const struct attn_ukernels *uk = x->uk;
+  const size_t m = p->m, W = p->W, ld = attn_min_sz(uk->gemm_nr, p->C);
+  const double *B = x->b;
+  float *ks = x->ks, *qs = ks + p->C * m, *tmp = qs + p->C * m;
+  for (size_t e = 0; e < cn * m; e++) ks[e] = x->qt[e] * x->qg[e];
+  uk->gemm(cn, W, m, ks, m, 1, S, p->lds, x->oc, W, NULL, 0);
+  size_t done = 0, ref = 0; /* rows of Ks made, and the row their exponents are measured from */
+  for (size_t i0 = 0; i0 < cn; i0 += ld) {
+    const size_t i1 = attn_min_sz(cn, i0 + ld), ni = i1 - i0;
+    const double *Bn = B + i0 * m;
+    double span = 0.0;
+    for (size_t f = 0; f < m; f++) span = fmax(span, Bn[f] - B[(i1 - 1) * m + f]);
+    /* The block's own keys join the factorised product only while their factors stay in range. */
+    const size_t jn = span <= ATTN_GATE_SPAN ? i1 : i0;
+    if (done && ref != i0) { /* move the kept rows' reference to i0 */
+      for (size_t f = 0; f < m; f++) tmp[f] = (float)(Bn[f] - B[ref * m + f]);
+      uk->vexp(m, tmp, tmp);
+      for (size_t j = 0; j < done; j++)
+        for (size_t f = 0; f < m; f++) ks[j * m + f] *= tmp[f];
+    }
+    if (jn > done) { /* new rows: beta_j psi_jf exp(B_i0,f - B_jf) */
+      for (size_t j = done; j < jn; j++)
+        for (size_t f = 0; f < m; f++) ks[j * m + f] = (float)(Bn[f] - B[j * m + f]);
+      uk->vexp((jn - done) * m, ks + done * m, ks + done * m);
+      for (size_t j = done; j < jn; j++)
+        for (size_t f = 0; f < m; f++) ks[j * m + f] *= x->kf[j * m + f] * x->dout[j];
+    }
+    done = jn, ref = i0;             /* jn >= i0 >= the rows made before */
+    for (size_t i = i0; i < i1; i++) /* query factors: phi_if exp(B_if - B_i0,f), then transposed */
+      for (size_t f = 0; f < m; f++) tmp[(i - i0) * m + f] = (float)(B[i * m + f] - Bn[f]);
+    uk->vexp(ni * m, tmp, tmp);
+    for (size_t i = 0; i < ni; i++)
+      for (size_t f = 0; f < m; f++) qs[f * ld + i] = tmp[i * m + f] * x->qt[(i0 + i) * m + f];
+    if (jn) uk->gemm(jn, ni, m, ks, m, 1, qs, ld, x->at, ld, NULL, 0); /* AT[j][i - i0], j < jn */
+    for (size_t j = i0; j < i1; j++) {
+      float *row = x->at + j * ld;
+      for (size_t i = i0; i < i1; i++) {
+        if (j > i) {
+          row[i - i0] = 0.0f;
+        } else if (jn == i0) { /* per element: every exponent <= 0 */
+          for (size_t f = 0; f < m; f++) tmp[f] = (float)(B[i * m + f] - B[j * m + f]);
+          uk->vexp(m, tmp, tmp);
+          float a = 0.0f;
+          for (size_t f = 0; f < m; f++) a += x->qt[i * m + f] * x->kf[j * m + f] * tmp[f];
+          row[i - i0] = a * x->dout[j];
+        }
+      }
+    }
+    if (va_finite) {
+      uk->gemm(ni, W, i1, x->at, 1, ld, x->va, W, x->oc + i0 * W, W, NULL, 1);
+    } else { /* a non-finite V row: row i multiplies only keys j <= i (see cw_query) */
+      for (size_t i = i0; i < i1; i++)
+        uk->gemm(1, W, i + 1, x->at + (i - i0), 1, ld, x->va, W, x->oc + i * W, W, NULL, 1);
+    }
+  }
 }
 
 /* Output rows t0 .. t0+cn of output head h. intra: causal contributions of the loaded chunk;
@@ -121,37 +342,66 @@ static void cw_load_q(const cw_ctx *x, size_t h, size_t t0, size_t cn, size_t rs
 static void cw_query(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t cn, int intra, int va_finite) {
   const attn_chunkwise_plan *p = x->p;
   const struct attn_ukernels *uk = x->uk;
+  const int feat = intra && p->g.kind == ATTN_GATE_FEATURE;
   /* The intra product reads phi(Q)^T as the GEMM's B operand (rows contiguous): features are
-   * written transposed. Without it, row-major features are written (contiguous stores, not a
-   * scatter) and read as A through its strides; the products are the same, in the same order. */
-  const size_t qrs = intra ? 1 : p->m, qcs = intra ? cn : 1;
-  cw_load_q(x, h, t0, cn, qrs, qcs);
+   * written transposed. Without it (or with per-feature gates, whose products read them as A),
+   * row-major features are written (contiguous stores, not a scatter) and read as A through its
+   * strides. */
+  const size_t qrs = intra && !feat ? 1 : p->m, qcs = intra && !feat ? cn : 1;
+  cw_load_q(x, S, h, t0, cn, qrs, qcs, intra);
+  if (feat) {
+    cw_query_feature(x, S, cn, va_finite);
+    cw_store(x, h, t0, cn);
+    return;
+  }
+  /* The state's part first; the causal part adds onto it, scaling it by din (the decay from the
+   * chunk's start to each row) through the GEMM's row scale. */
+  uk->gemm(cn, p->W, p->m, x->qt, qrs, qcs, S, p->lds, x->oc, p->W, NULL, 0);
+  const float *din = intra && p->g.kind != ATTN_GATE_NONE ? x->din : NULL;
   /* Causal part, in query blocks [i0, i1) of one GEMM tile width: block i0 needs only keys j < i1
    * (AT[j][i] = psi(k_j).phi(q_i) for j <= i), so the zero triangle is mostly never computed. */
   for (size_t i0 = 0; intra && i0 < cn; i0 += uk->gemm_nr) {
     const size_t i1 = attn_min_sz(cn, i0 + uk->gemm_nr);
     uk->gemm(i1, i1 - i0, p->m, x->kf, p->m, 1, x->qt + i0, cn, x->at + i0, cn, NULL, 0);
-    p->tr->intra(x->at, cn, i0, i1);
-    if (va_finite) uk->gemm(i1 - i0, p->W, i1, x->at + i0, 1, cn, x->va, p->W, x->oc + i0 * p->W, p->W, NULL, 0);
+    cw_intra_weights(x, cn, i0, i1);
+    if (va_finite)
+      uk->gemm(i1 - i0, p->W, i1, x->at + i0, 1, cn, x->va, p->W, x->oc + i0 * p->W, p->W, din ? din + i0 : NULL, 1);
   }
   /* A non-finite V row: each row i multiplies only keys j <= i, so a later key's NaN never meets
    * its zero weight (0 * NaN). */
   for (size_t i = 0; intra && !va_finite && i < cn; i++)
-    uk->gemm(1, p->W, i + 1, x->at + i, 1, cn, x->va, p->W, x->oc + i * p->W, p->W, NULL, 0);
-  uk->gemm(cn, p->W, p->m, x->qt, qrs, qcs, S, p->lds, x->oc, p->W, NULL, intra);
+    uk->gemm(1, p->W, i + 1, x->at + i, 1, cn, x->va, p->W, x->oc + i * p->W, p->W, din ? din + i : NULL, 1);
   cw_store(x, h, t0, cn);
 }
 
 /* A one-token causal chunk (a decode step): one pass over S per output head, the last one also
- * applying the update. */
+ * applying the update S = G S + beta psi(k) v^T. With gates, out = a v + (G phi(q))^T S (S as on
+ * entry), a = phi(q) . beta psi(k): the query's features carry the decay. */
 static void cw_step(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j) {
   const attn_chunkwise_plan *p = x->p;
+  const size_t m = p->m;
   cw_load_kv(x, j, 1);
+  if (p->fm->offsets) cw_key_offsets(x, S, 1);
+  const float *gr = NULL; /* the decay of S's rows */
+  if (cw_gated(p)) {
+    const attn_chunkwise_gates *g = &p->g;
+    if (g->beta) {
+      const float bt = x->io->beta[j * g->blayout.row_stride + x->hg * g->blayout.head_stride];
+      for (size_t f = 0; f < m; f++) x->kf[f] *= bt;
+    }
+    if (g->kind != ATTN_GATE_NONE) {
+      const float *lg = x->io->log_gate + j * g->layout.row_stride + x->hg * g->layout.head_stride;
+      for (size_t f = 0; f < m; f++) x->dc[f] = lg[g->kind == ATTN_GATE_FEATURE ? f : 0];
+      x->uk->vexp(m, x->dc, x->dc);
+      gr = x->dc;
+    }
+  }
   for (size_t gi = 0; gi < p->per; gi++) {
-    cw_load_q(x, h0 + gi, i, 1, p->m, 1);
+    cw_load_q(x, S, h0 + gi, i, 1, m, 1, 1);
     float a;
-    x->uk->gemm(1, 1, p->m, x->qt, p->m, 1, x->kf, 1, &a, 1, NULL, 0); /* phi(q) . psi(k) */
-    p->tr->step(x->uk, p->m, p->W, x->qt, gi + 1 == p->per ? x->kf : NULL, x->va, a, S, p->lds, x->oc);
+    x->uk->gemm(1, 1, m, x->qt, m, 1, x->kf, 1, &a, 1, NULL, 0); /* phi(q) . psi(k) */
+    for (size_t f = 0; gr && f < m; f++) x->qt[f] *= gr[f];
+    x->uk->linear_step(m, p->W, x->qt, gi + 1 == p->per ? x->kf : NULL, x->va, a, S, p->lds, x->oc, gr);
     cw_store(x, h0 + gi, i, 1);
   }
 }
@@ -168,8 +418,22 @@ void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels
                     ws + p->off_at,
                     ws + p->off_oc,
                     ws + p->off_fm,
+                    ws + p->off_ku,
+                    ws + p->off_qu,
+                    ws + p->off_cp,
+                    ws + p->off_cn,
+                    ws + p->off_run,
+                    (double *)(void *)(ws + p->off_b),
+                    ws + p->off_wt,
+                    ws + p->off_din,
+                    ws + p->off_dout,
+                    ws + p->off_dc,
+                    ws + p->off_qg,
+                    ws + p->off_kg,
+                    ws + p->off_ks,
                     task / p->kdiv,
-                    task / p->vdiv};
+                    task / p->vdiv,
+                    task / p->gdiv};
   const size_t C = p->C, per = p->per, h0 = task * per, slab = p->m * p->lds;
   /* Causal bottom-right: keys before the first query's position, queries before the first key. */
   const size_t pre_k = p->causal && s->n_kv > s->n_q ? s->n_kv - s->n_q : 0;
@@ -180,7 +444,9 @@ void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels
   for (size_t j0 = 0; j0 < absorb_end; j0 += C) {
     const size_t cn = attn_min_sz(C, absorb_end - j0);
     cw_load_kv(&x, j0, cn);
-    p->tr->absorb(uk, p->m, p->W, cn, x.kf, x.va, S, p->lds);
+    if (p->fm->offsets) cw_key_offsets(&x, S, cn);
+    if (cw_gated(p)) cw_gates(&x, j0, cn);
+    cw_absorb(&x, S, cn);
   }
   const size_t state_only_end = p->causal ? pre_q : s->n_q;
   for (size_t gi = 0; gi < per; gi++)
@@ -188,14 +454,20 @@ void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels
       cw_query(&x, S, h0 + gi, i0, attn_min_sz(C, state_only_end - i0), 0, 1);
   if (!p->causal) return;
   const size_t aligned = s->n_kv - pre_k; /* == n_q - pre_q */
-  for (size_t t0 = 0; t0 < aligned; t0 += C) {
-    const size_t cn = attn_min_sz(C, aligned - t0);
+  for (size_t t0 = 0, cn; t0 < aligned; t0 += cn) {
+    cn = attn_min_sz(C, aligned - t0);
+    int va_finite = 1;
+    if (cn > 1) {
+      va_finite = cw_load_kv(&x, pre_k + t0, cn); /* of the whole chunk: conservative when cut */
+      if (p->fm->offsets) cn = cw_guard(&x, S, cn);
+    }
     if (cn == 1) {
       cw_step(&x, S, h0, pre_q + t0, pre_k + t0);
       continue;
     }
-    const int va_finite = cw_load_kv(&x, pre_k + t0, cn);
+    if (p->fm->offsets) cw_key_offsets(&x, S, cn);
+    if (cw_gated(p)) cw_gates(&x, pre_k + t0, cn);
     for (size_t gi = 0; gi < per; gi++) cw_query(&x, S, h0 + gi, pre_q + t0, cn, 1, va_finite);
-    p->tr->absorb(uk, p->m, p->W, cn, x.kf, x.va, S, p->lds);
+    cw_absorb(&x, S, cn);
   }
 }

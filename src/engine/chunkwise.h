@@ -1,17 +1,31 @@
 /*
  * The chunkwise engine: linear attention and everything with a matrix-valued state (the linear
- * family's feature maps today; decay, gates and FLASH's linear part plug in their own state
- * transition). Per state head (one per distinct key head / value head pair), with W = dv + 1 when
- * normalised (V is augmented with a ones column, so the products that give S also give z, and
- * phi(q).z comes out as column dv of the output) and W = dv otherwise:
- *   absorb (keys only):   Kf = psi(K_c) (C x m),  Va = [V_c | 1] (C x W),  S = T(S) + Kf^T Va
- *   query chunk:          QfT = phi(Q_c)^T (m x C), written transposed by the map
- *     causal (intra):     AT = Kf QfT (C x C, AT[j][i] = psi(k_j).phi(q_i)), masked and weighted by
- *                         the transition (zero where j > i), O = AT^T Va
- *     every query:        O (+)= QfT^T S
+ * family's feature maps, decay and gates; FLASH's linear part next). Per state head (one per
+ * distinct key / value / gate head triple), with W = dv + 1 when normalised (V is augmented with
+ * a ones column, so the products that give S also give z, and phi(q).z comes out as column dv of
+ * the output) and W = dv otherwise, per chunk of C tokens:
+ *   absorb (keys only):   Kf = psi(K_c) (C x m),  Va = [V_c | 1] (C x W),
+ *                         S = dC (.) S + (Kf (.) dout)^T Va
+ *   query chunk:          O = din (.) (Qf S) + intra,  Qf = phi(Q_c)
+ *     intra (causal):     AT = Kf Qf^T (C x C, AT[j][i] = psi(k_j).phi(q_i), Qf written transposed),
+ *                         zero where j > i, weighted by wt[j][i] = beta_j exp(b_i - b_j); O += AT^T Va
  *     o_i = s O[i][0:dv] / (s O[i][dv] + eps)   (un-normalised: o_i = s O[i][0:dv])
- * A one-token chunk (the recurrent decode step) uses the transition's step instead, one pass over
- * S per output head. Bottom-right alignment: with n_q < n_kv the first n_kv - n_q keys are
+ * with the chunk's decay (spec 4): b the inclusive cumulative sum of the chunk's log gates (reset
+ * at every chunk), din_r = exp(b_r), dout_c = beta_c exp(b_last - b_c), dC = exp(b_last); all
+ * ones without gates. Per-feature gates (B: C x m) weight every feature: the state product reads
+ * Qf (.) exp(B), the absorb Kf (.) beta exp(B_last - B) and dC = exp(B_last) per row, and the
+ * intra part runs per query block I = [i0, i1) as (Qf_I (.) exp(B_I - B_i0)) (Kf (.) exp(B_i0 -
+ * B))^T over the keys before i1 (exponents <= 0 for earlier keys), with per-element exponentials
+ * for the block's own keys when its decay spans more than ATTN_GATE_SPAN (no factor overflows).
+ * Exponential maps (engine/featmap.h) keep per-feature offsets c in the state (S and z stored
+ * scaled by exp(-c)): before a chunk's outputs, c rises to the chunk's largest key feature and the
+ * rows of S and z are rescaled; key features are exp(u - c) <= 1; a query's features are
+ * exp(u + c - M) with M its maximum of u + (the offsets of the keys it sees), so every term of a
+ * row is at most 1 and the largest is 1. A chunk whose keys raise an offset by more than
+ * ATTN_OFFSET_GUARD above its start is cut before that key (queries earlier in the chunk would
+ * otherwise pay for a key they cannot see).
+ * A one-token chunk (the recurrent decode step) uses the step kernel instead (S = G S + beta psi
+ * v^T, one pass over S per output head). Bottom-right alignment: with n_q < n_kv the first n_kv - n_q keys are
  * absorbed before any query; with n_q > n_kv the first n_q - n_kv queries see only the incoming
  * state. Tasks are state heads: each owns its state slab and its output heads.
  */
@@ -20,43 +34,47 @@
 
 #include "engine/featmap.h"
 
-/* How the state moves from one token to the next: S_t = T(S_{t-1}) + psi(k_t) v_t^T. */
-typedef struct attn_transition {
-  /* Intra-chunk weights of queries [i0, i1) of a chunk against its keys j < i1: AT[j][i] =
-   * at[j * ld + i] holds psi(k_j).phi(q_i); zero the pairs j > i and weight the others by the
-   * transition between key j and query i. */
-  void (*intra)(float *at, size_t ld, size_t i0, size_t i1);
-  /* S (m x W, row stride lds) = T over the chunk (S) + Kf^T Va, for a chunk of cn keys
-   * (Kf: cn x m rows, Va: cn x W rows). */
-  void (*absorb)(const struct attn_ukernels *uk, size_t m, size_t W, size_t cn, const float *kf, const float *va,
-                 float *s, size_t lds);
-  /* One token: out = a va + qf^T S (S as on entry), then, when kf is not NULL, S = T(S) + kf va^T
-   * (attn_linear_step_fn). */
-  void (*step)(const struct attn_ukernels *uk, size_t m, size_t W, const float *qf, const float *kf, const float *va,
-               float a, float *s, size_t lds, float *out);
-} attn_transition;
+/* How the state moves from one token to the next, S_t = G_t(S_{t-1}) + beta_t psi(k_t) v_t^T
+ * (attn.h, attn_linear_gated): the gate G (none, a scalar or a per-feature decay per key token
+ * and gate head, in log space) and the optional input scale beta, both caller arrays. */
+typedef struct attn_chunkwise_gates {
+  attn_gate_kind kind;
+  int beta;
+  size_t h_g;                  /* gate heads (1 when neither gate nor beta) */
+  attn_layout layout, blayout; /* of the log gates and of beta */
+} attn_chunkwise_gates;
 
-/* Plain linear attention: T = identity. */
-ATTN_INTERNAL extern const attn_transition attn_transition_identity;
+/* Per-feature gates: the largest decay (natural log) a query block's own keys may span for the
+ * factorised product: its factors stay within e^+-60 of 1, far inside fp32's range. */
+#define ATTN_GATE_SPAN 60.0
+
+/* Largest rise of an offset within a causal chunk (natural log units): a query then loses at most
+ * e^-40 of scale, far above fp32's range limits, and its terms stay exact to rounding. */
+#define ATTN_OFFSET_GUARD 40.0f
 
 typedef struct attn_chunkwise_plan {
   const attn_shape *shape;
   const attn_featmap *fm;
-  const attn_transition *tr;
-  int causal, normalize;
-  float scale, eps;
+  attn_chunkwise_gates g;
+  attn_fm_args fa;         /* the map's call parameters (favor's W^T is set by the caller) */
+  int causal, normalize;   /* normalize: z is kept (V gets its ones column) */
+  int divide;              /* outputs divide by phi(q).z + eps */
+  float out_scale, eps;    /* outputs are out_scale times the quotient (the scale of element-wise maps) */
   size_t m, W, lds, C;     /* features, augmented value width, state row stride, chunk */
   size_t heads, per;       /* state heads, output heads per state head */
   size_t qdiv, kdiv, vdiv; /* output head / qdiv = query head; state head / kdiv, / vdiv */
-  size_t off_kf, off_va, off_qt, off_at, off_oc, off_s, off_fm; /* scratch layout, in floats */
-  size_t scratch_bytes;                                         /* per worker */
-  size_t state_floats;                                          /* heads * m * lds */
+  size_t gdiv;             /* state head / gdiv = gate head */
+  size_t off_kf, off_va, off_qt, off_at, off_oc, off_s, off_fm;            /* scratch layout, in floats */
+  size_t off_ku, off_qu, off_cp, off_cn, off_run;                          /* exponential maps */
+  size_t off_b, off_wt, off_din, off_dout, off_dc, off_qg, off_kg, off_ks; /* gates */
+  size_t scratch_bytes;                                                    /* per worker */
+  size_t state_floats;                                                     /* heads * m * lds */
 } attn_chunkwise_plan;
 
 /* Sizes that do not depend on the path (shape validated, H given): state heads and floats. */
 ATTN_INTERNAL attn_status attn_chunkwise_shape(attn_chunkwise_plan *p, const attn_shape *s, size_t H,
                                                const attn_featmap *fm, size_t m_req, int causal, int normalize,
-                                               float scale, float eps, const attn_transition *tr);
+                                               float scale, float eps, const attn_chunkwise_gates *g);
 /* The scratch layout for a chunk size (0: the path's default). */
 ATTN_INTERNAL attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk,
                                                    const struct attn_ukernels *uk);
@@ -64,7 +82,8 @@ ATTN_INTERNAL attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_
 typedef struct attn_chunkwise_io {
   const float *q, *k, *v;
   float *o;
-  float *state; /* heads slabs of m x lds floats, or NULL: an empty prefix, nothing kept */
+  float *state;                 /* heads slabs of m x lds floats, or NULL: an empty prefix, nothing kept */
+  const float *log_gate, *beta; /* the gates' arrays (plan g), or NULL */
 } attn_chunkwise_io;
 
 /* Tasks of a plan: one per state head. */

@@ -3,6 +3,10 @@
  * identity state transition. This file holds what is linear attention's own: its descriptor,
  * validation, and the caller-owned state (S | z | offset rows per state head, engine/chunkwise.h).
  */
+#include <float.h>
+
+#include "core/favor_rng.h"
+#include "engine/blocked.h"
 #include "engine/chunkwise.h"
 
 attn_status attn_linear_desc_init(attn_linear_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dim,
@@ -12,26 +16,154 @@ attn_status attn_linear_desc_init(attn_linear_desc *d, size_t n_q, size_t n_kv, 
   attn_shape_init(&d->shape, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
   d->mask = attn_mask_causal();
   d->feature_map = feature_map;
-  d->scale = 1.0f;
+  const int temperature = feature_map == ATTN_FEATURE_EXP || feature_map == ATTN_FEATURE_FAVOR;
+  d->scale = temperature && dim ? 1.0f / sqrtf((float)dim) : 1.0f;
   d->normalize = 1;
-  d->eps = 1e-6f;
+  d->eps = feature_map == ATTN_FEATURE_DSOFTMAX ? 0.0f : 1e-6f;
+  d->favor_source = ATTN_FAVOR_SEED_CHI;
+  const size_t H = attn_max_sz(h_q, h_kv);
+  d->gate_layout = (attn_layout){H, 1};
+  d->beta_layout = (attn_layout){H, 1};
   return ATTN_OK;
+}
+
+/* The span (elements) of a gate tensor of n_kv tokens, h_g heads, width floats per head: a row
+ * stride of 0 is one row for every token. */
+static attn_status lin_gate_span(size_t n_kv, size_t h_g, size_t width, attn_layout l, size_t *span) {
+  return attn_check_input(l.row_stride ? n_kv : 1, h_g, width, l, span);
+}
+
+/* A mask other than full and causal: windowed linear attention on the blocked engine. */
+static int lin_windowed(const attn_linear_desc *d) {
+  const attn_mask k = d->mask;
+  return !attn_mask_is_causal(k) && !(k.left == ATTN_UNBOUNDED && k.right == ATTN_UNBOUNDED && k.chunk == 0);
+}
+
+/* Windowed linear attention's score step (engine/blocked.h): the scores phi(q_i) . psi(k_j) are
+ * the weights themselves; per row the running denominator sum_j of them. */
+typedef struct lin_window_params {
+  float scale, eps;
+  int normalize;
+} lin_window_params;
+
+static void lw_init(float *rs, size_t R, size_t rows) {
+  (void)R;
+  for (size_t r = 0; r < rows; r++) rs[r] = 0.0f;
+}
+
+/* Masked pairs (-inf on boundary blocks) weigh 0; any other -inf (from an infinite input) is NaN,
+ * as the engine's convention says. */
+static const float *lw_step(const struct attn_ukernels *uk, size_t nk, size_t nq, float *st, size_t ld, float *rs,
+                            size_t R, int masked) {
+  (void)uk, (void)R;
+  const float hidden = masked ? 0.0f : NAN;
+  for (size_t j = 0; j < nk; j++) {
+    float *row = st + j * ld;
+    for (size_t c = 0; c < nq; c++) {
+      const float x = row[c] == -INFINITY ? hidden : row[c];
+      row[c] = x;
+      rs[c] += x;
+    }
+  }
+  return NULL;
+}
+
+/* o = s acc / (s den + eps) (zero denominator: 0), or s acc; a non-finite acc: a NaN row. */
+static void lw_finish(const float *acc, const float *rs, size_t R, size_t r, size_t dv, float *orow, float *aux,
+                      const void *params) {
+  (void)R, (void)aux;
+  const lin_window_params *lp = params;
+  const float den = lp->normalize ? lp->scale * rs[r] + lp->eps : 1.0f;
+  const float f = lp->scale * (den == 0.0f ? 0.0f : 1.0f / den);
+  if (!attn_rows_finite(acc, 1, dv, 0) || isnan(den)) {
+    attn_fill_nan(orow, dv);
+    return;
+  }
+  for (size_t x = 0; x < dv; x++) orow[x] = acc[x] * f;
+}
+
+static const attn_score_step lin_window_step = {1, lw_init, lw_step, lw_finish};
+
+/* The blocked plan of a windowed call. */
+static attn_status lin_window_plan(const attn_linear_desc *d, attn_blocked_plan *bp, const lin_window_params *lp,
+                                   const struct attn_ukernels *uk) {
+  const attn_blocked_features feat = {attn_featmap_get(d->feature_map), {1.0f, NULL}};
+  return attn_blocked_plan_make(bp, &d->shape, d->mask, 1.0f, &lin_window_step, lp, &feat, uk);
 }
 
 /* Validation and the sizes that do not depend on the path; spans of the tensors in *sp. */
 static attn_status lin_validate(const attn_linear_desc *d, attn_spans *sp, attn_chunkwise_plan *p) {
   attn_status st;
   if (!d) return ATTN_E_NULL_POINTER;
-  if ((st = attn_shape_check(&d->shape, sp))) return st;
+  const int gated = d->gate != ATTN_GATE_NONE || d->beta;
+  if ((st = attn_shape_check(&d->shape, gated ? d->h_g : 0, sp))) return st;
   const attn_featmap *fm = attn_featmap_get(d->feature_map);
   if (!fm) return ATTN_E_BAD_FEATURE_MAP;
   const int full = d->mask.left == ATTN_UNBOUNDED && d->mask.right == ATTN_UNBOUNDED && d->mask.chunk == 0;
-  if (!full && !attn_mask_is_causal(d->mask)) return ATTN_E_BAD_WINDOW;
+  /* Any other mask than full and causal is a window: the blocked engine, element-wise maps,
+   * the blocked engine's heads (h_k == h_v dividing h_q), no gate. */
+  if (lin_windowed(d) && (fm->offsets || d->shape.h_k != d->shape.h_v || sp->H != d->shape.h_q))
+    return fm->offsets ? ATTN_E_BAD_WINDOW : ATTN_E_BAD_HEADS;
   if ((d->normalize != 0 && d->normalize != 1) || d->chunk > ATTN_LINEAR_MAX_CHUNK) return ATTN_E_BAD_ARGUMENT;
+  if ((unsigned)d->gate > ATTN_GATE_FEATURE || (d->beta != 0 && d->beta != 1)) return ATTN_E_BAD_GATE;
+  attn_chunkwise_gates g = {d->gate, d->beta, 1, d->gate_layout, d->beta_layout};
+  if (gated) { /* causal, element-wise maps; h_g joined H in the shape check */
+    if (!attn_mask_is_causal(d->mask)) return ATTN_E_BAD_WINDOW;
+    if (fm->offsets) return ATTN_E_BAD_FEATURE_MAP;
+    g.h_g = d->h_g ? d->h_g : sp->H;
+  }
+  /* Exponential maps are normalised only: their offsets would not cancel otherwise. */
+  if (fm->offsets && !d->normalize) return ATTN_E_BAD_NORMALIZATION;
   if (!isfinite(d->scale)) return ATTN_E_BAD_SCALE;
-  if (!isfinite(d->eps) || d->eps < 0.0f) return ATTN_E_BAD_EPS;
-  return attn_chunkwise_shape(p, &d->shape, sp->H, fm, d->m, !full, d->normalize, d->scale, d->eps,
-                              &attn_transition_identity);
+  const int dsoftmax = d->feature_map == ATTN_FEATURE_DSOFTMAX, favor = d->feature_map == ATTN_FEATURE_FAVOR;
+  if (dsoftmax ? d->scale != 1.0f : fm->offsets && !(d->scale > 0.0f)) return ATTN_E_BAD_SCALE;
+  if (!isfinite(d->eps) || d->eps < 0.0f || (dsoftmax && d->eps != 0.0f)) return ATTN_E_BAD_EPS;
+  const int caller_w = d->favor_source == ATTN_FAVOR_CALLER || d->favor_source == ATTN_FAVOR_CALLER_T;
+  if (favor && ((unsigned)d->favor_source > ATTN_FAVOR_CALLER_T || (caller_w && !d->favor_w)))
+    return ATTN_E_BAD_FEATURE_MATRIX;
+  st = attn_chunkwise_shape(p, &d->shape, sp->H, fm, d->m, !full, d->normalize, d->scale, d->eps, &g);
+  size_t span;
+  if (!st && d->gate != ATTN_GATE_NONE)
+    st = lin_gate_span(d->shape.n_kv, g.h_g, d->gate == ATTN_GATE_FEATURE ? p->m : 1, d->gate_layout, &span);
+  if (!st && d->beta) st = lin_gate_span(d->shape.n_kv, g.h_g, 1, d->beta_layout, &span);
+  if (st || !favor) return st;
+  size_t md;
+  if (!attn_mul_ok(p->m, d->shape.d, &md) || md > SIZE_MAX / sizeof(float)) return ATTN_E_SIZE_OVERFLOW;
+  if (caller_w && !attn_rows_finite(d->favor_w, 1, md, md)) return ATTN_E_BAD_FEATURE_MATRIX;
+  return ATTN_OK;
+}
+
+/* The workspace: for FAVOR+ (unless the caller gives W^T), W^T (d x m floats) first, then the
+ * engine's scratch, which the generator of a seed source uses before the engine does (W, then its
+ * doubles). */
+typedef struct lin_ws {
+  size_t wt_floats;    /* W^T region (0 without favor) */
+  size_t gen_w_floats; /* generator: W region (0 without a seed source), its doubles follow */
+  size_t bytes;        /* the whole workspace */
+} lin_ws;
+
+static attn_status lin_ws_plan(const attn_linear_desc *d, const attn_chunkwise_plan *p, lin_ws *l) {
+  *l = (lin_ws){0, 0, p->scratch_bytes};
+  if (d->feature_map != ATTN_FEATURE_FAVOR || d->favor_source == ATTN_FAVOR_CALLER_T) return ATTN_OK;
+  attn_ws w = {0, 0};
+  const size_t md = p->m * d->shape.d; /* checked by lin_validate */
+  (void)attn_ws_take(&w, md);
+  l->wt_floats = w.floats;
+  size_t gen = 0;
+  if (d->favor_source < ATTN_FAVOR_CALLER) {
+    attn_ws g = {0, 0};
+    (void)attn_ws_take(&g, md);
+    l->gen_w_floats = g.floats;
+    const size_t dbl = attn_favor_scratch_doubles(d->shape.d);
+    if (!dbl || dbl > SIZE_MAX / 2) return ATTN_E_SIZE_OVERFLOW;
+    (void)attn_ws_take(&g, 2 * dbl);
+    if (!attn_ws_bytes(&g, &gen)) return ATTN_E_SIZE_OVERFLOW;
+  }
+  size_t wt_bytes;
+  if (w.overflow || !attn_mul_ok(l->wt_floats, sizeof(float), &wt_bytes) ||
+      !attn_add_ok(wt_bytes, attn_max_sz(p->scratch_bytes, gen), &l->bytes))
+    return ATTN_E_SIZE_OVERFLOW;
+  return ATTN_OK;
 }
 
 /* Sizes a caller can ask for a descriptor: the first two do not depend on the path. */
@@ -49,8 +181,15 @@ static attn_status lin_size_of(const attn_linear_desc *d, lin_size what, size_t 
   }
   const struct attn_ukernels *uk = attn_dispatch();
   if (!uk) return ATTN_E_UNSUPPORTED_ISA;
-  if ((st = attn_chunkwise_plan_make(&p, d->chunk, uk))) return st;
-  *out = what == LIN_CHUNK ? p.C : p.scratch_bytes;
+  if (what == LIN_WORKSPACE_BYTES && lin_windowed(d)) {
+    attn_blocked_plan bp;
+    if ((st = lin_window_plan(d, &bp, NULL, uk))) return st;
+    *out = bp.scratch_bytes;
+    return ATTN_OK;
+  }
+  lin_ws l;
+  if ((st = attn_chunkwise_plan_make(&p, d->chunk, uk)) || (st = lin_ws_plan(d, &p, &l))) return st;
+  *out = what == LIN_CHUNK ? p.C : l.bytes;
   return ATTN_OK;
 }
 
@@ -108,13 +247,73 @@ attn_status attn_linear_state_copy(attn_linear_state *dst, const attn_linear_sta
   return ATTN_OK;
 }
 
+/* t (cols x rows) = w^T (w: rows x cols, row-major), in 8 x 8 tiles: both sides stay in a few
+ * cache lines per tile. */
+static void lin_transpose(size_t rows, size_t cols, const float *restrict w, float *restrict t) {
+  for (size_t r0 = 0; r0 < rows; r0 += 8)
+    for (size_t c0 = 0; c0 < cols; c0 += 8) {
+      const size_t r1 = attn_min_sz(rows, r0 + 8), c1 = attn_min_sz(cols, c0 + 8);
+      for (size_t c = c0; c < c1; c++)
+        for (size_t r = r0; r < r1; r++) t[c * rows + r] = w[r * cols + c];
+    }
+}
+
+/* Every log gate finite and <= 0, every beta finite and > 0 (NaN fails both comparisons). */
+static attn_status lin_check_gates(const attn_linear_desc *d, const attn_chunkwise_plan *p, const float *lg,
+                                   const float *beta) {
+  const size_t n = d->shape.n_kv, hg = p->g.h_g;
+  for (int which = 0; which < 2; which++) {
+    const float *x = which ? beta : lg;
+    if (!x) continue;
+    const attn_layout l = which ? d->beta_layout : d->gate_layout;
+    const size_t rows = l.row_stride ? n : 1, width = !which && d->gate == ATTN_GATE_FEATURE ? p->m : 1;
+    int ok = 1;
+    for (size_t t = 0; t < rows; t++)
+      for (size_t h = 0; h < hg; h++) {
+        const float *e = x + t * l.row_stride + h * l.head_stride;
+        if (which)
+          for (size_t f = 0; f < width; f++) ok &= (e[f] > 0.0f) & (e[f] <= FLT_MAX);
+        else
+          for (size_t f = 0; f < width; f++) ok &= (e[f] <= 0.0f) & (e[f] >= -FLT_MAX);
+      }
+    if (!ok) return ATTN_E_BAD_GATE;
+  }
+  return ATTN_OK;
+}
+
 attn_status attn_linear(const attn_linear_desc *d, const float *q, const float *k, const float *v, float *o,
                         attn_linear_state *state, void *workspace, size_t workspace_size) {
+  return attn_linear_gated(d, q, k, v, NULL, NULL, o, state, workspace, workspace_size);
+}
+
+attn_status attn_linear_gated(const attn_linear_desc *d, const float *q, const float *k, const float *v,
+                              const float *log_gate, const float *beta, float *o, attn_linear_state *state,
+                              void *workspace, size_t workspace_size) {
   attn_spans sp;
   attn_chunkwise_plan p;
   attn_status st = lin_validate(d, &sp, &p);
   if (st) return st;
   if (!q || !k || !v || !o || !workspace) return ATTN_E_NULL_POINTER;
+  if ((d->gate != ATTN_GATE_NONE && !log_gate) || (d->beta && !beta)) return ATTN_E_NULL_POINTER;
+  if (d->gate == ATTN_GATE_NONE) log_gate = NULL;
+  if (!d->beta) beta = NULL;
+  if ((st = lin_check_gates(d, &p, log_gate, beta))) return st;
+  if (lin_windowed(d)) { /* the blocked engine: no state (the caller keeps K and V) */
+    if (state) return ATTN_E_BAD_ARGUMENT;
+    const struct attn_ukernels *uk = attn_dispatch();
+    if (!uk) return ATTN_E_UNSUPPORTED_ISA;
+    const lin_window_params lp = {d->scale, d->eps, d->normalize};
+    attn_blocked_plan bp;
+    if ((st = lin_window_plan(d, &bp, &lp, uk))) return st;
+    if (workspace_size < bp.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
+    void *out[] = {o, workspace};
+    const size_t out_bytes[] = {sp.o * sizeof(float), workspace_size};
+    if ((st = attn_check_io(&sp, q, k, v, out, out_bytes, 2))) return st;
+    const attn_blocked_io io = {q, k, v, o, NULL, {0, 0}};
+    float *ws = attn_ws_base(workspace);
+    for (size_t t = 0, n = attn_blocked_tasks(&bp); t < n; t++) attn_blocked_run(&bp, uk, &io, t, ws);
+    return ATTN_OK;
+  }
   if (state && !p.causal) return ATTN_E_BAD_ARGUMENT;
   if (state) {
     if (!state->data) return ATTN_E_NULL_POINTER;
@@ -123,14 +322,70 @@ attn_status attn_linear(const attn_linear_desc *d, const float *q, const float *
   }
   const struct attn_ukernels *uk = attn_dispatch();
   if (!uk) return ATTN_E_UNSUPPORTED_ISA;
-  if ((st = attn_chunkwise_plan_make(&p, d->chunk, uk))) return st;
-  if (workspace_size < p.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
+  lin_ws l;
+  if ((st = attn_chunkwise_plan_make(&p, d->chunk, uk)) || (st = lin_ws_plan(d, &p, &l))) return st;
+  if (workspace_size < l.bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
   void *out[] = {o, workspace, state ? state->data : NULL};
   const size_t out_bytes[] = {sp.o * sizeof(float), workspace_size, p.state_floats * sizeof(float)};
   if ((st = attn_check_io(&sp, q, k, v, out, out_bytes, 3))) return st;
-  const attn_chunkwise_io io = {q, k, v, o, state ? state->data : NULL};
+  for (int which = 0; which < 2; which++) { /* the gates are inputs too */
+    const float *x = which ? beta : log_gate;
+    size_t span;
+    if (!x) continue;
+    (void)lin_gate_span(d->shape.n_kv, p.g.h_g, !which && d->gate == ATTN_GATE_FEATURE ? p.m : 1,
+                        which ? d->beta_layout : d->gate_layout, &span); /* validated */
+    for (size_t a = 0; a < 3; a++)
+      if (out[a] && attn_overlap(x, span * sizeof(float), out[a], out_bytes[a])) return ATTN_E_ALIASING;
+  }
+  const int favor = d->feature_map == ATTN_FEATURE_FAVOR;
+  if (favor && d->favor_source >= ATTN_FAVOR_CALLER &&
+      attn_overlap(d->favor_w, p.m * d->shape.d * sizeof(float), workspace, workspace_size))
+    return ATTN_E_ALIASING;
+  const attn_chunkwise_io io = {q, k, v, o, state ? state->data : NULL, log_gate, beta};
   float *ws = attn_ws_base(workspace);
+  if (favor) p.fa.wt = d->favor_w; /* CALLER_T: as given */
+  if (l.wt_floats) {               /* W^T for the projection's GEMM (its B operand: rows contiguous) */
+    const size_t m = p.m, dd = d->shape.d;
+    const float *w = d->favor_w;
+    if (d->favor_source < ATTN_FAVOR_CALLER) {
+      float *gw = ws + l.wt_floats;
+      attn_favor_generate(m, dd, d->favor_seed, d->favor_source == ATTN_FAVOR_SEED_SQRT_D, gw,
+                          (double *)(void *)(gw + l.gen_w_floats));
+      w = gw;
+    }
+    lin_transpose(m, dd, w, ws);
+    p.fa.wt = ws;
+    ws += l.wt_floats;
+  }
   for (size_t t = 0, n = attn_chunkwise_tasks(&p); t < n; t++) attn_chunkwise_run(&p, uk, &io, t, ws);
   if (state) state->tokens += d->shape.n_kv;
+  return ATTN_OK;
+}
+
+attn_status attn_linear_favor_matrix(const attn_linear_desc *d, float *w, size_t w_floats, void *workspace,
+                                     size_t workspace_size) {
+  attn_spans sp;
+  attn_chunkwise_plan p;
+  attn_status st = lin_validate(d, &sp, &p);
+  if (st) return st;
+  if (d->feature_map != ATTN_FEATURE_FAVOR || d->favor_source >= ATTN_FAVOR_CALLER) return ATTN_E_BAD_FEATURE_MATRIX;
+  if (!w || !workspace) return ATTN_E_NULL_POINTER;
+  const struct attn_ukernels *uk = attn_dispatch();
+  if (!uk) return ATTN_E_UNSUPPORTED_ISA;
+  lin_ws l;
+  if ((st = attn_chunkwise_plan_make(&p, d->chunk, uk)) || (st = lin_ws_plan(d, &p, &l))) return st;
+  const size_t md = p.m * d->shape.d;
+  if (w_floats < md || workspace_size < l.bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
+  if (attn_overlap(w, md * sizeof(float), workspace, workspace_size)) return ATTN_E_ALIASING;
+  float *gw = attn_ws_base(workspace) + l.wt_floats;
+  attn_favor_generate(p.m, d->shape.d, d->favor_seed, d->favor_source == ATTN_FAVOR_SEED_SQRT_D, w,
+                      (double *)(void *)(gw + l.gen_w_floats));
+  return ATTN_OK;
+}
+
+attn_status attn_retnet_log_decays(size_t heads, float *log_gamma) {
+  if (!log_gamma) return ATTN_E_NULL_POINTER;
+  if (!heads) return ATTN_E_ZERO_SIZE;
+  for (size_t h = 0; h < heads; h++) log_gamma[h] = (float)log1p(-ldexp(1.0, -5 - (int)attn_min_sz(h, 2000)));
   return ATTN_OK;
 }

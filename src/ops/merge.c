@@ -85,7 +85,7 @@ attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts, const float
       }
       rs[0] = mx + logf(wsum);
     }
-    attn_softmax_score_step.finish(orow, rs, 1, 0, dv, orow, lse_out ? lse_out + r * lse_out_stride : NULL);
+    attn_softmax_score_step.finish(orow, rs, 1, 0, dv, orow, lse_out ? lse_out + r * lse_out_stride : NULL, NULL);
   }
   return ATTN_OK;
 }

@@ -25,7 +25,9 @@ static const float *sm_step(const struct attn_ukernels *uk, size_t nk, size_t nq
 /* o = acc / l, lse = m + log l. l = 0 (no visible key): zeros and -inf. l NaN (the row used a
  * non-finite q or k): NaN and NaN. A non-finite acc (a visible v was non-finite): the whole o row
  * NaN, lse as computed. */
-static void sm_finish(const float *acc, const float *rs, size_t R, size_t r, size_t dv, float *orow, float *lse) {
+static void sm_finish(const float *acc, const float *rs, size_t R, size_t r, size_t dv, float *orow, float *lse,
+                      const void *params) {
+  (void)params;
   const float m = rs[r], l = rs[R + r];
   if (l > 0.0f) {
     const float inv = 1.0f / l;
@@ -68,12 +70,12 @@ typedef struct sm_call {
 static attn_status sm_prepare(const attn_softmax_desc *d, sm_call *c) {
   attn_status st;
   if (!d) return ATTN_E_NULL_POINTER;
-  if ((st = attn_shape_check(&d->shape, &c->sp))) return st;
+  if ((st = attn_shape_check(&d->shape, 0, &c->sp))) return st;
   if (d->shape.h_k != d->shape.h_v || c->sp.H != d->shape.h_q) return ATTN_E_BAD_HEADS;
   if (!isfinite(d->scale)) return ATTN_E_BAD_SCALE;
   if ((st = attn_check_output(d->shape.n_q, d->shape.h_q, 1, d->lse, &c->lse_span))) return st;
   if (!(c->uk = attn_dispatch())) return ATTN_E_UNSUPPORTED_ISA;
-  return attn_blocked_plan_make(&c->plan, &d->shape, d->mask, d->scale, &attn_softmax_score_step, c->uk);
+  return attn_blocked_plan_make(&c->plan, &d->shape, d->mask, d->scale, &attn_softmax_score_step, NULL, NULL, c->uk);
 }
 
 attn_status attn_softmax_workspace_size(const attn_softmax_desc *d, size_t *bytes) {

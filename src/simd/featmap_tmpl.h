@@ -24,21 +24,29 @@ static inline vf attn_featmap_apply_(attn_feature_map map, vf x) {
   return vf_fma(x, vf_zero(), y);
 }
 
-void ATTN_FEATMAP_NAME(attn_feature_map map, size_t rows, size_t cols, const float *in, size_t in_rs, float *out,
-                       size_t out_rs, size_t out_cs) {
+/* Instantiated twice (input scale or not, a compile-time constant after inlining), so the plain
+ * maps pay no multiply and no test in their loop. */
+static inline __attribute__((always_inline)) void attn_featmap_rows_(attn_feature_map map, size_t rows, size_t cols,
+                                                                     float a, const int scaled, const float *in,
+                                                                     size_t in_rs, float *out, size_t out_rs,
+                                                                     size_t out_cs) {
+  const vf av = vf_set1(a);
   for (size_t r = 0; r < rows; r++) {
     const float *x = in + r * in_rs;
     float *y = out + r * out_rs;
     for (size_t c = 0; c < cols; c += ATTN_VL) {
       const size_t w = cols - c < ATTN_VL ? cols - c : ATTN_VL;
-      const vf fx = attn_featmap_apply_(map, vf_load_w(x + c, w));
-      if (out_cs == 1) {
-        vf_store_w(y + c, fx, w);
-      } else {
-        float t[ATTN_VL];
-        vf_store(t, fx);
-        for (size_t i = 0; i < w; i++) y[(c + i) * out_cs] = t[i];
-      }
+      const vf xv = vf_load_w(x + c, w);
+      const vf fx = attn_featmap_apply_(map, scaled ? vf_mul(av, xv) : xv);
+      vf_store_strided(y + c * out_cs, out_cs, fx, w);
     }
   }
+}
+
+void ATTN_FEATMAP_NAME(attn_feature_map map, size_t rows, size_t cols, float a, const float *in, size_t in_rs,
+                       float *out, size_t out_rs, size_t out_cs) {
+  if (a == 1.0f)
+    attn_featmap_rows_(map, rows, cols, 1.0f, 0, in, in_rs, out, out_rs, out_cs);
+  else
+    attn_featmap_rows_(map, rows, cols, a, 1, in, in_rs, out, out_rs, out_cs);
 }

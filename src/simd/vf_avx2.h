@@ -28,6 +28,7 @@ static inline void vf_store_n(float *p, vf v, size_t n) {
 #define ATTN_VF_BINARY(op) \
   static inline vf vf_##op(vf a, vf b) { return simde_mm256_##op##_ps(a, b); }
 static inline vf vf_fma(vf a, vf b, vf c) { return simde_mm256_fmadd_ps(a, b, c); }
+static inline vf vf_div(vf a, vf b) { return simde_mm256_div_ps(a, b); }
 static inline vf vf_round(vf x) {
   return simde_mm256_round_ps(x, SIMDE_MM_FROUND_TO_NEAREST_INT | SIMDE_MM_FROUND_NO_EXC);
 }

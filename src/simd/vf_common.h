@@ -25,4 +25,25 @@ static inline void vf_store_w(float *p, vf v, size_t w) {
     vf_store_n(p, v, w);
 }
 
+/* w lanes to p[0], p[cs], p[2 cs], ...: a vector store when cs == 1 (rows of a row-major matrix),
+ * lane by lane otherwise (a column of a transposed one). */
+static inline void vf_store_strided(float *p, size_t cs, vf v, size_t w) {
+  if (cs == 1) {
+    vf_store_w(p, v, w);
+  } else {
+    float t[ATTN_VL];
+    vf_store(t, v);
+    for (size_t i = 0; i < w; i++) p[i * cs] = t[i];
+  }
+}
+
+/* Largest lane (NaN lanes ignored unless lane 0 is NaN); once per row, so through memory. */
+static inline float vf_hmax(vf a) {
+  float t[ATTN_VL];
+  vf_store(t, a);
+  float m = t[0];
+  for (size_t i = 1; i < ATTN_VL; i++) m = t[i] > m ? t[i] : m;
+  return m;
+}
+
 #endif

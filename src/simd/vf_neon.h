@@ -26,6 +26,19 @@ static inline void vf_store_n(float *p, vf v, size_t n) {
 #define ATTN_VF_BINARY(op) \
   static inline vf vf_##op(vf a, vf b) { return simde_v##op##q_f32(a, b); }
 static inline vf vf_fma(vf a, vf b, vf c) { return simde_vfmaq_f32(c, a, b); }
+/* Correctly rounded division: AArch64's own instruction where native; lane by lane elsewhere
+ * (32-bit NEON has only a reciprocal estimate; SIMDe 0.7.4 wraps neither). */
+static inline vf vf_div(vf a, vf b) {
+#if defined(SIMDE_ARM_NEON_A64V8_NATIVE)
+  return vdivq_f32(a, b);
+#else
+  float x[4], y[4];
+  simde_vst1q_f32(x, a);
+  simde_vst1q_f32(y, b);
+  for (int i = 0; i < 4; i++) x[i] /= y[i];
+  return simde_vld1q_f32(x);
+#endif
+}
 static inline vf vf_round(vf x) { return simde_vrndnq_f32(x); }
 static inline vf vf_pow2i(vf n) {
   const simde_int32x4_t e = simde_vaddq_s32(simde_vcvtq_s32_f32(n), simde_vdupq_n_s32(127));

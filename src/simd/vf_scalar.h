@@ -33,6 +33,7 @@ static inline void vf_store_n(float *p, vf v, size_t n) { memcpy(p, &v, n * size
 static inline vf vf_add(vf a, vf b) { return a + b; }
 static inline vf vf_sub(vf a, vf b) { return a - b; }
 static inline vf vf_mul(vf a, vf b) { return a * b; }
+static inline vf vf_div(vf a, vf b) { return a / b; }
 /* a * b + c, not fused (as the struct version: ISO C mode does not contract) */
 static inline vf vf_fma(vf a, vf b, vf c) { return c + a * b; }
 static inline vf vf_select(vmask m, vf t, vf f) { return (vf)(((vmask)t & m) | ((vmask)f & ~m)); }

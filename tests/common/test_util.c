@@ -93,6 +93,17 @@ void tu_tensor_fill(tu_tensor *t, tu_rng *r, float lo, float hi) {
       for (size_t c = 0; c < t->w; ++c) *tu_at(t, i, h, c) = tu_rng_range(r, lo, hi);
 }
 
+double tu_rng_gauss(tu_rng *r) {
+  /* two uniforms in (0, 1] and [0, 1) from 53 bits each */
+  const double u1 = ((double)(tu_rng_next(r) >> 11) + 1.0) * 0x1p-53;
+  const double u2 = (double)(tu_rng_next(r) >> 11) * 0x1p-53;
+  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+void tu_fill_gauss(float *x, size_t count, tu_rng *r, double sigma) {
+  for (size_t i = 0; i < count; ++i) x[i] = (float)(sigma * tu_rng_gauss(r));
+}
+
 void tu_tensor_to_double(const tu_tensor *t, double *out) {
   size_t e = 0;
   for (size_t i = 0; i < t->n; ++i)
@@ -254,6 +265,12 @@ ref_feature_map tu_ref_map(attn_feature_map map) {
       return REF_FM_ELU1;
     case ATTN_FEATURE_RELU:
       return REF_FM_RELU;
+    case ATTN_FEATURE_EXP:
+      return REF_FM_EXP;
+    case ATTN_FEATURE_FAVOR:
+      return REF_FM_FAVOR;
+    case ATTN_FEATURE_DSOFTMAX:
+      return REF_FM_DSOFTMAX;
   }
   return REF_FM_IDENTITY;
 }

@@ -45,6 +45,10 @@ float *tu_at(const tu_tensor *t, size_t token, size_t head, size_t c);
 tu_tensor tu_rows_view(const tu_tensor *t, size_t first, size_t n);
 /** Fill the logical elements uniformly in [lo, hi). */
 void tu_tensor_fill(tu_tensor *t, tu_rng *r, float lo, float hi);
+/** A standard Gaussian number (Box-Muller in double over two tu_rng draws). */
+double tu_rng_gauss(tu_rng *r);
+/** count floats, each sigma times a standard Gaussian (a caller's FAVOR+ matrix). */
+void tu_fill_gauss(float *x, size_t count, tu_rng *r, double sigma);
 /** Copy the logical elements to a contiguous [n][h][w] double array. */
 void tu_tensor_to_double(const tu_tensor *t, double *out);
 /** Output checks after a successful call: guard zones intact and every gap element (inside the

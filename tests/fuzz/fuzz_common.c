@@ -127,15 +127,7 @@ int fz_heads_valid(size_t h_q, size_t h_k, size_t h_v) {
   return H % h_q == 0 && H % h_k == 0 && H % h_v == 0;
 }
 
-size_t fz_state_heads(size_t h_k, size_t h_v) {
-  size_t a = h_k, b = h_v;
-  while (b) {
-    const size_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return h_k / a * h_v;
-}
+size_t fz_state_heads(size_t h_k, size_t h_v) { return ref_lcm(h_k, h_v); }
 
 size_t fz_divisor(fz_in *in, size_t h) {
   size_t divs[64], count = 0;

@@ -1,18 +1,23 @@
 /*
  * libFuzzer target: attn_linear_state_init, attn_linear_state_reset and attn_linear_state_copy.
  *
- * From the bytes: two descriptors (the second of the same shape and mode or of another; key and
- * value head counts h_k, h_v apart, so that descriptors of different heads can share a state
- * shape through lcm(h_k, h_v); m = 0 or d), states bound to guarded memory of exactly
- * lcm(h_k, h_v) * m * (dv + 2) floats, and a sequence of operations: init (valid, memory one
- * byte or more too small, NULL state / memory / descriptor, an invalid descriptor: a zero size,
- * head counts that do not divide H, a bad m, a mask other than full or causal), reset (valid,
- * NULL, unbound), copy between states of the same or another shape, into itself, between states
- * whose memory overlaps, with NULL. Checks: the state_size and the state's shape fields (heads =
- * lcm(h_k, h_v), m, dv, ld = dv + 2, map, mode); the expected status; on error every byte of the
- * states' memory and structs unchanged; on success init and reset zero exactly the state's
- * floats (sums, z and offsets), copy copies them bitwise with the token count, keeps dst's data
- * pointer and writes nothing outside dst; guards intact throughout.
+ * From the bytes: two valid descriptors (the second of the same shape and mode or of another):
+ * every feature map, element-wise ones normalised or not, the exponential maps (exp, favor,
+ * dsoftmax) normalised with their default temperature, scale and eps (dsoftmax: scale 1, eps 0),
+ * favor with m = 0 (4d), d or any m up to 4d + 3 and W from a seed or the caller; for the
+ * element-wise maps sometimes a SCALAR or FEATURE gate and / or beta with h_g gate heads; key,
+ * value (and gate) head counts h_k, h_v, h_g apart, so that descriptors of different heads can
+ * share a state shape through L = lcm(h_k, h_v (, h_g)); m = 0 or d. States are bound to guarded
+ * memory of exactly L * m * (dv + 2) floats, and a sequence of operations runs on them: init
+ * (valid, memory one byte or more too small, NULL state / memory / descriptor, an invalid
+ * descriptor: a zero size, head counts that do not divide H, a bad m or map, a window the
+ * descriptor cannot take (the exponential maps; a gate), a bad normalize flag, an exponential map
+ * un-normalised, a bad gate kind), reset (valid, NULL, unbound), copy between states of the same
+ * or another shape, into itself, between states whose memory overlaps, with NULL. Checks: the
+ * state_size and the state's shape fields (heads = L, m, dv, ld = dv + 2, map, mode); the expected
+ * status; on error every byte of the states' memory and structs unchanged; on success init and
+ * reset zero exactly the state's floats (sums, z and offsets), copy copies them bitwise with the
+ * token count, keeps dst's data pointer and writes nothing outside dst; guards intact throughout.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -28,38 +33,101 @@ typedef struct slot {
   size_t floats;
 } slot;
 
-static size_t heads_of(const attn_linear_desc *d) { return fz_state_heads(d->shape.h_k, d->shape.h_v); }
-static size_t floats_of(const attn_linear_desc *d) { return heads_of(d) * d->shape.d * (d->shape.dv + 2); }
+static int is_xmap(attn_feature_map fm) {
+  return fm == ATTN_FEATURE_EXP || fm == ATTN_FEATURE_FAVOR || fm == ATTN_FEATURE_DSOFTMAX;
+}
+static int is_gated(const attn_linear_desc *d) { return d->gate != ATTN_GATE_NONE || d->beta; }
+/* State heads: lcm(h_k, h_v), and h_g (0: H) with a gate or beta. */
+static size_t heads_of(const attn_linear_desc *d) {
+  const size_t kv = fz_state_heads(d->shape.h_k, d->shape.h_v);
+  return is_gated(d) ? ref_lcm(kv, d->h_g ? d->h_g : d->shape.h_q) : kv;
+}
+/* The feature size: d, or favor's m (0: 4d). */
+static size_t m_of(const attn_linear_desc *d) {
+  return d->feature_map != ATTN_FEATURE_FAVOR ? d->shape.d : d->m ? d->m : 4 * d->shape.d;
+}
+static size_t floats_of(const attn_linear_desc *d) { return heads_of(d) * m_of(d) * (d->shape.dv + 2); }
 
 /* The shape a state bound with this descriptor has. */
 static int same_state_shape(const attn_linear_desc *a, const attn_linear_desc *b) {
-  return heads_of(a) == heads_of(b) && a->shape.d == b->shape.d && a->shape.dv == b->shape.dv &&
+  return heads_of(a) == heads_of(b) && m_of(a) == m_of(b) && a->shape.dv == b->shape.dv &&
          a->feature_map == b->feature_map && a->normalize == b->normalize;
 }
 
 static void check_bound(const slot *sl, const char *what) {
   const attn_linear_state *s = &sl->s;
-  FZ_CHECK(s->heads == heads_of(&sl->d) && s->m == sl->d.shape.d && s->dv == sl->d.shape.dv &&
+  FZ_CHECK(s->heads == heads_of(&sl->d) && s->m == m_of(&sl->d) && s->dv == sl->d.shape.dv &&
                s->ld == sl->d.shape.dv + 2 && s->feature_map == sl->d.feature_map && s->normalize == sl->d.normalize &&
                s->data == sl->mem,
            "%s: state shape {heads %zu, m %zu, dv %zu, ld %zu}", what, s->heads, s->m, s->dv, s->ld);
 }
 
-/* A descriptor that state_init must refuse with the returned status. */
+/* A caller's FAVOR+ W of any size the fuzzer draws (m up to 4 * MAX_D + 3 rows of d): finite. */
+static float favor_w[(4 * MAX_D + 3) * MAX_D];
+
+/* A valid descriptor drawn from the bytes (see the header). */
+static void draw_desc(fz_in *in, attn_linear_desc *d) {
+  const attn_feature_map fm = (attn_feature_map)fz_pick(in, ATTN_FEATURE_COUNT);
+  const size_t heads = fz_size(in, MAX_H), h_k = fz_divisor(in, heads), h_v = fz_divisor(in, heads);
+  const size_t dd = fz_size(in, MAX_D), dv = fz_size(in, MAX_D);
+  attn_linear_desc_init(d, 1, 1, 1, h_k, dd, dv, fm); /* the map's own scale and eps */
+  d->normalize = is_xmap(fm) || fz_pick(in, 3) != 0;  /* the exponential maps: normalised only */
+  d->m = fz_pick(in, 2) ? 0 : dd;
+  if (fm == ATTN_FEATURE_FAVOR) {
+    if (fz_pick(in, 2)) d->m = fz_size(in, 4 * dd + 3);
+    d->favor_source = (attn_favor_source)fz_pick(in, 4); /* chi, sqrt(d), caller W, caller W^T */
+    d->favor_seed = fz_u8(in);
+    d->favor_w = favor_w;
+  }
+  size_t h_q = fz_state_heads(h_k, h_v);     /* every count divides it */
+  if (!is_xmap(fm) && fz_pick(in, 3) == 0) { /* a gate and / or beta (causal, element-wise maps) */
+    const unsigned g = 1 + fz_pick(in, 5);   /* bit 0: beta; 1 .. 5: SCALAR, FEATURE or none */
+    d->gate = g <= 2 ? ATTN_GATE_SCALAR : g <= 4 ? ATTN_GATE_FEATURE : ATTN_GATE_NONE;
+    d->beta = (g & 1u) || d->gate == ATTN_GATE_NONE;
+    d->h_g = fz_pick(in, 3) ? fz_divisor(in, heads) : 0;
+    if (d->h_g) h_q = ref_lcm(h_q, d->h_g);
+    const size_t hg = d->h_g ? d->h_g : h_q, w = d->gate == ATTN_GATE_FEATURE ? dd : 1;
+    d->gate_layout = (attn_layout){hg * w, w};
+    d->beta_layout = (attn_layout){hg, 1};
+  }
+  attn_shape_init(&d->shape, 1, 1, h_q, h_k, h_v, dd, dv);
+}
+
+/* A descriptor that state_init must refuse with the returned status (one fault). */
 static attn_status bad_desc(fz_in *in, attn_linear_desc *d) {
-  switch (fz_pick(in, 4)) {
+  const int xmap = is_xmap(d->feature_map);
+  switch (fz_pick(in, 6)) {
     case 0:
       d->shape.dv = 0;
       return ATTN_E_ZERO_SIZE;
     case 1:
+      d->h_g = 0; /* H = max(h_q, h_k, h_v): fz_break_heads's rule */
       fz_break_heads(in, &d->shape);
       return ATTN_E_BAD_HEADS;
     case 2:
-      d->m = d->shape.d + 1 + fz_u8(in);
+      if (d->feature_map == ATTN_FEATURE_FAVOR || (fz_u8(in) & 1)) /* favor takes any m >= 1 */
+        d->feature_map = (attn_feature_map)(ATTN_FEATURE_COUNT + fz_u8(in));
+      else
+        d->m = d->shape.d + 1 + fz_u8(in);
       return ATTN_E_BAD_FEATURE_MAP;
+    case 3: /* a window: the exponential maps take none; element-wise maps none with a gate (and
+             * none with h_k != h_v, which comes first) */
+      d->mask = attn_mask_window(fz_u8(in), fz_u8(in) & 1 ? 0 : ATTN_UNBOUNDED);
+      if (xmap) return ATTN_E_BAD_WINDOW;
+      if (!is_gated(d)) d->beta = 1;
+      return d->shape.h_k != d->shape.h_v || d->shape.h_q != fz_heads_out(d->shape.h_q, d->shape.h_k, d->shape.h_v)
+                 ? ATTN_E_BAD_HEADS
+                 : ATTN_E_BAD_WINDOW;
+    case 4:
+      d->normalize = fz_u8(in) & 1 ? 2 : -1;
+      return ATTN_E_BAD_ARGUMENT;
     default:
-      d->mask = attn_mask_window(fz_u8(in), 0);
-      return ATTN_E_BAD_WINDOW;
+      if (xmap) {
+        d->normalize = 0;
+        return ATTN_E_BAD_NORMALIZATION;
+      }
+      d->gate = (attn_gate_kind)(ATTN_GATE_FEATURE + 1 + fz_u8(in) % 8);
+      return ATTN_E_BAD_GATE;
   }
 }
 
@@ -99,18 +167,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_in in;
   fz_init(&in, data, size);
+  if (!favor_w[0])
+    for (size_t e = 0; e < sizeof favor_w / sizeof favor_w[0]; ++e) favor_w[e] = (float)(e % 7) * 0.25f - 0.75f;
   slot sl[STATES];
   /* slot 0: a shape; slot 1: the same or another; slot 2: slot 0's shape, its memory either its
    * own or overlapping slot 0's (inside one shared guarded buffer) */
-  for (int i = 0; i < 2; ++i) {
-    const attn_feature_map fm = (attn_feature_map)fz_pick(&in, ATTN_FEATURE_COUNT);
-    const size_t heads = fz_size(&in, MAX_H), h_k = fz_divisor(&in, heads), h_v = fz_divisor(&in, heads);
-    const size_t d = fz_size(&in, MAX_D), dv = fz_size(&in, MAX_D);
-    attn_linear_desc_init(&sl[i].d, 1, 1, 1, h_k, d, dv, fm);
-    attn_shape_init(&sl[i].d.shape, 1, 1, fz_state_heads(h_k, h_v), h_k, h_v, d, dv); /* h_q = lcm: valid */
-    sl[i].d.normalize = fz_pick(&in, 3) != 0;
-    sl[i].d.m = fz_pick(&in, 2) ? 0 : d;
-  }
+  for (int i = 0; i < 2; ++i) draw_desc(&in, &sl[i].d);
   if (fz_pick(&in, 2)) sl[1].d = sl[0].d;
   sl[2].d = sl[0].d;
   const int overlap = fz_pick(&in, 2);

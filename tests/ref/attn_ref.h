@@ -80,46 +80,126 @@ void ref_merge(size_t rows, size_t dv, size_t parts, const float *const *o_parts
 /* ------------------------------------------------------------------------------------------ */
 /* Linear attention (ref_linear.c)                                                             */
 /* ------------------------------------------------------------------------------------------ */
-typedef enum ref_feature_map { REF_FM_IDENTITY = 0, REF_FM_ELU1 = 1, REF_FM_RELU = 2 } ref_feature_map;
+typedef enum ref_feature_map {
+  REF_FM_IDENTITY = 0,
+  REF_FM_ELU1 = 1,
+  REF_FM_RELU = 2,
+  REF_FM_EXP = 3,     /* exp(x'), x' = sqrt(scale) x: the "exponential maps" below */
+  REF_FM_FAVOR = 4,   /* FAVOR+: exp(W x' - |x'|^2 / 2) / sqrt(m) */
+  REF_FM_DSOFTMAX = 5 /* softmax(q) over features; each key feature column softmaxed over the keys */
+} ref_feature_map;
 
-/** phi(x): identity, elu1 (x + 1 for x >= 0, exp(x) for x < 0) or relu (max(x, 0)). */
+/** lcm(a, b) of two counts >= 1: the state heads of linear attention, one per distinct pair of
+ *  key and value heads (and gate heads, ref_gated.h). */
+size_t ref_lcm(size_t a, size_t b);
+
+/** phi(x) of the elementwise maps: identity, elu1 (x + 1 for x >= 0, exp(x) for x < 0) or relu
+ *  (max(x, 0)); x itself for the exponential maps (they are not elementwise: see below). */
 double ref_feature(ref_feature_map fm, double x);
 
 /*
  * Heads: H = max(h_q, h_k, h_v) output heads; output head h reads query head h / (H / h_q), key
  * head h / (H / h_k), value head h / (H / h_v). State heads: L = lcm(h_k, h_v); output head h uses
  * state head h / (H / L), which holds key head s / (L / h_k) and value head s / (L / h_v).
+ *
+ * The exponential maps (exp, favor, dsoftmax) are computed from their definitions in attn.h, in
+ * the exactly stabilised form the library documents, so that features far beyond float's range
+ * of exp (+-150 and more) have a finite reference:
+ * - x' = fl32(fl32(sqrt(scale)) * x) (the library rounds the map's input to float; the reference
+ *   uses that float, so that its offsets are the library's, bit for bit, for exp);
+ * - pre-exponential key features u_jf: exp x'_jf (m = d); favor (W x'_j)_f - |x'_j|^2 / 2 (W the
+ *   m x d floats of favor_w, the dot products in double); dsoftmax k_jf (no scale);
+ * - query features a_if: exp x'_if; favor (W q'_i)_f (its -|q'|^2 / 2 and 1 / sqrt(m) are
+ *   constants of the row and cancel); dsoftmax: softmax_f(q_i) is the weight of feature f;
+ * - offsets: c_if = max(c0_f if z0_f > 0, max over the keys j row i sees of u_jf) (-inf: the
+ *   feature has nothing, and contributes nothing); the incoming state stores S0 and z0 scaled by
+ *   exp(-c0_f), c0_f in column dv + 1;
+ * - exp, favor: M_i = max_f (a_if + c_if);
+ *   N_i = sum_f exp(a_if + c0_f - M_i) S0_f + sum_j sum_f exp(a_if + u_jf - M_i) v_j, D_i the same
+ *   with z0_f and 1; o_i = N_i / (D_i + eps) (0 when D_i + eps == 0). Every exponent is <= 0 and
+ *   D_i >= 1 when row i sees a key;
+ * - dsoftmax: o_i = sum_f softmax_f(q_i) R_if with R_if = (S0_f e^(c0_f - c_if) + sum_j
+ *   e^(k_jf - c_if) v_j) / (z0_f e^(c0_f - c_if) + sum_j e^(k_jf - c_if)); no scale, no eps; a
+ *   feature with nothing visible contributes 0.
+ * These maps are normalised only (the library rejects normalize = 0); the reference ignores
+ * normalize for them.
  */
 typedef struct ref_linear_problem {
-  size_t n_q, n_kv, h_q, h_k, h_v, d, dv; /* feature size m = d for both maps */
+  size_t n_q, n_kv, h_q, h_k, h_v, d, dv;
   ref_feature_map feature_map;
-  int causal;    /* 1: key j visible to query i iff j <= p_i (bottom-right); 0: all keys */
+  int causal; /* 1: key j visible to query i iff j <= p_i (bottom-right); 0: all keys */
+  /* Windowed linear attention (any other mask): 1: key j visible to query i iff
+   * ref_visible(i, j, n_q, n_kv, left, right, chunk) (the mask of softmax attention); causal and
+   * s0 are then not read (a windowed call keeps no state). 0 (what callers that leave these
+   * fields out get): causal or full as above. */
+  int windowed;
+  size_t left, right, chunk;
   int normalize; /* 1: divide by s phi(q).z + eps */
   double eps;
-  double scale; /* s: multiplies phi(q) (the library's default is 1) */
+  double scale; /* elementwise maps: s multiplies phi(q) (the library's default is 1); exp and
+                   favor: the temperature (x' = sqrt(scale) x); dsoftmax: unused */
   const float *q, *k, *v;
   ref_layout lq, lk, lv;
   /* Optional incoming state (causal only), [L][m][dv + 2]: columns 0..dv-1 hold S0, column dv
-   * holds z0, column dv + 1 the feature offset (0 for identity and elu1: ignored here), the
-   * same layout as the library's state. NULL: the empty prefix. */
+   * holds z0, column dv + 1 the feature offset c0 (0 for the elementwise maps: ignored there),
+   * the same layout as the library's state. NULL: the empty prefix. */
   const double *s0;
+  size_t m;             /* feature size; 0: d (favor: pass the rows of favor_w) */
+  const float *favor_w; /* favor: W, m x d floats, row-major */
 } ref_linear_problem;
 
 /**
- * o:      [n_q][H][dv] contiguous. Normalised rows whose denominator s phi.z + eps is exactly 0
- *         (eps = 0 and no visible key) are 0.
- * oscale: [n_q][H][dv] (may be NULL). With A_c = sum_p |phi_p| (|S0_pc| + sum_j |psi_jp| |v_jc|)
- *         and B = sum_p |phi_p| (|z0_p| + sum_j |psi_jp|): A_c un-normalised, and
+ * o:      [n_q][H][dv] contiguous. Normalised rows whose denominator is exactly 0 (eps = 0 and no
+ *         visible key) are 0.
+ * oscale: [n_q][H][dv] (may be NULL): the magnitude of the terms the result sums.
+ *         Elementwise maps: with A_c = sum_p |phi_p| (|S0_pc| + sum_j |psi_jp| |v_jc|) and
+ *         B = sum_p |phi_p| (|z0_p| + sum_j |psi_jp|): A_c un-normalised, and
  *         (A_c + |o_c| B) / |phi.z + eps| normalised (first-order bound of the quotient).
+ *         exp, favor: the same with the stabilised terms w_ijf = exp(a_if + u_jf - M_i) (and
+ *         exp(a_if + c0_f - M_i) for the state), D_i + eps as the denominator.
+ *         dsoftmax: sum_j omega_ij |v_jc| (+ the state's share) + |o_c|, omega_ij =
+ *         sum_f softmax_f(q_i) e^(k_jf - c_if) / Z_if the weight of key j (they sum to 1 with the
+ *         state's): it bounds sum_f softmax_f |R_ifc| and so the error of every R_if and of the
+ *         feature weights.
  */
 void ref_linear(const ref_linear_problem *p, double *o, double *oscale);
 
 /**
- * The state after the call: s0 (or zero) plus sum over all n_kv keys of psi(k_j) v_j^T (columns
- * 0..dv-1), psi(k_j) (column dv; zero when !normalize) and the offset (column dv + 1: 0),
- * [L][m][dv + 2].
+ * ref_linear plus, for the exponential maps, oarg [n_q][H][dv] (may be NULL; 0 for the
+ * elementwise maps): the same sums as oscale with every term weighted by the magnitude of the
+ * arguments of the exponentials that make it, in units whose rounding error is u each:
+ *   exp, favor:  g_ijf = |a_if| + |u_jf| + |c_if| + |M_i| (+ for favor sqrt(d) sum_t |W_ft q'_t|
+ *                + sqrt(d) (sum_t |W_ft k'_t| + |k'|^2 / 2): the rounding of the float dot products
+ *                of length d, which random-walk like every dot product of the suites);
+ *                state terms |a_if| + |c0_f| + |c_if| + |M_i| (+ the query's dot product);
+ *   dsoftmax:    |k_jf| + |c_if| per key term, |c0_f| + |c_if| per state term, and
+ *                |q_if| + max_f q_if for the query's softmax; the perturbed terms of R_if move
+ *                it by their weight times |v_j| + |R_if|, |R_if| bounded by Vmax_c, the largest
+ *                |v_jc| (or |S0_fc| / z0_f) the row sees.
+ * An absolute error of u g in an exponent is a relative error of u g in its term, so the error
+ * of o that comes from the exponents is about u * oarg (tests/common/tolerances.h).
+ */
+void ref_linear_ex(const ref_linear_problem *p, double *o, double *oscale, double *oarg);
+
+/**
+ * The state after the call, [L][m][dv + 2].
+ * Elementwise maps: s0 (or zero) plus sum over all n_kv keys of psi(k_j) v_j^T (columns
+ * 0..dv-1), psi(k_j) (column dv; zero when !normalize) and the offset (column dv + 1: 0).
  * sscale (may be NULL): |S0| + sum_j |psi_jp| |v_jc| (and |z0| + sum_j |psi_jp|), same shape.
+ * Exponential maps: c_f = max(c0_f if z0_f > 0, max_j u_jf over all n_kv keys),
+ * S_f = S0_f exp(c0_f - c_f) + sum_j exp(u_jf - c_f) v_j, z_f the same with z0_f and 1, column
+ * dv + 1 = c_f. sscale: the same sums of absolute values; for the offset column 0 for exp and
+ * dsoftmax (the library's c_f is the max of the same floats: exact) and, for favor,
+ * |c_f| + max_j sqrt(d) (sum_t |W_ft k'_t| + |k'_j|^2 / 2) (the library's own float dot products).
  */
 void ref_linear_state(const ref_linear_problem *p, double *s, double *sscale);
+
+/**
+ * ref_linear_state plus sarg (may be NULL), same shape: the terms of sscale weighted by the
+ * magnitudes of their exponents' arguments, |u_jf| + |c_f| (+ favor's sqrt(d) (sum_t |W_ft k'_t|
+ * + |k'|^2 / 2)) per key, |c0_f| + |c_f| for the incoming state; 0 for the elementwise maps. For
+ * favor's offset column it equals sscale.
+ */
+void ref_linear_state_ex(const ref_linear_problem *p, double *s, double *sscale, double *sarg);
 
 #endif /* ATTN_REF_H */

@@ -1,5 +1,7 @@
 /* Float64 reference of linear attention (attn_ref.h): every output row is an explicit sum over
- * the keys it sees (plus the incoming state), never a chunkwise or recurrent form. */
+ * the keys it sees (plus the incoming state), never a chunkwise or recurrent form. The
+ * exponential maps are written from their stabilised definition (attn_ref.h): offsets are the
+ * maxima over the keys each row sees, never the library's per-chunk ones. */
 #include "attn_ref.h"
 
 #include <math.h>
@@ -11,31 +13,52 @@ double ref_feature(ref_feature_map fm, double x) {
   return x;
 }
 
+size_t ref_lcm(size_t a, size_t b) {
+  size_t x = a, y = b; /* gcd by Euclid */
+  while (y) {
+    const size_t t = x % y;
+    x = y;
+    y = t;
+  }
+  return a / x * b;
+}
+
 static size_t max3(size_t a, size_t b, size_t c) {
   const size_t ab = a > b ? a : b;
   return ab > c ? ab : c;
 }
 
 /* L = lcm(h_k, h_v): one state head per distinct (key head, value head) pair. */
-static size_t state_heads(const ref_linear_problem *p) {
-  size_t a = p->h_k, b = p->h_v;
-  while (b) {
-    const size_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return p->h_k / a * p->h_v;
-}
+static size_t state_heads(const ref_linear_problem *p) { return ref_lcm(p->h_k, p->h_v); }
 
+/* The incoming state takes part in causal calls only (a windowed call keeps none). */
+static int uses_state(const ref_linear_problem *p) { return p->causal && !p->windowed && p->s0; }
+
+/* Key j visible to query i: the window (ref_visible), causal (j <= p_i) or every key. */
 static int linear_visible(const ref_linear_problem *p, size_t i, size_t j) {
+  if (p->windowed) return ref_visible(i, j, p->n_q, p->n_kv, p->left, p->right, p->chunk);
   return !p->causal || ref_visible(i, j, p->n_q, p->n_kv, REF_UNBOUNDED, 0, 0);
 }
 
-void ref_linear(const ref_linear_problem *p, double *o, double *oscale) {
+static int exp_map(ref_feature_map fm) { return fm == REF_FM_EXP || fm == REF_FM_FAVOR || fm == REF_FM_DSOFTMAX; }
+
+static size_t feature_size(const ref_linear_problem *p) { return p->m ? p->m : p->d; }
+
+static void *xmalloc(size_t count, size_t size) {
+  const size_t bytes = count * size;
+  void *ptr = malloc(bytes ? bytes : 1);
+  if (!ptr) abort();
+  return ptr;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Elementwise maps: identity, elu1, relu                                                      */
+/* ------------------------------------------------------------------------------------------ */
+static void linear_elementwise(const ref_linear_problem *p, double *o, double *oscale) {
   const size_t H = max3(p->h_q, p->h_k, p->h_v), L = state_heads(p), m = p->d, w = p->dv + 2;
-  double *phi = malloc(sizeof(double) * m);
-  double *num = malloc(sizeof(double) * p->dv);
-  double *anum = malloc(sizeof(double) * p->dv);
+  double *phi = xmalloc(m, sizeof(double));
+  double *num = xmalloc(p->dv, sizeof(double));
+  double *anum = xmalloc(p->dv, sizeof(double));
   for (size_t i = 0; i < p->n_q; ++i) {
     for (size_t h = 0; h < H; ++h) {
       const size_t hq = h / (H / p->h_q), hk = h / (H / p->h_k), hv = h / (H / p->h_v), hs = h / (H / L);
@@ -45,7 +68,7 @@ void ref_linear(const ref_linear_problem *p, double *o, double *oscale) {
       double den = 0.0, aden = 0.0;
       int bad = !ref_row_finite(qi, p->d); /* the non-finite policy */
       for (size_t c = 0; c < p->dv; ++c) num[c] = anum[c] = 0.0;
-      if (p->causal && p->s0) {
+      if (uses_state(p)) {
         const double *s0 = p->s0 + hs * m * w;
         for (size_t e = 0; e < m * w; ++e) bad |= !isfinite(s0[e]);
         for (size_t t = 0; t < m; ++t) {
@@ -99,7 +122,7 @@ void ref_linear(const ref_linear_problem *p, double *o, double *oscale) {
   free(anum);
 }
 
-void ref_linear_state(const ref_linear_problem *p, double *s, double *sscale) {
+static void state_elementwise(const ref_linear_problem *p, double *s, double *sscale) {
   const size_t L = state_heads(p), m = p->d, w = p->dv + 2, total = L * m * w;
   for (size_t e = 0; e < total; ++e) {
     s[e] = p->s0 ? p->s0[e] : 0.0;
@@ -130,4 +153,330 @@ void ref_linear_state(const ref_linear_problem *p, double *s, double *sscale) {
       s[r * w + c] = 0.0;
       if (sscale) sscale[r * w + c] = 0.0;
     }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Exponential maps: exp, favor, dsoftmax                                                      */
+/* ------------------------------------------------------------------------------------------ */
+/* Pre-exponential features of one row x (d floats) into u[m], and the magnitude of their own
+ * rounding errors into e[m] (favor's float dot products of length d; 0 for exp and dsoftmax).
+ * key: favor subtracts |x'|^2 / 2 (a query's is a constant of its row and cancels). */
+static void pre_features(const ref_linear_problem *p, const float *x, int key, double *u, double *e, double *xp) {
+  const size_t d = p->d, m = feature_size(p);
+  if (p->feature_map == REF_FM_DSOFTMAX) {
+    for (size_t f = 0; f < m; ++f) {
+      u[f] = (double)x[f];
+      e[f] = 0.0;
+    }
+    return;
+  }
+  /* x' = fl32(fl32(sqrt(scale)) x): the product of two floats is exact in double, so the cast
+   * rounds it once, as a float multiplication does */
+  const float xs = sqrtf((float)p->scale);
+  double n2 = 0.0;
+  for (size_t t = 0; t < d; ++t) {
+    xp[t] = (double)(float)((double)xs * (double)x[t]);
+    n2 += xp[t] * xp[t];
+  }
+  if (p->feature_map == REF_FM_EXP) {
+    for (size_t f = 0; f < m; ++f) {
+      u[f] = xp[f];
+      e[f] = 0.0;
+    }
+    return;
+  }
+  const double rd = sqrt((double)d), half = key ? 0.5 * n2 : 0.0;
+  for (size_t f = 0; f < m; ++f) {
+    const float *wf = p->favor_w + f * d;
+    double dot = 0.0, adot = 0.0;
+    for (size_t t = 0; t < d; ++t) {
+      dot += (double)wf[t] * xp[t];
+      adot += fabs((double)wf[t] * xp[t]);
+    }
+    u[f] = dot - half;
+    e[f] = rd * (adot + half);
+  }
+}
+
+/* Features of every key of every key head: u and e [h_k][n_kv][m], and whether each key row is
+ * finite. */
+typedef struct key_features {
+  double *u, *e;
+  unsigned char *finite;
+} key_features;
+
+static void key_features_make(const ref_linear_problem *p, key_features *kf) {
+  const size_t m = feature_size(p), n = p->n_kv;
+  kf->u = xmalloc(p->h_k * n * m, sizeof(double));
+  kf->e = xmalloc(p->h_k * n * m, sizeof(double));
+  kf->finite = xmalloc(p->h_k * n, 1);
+  double *xp = xmalloc(p->d, sizeof(double));
+  for (size_t hk = 0; hk < p->h_k; ++hk)
+    for (size_t j = 0; j < n; ++j) {
+      const float *kj = p->k + j * p->lk.row_stride + hk * p->lk.head_stride;
+      kf->finite[hk * n + j] = (unsigned char)ref_row_finite(kj, p->d);
+      pre_features(p, kj, 1, kf->u + (hk * n + j) * m, kf->e + (hk * n + j) * m, xp);
+    }
+  free(xp);
+}
+
+static void key_features_free(key_features *kf) {
+  free(kf->u);
+  free(kf->e);
+  free(kf->finite);
+}
+
+static void linear_exp_maps(const ref_linear_problem *p, double *o, double *oscale, double *oarg) {
+  const size_t H = max3(p->h_q, p->h_k, p->h_v), L = state_heads(p), m = feature_size(p), w = p->dv + 2;
+  const size_t n = p->n_kv, dv = p->dv;
+  const int dsm = p->feature_map == REF_FM_DSOFTMAX;
+  key_features kf;
+  key_features_make(p, &kf);
+  double *a = xmalloc(m, sizeof(double)), *eq = xmalloc(m, sizeof(double)), *xp = xmalloc(p->d, sizeof(double));
+  double *c = xmalloc(m, sizeof(double)), *z = xmalloc(m, sizeof(double)), *zg = xmalloc(m, sizeof(double));
+  double *num = xmalloc(dv, sizeof(double)), *anum = xmalloc(dv, sizeof(double));
+  double *gnum = xmalloc(dv, sizeof(double)), *vmax = xmalloc(dv, sizeof(double));
+  for (size_t i = 0; i < p->n_q; ++i) {
+    for (size_t h = 0; h < H; ++h) {
+      const size_t hq = h / (H / p->h_q), hk = h / (H / p->h_k), hv = h / (H / p->h_v), hs = h / (H / L);
+      const float *qi = p->q + i * p->lq.row_stride + hq * p->lq.head_stride;
+      const double *s0 = uses_state(p) ? p->s0 + hs * m * w : NULL;
+      const double *U = kf.u + hk * n * m, *EK = kf.e + hk * n * m;
+      const size_t out = (i * H + h) * dv;
+      /* the non-finite policy: q_i, the incoming state of the head, every visible k_j and v_j */
+      int bad = !ref_row_finite(qi, p->d);
+      for (size_t e = 0; s0 && e < m * w; ++e) bad |= !isfinite(s0[e]);
+      for (size_t j = 0; j < n && !bad; ++j)
+        if (linear_visible(p, i, j))
+          bad = !kf.finite[hk * n + j] || !ref_row_finite(p->v + j * p->lv.row_stride + hv * p->lv.head_stride, dv);
+      if (bad) {
+        for (size_t col = 0; col < dv; ++col) {
+          o[out + col] = NAN;
+          if (oscale) oscale[out + col] = 0.0;
+          if (oarg) oarg[out + col] = 0.0;
+        }
+        continue;
+      }
+      /* offsets: the largest feature this row sees, the incoming state's included */
+      for (size_t f = 0; f < m; ++f) c[f] = s0 && s0[f * w + dv] > 0.0 ? s0[f * w + dv + 1] : -INFINITY;
+      for (size_t j = 0; j < n; ++j)
+        if (linear_visible(p, i, j))
+          for (size_t f = 0; f < m; ++f) c[f] = fmax(c[f], U[j * m + f]);
+      for (size_t col = 0; col < dv; ++col) num[col] = anum[col] = gnum[col] = vmax[col] = 0.0;
+      if (!dsm) {
+        pre_features(p, qi, 0, a, eq, xp);
+        double M = -INFINITY;
+        for (size_t f = 0; f < m; ++f)
+          if (c[f] > -INFINITY) M = fmax(M, a[f] + c[f]);
+        double den = 0.0, aden = 0.0, gden = 0.0;
+        if (M > -INFINITY) {
+          for (size_t f = 0; s0 && f < m; ++f) {
+            const double *r = s0 + f * w;
+            if (!(r[dv] > 0.0)) continue;
+            const double t = exp(a[f] + r[dv + 1] - M);
+            const double g = fabs(a[f]) + fabs(r[dv + 1]) + fabs(c[f]) + fabs(M) + eq[f];
+            for (size_t col = 0; col < dv; ++col) {
+              num[col] += t * r[col];
+              anum[col] += t * fabs(r[col]);
+              gnum[col] += t * g * fabs(r[col]);
+            }
+            den += t * r[dv];
+            aden += t * fabs(r[dv]);
+            gden += t * g * fabs(r[dv]);
+          }
+          for (size_t j = 0; j < n; ++j) {
+            if (!linear_visible(p, i, j)) continue;
+            const float *vj = p->v + j * p->lv.row_stride + hv * p->lv.head_stride;
+            double kw = 0.0, kg = 0.0; /* key j's weight sum_f phi_f psi_jf, and its g-weighted sum */
+            for (size_t f = 0; f < m; ++f) {
+              const double t = exp(a[f] + U[j * m + f] - M);
+              kw += t;
+              kg += t * (fabs(a[f]) + fabs(U[j * m + f]) + fabs(c[f]) + fabs(M) + eq[f] + EK[j * m + f]);
+            }
+            for (size_t col = 0; col < dv; ++col) {
+              num[col] += kw * (double)vj[col];
+              anum[col] += kw * fabs((double)vj[col]);
+              gnum[col] += kg * fabs((double)vj[col]);
+            }
+            den += kw;
+            aden += kw;
+            gden += kg;
+          }
+        }
+        const double dd = den + p->eps;
+        for (size_t col = 0; col < dv; ++col) {
+          const double v = dd == 0.0 ? 0.0 : num[col] / dd; /* a zero denominator gives 0 */
+          o[out + col] = v;
+          if (oscale) oscale[out + col] = dd == 0.0 ? anum[col] : (anum[col] + fabs(v) * aden) / fabs(dd);
+          if (oarg) oarg[out + col] = dd == 0.0 ? 0.0 : (gnum[col] + fabs(v) * gden) / fabs(dd);
+        }
+        continue;
+      }
+      /* dsoftmax: the query's softmax over features (weights P = a), then per feature the
+       * column softmax over the visible keys (and the state): Z_f and its g-weighted sum */
+      double qmax = -INFINITY, qsum = 0.0;
+      for (size_t f = 0; f < m; ++f) qmax = fmax(qmax, (double)qi[f]);
+      for (size_t f = 0; f < m; ++f) qsum += a[f] = exp((double)qi[f] - qmax);
+      for (size_t f = 0; f < m; ++f) {
+        a[f] /= qsum;
+        eq[f] = fabs((double)qi[f]) + fabs(qmax);
+        z[f] = zg[f] = 0.0;
+      }
+      for (size_t f = 0; s0 && f < m; ++f) {
+        const double *r = s0 + f * w;
+        if (!(r[dv] > 0.0)) continue;
+        const double t = exp(r[dv + 1] - c[f]);
+        z[f] += t * r[dv];
+        zg[f] += t * r[dv] * (fabs(r[dv + 1]) + fabs(c[f]));
+        for (size_t col = 0; col < dv; ++col) vmax[col] = fmax(vmax[col], fabs(r[col]) / r[dv]);
+      }
+      for (size_t j = 0; j < n; ++j) {
+        if (!linear_visible(p, i, j)) continue;
+        const float *vj = p->v + j * p->lv.row_stride + hv * p->lv.head_stride;
+        for (size_t col = 0; col < dv; ++col) vmax[col] = fmax(vmax[col], fabs((double)vj[col]));
+        for (size_t f = 0; f < m; ++f) {
+          const double t = exp(U[j * m + f] - c[f]);
+          z[f] += t;
+          zg[f] += t * (fabs(U[j * m + f]) + fabs(c[f]));
+        }
+      }
+      /* the state's share: sum_f P_f e^(c0 - c) S0_f / Z_f */
+      double gsum = 0.0, qg = 0.0; /* sum_f P_f (Zg_f / Z_f), sum_f P_f Gq_f over present features */
+      for (size_t f = 0; f < m; ++f) {
+        if (!(z[f] > 0.0)) continue; /* nothing visible: the feature contributes 0 */
+        gsum += a[f] * zg[f] / z[f];
+        qg += a[f] * eq[f];
+        if (!s0 || !(s0[f * w + dv] > 0.0)) continue;
+        const double *r = s0 + f * w;
+        const double om = a[f] * exp(r[dv + 1] - c[f]) / z[f], g = fabs(r[dv + 1]) + fabs(c[f]);
+        for (size_t col = 0; col < dv; ++col) {
+          num[col] += om * r[col];
+          anum[col] += om * fabs(r[col]);
+          gnum[col] += om * g * fabs(r[col]);
+        }
+      }
+      for (size_t j = 0; j < n; ++j) {
+        if (!linear_visible(p, i, j)) continue;
+        const float *vj = p->v + j * p->lv.row_stride + hv * p->lv.head_stride;
+        double om = 0.0, omg = 0.0; /* key j's weight sum_f P_f e_jf / Z_f, and g-weighted */
+        for (size_t f = 0; f < m; ++f) {
+          const double t = a[f] * exp(U[j * m + f] - c[f]) / z[f];
+          om += t;
+          omg += t * (fabs(U[j * m + f]) + fabs(c[f]));
+        }
+        for (size_t col = 0; col < dv; ++col) {
+          num[col] += om * (double)vj[col];
+          anum[col] += om * fabs((double)vj[col]);
+          gnum[col] += omg * fabs((double)vj[col]);
+        }
+      }
+      for (size_t col = 0; col < dv; ++col) {
+        o[out + col] = num[col];
+        /* sum_j omega_j |v_j| bounds sum_f P_f |R_f| (R_f's own sums and quotient) and, with |o|,
+         * the weights' sum_f P_f |R_f - o| */
+        if (oscale) oscale[out + col] = anum[col] + fabs(num[col]);
+        if (oarg) oarg[out + col] = gnum[col] + vmax[col] * gsum + (vmax[col] + fabs(num[col])) * qg;
+      }
+    }
+  }
+  key_features_free(&kf);
+  free(a);
+  free(eq);
+  free(xp);
+  free(c);
+  free(z);
+  free(zg);
+  free(num);
+  free(anum);
+  free(gnum);
+  free(vmax);
+}
+
+static void state_exp_maps(const ref_linear_problem *p, double *s, double *sscale, double *sarg) {
+  const size_t L = state_heads(p), m = feature_size(p), w = p->dv + 2, n = p->n_kv, dv = p->dv;
+  const int favor = p->feature_map == REF_FM_FAVOR;
+  key_features kf;
+  key_features_make(p, &kf);
+  for (size_t hs = 0; hs < L; ++hs) {
+    const size_t hk = hs / (L / p->h_k), hv = hs / (L / p->h_v);
+    const double *U = kf.u + hk * n * m, *EK = kf.e + hk * n * m;
+    for (size_t f = 0; f < m; ++f) {
+      const size_t r = (hs * m + f) * w;
+      const double *r0 = p->s0 ? p->s0 + r : NULL;
+      const int has0 = r0 && r0[dv] > 0.0;
+      double c = has0 ? r0[dv + 1] : -INFINITY, emax = 0.0;
+      for (size_t j = 0; j < n; ++j) {
+        c = fmax(c, U[j * m + f]);
+        emax = fmax(emax, EK[j * m + f]);
+      }
+      for (size_t col = 0; col <= dv; ++col) {
+        s[r + col] = 0.0;
+        if (sscale) sscale[r + col] = 0.0;
+        if (sarg) sarg[r + col] = 0.0;
+      }
+      if (c == -INFINITY) { /* nothing absorbed: the zero state */
+        s[r + dv + 1] = 0.0;
+        if (sscale) sscale[r + dv + 1] = 0.0;
+        if (sarg) sarg[r + dv + 1] = 0.0;
+        continue;
+      }
+      if (has0) {
+        const double t = exp(r0[dv + 1] - c), g = fabs(r0[dv + 1]) + fabs(c);
+        for (size_t col = 0; col <= dv; ++col) {
+          s[r + col] += t * r0[col];
+          if (sscale) sscale[r + col] += t * fabs(r0[col]);
+          if (sarg) sarg[r + col] += t * g * fabs(r0[col]);
+        }
+      }
+      for (size_t j = 0; j < n; ++j) {
+        const float *vj = p->v + j * p->lv.row_stride + hv * p->lv.head_stride;
+        const double t = exp(U[j * m + f] - c), g = fabs(U[j * m + f]) + fabs(c) + EK[j * m + f];
+        for (size_t col = 0; col < dv; ++col) {
+          s[r + col] += t * (double)vj[col];
+          if (sscale) sscale[r + col] += t * fabs((double)vj[col]);
+          if (sarg) sarg[r + col] += t * g * fabs((double)vj[col]);
+        }
+        s[r + dv] += t;
+        if (sscale) sscale[r + dv] += t;
+        if (sarg) sarg[r + dv] += t * g;
+      }
+      /* the offset: exact for exp and dsoftmax, one float dot product away for favor */
+      s[r + dv + 1] = c;
+      if (sscale) sscale[r + dv + 1] = favor ? fabs(c) + emax : 0.0;
+      if (sarg) sarg[r + dv + 1] = favor ? fabs(c) + emax : 0.0;
+    }
+  }
+  key_features_free(&kf);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Entry points                                                                                */
+/* ------------------------------------------------------------------------------------------ */
+/* The argument scales of the elementwise maps: 0 (no exponent). x may be NULL. */
+static void zero(double *x, size_t count) {
+  for (size_t e = 0; x && e < count; ++e) x[e] = 0.0;
+}
+
+void ref_linear_ex(const ref_linear_problem *p, double *o, double *oscale, double *oarg) {
+  if (exp_map(p->feature_map)) {
+    linear_exp_maps(p, o, oscale, oarg);
+    return;
+  }
+  linear_elementwise(p, o, oscale);
+  zero(oarg, p->n_q * max3(p->h_q, p->h_k, p->h_v) * p->dv);
+}
+
+void ref_linear(const ref_linear_problem *p, double *o, double *oscale) { ref_linear_ex(p, o, oscale, NULL); }
+
+void ref_linear_state_ex(const ref_linear_problem *p, double *s, double *sscale, double *sarg) {
+  if (exp_map(p->feature_map)) {
+    state_exp_maps(p, s, sscale, sarg);
+    return;
+  }
+  state_elementwise(p, s, sscale);
+  zero(sarg, state_heads(p) * p->d * (p->dv + 2));
+}
+
+void ref_linear_state(const ref_linear_problem *p, double *s, double *sscale) {
+  ref_linear_state_ex(p, s, sscale, NULL);
 }

@@ -1,0 +1,4 @@
+/* avx2 path: exponential feature maps with offsets, chunkwise engine (src/simd/expfeat_tmpl.h). */
+#include "simd/vf_avx2.h"
+#define ATTN_EXPFEAT_NAME attn_f32_expfeat_ukernel__avx2
+#include "simd/expfeat_tmpl.h"

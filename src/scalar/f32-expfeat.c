@@ -1,0 +1,4 @@
+/* scalar path: exponential feature maps with offsets, chunkwise engine (src/simd/expfeat_tmpl.h). */
+#include "simd/vf_scalar.h"
+#define ATTN_EXPFEAT_NAME attn_f32_expfeat_ukernel__scalar
+#include "simd/expfeat_tmpl.h"

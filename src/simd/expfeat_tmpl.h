@@ -1,0 +1,88 @@
+/*
+ * Exponential features with per-feature offsets (contract: attn_expfeat_fn in core/ukernels.h),
+ * written once against the vf_* shim: the exp, favor and dsoftmax maps of the chunkwise engine.
+ * Include the path's shim, define ATTN_EXPFEAT_NAME, then include.
+ */
+#include <math.h>
+
+#include "core/ukernels.h"
+#include "simd/exp_tmpl.h"
+
+/* max_f (u[f] + a[f]) (a NULL: max_f u[f]); -inf when every term is -inf. */
+static inline float attn_expfeat_rowmax_(size_t m, const float *u, const float *a) {
+  vf mv = vf_set1(-INFINITY);
+  size_t f = 0;
+  for (; f + ATTN_VL <= m; f += ATTN_VL) {
+    const vf t = a ? vf_add(vf_load(u + f), vf_load(a + f)) : vf_load(u + f);
+    mv = vf_max(mv, t);
+  }
+  float mx = vf_hmax(mv);
+  for (; f < m; f++) {
+    const float t = a ? u[f] + a[f] : u[f];
+    mx = t > mx ? t : mx;
+  }
+  return mx;
+}
+
+void ATTN_EXPFEAT_NAME(attn_expfeat_mode mode, size_t rows, size_t m, const float *u, size_t ldu, const float *kin,
+                       size_t ldk, float *run, const float *c, float *out, size_t out_rs, size_t out_cs) {
+  for (size_t r = 0; r < rows; r++) {
+    const float *ur = u + r * ldu;
+    float *orow = out + r * out_rs;
+    if (mode == ATTN_EXPF_KEYS) {
+      for (size_t f = 0; f < m; f += ATTN_VL) {
+        const size_t w = m - f < ATTN_VL ? m - f : ATTN_VL;
+        const vf x = vf_load_w(ur + f, w);
+        /* y + 0 * x: NaN for a non-finite x (exp(-inf - c) would be a silent 0) */
+        const vf y = vf_fma(x, vf_zero(), attn_vexp_(vf_sub(x, vf_load_w(c + f, w))));
+        vf_store_strided(orow + f * out_cs, out_cs, y, w);
+      }
+      continue;
+    }
+    /* The running offsets (QUERY: max) or denominators (SOFTMAX: sum) take key row r first. */
+    if (kin) {
+      const float *kr = kin + r * ldk;
+      for (size_t f = 0; f < m; f += ATTN_VL) {
+        const size_t w = m - f < ATTN_VL ? m - f : ATTN_VL;
+        const vf a = vf_load_w(run + f, w), b = vf_load_w(kr + f, w);
+        vf_store_w(run + f, mode == ATTN_EXPF_QUERY ? vf_max(a, b) : vf_add(a, b), w);
+      }
+    }
+    if (mode == ATTN_EXPF_QUERY) {
+      const float mx = attn_expfeat_rowmax_(m, ur, run);
+      /* No feature has an offset: nothing is visible, and exp(x + c - inf) makes every feature 0
+       * (still NaN for a non-finite input). A NaN or +inf maximum makes every feature NaN. */
+      const vf mv = vf_set1(mx == -INFINITY ? INFINITY : mx);
+      for (size_t f = 0; f < m; f += ATTN_VL) {
+        const size_t w = m - f < ATTN_VL ? m - f : ATTN_VL;
+        const vf x = vf_load_w(ur + f, w);
+        const vf e = attn_vexp_(vf_sub(vf_add(x, vf_load_w(c + f, w)), mv));
+        vf_store_strided(orow + f * out_cs, out_cs, vf_fma(x, vf_zero(), e), w);
+      }
+    } else { /* ATTN_EXPF_SOFTMAX: softmax over the row, divided by the running denominators */
+      const vf mv = vf_set1(attn_expfeat_rowmax_(m, ur, NULL));
+      vf sv = vf_zero();
+      float tail = 0.0f;
+      for (size_t f = 0; f < m; f += ATTN_VL) {
+        const size_t w = m - f < ATTN_VL ? m - f : ATTN_VL;
+        const vf e = attn_vexp_(vf_sub(vf_load_w(ur + f, w), mv));
+        if (w == ATTN_VL) {
+          sv = vf_add(sv, e);
+        } else { /* lanes past the row hold exp(0 - max): leave them out */
+          float t[ATTN_VL];
+          vf_store(t, e);
+          for (size_t i = 0; i < w; i++) tail += t[i];
+        }
+      }
+      const vf inv = vf_set1(1.0f / (vf_hsum(sv) + tail));
+      for (size_t f = 0; f < m; f += ATTN_VL) {
+        const size_t w = m - f < ATTN_VL ? m - f : ATTN_VL;
+        const vf x = vf_load_w(ur + f, w), z = vf_load_w(run + f, w);
+        const vf p = vf_div(vf_mul(attn_vexp_(vf_sub(x, mv)), inv), z);
+        /* a feature no visible key has (z = 0) contributes nothing */
+        vf_store_strided(orow + f * out_cs, out_cs, vf_fma(x, vf_zero(), vf_select(vf_eq(z, vf_zero()), vf_zero(), p)),
+                         w);
+      }
+    }
+  }
+}

@@ -27,10 +27,22 @@ attn_status attn_linear_desc_init(attn_linear_desc *d, size_t n_q, size_t n_kv, 
   return ATTN_OK;
 }
 
-/* The span (elements) of a gate tensor of n_kv tokens, h_g heads, width floats per head: a row
- * stride of 0 is one row for every token. */
-static attn_status lin_gate_span(size_t n_kv, size_t h_g, size_t width, attn_layout l, size_t *span) {
-  return attn_check_input(l.row_stride ? n_kv : 1, h_g, width, l, span);
+/* The log gates (beta = 0) or beta (beta = 1) of a call planned in p (its gate heads and m): rows
+ * (a row stride of 0 is one row for every token), h_g heads of width floats, layout. */
+typedef struct lin_gate_tensor {
+  attn_layout l;
+  size_t rows, width;
+} lin_gate_tensor;
+
+static lin_gate_tensor lin_gate_of(const attn_linear_desc *d, const attn_chunkwise_plan *p, int beta) {
+  const attn_layout l = beta ? d->beta_layout : d->gate_layout;
+  return (lin_gate_tensor){l, l.row_stride ? d->shape.n_kv : 1, !beta && d->gate == ATTN_GATE_FEATURE ? p->m : 1};
+}
+
+/* Its span in elements (and the stride checks). */
+static attn_status lin_gate_span(const attn_linear_desc *d, const attn_chunkwise_plan *p, int beta, size_t *span) {
+  const lin_gate_tensor t = lin_gate_of(d, p, beta);
+  return attn_check_input(t.rows, p->g.h_g, t.width, t.l, span);
 }
 
 /* A mask other than full and causal: windowed linear attention on the blocked engine. */
@@ -123,9 +135,8 @@ static attn_status lin_validate(const attn_linear_desc *d, attn_spans *sp, attn_
     return ATTN_E_BAD_FEATURE_MATRIX;
   st = attn_chunkwise_shape(p, &d->shape, sp->H, fm, d->m, !full, d->normalize, d->scale, d->eps, &g);
   size_t span;
-  if (!st && d->gate != ATTN_GATE_NONE)
-    st = lin_gate_span(d->shape.n_kv, g.h_g, d->gate == ATTN_GATE_FEATURE ? p->m : 1, d->gate_layout, &span);
-  if (!st && d->beta) st = lin_gate_span(d->shape.n_kv, g.h_g, 1, d->beta_layout, &span);
+  if (!st && d->gate != ATTN_GATE_NONE) st = lin_gate_span(d, p, 0, &span);
+  if (!st && d->beta) st = lin_gate_span(d, p, 1, &span);
   if (st || !favor) return st;
   size_t md;
   if (!attn_mul_ok(p->m, d->shape.d, &md) || md > SIZE_MAX / sizeof(float)) return ATTN_E_SIZE_OVERFLOW;
@@ -261,20 +272,18 @@ static void lin_transpose(size_t rows, size_t cols, const float *restrict w, flo
 /* Every log gate finite and <= 0, every beta finite and > 0 (NaN fails both comparisons). */
 static attn_status lin_check_gates(const attn_linear_desc *d, const attn_chunkwise_plan *p, const float *lg,
                                    const float *beta) {
-  const size_t n = d->shape.n_kv, hg = p->g.h_g;
   for (int which = 0; which < 2; which++) {
     const float *x = which ? beta : lg;
     if (!x) continue;
-    const attn_layout l = which ? d->beta_layout : d->gate_layout;
-    const size_t rows = l.row_stride ? n : 1, width = !which && d->gate == ATTN_GATE_FEATURE ? p->m : 1;
+    const lin_gate_tensor g = lin_gate_of(d, p, which);
     int ok = 1;
-    for (size_t t = 0; t < rows; t++)
-      for (size_t h = 0; h < hg; h++) {
-        const float *e = x + t * l.row_stride + h * l.head_stride;
+    for (size_t t = 0; t < g.rows; t++)
+      for (size_t h = 0; h < p->g.h_g; h++) {
+        const float *e = x + t * g.l.row_stride + h * g.l.head_stride;
         if (which)
-          for (size_t f = 0; f < width; f++) ok &= (e[f] > 0.0f) & (e[f] <= FLT_MAX);
+          for (size_t f = 0; f < g.width; f++) ok &= (e[f] > 0.0f) & (e[f] <= FLT_MAX);
         else
-          for (size_t f = 0; f < width; f++) ok &= (e[f] <= 0.0f) & (e[f] >= -FLT_MAX);
+          for (size_t f = 0; f < g.width; f++) ok &= (e[f] <= 0.0f) & (e[f] >= -FLT_MAX);
       }
     if (!ok) return ATTN_E_BAD_GATE;
   }
@@ -332,8 +341,7 @@ attn_status attn_linear_gated(const attn_linear_desc *d, const float *q, const f
     const float *x = which ? beta : log_gate;
     size_t span;
     if (!x) continue;
-    (void)lin_gate_span(d->shape.n_kv, p.g.h_g, !which && d->gate == ATTN_GATE_FEATURE ? p.m : 1,
-                        which ? d->beta_layout : d->gate_layout, &span); /* validated */
+    (void)lin_gate_span(d, &p, which, &span); /* validated */
     for (size_t a = 0; a < 3; a++)
       if (out[a] && attn_overlap(x, span * sizeof(float), out[a], out_bytes[a])) return ATTN_E_ALIASING;
   }

@@ -42,7 +42,9 @@
  *
  * Since 0.1.0 unless said otherwise; 0.1.1 made the non-finite policy hold on every path; 0.2.0
  * gave every descriptor one shape block (attn_shape) and one mask (attn_mask), and the linear
- * state its final layout (state heads for separate key/value head counts, per-feature offsets).
+ * state its final layout (state heads for separate key/value head counts, per-feature offsets);
+ * 0.3.0 added the linear family (exp, FAVOR+, dsoftmax, gates, windows); 0.4.0 windows for the
+ * exponential maps.
  */
 #ifndef ATTN_H
 #define ATTN_H
@@ -64,10 +66,10 @@ extern "C" {
  * Version
  * ------------------------------------------------------------------------------------------- */
 #define ATTN_VERSION_MAJOR  0
-#define ATTN_VERSION_MINOR  3
+#define ATTN_VERSION_MINOR  4
 #define ATTN_VERSION_PATCH  0
 #define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
-#define ATTN_VERSION_STRING "0.3.0"
+#define ATTN_VERSION_STRING "0.4.0"
 
 /** Version of the library actually linked, as ATTN_VERSION_NUMBER. Thread-safe. */
 ATTN_API unsigned attn_version_number(void);
@@ -328,14 +330,16 @@ ATTN_API attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts, co
  *   run over the keys the mask lets row i see, normalised over them, in O(n window) work and
  *   O(n) memory on the blocked engine of softmax attention with the scores phi(q_i).psi(k_j) (no
  *   state: like softmax attention, the caller keeps K and V; chunked prefill and decode are
- *   n_q < n_kv calls). Element-wise maps only (identity, elu1, relu; ATTN_E_BAD_WINDOW for the
- *   exponential maps), h_k == h_v dividing h_q (ATTN_E_BAD_HEADS otherwise), no gate. As in
- *   softmax attention, a row that sees no key gets zeros (whatever its q holds).
+ *   n_q < n_kv calls). Every map (the exponential ones since 0.4.0: exactly stabilised per row,
+ *   with the offsets c_f taken over the keys that row sees, see below; dsoftmax softmaxes each
+ *   key feature column over the row's window), h_k == h_v dividing h_q (ATTN_E_BAD_HEADS
+ *   otherwise), no gate. As in softmax attention, a row that sees no key gets zeros (whatever its
+ *   q holds).
  *
  *   What combines (since 0.3.0):
  *     map                  bidirectional  causal (prefill, decode)  window  gates / beta
  *     identity, elu1, relu yes            yes                       yes     yes (causal)
- *     exp, favor, dsoftmax yes            yes                       no      no
+ *     exp, favor, dsoftmax yes            yes                       yes     no
  *   Gates and beta (attn_linear_gated) are causal only; windows and gates do not combine.
  *
  * Causal prefill runs the chunkwise-parallel form: per chunk of C tokens
@@ -362,6 +366,12 @@ ATTN_API attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts, co
  *   chunkwise prefill a chunk whose keys would raise an offset by more than 40 above the chunk's
  *   start is split there, so a query never loses precision to a later key it cannot see. With
  *   eps = 0 a row with at least one visible key has a denominator >= 1.
+ *   Windowed (since 0.4.0): the same definition with each row's offsets over the keys its window
+ *   shows it (c_f = max of k'_jf over them), so eps meets the same stabilised sums; keys a row
+ *   cannot see never move its offsets, and no row loses a term to them. Cost: per key block a
+ *   row sees, the products of identity plus O((keys + rows) m) exponentials, plus an O(rows x
+ *   visible keys x m) max pass on the blocks at the window's edges; dsoftmax reads its window
+ *   twice (the column sums first).
  *   Cost: exp and dsoftmax, the products of identity plus O(n m) exponentials; favor, m/d times
  *   those (its m x d projection included). FAVOR+ with a seed source builds W in the workspace at
  *   every call (O(m d^2) work), and with ATTN_FAVOR_CALLER copies W transposed into it (O(m d)):
@@ -407,8 +417,8 @@ typedef enum attn_gate_kind {
 typedef struct attn_linear_desc {
   attn_shape shape;             /**< sizes and strides; h_q, h_k, h_v each divide H */
   attn_mask mask;               /**< attn_mask_full() (bidirectional), attn_mask_causal() (chunkwise
-                                     prefill and a state), or any other mask: windowed (element-wise
-                                     maps only; ATTN_E_BAD_WINDOW for the exponential maps) */
+                                     prefill and a state), or any other mask: windowed (every
+                                     map; the exponential maps since 0.4.0) */
   attn_feature_map feature_map; /**< phi = psi */
   size_t m;                     /**< feature size; 0: the map's own (d for every map but favor, the
                                      only size they take; 4d for favor, which takes any m >= 1) */
@@ -550,7 +560,7 @@ ATTN_API attn_status attn_linear_favor_matrix(const attn_linear_desc *desc, floa
  *                 Bidirectional and windowed: must be NULL (ATTN_E_BAD_ARGUMENT otherwise).
  * @retval ATTN_OK and the statuses of attn_softmax (ATTN_E_BAD_HEADS: a head count does not
  *         divide H), plus ATTN_E_BAD_EPS, ATTN_E_BAD_FEATURE_MAP (unknown map, or an m it cannot
- *         use), ATTN_E_BAD_WINDOW (a window with an exponential map or a gate), ATTN_E_STATE_MISMATCH,
+ *         use), ATTN_E_BAD_WINDOW (a window with a gate), ATTN_E_STATE_MISMATCH,
  *         ATTN_E_BAD_ARGUMENT (normalize not 0/1, chunk above ATTN_LINEAR_MAX_CHUNK),
  *         ATTN_E_BAD_NORMALIZATION (exp, favor or dsoftmax un-normalised), ATTN_E_BAD_FEATURE_MATRIX
  *         (FAVOR+: a caller's W that is NULL or not finite, an unknown source), ATTN_E_NULL_POINTER

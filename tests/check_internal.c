@@ -439,6 +439,49 @@ START_TEST(expfeat_modes) {
 }
 END_TEST
 
+/* ---- the blocked engine's exponential modes: SCALED (given row offsets) and MAX (max-plus) ---- */
+START_TEST(expfeat_scaled_max) {
+  const size_t rows = 7, m = 1 + (size_t)_i * 3; /* 1, 4, 7, 10, 13, 16, 19 */
+  const size_t ldu = m + 3;
+  float *u = malloc(rows * ldu * sizeof(float)), *c = malloc(m * sizeof(float)), *run = galloc(rows);
+  for (size_t i = 0; i < rows * ldu; i++) u[i] = 60.0f * frand();
+  for (size_t f = 0; f < m; f++) c[f] = f % 4 == 2 ? -INFINITY : 60.0f * frand();
+  u[3 * ldu + m / 2] = NAN; /* row 3: NaN where used, and a NaN row maximum */
+  for (int trans = 0; trans < 2; trans++) {
+    const size_t out_rs = trans ? 1 : m + 1, out_cs = trans ? rows + 1 : 1;
+    float *out = galloc(trans ? m * out_cs : rows * out_rs);
+    for (size_t r = 0; r < rows; r++) { /* row offsets: -inf (row 1: features 0), NaN (row 5), else
+                                          * up to 40 below the row's max (features up to e^40, as phi) */
+      double mx = -INFINITY;
+      for (size_t f = 0; f < m; f++) mx = fmax(mx, (double)u[r * ldu + f] + c[f]);
+      run[r] = r == 1 ? -INFINITY : r == 5 ? NAN : (float)(mx - 20.0 - 20.0 * frand());
+    }
+    uk->expfeat(ATTN_EXPF_SCALED, rows, m, u, ldu, NULL, 0, run, c, out, out_rs, out_cs);
+    for (size_t r = 0; r < rows; r++)
+      for (size_t f = 0; f < m; f++) {
+        const double x = u[r * ldu + f], arg = x + c[f] - run[r];
+        const double ref = isnan(x) || isnan(run[r]) ? NAN : run[r] == -INFINITY ? 0.0 : exp(arg);
+        const double got = out[r * out_rs + f * out_cs], tol = 4 * EXP_RTOL + 1e-7 * 180;
+        ck_assert_msg(isnan(ref) ? isnan(got) : fabs(got - ref) <= tol * fabs(ref) + 1e-37,
+                      "SCALED m %zu (%zu,%zu): %g vs %g", m, r, f, got, ref);
+      }
+    gcheck_free(out);
+  }
+  /* MAX: run[0] = max(run[0], max over rows and features of u + c), rows 0 .. k-1 (no NaN row) */
+  for (size_t k = 0; k <= 3; k++)
+    for (int start = 0; start < 2; start++) {
+      run[0] = start ? 10.0f : -INFINITY;
+      double ref = run[0];
+      for (size_t r = 0; r < k; r++)
+        for (size_t f = 0; f < m; f++) ref = fmax(ref, (double)u[r * ldu + f] + c[f]);
+      uk->expfeat(ATTN_EXPF_MAX, k, m, u, ldu, NULL, 0, run, c, NULL, 0, 0);
+      ck_assert_msg(run[0] == (float)ref, "MAX m %zu rows %zu: %g vs %g", m, k, run[0], ref);
+    }
+  gcheck_free(run);
+  free(u), free(c);
+}
+END_TEST
+
 /* ---- FAVOR+ random matrix (src/core/favor_rng.c): its log, golden bits, structure, statistics ---- */
 /* W from the generator, in a guarded buffer; the scratch is guarded too, so a generator that writes
  * past m x d floats or past attn_favor_scratch_doubles(d) doubles fails here. */
@@ -750,6 +793,7 @@ static Suite *internal_suite(attn_isa active) {
   t = tu_tcase("featmap");
   tcase_add_loop_test(t, featmap_maps, 0, 7);
   tcase_add_loop_test(t, expfeat_modes, 0, 7);
+  tcase_add_loop_test(t, expfeat_scaled_max, 0, 7);
   suite_add_tcase(s, t);
   t = tu_tcase("favor");
   tcase_add_test(t, favor_log_vs_libm);

@@ -1,9 +1,10 @@
 /*
  * variants/linear.c: the adapter of attn_linear and attn_linear_gated. Prefill with the identity
  * map (un-normalised) and the elu+1 map (normalised), each bidirectional and causal (chunkwise),
- * the relu, exp and dsoftmax maps causal, FAVOR+ (m = 4d) bidirectional and causal, decayed and
- * gated causal prefill (identity, un-normalised: RetNet's fixed decay per head, a scalar gate per
- * token and head as in simple GLA and Mamba2, a per-feature gate as in GLA), and the recurrent
+ * the relu, exp and dsoftmax maps causal, FAVOR+ (m = 4d) bidirectional and causal, elu+1 and exp
+ * over a causal sliding window, decayed and gated causal prefill (identity, un-normalised:
+ * RetNet's fixed decay per head, a scalar gate per token and head as in simple GLA and Mamba2, a
+ * per-feature gate as in GLA), and the recurrent
  * decode step continuing a state (ungated, scalar gate, per-feature gate). The causal prefill
  * and the step are compared with the one-pass recurrent loop.
  */
@@ -37,6 +38,9 @@ static const bench_variant variants[] = {
      0},
     {"linear_elu1_window", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 1, ATTN_FEATURE_ELU1, 1, 0, NULL, 0,
      "linear, causal sliding window of --window keys (blocked engine), elu+1 map, normalised", ATTN_GATE_NONE, 0},
+    {"linear_exp_window", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 1, ATTN_FEATURE_EXP, 1, 0, NULL, 0,
+     "linear, causal sliding window of --window keys (blocked engine), exp map (offsets per row), normalised",
+     ATTN_GATE_NONE, 0},
     {"linear_retnet_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      "softmax_causal", RECURRENT, "linear, causal (chunkwise), identity, RetNet's fixed decay per head",
      ATTN_GATE_SCALAR, 1},

@@ -55,10 +55,20 @@ typedef void attn_featmap_fn(attn_feature_map map, size_t rows, size_t cols, flo
  *            M = max_f (u(r, f) + run[f]);  out(r, f) = exp(u(r, f) + c[f] - M)  (0 when M = -inf).
  *   SOFTMAX: per row r: when kin, run[f] += kin(r, f) first; out(r, f) = softmax_f(u(r, .)) / run[f]
  *            (0 where run[f] == 0).
- * run: m floats, updated in place (running offsets or denominators); c: m floats (-inf: a
- * feature without offset, whose features are 0). A non-finite u(r, f) makes out(r, f) NaN.
+ *   SCALED:  out(r, f) = exp(u(r, f) + c[f] - run[r]) with run[r] given per row (0 when run[r] = -inf).
+ *   MAX:     run[0] = max(run[0], max over r < rows, f < m of u(r, f) + c[f]); out and kin unused
+ *            (the blocked engine's exact row offsets: u the keys' pre-features, c a query's).
+ * run: m floats, updated in place (running offsets or denominators), rows floats for SCALED, one
+ * for MAX; c: m floats (-inf: a feature without offset, whose features are 0). A non-finite
+ * u(r, f) makes out(r, f) NaN.
  */
-typedef enum attn_expfeat_mode { ATTN_EXPF_KEYS, ATTN_EXPF_QUERY, ATTN_EXPF_SOFTMAX } attn_expfeat_mode;
+typedef enum attn_expfeat_mode {
+  ATTN_EXPF_KEYS,
+  ATTN_EXPF_QUERY,
+  ATTN_EXPF_SOFTMAX,
+  ATTN_EXPF_SCALED,
+  ATTN_EXPF_MAX
+} attn_expfeat_mode;
 typedef void attn_expfeat_fn(attn_expfeat_mode mode, size_t rows, size_t m, const float *u, size_t ldu,
                              const float *kin, size_t ldk, float *run, const float *c, float *out, size_t out_rs,
                              size_t out_cs);

@@ -2,6 +2,9 @@
  * step. Positions are absolute (bottom-right: token t of the call sits at n_kv - n_q + t). */
 #include "engine/blocked.h"
 
+#include <float.h>
+#include <math.h>
+
 enum { BLK_HEAD_GROUP_FLOATS = 65536 }; /* 256 KiB of per-head state for heads advancing together */
 
 /* Clamp a mask size to what positions can reach, so int64 arithmetic cannot overflow. */
@@ -32,8 +35,10 @@ static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo :
 attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, attn_mask mask, float scale,
                                    const attn_score_step *step, const void *step_params,
                                    const attn_blocked_features *feat, const struct attn_ukernels *uk) {
-  *p = (attn_blocked_plan){.shape = s, .step = step, .step_params = step_params, .scale = scale};
-  if (feat) p->fm = feat->fm, p->fa = feat->fa;
+  *p = (attn_blocked_plan){.shape = s, .step = step, .step_params = step_params, .scale = scale, .m = s->d};
+  if (feat) p->fm = feat->fm, p->fa = feat->fa, p->m = feat->m;
+  p->xm = p->fm && p->fm->offsets;
+  p->dsm = p->xm && p->fm->query == ATTN_EXPF_SOFTMAX;
   const size_t reach = s->n_q + s->n_kv; /* cannot overflow: both spans fit in PTRDIFF_MAX / 4 */
   p->left = clamp_reach(mask.left, reach);
   p->right = clamp_reach(mask.right, reach);
@@ -41,14 +46,19 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   p->g = s->h_q / s->h_k;
   p->tb = attn_max_sz(1, uk->q_block / p->g);
   p->bc = uk->kv_block;
-  size_t dr, bcr, rdv, rsf, heads;
-  if (!attn_mul_ok(p->tb, p->g, &p->R) || !attn_mul_ok(s->d, p->R, &dr) || !attn_mul_ok(p->bc, p->R, &bcr) ||
-      !attn_mul_ok(p->R, s->dv, &rdv) || !attn_mul_ok(p->R, step->row_floats, &rsf))
+  const size_t m = p->m;
+  size_t mr, bcr, rdv, rsf, heads, bcm, tbm2, fr, fms;
+  if (!attn_mul_ok(p->tb, p->g, &p->R) || !attn_mul_ok(m, p->R, &mr) || !attn_mul_ok(p->bc, p->R, &bcr) ||
+      !attn_mul_ok(p->R, s->dv, &rdv) || !attn_mul_ok(p->R, step->row_floats, &rsf) || !attn_mul_ok(p->bc, m, &bcm) ||
+      !attn_mul_ok(2 * p->tb, m, &tbm2) || !attn_mul_ok(attn_max_sz(p->bc, p->tb), s->d, &fr) || m > SIZE_MAX / 4)
     return ATTN_E_SIZE_OVERFLOW;
   attn_ws h = {0, 0}; /* one head's region */
-  p->off_qt = attn_ws_take(&h, dr);
+  p->off_qt = attn_ws_take(&h, mr);
   p->off_acc = attn_ws_take(&h, rdv);
   p->off_rs = attn_ws_take(&h, rsf);
+  p->off_uq = attn_ws_take(&h, p->xm ? mr : 0);
+  p->off_bm = attn_ws_take(&h, p->xm ? p->R : 0);
+  p->off_cz = attn_ws_take(&h, p->dsm ? tbm2 : 0);
   if (h.overflow) return ATTN_E_SIZE_OVERFLOW;
   p->head_floats = h.floats;
   /* Heads advance together only when the call has fewer tokens than a block; the scratch holds
@@ -58,11 +68,16 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   p->hg = s->n_q < p->tb ? hg : 1;
   p->groups = (s->h_k + p->hg - 1) / p->hg;
   p->qblocks = (s->n_q + p->tb - 1) / p->tb;
+  /* the map's scratch for up to max(bc, tb) rows: favor's x' rows, fr floats (checked above) */
+  fms = p->fm ? p->fm->scratch(attn_max_sz(p->bc, p->tb), s->d, m) : 0;
   attn_ws w = {0, 0};
   p->off_st = attn_ws_take(&w, bcr);
-  size_t kfn = 0;
-  if (p->fm && !attn_mul_ok(p->bc, s->d, &kfn)) return ATTN_E_SIZE_OVERFLOW;
-  p->off_kf = attn_ws_take(&w, kfn);
+  p->off_kf = attn_ws_take(&w, p->fm ? bcm : 0);
+  p->off_ku = attn_ws_take(&w, p->xm ? bcm : 0);
+  p->off_km = attn_ws_take(&w, p->xm ? bcm : 0);
+  p->off_fms = attn_ws_take(&w, fms);
+  p->off_cb = attn_ws_take(&w, p->xm ? m : 0);
+  p->off_tmp = attn_ws_take(&w, p->xm ? 3 * m : 0);
   if (!attn_mul_ok(hg, p->head_floats, &heads)) return ATTN_E_SIZE_OVERFLOW;
   p->off_heads = attn_ws_take(&w, heads);
   return attn_ws_bytes(&w, &p->scratch_bytes) ? ATTN_OK : ATTN_E_SIZE_OVERFLOW;
@@ -90,6 +105,14 @@ static void blk_mask(const attn_blocked_plan *p, float *st, size_t ldst, size_t 
   }
 }
 
+/* The keys of [j0, j0 + jn) that position pos sees: [*first, *first + count) of the block. */
+static size_t blk_visible(const attn_blocked_plan *p, int64_t pos, int64_t j0, size_t jn, size_t *first) {
+  const int64_t jl = j0 + (int64_t)jn - 1;
+  const int64_t a = clamp64(vis_lo(p, pos), j0, jl + 1), b = clamp64(vis_hi(p, pos), j0 - 1, jl);
+  *first = b >= a ? (size_t)(a - j0) : 0;
+  return b >= a ? (size_t)(b - a + 1) : 0;
+}
+
 /* acc = diag(alpha) acc + P V_blk for a boundary block whose V rows hold a non-finite value: each
  * token's rows multiply only the keys that token sees, so a value it cannot see never meets its
  * zero weight (0 * NaN). */
@@ -97,11 +120,9 @@ static void blk_pv_exact(const attn_blocked_plan *p, const struct attn_ukernels 
                          int64_t j0, size_t tn, int64_t p0, const float *vb, size_t ldv, float *acc,
                          const float *alpha) {
   const size_t g = p->g, rows = tn * g, dv = p->shape->dv;
-  const int64_t jl = j0 + (int64_t)jn - 1;
   for (size_t ti = 0; ti < tn; ti++) {
-    const int64_t pos = p0 + (int64_t)ti;
-    const int64_t a = clamp64(vis_lo(p, pos), j0, jl + 1), b = clamp64(vis_hi(p, pos), j0 - 1, jl);
-    const size_t first = b >= a ? (size_t)(a - j0) : 0, count = b >= a ? (size_t)(b - a + 1) : 0;
+    size_t first;
+    const size_t count = blk_visible(p, p0 + (int64_t)ti, j0, jn, &first);
     uk->gemm(g, dv, count, pt + first * rows + ti * g, 1, rows, vb + first * ldv, ldv, acc + ti * g * dv, dv,
              alpha ? alpha + ti * g : NULL, 1);
   }
@@ -120,25 +141,229 @@ static int blk_hidden_v_finite(const attn_blocked_plan *p, const float *vb, size
          (b == je || attn_rows_finite(vb + (size_t)(b - j0) * ldv, (size_t)(je - b), dv, ldv));
 }
 
+/* One task's fixed quantities. */
+typedef struct blk_task {
+  const attn_blocked_plan *p;
+  const struct attn_ukernels *uk;
+  const attn_blocked_io *io;
+  float *ws;
+  size_t h0, hn, tn, rows;
+  int64_t p0, p1;
+} blk_task;
+
+static float *blk_head(const blk_task *t, size_t hh) { return t->ws + t->p->off_heads + hh * t->p->head_floats; }
+
+/* Scores of keys [j0, j0 + jn) (ST, jn x rows), their mask, the step and acc += P V. */
+static void blk_accumulate(const blk_task *t, float *reg, int64_t j0, size_t jn, int masked, const float *vb,
+                           const float *bm) {
+  const attn_blocked_plan *p = t->p;
+  const size_t rows = t->rows, ldv = p->shape->v.row_stride;
+  float *st = t->ws + p->off_st;
+  if (masked) blk_mask(p, st, rows, jn, j0, t->tn, t->p0);
+  const float *alpha = p->step->step(t->uk, jn, rows, st, rows, reg + p->off_rs, p->R, masked, bm);
+  if (masked && !blk_hidden_v_finite(p, vb, ldv, j0, jn, t->p0, t->p1))
+    blk_pv_exact(p, t->uk, st, jn, j0, t->tn, t->p0, vb, ldv, reg + p->off_acc, alpha);
+  else
+    t->uk->gemm(rows, p->shape->dv, jn, st, 1, rows, vb, ldv, reg + p->off_acc, p->shape->dv, alpha, 1);
+}
+
+/* Exponential maps: the end of the sub-block of u rows [a, jn) (m floats each) that starts at a,
+ * where every feature's finite values spread at most ATTN_OFFSET_GUARD (at least one key). */
+static size_t blk_split(size_t m, const float *u, size_t a, size_t jn, float *mn, float *mx) {
+  for (size_t f = 0; f < m; f++) mn[f] = INFINITY, mx[f] = -INFINITY;
+  for (size_t j = a; j < jn; j++) /* the common case first: the whole rest within the guard */
+    for (size_t f = 0; f < m; f++) {
+      const float x = u[j * m + f];
+      mn[f] = x < mn[f] && x >= -FLT_MAX ? x : mn[f];
+      mx[f] = x > mx[f] && x <= FLT_MAX ? x : mx[f];
+    }
+  int within = 1;
+  for (size_t f = 0; f < m; f++) within &= !(mx[f] - mn[f] > ATTN_OFFSET_GUARD);
+  if (within) return jn;
+  for (size_t f = 0; f < m; f++) mn[f] = INFINITY, mx[f] = -INFINITY;
+  size_t j = a;
+  for (; j < jn; j++) {
+    const float *r = u + j * m;
+    int cut = 0;
+    for (size_t f = 0; f < m; f++) {
+      const float x = r[f], lo = x < mn[f] ? x : mn[f], hi = x > mx[f] ? x : mx[f];
+      cut |= isfinite(x) && hi - lo > ATTN_OFFSET_GUARD;
+    }
+    if (cut) break;
+    for (size_t f = 0; f < m; f++)
+      if (isfinite(r[f])) mn[f] = r[f] < mn[f] ? r[f] : mn[f], mx[f] = r[f] > mx[f] ? r[f] : mx[f];
+  }
+  return j > a ? j : a + 1;
+}
+
+/* Each row's offset over the keys of a boundary sub-block it sees: the largest x_f + u_jf. When
+ * one edge of the window cuts the sub-block, every token sees a prefix (or every one a suffix) of
+ * it, and the running maxima of u over the keys give each row's in O(m); otherwise a max-plus
+ * pass per row. Rows that see none of the keys keep -inf. */
+static void blk_row_offsets(const blk_task *t, int64_t j0, size_t jn, const float *ku, const float *uq, float *bm) {
+  const attn_blocked_plan *p = t->p;
+  const size_t m = p->m, g = p->g;
+  int prefix = 1, suffix = 1;
+  for (size_t ti = 0; ti < t->tn; ti++) {
+    size_t first;
+    const size_t count = blk_visible(p, t->p0 + (int64_t)ti, j0, jn, &first);
+    prefix &= !count || first == 0;
+    suffix &= !count || first + count == jn;
+  }
+  float *km = t->ws + p->off_km;
+  if (prefix || suffix) {
+    const size_t j0s = prefix ? 0 : jn - 1;
+    for (size_t f = 0; f < m; f++) km[j0s * m + f] = ku[j0s * m + f];
+    for (size_t s = 1; s < jn; s++) {
+      const size_t j = prefix ? s : jn - 1 - s, prev = prefix ? j - 1 : j + 1;
+      const float *u = ku + j * m, *a = km + prev * m;
+      float *o = km + j * m;
+      for (size_t f = 0; f < m; f++) o[f] = u[f] > a[f] ? u[f] : a[f];
+    }
+  }
+  for (size_t ti = 0; ti < t->tn; ti++) {
+    size_t first;
+    const size_t count = blk_visible(p, t->p0 + (int64_t)ti, j0, jn, &first);
+    if (!count) continue;
+    for (size_t r = ti * g; r < (ti + 1) * g; r++)
+      if (prefix || suffix)
+        t->uk->expfeat(ATTN_EXPF_MAX, 1, m, km + (prefix ? count - 1 : first) * m, m, NULL, 0, bm + r, uq + r * m, NULL,
+                       0, 0);
+      else
+        t->uk->expfeat(ATTN_EXPF_MAX, count, m, ku + first * m, m, NULL, 0, bm + r, uq + r * m, NULL, 0, 0);
+  }
+}
+
+/* dsoftmax, first pass: each token's running column sums over the keys of a sub-block it sees,
+ * c_t = max(c_t, cb), z_t = z_t e^(c_t - c) + (sum of its psi rows) e^(cb - c). cb may exceed the
+ * visible keys' largest feature by the sub-block's spread (< e^40): c and z only need to agree. */
+static void blk_column_sums(const blk_task *t, float *reg, int64_t j0, size_t jn, int masked, const float *kf,
+                            const float *cb) {
+  const attn_blocked_plan *p = t->p;
+  const size_t m = p->m;
+  float *cz = reg + p->off_cz, *sum = t->ws + p->off_tmp, *e1 = sum + m, *e2 = e1 + m;
+  for (size_t ti = 0; ti < t->tn; ti++) {
+    size_t first = 0, count = jn;
+    if (masked && !(count = blk_visible(p, t->p0 + (int64_t)ti, j0, jn, &first))) continue;
+    if (ti == 0 || masked) {
+      for (size_t f = 0; f < m; f++) sum[f] = 0.0f;
+      for (size_t j = first; j < first + count; j++)
+        for (size_t f = 0; f < m; f++) sum[f] += kf[j * m + f];
+    }
+    float *c = cz + ti * m, *z = cz + (t->tn + ti) * m;
+    for (size_t f = 0; f < m; f++) {
+      const float cn = c[f] > cb[f] ? c[f] : cb[f];
+      e1[f] = cn == -INFINITY ? 0.0f : c[f] - cn;
+      e2[f] = cn == -INFINITY ? 0.0f : cb[f] - cn;
+      c[f] = cn;
+    }
+    t->uk->vexp(m, e1, e1);
+    t->uk->vexp(m, e2, e2);
+    for (size_t f = 0; f < m; f++) z[f] = z[f] * e1[f] + sum[f] * e2[f];
+  }
+}
+
+/* Exponential maps: keys [j0, j0 + jn) of one sub-block, u(K) rows ku (attn_blocked_features in
+ * engine/blocked.h): psi with the sub-block's offsets cb, then (pass 0) each row's offset bm,
+ * phi, the scores and the step, or (pass 1, dsoftmax) the column sums. */
+static void blk_exp_keys(const blk_task *t, float *reg, int64_t j0, size_t jn, int masked, const float *ku,
+                         const float *vb, int pass) {
+  const attn_blocked_plan *p = t->p;
+  const struct attn_ukernels *uk = t->uk;
+  const size_t m = p->m, rows = t->rows;
+  float *kf = t->ws + p->off_kf, *cb = t->ws + p->off_cb;
+  for (size_t f = 0; f < m; f++) cb[f] = -INFINITY;
+  for (size_t j = 0; j < jn; j++) /* the finite features' maxima: a non-finite key stays its own */
+    for (size_t f = 0; f < m; f++) {
+      const float x = ku[j * m + f];
+      cb[f] = x > cb[f] && x <= FLT_MAX ? x : cb[f];
+    }
+  uk->expfeat(ATTN_EXPF_KEYS, jn, m, ku, m, NULL, 0, NULL, cb, kf, m, 1);
+  if (pass) {
+    blk_column_sums(t, reg, j0, jn, masked, kf, cb);
+    return;
+  }
+  float *uq = reg + p->off_uq, *bm = reg + p->off_bm, *qt = reg + p->off_qt;
+  for (size_t r = 0; r < rows; r++) bm[r] = -INFINITY;
+  if (masked) {
+    blk_row_offsets(t, j0, jn, ku, uq, bm);
+  } else { /* every key visible: max_f (x_f + cb_f) */
+    for (size_t r = 0; r < rows; r++) uk->expfeat(ATTN_EXPF_MAX, 1, m, uq + r * m, m, NULL, 0, bm + r, cb, NULL, 0, 0);
+  }
+  uk->expfeat(ATTN_EXPF_SCALED, rows, m, uq, m, NULL, 0, bm, cb, qt, 1, rows);
+  uk->gemm(jn, rows, m, kf, m, 1, qt, rows, t->ws + p->off_st, rows, NULL, 0);
+  blk_accumulate(t, reg, j0, jn, masked, vb, bm);
+}
+
+/* One pass over the key blocks some row of the task sees (pass 1: dsoftmax's column sums). */
+static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
+  const attn_blocked_plan *p = t->p;
+  const attn_shape *s = p->shape;
+  const size_t D = s->d, m = p->m, rows = t->rows;
+  const int64_t full_lo = vis_lo(p, t->p1), full_hi = vis_hi(p, t->p0); /* keys every row of the block sees */
+  float *ku = t->ws + p->off_ku, *kf = t->ws + p->off_kf, *tmp = t->ws + p->off_tmp;
+  for (int64_t j0 = lo; j0 <= hi; j0 += (int64_t)p->bc) {
+    const size_t jn = (size_t)(hi + 1 - j0 < (int64_t)p->bc ? hi + 1 - j0 : (int64_t)p->bc);
+    const int masked = j0 < full_lo || j0 + (int64_t)jn - 1 > full_hi;
+    for (size_t hh = 0; hh < t->hn; hh++) {
+      float *reg = blk_head(t, hh);
+      const float *kb = t->io->k + (size_t)j0 * s->k.row_stride + (t->h0 + hh) * s->k.head_stride;
+      const float *vb = t->io->v + (size_t)j0 * s->v.row_stride + (t->h0 + hh) * s->v.head_stride;
+      if (p->xm) { /* sub-blocks of bounded spread where some row sees only part of the block */
+        p->fm->apply(t->uk, &p->fa, 1, jn, D, m, kb, s->k.row_stride, ku, m, 1, t->ws + p->off_fms);
+        for (size_t a = 0, b; a < jn; a = b) {
+          b = masked ? blk_split(m, ku, a, jn, tmp, tmp + m) : jn;
+          blk_exp_keys(t, reg, j0 + (int64_t)a, b - a, masked, ku + a * m, vb + a * s->v.row_stride, pass);
+        }
+        continue;
+      }
+      if (p->fm) { /* psi(K_blk), read in place otherwise */
+        p->fm->apply(t->uk, &p->fa, 1, jn, D, D, kb, s->k.row_stride, kf, D, 1, NULL);
+        t->uk->gemm(jn, rows, D, kf, D, 1, reg + p->off_qt, rows, t->ws + p->off_st, rows, NULL, 0);
+      } else {
+        t->uk->gemm(jn, rows, D, kb, s->k.row_stride, 1, reg + p->off_qt, rows, t->ws + p->off_st, rows, NULL, 0);
+      }
+      blk_accumulate(t, reg, j0, jn, masked, vb, NULL);
+    }
+  }
+}
+
+/* dsoftmax after its first pass: each row's query pre-features x_f = q_f - c_tf - log z_tf (-inf
+ * for a feature no visible key has; NaN for a NaN sum). */
+static void blk_dsoftmax_queries(const blk_task *t, float *reg) {
+  const attn_blocked_plan *p = t->p;
+  const size_t m = p->m;
+  const float *cz = reg + p->off_cz;
+  float *uq = reg + p->off_uq;
+  for (size_t r = 0; r < t->rows; r++) {
+    const size_t ti = r / p->g;
+    const float *c = cz + ti * m, *z = cz + (t->tn + ti) * m;
+    float *x = uq + r * m;
+    for (size_t f = 0; f < m; f++) x[f] = z[f] > 0.0f ? x[f] - c[f] - logf(z[f]) : z[f] == 0.0f ? -INFINITY : NAN;
+  }
+}
+
 void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
                       size_t task, float *ws) {
   const attn_shape *s = p->shape;
   const attn_score_step *sp = p->step;
-  float *st = ws + p->off_st;
-  const size_t g = p->g, D = s->d, DV = s->dv, R = p->R;
+  const size_t g = p->g, D = s->d, DV = s->dv, R = p->R, m = p->m;
   const size_t t0 = task / p->groups * p->tb, h0 = task % p->groups * p->hg;
   const size_t tn = attn_min_sz(p->tb, s->n_q - t0), rows = tn * g; /* rows: also ld of QT and ST */
-  const size_t hn = attn_min_sz(p->hg, s->h_k - h0);
-  const int64_t nkv = (int64_t)s->n_kv;
-  const int64_t p0 = nkv - (int64_t)s->n_q + (int64_t)t0, p1 = p0 + (int64_t)tn - 1;
-  const int64_t lo = vis_lo(p, p0) > 0 ? vis_lo(p, p0) : 0, hi = vis_hi(p, p1) < nkv - 1 ? vis_hi(p, p1) : nkv - 1;
-  const int64_t full_lo = vis_lo(p, p1), full_hi = vis_hi(p, p0); /* keys every row of the block sees */
-  for (size_t hh = 0; hh < hn; hh++) {
-    float *reg = ws + p->off_heads + hh * p->head_floats;
+  const int64_t nkv = (int64_t)s->n_kv, p0 = nkv - (int64_t)s->n_q + (int64_t)t0;
+  const blk_task t = {p, uk, io, ws, h0, attn_min_sz(p->hg, s->h_k - h0), tn, rows, p0, p0 + (int64_t)tn - 1};
+  const int64_t lo = vis_lo(p, t.p0) > 0 ? vis_lo(p, t.p0) : 0,
+                hi = vis_hi(p, t.p1) < nkv - 1 ? vis_hi(p, t.p1) : nkv - 1;
+  for (size_t hh = 0; hh < t.hn; hh++) {
+    float *reg = blk_head(&t, hh);
     float *qt = reg + p->off_qt, *acc = reg + p->off_acc;
-    for (size_t gi = 0; p->fm && gi < g; gi++) /* phi(q) of each head of the group, transposed */
-      p->fm->apply(uk, &p->fa, 0, tn, D, D, io->q + t0 * s->q.row_stride + ((h0 + hh) * g + gi) * s->q.head_stride,
-                   s->q.row_stride, qt + gi, g, rows, NULL);
+    for (size_t gi = 0; p->fm && gi < g; gi++) { /* u(q) row-major, or phi(q) transposed */
+      const float *qh = io->q + t0 * s->q.row_stride + ((h0 + hh) * g + gi) * s->q.head_stride;
+      if (p->xm)
+        p->fm->apply(uk, &p->fa, 0, tn, D, m, qh, s->q.row_stride, reg + p->off_uq + gi * m, g * m, 1, ws + p->off_fms);
+      else
+        p->fm->apply(uk, &p->fa, 0, tn, D, D, qh, s->q.row_stride, qt + gi, g, rows, NULL);
+    }
     for (size_t ti = 0; !p->fm && ti < tn; ti++)
       for (size_t gi = 0; gi < g; gi++) {
         const float *qr = io->q + (t0 + ti) * s->q.row_stride + ((h0 + hh) * g + gi) * s->q.head_stride;
@@ -147,30 +372,16 @@ void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk
       }
     sp->init(reg + p->off_rs, R, rows);
     for (size_t x = 0; x < rows * DV; x++) acc[x] = 0.0f;
+    float *cz = reg + p->off_cz;
+    for (size_t x = 0; p->dsm && x < tn * m; x++) cz[x] = -INFINITY, cz[tn * m + x] = 0.0f;
   }
-  for (int64_t j0 = lo; j0 <= hi; j0 += (int64_t)p->bc) {
-    const size_t jn = (size_t)(hi + 1 - j0 < (int64_t)p->bc ? hi + 1 - j0 : (int64_t)p->bc);
-    const int masked = j0 < full_lo || j0 + (int64_t)jn - 1 > full_hi;
-    for (size_t hh = 0; hh < hn; hh++) {
-      float *reg = ws + p->off_heads + hh * p->head_floats;
-      const float *kb = io->k + (size_t)j0 * s->k.row_stride + (h0 + hh) * s->k.head_stride;
-      const float *vb = io->v + (size_t)j0 * s->v.row_stride + (h0 + hh) * s->v.head_stride;
-      if (p->fm) { /* psi(K_blk), read in place otherwise */
-        p->fm->apply(uk, &p->fa, 1, jn, D, D, kb, s->k.row_stride, ws + p->off_kf, D, 1, NULL);
-        uk->gemm(jn, rows, D, ws + p->off_kf, D, 1, reg + p->off_qt, rows, st, rows, NULL, 0);
-      } else {
-        uk->gemm(jn, rows, D, kb, s->k.row_stride, 1, reg + p->off_qt, rows, st, rows, NULL, 0);
-      }
-      if (masked) blk_mask(p, st, rows, jn, j0, tn, p0);
-      const float *alpha = sp->step(uk, jn, rows, st, rows, reg + p->off_rs, R, masked);
-      if (masked && !blk_hidden_v_finite(p, vb, s->v.row_stride, j0, jn, p0, p1))
-        blk_pv_exact(p, uk, st, jn, j0, tn, p0, vb, s->v.row_stride, reg + p->off_acc, alpha);
-      else
-        uk->gemm(rows, DV, jn, st, 1, rows, vb, s->v.row_stride, reg + p->off_acc, DV, alpha, 1);
-    }
+  if (p->dsm) {
+    blk_pass(&t, lo, hi, 1);
+    for (size_t hh = 0; hh < t.hn; hh++) blk_dsoftmax_queries(&t, blk_head(&t, hh));
   }
-  for (size_t hh = 0; hh < hn; hh++) {
-    const float *reg = ws + p->off_heads + hh * p->head_floats;
+  blk_pass(&t, lo, hi, 0);
+  for (size_t hh = 0; hh < t.hn; hh++) {
+    const float *reg = blk_head(&t, hh);
     for (size_t ti = 0; ti < tn; ti++)
       for (size_t gi = 0; gi < g; gi++) {
         const size_t r = ti * g + gi, h = (h0 + hh) * g + gi;

@@ -38,9 +38,11 @@ typedef struct attn_score_step {
   void (*init)(float *rs, size_t R, size_t rows);
   /* ST (nk keys x nq rows, stride ld) in place into P^T; update the row state. Returns the
    * per-row factor for acc (diag(alpha) acc + P V) or NULL for plain accumulation. masked:
-   * whether ST holds masked (-inf) pairs (see attn_softmax_block_fn). */
+   * whether ST holds masked (-inf) pairs (see attn_softmax_block_fn). bm: with an exponential
+   * feature map, each row's offset of these scores (the true score is st * exp(bm[r]); -inf: the
+   * row sees none of these keys), NULL otherwise. */
   const float *(*step)(const struct attn_ukernels *uk, size_t nk, size_t nq, float *st, size_t ld, float *rs, size_t R,
-                       int masked);
+                       int masked, const float *bm);
   /* Row r's outputs from its accumulator (dv floats) and row state: o (dv floats), and the one
    * per-row float `aux` when not NULL. params: the plan's step_params. */
   void (*finish)(const float *acc, const float *rs, size_t R, size_t r, size_t dv, float *o, float *aux,
@@ -51,10 +53,26 @@ typedef struct attn_score_step {
  * and the LSE m + log l, zeros and -inf for l = 0, NaN and NaN for l = NaN. Merge uses its finish. */
 ATTN_INTERNAL extern const attn_score_step attn_softmax_score_step;
 
-/* Scores through an element-wise feature map: s_ij = phi(q_i) . psi(k_j), m = d. */
+/*
+ * Scores through a feature map: s_ij = phi(q_i) . psi(k_j) over m features.
+ * Element-wise maps (m = d): phi(Q)^T packed once, psi(K_blk) per key block.
+ * Exponential maps (exp, favor, dsoftmax; spec 3.2 and 3.4), exact per row over the keys it sees:
+ * the pre-features u of the block's keys are split into sub-blocks (a boundary block where some
+ * feature spreads more than ATTN_OFFSET_GUARD; one sub-block otherwise); per sub-block c_f = its
+ * keys' largest u_f, psi = exp(u - c) in (e^-40, 1], and each row's offset bm = the largest
+ * x_f + u_jf over the keys it sees there (a max-plus pass on boundary blocks, max_f (x_f + c_f)
+ * elsewhere), phi = exp(x + c - bm), so a visible score is sum_f exp(x_f + u_jf - bm) <= m and
+ * the step's running maximum of bm is the row's exact offset M. A key a row cannot see never
+ * enters its offsets, and phi <= e^40 keeps the masked products finite.
+ * dsoftmax first sums each token's visible keys per feature (offset c_tf, z_tf, the column
+ * softmax's denominator), then runs as above with x_f = q_f - c_tf - log z_tf, so that the score
+ * of key j is softmax(q) . (e_j / z) up to a row factor, and the step's normalisation (the weights
+ * sum to 1 exactly) removes the factor.
+ */
 typedef struct attn_blocked_features {
   const attn_featmap *fm;
   attn_fm_args fa;
+  size_t m; /* feature size (fm->size of d and the caller's m) */
 } attn_blocked_features;
 
 /* A planned call: sizes, mask in positions, per-worker scratch layout. */
@@ -64,12 +82,17 @@ typedef struct attn_blocked_plan {
   const void *step_params; /* handed to the step's finish */
   const attn_featmap *fm;  /* NULL: scale * q . k */
   attn_fm_args fa;
+  size_t m;    /* features (d without a map) */
+  int xm, dsm; /* exponential map; dsoftmax */
   float scale;
   int64_t left, right, chunk; /* mask, clamped to what positions can reach (chunk 0: none) */
   size_t g, tb, R, bc;        /* GQA group, tokens per block, rows per block (tb g), keys per block */
   size_t hg, groups, qblocks; /* heads advancing together, head groups, query blocks */
   size_t off_st, off_heads, head_floats, off_qt, off_acc, off_rs; /* scratch layout, in floats */
   size_t off_kf;                                                  /* feature map: psi(K_blk) */
+  size_t off_ku, off_km, off_fms, off_cb, off_tmp;                /* exponential maps: u(K_blk), its running
+                                                     maxima, map scratch, c, temp */
+  size_t off_uq, off_bm, off_cz;                                  /* per head: u(Q) (R x m), bm (R), dsoftmax c | z */
   size_t scratch_bytes;                                           /* per worker */
 } attn_blocked_plan;
 

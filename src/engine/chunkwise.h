@@ -48,10 +48,6 @@ typedef struct attn_chunkwise_gates {
  * factorised product: its factors stay within e^+-60 of 1, far inside fp32's range. */
 #define ATTN_GATE_SPAN 60.0
 
-/* Largest rise of an offset within a causal chunk (natural log units): a query then loses at most
- * e^-40 of scale, far above fp32's range limits, and its terms stay exact to rounding. */
-#define ATTN_OFFSET_GUARD 40.0f
-
 typedef struct attn_chunkwise_plan {
   const attn_shape *shape;
   const attn_featmap *fm;

@@ -14,6 +14,11 @@
 
 #include "core/internal.h"
 
+/* Largest rise of an offset within a causal chunk, and largest spread of a feature within a
+ * boundary sub-block of the blocked engine (natural log units): a query then loses at most e^-40
+ * of scale, far above fp32's range limits, and its terms stay exact to rounding. */
+#define ATTN_OFFSET_GUARD 40.0f
+
 /* A call's parameters of its map: the input scale (x' = xs x, 1 for most maps) and, for favor,
  * W^T (d x m, row-major). */
 typedef struct attn_fm_args {

@@ -66,8 +66,8 @@ static void lw_init(float *rs, size_t R, size_t rows) {
 /* Masked pairs (-inf on boundary blocks) weigh 0; any other -inf (from an infinite input) is NaN,
  * as the engine's convention says. */
 static const float *lw_step(const struct attn_ukernels *uk, size_t nk, size_t nq, float *st, size_t ld, float *rs,
-                            size_t R, int masked) {
-  (void)uk, (void)R;
+                            size_t R, int masked, const float *bm) {
+  (void)uk, (void)R, (void)bm;
   const float hidden = masked ? 0.0f : NAN;
   for (size_t j = 0; j < nk; j++) {
     float *row = st + j * ld;
@@ -96,11 +96,52 @@ static void lw_finish(const float *acc, const float *rs, size_t R, size_t r, siz
 
 static const attn_score_step lin_window_step = {1, lw_init, lw_step, lw_finish};
 
-/* The blocked plan of a windowed call. */
-static attn_status lin_window_plan(const attn_linear_desc *d, attn_blocked_plan *bp, const lin_window_params *lp,
-                                   const struct attn_ukernels *uk) {
-  const attn_blocked_features feat = {attn_featmap_get(d->feature_map), {1.0f, NULL}};
-  return attn_blocked_plan_make(bp, &d->shape, d->mask, 1.0f, &lin_window_step, lp, &feat, uk);
+/* The exponential maps' step: the engine hands each row's offset bm of the block's scores
+ * (engine/blocked.h); row state den, M (the running offset: at the end the row's exact one, so
+ * eps meets the stabilised sums of spec 3.2), alpha = exp(M_old - M) and the block's factor
+ * exp(bm - M). Finished by lw_finish with scale 1. */
+static void lx_init(float *rs, size_t R, size_t rows) {
+  for (size_t r = 0; r < rows; r++) rs[r] = 0.0f, rs[R + r] = -INFINITY;
+}
+
+static const float *lx_step(const struct attn_ukernels *uk, size_t nk, size_t nq, float *st, size_t ld, float *rs,
+                            size_t R, int masked, const float *bm) {
+  (void)uk;
+  float *den = rs, *M = rs + R, *alpha = rs + 2 * R, *fac = rs + 3 * R;
+  for (size_t c = 0; c < nq; c++) { /* a NaN bm (non-finite input) makes fac NaN, so the row NaN */
+    const float b = bm[c], mn = b > M[c] ? b : M[c];
+    alpha[c] = M[c] == mn ? 1.0f : expf(M[c] - mn);
+    fac[c] = b == -INFINITY ? 0.0f : expf(b - mn);
+    M[c] = mn;
+    den[c] *= alpha[c];
+  }
+  const float hidden = masked ? 0.0f : NAN;
+  for (size_t j = 0; j < nk; j++) {
+    float *row = st + j * ld;
+    for (size_t c = 0; c < nq; c++) {
+      const float x = row[c] == -INFINITY ? hidden : row[c] * fac[c];
+      row[c] = x;
+      den[c] += x;
+    }
+  }
+  return alpha;
+}
+
+static const attn_score_step lin_xwindow_step = {4, lx_init, lx_step, lw_finish};
+
+/* The blocked plan of a windowed call (m: the map's feature size; favor's W^T is set later). */
+static attn_status lin_window_plan(const attn_linear_desc *d, size_t m, attn_blocked_plan *bp,
+                                   const lin_window_params *lp, const struct attn_ukernels *uk) {
+  const attn_featmap *fm = attn_featmap_get(d->feature_map);
+  const attn_blocked_features feat = {fm, {fm->offsets ? sqrtf(d->scale) : 1.0f, NULL}, m};
+  return attn_blocked_plan_make(bp, &d->shape, d->mask, 1.0f, fm->offsets ? &lin_xwindow_step : &lin_window_step, lp,
+                                &feat, uk);
+}
+
+/* The windowed step's parameters: exponential maps are normalised and scale their inputs. */
+static lin_window_params lin_window_params_of(const attn_linear_desc *d) {
+  const int x = attn_featmap_get(d->feature_map)->offsets;
+  return (lin_window_params){x ? 1.0f : d->scale, d->eps, x ? 1 : d->normalize};
 }
 
 /* Validation and the sizes that do not depend on the path; spans of the tensors in *sp. */
@@ -112,10 +153,9 @@ static attn_status lin_validate(const attn_linear_desc *d, attn_spans *sp, attn_
   const attn_featmap *fm = attn_featmap_get(d->feature_map);
   if (!fm) return ATTN_E_BAD_FEATURE_MAP;
   const int full = d->mask.left == ATTN_UNBOUNDED && d->mask.right == ATTN_UNBOUNDED && d->mask.chunk == 0;
-  /* Any other mask than full and causal is a window: the blocked engine, element-wise maps,
-   * the blocked engine's heads (h_k == h_v dividing h_q), no gate. */
-  if (lin_windowed(d) && (fm->offsets || d->shape.h_k != d->shape.h_v || sp->H != d->shape.h_q))
-    return fm->offsets ? ATTN_E_BAD_WINDOW : ATTN_E_BAD_HEADS;
+  /* Any other mask than full and causal is a window: the blocked engine's heads (h_k == h_v
+   * dividing h_q), no gate. */
+  if (lin_windowed(d) && (d->shape.h_k != d->shape.h_v || sp->H != d->shape.h_q)) return ATTN_E_BAD_HEADS;
   if ((d->normalize != 0 && d->normalize != 1) || d->chunk > ATTN_LINEAR_MAX_CHUNK) return ATTN_E_BAD_ARGUMENT;
   if ((unsigned)d->gate > ATTN_GATE_FEATURE || (d->beta != 0 && d->beta != 1)) return ATTN_E_BAD_GATE;
   attn_chunkwise_gates g = {d->gate, d->beta, 1, d->gate_layout, d->beta_layout};
@@ -153,11 +193,11 @@ typedef struct lin_ws {
   size_t bytes;        /* the whole workspace */
 } lin_ws;
 
-static attn_status lin_ws_plan(const attn_linear_desc *d, const attn_chunkwise_plan *p, lin_ws *l) {
-  *l = (lin_ws){0, 0, p->scratch_bytes};
+static attn_status lin_ws_plan(const attn_linear_desc *d, size_t m, size_t engine_bytes, lin_ws *l) {
+  *l = (lin_ws){0, 0, engine_bytes};
   if (d->feature_map != ATTN_FEATURE_FAVOR || d->favor_source == ATTN_FAVOR_CALLER_T) return ATTN_OK;
   attn_ws w = {0, 0};
-  const size_t md = p->m * d->shape.d; /* checked by lin_validate */
+  const size_t md = m * d->shape.d; /* checked by lin_validate */
   (void)attn_ws_take(&w, md);
   l->wt_floats = w.floats;
   size_t gen = 0;
@@ -172,9 +212,17 @@ static attn_status lin_ws_plan(const attn_linear_desc *d, const attn_chunkwise_p
   }
   size_t wt_bytes;
   if (w.overflow || !attn_mul_ok(l->wt_floats, sizeof(float), &wt_bytes) ||
-      !attn_add_ok(wt_bytes, attn_max_sz(p->scratch_bytes, gen), &l->bytes))
+      !attn_add_ok(wt_bytes, attn_max_sz(engine_bytes, gen), &l->bytes))
     return ATTN_E_SIZE_OVERFLOW;
   return ATTN_OK;
+}
+
+/* The engine's plan of a call (a window: bp; otherwise p gets its chunk) and the workspace. */
+static attn_status lin_plan(const attn_linear_desc *d, attn_chunkwise_plan *p, attn_blocked_plan *bp,
+                            const lin_window_params *lp, const struct attn_ukernels *uk, lin_ws *l) {
+  const int w = lin_windowed(d);
+  attn_status st = w ? lin_window_plan(d, p->m, bp, lp, uk) : attn_chunkwise_plan_make(p, d->chunk, uk);
+  return st ? st : lin_ws_plan(d, p->m, w ? bp->scratch_bytes : p->scratch_bytes, l);
 }
 
 /* Sizes a caller can ask for a descriptor: the first two do not depend on the path. */
@@ -192,15 +240,15 @@ static attn_status lin_size_of(const attn_linear_desc *d, lin_size what, size_t 
   }
   const struct attn_ukernels *uk = attn_dispatch();
   if (!uk) return ATTN_E_UNSUPPORTED_ISA;
-  if (what == LIN_WORKSPACE_BYTES && lin_windowed(d)) {
-    attn_blocked_plan bp;
-    if ((st = lin_window_plan(d, &bp, NULL, uk))) return st;
-    *out = bp.scratch_bytes;
+  if (what == LIN_CHUNK) {
+    if ((st = attn_chunkwise_plan_make(&p, d->chunk, uk))) return st;
+    *out = p.C;
     return ATTN_OK;
   }
+  attn_blocked_plan bp;
   lin_ws l;
-  if ((st = attn_chunkwise_plan_make(&p, d->chunk, uk)) || (st = lin_ws_plan(d, &p, &l))) return st;
-  *out = what == LIN_CHUNK ? p.C : l.bytes;
+  if ((st = lin_plan(d, &p, &bp, NULL, uk, &l))) return st;
+  *out = l.bytes;
   return ATTN_OK;
 }
 
@@ -295,6 +343,23 @@ attn_status attn_linear(const attn_linear_desc *d, const float *q, const float *
   return attn_linear_gated(d, q, k, v, NULL, NULL, o, state, workspace, workspace_size);
 }
 
+/* FAVOR+'s W^T (d x m, the projection GEMM's B operand) at the workspace's start: the caller's
+ * W^T as given, or the caller's W or the seed's transposed (the generator runs in the space after
+ * the W^T region, which the engine uses later). Returns W^T; NULL for other maps. */
+static const float *lin_favor_wt(const attn_linear_desc *d, size_t m, const lin_ws *l, float *ws) {
+  if (d->feature_map != ATTN_FEATURE_FAVOR) return NULL;
+  if (!l->wt_floats) return d->favor_w; /* CALLER_T */
+  const float *w = d->favor_w;
+  if (d->favor_source < ATTN_FAVOR_CALLER) {
+    float *gw = ws + l->wt_floats;
+    attn_favor_generate(m, d->shape.d, d->favor_seed, d->favor_source == ATTN_FAVOR_SEED_SQRT_D, gw,
+                        (double *)(void *)(gw + l->gen_w_floats));
+    w = gw;
+  }
+  lin_transpose(m, d->shape.d, w, ws);
+  return ws;
+}
+
 attn_status attn_linear_gated(const attn_linear_desc *d, const float *q, const float *k, const float *v,
                               const float *log_gate, const float *beta, float *o, attn_linear_state *state,
                               void *workspace, size_t workspace_size) {
@@ -307,23 +372,9 @@ attn_status attn_linear_gated(const attn_linear_desc *d, const float *q, const f
   if (d->gate == ATTN_GATE_NONE) log_gate = NULL;
   if (!d->beta) beta = NULL;
   if ((st = lin_check_gates(d, &p, log_gate, beta))) return st;
-  if (lin_windowed(d)) { /* the blocked engine: no state (the caller keeps K and V) */
-    if (state) return ATTN_E_BAD_ARGUMENT;
-    const struct attn_ukernels *uk = attn_dispatch();
-    if (!uk) return ATTN_E_UNSUPPORTED_ISA;
-    const lin_window_params lp = {d->scale, d->eps, d->normalize};
-    attn_blocked_plan bp;
-    if ((st = lin_window_plan(d, &bp, &lp, uk))) return st;
-    if (workspace_size < bp.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
-    void *out[] = {o, workspace};
-    const size_t out_bytes[] = {sp.o * sizeof(float), workspace_size};
-    if ((st = attn_check_io(&sp, q, k, v, out, out_bytes, 2))) return st;
-    const attn_blocked_io io = {q, k, v, o, NULL, {0, 0}};
-    float *ws = attn_ws_base(workspace);
-    for (size_t t = 0, n = attn_blocked_tasks(&bp); t < n; t++) attn_blocked_run(&bp, uk, &io, t, ws);
-    return ATTN_OK;
-  }
-  if (state && !p.causal) return ATTN_E_BAD_ARGUMENT;
+  /* A window runs on the blocked engine and keeps no state (the caller keeps K and V). */
+  const int windowed = lin_windowed(d);
+  if (state && (windowed || !p.causal)) return ATTN_E_BAD_ARGUMENT;
   if (state) {
     if (!state->data) return ATTN_E_NULL_POINTER;
     const attn_linear_state want = lin_state_of(d, &p, NULL);
@@ -331,8 +382,10 @@ attn_status attn_linear_gated(const attn_linear_desc *d, const float *q, const f
   }
   const struct attn_ukernels *uk = attn_dispatch();
   if (!uk) return ATTN_E_UNSUPPORTED_ISA;
+  const lin_window_params lp = lin_window_params_of(d);
+  attn_blocked_plan bp;
   lin_ws l;
-  if ((st = attn_chunkwise_plan_make(&p, d->chunk, uk)) || (st = lin_ws_plan(d, &p, &l))) return st;
+  if ((st = lin_plan(d, &p, &bp, &lp, uk, &l))) return st;
   if (workspace_size < l.bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
   void *out[] = {o, workspace, state ? state->data : NULL};
   const size_t out_bytes[] = {sp.o * sizeof(float), workspace_size, p.state_floats * sizeof(float)};
@@ -345,26 +398,20 @@ attn_status attn_linear_gated(const attn_linear_desc *d, const float *q, const f
     for (size_t a = 0; a < 3; a++)
       if (out[a] && attn_overlap(x, span * sizeof(float), out[a], out_bytes[a])) return ATTN_E_ALIASING;
   }
-  const int favor = d->feature_map == ATTN_FEATURE_FAVOR;
-  if (favor && d->favor_source >= ATTN_FAVOR_CALLER &&
+  if (d->feature_map == ATTN_FEATURE_FAVOR && d->favor_source >= ATTN_FAVOR_CALLER &&
       attn_overlap(d->favor_w, p.m * d->shape.d * sizeof(float), workspace, workspace_size))
     return ATTN_E_ALIASING;
-  const attn_chunkwise_io io = {q, k, v, o, state ? state->data : NULL, log_gate, beta};
   float *ws = attn_ws_base(workspace);
-  if (favor) p.fa.wt = d->favor_w; /* CALLER_T: as given */
-  if (l.wt_floats) {               /* W^T for the projection's GEMM (its B operand: rows contiguous) */
-    const size_t m = p.m, dd = d->shape.d;
-    const float *w = d->favor_w;
-    if (d->favor_source < ATTN_FAVOR_CALLER) {
-      float *gw = ws + l.wt_floats;
-      attn_favor_generate(m, dd, d->favor_seed, d->favor_source == ATTN_FAVOR_SEED_SQRT_D, gw,
-                          (double *)(void *)(gw + l.gen_w_floats));
-      w = gw;
-    }
-    lin_transpose(m, dd, w, ws);
-    p.fa.wt = ws;
-    ws += l.wt_floats;
+  const float *wt = lin_favor_wt(d, p.m, &l, ws);
+  ws += l.wt_floats;
+  if (windowed) {
+    bp.fa.wt = wt;
+    const attn_blocked_io io = {q, k, v, o, NULL, {0, 0}};
+    for (size_t t = 0, n = attn_blocked_tasks(&bp); t < n; t++) attn_blocked_run(&bp, uk, &io, t, ws);
+    return ATTN_OK;
   }
+  p.fa.wt = wt;
+  const attn_chunkwise_io io = {q, k, v, o, state ? state->data : NULL, log_gate, beta};
   for (size_t t = 0, n = attn_chunkwise_tasks(&p); t < n; t++) attn_chunkwise_run(&p, uk, &io, t, ws);
   if (state) state->tokens += d->shape.n_kv;
   return ATTN_OK;
@@ -380,8 +427,9 @@ attn_status attn_linear_favor_matrix(const attn_linear_desc *d, float *w, size_t
   if (!w || !workspace) return ATTN_E_NULL_POINTER;
   const struct attn_ukernels *uk = attn_dispatch();
   if (!uk) return ATTN_E_UNSUPPORTED_ISA;
+  attn_blocked_plan bp;
   lin_ws l;
-  if ((st = attn_chunkwise_plan_make(&p, d->chunk, uk)) || (st = lin_ws_plan(d, &p, &l))) return st;
+  if ((st = lin_plan(d, &p, &bp, NULL, uk, &l))) return st;
   const size_t md = p.m * d->shape.d;
   if (w_floats < md || workspace_size < l.bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
   if (attn_overlap(w, md * sizeof(float), workspace, workspace_size)) return ATTN_E_ALIASING;

@@ -17,7 +17,8 @@ static void sm_init(float *rs, size_t R, size_t rows) {
 }
 
 static const float *sm_step(const struct attn_ukernels *uk, size_t nk, size_t nq, float *st, size_t ld, float *rs,
-                            size_t R, int masked) {
+                            size_t R, int masked, const float *bm) {
+  (void)bm;
   uk->softmax_block(nk, nq, st, ld, rs, rs + R, rs + 2 * R, masked);
   return rs + 2 * R;
 }

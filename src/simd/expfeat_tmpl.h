@@ -24,8 +24,43 @@ static inline float attn_expfeat_rowmax_(size_t m, const float *u, const float *
   return mx;
 }
 
+/* out row = exp(u + c - mx) (every feature 0 for mx = -inf; NaN for a NaN or +inf mx, and where
+ * u is non-finite). */
+static inline void attn_expfeat_shifted_(size_t m, const float *ur, const float *c, float mx, float *orow,
+                                         size_t out_cs) {
+  const vf mv = vf_set1(mx == -INFINITY ? INFINITY : mx);
+  for (size_t f = 0; f < m; f += ATTN_VL) {
+    const size_t w = m - f < ATTN_VL ? m - f : ATTN_VL;
+    const vf x = vf_load_w(ur + f, w);
+    const vf e = attn_vexp_(vf_sub(vf_add(x, vf_load_w(c + f, w)), mv));
+    vf_store_strided(orow + f * out_cs, out_cs, vf_fma(x, vf_zero(), e), w);
+  }
+}
+
 void ATTN_EXPFEAT_NAME(attn_expfeat_mode mode, size_t rows, size_t m, const float *u, size_t ldu, const float *kin,
                        size_t ldk, float *run, const float *c, float *out, size_t out_rs, size_t out_cs) {
+  if (mode == ATTN_EXPF_MAX) {                             /* one vector maximum over the rows, one horizontal step */
+    vf mv = vf_set1(-INFINITY), m1 = mv, m2 = mv, m3 = mv; /* four chains: vf_max's latency */
+    float mx = run[0];
+    for (size_t r = 0; r < rows; r++) {
+      const float *ur = u + r * ldu;
+      size_t f = 0;
+      for (; f + 4 * ATTN_VL <= m; f += 4 * ATTN_VL) {
+        mv = vf_max(mv, vf_add(vf_load(ur + f), vf_load(c + f)));
+        m1 = vf_max(m1, vf_add(vf_load(ur + f + ATTN_VL), vf_load(c + f + ATTN_VL)));
+        m2 = vf_max(m2, vf_add(vf_load(ur + f + 2 * ATTN_VL), vf_load(c + f + 2 * ATTN_VL)));
+        m3 = vf_max(m3, vf_add(vf_load(ur + f + 3 * ATTN_VL), vf_load(c + f + 3 * ATTN_VL)));
+      }
+      for (; f + ATTN_VL <= m; f += ATTN_VL) mv = vf_max(mv, vf_add(vf_load(ur + f), vf_load(c + f)));
+      for (; f < m; f++) {
+        const float t = ur[f] + c[f];
+        mx = t > mx ? t : mx;
+      }
+    }
+    const float t = vf_hmax(vf_max(vf_max(mv, m1), vf_max(m2, m3)));
+    run[0] = t > mx ? t : mx;
+    return;
+  }
   for (size_t r = 0; r < rows; r++) {
     const float *ur = u + r * ldu;
     float *orow = out + r * out_rs;
@@ -48,17 +83,12 @@ void ATTN_EXPFEAT_NAME(attn_expfeat_mode mode, size_t rows, size_t m, const floa
         vf_store_w(run + f, mode == ATTN_EXPF_QUERY ? vf_max(a, b) : vf_add(a, b), w);
       }
     }
-    if (mode == ATTN_EXPF_QUERY) {
-      const float mx = attn_expfeat_rowmax_(m, ur, run);
+    if (mode == ATTN_EXPF_SCALED) {
+      attn_expfeat_shifted_(m, ur, c, run[r], orow, out_cs);
+    } else if (mode == ATTN_EXPF_QUERY) {
       /* No feature has an offset: nothing is visible, and exp(x + c - inf) makes every feature 0
        * (still NaN for a non-finite input). A NaN or +inf maximum makes every feature NaN. */
-      const vf mv = vf_set1(mx == -INFINITY ? INFINITY : mx);
-      for (size_t f = 0; f < m; f += ATTN_VL) {
-        const size_t w = m - f < ATTN_VL ? m - f : ATTN_VL;
-        const vf x = vf_load_w(ur + f, w);
-        const vf e = attn_vexp_(vf_sub(vf_add(x, vf_load_w(c + f, w)), mv));
-        vf_store_strided(orow + f * out_cs, out_cs, vf_fma(x, vf_zero(), e), w);
-      }
+      attn_expfeat_shifted_(m, ur, c, attn_expfeat_rowmax_(m, ur, run), orow, out_cs);
     } else { /* ATTN_EXPF_SOFTMAX: softmax over the row, divided by the running denominators */
       const vf mv = vf_set1(attn_expfeat_rowmax_(m, ur, NULL));
       vf sv = vf_zero();

@@ -13,19 +13,21 @@
  * included), values, and one of three modes:
  * - plain: causal or full mask, and for causal calls a state: none, or one or two calls in a row
  *   on the same state (a prefill continued by a decode step or another chunk, with its own h_q);
- * - windowed (element-wise maps): h_k = h_v dividing h_q, a mask neither full nor causal (left and
- *   right sides 0, small, beyond every position or unbounded; chunk-local widths), no state,
- *   n_q <= n_kv (chunked prefill, decode) or not; the reference is ref_linear with the window;
+ * - windowed (every map; the exponential maps since 0.4.0): h_k = h_v dividing h_q, a mask neither
+ *   full nor causal (left and right sides 0, small, beyond every position or unbounded; chunk-local
+ *   widths), no state, n_q <= n_kv (chunked prefill, decode) or not; the reference is ref_linear
+ *   with the window (the exponential maps: normalised over each row's visible keys, its offsets);
  * - gated (element-wise maps): attn_linear_gated with a SCALAR or FEATURE gate or none, beta or
  *   not, h_g gate heads (0: H), log gates in [lo, 0] (lo from -0.05 to -20) and betas in
  *   [0.05, 2] in token-major, padded, head-major or row-stride-0 layouts, causal, with states as
  *   in the plain mode; the reference is ref_gated (tolerances.h, gated linear attention).
  * The last call gets up to two faults (fuzz_common.h, head counts that do not divide H included,
- * plus a bad feature map or m, a mask other than full or causal (exponential maps; gated calls), a
+ * plus a bad feature map or m, a mask other than full or causal (gated calls), a
  * bad normalize flag, chunk, scale or eps, a state of another shape (heads, m, dv, ld, map, mode),
  * a NULL state memory, a state on a bidirectional or windowed call, a state over o; for the
  * exponential maps no normaliser, a scale they refuse, dsoftmax's eps, favor's source or W;
- * windowed: h_k != h_v, a gate or beta, an exponential map; gated: a log gate > 0 or not finite, a
+ * windowed: h_k != h_v, a gate or beta, an exponential map un-normalised; gated: a log gate > 0 or
+ * not finite, a
  * beta <= 0 or not finite, a NULL gate or beta, an unknown gate kind or beta flag, h_g not
  * dividing H, an exponential map, attn_linear in place of attn_linear_gated).
  * Checks: the queries answer what the header documents (m = d, or favor's m; the chunk, the state
@@ -525,11 +527,8 @@ static int one_call(fz_in *in, attn_isa isa, const lin_shape *sh, lin_state *st,
             break;
         }
         break;
-      case F_MASK: /* the exponential maps take no window; a gate takes the causal mask only */
-        if (is_xmap(sh->fm)) {
-          cd.mask = bad_mask(in, cd.mask);
-          want = ATTN_E_BAD_WINDOW;
-        } else if (sh->mode == MODE_GATED && lu_gated(&cd)) {
+      case F_MASK: /* a gate takes the causal mask only (every map takes a window since 0.4.0) */
+        if (sh->mode == MODE_GATED && lu_gated(&cd)) {
           /* a window with h_k != h_v, or h_q below H, is refused for its heads first */
           const int heads_ok = cd.shape.h_k == cd.shape.h_v && cd.shape.h_q == H;
           cd.mask = heads_ok && (fz_u8(in) & 1) ? bad_mask(in, cd.mask) : attn_mask_full();
@@ -562,9 +561,10 @@ static int one_call(fz_in *in, attn_isa isa, const lin_shape *sh, lin_state *st,
             gated_entry = fz_u8(in) & 1;
             want = ATTN_E_BAD_WINDOW;
             break;
-          default: /* an exponential map */
+          default: /* an exponential map un-normalised (a window takes them normalised only, as the other masks) */
             cd.feature_map = (attn_feature_map)(ATTN_FEATURE_EXP + fz_pick(in, 3));
-            want = ATTN_E_BAD_WINDOW;
+            cd.normalize = 0;
+            want = ATTN_E_BAD_NORMALIZATION;
             break;
         }
         break;
@@ -741,8 +741,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   sh.dv = fz_size(&in, MAX_D);
   sh.fm = (attn_feature_map)fz_pick(&in, ATTN_FEATURE_COUNT); /* every map */
   sh.normalize = is_xmap(sh.fm) || fz_pick(&in, 3) != 0;      /* the exponential maps: normalised only */
-  /* the mode: windows and gates are the element-wise maps' */
-  sh.mode = is_xmap(sh.fm) ? MODE_PLAIN : (int)fz_pick(&in, 3);
+  /* the mode: gates are the element-wise maps'; windows take every map (0.4.0) */
+  sh.mode = (int)fz_pick(&in, is_xmap(sh.fm) ? 2 : 3);
   sh.gate = ATTN_GATE_NONE;
   sh.beta = 0;
   sh.h_g = 0;

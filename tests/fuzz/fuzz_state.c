@@ -11,7 +11,7 @@
  * memory of exactly L * m * (dv + 2) floats, and a sequence of operations runs on them: init
  * (valid, memory one byte or more too small, NULL state / memory / descriptor, an invalid
  * descriptor: a zero size, head counts that do not divide H, a bad m or map, a window the
- * descriptor cannot take (the exponential maps; a gate), a bad normalize flag, an exponential map
+ * descriptor cannot take (with a gate or beta, for every map), a bad normalize flag, an exponential map
  * un-normalised, a bad gate kind), reset (valid, NULL, unbound), copy between states of the same
  * or another shape, into itself, between states whose memory overlaps, with NULL. Checks: the
  * state_size and the state's shape fields (heads = L, m, dv, ld = dv + 2, map, mode); the expected
@@ -110,10 +110,9 @@ static attn_status bad_desc(fz_in *in, attn_linear_desc *d) {
       else
         d->m = d->shape.d + 1 + fz_u8(in);
       return ATTN_E_BAD_FEATURE_MAP;
-    case 3: /* a window: the exponential maps take none; element-wise maps none with a gate (and
-             * none with h_k != h_v, which comes first) */
+    case 3: /* a window with a gate or beta (every map takes a window without one since 0.4.0; none
+             * with h_k != h_v, which comes first) */
       d->mask = attn_mask_window(fz_u8(in), fz_u8(in) & 1 ? 0 : ATTN_UNBOUNDED);
-      if (xmap) return ATTN_E_BAD_WINDOW;
       if (!is_gated(d)) d->beta = 1;
       return d->shape.h_k != d->shape.h_v || d->shape.h_q != fz_heads_out(d->shape.h_q, d->shape.h_k, d->shape.h_v)
                  ? ATTN_E_BAD_HEADS

@@ -9,12 +9,14 @@
  * of attn_linear_favor_matrix and its transpose, the matrix's properties and contract; exp and
  * favor with features up to +-150; dsoftmax against softmax_rows(Q) softmax_cols(K)^T V, with
  * v = 1, and its shift invariances), "window" (windowed linear attention, any mask but full and
- * causal, on the element-wise maps: a reference table, every mask at every size around the blocks
- * as square calls, chunked prefill and decode, windows that bound nothing vs the chunkwise calls,
- * a sliding window in random pieces then decode steps vs one call, the non-finite policy with
- * visible and hidden keys, and the statuses of what a window refuses), "state" (the state's
- * layout and management), "api" (descriptor defaults, size queries, reentrancy) and "bad_input"
- * (the exact status of every bad argument, nothing written).
+ * causal, on every map: a reference table, every mask at every size around the blocks as square
+ * calls, chunked prefill and decode, windows that bound nothing vs the chunkwise calls, a sliding
+ * window in random pieces then decode steps vs one call, the non-finite policy with visible and
+ * hidden keys, exp, favor and dsoftmax with features up to +-150 and keys far above the rest at
+ * the edges of the engine's blocks, the workspace of the exponential maps, and the statuses of
+ * what a window refuses), "state" (the state's layout and management), "api" (descriptor
+ * defaults, size queries, reentrancy) and "bad_input" (the exact status of every bad argument,
+ * nothing written).
  * FAVOR+ states are compared through their offset-free sums (ln_state_rebase): the library's
  * offsets come from its own float dot products; exp's and dsoftmax's offsets must be exact.
  */
@@ -367,6 +369,11 @@ static size_t ln_wcount;
 static const float *ln_favor_w(const attn_linear_desc *d) {
   if (d->feature_map != FAV) return NULL;
   if (d->favor_source == ATTN_FAVOR_CALLER) return d->favor_w;
+  /* W does not depend on the mask: asked of the causal descriptor, whose workspace is the
+   * chunkwise engine's (linear_window_xmap_workspace asks a windowed one) */
+  attn_linear_desc causal = *d;
+  causal.mask = attn_mask_causal();
+  d = &causal;
   const size_t m = lu_feature_size(d), dd = d->shape.d;
   for (size_t i = 0; i < LN_WCACHE; ++i) {
     const ln_wentry *e = &ln_wcache[i];
@@ -1334,8 +1341,17 @@ static void xs_orthonormal(tu_rng *rng, double *Q, size_t d) {
   }
 }
 
-static void xs_target(tu_rng *rng, int pattern, int key, size_t j, double *T) {
-  const int high = key && (j == 17 || j == 66 || j == 101);
+/* favor's caller W = 100 Q (Q orthonormal rows), m = d, into the descriptor. */
+static void xs_favor(tu_rng *rng, attn_linear_desc *d, double *Q, float *w) {
+  xs_orthonormal(rng, Q, XS_D);
+  for (size_t e = 0; e < XS_D * XS_D; ++e) w[e] = (float)(100.0 * Q[e]);
+  d->m = XS_D;
+  d->favor_source = ATTN_FAVOR_CALLER;
+  d->favor_w = w;
+}
+
+/* The target features of one query (key 0) or key row; high: a key the pattern raises. */
+static void xs_target(tu_rng *rng, int pattern, int key, int high, double *T) {
   for (size_t f = 0; f < XS_D; ++f) {
     double lo = -5.0, hi = 5.0;
     if (pattern == 0) lo = -150.0, hi = 150.0;
@@ -1350,6 +1366,27 @@ static void xs_target(tu_rng *rng, int pattern, int key, size_t j, double *T) {
   }
 }
 
+/* q and k (one head) from target features: x = x' / xs with x' = T (exp; dsoftmax, whose xs is
+ * 1: its pre-features are k itself), or for favor (Q given) x' = Q^T T / 100, so that W x' = T.
+ * The keys raised: high[j], or with high NULL keys 17, 66 and 101 (mid-chunk for chunks 48 and
+ * 7). Then a fresh snapshot of the inputs. */
+static void xs_fill(tu_rng *rng, tu_qkv *x, int pattern, const double *Q, float xs, const unsigned char *high) {
+  for (int key = 0; key < 2; ++key)
+    for (size_t j = 0; j < (key ? x->k.n : x->q.n); ++j) {
+      double T[XS_D], xp[XS_D];
+      xs_target(rng, pattern, key, key && (high ? high[j] : j == 17 || j == 66 || j == 101), T);
+      for (size_t t = 0; t < XS_D; ++t) {
+        xp[t] = T[t];
+        if (Q) { /* x' = Q^T T / 100: W x' = T */
+          xp[t] = 0.0;
+          for (size_t f = 0; f < XS_D; ++f) xp[t] += Q[f * XS_D + t] * T[f] / 100.0;
+        }
+        *tu_at(key ? &x->k : &x->q, j, 0, t) = (float)(xp[t] / (double)xs);
+      }
+    }
+  tu_qkv_snapshot(x);
+}
+
 START_TEST(linear_exp_favor_stress) {
   const int favor = _i % 2, mode = (_i / 2) % 3, pattern = (_i / 6) % XS_PATTERNS, eps = _i / (6 * XS_PATTERNS);
   tu_rng rng;
@@ -1359,30 +1396,10 @@ START_TEST(linear_exp_favor_stress) {
   if (eps) d.eps = eps == 1 ? 0.0f : 0.5f; /* 0.5: a misplaced eps (added to a denominator with other offsets) shows */
   float w[XS_D * XS_D];
   double Q[XS_D * XS_D];
-  if (favor) {
-    xs_orthonormal(&rng, Q, XS_D);
-    for (size_t e = 0; e < XS_D * XS_D; ++e) w[e] = (float)(100.0 * Q[e]);
-    d.m = XS_D;
-    d.favor_source = ATTN_FAVOR_CALLER;
-    d.favor_w = w;
-  }
-  const float xs = sqrtf(d.scale);
+  if (favor) xs_favor(&rng, &d, Q, w);
   tu_qkv x;
   tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, XS_N, XS_N, 1, 1, 1, XS_D, XS_DV);
-  for (int key = 0; key < 2; ++key)
-    for (size_t j = 0; j < XS_N; ++j) {
-      double T[XS_D], xp[XS_D];
-      xs_target(&rng, pattern, key, j, T);
-      for (size_t t = 0; t < XS_D; ++t) {
-        xp[t] = T[t];
-        if (favor) { /* x' = Q^T T / 100: W x' = T */
-          xp[t] = 0.0;
-          for (size_t f = 0; f < XS_D; ++f) xp[t] += Q[f * XS_D + t] * T[f] / 100.0;
-        }
-        *tu_at(key ? &x.k : &x.q, j, 0, t) = (float)(xp[t] / (double)xs);
-      }
-    }
-  tu_qkv_snapshot(&x);
+  xs_fill(&rng, &x, pattern, favor ? Q : NULL, sqrtf(d.scale), NULL);
   lu_state st;
   if (mode < 2) lu_state_make(&st, &d);
   tu_tensor o;
@@ -1569,13 +1586,19 @@ START_TEST(linear_dsoftmax_shift_invariance) {
 END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
-/* Windowed linear attention: any mask but full and causal, element-wise maps (attn.h, 0.3.0)   */
+/* Windowed linear attention: any mask but full and causal, every map (attn.h, 0.4.0)          */
 /* ------------------------------------------------------------------------------------------ */
-/* The maps of the window tests: identity un-normalised, elu1 and relu normalised (the three of
- * every table), and the other modes for a few rows. */
-typedef enum lw_map { W_ID = 0, W_ELU, W_RELU, W_ELU_UN, W_RELU_UN, W_ID_NORM, W_NMAPS } lw_map;
-static const attn_feature_map lw_fm[W_NMAPS] = {ID, ELU, RELU, ELU, RELU, ID};
-static const int lw_norm[W_NMAPS] = {UNNORM, NORM, NORM, UNNORM, UNNORM, NORM};
+/* The maps of the window tests: the six that every rotation covers (identity un-normalised, elu1
+ * and relu normalised, exp, favor with the seed source (chi, seed 0) and m = 4d, dsoftmax), and
+ * the other modes of the element-wise maps for a few rows. A descriptor starts from
+ * attn_linear_desc_init's defaults of its map: scale 1/sqrt(d) for exp and favor, scale 1 and
+ * eps 0 for dsoftmax, scale 1 and eps 1e-6 otherwise. */
+typedef enum lw_map { W_ID = 0, W_ELU, W_RELU, W_EXP, W_FAV, W_DSM, W_ELU_UN, W_RELU_UN, W_ID_NORM, W_NMAPS } lw_map;
+#define LW_NROT 6 /* the maps of the rotations: W_ID .. W_DSM */
+static const attn_feature_map lw_fm[W_NMAPS] = {ID, ELU, RELU, EXPM, FAV, DSM, ELU, RELU, ID};
+static const int lw_norm[W_NMAPS] = {UNNORM, NORM, NORM, NORM, NORM, NORM, UNNORM, UNNORM, NORM};
+/* The window map of an attn_feature_map of the bad-input rows (0: elu1). */
+static lw_map lw_map_of(int fm) { return fm == EXPM ? W_EXP : fm == FAV ? W_FAV : fm == DSM ? W_DSM : W_ELU; }
 
 #define WU ATTN_UNBOUNDED
 /* A windowed descriptor: h_k = h_v = h_kv, no state, the mask (left, right, chunk). */
@@ -1585,13 +1608,29 @@ static void lw_desc(attn_linear_desc *d, size_t n_q, size_t n_kv, size_t h_q, si
   d->mask = mask;
 }
 
-/* got against expect with the reference's scales of the same problem (tolerances.h, windowed
- * linear attention: tol_linear_o with the n_kv keys a row can see at most). */
+/* Report family of a windowed comparison (ATTN_TEST_REPORT): the element-wise maps together, each
+ * exponential map on its own. */
+static const char *lw_family(attn_feature_map fm) {
+  switch (fm) {
+    case EXPM:
+      return "linear.window.exp.o";
+    case FAV:
+      return "linear.window.favor.o";
+    case DSM:
+      return "linear.window.dsoftmax.o";
+    default:
+      return "linear.window.o";
+  }
+}
+
+/* got against expect with the reference's scales and argument scales of the same problem
+ * (tolerances.h, windowed linear attention: tol_linear_o, or tol_linear_xp_o for the exponential
+ * maps, with the n_kv keys a row can see at most and the descriptor's feature size). */
 static void lw_compare(const char *what, const attn_linear_desc *d, const tu_tensor *got, const double *expect,
-                       const double *scale, double factor) {
+                       const double *scale, const double *arg, double factor) {
   const size_t count = got->n * got->h * got->w;
-  double *tol = ln_tols(d->feature_map, 0, d->shape.n_kv, d->shape.d, scale, NULL, count, factor);
-  tu_compare("linear.window.o", what, got, expect, scale, tol);
+  double *tol = ln_tols(d->feature_map, 0, d->shape.n_kv, lu_feature_size(d), scale, arg, count, factor);
+  tu_compare(lw_family(d->feature_map), what, got, expect, scale, tol);
   free(tol);
 }
 
@@ -1600,13 +1639,15 @@ static void lw_check(const char *what, const attn_linear_desc *d, const tu_tenso
                      const tu_tensor *v, const tu_tensor *got) {
   ln_ref r;
   ln_ref_output(d, q, k, v, NULL, &r);
-  lw_compare(what, d, got, r.o, r.scale, 1.0);
+  lw_compare(what, d, got, r.o, r.scale, r.arg, 1.0);
   ln_ref_free(&r);
 }
 
-/* The reference table (WIN: the mask); scale and eps are the defaults (1, 1e-6) unless set
- * (SCALE, EPS); layout token-major and data uniform unless set. n around the blocked engine's blocks (48 / 96 rows on AVX2
- * and NEON, 32 / 64 on the scalar path): 1, 7, 47, 48, 49, 97, 130. */
+/* The reference table (WIN: the mask); scale and eps are the map's defaults (lw_desc) unless set
+ * (SCALE, EPS); layout token-major and data uniform unless set; favor: W from the seed source
+ * (chi, seed 0) and m = 4d unless set (m; WCALLER, WSQRTD as in ln_case). n around the blocked
+ * engine's blocks (48 / 96 rows on AVX2 and NEON, 32 / 64 on the scalar path): 1, 7, 47, 48, 49,
+ * 97, 130. */
 typedef struct lw_case {
   const char *name;
   size_t n_q, n_kv, h_q, h_kv, d, dv;
@@ -1616,6 +1657,9 @@ typedef struct lw_case {
   tu_data data;
   float scale, eps;
   int set_scale, set_eps;
+  size_t m;      /* favor: 0 the default 4d */
+  int wsrc;      /* favor: as ln_case.wsrc */
+  uint64_t seed; /* favor: the seed of a seed source */
 } lw_case;
 
 #define WIN(l, r, c)  .mask = {(l), (r), (c)}
@@ -1669,6 +1713,72 @@ static const lw_case lw_cases[] = {
     {.name = "left_max-1_right_3", SIZES(48, 97, 8, 8), WHEADS(2, 1), .map = W_ID, WIN(WU - 1, 3, 0)},
     {.name = "chunk_max/2", SIZES(47, 97, 8, 8), WHEADS(4, 2), .map = W_RELU, WIN(WU, WU, WU / 2)},
     {.name = "right_max-1_chunk_7", SIZES(49, 49, 8, 8), WHEADS(2, 2), .map = W_ELU, WIN(2, WU - 1, 7)},
+    /* exp: normalised over the keys each row sees, with that row's offsets (x' = sqrt(scale) x,
+     * scale 1/sqrt(d) by default); decode, chunked prefill, layouts, rows without keys (zeros, eps
+     * 0 included), eps 0.5, wide and large data, odd widths, MQA */
+    {.name = "exp_decode_1_of_130_3_0", SIZES(1, 130, 16, 16), WHEADS(4, 2), .map = W_EXP, WIN(3, 0, 0)},
+    {.name = "exp_chunked_20_of_97_5_9", SIZES(20, 97, 16, 16), WHEADS(4, 2), .map = W_EXP, WIN(5, 9, 0)},
+    {.name = "exp_97_17_2", SIZES(97, 97, 8, 8), WHEADS(2, 1), .map = W_EXP, WIN(17, 2, 0)},
+    {.name = "exp_padded_c7_causal", SIZES(97, 97, 7, 5), WHEADS(4, 1), .map = W_EXP, WIN(WU, 0, 7), .layout = P},
+    {.name = "exp_packed_17_2_c4", SIZES(47, 47, 8, 8), WHEADS(4, 4), .map = W_EXP, WIN(17, 2, 4), .layout = PK},
+    {.name = "exp_head_major_49_of_130_0_U",
+     SIZES(49, 130, 9, 13),
+     WHEADS(2, 2),
+     .map = W_EXP,
+     WIN(0, WU, 0),
+     .layout = H},
+    {.name = "exp_nq30_nkv10_3_0_eps0", SIZES(30, 10, 8, 8), WHEADS(2, 2), .map = W_EXP, WIN(3, 0, 0), EPS(0.0f)},
+    {.name = "exp_eps0.5_U_4", SIZES(130, 130, 16, 16), WHEADS(4, 2), .map = W_EXP, WIN(WU, 4, 0), EPS(0.5f)},
+    {.name = "exp_scale1_wide_c7",
+     SIZES(97, 97, 16, 16),
+     WHEADS(2, 2),
+     .map = W_EXP,
+     WIN(WU, WU, 7),
+     SCALE(1.0f),
+     .data = WIDE},
+    {.name = "exp_large_0_0",
+     SIZES(48, 48, 16, 16),
+     WHEADS(1, 1),
+     .map = W_EXP,
+     WIN(0, 0, 0),
+     SCALE(1.0f),
+     .data = TU_DATA_LARGE},
+    {.name = "exp_d65_dv33_3_0", SIZES(49, 49, 65, 33), WHEADS(2, 1), .map = W_EXP, WIN(3, 0, 0)},
+    {.name = "exp_mqa_8_1_d1_5_9", SIZES(97, 97, 1, 3), WHEADS(8, 1), .map = W_EXP, WIN(5, 9, 0)},
+    /* favor: the seed source (chi, m = 4d), the caller's W, SEED_SQRT_D with m = 3, m = 2d + 1 */
+    {.name = "favor_49_17_2", SIZES(49, 49, 8, 8), WHEADS(4, 2), .map = W_FAV, WIN(17, 2, 0)},
+    {.name = "favor_decode_1_of_97_c7_causal", SIZES(1, 97, 8, 8), WHEADS(2, 1), .map = W_FAV, WIN(WU, 0, 7)},
+    {.name = "favor_caller_w_97_of_130_5_9_c7",
+     SIZES(97, 130, 16, 16),
+     WHEADS(2, 1),
+     .map = W_FAV,
+     WIN(5, 9, 7),
+     WCALLER},
+    {.name = "favor_sqrt_d_m3_c4",
+     SIZES(130, 130, 9, 13),
+     WHEADS(4, 2),
+     .map = W_FAV,
+     WIN(WU, WU, 4),
+     WSQRTD(12345),
+     .m = 3},
+    {.name = "favor_m15_48_of_97_0_U", SIZES(48, 97, 7, 5), WHEADS(4, 1), .map = W_FAV, WIN(0, WU, 0), .m = 15},
+    {.name = "favor_nq49_nkv48_3_0_eps0", SIZES(49, 48, 8, 8), WHEADS(4, 2), .map = W_FAV, WIN(3, 0, 0), EPS(0.0f)},
+    {.name = "favor_head_padded_wide_5_9",
+     SIZES(48, 130, 8, 8),
+     WHEADS(2, 2),
+     .map = W_FAV,
+     WIN(5, 9, 0),
+     .layout = HP,
+     .data = WIDE},
+    /* dsoftmax: each key feature column softmaxed over the keys the row sees (scale 1, eps 0) */
+    {.name = "dsm_packed_3_0", SIZES(130, 130, 16, 16), WHEADS(4, 2), .map = W_DSM, WIN(3, 0, 0), .layout = PK},
+    {.name = "dsm_c7_causal", SIZES(97, 97, 8, 8), WHEADS(1, 1), .map = W_DSM, WIN(WU, 0, 7)},
+    {.name = "dsm_0_0", SIZES(49, 49, 9, 13), WHEADS(2, 2), .map = W_DSM, WIN(0, 0, 0)},
+    {.name = "dsm_nq20_nkv5_c4", SIZES(20, 5, 8, 8), WHEADS(1, 1), .map = W_DSM, WIN(WU, WU, 4)},
+    {.name = "dsm_decode_1_of_49_U_4", SIZES(1, 49, 9, 13), WHEADS(2, 2), .map = W_DSM, WIN(WU, 4, 0)},
+    {.name = "dsm_wide_17_2_c7", SIZES(97, 97, 16, 16), WHEADS(2, 2), .map = W_DSM, WIN(17, 2, 7), .data = WIDE},
+    {.name = "dsm_mqa_8_1_5_9", SIZES(97, 97, 8, 8), WHEADS(8, 1), .map = W_DSM, WIN(5, 9, 0)},
+    {.name = "dsm_d1_left_1000", SIZES(130, 130, 1, 3), WHEADS(1, 1), .map = W_DSM, WIN(1000, 0, 0)},
 };
 #define LW_NCASES (sizeof lw_cases / sizeof lw_cases[0])
 static size_t lw_sel[LW_NCASES];
@@ -1682,6 +1792,8 @@ START_TEST(linear_window_matches_reference) {
   lw_desc(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv, c->map, c->mask);
   if (c->set_scale) d.scale = c->scale;
   if (c->set_eps) d.eps = c->eps;
+  d.m = c->m;
+  float *w = ln_set_favor(&d, c->wsrc, c->seed, &rng);
   tu_qkv x;
   tu_qkv_make(&x, c->layout, c->data, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
   tu_tensor o;
@@ -1698,6 +1810,7 @@ START_TEST(linear_window_matches_reference) {
         ck_assert_msg(*tu_at(&o, i, h, col) == 0.0f, "%s: row %zu sees no key: %g", c->name, i,
                       (double)*tu_at(&o, i, h, col));
   }
+  free(w);
   tu_tensor_free(&o);
   tu_qkv_free(&x);
 }
@@ -1706,7 +1819,9 @@ END_TEST
 /* Every mask at every key count n around the blocks, as a square call (n_q = n), a chunked
  * prefill (n_q = (n + 2) / 3, bottom-right) and a decode step (n_q = 1); the maps, heads and
  * widths rotate with the run: windows (0, 0), (3, 0), (17, 2), (5, 9), (0, U), (U, 4), and
- * chunk-local widths 4 and 7, alone (bidirectional and causal) and with a window. */
+ * chunk-local widths 4 and 7, alone (bidirectional and causal) and with a window. The map is
+ * (mask + size + form) mod 6: over its 7 sizes and 3 forms every mask meets each of the six maps
+ * of the rotation (W_ID .. W_DSM), at several sizes. */
 static const attn_mask lw_masks[] = {{0, 0, 0},   {3, 0, 0},  {17, 2, 0}, {5, 9, 0},   {0, WU, 0}, {WU, 4, 0},
                                      {WU, WU, 4}, {WU, 0, 4}, {17, 2, 4}, {WU, WU, 7}, {WU, 0, 7}, {5, 9, 7}};
 static const size_t lw_sizes[] = {1, 7, 47, 48, 49, 97, 130};
@@ -1722,7 +1837,7 @@ static size_t lw_sweep_nq(size_t form, size_t n) { return form == 0 ? n : form =
 START_TEST(linear_window_sweep) {
   const size_t run = lw_sweep_sel[_i], form = run % 3, mi = run / 3 / LW_NSIZES, si = run / 3 % LW_NSIZES;
   const size_t n = lw_sizes[si], n_q = lw_sweep_nq(form, n);
-  const lw_map map = (lw_map)((mi + si + form) % 3);
+  const lw_map map = (lw_map)((mi + si + form) % LW_NROT);
   const size_t *hh = lw_heads[(mi + form) % 3], *ww = lw_widths[(mi + 2 * si + form) % 4];
   tu_rng rng;
   tu_rng_seed(&rng, 15500 + run);
@@ -1743,12 +1858,27 @@ END_TEST
 
 /* A window that bounds nothing is the unmasked call: (n, n) and chunk n equal the bidirectional
  * call and (n, 0) the causal one (chunkwise engine, no state), n = n_q + n_kv, within both bounds,
- * and each the reference. Maps x shapes: square at a block size, chunked prefill, decode. */
+ * and each the reference. Maps (the six of the rotation) x shapes: square at a block size, chunked
+ * prefill, decode. favor's W is the same in every call of a run: by shape, the seed source (chi,
+ * seed 0, m = 4d), the caller's W (drawn once), SEED_SQRT_D with seed 99 and m = 2d + 1. */
 static const size_t lw_unb_shapes[][6] = {{130, 130, 4, 2, 16, 16}, {40, 97, 2, 1, 7, 5}, {1, 64, 4, 4, 9, 13}};
 
+static void lw_unb_favor(attn_linear_desc *d, size_t shape, float **w, tu_rng *rng) {
+  if (d->feature_map != FAV) return;
+  if (shape == 2) {
+    d->m = 2 * d->shape.d + 1;
+    (void)ln_set_favor(d, 1, 99, rng);
+  } else if (shape == 1 && !*w) {
+    *w = ln_set_favor(d, 2, 0, rng);
+  } else if (shape == 1) {
+    d->favor_source = ATTN_FAVOR_CALLER;
+    d->favor_w = *w;
+  }
+}
+
 START_TEST(linear_window_unbounded_agrees) {
-  const lw_map map = (lw_map)(_i % 3);
-  const size_t *sh = lw_unb_shapes[_i / 3], reach = sh[0] + sh[1];
+  const lw_map map = (lw_map)(_i % LW_NROT);
+  const size_t shape = (size_t)_i / LW_NROT, *sh = lw_unb_shapes[shape], reach = sh[0] + sh[1];
   tu_rng rng;
   tu_rng_seed(&rng, 16000 + (uint64_t)_i);
   tu_qkv x;
@@ -1757,9 +1887,11 @@ START_TEST(linear_window_unbounded_agrees) {
   const attn_mask bounded[3] = {attn_mask_window(reach, reach), {WU, WU, reach}, attn_mask_window(reach, 0)};
   tu_tensor o[2];
   ln_ref r[2];
+  float *w = NULL;
   for (int c = 0; c < 2; ++c) { /* the chunkwise calls */
     attn_linear_desc d;
     lw_desc(&d, sh[0], sh[1], sh[2], sh[3], sh[4], sh[5], map, plain[c]);
+    lw_unb_favor(&d, shape, &w, &rng);
     ln_call(&d, &x.q, &x.k, &x.v, T, NULL, 0, &o[c]);
     ln_ref_output(&d, &x.q, &x.k, &x.v, NULL, &r[c]);
   }
@@ -1767,6 +1899,7 @@ START_TEST(linear_window_unbounded_agrees) {
     const int c = b == 2; /* the plain call it stands for */
     attn_linear_desc d;
     lw_desc(&d, sh[0], sh[1], sh[2], sh[3], sh[4], sh[5], map, bounded[b]);
+    lw_unb_favor(&d, shape, &w, &rng);
     ck_assert(lu_windowed(d.mask));
     tu_tensor ow;
     ln_call(&d, &x.q, &x.k, &x.v, T, NULL, 0, &ow);
@@ -1775,9 +1908,9 @@ START_TEST(linear_window_unbounded_agrees) {
     tu_tensor_to_double(&o[c], expect);
     char what[96];
     snprintf(what, sizeof what, "window %d vs the %s call, map %d", b, c ? "causal" : "bidirectional", (int)map);
-    lw_compare(what, &d, &ow, expect, r[c].scale, TOL_PROPERTY_FACTOR);
+    lw_compare(what, &d, &ow, expect, r[c].scale, r[c].arg, TOL_PROPERTY_FACTOR);
     snprintf(what, sizeof what, "window %d vs reference, map %d", b, (int)map);
-    lw_compare(what, &d, &ow, r[c].o, r[c].scale, 1.0);
+    lw_compare(what, &d, &ow, r[c].o, r[c].scale, r[c].arg, 1.0);
     free(expect);
     tu_tensor_free(&ow);
   }
@@ -1785,6 +1918,7 @@ START_TEST(linear_window_unbounded_agrees) {
     ln_ref_free(&r[c]);
     tu_tensor_free(&o[c]);
   }
+  free(w);
   tu_qkv_free(&x);
 }
 END_TEST
@@ -1792,13 +1926,13 @@ END_TEST
 /* A causal sliding window (w - 1, 0) (and the causal chunk-local mask of width 7) computed as
  * random pieces (1 .. 40) of queries over the keys so far (n_q = piece, n_kv = tokens so far: chunked
  * prefill without a state), then decode steps (n_q = 1), equals the one call over all n tokens,
- * row for row, and the reference; every element-wise map. */
+ * row for row, and the reference; the six maps of the rotation. */
 static const attn_mask lw_piece_masks[] = {{0, 0, 0}, {16, 0, 0}, {63, 0, 0}, {WU, 0, 7}};
-#define LW_NPIECE (3 * (sizeof lw_piece_masks / sizeof lw_piece_masks[0]))
+#define LW_NPIECE (LW_NROT * (sizeof lw_piece_masks / sizeof lw_piece_masks[0]))
 
 START_TEST(linear_window_pieces) {
-  const lw_map map = (lw_map)(_i % 3);
-  const attn_mask mask = lw_piece_masks[_i / 3];
+  const lw_map map = (lw_map)(_i % LW_NROT);
+  const attn_mask mask = lw_piece_masks[_i / LW_NROT];
   const size_t n = tu_small() ? 90 : 200, a = n * 3 / 4, hq = 4, hkv = 2, dd = 16, dv = 8, hd = hq * dv;
   tu_rng rng;
   tu_rng_seed(&rng, 16500 + (uint64_t)_i);
@@ -1810,7 +1944,7 @@ START_TEST(linear_window_pieces) {
   ln_call(&d, &x.q, &x.k, &x.v, T, NULL, 0, &one);
   ln_ref r;
   ln_ref_output(&d, &x.q, &x.k, &x.v, NULL, &r);
-  lw_compare("one call vs reference", &d, &one, r.o, r.scale, 1.0);
+  lw_compare("one call vs reference", &d, &one, r.o, r.scale, r.arg, 1.0);
   double *got = malloc(sizeof(double) * n * hd);
   ck_assert_ptr_nonnull(got);
   tu_tensor_to_double(&one, got);
@@ -1830,9 +1964,9 @@ START_TEST(linear_window_pieces) {
     ln_call(&pd, &q, &k, &v, T, NULL, 0, &o);
     char what[96];
     snprintf(what, sizeof what, "%s at token %zu vs one call", len == 1 && t >= a ? "decode" : "piece", t);
-    lw_compare(what, &d, &o, got + t * hd, r.scale + t * hd, TOL_PROPERTY_FACTOR);
+    lw_compare(what, &d, &o, got + t * hd, r.scale + t * hd, r.arg + t * hd, TOL_PROPERTY_FACTOR);
     snprintf(what, sizeof what, "%s at token %zu vs reference", len == 1 && t >= a ? "decode" : "piece", t);
-    lw_compare(what, &d, &o, r.o + t * hd, r.scale + t * hd, 1.0);
+    lw_compare(what, &d, &o, r.o + t * hd, r.scale + t * hd, r.arg + t * hd, 1.0);
     tu_tensor_free(&o);
     t += len;
     ++pieces;
@@ -1847,7 +1981,9 @@ END_TEST
 
 /* The non-finite policy with windows: one element of q, k or v NaN, +inf or -inf, early or late
  * (tu_qkv_poison): the rows that use it (q_i, or a k_j / v_j they see) are NaN, every other row
- * equals the reference, the poisoned key included when the row cannot see it. */
+ * equals the reference, the poisoned key included when the row cannot see it (the exponential
+ * maps: an offset taken over a hidden +inf or NaN key must not reach the row, and a visible -inf
+ * key, whose exponential is 0, still makes it NaN). The six maps of the rotation. */
 typedef struct lwf_case {
   size_t n_q, n_kv, h_q, h_kv, d, dv;
   attn_mask mask;
@@ -1860,8 +1996,8 @@ static const lwf_case lwf_cases[] = {
 #define LWF_NCASES (sizeof lwf_cases / sizeof lwf_cases[0])
 
 START_TEST(linear_window_nonfinite_policy) {
-  const lwf_case *c = &lwf_cases[_i / 3];
-  const lw_map map = (lw_map)(_i % 3);
+  const lwf_case *c = &lwf_cases[_i / LW_NROT];
+  const lw_map map = (lw_map)(_i % LW_NROT);
   for (int pc = 0; pc < TU_POISON_CASES; ++pc) {
     tu_rng rng;
     tu_rng_seed(&rng, 17500 + (uint64_t)_i);
@@ -1886,10 +2022,10 @@ END_TEST
 /* Keys no query can see hold NaN and infinities in k and v (every head, every column): every
  * output is finite and equals the reference of the clean inputs. Chunked prefill (bottom-right)
  * with a causal window (5, 0) and with chunk-local width 7: keys 0 .. 114 (window) and 0 .. 83
- * (chunks) are hidden from all the queries. */
+ * (chunks) are hidden from all the queries. The six maps of the rotation. */
 START_TEST(linear_window_hidden_nonfinite) {
-  const lw_map map = (lw_map)(_i % 3);
-  const int chunked = _i / 3;
+  const lw_map map = (lw_map)(_i % LW_NROT);
+  const int chunked = _i / LW_NROT;
   const size_t n_q = 10, n_kv = chunked ? 97 : 130, hidden = chunked ? 84 : 115, hq = 4, hkv = 2, dd = 8, dv = 8;
   const attn_mask mask = chunked ? (attn_mask){WU, WU, 7} : attn_mask_window(5, 0);
   tu_rng rng;
@@ -1919,7 +2055,7 @@ START_TEST(linear_window_hidden_nonfinite) {
   ln_ref r;
   ln_ref_output(&d, &clean.q, &clean.k, &clean.v, NULL, &r);
   lw_compare(chunked ? "hidden non-finite keys, chunk 7" : "hidden non-finite keys, window (5, 0)", &d, &o, r.o,
-             r.scale, 1.0);
+             r.scale, r.arg, 1.0);
   ln_ref_free(&r);
   tu_tensor_free(&o);
   tu_qkv_free(&x);
@@ -1927,14 +2063,194 @@ START_TEST(linear_window_hidden_nonfinite) {
 }
 END_TEST
 
-/* Bad input with windows: each row changes one thing of a valid windowed call (elu1, window
- * (3, 0), h_q 4, h_k = h_v 2, no state); the call answers the row's status (and, for descriptor
- * faults, every size query too), and nothing is written. */
+/* The masks of the tests at the edges of the engine's blocks below: windows (3, 0), (17, 2),
+ * (5, 9) and chunk-local width 7 (chunks 42 .. 48, 49 .. 55 and 91 .. 97 put keys 47 to 49 and 95
+ * to 97 at a chunk's end or start). */
+static const attn_mask lwx_masks[] = {{3, 0, 0}, {17, 2, 0}, {5, 9, 0}, {WU, WU, 7}};
+#define LWX_NMASKS (sizeof lwx_masks / sizeof lwx_masks[0])
+
+/* Non-finite keys and values at the edges of the engine's blocks, each visible to some rows of a
+ * query block and hidden from the others (square calls, n = 120: query blocks of 48 rows on AVX2
+ * and NEON, 32 on the scalar path; a key block starts at the first key its query block sees): k
+ * of key 47 is +inf in every feature of every head (an offset or a maximum taken over it would be
+ * +inf), k of key 49 -inf (its exponential would be 0 and hide it), k of key 96 NaN, v of key 95
+ * NaN. The rows that see one are NaN, every other row is finite and matches the reference; the
+ * six maps of the rotation x the four masks. */
+START_TEST(linear_window_edge_nonfinite) {
+  const lw_map map = (lw_map)(_i % LW_NROT);
+  const attn_mask mask = lwx_masks[_i / LW_NROT];
+  const size_t n = 120, hq = 4, hkv = 2, dd = 8, dv = 8;
+  static const size_t bad_keys[4] = {47, 49, 95, 96};
+  tu_rng rng;
+  tu_rng_seed(&rng, 17900 + (uint64_t)_i);
+  tu_qkv x;
+  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, n, n, hq, hkv, hkv, dd, dv);
+  for (size_t h = 0; h < hkv; ++h) {
+    for (size_t t = 0; t < dd; ++t) {
+      *tu_at(&x.k, 47, h, t) = INFINITY;
+      *tu_at(&x.k, 49, h, t) = -INFINITY;
+      *tu_at(&x.k, 96, h, t) = NAN;
+    }
+    for (size_t t = 0; t < dv; ++t) *tu_at(&x.v, 95, h, t) = NAN;
+  }
+  tu_qkv_snapshot(&x);
+  attn_linear_desc d;
+  lw_desc(&d, n, n, hq, hkv, dd, dv, map, mask);
+  tu_tensor o;
+  ln_call(&d, &x.q, &x.k, &x.v, T, NULL, 0, &o);
+  tu_qkv_assert_unchanged(&x);
+  char what[96];
+  snprintf(what, sizeof what, "non-finite keys at block edges, mask (%zu, %zu, chunk %zu), map %d", mask.left,
+           mask.right, mask.chunk, (int)map);
+  lw_check(what, &d, &x.q, &x.k, &x.v, &o);
+  for (size_t i = 0; i < n; ++i) { /* the premise: rows beside them that see none are finite */
+    int seen = 0;
+    for (size_t b = 0; b < 4; ++b) seen |= ref_visible(i, bad_keys[b], n, n, mask.left, mask.right, mask.chunk);
+    for (size_t h = 0; h < hq; ++h)
+      for (size_t col = 0; col < dv; ++col)
+        ck_assert_msg(seen ? isnan(*tu_at(&o, i, h, col)) : isfinite(*tu_at(&o, i, h, col)), "%s: row %zu: %g", what, i,
+                      (double)*tu_at(&o, i, h, col));
+  }
+  tu_tensor_free(&o);
+  tu_qkv_free(&x);
+}
+END_TEST
+
+/* exp, favor (the caller's W = 100 Q of linear_exp_favor_stress, m = d, so that the features are
+ * the targets) and dsoftmax (its pre-features are k itself) with windows, on the stress test's
+ * patterns (xs_target; square calls of XS_N = 120 tokens, one head):
+ *   0 wide: q, k in [-150, 150];
+ *   1 low feature: the keys' feature 0 100 below their others, which the queries rely on (their
+ *     feature 0 is the largest, in [140, 150]);
+ *   2 high keys: every feature 100 above the rest; 3 the same 30 above (below the engine's
+ *     sub-block guard of 40); 4 feature 0 only, 100 above;
+ * the raised keys of patterns 2 to 4 sit at 47 + e and 95 + e, e = 0, 1, 2 (one call each): at the
+ * edges of the query blocks (48 rows on AVX2 and NEON; 32 on the scalar path, where 95 | 96 is an
+ * edge and 47 .. 49 the middle of a block), so that each lies in a boundary key block that some
+ * rows of a query block see and others do not; masks lwx_masks. eps: the default, 0 and 0.5 for
+ * exp and favor (0.5: added to a denominator stabilised with other offsets than the row's own, it
+ * shows); dsoftmax has none. Every output is finite and within the bound of the reference (log
+ * space, float64). Runs: 7 map and eps variants x 4 masks x 5 patterns. */
+#define LWX_NVARIANTS 7
+#define LWX_NRUNS     (LWX_NVARIANTS * LWX_NMASKS * XS_PATTERNS)
+
+START_TEST(linear_window_xmap_stress) {
+  const int variant = _i % LWX_NVARIANTS, pattern = _i / (LWX_NVARIANTS * (int)LWX_NMASKS);
+  const attn_mask mask = lwx_masks[(size_t)(_i / LWX_NVARIANTS) % LWX_NMASKS];
+  const lw_map map = variant < 3 ? W_EXP : variant < 6 ? W_FAV : W_DSM;
+  static const float eps[3] = {1e-6f, 0.0f, 0.5f};
+  for (int e = 0; e < (pattern >= 2 ? 3 : 1); ++e) { /* patterns 0 and 1 raise no key */
+    tu_rng rng;
+    tu_rng_seed(&rng, 19000 + 3 * (uint64_t)_i + (uint64_t)e);
+    attn_linear_desc d;
+    lw_desc(&d, XS_N, XS_N, 1, 1, XS_D, XS_DV, map, mask);
+    if (map != W_DSM) d.eps = eps[variant % 3];
+    float w[XS_D * XS_D];
+    double Q[XS_D * XS_D];
+    if (map == W_FAV) xs_favor(&rng, &d, Q, w);
+    unsigned char high[XS_N] = {0};
+    high[47 + e] = high[95 + e] = 1;
+    tu_qkv x;
+    tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, XS_N, XS_N, 1, 1, 1, XS_D, XS_DV);
+    xs_fill(&rng, &x, pattern, map == W_FAV ? Q : NULL, sqrtf(d.scale), high);
+    tu_tensor o;
+    ln_call(&d, &x.q, &x.k, &x.v, T, NULL, 0, &o);
+    char what[160];
+    snprintf(what, sizeof what,
+             "%s window stress: pattern %d, keys %d and %d raised, mask (%zu, %zu, chunk %zu), eps %g",
+             map == W_EXP   ? "exp"
+             : map == W_FAV ? "favor"
+                            : "dsoftmax",
+             pattern, 47 + e, 95 + e, mask.left, mask.right, mask.chunk, (double)d.eps);
+    for (size_t i = 0; i < XS_N; ++i)
+      for (size_t c = 0; c < XS_DV; ++c)
+        ck_assert_msg(isfinite(*tu_at(&o, i, 0, c)), "%s: o[%zu][%zu] = %g", what, i, c, (double)*tu_at(&o, i, 0, c));
+    lw_check(what, &d, &x.q, &x.k, &x.v, &o);
+    tu_tensor_free(&o);
+    tu_qkv_free(&x);
+  }
+}
+END_TEST
+
+/* The workspace and size queries of the exponential maps with a window (exp; favor from the seed
+ * sources chi and SEED_SQRT_D with m = 37, from the caller's W and its W^T; dsoftmax), window
+ * (3, 0) and chunk-local width 4 (GQA 4 : 2, n_q 30 of n_kv 50): every size query answers
+ * (lu_assert_queries), the feature size and the state size are those of the same descriptor with
+ * the causal mask, a call with exactly the workspace it reports runs (lu_call: guards intact, at
+ * a 4-byte offset) and matches the reference, and attn_linear_favor_matrix takes the windowed
+ * descriptor with that workspace (attn.h: "at least attn_linear_workspace_size(desc) bytes") and
+ * writes the causal descriptor's W. (A workspace one byte short: rows of the bad-input table.) */
+START_TEST(linear_window_xmap_workspace) {
+  const int kind = _i % 6; /* exp; favor: chi, sqrt(d) with m 37, the caller's W, its W^T; dsoftmax */
+  const attn_mask mask = _i / 6 ? (attn_mask){WU, WU, 4} : attn_mask_window(3, 0);
+  const size_t n_q = 30, n_kv = 50, hq = 4, hkv = 2, dd = 8, dv = 6;
+  tu_rng rng;
+  tu_rng_seed(&rng, 19500 + (uint64_t)_i);
+  attn_linear_desc d;
+  lw_desc(&d, n_q, n_kv, hq, hkv, dd, dv, kind == 0 ? W_EXP : kind == 5 ? W_DSM : W_FAV, mask);
+  float *w = NULL, *wt = NULL;
+  if (kind == 2) {
+    d.m = 37;
+    (void)ln_set_favor(&d, 1, 4242, &rng);
+  }
+  if (kind == 3 || kind == 4) w = ln_set_favor(&d, 2, 0, &rng);
+  if (kind == 4) { /* the same W, transposed */
+    const size_t m = lu_feature_size(&d);
+    wt = malloc(sizeof(float) * m * dd);
+    ck_assert_ptr_nonnull(wt);
+    for (size_t f = 0; f < m; ++f)
+      for (size_t t = 0; t < dd; ++t) wt[t * m + f] = w[f * dd + t];
+    d.favor_source = ATTN_FAVOR_CALLER_T;
+    d.favor_w = wt;
+  }
+  lu_assert_queries(&d, ATTN_OK);
+  attn_linear_desc causal = d;
+  causal.mask = attn_mask_causal();
+  size_t m = 0, mc = 0, sb = 0, sbc = 0, need = 0;
+  ck_assert_int_eq(attn_linear_feature_size(&d, &m), ATTN_OK);
+  ck_assert_int_eq(attn_linear_feature_size(&causal, &mc), ATTN_OK);
+  ck_assert_int_eq(attn_linear_state_size(&d, &sb), ATTN_OK);
+  ck_assert_int_eq(attn_linear_state_size(&causal, &sbc), ATTN_OK);
+  ck_assert_uint_eq(m, mc);
+  ck_assert_uint_eq(sb, sbc);
+  ck_assert_int_eq(attn_linear_workspace_size(&d, &need), ATTN_OK);
+  ck_assert_uint_gt(need, 0);
+  tu_qkv x;
+  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, n_q, n_kv, hq, hkv, hkv, dd, dv);
+  tu_tensor o;
+  ln_call(&d, &x.q, &x.k, &x.v, T, NULL, 4, &o);
+  attn_linear_desc dref = d; /* the reference takes W itself */
+  if (kind == 4) {
+    dref.favor_source = ATTN_FAVOR_CALLER;
+    dref.favor_w = w;
+  }
+  lw_check("exponential map with a window: exactly the reported workspace", &dref, &x.q, &x.k, &x.v, &o);
+  if (kind == 1 || kind == 2) { /* a seed source: favor_matrix with the windowed descriptor */
+    float *got = tu_alloc(sizeof(float) * m * dd, 0);
+    void *ws = tu_alloc(need, 0);
+    ck_assert_int_eq(attn_linear_favor_matrix(&d, got, m * dd, ws, need), ATTN_OK);
+    tu_assert_guards("favor_matrix workspace (windowed descriptor)", ws);
+    tu_assert_guards("favor_matrix W (windowed descriptor)", got);
+    tu_assert_same_bits("favor_matrix: windowed vs causal descriptor", ln_favor_w(&causal), got,
+                        sizeof(float) * m * dd);
+    tu_free(ws);
+    tu_free(got);
+  }
+  tu_tensor_free(&o);
+  tu_qkv_free(&x);
+  free(wt);
+  free(w);
+}
+END_TEST
+
+/* Bad input with windows: each row changes one thing of a valid windowed call (elu1, or the row's
+ * exponential map with its defaults; window (3, 0) unless the row names another mask; h_q 4,
+ * h_k = h_v 2, no state); the call answers the row's status (and, for descriptor faults, every size
+ * query too), and nothing is written. */
 typedef enum lwb_kind {
-  LWB_EXP,
-  LWB_FAVOR,
-  LWB_DSOFTMAX,
-  LWB_EXP_STATE,
+  LWB_UNNORM,
+  LWB_EPS_HALF,
+  LWB_FAVOR_W_NULL,
   LWB_HK_NE_HV,
   LWB_HV_NE_HK,
   LWB_HK_GT_HQ,
@@ -1955,14 +2271,40 @@ typedef struct lwb_case {
   attn_status expect;
   int desc_level;
   attn_mask mask;
+  int xmap; /* the map of the valid call (0: elu1) */
 } lwb_case;
 
-#define LWB(k, s, lvl) .kind = (k), .expect = (s), .desc_level = (lvl)
+#define LWB(k, s, lvl)       .kind = (k), .expect = (s), .desc_level = (lvl)
+#define LWBX(k, s, lvl, map) .kind = (k), .expect = (s), .desc_level = (lvl), .xmap = (map)
 static const lwb_case lwb_cases[] = {
-    {.name = "exp with window (3, 0)", LWB(LWB_EXP, ATTN_E_BAD_WINDOW, 1), WIN(3, 0, 0)},
-    {.name = "favor with window (5, 9)", LWB(LWB_FAVOR, ATTN_E_BAD_WINDOW, 1), WIN(5, 9, 0)},
-    {.name = "dsoftmax with chunk 4", LWB(LWB_DSOFTMAX, ATTN_E_BAD_WINDOW, 1), WIN(WU, WU, 4)},
-    {.name = "exp with window (0, 0) and a state", LWB(LWB_EXP_STATE, ATTN_E_BAD_WINDOW, 1), WIN(0, 0, 0)},
+    /* the exponential maps take windows (0.4.0); what they still refuse with one (the state and the
+     * un-normalised mode as without a window, a gate or beta as the element-wise maps do) */
+    {.name = "exp with window (0, 0) and a state", LWBX(LWB_STATE, ATTN_E_BAD_ARGUMENT, 0, EXPM), WIN(0, 0, 0)},
+    {.name = "dsoftmax with causal chunk 7 and a state",
+     LWBX(LWB_STATE_CHUNK, ATTN_E_BAD_ARGUMENT, 0, DSM),
+     WIN(WU, 0, 7)},
+    {.name = "exp un-normalised with window (3, 0)", LWBX(LWB_UNNORM, ATTN_E_BAD_NORMALIZATION, 1, EXPM), WIN(3, 0, 0)},
+    {.name = "favor un-normalised with chunk 4", LWBX(LWB_UNNORM, ATTN_E_BAD_NORMALIZATION, 1, FAV), WIN(WU, WU, 4)},
+    {.name = "dsoftmax eps 0.5 with window (5, 9)", LWBX(LWB_EPS_HALF, ATTN_E_BAD_EPS, 1, DSM), WIN(5, 9, 0)},
+    {.name = "favor caller W NULL with window (17, 2)",
+     LWBX(LWB_FAVOR_W_NULL, ATTN_E_BAD_FEATURE_MATRIX, 1, FAV),
+     WIN(17, 2, 0)},
+    {.name = "favor with window (3, 0) and a SCALAR gate",
+     LWBX(LWB_GATE_SCALAR, ATTN_E_BAD_WINDOW, 1, FAV),
+     WIN(3, 0, 0)},
+    {.name = "exp with chunk 4 and beta", LWBX(LWB_BETA, ATTN_E_BAD_WINDOW, 1, EXPM), WIN(WU, WU, 4)},
+    {.name = "dsoftmax h_k 2 != h_v 1", LWBX(LWB_HK_NE_HV, ATTN_E_BAD_HEADS, 1, DSM), WIN(3, 0, 0)},
+    {.name = "favor window workspace one byte short",
+     LWBX(LWB_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0, FAV),
+     WIN(17, 2, 4)},
+    {.name = "exp window workspace one byte short",
+     LWBX(LWB_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0, EXPM),
+     WIN(3, 0, 0)},
+    {.name = "dsoftmax window workspace one byte short",
+     LWBX(LWB_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0, DSM),
+     WIN(5, 9, 7)},
+    {.name = "favor: o is k with a window", LWBX(LWB_O_IS_K, ATTN_E_ALIASING, 0, FAV), WIN(3, 0, 0)},
+    /* the element-wise maps */
     {.name = "h_k 2 != h_v 1", LWB(LWB_HK_NE_HV, ATTN_E_BAD_HEADS, 1), WIN(3, 0, 0)},
     {.name = "h_k 1 != h_v 2, chunk 7", LWB(LWB_HV_NE_HK, ATTN_E_BAD_HEADS, 1), WIN(WU, 0, 7)},
     {.name = "h_k = h_v 8 > h_q 4", LWB(LWB_HK_GT_HQ, ATTN_E_BAD_HEADS, 1), WIN(17, 2, 0)},
@@ -1989,7 +2331,7 @@ START_TEST(linear_window_rejects_bad_input) {
   tu_qkv x;
   tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, WNQ * WHMAX, WNKV * WHMAX, WHMAX, WHMAX, WHMAX, WD, WDV);
   attn_linear_desc d;
-  lw_desc(&d, WNQ, WNKV, WHQ, WHKV, WD, WDV, W_ELU, c->mask);
+  lw_desc(&d, WNQ, WNKV, WHQ, WHKV, WD, WDV, lw_map_of(c->xmap), c->mask);
   /* valid gates (SCALAR [n_kv][H][1], FEATURE [n_kv][H][m]) and betas */
   float lg[WNKV * WHQ * WD], beta[WNKV * WHQ];
   for (size_t e = 0; e < sizeof lg / sizeof lg[0]; ++e) lg[e] = tu_rng_range(&rng, -3.0f, 0.0f);
@@ -2000,16 +2342,15 @@ START_TEST(linear_window_rejects_bad_input) {
   int gated_call = 0;
   const float *op_k = NULL;
   switch (c->kind) {
-    case LWB_EXP:
-    case LWB_EXP_STATE:
-      d.feature_map = EXPM;
+    case LWB_UNNORM:
+      d.normalize = 0;
       break;
-    case LWB_FAVOR:
-      d.feature_map = FAV;
+    case LWB_EPS_HALF:
+      d.eps = 0.5f;
       break;
-    case LWB_DSOFTMAX:
-      d.feature_map = DSM;
-      d.eps = 0.0f;
+    case LWB_FAVOR_W_NULL:
+      d.favor_source = ATTN_FAVOR_CALLER;
+      d.favor_w = NULL;
       break;
     case LWB_HK_NE_HV: /* heads change with the default layouts of their counts */
       ck_assert_int_eq(attn_shape_init(&d.shape, WNQ, WNKV, WHQ, WHKV, 1, WD, WDV), ATTN_OK);
@@ -2048,9 +2389,7 @@ START_TEST(linear_window_rejects_bad_input) {
       op_k = x.k.data;
       break;
   }
-  if (c->kind == LWB_DSOFTMAX) d.scale = 1.0f;
-  if (c->kind == LWB_EXP || c->kind == LWB_EXP_STATE || c->kind == LWB_FAVOR) d.scale = 0.5f;
-  if (c->kind == LWB_STATE || c->kind == LWB_STATE_CHUNK || c->kind == LWB_EXP_STATE) {
+  if (c->kind == LWB_STATE || c->kind == LWB_STATE_CHUNK) {
     /* a state of the call's shape and map (bound with the causal mask) */
     attn_linear_desc sd = d;
     sd.mask = attn_mask_causal();
@@ -2059,7 +2398,7 @@ START_TEST(linear_window_rejects_bad_input) {
   }
   /* the workspace of the valid windowed call (the row's own when it is valid as a descriptor) */
   attn_linear_desc valid;
-  lw_desc(&valid, WNQ, WNKV, WHQ, WHKV, WD, WDV, W_ELU, c->mask);
+  lw_desc(&valid, WNQ, WNKV, WHQ, WHKV, WD, WDV, lw_map_of(c->xmap), c->mask);
   size_t need = 0;
   ck_assert_int_eq(attn_linear_workspace_size(c->desc_level ? &valid : &d, &need), ATTN_OK);
   ck_assert_uint_gt(need, 0);
@@ -2511,13 +2850,14 @@ static const lv_case lv_cases[] = {
     {.name = "feature map 99", LV(LV_FM_99, ATTN_E_BAD_FEATURE_MAP, 1)},
     {.name = "m = d + 1", LV(LV_M_D_PLUS_1, ATTN_E_BAD_FEATURE_MAP, 1)},
     {.name = "m = 1 < d", LV(LV_M_1, ATTN_E_BAD_FEATURE_MAP, 1)},
-    /* masks other than full and causal: windowed linear attention takes the element-wise maps
-     * only (attn.h, since 0.3.0); the exponential maps refuse them */
-    {.name = "exp mask: causal window (3, 0)", LVX(LV_MASK_WINDOW, ATTN_E_BAD_WINDOW, 1, EXPM)},
-    {.name = "dsoftmax mask: right 5", LVX(LV_MASK_RIGHT, ATTN_E_BAD_WINDOW, 1, DSM)},
-    {.name = "favor mask: diagonal (0, 0)", LVX(LV_MASK_DIAGONAL, ATTN_E_BAD_WINDOW, 1, FAV)},
-    {.name = "exp mask: causal chunk 16", LVX(LV_MASK_CHUNK_CAUSAL, ATTN_E_BAD_WINDOW, 1, EXPM)},
-    {.name = "dsoftmax mask: full chunk 16", LVX(LV_MASK_CHUNK_FULL, ATTN_E_BAD_WINDOW, 1, DSM)},
+    /* masks other than full and causal, with the call's state: windowed linear attention keeps
+     * none, for every map (attn.h, since 0.4.0) */
+    {.name = "elu1 mask: causal window (3, 0), a state", LV(LV_MASK_WINDOW, ATTN_E_BAD_ARGUMENT, 0)},
+    {.name = "exp mask: causal window (3, 0), a state", LVX(LV_MASK_WINDOW, ATTN_E_BAD_ARGUMENT, 0, EXPM)},
+    {.name = "dsoftmax mask: right 5, a state", LVX(LV_MASK_RIGHT, ATTN_E_BAD_ARGUMENT, 0, DSM)},
+    {.name = "favor mask: diagonal (0, 0), a state", LVX(LV_MASK_DIAGONAL, ATTN_E_BAD_ARGUMENT, 0, FAV)},
+    {.name = "exp mask: causal chunk 16, a state", LVX(LV_MASK_CHUNK_CAUSAL, ATTN_E_BAD_ARGUMENT, 0, EXPM)},
+    {.name = "dsoftmax mask: full chunk 16, a state", LVX(LV_MASK_CHUNK_FULL, ATTN_E_BAD_ARGUMENT, 0, DSM)},
     {.name = "normalize 2", LV(LV_NORM_2, ATTN_E_BAD_ARGUMENT, 1)},
     {.name = "normalize -1", LV(LV_NORM_NEG, ATTN_E_BAD_ARGUMENT, 1)},
     {.name = "chunk above ATTN_LINEAR_MAX_CHUNK", LV(LV_CHUNK_TOO_BIG, ATTN_E_BAD_ARGUMENT, 1)},
@@ -2577,9 +2917,9 @@ static const lv_case lv_cases[] = {
     {.name = "favor: state with another head count", LVX(LV_STATE_HEADS, ATTN_E_STATE_MISMATCH, 0, FAV)},
     {.name = "dsoftmax: o is q", LVX(LV_O_IS_Q, ATTN_E_ALIASING, 0, DSM)},
     {.name = "favor: workspace one byte short", LVX(LV_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0, FAV)},
-    {.name = "favor mask: causal window (3, 0)", LVX(LV_MASK_WINDOW, ATTN_E_BAD_WINDOW, 1, FAV)},
-    {.name = "favor mask: full chunk 16", LVX(LV_MASK_CHUNK_FULL, ATTN_E_BAD_WINDOW, 1, FAV)},
-    {.name = "exp mask: right 5", LVX(LV_MASK_RIGHT, ATTN_E_BAD_WINDOW, 1, EXPM)},
+    {.name = "favor mask: causal window (3, 0), a state", LVX(LV_MASK_WINDOW, ATTN_E_BAD_ARGUMENT, 0, FAV)},
+    {.name = "favor mask: full chunk 16, a state", LVX(LV_MASK_CHUNK_FULL, ATTN_E_BAD_ARGUMENT, 0, FAV)},
+    {.name = "exp mask: right 5, a state", LVX(LV_MASK_RIGHT, ATTN_E_BAD_ARGUMENT, 0, EXPM)},
 };
 #define LV_NCASES (sizeof lv_cases / sizeof lv_cases[0])
 
@@ -2742,7 +3082,6 @@ START_TEST(linear_rejects_bad_input) {
     case LV_MASK_CHUNK_FULL:
       d.mask = attn_mask_full();
       d.mask.chunk = 16;
-      sp = NULL;
       break;
     case LV_NORM_2:
       d.normalize = 2;
@@ -2905,12 +3244,14 @@ static Suite *linear_suite(attn_isa isa) {
   size_t lw_work[LW_NCASES], sweep_work[LW_NSWEEP];
   for (size_t i = 0; i < LW_NCASES; ++i) {
     const lw_case *c = &lw_cases[i];
-    lw_work[i] = c->n_q * c->n_kv * c->h_q * (c->d + c->dv);
+    const size_t m = c->map == W_FAV ? (c->m ? c->m : 4 * c->d) : c->d;
+    lw_work[i] = c->n_q * c->n_kv * c->h_q * (m + c->dv);
   }
   for (size_t r = 0; r < LW_NSWEEP; ++r) {
     const size_t form = r % 3, mi = r / 3 / LW_NSIZES, si = r / 3 % LW_NSIZES, n = lw_sizes[si];
     const size_t *ww = lw_widths[(mi + 2 * si + form) % 4];
-    sweep_work[r] = lw_sweep_nq(form, n) * n * lw_heads[(mi + form) % 3][0] * (ww[0] + ww[1]);
+    const size_t m = (mi + si + form) % LW_NROT == W_FAV ? 4 * ww[0] : ww[0];
+    sweep_work[r] = lw_sweep_nq(form, n) * n * lw_heads[(mi + form) % 3][0] * (m + ww[1]);
   }
   const size_t lw_nsel = tu_select_rows(LW_NCASES, lw_work, lw_sel);
   const size_t lw_nsweep = tu_select_rows(LW_NSWEEP, sweep_work, lw_sweep_sel);
@@ -2940,10 +3281,13 @@ static Suite *linear_suite(attn_isa isa) {
   tc = tu_tcase("window");
   tcase_add_loop_test(tc, linear_window_matches_reference, 0, (int)lw_nsel);
   tcase_add_loop_test(tc, linear_window_sweep, 0, (int)lw_nsweep);
-  tcase_add_loop_test(tc, linear_window_unbounded_agrees, 0, 3 * 3);
+  tcase_add_loop_test(tc, linear_window_unbounded_agrees, 0, 3 * LW_NROT);
   tcase_add_loop_test(tc, linear_window_pieces, 0, (int)LW_NPIECE);
-  tcase_add_loop_test(tc, linear_window_nonfinite_policy, 0, (int)(3 * LWF_NCASES));
-  tcase_add_loop_test(tc, linear_window_hidden_nonfinite, 0, 6);
+  tcase_add_loop_test(tc, linear_window_nonfinite_policy, 0, (int)(LW_NROT * LWF_NCASES));
+  tcase_add_loop_test(tc, linear_window_hidden_nonfinite, 0, 2 * LW_NROT);
+  tcase_add_loop_test(tc, linear_window_edge_nonfinite, 0, (int)(LW_NROT * LWX_NMASKS));
+  tcase_add_loop_test(tc, linear_window_xmap_stress, 0, (int)LWX_NRUNS);
+  tcase_add_loop_test(tc, linear_window_xmap_workspace, 0, 2 * 6);
   tcase_add_loop_test(tc, linear_window_rejects_bad_input, 0, (int)LWB_NCASES);
   suite_add_tcase(s, tc);
   tc = tu_tcase("state");

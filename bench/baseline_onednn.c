@@ -205,7 +205,7 @@ static void onednn_teardown(bench_work *w) {
   dnnl_engine_destroy(c->engine);
 }
 
-const bench_call bench_onednn_call = {onednn_setup, onednn_run, onednn_teardown};
+const bench_call bench_onednn_call = {onednn_setup, onednn_run, onednn_teardown, NULL};
 
 #else /* built without oneDNN: never called beyond describe (its rows are skipped) */
 
@@ -218,6 +218,6 @@ static int onednn_absent(bench_work *w, char *err, size_t errlen) {
   snprintf(err, errlen, "built without oneDNN");
   return -1;
 }
-const bench_call bench_onednn_call = {onednn_absent, NULL, NULL};
+const bench_call bench_onednn_call = {onednn_absent, NULL, NULL, NULL};
 
 #endif

@@ -35,8 +35,8 @@
 
 static void blas_run(bench_work *w);
 static void recurrent_run(bench_work *w);
-static const bench_call blas_call = {bench_baseline_scratch, blas_run, NULL};
-static const bench_call recurrent_call = {bench_baseline_scratch, recurrent_run, NULL};
+static const bench_call blas_call = {bench_baseline_scratch, blas_run, NULL, NULL};
+static const bench_call recurrent_call = {bench_baseline_scratch, recurrent_run, NULL, NULL};
 
 static const bench_baseline_info base_list[BENCH_BASE_COUNT] = {
     [BENCH_BASE_OPENBLAS] = {"openblas", "naive attention: OpenBLAS sgemm, row softmax (vectorised expf), sgemm",

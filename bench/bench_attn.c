@@ -20,7 +20,8 @@
 /* ------------------------------------------------------------------------------------------ */
 
 /* Every family of attn calls the bench measures (bench/variants/). */
-static const bench_adapter *const adapters[] = {&bench_softmax_adapter, &bench_linear_adapter};
+static const bench_adapter *const adapters[] = {&bench_softmax_adapter, &bench_linear_adapter, &bench_gau_adapter,
+                                                &bench_selective_adapter};
 #define NADAPTERS (sizeof adapters / sizeof adapters[0])
 
 /* Every variant of every adapter, prefill before decode (the sweep's order, and that of every
@@ -69,7 +70,7 @@ typedef struct opt_def {
 static const opt_def opt_defs[] = {
     {"variants", "LIST",
      "variants or groups to run, comma-separated (default: all).\n"
-     "groups: all, prefill, decode, softmax, linear"},
+     "groups: all, prefill, decode, softmax, linear, gau, selective"},
     {"isa", "LIST",
      "ISA paths, comma-separated: native (default: every path this CPU runs\n"
      "natively), or names (scalar, avx2, neon). Emulated paths are marked native=0"},
@@ -510,6 +511,7 @@ static void measure_row(run_ctx *rc, bench_row *row) {
       goto done;
     }
   row->state = ROW_OK;
+  if (call->describe) call->describe(&work[0], row->note, sizeof row->note);
 done:
   for (int t = 0; work && t < threads; t++) bench_work_free(&work[t]);
   free(work);

@@ -30,6 +30,9 @@ typedef struct bench_call {
   /** Release what setup made beyond w->impl, w->workspace and w->scratch (work.c frees those);
    *  NULL when there is nothing else. Also called after a failed setup. */
   void (*teardown)(struct bench_work *w);
+  /** After the measurement: what the row's note should say of the call's state (e.g. a pruned
+   *  cache's live tokens and bytes), or NULL. */
+  void (*describe)(const struct bench_work *w, char *note, size_t len);
 } bench_call;
 
 typedef enum bench_mode { BENCH_PREFILL, BENCH_DECODE } bench_mode;
@@ -88,6 +91,8 @@ typedef struct bench_adapter {
 /* The adapters (bench/variants/). */
 extern const bench_adapter bench_softmax_adapter;
 extern const bench_adapter bench_linear_adapter;
+extern const bench_adapter bench_gau_adapter;
+extern const bench_adapter bench_selective_adapter;
 
 /* Helpers the adapters share (variant.c). */
 

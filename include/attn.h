@@ -98,8 +98,10 @@ typedef enum attn_status {
   ATTN_E_BAD_NORMALIZATION = 15,   /**< the feature map cannot run with this normalisation (0.3.0) */
   ATTN_E_BAD_FEATURE_MATRIX = 16,  /**< FAVOR+: the caller's W is NULL or not finite, or the source is
                                         unknown (0.3.0) */
-  ATTN_E_BAD_GATE = 17             /**< a log gate > 0 or not finite, a beta <= 0 or not finite, or
+  ATTN_E_BAD_GATE = 17,            /**< a log gate > 0 or not finite, a beta <= 0 or not finite, or
                                         an unknown gate kind (0.3.0) */
+  ATTN_E_BAD_BIAS = 18             /**< GAU: an unknown bias kind, a bias that is not finite, or a
+                                        bias table that is NULL or empty (0.4.0) */
 } attn_status;
 
 /** A short English description of a status; "unknown status" for values not listed. Never NULL. */
@@ -341,6 +343,7 @@ ATTN_API attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts, co
  *     identity, elu1, relu yes            yes                       yes     yes (causal)
  *     exp, favor, dsoftmax yes            yes                       yes     no
  *   Gates and beta (attn_linear_gated) are causal only; windows and gates do not combine.
+ *   FLASH's chunk-exclusive causal form (exclusive_chunk, since 0.4.0): element-wise maps, no gate.
  *
  * Causal prefill runs the chunkwise-parallel form: per chunk of C tokens
  *   O = tril(phi(Q) psi(K)^T) V + phi(Q) S,   S += psi(K)^T V,
@@ -449,6 +452,18 @@ typedef struct attn_linear_desc {
                                 may be 0 (the same gate for every token). desc_init: [n_kv][H][1] */
   int beta;                /**< 1: attn_linear_gated reads beta (> 0), the input scale of each key */
   attn_layout beta_layout; /**< beta (t, g) at t row_stride + g head_stride. desc_init: [n_kv][H] */
+  /** FLASH's chunk-exclusive causal form (spec 5; since 0.4.0). 0: none (attn_linear_desc_init).
+   *  G >= 1: with the causal mask, query i (position p_i) sees only the keys of earlier chunks of
+   *  G tokens, floor(j / G) < floor(p_i / G), chunks counted from the start of the sequence;
+   *  element-wise maps, no gate (ATTN_E_BAD_WINDOW for another mask or a gate,
+   *  ATTN_E_BAD_FEATURE_MAP for an exponential map). FLASH's linear part is the identity map,
+   *  un-normalised, scale 1/G; its quadratic part is attn_gau with the chunk-local mask of G:
+   *  the two outputs sum to FLASH. A state absorbs a chunk only when the call completes it, and
+   *  its `tokens` counts the absorbed tokens (a multiple of G; ATTN_E_STATE_MISMATCH otherwise):
+   *  a call with a state passes the keys from that position on, i.e. again the tokens of an
+   *  incomplete chunk (the caller keeps them anyway for the quadratic part), so decode is an
+   *  n_q = 1 call over the current chunk's keys. */
+  size_t exclusive_chunk;
 } attn_linear_desc;
 
 #define ATTN_LINEAR_MAX_CHUNK 256
@@ -607,6 +622,206 @@ ATTN_API attn_status attn_linear_gated(const attn_linear_desc *desc, const float
  * @retval ATTN_OK, ATTN_E_NULL_POINTER, ATTN_E_ZERO_SIZE.
  */
 ATTN_API attn_status attn_retnet_log_decays(size_t heads, float *log_gamma);
+
+/* ============================================================================================ */
+/* GAU relu^2 attention (spec 5; Hua et al. 2022, seed 000). Since 0.4.0.                        */
+/* ============================================================================================ */
+
+/**
+ * GAU's squared-relu attention: no softmax, no running maximum. Query i (position p_i = n_kv -
+ * n_q + i, bottom-right as everywhere) of head h gets
+ *   o_i = t_i sum_j relu(scale q_i . k_j + bias_ij)^2 v_j
+ * over the keys j the mask lets it see, with bias_ij a scalar beta or a relative-position table
+ * b[p_i - j] (the bias is added after the scale, inside the relu), and t_i = 1 (FLASH) or
+ * 1 / (number of keys row i sees) (Su's bert4keras form, outside the square). A row that sees no
+ * key gets zeros. FLASH's quadratic part is the chunk-local mask (attn_mask.chunk = g) with
+ * scale 1/g or the constant 1/n of its training length and a bias table; Su's causal form is
+ * scale 1/sqrt(d), normalised by the count. The score walk, memory and costs are softmax
+ * attention's (the same blocked engine and GEMM micro-kernel): O(n) memory, work proportional to
+ * the visible pairs; decode is n_q = 1 and chunked prefill 1 < n_q < n_kv over the caller's keys.
+ * Non-finite values: a row that sees a non-finite q, k or v element gets NaN (every column); a
+ * hidden one never reaches it.
+ */
+typedef enum attn_gau_bias {
+  ATTN_GAU_BIAS_SCALAR = 0,   /**< bias_ij = beta */
+  ATTN_GAU_BIAS_CAUSAL = 1,   /**< bias_ij = table[clamp(p_i - j, 0, L - 1)]: L entries, the
+                                   causal Toeplitz table (offsets 0 .. L-1, the last for every farther
+                                   key; a key after p_i, under a non-causal mask, reads table[0]) */
+  ATTN_GAU_BIAS_TWO_SIDED = 2 /**< bias_ij = table[clamp(p_i - j + L - 1, 0, 2L - 2)]: 2L - 1
+                                   entries, offsets -(L-1) .. L-1 (an expanded T5 table) */
+} attn_gau_bias;
+
+typedef struct attn_gau_desc {
+  attn_shape shape;        /**< sizes and strides; h_k == h_v, dividing h_q */
+  attn_mask mask;          /**< which keys each query sees (any mask; chunk-local for FLASH) */
+  float scale;             /**< multiplies q . k; finite; attn_gau_desc_init: 1/sqrt(d) */
+  attn_gau_bias bias;      /**< the bias kind; init: ATTN_GAU_BIAS_SCALAR */
+  float beta;              /**< the scalar bias (SCALAR only), finite; init: 0 */
+  const float *bias_table; /**< the table (CAUSAL, TWO_SIDED): finite floats, read only */
+  size_t bias_len;         /**< L >= 1: the table holds L (CAUSAL) or 2L - 1 (TWO_SIDED) floats */
+  int normalize;           /**< 0: t_i = 1; 1: t_i = 1 / (keys row i sees); init: 0 */
+} attn_gau_desc;
+
+/**
+ * Fill a GAU descriptor with defaults: h_k = h_v = h_kv, full mask, scale 1/sqrt(d), scalar bias
+ * 0, no normalisation, token-major contiguous layouts.
+ * @retval ATTN_OK  @retval ATTN_E_NULL_POINTER desc is NULL.
+ */
+ATTN_API attn_status attn_gau_desc_init(attn_gau_desc *desc, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t d,
+                                        size_t dv);
+
+/**
+ * Bytes of workspace attn_gau needs for this descriptor on the active path (as for softmax: a
+ * function of d, dv, the heads and the path, not of n_q or n_kv).
+ * @retval ATTN_OK and every validation status of attn_gau but those of q, k, v, o and the
+ *         workspace (the bias and its table are checked: ATTN_E_BAD_BIAS).
+ */
+ATTN_API attn_status attn_gau_workspace_size(const attn_gau_desc *desc, size_t *bytes);
+
+/**
+ * GAU relu^2 attention for all heads of one sequence (attn_gau_desc).
+ * @param q, k, v  n_q x h_q rows of d, n_kv x h_k rows of d, n_kv x h_v rows of dv.
+ * @param o        out: n_q x h_q rows of dv; must not overlap q, k, v, the bias table or the
+ *                 workspace.
+ * @retval ATTN_OK, and the statuses of attn_softmax (ATTN_E_BAD_SCALE: scale not finite), plus
+ *         ATTN_E_BAD_ARGUMENT (normalize not 0 or 1), ATTN_E_BAD_BIAS (unknown kind; SCALAR: beta
+ *         not finite; a table kind: a table that is NULL, of length 0 or holding a non-finite
+ *         value, or 2L - 1 overflowing), ATTN_E_ALIASING (o or the workspace overlapping the
+ *         table too).
+ *         On any error o is not written. Reentrant.
+ */
+ATTN_API attn_status attn_gau(const attn_gau_desc *desc, const float *q, const float *k, const float *v, float *o,
+                              void *workspace, size_t workspace_size);
+
+/* ============================================================================================ */
+/* Selective attention (spec 6; Leviathan, Kalman, Matias 2024, seed 002). Since 0.4.0.          */
+/* ============================================================================================ */
+
+/**
+ * Causal softmax attention whose logits are reduced by a selection mask F shared by all heads of
+ * a layer. With positions p (query, p_i = n_kv - n_q + i) and j (key), and s^(h)_pj = scale
+ * q_p^(h) . k_j of head h:
+ *   S_kj = relu(s^(h_sel)_kj) for 0 < j < k, else 0 (the selecting head h_sel; BOS, token 0, is
+ *          never selected away, and a token never masks itself);
+ *   F_pj = sum_{j < k < p} S_kj (a token's decision affects only later queries; F never
+ *          decreases down a column; F_p0 = F_pp = F_p,p-1 = 0);
+ *   o_p^(h) = sum_{j <= p} softmax_j(s^(h)_pj - F_pj) v_j^(h) for every head, h_sel included.
+ * F is carried as running column sums over the queries seen so far: the caller's array f, one
+ * float per key (O(n) memory; no n x n buffer). Chunked prefill and decode continue from it.
+ * Non-finite values: as softmax attention's; a non-finite score of head h_sel (a NaN, or an
+ * infinite q or k element) reaches F, and a later row whose logit meets a non-finite F gets NaN
+ * (every column), as for any non-finite input it sees.
+ */
+typedef struct attn_selective_desc {
+  attn_shape shape; /**< sizes and strides; h_k == h_v, dividing h_q */
+  float scale;      /**< logit scale; attn_selective_desc_init: 1/sqrt(d) */
+  size_t h_sel;     /**< the selecting query head, < h_q (ATTN_E_BAD_HEADS otherwise); init: 0 */
+  attn_layout lse;  /**< strides of the optional LSE output (as attn_softmax_desc) */
+} attn_selective_desc;
+
+/**
+ * Defaults: h_k = h_v = h_kv, scale 1/sqrt(d), h_sel 0, token-major contiguous layouts.
+ * @retval ATTN_OK  @retval ATTN_E_NULL_POINTER desc is NULL.
+ */
+ATTN_API attn_status attn_selective_desc_init(attn_selective_desc *desc, size_t n_q, size_t n_kv, size_t h_q,
+                                              size_t h_kv, size_t d, size_t dv);
+
+/** Workspace bytes of attn_selective (independent of n_q and n_kv), as attn_softmax_workspace_size. */
+ATTN_API attn_status attn_selective_workspace_size(const attn_selective_desc *desc, size_t *bytes);
+
+/**
+ * Selective attention prefill (a causal call; decode is n_q = 1, chunked prefill n_q < n_kv).
+ * @param q, k, v, o, lse, workspace  as attn_softmax (o: n_q x h_q rows of dv; lse optional).
+ * @param f  in/out, n_kv floats: F's running column sums. On entry f[j] for the keys of earlier
+ *           calls (j < n_kv - n_q) holds the sum of S_kj over every earlier query k (what the
+ *           previous call returned; zeros for a fresh sequence); the call sets the entries of its
+ *           own keys (their input is ignored). On return f[j] = sum of S_kj over every query up
+ *           to position n_kv - 1. Must not overlap q, k, v, o, lse or the workspace.
+ * @retval ATTN_OK and the statuses of attn_softmax, plus ATTN_E_BAD_HEADS (h_sel >= h_q),
+ *         ATTN_E_NULL_POINTER (f NULL), ATTN_E_ALIASING (f overlapping an input or output).
+ *         On any error neither o, lse nor f is written. Reentrant (calls with distinct f).
+ */
+ATTN_API attn_status attn_selective(const attn_selective_desc *desc, const float *q, const float *k, const float *v,
+                                    float *o, float *lse, float *f, void *workspace, size_t workspace_size);
+
+/**
+ * A selective KV cache for decode with context pruning (spec 6): per live token its keys and
+ * values for every key head, its position and its current F_j, in caller-owned memory sized by
+ * attn_selcache_size. A step (attn_selcache_step), in this order: (1) append the new token (F = 0)
+ * and attend the new query over the live tokens with the current F (every head: softmax of
+ * s - F); (2) add the query's selection S_pj = relu(s^(h_sel)_pj) to F_j of every live token but
+ * BOS and itself; (3) evict, for good: every token with F_j >= tau, then, while more than budget
+ * tokens are live, the one with the largest F_j (ties: the oldest). BOS (position 0) and the
+ * newest token are never evicted. With tau = +inf and no budget (or one >= the tokens) pruning
+ * changes nothing: the outputs are attn_selective's. A step costs time proportional to the live
+ * tokens (an eviction moves one token's rows, never the cache), so with a budget K its cost stays
+ * flat as the context grows. The fields are the cache's report; read them, do not write them.
+ */
+typedef struct attn_selcache {
+  size_t capacity;    /**< slots (live tokens the memory holds, the step's new one included) */
+  size_t h_kv, d, dv; /**< key/value heads and widths */
+  float tau;          /**< evict when F_j >= tau (+inf: never) */
+  size_t budget;      /**< at most this many live tokens after a step (0: no budget) */
+  size_t live;        /**< live tokens now */
+  size_t tokens;      /**< tokens appended since init (the next position) */
+  size_t evicted;     /**< tokens evicted since init */
+  void *memory;       /**< the caller's memory: K, V, F and positions of the live slots */
+} attn_selcache;
+
+/** Bytes of memory a cache of `capacity` slots needs (K, V, F and a position per slot).
+ *  @retval ATTN_OK, ATTN_E_NULL_POINTER, ATTN_E_ZERO_SIZE, ATTN_E_SIZE_OVERFLOW. */
+ATTN_API attn_status attn_selcache_size(size_t capacity, size_t h_kv, size_t d, size_t dv, size_t *bytes);
+
+/**
+ * Bind an empty cache to memory (at least attn_selcache_size bytes, aligned for float; 8-byte
+ * aligned is fastest).
+ * @retval ATTN_OK, ATTN_E_NULL_POINTER, ATTN_E_ZERO_SIZE (capacity, heads or widths 0),
+ *         ATTN_E_SIZE_OVERFLOW, ATTN_E_WORKSPACE_TOO_SMALL (memory), ATTN_E_BAD_ARGUMENT (tau
+ *         NaN; a budget of 1, or one above capacity - 1: a step needs a slot for the new token;
+ *         memory not aligned for float).
+ */
+ATTN_API attn_status attn_selcache_init(attn_selcache *cache, size_t capacity, size_t h_kv, size_t d, size_t dv,
+                                        float tau, size_t budget, void *memory, size_t bytes);
+
+/**
+ * Append n tokens of a prefill to the cache: their keys and values (the layouts of shape.k and
+ * shape.v of desc, whose n_kv must be n; they take positions cache->tokens ..) and F, then evict
+ * as a step does. f holds F of every position so far, cache->tokens + n floats: what
+ * attn_selective returned in f for the whole sequence (chunked prefill carries it from call to
+ * call); the live tokens' F are refreshed from it too, so loads may follow each chunk of a
+ * prefill. A cache built this way continues the sequence of the prefill.
+ * @retval ATTN_OK, ATTN_E_NULL_POINTER, the shape statuses of attn_selective (the cache's heads
+ *         and widths must be desc's: ATTN_E_STATE_MISMATCH otherwise), ATTN_E_WORKSPACE_TOO_SMALL
+ *         (more than capacity live tokens before eviction), ATTN_E_ALIASING (k, v or f
+ *         overlapping the cache's memory). On error the cache is unchanged.
+ */
+ATTN_API attn_status attn_selcache_load(attn_selcache *cache, const attn_selective_desc *desc, const float *k,
+                                        const float *v, const float *f);
+
+/**
+ * One decode step: the new token's q (h_q rows of d), k and v (h_kv rows), the output o (h_q
+ * rows of dv) and optional lse, in the layouts of desc (shape.n_q = shape.n_kv = 1; h_kv, d, dv
+ * those of the cache, ATTN_E_STATE_MISMATCH otherwise). The workspace is attn_selective's for a
+ * descriptor with n_kv = capacity (attn_selcache_workspace_size).
+ * @retval ATTN_OK and the statuses of attn_selective, plus ATTN_E_WORKSPACE_TOO_SMALL when every
+ *         slot is live (no room for the new token: give a budget or more capacity). On error
+ *         neither o, lse nor the cache is changed. Not reentrant on one cache.
+ */
+ATTN_API attn_status attn_selcache_step(const attn_selective_desc *desc, attn_selcache *cache, const float *q,
+                                        const float *k, const float *v, float *o, float *lse, void *workspace,
+                                        size_t workspace_size);
+
+/** Workspace bytes of attn_selcache_step for desc and cache. */
+ATTN_API attn_status attn_selcache_workspace_size(const attn_selective_desc *desc, const attn_selcache *cache,
+                                                  size_t *bytes);
+
+/** The bytes of K, V, F and positions the live tokens hold now (the memory the pruning keeps). */
+ATTN_API attn_status attn_selcache_live_bytes(const attn_selcache *cache, size_t *bytes);
+
+/** Snapshot / restore: copy src's live tokens and report (tau and budget included) into dst (same
+ *  capacity, heads and widths, ATTN_E_STATE_MISMATCH otherwise; non-overlapping memory,
+ *  ATTN_E_ALIASING otherwise). */
+ATTN_API attn_status attn_selcache_copy(attn_selcache *dst, const attn_selcache *src);
 
 #ifdef __cplusplus
 }

@@ -482,6 +482,49 @@ START_TEST(expfeat_scaled_max) {
 }
 END_TEST
 
+/* ---- GAU's relu^2 block step: bias scalar / strided (negative stride too), masking, counts ---- */
+START_TEST(gau_block_steps) {
+  const size_t nk = 1 + (size_t)_i * 5, nq = 1 + (size_t)_i * 3; /* 1 x 1 .. 36 x 22 */
+  const size_t ld = nq + 3;
+  float *st = galloc(nk * ld), *cnt = galloc(nq), *in = malloc(nk * ld * sizeof(float));
+  float *bias = malloc((nk + nq + 8) * sizeof(float));
+  for (size_t e = 0; e < nk + nq + 8; e++) bias[e] = 3.0f * frand();
+  for (int mode = 0; mode < 6; mode++) { /* bias: scalar, stride +1 (rows apart by nq), stride -1; masked or not */
+    const int masked = mode % 2, kind = mode / 2;
+    for (size_t j = 0; j < nk; j++)
+      for (size_t r = 0; r < nq; r++) {
+        float x = 4.0f * frand();
+        if ((j + 2 * r) % 7 == 3) x = -INFINITY; /* masked (or, unmasked, a non-finite input) */
+        if ((j * 3 + r) % 11 == 5) x = NAN;
+        in[j * ld + r] = st[j * ld + r] = x;
+      }
+    for (size_t r = 0; r < nq; r++) cnt[r] = (float)r;
+    const float beta = -0.7f;
+    const float *b = kind == 0 ? NULL : kind == 1 ? bias : bias + nk + 4;
+    const ptrdiff_t bld = kind == 0 ? 0 : kind == 1 ? 1 : -1;
+    uk->gau_block(nk, nq, st, ld, beta, b, bld, cnt, masked);
+    for (size_t r = 0; r < nq; r++) {
+      double want_cnt = (double)r;
+      for (size_t j = 0; j < nk; j++) {
+        const float x = in[j * ld + r];
+        const float bb = b ? b[(ptrdiff_t)j * bld + (ptrdiff_t)r] : beta;
+        const double y = (double)(x + bb); /* the kernel's float sum: the square is then within 1 ulp */
+        double ref = isnan(y) ? NAN : y > 0 ? y * y : 0.0;
+        if (x == -INFINITY) ref = masked ? 0.0 : NAN;
+        want_cnt += !(masked && x == -INFINITY);
+        const double got = st[j * ld + r];
+        ck_assert_msg(isnan(ref) ? isnan(got) : fabs(got - ref) <= 1e-6 * fabs(ref), "mode %d (%zu,%zu): %g vs %g",
+                      mode, j, r, got, ref);
+      }
+      ck_assert_msg(cnt[r] == (float)want_cnt, "mode %d count %zu: %g vs %g", mode, r, cnt[r], want_cnt);
+    }
+  }
+  free(in), free(bias);
+  gcheck_free(st);
+  gcheck_free(cnt);
+}
+END_TEST
+
 /* ---- FAVOR+ random matrix (src/core/favor_rng.c): its log, golden bits, structure, statistics ---- */
 /* W from the generator, in a guarded buffer; the scratch is guarded too, so a generator that writes
  * past m x d floats or past attn_favor_scratch_doubles(d) doubles fails here. */
@@ -786,6 +829,7 @@ static Suite *internal_suite(attn_isa active) {
   t = tu_tcase("softmax_block");
   tcase_add_loop_test(t, softmax_block_steps, 0, 8);
   tcase_add_test(t, softmax_block_nonfinite);
+  tcase_add_loop_test(t, gau_block_steps, 0, 8);
   suite_add_tcase(s, t);
   t = tu_tcase("linear_step");
   tcase_add_loop_test(t, linear_step_widths, 0, 12);

@@ -171,6 +171,11 @@ static void linear_teardown(bench_work *w) {
 }
 
 const bench_adapter bench_linear_adapter = {
-    "linear",     variants,    sizeof variants / sizeof variants[0],        linear_sizes,
-    linear_shape, linear_cost, {linear_setup, linear_run, linear_teardown},
+    "linear",
+    variants,
+    sizeof variants / sizeof variants[0],
+    linear_sizes,
+    linear_shape,
+    linear_cost,
+    {linear_setup, linear_run, linear_teardown, NULL},
 };

@@ -41,6 +41,16 @@ typedef void attn_gemm_fn(size_t m, size_t n, size_t k, const float *a, size_t r
 typedef void attn_softmax_block_fn(size_t nk, size_t nq, float *st, size_t ldst, float *m, float *l, float *alpha,
                                    int masked);
 
+/*
+ * GAU's relu^2 score step on a block ST (nk keys x nq rows, stride ld), in place:
+ *   ST[j][r] = relu(ST[j][r] + b)^2,  b = bias[j * bias_ld + r] (bias_ld may be negative), or
+ *   beta when bias is NULL;
+ * with masked != 0 a -inf pair is masked: weight 0, not counted; with masked == 0 a -inf (from a
+ * non-finite input) becomes NaN; NaN stays NaN. count[r] += the pairs of column r counted.
+ */
+typedef void attn_gau_block_fn(size_t nk, size_t nq, float *st, size_t ld, float beta, const float *bias,
+                               ptrdiff_t bias_ld, float *count, int masked);
+
 /* Element-wise feature map of rows x cols: out(r, c) = map(a * in(r, c)) with
  * out(r, c) = out[r*out_rs + c*out_cs], map identity, elu1 or relu (a = 1: exactly map(in)).
  * A non-finite input element gives NaN. */
@@ -98,7 +108,7 @@ typedef void attn_vexp_fn(size_t n, const float *x, float *y);
   /* GEMM; gemm_nr: its register tile's columns */                                         \
   KERNEL(gemm) TUNING(gemm_nr)                                                              \
   /* blocked score engine: score steps; query rows and keys per block */                    \
-  KERNEL(softmax_block) TUNING(q_block) TUNING(kv_block)                                    \
+  KERNEL(softmax_block) KERNEL(gau_block) TUNING(q_block) TUNING(kv_block)                  \
   /* chunkwise engine: feature maps, one-token state step; default causal chunk */          \
   KERNEL(featmap) KERNEL(expfeat) KERNEL(linear_step) TUNING(linear_chunk)                 \
   /* vector helpers: vexp (the exp every kernel inlines, exposed for its tests) */          \

@@ -34,7 +34,8 @@ static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo :
 
 attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, attn_mask mask, float scale,
                                    const attn_score_step *step, const void *step_params,
-                                   const attn_blocked_features *feat, const struct attn_ukernels *uk) {
+                                   const attn_blocked_features *feat, const attn_blocked_select *sel,
+                                   const struct attn_ukernels *uk) {
   *p = (attn_blocked_plan){.shape = s, .step = step, .step_params = step_params, .scale = scale, .m = s->d};
   if (feat) p->fm = feat->fm, p->fa = feat->fa, p->m = feat->m;
   p->xm = p->fm && p->fm->offsets;
@@ -45,6 +46,7 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   p->chunk = clamp_reach(mask.chunk, reach);
   p->g = s->h_q / s->h_k;
   p->tb = attn_max_sz(1, uk->q_block / p->g);
+  if (sel) p->sel = 1, p->sel_kv = sel->h_sel / p->g, p->sel_gi = sel->h_sel % p->g;
   p->bc = uk->kv_block;
   const size_t m = p->m;
   size_t mr, bcr, rdv, rsf, heads, bcm, tbm2, fr, fms;
@@ -78,6 +80,16 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   p->off_fms = attn_ws_take(&w, fms);
   p->off_cb = attn_ws_take(&w, p->xm ? m : 0);
   p->off_tmp = attn_ws_take(&w, p->xm ? 3 * m : 0);
+  size_t strip;
+  if (!attn_mul_ok(p->bc + p->tb, p->g, &strip)) return ATTN_E_SIZE_OVERFLOW;
+  p->off_strip = attn_ws_take(&w, step->strip ? strip : 0);
+  size_t dtb, bctb;
+  if (!attn_mul_ok(s->d, p->tb, &dtb) || !attn_mul_ok(p->bc, p->tb, &bctb)) return ATTN_E_SIZE_OVERFLOW;
+  p->off_qs = attn_ws_take(&w, p->sel ? dtb : 0);
+  p->off_ss = attn_ws_take(&w, p->sel ? bctb : 0);
+  p->off_fz = attn_ws_take(&w, p->sel ? bctb : 0);
+  p->off_st2 = attn_ws_take(&w, p->sel ? bctb : 0);
+  p->off_run = attn_ws_take(&w, p->sel ? p->bc : 0);
   if (!attn_mul_ok(hg, p->head_floats, &heads)) return ATTN_E_SIZE_OVERFLOW;
   p->off_heads = attn_ws_take(&w, heads);
   return attn_ws_bytes(&w, &p->scratch_bytes) ? ATTN_OK : ATTN_E_SIZE_OVERFLOW;
@@ -149,6 +161,7 @@ typedef struct blk_task {
   float *ws;
   size_t h0, hn, tn, rows;
   int64_t p0, p1;
+  int last_group; /* the last head group of its query block (selection: it stores F) */
 } blk_task;
 
 static float *blk_head(const blk_task *t, size_t hh) { return t->ws + t->p->off_heads + hh * t->p->head_floats; }
@@ -160,7 +173,8 @@ static void blk_accumulate(const blk_task *t, float *reg, int64_t j0, size_t jn,
   const size_t rows = t->rows, ldv = p->shape->v.row_stride;
   float *st = t->ws + p->off_st;
   if (masked) blk_mask(p, st, rows, jn, j0, t->tn, t->p0);
-  const float *alpha = p->step->step(t->uk, jn, rows, st, rows, reg + p->off_rs, p->R, masked, bm);
+  const attn_step_block b = {st, jn, rows, rows, masked, bm, j0, t->p0, p->g, p->step_params, t->ws + p->off_strip};
+  const float *alpha = p->step->step(t->uk, &b, reg + p->off_rs, p->R);
   if (masked && !blk_hidden_v_finite(p, vb, ldv, j0, jn, t->p0, t->p1))
     blk_pv_exact(p, t->uk, st, jn, j0, t->tn, t->p0, vb, ldv, reg + p->off_acc, alpha);
   else
@@ -295,6 +309,95 @@ static void blk_exp_keys(const blk_task *t, float *reg, int64_t j0, size_t jn, i
   blk_accumulate(t, reg, j0, jn, masked, vb, bm);
 }
 
+/* U[k][p] = 1 for k < p: A U is the exclusive running sum along A's rows (8 columns). */
+static const float blk_upper8[64] = {0, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1,
+                                     1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0,
+                                     0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+/* Selection: F of the block's (key, token) pairs (fz, jn x tn) from head h_sel's scores (src:
+ * row jj of key j0 + jj, its token ti at src[jj * ld + ti * step]): F_pj = sel_f[j] + the relu'd
+ * scores of the block's earlier tokens k with j < k (none for j = 0). The running sums along a
+ * key's tokens go 8 tokens at a time through the GEMM micro-kernel (the chunk times blk_upper8)
+ * plus the sum carried from the chunks before; a block whose selections hold a NaN or an
+ * infinity takes them one by one instead, so that a non-finite value reaches only the later
+ * tokens (0 x NaN in the product would reach the earlier ones too). The last head group stores
+ * each key's sum over all the block's tokens. */
+static void blk_select_f(const blk_task *t, int64_t j0, size_t jn, const float *src, size_t ld, size_t step) {
+  const attn_blocked_plan *p = t->p;
+  const size_t tn = t->tn;
+  float *sel = t->ws + p->off_st2, *fz = t->ws + p->off_fz, *run = t->ws + p->off_run, *f = t->io->sel_f;
+  if (tn == 1) { /* a decode step: F is sel_f itself, one pass over the keys */
+    for (size_t jj = 0; jj < jn; jj++) {
+      const int64_t j = j0 + (int64_t)jj;
+      const float y = src[jj * ld], r = y > 0.0f ? y : 0.0f, x = y != y ? y : r;
+      fz[jj] = f[j];
+      run[jj] = f[j] + (j > 0 && t->p0 > j ? x : 0.0f);
+    }
+    if (t->last_group) memcpy(f + j0, run, jn * sizeof(float));
+    return;
+  }
+  int bad = 0; /* a NaN or +inf selection (integer flags: a reduction the compiler vectorises) */
+  for (size_t jj = 0; jj < jn; jj++) {                     /* the relu'd selections, key-major */
+    const int64_t j = j0 + (int64_t)jj, d = j - t->p0 + 1; /* token ti selects key j when ti >= d */
+    const size_t first = j == 0 ? tn : d <= 0 ? 0 : (size_t)d < tn ? (size_t)d : tn;
+    const float *x = src + jj * ld;
+    float *o = sel + jj * tn;
+    for (size_t ti = 0; ti < first; ti++) o[ti] = 0.0f;
+    for (size_t ti = first; ti < tn; ti++) { /* relu, NaN kept; selects, not branches */
+      const float y = x[ti * step], r = y > 0.0f ? y : 0.0f;
+      o[ti] = y != y ? y : r;
+      bad |= !(o[ti] <= FLT_MAX);
+    }
+    run[jj] = f[j];
+  }
+  const int finite = !bad;
+  for (size_t c0 = 0; finite && tn > 1 && c0 < tn; c0 += 8) {
+    const size_t cw = attn_min_sz(8, tn - c0);
+    t->uk->gemm(jn, cw, cw, sel + c0, tn, 1, blk_upper8, 8, fz + c0, tn, NULL, 0);
+    for (size_t jj = 0; jj < jn; jj++) {
+      float *fr = fz + jj * tn + c0;
+      const float base = run[jj];
+      for (size_t ti = 0; ti < cw; ti++) fr[ti] += base;
+      run[jj] = fr[cw - 1] + sel[jj * tn + c0 + cw - 1];
+    }
+  }
+  for (size_t jj = 0; (!finite || tn == 1) && jj < jn; jj++) /* one by one (and a decode step's one token) */
+    for (size_t ti = 0; ti < tn; ti++) fz[jj * tn + ti] = run[jj], run[jj] += sel[jj * tn + ti];
+  if (t->last_group)
+    for (size_t jj = 0; jj < jn; jj++) f[j0 + (int64_t)jj] = run[jj];
+}
+
+/* Selection: F of keys [j0, j0 + jn) from head h_sel's scores: the columns of its key head's tile
+ * when the task holds it (st, already computed), else their own GEMM. */
+static void blk_select(const blk_task *t, int64_t j0, size_t jn, const float *st) {
+  const attn_blocked_plan *p = t->p;
+  const attn_shape *s = p->shape;
+  if (st) {
+    blk_select_f(t, j0, jn, st + p->sel_gi, t->rows, p->g);
+    return;
+  }
+  float *ss = t->ws + p->off_ss;
+  const float *kb = t->io->k + (size_t)j0 * s->k.row_stride + p->sel_kv * s->k.head_stride;
+  t->uk->gemm(jn, t->tn, s->d, kb, s->k.row_stride, 1, t->ws + p->off_qs, t->tn, ss, t->tn, NULL, 0);
+  blk_select_f(t, j0, jn, ss, t->tn, 1);
+}
+
+/* Selection: every head's scores minus F (column r of ST is token r / g). */
+static void blk_select_apply(const blk_task *t, float *st, size_t jn) {
+  const size_t tn = t->tn, g = t->p->g;
+  const float *fz = t->ws + t->p->off_fz;
+  for (size_t jj = 0; jj < jn; jj++) {
+    float *row = st + jj * t->rows;
+    const float *fr = fz + jj * tn;
+    if (g == 1) {
+      for (size_t ti = 0; ti < tn; ti++) row[ti] -= fr[ti];
+      continue;
+    }
+    for (size_t ti = 0; ti < tn; ti++)
+      for (size_t gi = 0; gi < g; gi++) row[ti * g + gi] -= fr[ti];
+  }
+}
+
 /* One pass over the key blocks some row of the task sees (pass 1: dsoftmax's column sums). */
 static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
   const attn_blocked_plan *p = t->p;
@@ -305,7 +408,11 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
   for (int64_t j0 = lo; j0 <= hi; j0 += (int64_t)p->bc) {
     const size_t jn = (size_t)(hi + 1 - j0 < (int64_t)p->bc ? hi + 1 - j0 : (int64_t)p->bc);
     const int masked = j0 < full_lo || j0 + (int64_t)jn - 1 > full_hi;
-    for (size_t hh = 0; hh < t->hn; hh++) {
+    /* heads in order, h_sel's key head first when the task holds it (selection) */
+    const int sel_here = p->sel && p->sel_kv >= t->h0 && p->sel_kv < t->h0 + t->hn;
+    const size_t hs = sel_here ? p->sel_kv - t->h0 : 0;
+    for (size_t hi_order = 0; hi_order < t->hn; hi_order++) {
+      const size_t hh = !sel_here ? hi_order : hi_order == 0 ? hs : hi_order <= hs ? hi_order - 1 : hi_order;
       float *reg = blk_head(t, hh);
       const float *kb = t->io->k + (size_t)j0 * s->k.row_stride + (t->h0 + hh) * s->k.head_stride;
       const float *vb = t->io->v + (size_t)j0 * s->v.row_stride + (t->h0 + hh) * s->v.head_stride;
@@ -322,6 +429,10 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
         t->uk->gemm(jn, rows, D, kf, D, 1, reg + p->off_qt, rows, t->ws + p->off_st, rows, NULL, 0);
       } else {
         t->uk->gemm(jn, rows, D, kb, s->k.row_stride, 1, reg + p->off_qt, rows, t->ws + p->off_st, rows, NULL, 0);
+      }
+      if (p->sel) { /* the first head of the order is h_sel's key head when the task holds it */
+        if (hi_order == 0) blk_select(t, j0, jn, sel_here ? t->ws + p->off_st : NULL);
+        blk_select_apply(t, t->ws + p->off_st, jn);
       }
       blk_accumulate(t, reg, j0, jn, masked, vb, NULL);
     }
@@ -351,7 +462,22 @@ void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk
   const size_t t0 = task / p->groups * p->tb, h0 = task % p->groups * p->hg;
   const size_t tn = attn_min_sz(p->tb, s->n_q - t0), rows = tn * g; /* rows: also ld of QT and ST */
   const int64_t nkv = (int64_t)s->n_kv, p0 = nkv - (int64_t)s->n_q + (int64_t)t0;
-  const blk_task t = {p, uk, io, ws, h0, attn_min_sz(p->hg, s->h_k - h0), tn, rows, p0, p0 + (int64_t)tn - 1};
+  const blk_task t = {p,
+                      uk,
+                      io,
+                      ws,
+                      h0,
+                      attn_min_sz(p->hg, s->h_k - h0),
+                      tn,
+                      rows,
+                      p0,
+                      p0 + (int64_t)tn - 1,
+                      task % p->groups == p->groups - 1};
+  for (size_t ti = 0; p->sel && ti < tn; ti++) { /* selection: scale Q_sel^T */
+    const float *qr = io->q + (t0 + ti) * s->q.row_stride + (p->sel_kv * g + p->sel_gi) * s->q.head_stride;
+    float *col = ws + p->off_qs + ti;
+    for (size_t x = 0; x < D; x++) col[x * tn] = qr[x] * p->scale;
+  }
   const int64_t lo = vis_lo(p, t.p0) > 0 ? vis_lo(p, t.p0) : 0,
                 hi = vis_hi(p, t.p1) < nkv - 1 ? vis_hi(p, t.p1) : nkv - 1;
   for (size_t hh = 0; hh < t.hn; hh++) {

@@ -28,21 +28,33 @@
 
 #include "engine/featmap.h"
 
+/* A block of scores handed to a score step: ST (nk keys x nq rows, stride ld), whose row jj is
+ * key j0 + jj and column r query token p0 + r / g (absolute positions, bottom-right), with the
+ * plan's step parameters. */
+typedef struct attn_step_block {
+  float *st;
+  size_t nk, nq, ld;
+  int masked;         /* ST holds masked (-inf) pairs (see attn_softmax_block_fn) */
+  const float *bm;    /* exponential feature maps: each row's offset of these scores (the true score
+                       is st * exp(bm[r]); -inf: the row sees none of these keys); NULL otherwise */
+  int64_t j0, p0;     /* positions of the first key and of the first column's token */
+  size_t g;           /* columns per query token (the GQA group) */
+  const void *params; /* the plan's step_params */
+  float *strip;       /* a step with `strip`: (keys per block + tokens per block) * g floats */
+} attn_step_block;
+
 /*
  * A score step: what turns a block of scores into weights, and per-row state into outputs.
  * Row state is `row_floats` arrays of R floats each (R = rows per block), in one region.
  */
 typedef struct attn_score_step {
   size_t row_floats;
+  int strip; /* wants attn_step_block.strip (scratch per block, e.g. for a positional bias) */
   /* Reset the row state of `rows` rows (array stride R) to the empty prefix. */
   void (*init)(float *rs, size_t R, size_t rows);
-  /* ST (nk keys x nq rows, stride ld) in place into P^T; update the row state. Returns the
-   * per-row factor for acc (diag(alpha) acc + P V) or NULL for plain accumulation. masked:
-   * whether ST holds masked (-inf) pairs (see attn_softmax_block_fn). bm: with an exponential
-   * feature map, each row's offset of these scores (the true score is st * exp(bm[r]); -inf: the
-   * row sees none of these keys), NULL otherwise. */
-  const float *(*step)(const struct attn_ukernels *uk, size_t nk, size_t nq, float *st, size_t ld, float *rs, size_t R,
-                       int masked, const float *bm);
+  /* ST in place into P^T; update the row state. Returns the per-row factor for acc
+   * (diag(alpha) acc + P V) or NULL for plain accumulation. */
+  const float *(*step)(const struct attn_ukernels *uk, const attn_step_block *b, float *rs, size_t R);
   /* Row r's outputs from its accumulator (dv floats) and row state: o (dv floats), and the one
    * per-row float `aux` when not NULL. params: the plan's step_params. */
   void (*finish)(const float *acc, const float *rs, size_t R, size_t r, size_t dv, float *o, float *aux,
@@ -79,8 +91,12 @@ typedef struct attn_blocked_features {
 typedef struct attn_blocked_plan {
   const attn_shape *shape;
   const attn_score_step *step;
-  const void *step_params; /* handed to the step's finish */
-  const attn_featmap *fm;  /* NULL: scale * q . k */
+  const void *step_params;       /* handed to the step's finish */
+  const attn_featmap *fm;        /* NULL: scale * q . k */
+  int sel;                       /* selective attention (attn_blocked_select) */
+  size_t sel_kv, sel_gi;         /* its key head, and its place in that head's group */
+  size_t off_qs, off_ss, off_fz; /* selection: scale Q_sel^T (d x tb), its scores, F (bc x tb) */
+  size_t off_st2, off_run;       /* selection: the relu'd selections (bc x tb); running sums (bc) */
   attn_fm_args fa;
   size_t m;    /* features (d without a map) */
   int xm, dsm; /* exponential map; dsoftmax */
@@ -93,14 +109,31 @@ typedef struct attn_blocked_plan {
   size_t off_ku, off_km, off_fms, off_cb, off_tmp;                /* exponential maps: u(K_blk), its running
                                                      maxima, map scratch, c, temp */
   size_t off_uq, off_bm, off_cz;                                  /* per head: u(Q) (R x m), bm (R), dsoftmax c | z */
+  size_t off_strip;                                               /* the step's strip */
   size_t scratch_bytes;                                           /* per worker */
 } attn_blocked_plan;
+
+/*
+ * Selective attention (spec 6): every head's scores are reduced by F_pj = sum over the queries k
+ * with j < k < p of relu(s^(h_sel)_kj) (0 for j = 0), the selection of query head h_sel. Per task
+ * and key block the engine computes head h_sel's scores of the block's tokens (its own GEMM, or
+ * the columns of that head's tile when the task holds its key head), F for every (key, token)
+ * pair as io->sel_f[j] (the sum over the queries before the block) plus an exclusive running sum
+ * over the block's tokens, subtracts it from every head's tile before the step, and the last
+ * head group of a query block stores the sums over its tokens back into sel_f. Tasks must run in
+ * order (query blocks one after another): the only sequential dependency of the engine.
+ */
+typedef struct attn_blocked_select {
+  size_t h_sel; /* the selecting query head (< h_q) */
+} attn_blocked_select;
 
 /* Plan a call (the shape already validated: h_k == h_v dividing h_q). */
 ATTN_INTERNAL attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *shape, attn_mask mask,
                                                  float scale, const attn_score_step *step, const void *step_params,
-                                                 const attn_blocked_features *feat, const struct attn_ukernels *uk);
-/* Tasks of a plan: 0 .. count-1, each independent of the others (disjoint output rows). */
+                                                 const attn_blocked_features *feat, const attn_blocked_select *sel,
+                                                 const struct attn_ukernels *uk);
+/* Tasks of a plan: 0 .. count-1, each writing its own output rows (with a selection, run them in
+ * order). */
 static inline size_t attn_blocked_tasks(const attn_blocked_plan *p) { return p->qblocks * p->groups; }
 
 typedef struct attn_blocked_io {
@@ -108,6 +141,7 @@ typedef struct attn_blocked_io {
   float *o;
   float *aux; /* one float per (query, head), or NULL */
   attn_layout aux_layout;
+  float *sel_f; /* selection (attn_blocked_select): F_j of every key, in/out (n_kv floats) */
 } attn_blocked_io;
 
 /* Run task `task` with a worker's scratch (scratch_bytes, 64-byte aligned). */

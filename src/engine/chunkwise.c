@@ -374,6 +374,29 @@ static void cw_query(const cw_ctx *x, const float *S, size_t h, size_t t0, size_
   cw_store(x, h, t0, cn);
 }
 
+/* FLASH's chunk-exclusive causal form (plan xg = G): per chunk of G keys [c0, c1), the queries at
+ * positions in it read the state as it was before the chunk (no intra term), then a complete
+ * chunk is absorbed, C keys at a time. Queries before every key read the state as given. */
+static void cw_run_exclusive(const cw_ctx *x, float *S, size_t h0) {
+  const attn_chunkwise_plan *p = x->p;
+  const size_t nkv = p->shape->n_kv, nq = p->shape->n_q, G = p->xg, C = p->C;
+  const int64_t off = (int64_t)nkv - (int64_t)nq; /* query t sits at key position off + t */
+  for (size_t c0 = 0; c0 <= nkv; c0 += G) {
+    const size_t c1 = attn_min_sz(nkv, c0 + G);
+    /* queries at positions [c0, c1); the first round also those before every key */
+    const int64_t a = c0 == 0 ? 0 : (int64_t)c0 - off, b = (int64_t)c1 - off;
+    const size_t qa = a < 0 ? 0 : (size_t)a, qb = b < 0 ? 0 : (size_t)b;
+    for (size_t gi = 0; gi < p->per; gi++)
+      for (size_t i0 = qa; i0 < qb; i0 += C) cw_query(x, S, h0 + gi, i0, attn_min_sz(C, qb - i0), 0, 1);
+    if (c1 - c0 < G || c0 == nkv) break;
+    for (size_t j0 = c0; j0 < c1; j0 += C) {
+      const size_t cn = attn_min_sz(C, c1 - j0);
+      cw_load_kv(x, j0, cn);
+      cw_absorb(x, S, cn);
+    }
+  }
+}
+
 /* A one-token causal chunk (a decode step): one pass over S per output head, the last one also
  * applying the update S = G S + beta psi(k) v^T. With gates, out = a v + (G phi(q))^T S (S as on
  * entry), a = phi(q) . beta psi(k): the query's features carry the decay. */
@@ -440,6 +463,10 @@ void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels
   const size_t pre_q = p->causal && s->n_q > s->n_kv ? s->n_q - s->n_kv : 0;
   float *S = io->state ? io->state + task * slab : ws + p->off_s;
   if (!io->state) memset(S, 0, slab * sizeof(float));
+  if (p->xg) {
+    cw_run_exclusive(&x, S, h0);
+    return;
+  }
   const size_t absorb_end = p->causal ? pre_k : s->n_kv;
   for (size_t j0 = 0; j0 < absorb_end; j0 += C) {
     const size_t cn = attn_min_sz(C, absorb_end - j0);

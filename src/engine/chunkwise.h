@@ -57,6 +57,8 @@ typedef struct attn_chunkwise_plan {
   int divide;              /* outputs divide by phi(q).z + eps */
   float out_scale, eps;    /* outputs are out_scale times the quotient (the scale of element-wise maps) */
   size_t m, W, lds, C;     /* features, augmented value width, state row stride, chunk */
+  size_t xg;               /* FLASH's chunk-exclusive form: queries see the keys of earlier chunks
+                              of xg tokens only, a chunk is absorbed when complete; 0: none */
   size_t heads, per;       /* state heads, output heads per state head */
   size_t qdiv, kdiv, vdiv; /* output head / qdiv = query head; state head / kdiv, / vdiv */
   size_t gdiv;             /* state head / gdiv = gate head */

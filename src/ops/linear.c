@@ -65,13 +65,12 @@ static void lw_init(float *rs, size_t R, size_t rows) {
 
 /* Masked pairs (-inf on boundary blocks) weigh 0; any other -inf (from an infinite input) is NaN,
  * as the engine's convention says. */
-static const float *lw_step(const struct attn_ukernels *uk, size_t nk, size_t nq, float *st, size_t ld, float *rs,
-                            size_t R, int masked, const float *bm) {
-  (void)uk, (void)R, (void)bm;
-  const float hidden = masked ? 0.0f : NAN;
-  for (size_t j = 0; j < nk; j++) {
-    float *row = st + j * ld;
-    for (size_t c = 0; c < nq; c++) {
+static const float *lw_step(const struct attn_ukernels *uk, const attn_step_block *b, float *rs, size_t R) {
+  (void)uk, (void)R;
+  const float hidden = b->masked ? 0.0f : NAN;
+  for (size_t j = 0; j < b->nk; j++) {
+    float *row = b->st + j * b->ld;
+    for (size_t c = 0; c < b->nq; c++) {
       const float x = row[c] == -INFINITY ? hidden : row[c];
       row[c] = x;
       rs[c] += x;
@@ -94,7 +93,7 @@ static void lw_finish(const float *acc, const float *rs, size_t R, size_t r, siz
   for (size_t x = 0; x < dv; x++) orow[x] = acc[x] * f;
 }
 
-static const attn_score_step lin_window_step = {1, lw_init, lw_step, lw_finish};
+static const attn_score_step lin_window_step = {1, 0, lw_init, lw_step, lw_finish};
 
 /* The exponential maps' step: the engine hands each row's offset bm of the block's scores
  * (engine/blocked.h); row state den, M (the running offset: at the end the row's exact one, so
@@ -104,21 +103,20 @@ static void lx_init(float *rs, size_t R, size_t rows) {
   for (size_t r = 0; r < rows; r++) rs[r] = 0.0f, rs[R + r] = -INFINITY;
 }
 
-static const float *lx_step(const struct attn_ukernels *uk, size_t nk, size_t nq, float *st, size_t ld, float *rs,
-                            size_t R, int masked, const float *bm) {
+static const float *lx_step(const struct attn_ukernels *uk, const attn_step_block *b, float *rs, size_t R) {
   (void)uk;
   float *den = rs, *M = rs + R, *alpha = rs + 2 * R, *fac = rs + 3 * R;
-  for (size_t c = 0; c < nq; c++) { /* a NaN bm (non-finite input) makes fac NaN, so the row NaN */
-    const float b = bm[c], mn = b > M[c] ? b : M[c];
+  for (size_t c = 0; c < b->nq; c++) { /* a NaN bm (non-finite input) makes fac NaN, so the row NaN */
+    const float x = b->bm[c], mn = x > M[c] ? x : M[c];
     alpha[c] = M[c] == mn ? 1.0f : expf(M[c] - mn);
-    fac[c] = b == -INFINITY ? 0.0f : expf(b - mn);
+    fac[c] = x == -INFINITY ? 0.0f : expf(x - mn);
     M[c] = mn;
     den[c] *= alpha[c];
   }
-  const float hidden = masked ? 0.0f : NAN;
-  for (size_t j = 0; j < nk; j++) {
-    float *row = st + j * ld;
-    for (size_t c = 0; c < nq; c++) {
+  const float hidden = b->masked ? 0.0f : NAN;
+  for (size_t j = 0; j < b->nk; j++) {
+    float *row = b->st + j * b->ld;
+    for (size_t c = 0; c < b->nq; c++) {
       const float x = row[c] == -INFINITY ? hidden : row[c] * fac[c];
       row[c] = x;
       den[c] += x;
@@ -127,7 +125,7 @@ static const float *lx_step(const struct attn_ukernels *uk, size_t nk, size_t nq
   return alpha;
 }
 
-static const attn_score_step lin_xwindow_step = {4, lx_init, lx_step, lw_finish};
+static const attn_score_step lin_xwindow_step = {4, 0, lx_init, lx_step, lw_finish};
 
 /* The blocked plan of a windowed call (m: the map's feature size; favor's W^T is set later). */
 static attn_status lin_window_plan(const attn_linear_desc *d, size_t m, attn_blocked_plan *bp,
@@ -135,7 +133,7 @@ static attn_status lin_window_plan(const attn_linear_desc *d, size_t m, attn_blo
   const attn_featmap *fm = attn_featmap_get(d->feature_map);
   const attn_blocked_features feat = {fm, {fm->offsets ? sqrtf(d->scale) : 1.0f, NULL}, m};
   return attn_blocked_plan_make(bp, &d->shape, d->mask, 1.0f, fm->offsets ? &lin_xwindow_step : &lin_window_step, lp,
-                                &feat, uk);
+                                &feat, NULL, uk);
 }
 
 /* The windowed step's parameters: exponential maps are normalised and scale their inputs. */
@@ -164,6 +162,9 @@ static attn_status lin_validate(const attn_linear_desc *d, attn_spans *sp, attn_
     if (fm->offsets) return ATTN_E_BAD_FEATURE_MAP;
     g.h_g = d->h_g ? d->h_g : sp->H;
   }
+  /* FLASH's chunk-exclusive form: causal, element-wise maps, no gate. */
+  if (d->exclusive_chunk && (!attn_mask_is_causal(d->mask) || gated)) return ATTN_E_BAD_WINDOW;
+  if (d->exclusive_chunk && fm->offsets) return ATTN_E_BAD_FEATURE_MAP;
   /* Exponential maps are normalised only: their offsets would not cancel otherwise. */
   if (fm->offsets && !d->normalize) return ATTN_E_BAD_NORMALIZATION;
   if (!isfinite(d->scale)) return ATTN_E_BAD_SCALE;
@@ -174,6 +175,7 @@ static attn_status lin_validate(const attn_linear_desc *d, attn_spans *sp, attn_
   if (favor && ((unsigned)d->favor_source > ATTN_FAVOR_CALLER_T || (caller_w && !d->favor_w)))
     return ATTN_E_BAD_FEATURE_MATRIX;
   st = attn_chunkwise_shape(p, &d->shape, sp->H, fm, d->m, !full, d->normalize, d->scale, d->eps, &g);
+  p->xg = d->exclusive_chunk;
   size_t span;
   if (!st && d->gate != ATTN_GATE_NONE) st = lin_gate_span(d, p, 0, &span);
   if (!st && d->beta) st = lin_gate_span(d, p, 1, &span);
@@ -378,7 +380,7 @@ attn_status attn_linear_gated(const attn_linear_desc *d, const float *q, const f
   if (state) {
     if (!state->data) return ATTN_E_NULL_POINTER;
     const attn_linear_state want = lin_state_of(d, &p, NULL);
-    if (!state_same_shape(state, &want)) return ATTN_E_STATE_MISMATCH;
+    if (!state_same_shape(state, &want) || (p.xg && state->tokens % p.xg)) return ATTN_E_STATE_MISMATCH;
   }
   const struct attn_ukernels *uk = attn_dispatch();
   if (!uk) return ATTN_E_UNSUPPORTED_ISA;
@@ -406,14 +408,14 @@ attn_status attn_linear_gated(const attn_linear_desc *d, const float *q, const f
   ws += l.wt_floats;
   if (windowed) {
     bp.fa.wt = wt;
-    const attn_blocked_io io = {q, k, v, o, NULL, {0, 0}};
+    const attn_blocked_io io = {q, k, v, o, NULL, {0, 0}, NULL};
     for (size_t t = 0, n = attn_blocked_tasks(&bp); t < n; t++) attn_blocked_run(&bp, uk, &io, t, ws);
     return ATTN_OK;
   }
   p.fa.wt = wt;
   const attn_chunkwise_io io = {q, k, v, o, state ? state->data : NULL, log_gate, beta};
   for (size_t t = 0, n = attn_chunkwise_tasks(&p); t < n; t++) attn_chunkwise_run(&p, uk, &io, t, ws);
-  if (state) state->tokens += d->shape.n_kv;
+  if (state) state->tokens += p.xg ? d->shape.n_kv / p.xg * p.xg : d->shape.n_kv; /* the absorbed keys */
   return ATTN_OK;
 }
 

@@ -16,10 +16,8 @@ static void sm_init(float *rs, size_t R, size_t rows) {
   }
 }
 
-static const float *sm_step(const struct attn_ukernels *uk, size_t nk, size_t nq, float *st, size_t ld, float *rs,
-                            size_t R, int masked, const float *bm) {
-  (void)bm;
-  uk->softmax_block(nk, nq, st, ld, rs, rs + R, rs + 2 * R, masked);
+static const float *sm_step(const struct attn_ukernels *uk, const attn_step_block *b, float *rs, size_t R) {
+  uk->softmax_block(b->nk, b->nq, b->st, b->ld, rs, rs + R, rs + 2 * R, b->masked);
   return rs + 2 * R;
 }
 
@@ -47,7 +45,7 @@ static void sm_finish(const float *acc, const float *rs, size_t R, size_t r, siz
   }
 }
 
-const attn_score_step attn_softmax_score_step = {3, sm_init, sm_step, sm_finish};
+const attn_score_step attn_softmax_score_step = {3, 0, sm_init, sm_step, sm_finish};
 
 attn_status attn_softmax_desc_init(attn_softmax_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dim,
                                    size_t dv) {
@@ -76,7 +74,8 @@ static attn_status sm_prepare(const attn_softmax_desc *d, sm_call *c) {
   if (!isfinite(d->scale)) return ATTN_E_BAD_SCALE;
   if ((st = attn_check_output(d->shape.n_q, d->shape.h_q, 1, d->lse, &c->lse_span))) return st;
   if (!(c->uk = attn_dispatch())) return ATTN_E_UNSUPPORTED_ISA;
-  return attn_blocked_plan_make(&c->plan, &d->shape, d->mask, d->scale, &attn_softmax_score_step, NULL, NULL, c->uk);
+  return attn_blocked_plan_make(&c->plan, &d->shape, d->mask, d->scale, &attn_softmax_score_step, NULL, NULL, NULL,
+                                c->uk);
 }
 
 attn_status attn_softmax_workspace_size(const attn_softmax_desc *d, size_t *bytes) {
@@ -98,7 +97,7 @@ attn_status attn_softmax(const attn_softmax_desc *d, const float *q, const float
   void *out[] = {o, lse, workspace};
   const size_t out_bytes[] = {c.sp.o * sizeof(float), c.lse_span * sizeof(float), workspace_size};
   if ((st = attn_check_io(&c.sp, q, k, v, out, out_bytes, 3))) return st;
-  const attn_blocked_io io = {q, k, v, o, lse, d->lse};
+  const attn_blocked_io io = {q, k, v, o, lse, d->lse, NULL};
   float *ws = attn_ws_base(workspace);
   for (size_t t = 0, n = attn_blocked_tasks(&c.plan); t < n; t++) attn_blocked_run(&c.plan, c.uk, &io, t, ws);
   return ATTN_OK;

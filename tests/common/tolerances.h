@@ -267,6 +267,57 @@ static inline double tol_gated(size_t n_tokens, size_t m, double s_abs, double s
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* GAU relu^2 attention (attn_gau; tests/ops/check_gau.c): o_ic = t_i sum_j r_ij^2 v_jc with      */
+/* r = relu(x), x_ij = scale q_i . k_j + bias_ij, on the blocked engine of softmax attention (fp32 */
+/* GEMM scores, the relu^2 step, fp32 GEMM of the weights by v, block after block). There is no  */
+/* exp and no running maximum: an error of the score is not amplified, it moves its term by      */
+/* 2 r |dx| |v| (first order). The reference (attn_ref.h, ref_gau) gives three error scales per   */
+/* element, each a sum over the visible keys times t_i:                                          */
+/*   oscale = sum_j r^2 |v|        the terms' magnitudes,                                        */
+/*   oarg   = sum_j 2 r g |v|      g = |scale| sum_f |q_f k_f|: the score's error is a few u g,   */
+/*   onear  = sum_j g^2 |v|        over the keys within 2^-10 g of the kink (x ~ 0): there the   */
+/*                                 library's score may fall on the other side of 0, and the term */
+/*                                 errs by up to e^2 (r <= e), not 2 r e;                        */
+/* and the absolute bound is                                                                     */
+/*   u (C0 + CN sqrt(n)) oscale + u E oarg + (u E)^2 onear,   E = CS sqrt(d) + CF,              */
+/* - C0: relative roundings every term or the row carries once: the bias addition (u |x| = u r,  */
+/*   twice that in r^2), the square, the product by v, t_i = 1 / count and the product by it,     */
+/*   the additions of the per-block partial sums and the output;                                 */
+/* - CN sqrt(n): the sum over the n visible keys (a GEMM within a key block, one addition per     */
+/*   block across them; random-walk rounding, as for softmax);                                    */
+/* - E: the score's own error in units of u g, the dot product of length d (sqrt(d): random       */
+/*   signs, as every dot product of the suites) plus CF for the roundings every score carries    */
+/*   whatever d is (the scale's product, q pre-scaled or the sum scaled; dominant at d = 1..4).   */
+/* The constants are softmax's (TOL_SM_C0, TOL_SM_CN, TOL_SM_CS, TOL_SM_CF): the same engine and */
+/* GEMM round the same products; relu^2 replaces exp (4u) by a square (u), which C0 keeps.       */
+/* check_gau compares with scale = oscale and tol = bound / oscale (scale 1 and tol = bound where */
+/* oscale is 0: only the near-kink term is left, and the report's err/scale is then absolute).   */
+/* Library-vs-library properties (decode vs prefill, chunked prefill vs one call) allow each its */
+/* bound: TOL_PROPERTY_FACTOR.                                                                   */
+/* OBSERVED (ATTN_TEST_REPORT=1; gcc 12 -O3 release, x86-64: AVX2 native, NEON through SIMDe):   */
+/*   family     scalar             avx2               neon                                       */
+/*   gau.o      1.23e-04 [0.23]    1.66e-04 [0.23]    1.23e-04 [0.23]                             */
+/*   gau.prop   1.86e-06 [0.08]    2.99e-05 [0.08]    3.92e-06 [0.08]   (vs twice the bound)     */
+/* The err/scale maxima are elements whose terms sit near the kink (r small beside g: oarg and    */
+/* onear dominate their bound); the largest shares come from normalised causal rows (positive     */
+/* data d = 64, GQA d = 16); wide data, |x| ~ 1e3 and FLASH's 1/512 stay below 0.18.             */
+/* ------------------------------------------------------------------------------------------ */
+#define TOL_GAU_C0 8.0
+#define TOL_GAU_CN 1.0
+#define TOL_GAU_CS 1.0
+#define TOL_GAU_CF 4.0
+
+/* E: the score's error in units of u g (g = |scale| sum_f |q_f k_f|). */
+static inline double tol_gau_score(size_t d) { return TOL_GAU_CS * sqrt((double)d) + TOL_GAU_CF; }
+
+/* The absolute bound of one output element from the reference's scales, n the visible keys
+ * behind the sum (at most n_kv: the tests pass n_kv). */
+static inline double tol_gau_bound(size_t n, size_t d, double oscale, double oarg, double onear) {
+  const double e = TOL_U * tol_gau_score(d);
+  return TOL_U * (TOL_GAU_C0 + TOL_GAU_CN * sqrt((double)n)) * oscale + e * oarg + e * e * onear;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* exp itself, read through the public API (sweeps over its whole argument range). The library   */
 /* documents and asserts a relative error of at most 2^-22 = 4u (2 to 4 ulp of the result).      */
 /* ------------------------------------------------------------------------------------------ */
@@ -281,5 +332,39 @@ static inline double tol_gated(size_t n_tokens, size_t m, double s_abs, double s
 /* the reference: by the triangle inequality they differ by at most twice the bound.            */
 /* ------------------------------------------------------------------------------------------ */
 #define TOL_PROPERTY_FACTOR 2.0
+
+/* ------------------------------------------------------------------------------------------ */
+/* Selective attention (attn_selective, attn_selcache_step; tests/ops/check_selective.c): softmax */
+/* attention whose logits are s_pj - F_pj, F a float running sum of up to n relu'd float dot      */
+/* products of head h_sel (tests/ref/ref_selective.h). The logit's error is therefore, in units   */
+/* of u: E (g_pj + G_pj) (the dot product of the pair, g = |scale| sum |q k|, and the n dot       */
+/* products behind F, G = their sum of g: relu is 1-Lipschitz; E = CS sqrt(d) + CF as softmax's)  */
+/* plus (CN sqrt(n) + CF) F_pj (F's running sum, random-walk over its additions, and the         */
+/* subtraction s - F). A logit error e_j moves o by sum_j p_j e_j (v_j - o): the reference weights */
+/* each key's magnitudes by its probability (oarg, of, larg, lf), so a key that F has all but     */
+/* masked (large F, tiny p_j) costs nothing. Bounds (absolute):                                   */
+/*   o:   u ((C0 + CN sqrt(n) + CF sabs) oscale + E oarg + (CN sqrt(n) + CF) of)                 */
+/*   lse: u (LSE_C0 + CN sqrt(n) + CF sabs + 2 |lse| + E larg + (CN sqrt(n) + CF) lf)           */
+/*   f:   u ((CN sqrt(n) + 2) f + E fg)    (the column sums the call returns, fg = sum of g)      */
+/* with softmax's constants (same engine, same exp) and n the tokens behind the result (a cache   */
+/* step passes the tokens appended so far). Library-vs-library properties: TOL_PROPERTY_FACTOR.   */
+/* ------------------------------------------------------------------------------------------ */
+static inline double tol_selective_e(size_t d) { return TOL_SM_CS * sqrt((double)d) + TOL_SM_CF; }
+
+static inline double tol_selective_o(size_t n, size_t d, double oscale, double sabs, double oarg, double of) {
+  const double rn = sqrt((double)n);
+  return TOL_U * ((TOL_SM_C0 + TOL_SM_CN * rn + TOL_SM_CF * sabs) * oscale + tol_selective_e(d) * oarg +
+                  (TOL_SM_CN * rn + TOL_SM_CF) * of);
+}
+
+static inline double tol_selective_lse(size_t n, size_t d, double sabs, double lse, double larg, double lf) {
+  const double rn = sqrt((double)n);
+  return TOL_U * (TOL_LSE_C0 + TOL_SM_CN * rn + TOL_SM_CF * sabs + 2.0 * fabs(lse) + tol_selective_e(d) * larg +
+                  (TOL_SM_CN * rn + TOL_SM_CF) * lf);
+}
+
+static inline double tol_selective_f(size_t n, size_t d, double f, double fg) {
+  return TOL_U * ((TOL_SM_CN * sqrt((double)n) + 2.0) * fabs(f) + tol_selective_e(d) * fg);
+}
 
 #endif /* ATTN_TEST_TOLERANCES_H */

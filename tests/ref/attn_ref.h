@@ -35,7 +35,8 @@ int ref_row_finite(const float *x, size_t n);
  * NaN; a non-finite v_j of a visible key makes o_i NaN (lse_i as usual). Keys a row cannot see
  * never affect it. Merge: a NaN or +inf part LSE makes o and lse NaN; a non-finite o row of a
  * non-empty part (lse > -inf) makes o NaN; empty parts are never read. Linear: a non-finite q_i,
- * k_j or v_j of a visible key, or a non-finite incoming state of its head, makes o_i NaN.
+ * k_j or v_j of a visible key, or a non-finite incoming state of its head, makes o_i NaN. GAU:
+ * a non-finite q_i, k_j or v_j of a visible key makes o_i NaN, even where relu makes the weight 0.
  */
 
 /** Key j visible to query i under bottom-right alignment (p_i = n_kv - n_q + i), window
@@ -201,5 +202,54 @@ void ref_linear_state(const ref_linear_problem *p, double *s, double *sscale);
  * favor's offset column it equals sscale.
  */
 void ref_linear_state_ex(const ref_linear_problem *p, double *s, double *sscale, double *sarg);
+
+/* ------------------------------------------------------------------------------------------ */
+/* GAU relu^2 attention (ref_gau.c)                                                            */
+/* ------------------------------------------------------------------------------------------ */
+/* The bias kinds, the same values as the library's attn_gau_bias. */
+typedef enum ref_gau_bias {
+  REF_GAU_BIAS_SCALAR = 0,   /* bias_ij = beta */
+  REF_GAU_BIAS_CAUSAL = 1,   /* bias_ij = table[clamp(p_i - j, 0, L - 1)] */
+  REF_GAU_BIAS_TWO_SIDED = 2 /* bias_ij = table[clamp(p_i - j + L - 1, 0, 2L - 2)] */
+} ref_gau_bias;
+
+typedef struct ref_gau_problem {
+  size_t n_q, n_kv, h_q, h_kv, d, dv;
+  double scale;
+  size_t left, right, chunk; /* the mask (ref_visible) */
+  ref_gau_bias bias;
+  double beta;        /* SCALAR */
+  const float *table; /* CAUSAL: L floats; TWO_SIDED: 2L - 1 */
+  size_t bias_len;    /* L >= 1 for the table kinds */
+  int normalize;      /* 1: t_i = 1 / (keys row i sees); 0: t_i = 1 */
+  const float *q, *k, *v;
+  ref_layout lq, lk, lv;
+} ref_gau_problem;
+
+/**
+ * o_i = t_i sum_j relu(x_ij)^2 v_j over the keys j visible to query i (ref_visible), with
+ * x_ij = scale q_i . k_j + bias_ij (p_i = n_kv - n_q + i; the relative offset p_i - j may be
+ * negative under a non-causal mask), query head h reading key / value head h / (h_q / h_kv).
+ * Rows with no visible key are 0; rows that see a non-finite q_i, k_j or v_j are NaN (scales 0).
+ * o:      [n_q][h_q][dv] contiguous.
+ * oscale: (may be NULL) t_i sum_j r_ij^2 |v_jc| (r = relu(x)): the magnitude of the terms; the
+ *         roundings of the squares, of t_i, of the bias addition (u |x| = u r on a positive
+ *         argument) and of the sums are relative to it.
+ * oarg:   (may be NULL) t_i sum_j 2 r_ij g_ij |v_jc| with g_ij = |scale| sum_f |q_if k_jf|: an
+ *         absolute error e_ij of the score moves the term by 2 r e |v| (first order), and e_ij is
+ *         a few u times g_ij (the dot product of length d in fp32 and the product by the scale).
+ * onear:  (may be NULL) t_i sum_j g_ij^2 |v_jc| over the visible keys whose argument is close to
+ *         the relu's kink, |x_ij| <= 2^-10 g_ij: there the library's score may fall on the other
+ *         side of 0 and the term's error is up to e^2 (r <= e), not 2 r e. Farther keys cannot
+ *         change side under any error of the bounds (a few hundred u, far below 2^-10).
+ */
+void ref_gau(const ref_gau_problem *p, double *o, double *oscale, double *oarg, double *onear);
+
+/** The weight A_ij = t_i relu(x_ij)^2 of key j for query i, head h (0 when j is hidden); NaN when
+ *  the row sees a non-finite q or k. */
+double ref_gau_weight(const ref_gau_problem *p, size_t i, size_t h, size_t j);
+
+/** bias_ij of query i and key j (the table lookup or beta; no mask). */
+double ref_gau_bias_at(const ref_gau_problem *p, size_t i, size_t j);
 
 #endif /* ATTN_REF_H */

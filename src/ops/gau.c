@@ -1,0 +1,141 @@
+/*
+ * GAU relu^2 attention (attn.h, spec 5): the blocked engine of softmax attention with a score
+ * step of its own. The engine hands the step scale * q.k per visible pair (masked pairs -inf);
+ * the step adds the bias (a scalar, or a relative-position table read at p_i - j), squares the
+ * relu in place and counts the visible keys per row; the engine accumulates P V without a
+ * rescale (no running maximum: nothing here grows like an exponential), and the finish applies
+ * t_i (1, or 1 / count).
+ */
+#include "engine/blocked.h"
+
+attn_status attn_gau_desc_init(attn_gau_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dim,
+                               size_t dv) {
+  if (!d) return ATTN_E_NULL_POINTER;
+  *d = (attn_gau_desc){0};
+  attn_shape_init(&d->shape, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
+  d->mask = attn_mask_full();
+  d->scale = dim ? (float)(1.0 / sqrt((double)dim)) : 1.0f;
+  d->bias = ATTN_GAU_BIAS_SCALAR;
+  return ATTN_OK;
+}
+
+/* The step's parameters: the bias (a table of `len` floats read at clamp(p_i - j + shift, 0,
+ * len - 1); no table: beta) and the normalisation. */
+typedef struct gau_params {
+  float beta;
+  const float *table;
+  int64_t shift, len;
+  int normalize;
+} gau_params;
+
+/* Row state: the count of visible keys. */
+static void gau_init(float *rs, size_t R, size_t rows) {
+  (void)R;
+  for (size_t r = 0; r < rows; r++) rs[r] = 0.0f;
+}
+
+/* P = relu(S + bias)^2 in place, on the path's gau_block kernel (masked pairs weigh 0 and are not
+ * counted). A table's bias of key row jj and token ti is T[clamp(base - jj + ti)]: read in place
+ * (a row stride of -1) when one token per column and no clamping; otherwise from the strip, the
+ * block's clamped entries each repeated for the g columns of a token. */
+static const float *gau_step(const struct attn_ukernels *uk, const attn_step_block *b, float *rs, size_t R) {
+  (void)R;
+  const gau_params *gp = b->params;
+  if (!gp->table) {
+    uk->gau_block(b->nk, b->nq, b->st, b->ld, gp->beta, NULL, 0, rs, b->masked);
+    return NULL;
+  }
+  const size_t g = b->g, tokens = b->nq / g;
+  const int64_t base = b->p0 - b->j0 + gp->shift, lo = base - (int64_t)b->nk + 1, hi = base + (int64_t)tokens - 1;
+  if (g == 1 && lo >= 0 && hi < gp->len) {
+    uk->gau_block(b->nk, b->nq, b->st, b->ld, 0.0f, gp->table + base, -1, rs, b->masked);
+    return NULL;
+  }
+  for (int64_t x = lo; x <= hi; x++) {
+    const float t = gp->table[x < 0 ? 0 : x >= gp->len ? gp->len - 1 : x];
+    for (size_t gi = 0; gi < g; gi++) b->strip[(size_t)(x - lo) * g + gi] = t;
+  }
+  uk->gau_block(b->nk, b->nq, b->st, b->ld, 0.0f, b->strip + (b->nk - 1) * g, -(ptrdiff_t)g, rs, b->masked);
+  return NULL;
+}
+
+/* o = t acc, t = 1 or 1 / count (no visible key: zeros); a non-finite acc: a NaN row. */
+static void gau_finish(const float *acc, const float *rs, size_t R, size_t r, size_t dv, float *orow, float *aux,
+                       const void *params) {
+  (void)R, (void)aux;
+  const gau_params *gp = params;
+  if (!attn_rows_finite(acc, 1, dv, 0)) {
+    attn_fill_nan(orow, dv);
+    return;
+  }
+  const float t = rs[r] == 0.0f ? 0.0f : gp->normalize ? 1.0f / rs[r] : 1.0f;
+  for (size_t x = 0; x < dv; x++) orow[x] = acc[x] * t;
+}
+
+static const attn_score_step gau_score_step = {1, 1, gau_init, gau_step, gau_finish};
+
+/* A validated call planned on the active path. */
+typedef struct gau_call {
+  attn_spans sp;
+  gau_params gp;
+  size_t table_floats;
+  attn_blocked_plan plan;
+  const struct attn_ukernels *uk;
+} gau_call;
+
+/* The bias of a descriptor: its table's length in floats (0 for a scalar), its parameters. */
+static attn_status gau_bias(const attn_gau_desc *d, gau_call *c) {
+  c->gp = (gau_params){d->beta, NULL, 0, 1, d->normalize};
+  c->table_floats = 0;
+  if (d->bias == ATTN_GAU_BIAS_SCALAR) return isfinite(d->beta) ? ATTN_OK : ATTN_E_BAD_BIAS;
+  if ((unsigned)d->bias > ATTN_GAU_BIAS_TWO_SIDED || !d->bias_table || d->bias_len == 0) return ATTN_E_BAD_BIAS;
+  const int two = d->bias == ATTN_GAU_BIAS_TWO_SIDED;
+  if (d->bias_len > (SIZE_MAX / sizeof(float) + 1) / 2 || d->bias_len > (size_t)INT64_MAX / 2) return ATTN_E_BAD_BIAS;
+  c->table_floats = two ? 2 * d->bias_len - 1 : d->bias_len;
+  if (!attn_rows_finite(d->bias_table, 1, c->table_floats, 0)) return ATTN_E_BAD_BIAS;
+  c->gp.table = d->bias_table;
+  c->gp.len = (int64_t)c->table_floats;
+  c->gp.shift = two ? (int64_t)d->bias_len - 1 : 0;
+  return ATTN_OK;
+}
+
+static attn_status gau_prepare(const attn_gau_desc *d, gau_call *c) {
+  attn_status st;
+  if (!d) return ATTN_E_NULL_POINTER;
+  if ((st = attn_shape_check(&d->shape, 0, &c->sp))) return st;
+  if (d->shape.h_k != d->shape.h_v || c->sp.H != d->shape.h_q) return ATTN_E_BAD_HEADS;
+  if (!isfinite(d->scale)) return ATTN_E_BAD_SCALE;
+  if (d->normalize != 0 && d->normalize != 1) return ATTN_E_BAD_ARGUMENT;
+  if ((st = gau_bias(d, c))) return st;
+  if (!(c->uk = attn_dispatch())) return ATTN_E_UNSUPPORTED_ISA;
+  return attn_blocked_plan_make(&c->plan, &d->shape, d->mask, d->scale, &gau_score_step, &c->gp, NULL, NULL, c->uk);
+}
+
+attn_status attn_gau_workspace_size(const attn_gau_desc *d, size_t *bytes) {
+  gau_call c;
+  attn_status st = gau_prepare(d, &c);
+  if (st) return st;
+  if (!bytes) return ATTN_E_NULL_POINTER;
+  *bytes = c.plan.scratch_bytes;
+  return ATTN_OK;
+}
+
+attn_status attn_gau(const attn_gau_desc *d, const float *q, const float *k, const float *v, float *o, void *workspace,
+                     size_t workspace_size) {
+  gau_call c;
+  attn_status st = gau_prepare(d, &c);
+  if (st) return st;
+  if (!q || !k || !v || !o || !workspace) return ATTN_E_NULL_POINTER;
+  if (workspace_size < c.plan.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
+  void *out[] = {o, workspace};
+  const size_t out_bytes[] = {c.sp.o * sizeof(float), workspace_size};
+  if ((st = attn_check_io(&c.sp, q, k, v, out, out_bytes, 2))) return st;
+  const size_t tb = c.table_floats * sizeof(float);
+  if (tb &&
+      (attn_overlap(d->bias_table, tb, o, out_bytes[0]) || attn_overlap(d->bias_table, tb, workspace, workspace_size)))
+    return ATTN_E_ALIASING;
+  const attn_blocked_io io = {q, k, v, o, NULL, {0, 0}, NULL};
+  float *ws = attn_ws_base(workspace);
+  for (size_t t = 0, n = attn_blocked_tasks(&c.plan); t < n; t++) attn_blocked_run(&c.plan, c.uk, &io, t, ws);
+  return ATTN_OK;
+}

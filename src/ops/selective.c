@@ -1,0 +1,287 @@
+/*
+ * Selective attention (attn.h, spec 6): softmax attention's blocked engine and score step with
+ * the engine's selection (engine/blocked.h, attn_blocked_select): per key block, head h_sel's
+ * scores give F, which every head's scores lose before the online softmax. This file holds the
+ * descriptor, its validation and the caller's F array.
+ */
+#include "engine/blocked.h"
+
+attn_status attn_selective_desc_init(attn_selective_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv,
+                                     size_t dim, size_t dv) {
+  if (!d) return ATTN_E_NULL_POINTER;
+  *d = (attn_selective_desc){0};
+  attn_shape_init(&d->shape, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
+  d->scale = dim ? (float)(1.0 / sqrt((double)dim)) : 1.0f;
+  d->lse = (attn_layout){h_q, 1};
+  return ATTN_OK;
+}
+
+/* A validated call planned on the active path. */
+typedef struct sel_call {
+  attn_spans sp;
+  size_t lse_span;
+  attn_blocked_plan plan;
+  const struct attn_ukernels *uk;
+} sel_call;
+
+static attn_status sel_prepare(const attn_selective_desc *d, sel_call *c) {
+  attn_status st;
+  if (!d) return ATTN_E_NULL_POINTER;
+  if ((st = attn_shape_check(&d->shape, 0, &c->sp))) return st;
+  if (d->shape.h_k != d->shape.h_v || c->sp.H != d->shape.h_q || d->h_sel >= d->shape.h_q) return ATTN_E_BAD_HEADS;
+  if (!isfinite(d->scale)) return ATTN_E_BAD_SCALE;
+  if ((st = attn_check_output(d->shape.n_q, d->shape.h_q, 1, d->lse, &c->lse_span))) return st;
+  if (!(c->uk = attn_dispatch())) return ATTN_E_UNSUPPORTED_ISA;
+  const attn_blocked_select sel = {d->h_sel};
+  return attn_blocked_plan_make(&c->plan, &d->shape, attn_mask_causal(), d->scale, &attn_softmax_score_step, NULL, NULL,
+                                &sel, c->uk);
+}
+
+attn_status attn_selective_workspace_size(const attn_selective_desc *d, size_t *bytes) {
+  sel_call c;
+  attn_status st = sel_prepare(d, &c);
+  if (st) return st;
+  if (!bytes) return ATTN_E_NULL_POINTER;
+  *bytes = c.plan.scratch_bytes;
+  return ATTN_OK;
+}
+
+attn_status attn_selective(const attn_selective_desc *d, const float *q, const float *k, const float *v, float *o,
+                           float *lse, float *f, void *workspace, size_t workspace_size) {
+  sel_call c;
+  attn_status st = sel_prepare(d, &c);
+  if (st) return st;
+  if (!q || !k || !v || !o || !f || !workspace) return ATTN_E_NULL_POINTER;
+  if (workspace_size < c.plan.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
+  const size_t nkv = d->shape.n_kv, f_bytes = nkv * sizeof(float); /* nkv <= span of k: no overflow */
+  void *out[] = {o, lse, workspace, f};
+  const size_t out_bytes[] = {c.sp.o * sizeof(float), c.lse_span * sizeof(float), workspace_size, f_bytes};
+  if ((st = attn_check_io(&c.sp, q, k, v, out, out_bytes, 4))) return st;
+  /* the call's own keys start with F = 0 (no query before them has selected them) */
+  const size_t first_new = d->shape.n_q < nkv ? nkv - d->shape.n_q : 0;
+  for (size_t j = first_new; j < nkv; j++) f[j] = 0.0f;
+  const attn_blocked_io io = {q, k, v, o, lse, d->lse, f};
+  float *ws = attn_ws_base(workspace);
+  for (size_t t = 0, n = attn_blocked_tasks(&c.plan); t < n; t++) attn_blocked_run(&c.plan, c.uk, &io, t, ws);
+  return ATTN_OK;
+}
+
+/* ---- the selective KV cache (attn_selcache) ---- */
+
+/* Its memory: K [capacity][h_kv][d], V [capacity][h_kv][dv], F [capacity] floats, then a
+ * position per slot (uint64, through memcpy: the memory need only be float-aligned). Live tokens
+ * fill slots 0 .. live-1; BOS, never evicted, stays in slot 0. */
+typedef struct sc_view {
+  float *k, *v, *f;
+  unsigned char *pos;
+  size_t rk, rv; /* floats of a slot's K and V rows */
+} sc_view;
+
+static attn_status sc_bytes(size_t capacity, size_t h_kv, size_t d, size_t dv, size_t *bytes) {
+  size_t rk, rv, row, fl, b;
+  if (!capacity || !h_kv || !d || !dv) return ATTN_E_ZERO_SIZE;
+  if (!attn_mul_ok(h_kv, d, &rk) || !attn_mul_ok(h_kv, dv, &rv) || !attn_add_ok(rk, rv, &row) ||
+      !attn_add_ok(row, 1, &row) || !attn_mul_ok(capacity, row, &fl) || !attn_mul_ok(fl, sizeof(float), &b) ||
+      capacity > SIZE_MAX / sizeof(uint64_t) || !attn_add_ok(b, capacity * sizeof(uint64_t), bytes) ||
+      *bytes > (size_t)PTRDIFF_MAX)
+    return ATTN_E_SIZE_OVERFLOW;
+  return ATTN_OK;
+}
+
+static sc_view sc_view_of(const attn_selcache *c) {
+  float *base = c->memory;
+  const size_t rk = c->h_kv * c->d, rv = c->h_kv * c->dv;
+  float *k = base, *v = k + c->capacity * rk, *f = v + c->capacity * rv;
+  return (sc_view){k, v, f, (unsigned char *)(f + c->capacity), rk, rv};
+}
+
+static uint64_t sc_pos(const sc_view *w, size_t slot) {
+  uint64_t p;
+  memcpy(&p, w->pos + slot * sizeof p, sizeof p);
+  return p;
+}
+static void sc_set_pos(const sc_view *w, size_t slot, uint64_t p) { memcpy(w->pos + slot * sizeof p, &p, sizeof p); }
+
+attn_status attn_selcache_size(size_t capacity, size_t h_kv, size_t d, size_t dv, size_t *bytes) {
+  size_t b;
+  attn_status st = sc_bytes(capacity, h_kv, d, dv, &b);
+  if (st) return st;
+  if (!bytes) return ATTN_E_NULL_POINTER;
+  *bytes = b;
+  return ATTN_OK;
+}
+
+attn_status attn_selcache_init(attn_selcache *c, size_t capacity, size_t h_kv, size_t d, size_t dv, float tau,
+                               size_t budget, void *memory, size_t bytes) {
+  size_t need;
+  attn_status st = sc_bytes(capacity, h_kv, d, dv, &need);
+  if (st) return st;
+  if (!c || !memory) return ATTN_E_NULL_POINTER;
+  if (bytes < need) return ATTN_E_WORKSPACE_TOO_SMALL;
+  if (isnan(tau) || budget == 1 || (budget && budget > capacity - 1) || (uintptr_t)memory % sizeof(float))
+    return ATTN_E_BAD_ARGUMENT;
+  *c = (attn_selcache){capacity, h_kv, d, dv, tau, budget, 0, 0, 0, memory};
+  return ATTN_OK;
+}
+
+attn_status attn_selcache_live_bytes(const attn_selcache *c, size_t *bytes) {
+  if (!c || !bytes) return ATTN_E_NULL_POINTER;
+  *bytes = c->live * ((c->h_kv * (c->d + c->dv) + 1) * sizeof(float) + sizeof(uint64_t));
+  return ATTN_OK;
+}
+
+/* Slot `to` takes slot `from`'s token (one token's rows: never the cache). */
+static void sc_move(const sc_view *w, size_t from, size_t to) {
+  memcpy(w->k + to * w->rk, w->k + from * w->rk, w->rk * sizeof(float));
+  memcpy(w->v + to * w->rv, w->v + from * w->rv, w->rv * sizeof(float));
+  w->f[to] = w->f[from];
+  sc_set_pos(w, to, sc_pos(w, from));
+}
+
+static void sc_evict_slot(attn_selcache *c, const sc_view *w, size_t e) {
+  if (e != c->live - 1) sc_move(w, c->live - 1, e);
+  c->live--;
+  c->evicted++;
+}
+
+/* Eviction (spec 6, step 3): F >= tau, then the budget (largest F first, ties to the oldest);
+ * BOS (position 0) and the newest token stay. */
+static void sc_evict(attn_selcache *c) {
+  const sc_view w = sc_view_of(c);
+  const uint64_t newest = (uint64_t)c->tokens - 1;
+  for (size_t e = 0; c->tau != INFINITY && e < c->live;) {
+    const uint64_t p = sc_pos(&w, e);
+    if (p != 0 && p != newest && w.f[e] >= c->tau)
+      sc_evict_slot(c, &w, e); /* slot e now holds another token: look at it again */
+    else
+      e++;
+  }
+  while (c->budget && c->live > c->budget) {
+    size_t best = SIZE_MAX;
+    for (size_t e = 0; e < c->live; e++) {
+      const uint64_t p = sc_pos(&w, e);
+      if (p == 0 || p == newest) continue;
+      if (best == SIZE_MAX || w.f[e] > w.f[best] || (w.f[e] == w.f[best] && p < sc_pos(&w, best))) best = e;
+    }
+    if (best == SIZE_MAX) break;
+    sc_evict_slot(c, &w, best);
+  }
+}
+
+/* The cache's shape against a descriptor's. */
+static int sc_matches(const attn_selcache *c, const attn_selective_desc *d) {
+  return c->h_kv == d->shape.h_k && c->d == d->shape.d && c->dv == d->shape.dv;
+}
+
+static int sc_valid(const attn_selcache *c) {
+  size_t b;
+  return c->memory && !sc_bytes(c->capacity, c->h_kv, c->d, c->dv, &b) && c->live <= c->capacity;
+}
+
+/* Copy n token rows of h heads x w floats from a tensor (layout l) into slots [s0, s0 + n). */
+static void sc_put(float *dst, size_t rows_floats, size_t s0, const float *src, attn_layout l, size_t n, size_t h,
+                   size_t w) {
+  for (size_t t = 0; t < n; t++)
+    for (size_t hh = 0; hh < h; hh++)
+      memcpy(dst + (s0 + t) * rows_floats + hh * w, src + t * l.row_stride + hh * l.head_stride, w * sizeof(float));
+}
+
+attn_status attn_selcache_load(attn_selcache *c, const attn_selective_desc *d, const float *k, const float *v,
+                               const float *f) {
+  sel_call call;
+  attn_status st = sel_prepare(d, &call);
+  if (st) return st;
+  if (!c || !k || !v || !f) return ATTN_E_NULL_POINTER;
+  if (!sc_valid(c)) return ATTN_E_BAD_ARGUMENT;
+  if (!sc_matches(c, d)) return ATTN_E_STATE_MISMATCH;
+  const size_t n = d->shape.n_kv;
+  if (n > c->capacity - c->live) return ATTN_E_WORKSPACE_TOO_SMALL;
+  size_t mem, fn;
+  (void)sc_bytes(c->capacity, c->h_kv, c->d, c->dv, &mem);
+  if (!attn_add_ok(c->tokens, n, &fn) || fn > (size_t)PTRDIFF_MAX / sizeof(float)) return ATTN_E_SIZE_OVERFLOW;
+  if (attn_overlap(c->memory, mem, k, call.sp.k * sizeof(float)) ||
+      attn_overlap(c->memory, mem, v, call.sp.v * sizeof(float)) || attn_overlap(c->memory, mem, f, fn * sizeof(float)))
+    return ATTN_E_ALIASING;
+  const sc_view w = sc_view_of(c);
+  for (size_t e = 0; e < c->live; e++) w.f[e] = f[sc_pos(&w, e)]; /* the live tokens' F now */
+  sc_put(w.k, w.rk, c->live, k, d->shape.k, n, c->h_kv, c->d);
+  sc_put(w.v, w.rv, c->live, v, d->shape.v, n, c->h_kv, c->dv);
+  for (size_t t = 0; t < n; t++) {
+    w.f[c->live + t] = f[c->tokens + t];
+    sc_set_pos(&w, c->live + t, (uint64_t)(c->tokens + t));
+  }
+  c->live += n;
+  c->tokens += n;
+  sc_evict(c);
+  return ATTN_OK;
+}
+
+/* The descriptor of a step's attention over the live slots (n_kv = live) in the cache's layout. */
+static attn_selective_desc sc_step_desc(const attn_selective_desc *d, const attn_selcache *c, size_t live) {
+  attn_selective_desc s = *d;
+  s.shape.n_kv = live;
+  s.shape.k = (attn_layout){c->h_kv * c->d, c->d};
+  s.shape.v = (attn_layout){c->h_kv * c->dv, c->dv};
+  return s;
+}
+
+attn_status attn_selcache_workspace_size(const attn_selective_desc *d, const attn_selcache *c, size_t *bytes) {
+  if (!d || !c) return ATTN_E_NULL_POINTER;
+  if (!sc_valid(c)) return ATTN_E_BAD_ARGUMENT;
+  if (!sc_matches(c, d)) return ATTN_E_STATE_MISMATCH;
+  const attn_selective_desc s = sc_step_desc(d, c, c->capacity);
+  return attn_selective_workspace_size(&s, bytes);
+}
+
+attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, const float *q, const float *k,
+                               const float *v, float *o, float *lse, void *workspace, size_t workspace_size) {
+  if (!d || !c) return ATTN_E_NULL_POINTER;
+  sel_call in; /* the new token's tensors, validated as a one-token call of desc */
+  attn_status st = sel_prepare(d, &in);
+  if (st) return st;
+  if (d->shape.n_q != 1 || d->shape.n_kv != 1) return ATTN_E_BAD_ARGUMENT;
+  if (!sc_valid(c)) return ATTN_E_BAD_ARGUMENT;
+  if (!sc_matches(c, d)) return ATTN_E_STATE_MISMATCH;
+  if (!q || !k || !v || !o || !workspace) return ATTN_E_NULL_POINTER;
+  if (c->live >= c->capacity) return ATTN_E_WORKSPACE_TOO_SMALL;
+  const attn_selective_desc s = sc_step_desc(d, c, c->live + 1);
+  sel_call call;
+  if ((st = sel_prepare(&s, &call))) return st;
+  if (workspace_size < call.plan.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
+  size_t mem;
+  (void)sc_bytes(c->capacity, c->h_kv, c->d, c->dv, &mem);
+  void *out[] = {o, lse, workspace, c->memory};
+  const size_t out_bytes[] = {in.sp.o * sizeof(float), in.lse_span * sizeof(float), workspace_size, mem};
+  if ((st = attn_check_io(&in.sp, q, k, v, out, out_bytes, 4))) return st;
+  /* (1) the new token in the next slot, F = 0; attention over the live slots with the current F,
+   * (2) whose selection the engine adds to F of every slot but BOS (slot 0) and the new one */
+  const sc_view w = sc_view_of(c);
+  sc_put(w.k, w.rk, c->live, k, d->shape.k, 1, c->h_kv, c->d);
+  sc_put(w.v, w.rv, c->live, v, d->shape.v, 1, c->h_kv, c->dv);
+  w.f[c->live] = 0.0f;
+  sc_set_pos(&w, c->live, (uint64_t)c->tokens);
+  c->live++;
+  c->tokens++;
+  const attn_blocked_io io = {q, w.k, w.v, o, lse, d->lse, w.f};
+  float *ws = attn_ws_base(workspace);
+  for (size_t t = 0, n = attn_blocked_tasks(&call.plan); t < n; t++) attn_blocked_run(&call.plan, call.uk, &io, t, ws);
+  sc_evict(c); /* (3) */
+  return ATTN_OK;
+}
+
+attn_status attn_selcache_copy(attn_selcache *dst, const attn_selcache *src) {
+  if (!dst || !src) return ATTN_E_NULL_POINTER;
+  if (!sc_valid(dst) || !sc_valid(src)) return ATTN_E_BAD_ARGUMENT;
+  if (dst->capacity != src->capacity || dst->h_kv != src->h_kv || dst->d != src->d || dst->dv != src->dv)
+    return ATTN_E_STATE_MISMATCH;
+  if (dst->memory != src->memory) {
+    size_t mem;
+    (void)sc_bytes(src->capacity, src->h_kv, src->d, src->dv, &mem);
+    if (attn_overlap(dst->memory, mem, src->memory, mem)) return ATTN_E_ALIASING;
+    memcpy(dst->memory, src->memory, mem);
+  }
+  void *keep = dst->memory;
+  *dst = *src;
+  dst->memory = keep;
+  return ATTN_OK;
+}

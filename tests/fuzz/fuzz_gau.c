@@ -1,0 +1,308 @@
+/*
+ * libFuzzer target: attn_gau_desc_init, attn_gau_workspace_size and attn_gau.
+ *
+ * From the bytes: the ISA path, shapes (n up to 200, d and dv up to 130, up to 8 heads, GQA),
+ * the mask (window sides, and a chunk-local width: 0, small, up to n, or huge), the scale, the
+ * bias (a scalar beta, or a causal or two-sided table of L entries, L from 1 to beyond the
+ * lengths, with values from the bytes), the normalisation, layouts of every tensor (packed QKV
+ * included), the values, and up to two faults (fuzz_common.h plus a non-finite scale, a
+ * normalisation other than 0 and 1, a bad bias: unknown kind, non-finite beta, NULL table, L = 0,
+ * a non-finite entry; and head counts that divide H but that GAU refuses). Checks: the documented
+ * defaults of desc_init (the shape as attn_shape_init writes it, full mask, 1/sqrt(d), scalar
+ * bias 0, no table, no normalisation); the workspace query answers the same size for every
+ * layout, mask and bias, or the status of the faulty descriptor without writing; the call returns
+ * the expected status; inputs and the table are unchanged; on error o and the workspace are
+ * unchanged; on success guards and gap elements are intact and o matches the float64 reference.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "fuzz_common.h"
+#include "tolerances.h"
+
+enum { MAX_N = 200, MAX_D = 130, MAX_H = 8 };
+/* n_q * n_kv * h_q * (d + dv) above this is scaled down: one input stays within milliseconds. */
+#define WORK_LIMIT ((size_t)1500000)
+
+enum { F_BAD_SCALE = FZ_COMMON_FAULTS, F_BAD_NORMALIZE, F_BAD_BIAS, F_HEADS, F_COUNT };
+
+/* Bounds: tolerances.h's tol_gau_bound, from the reference's three error scales. */
+
+static size_t window_side(fz_in *in) {
+  switch (fz_pick(in, 6)) {
+    case 0:
+      return ATTN_UNBOUNDED;
+    case 1:
+      return 0;
+    case 2:
+      return SIZE_MAX - 1 - fz_u8(in); /* huge but not ATTN_UNBOUNDED: clamped by the library */
+    default:
+      return fz_u8(in) % MAX_N;
+  }
+}
+
+/* The chunk-local width: mostly none, else small, up to the lengths, or beyond everything. */
+static size_t chunk_width(fz_in *in) {
+  switch (fz_pick(in, 6)) {
+    case 3:
+      return 1 + fz_u8(in) % 16;
+    case 4:
+      return fz_size(in, MAX_N);
+    case 5:
+      return SIZE_MAX - fz_u8(in) % 2;
+    default:
+      return 0;
+  }
+}
+
+static void check_defaults(const attn_gau_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dim,
+                           size_t dv) {
+  fz_check_shape_defaults("gau_desc_init", &d->shape, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
+  FZ_CHECK(d->scale == (float)(1.0 / sqrt((double)dim)), "desc_init: scale %g is not 1/sqrt(d)", (double)d->scale);
+  const attn_mask full = attn_mask_full();
+  FZ_CHECK(d->mask.left == full.left && d->mask.right == full.right && d->mask.chunk == full.chunk,
+           "desc_init: mask not full");
+  FZ_CHECK(d->bias == ATTN_GAU_BIAS_SCALAR && d->beta == 0.0f && d->bias_table == NULL && d->bias_len == 0,
+           "desc_init: bias not the scalar 0");
+  FZ_CHECK(d->normalize == 0, "desc_init: normalize %d", d->normalize);
+}
+
+/* Head counts that GAU refuses whatever the other faults did: h_k != h_v, or h_q below h_k (as
+ * fuzz_softmax.c: counts only go down, or a count of 1 goes up with a valid head stride). Returns
+ * 0 when no such change fits. */
+static int gau_heads_fault(fz_in *in, attn_shape *s) {
+  if (s->h_k != s->h_v || (s->h_k == 1 && s->h_q <= 1)) return 0;
+  if (s->h_k > 1) {
+    const size_t g = fz_divisor(in, s->h_k);
+    switch (fz_pick(in, 3)) {
+      case 0:
+        s->h_q = g < s->h_k ? g : 1;
+        break; /* H = h_k > h_q */
+      case 1:
+        s->h_k = 1;
+        break;
+      default:
+        s->h_v = 1;
+        break;
+    }
+    return 1;
+  }
+  const int key = fz_u8(in) & 1; /* h_k or h_v = h_q, the other 1 */
+  *(key ? &s->h_k : &s->h_v) = s->h_q;
+  attn_layout *l = key ? &s->k : &s->v;
+  l->head_stride = key ? s->d : s->dv; /* its head stride was free with one head */
+  return 1;
+}
+
+/* A bad bias on the call's descriptor: the table (when there is one) is the caller's `table` of
+ * `count` floats, which a non-finite entry changes in place. */
+static void bias_fault(fz_in *in, attn_gau_desc *d, float *table, size_t count) {
+  const float bad[3] = {NAN, INFINITY, -INFINITY};
+  switch (fz_pick(in, 5)) {
+    case 0:
+      d->bias = (attn_gau_bias)(3 + fz_u8(in) % 4);
+      break;
+    case 1:
+      d->bias = ATTN_GAU_BIAS_SCALAR;
+      d->beta = bad[fz_pick(in, 3)];
+      break;
+    case 2:
+      if (d->bias == ATTN_GAU_BIAS_SCALAR) d->bias = fz_pick(in, 2) ? ATTN_GAU_BIAS_CAUSAL : ATTN_GAU_BIAS_TWO_SIDED;
+      d->bias_table = NULL;
+      if (d->bias_len == 0) d->bias_len = 1;
+      break;
+    case 3:
+      if (d->bias == ATTN_GAU_BIAS_SCALAR) {
+        d->bias = ATTN_GAU_BIAS_CAUSAL;
+        d->bias_table = table;
+      }
+      d->bias_len = 0;
+      break;
+    default:
+      if (d->bias == ATTN_GAU_BIAS_SCALAR || count == 0) {
+        d->beta = bad[fz_pick(in, 3)];
+        d->bias = ATTN_GAU_BIAS_SCALAR;
+      } else {
+        table[fz_pick(in, 256) % count] = bad[fz_pick(in, 3)];
+      }
+      break;
+  }
+}
+
+static void check_results(const attn_gau_desc *d, const fz_qkv *x, const tu_tensor *o) {
+  const attn_shape *s = &d->shape;
+  const size_t rows = s->n_q * s->h_q, count = rows * s->dv;
+  double *ro = fz_doubles(count), *oscale = fz_doubles(count), *oarg = fz_doubles(count);
+  double *onear = fz_doubles(count), *bound = fz_doubles(count), *one = fz_doubles(rows);
+  const ref_gau_problem p = {.n_q = s->n_q,
+                             .n_kv = s->n_kv,
+                             .h_q = s->h_q,
+                             .h_kv = s->h_k,
+                             .d = s->d,
+                             .dv = s->dv,
+                             .scale = d->scale,
+                             .left = d->mask.left,
+                             .right = d->mask.right,
+                             .chunk = d->mask.chunk,
+                             .bias = (ref_gau_bias)d->bias,
+                             .beta = d->beta,
+                             .table = d->bias_table,
+                             .bias_len = d->bias_len,
+                             .normalize = d->normalize,
+                             .q = x->q.data,
+                             .k = x->k.data,
+                             .v = x->v.data,
+                             .lq = tu_ref_layout(&x->q),
+                             .lk = tu_ref_layout(&x->k),
+                             .lv = tu_ref_layout(&x->v)};
+  ref_gau(&p, ro, oscale, oarg, onear);
+  for (size_t e = 0; e < count; ++e) bound[e] = tol_gau_bound(s->n_kv, s->d, oscale[e], oarg[e], onear[e]);
+  for (size_t r = 0; r < rows; ++r) one[r] = 1.0;
+  fz_compare("gau o", o, ro, bound, one, NULL); /* the reference applies the NaN policy */
+  free(ro);
+  free(oscale);
+  free(oarg);
+  free(onear);
+  free(bound);
+  free(one);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  fz_in in;
+  fz_init(&in, data, size);
+  fz_set_isa(&in);
+
+  const size_t h_kv = fz_size(&in, MAX_H), h_q = h_kv * fz_size(&in, MAX_H / h_kv);
+  size_t n_q = fz_size(&in, MAX_N), n_kv = fz_size(&in, MAX_N);
+  const size_t dim = fz_size(&in, MAX_D), dv = fz_size(&in, MAX_D);
+  while (n_q * n_kv * h_q * (dim + dv) > WORK_LIMIT) {
+    if (n_q >= n_kv)
+      n_q = (n_q + 1) / 2;
+    else
+      n_kv = (n_kv + 1) / 2;
+  }
+  fz_check_status("desc_init(NULL)", attn_gau_desc_init(NULL, n_q, n_kv, h_q, h_kv, dim, dv), ATTN_E_NULL_POINTER);
+  attn_gau_desc d;
+  fz_check_status("desc_init", attn_gau_desc_init(&d, n_q, n_kv, h_q, h_kv, dim, dv), ATTN_OK);
+  check_defaults(&d, n_q, n_kv, h_q, h_kv, dim, dv);
+  size_t need = 0;
+  fz_check_status("workspace_size(defaults)", attn_gau_workspace_size(&d, &need), ATTN_OK);
+
+  d.mask.left = window_side(&in);
+  d.mask.right = window_side(&in);
+  d.mask.chunk = chunk_width(&in);
+  /* |scale q.k| up to ~4^2 * 130 * 16 ~ 3e4: r^2 ~ 1e9, far inside float */
+  const float scales[8] = {d.scale, 1.0f, 4.0f, 16.0f, -1.0f, 0.0f, 1.0f / 512, -16.0f};
+  const float amps[4] = {0.5f, 1.0f, 2.0f, 4.0f};
+  d.scale = scales[fz_pick(&in, 8)];
+  const float amp = amps[fz_pick(&in, 4)], vamp = fz_pick(&in, 4) ? 1.0f : 1000.0f;
+  d.normalize = (int)fz_pick(&in, 2);
+
+  /* the bias: a scalar from a short list, or a table of L entries (1 .. beyond the lengths) */
+  const float betas[6] = {0.0f, 0.5f, -0.5f, 2.0f, -1e4f, 1e-3f};
+  d.bias = (attn_gau_bias)fz_pick(&in, 3);
+  size_t count = 0;
+  float *table = NULL;
+  if (d.bias == ATTN_GAU_BIAS_SCALAR) {
+    d.beta = betas[fz_pick(&in, 6)];
+  } else {
+    d.bias_len = fz_size(&in, 2 * MAX_N);
+    count = d.bias == ATTN_GAU_BIAS_CAUSAL ? d.bias_len : 2 * d.bias_len - 1;
+    table = fz_calloc(count, sizeof(float)); /* exactly sized: ASan sees an over-read */
+    const float tamp = amps[fz_pick(&in, 4)];
+    for (size_t e = 0; e < count; ++e) table[e] = fz_value(&in, -tamp, tamp);
+    d.bias_table = table;
+  }
+  fz_check_status("workspace_size(bias)", attn_gau_workspace_size(&d, &need), ATTN_OK);
+
+  fz_qkv x;
+  fz_qkv_alloc(&in, &x, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
+  d.shape.q = x.q.l;
+  d.shape.k = x.k.l;
+  d.shape.v = x.v.l;
+  fz_tensor_fill(&in, &x.q, -amp, amp);
+  fz_tensor_fill(&in, &x.k, -amp, amp);
+  fz_tensor_fill(&in, &x.v, -vamp, vamp);
+  if (fz_nonfinite()) {
+    fz_inject_nonfinite(&in, &x.q);
+    fz_inject_nonfinite(&in, &x.k);
+    fz_inject_nonfinite(&in, &x.v);
+  }
+  fz_qkv_snapshot(&x);
+
+  fz_call c = {0};
+  d.shape.o = fz_layout(&in, n_q, h_q, dv, 1);
+  fz_expect_output_layout(&c.query, n_q, h_q, dv, d.shape.o);
+  c.call = c.query;
+  tu_tensor o;
+  fz_output_alloc(&in, &o, n_q, h_q, dv, d.shape.o);
+  void *ws = fz_alloc(need, fz_pick(&in, 64));
+
+  attn_gau_desc cd = d; /* the call's descriptor, which faults change */
+  float *ctable = NULL; /* the call's copy of the table (a fault may poison it) */
+  if (count) {
+    ctable = fz_calloc(count, sizeof(float));
+    for (size_t e = 0; e < count; ++e) ctable[e] = table[e];
+    cd.bias_table = ctable;
+  }
+  fz_call_bind(&c, &cd.shape, NULL, &x, &o, ws, need);
+  for (int f = fz_fault_count(&in); f > 0; --f) {
+    const int fault = (int)fz_pick(&in, F_COUNT);
+    if (fault == F_BAD_SCALE) {
+      const float bad[3] = {NAN, INFINITY, -INFINITY};
+      cd.scale = bad[fz_pick(&in, 3)];
+      fz_expect_fault(&c.query, ATTN_E_BAD_SCALE);
+      fz_expect_fault(&c.call, ATTN_E_BAD_SCALE);
+    } else if (fault == F_BAD_NORMALIZE) {
+      cd.normalize = fz_pick(&in, 2) ? 2 + (int)fz_u8(&in) : -1 - (int)fz_u8(&in);
+      fz_expect_fault(&c.query, ATTN_E_BAD_ARGUMENT);
+      fz_expect_fault(&c.call, ATTN_E_BAD_ARGUMENT);
+    } else if (fault == F_BAD_BIAS) {
+      bias_fault(&in, &cd, ctable, count);
+      fz_expect_fault(&c.query, ATTN_E_BAD_BIAS);
+      fz_expect_fault(&c.call, ATTN_E_BAD_BIAS);
+    } else if (fault == F_HEADS) {
+      if (gau_heads_fault(&in, &cd.shape)) {
+        fz_expect_fault(&c.query, ATTN_E_BAD_HEADS);
+        fz_expect_fault(&c.call, ATTN_E_BAD_HEADS);
+      }
+    } else {
+      fz_common_fault(&in, &c, fault);
+    }
+  }
+  const attn_gau_desc *dp = c.null_desc ? NULL : &cd;
+
+  size_t got = SIZE_MAX;
+  fz_check_expect("attn_gau_workspace_size", attn_gau_workspace_size(dp, &got), &c.query);
+  FZ_CHECK(got == SIZE_MAX || got == need, "workspace_size: %zu here, %zu with the default layouts", got, need);
+  if (c.query.faults == 0)
+    fz_check_status("workspace_size(bytes NULL)", attn_gau_workspace_size(dp, NULL), ATTN_E_NULL_POINTER);
+
+  fz_snap so, sw, st_table;
+  fz_snap_take(&so, o.owner, sizeof(float) * o.span);
+  fz_snap_take(&sw, ws, need);
+  fz_snap_take(&st_table, ctable, sizeof(float) * count);
+  const attn_status st = attn_gau(dp, c.q, c.k, c.v, c.o, c.ws, c.ws_bytes);
+  fz_check_expect("attn_gau", st, &c.call);
+  fz_qkv_check_unchanged(&x);
+  fz_snap_check(&st_table, "bias table after the call");
+  FZ_CHECK(fz_guards_intact(ws), "workspace guard zone written");
+  if (st != ATTN_OK) {
+    fz_snap_check(&so, "o after an error");
+    fz_snap_check(&sw, "workspace after an error");
+    FZ_CHECK(fz_guards_intact(o.owner), "guard zone written on error");
+  } else {
+    fz_check_output_clean("gau o", &o);
+    check_results(&d, &x, &o);
+  }
+  fz_snap_free(&so);
+  fz_snap_free(&sw);
+  fz_snap_free(&st_table);
+  fz_free(ws);
+  fz_tensor_free(&o);
+  fz_qkv_free(&x);
+  free(table);
+  free(ctable);
+  return 0;
+}

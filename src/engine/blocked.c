@@ -386,13 +386,13 @@ static void blk_select(const blk_task *t, int64_t j0, size_t jn, const float *st
 static void blk_select_apply(const blk_task *t, float *st, size_t jn) {
   const size_t tn = t->tn, g = t->p->g;
   const float *fz = t->ws + t->p->off_fz;
+  if (g == 1) { /* ST is jn x tn, as F: one flat pass */
+    for (size_t e = 0; e < jn * tn; e++) st[e] -= fz[e];
+    return;
+  }
   for (size_t jj = 0; jj < jn; jj++) {
     float *row = st + jj * t->rows;
     const float *fr = fz + jj * tn;
-    if (g == 1) {
-      for (size_t ti = 0; ti < tn; ti++) row[ti] -= fr[ti];
-      continue;
-    }
     for (size_t ti = 0; ti < tn; ti++)
       for (size_t gi = 0; gi < g; gi++) row[ti * g + gi] -= fr[ti];
   }

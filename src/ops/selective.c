@@ -145,25 +145,28 @@ static void sc_evict_slot(attn_selcache *c, const sc_view *w, size_t e) {
 }
 
 /* Eviction (spec 6, step 3): F >= tau, then the budget (largest F first, ties to the oldest);
- * BOS (position 0) and the newest token stay. */
+ * BOS and the newest token stay. BOS is slot 0 for good (slot 0 is never evicted, so never
+ * refilled); the newest starts in the last slot and moves only when that slot refills another. */
 static void sc_evict(attn_selcache *c) {
   const sc_view w = sc_view_of(c);
-  const uint64_t newest = (uint64_t)c->tokens - 1;
-  for (size_t e = 0; c->tau != INFINITY && e < c->live;) {
-    const uint64_t p = sc_pos(&w, e);
-    if (p != 0 && p != newest && w.f[e] >= c->tau)
-      sc_evict_slot(c, &w, e); /* slot e now holds another token: look at it again */
-    else
+  size_t newest = c->live - 1;
+  for (size_t e = 1; c->tau != INFINITY && e < c->live;) {
+    if (e != newest && w.f[e] >= c->tau) {
+      if (newest == c->live - 1) newest = e; /* the last slot (the newest) moves into e */
+      sc_evict_slot(c, &w, e);               /* slot e now holds another token: look at it again */
+      if (newest == e) e++;
+    } else {
       e++;
+    }
   }
   while (c->budget && c->live > c->budget) {
     size_t best = SIZE_MAX;
-    for (size_t e = 0; e < c->live; e++) {
-      const uint64_t p = sc_pos(&w, e);
-      if (p == 0 || p == newest) continue;
-      if (best == SIZE_MAX || w.f[e] > w.f[best] || (w.f[e] == w.f[best] && p < sc_pos(&w, best))) best = e;
+    for (size_t e = 1; e < c->live; e++) {
+      if (e == newest) continue;
+      if (best == SIZE_MAX || w.f[e] > w.f[best] || (w.f[e] == w.f[best] && sc_pos(&w, e) < sc_pos(&w, best))) best = e;
     }
     if (best == SIZE_MAX) break;
+    if (newest == c->live - 1) newest = best;
     sc_evict_slot(c, &w, best);
   }
 }

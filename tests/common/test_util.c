@@ -280,6 +280,32 @@ ref_layout tu_ref_layout(const tu_tensor *t) {
   return l;
 }
 
+ref_gau_problem tu_gau_problem(const attn_gau_desc *d, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v) {
+  const attn_shape *s = &d->shape;
+  const ref_gau_problem p = {.n_q = s->n_q,
+                             .n_kv = s->n_kv,
+                             .h_q = s->h_q,
+                             .h_kv = s->h_k,
+                             .d = s->d,
+                             .dv = s->dv,
+                             .scale = (double)d->scale,
+                             .left = d->mask.left,
+                             .right = d->mask.right,
+                             .chunk = d->mask.chunk,
+                             .bias = (ref_gau_bias)d->bias,
+                             .beta = (double)d->beta,
+                             .table = d->bias_table,
+                             .bias_len = d->bias_len,
+                             .normalize = d->normalize,
+                             .q = q->data,
+                             .k = k->data,
+                             .v = v->data,
+                             .lq = tu_ref_layout(q),
+                             .lk = tu_ref_layout(k),
+                             .lv = tu_ref_layout(v)};
+  return p;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Comparison                                                                                  */
 /* ------------------------------------------------------------------------------------------ */

@@ -93,6 +93,9 @@ void tu_qkv_free(tu_qkv *x);
 ref_layout tu_ref_layout(const tu_tensor *t);
 /** The reference's name of a library feature map (the reference does not include attn.h). */
 ref_feature_map tu_ref_map(attn_feature_map map);
+/** The reference's GAU problem of a descriptor over tensors q, k, v (their layouts, not the
+ *  descriptor's; the bias table is the descriptor's). */
+ref_gau_problem tu_gau_problem(const attn_gau_desc *d, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Comparison                                                                                  */

@@ -147,6 +147,23 @@ void fz_break_heads(fz_in *in, attn_shape *s) {
   } while (fz_heads_valid(s->h_q, s->h_k, s->h_v));
 }
 
+fz_kv_sizes fz_draw_kv_sizes(fz_in *in, size_t max_n, size_t max_d, size_t max_h, size_t work_limit) {
+  fz_kv_sizes z; /* one statement a size: the order of the draws is the bytes' meaning */
+  z.h_kv = fz_size(in, max_h);
+  z.h_q = z.h_kv * fz_size(in, max_h / z.h_kv);
+  z.n_q = fz_size(in, max_n);
+  z.n_kv = fz_size(in, max_n);
+  z.d = fz_size(in, max_d);
+  z.dv = fz_size(in, max_d);
+  while (z.n_q * z.n_kv * z.h_q * (z.d + z.dv) > work_limit) {
+    if (z.n_q >= z.n_kv)
+      z.n_q = (z.n_q + 1) / 2;
+    else
+      z.n_kv = (z.n_kv + 1) / 2;
+  }
+  return z;
+}
+
 void fz_check_shape_defaults(const char *what, const attn_shape *s, size_t n_q, size_t n_kv, size_t h_q, size_t h_k,
                              size_t h_v, size_t d, size_t dv) {
   FZ_CHECK(
@@ -179,6 +196,39 @@ void fz_call_bind(fz_call *c, attn_shape *shape, attn_layout *lse, const fz_qkv 
   c->o = o->data;
   c->ws = ws;
   c->ws_bytes = ws_bytes;
+}
+
+void fz_scale_fault(fz_in *in, fz_call *c, float *scale) {
+  const float bad[3] = {NAN, INFINITY, -INFINITY};
+  *scale = bad[fz_pick(in, 3)];
+  fz_expect_fault(&c->query, ATTN_E_BAD_SCALE);
+  fz_expect_fault(&c->call, ATTN_E_BAD_SCALE);
+}
+
+void fz_kv_heads_fault(fz_in *in, fz_call *c) {
+  attn_shape *s = c->shape;
+  if (s->h_k != s->h_v || (s->h_k == 1 && s->h_q <= 1)) return;
+  if (s->h_k > 1) {
+    const size_t g = fz_divisor(in, s->h_k);
+    switch (fz_pick(in, 3)) {
+      case 0:
+        s->h_q = g < s->h_k ? g : 1;
+        break; /* H = h_k > h_q */
+      case 1:
+        s->h_k = 1;
+        break;
+      default:
+        s->h_v = 1;
+        break;
+    }
+  } else {
+    const int key = fz_u8(in) & 1; /* h_k or h_v = h_q, the other 1 */
+    *(key ? &s->h_k : &s->h_v) = s->h_q;
+    attn_layout *l = key ? &s->k : &s->v;
+    l->head_stride = key ? s->d : s->dv; /* its head stride was free with one head */
+  }
+  fz_expect_fault(&c->query, ATTN_E_BAD_HEADS);
+  fz_expect_fault(&c->call, ATTN_E_BAD_HEADS);
 }
 
 /* A stride fault on layout i of c: below the width, or huge (the span overflows). */
@@ -277,6 +327,41 @@ void fz_common_fault(fz_in *in, fz_call *c, int fault) {
 static size_t free_stride(fz_in *in, size_t w) {
   const size_t pick[5] = {0, 1, w - 1, SIZE_MAX / 3, SIZE_MAX};
   return pick[fz_pick(in, 5)];
+}
+
+/* One side of a mask. */
+static size_t mask_side(fz_in *in, size_t max_n) {
+  switch (fz_pick(in, 6)) {
+    case 0:
+      return ATTN_UNBOUNDED;
+    case 1:
+      return 0;
+    case 2:
+      return SIZE_MAX - 1 - fz_u8(in); /* huge but not ATTN_UNBOUNDED: clamped by the library */
+    default:
+      return fz_u8(in) % max_n;
+  }
+}
+
+attn_mask fz_mask(fz_in *in, size_t max_n) {
+  attn_mask m; /* one statement a field: the order of the draws is the bytes' meaning */
+  m.left = mask_side(in, max_n);
+  m.right = mask_side(in, max_n);
+  switch (fz_pick(in, 6)) { /* the chunk-local width */
+    case 3:
+      m.chunk = 1 + fz_u8(in) % 16;
+      break;
+    case 4:
+      m.chunk = fz_size(in, max_n);
+      break;
+    case 5:
+      m.chunk = SIZE_MAX - fz_u8(in) % 2;
+      break;
+    default:
+      m.chunk = 0;
+      break;
+  }
+  return m;
 }
 
 attn_layout fz_layout(fz_in *in, size_t n, size_t h, size_t w, int output) {
@@ -426,6 +511,22 @@ void fz_qkv_alloc(fz_in *in, fz_qkv *x, size_t n_q, size_t n_kv, size_t h_q, siz
     tensor_set(t[i], NULL, n[i], h[i], w[i], l);
     t[i]->owner = t[i]->data = input_buffer(t[i]->span);
   }
+}
+
+void fz_qkv_make(fz_in *in, fz_qkv *x, attn_shape *s, float lo, float hi, float vamp) {
+  fz_qkv_alloc(in, x, s->n_q, s->n_kv, s->h_q, s->h_k, s->h_v, s->d, s->dv);
+  s->q = x->q.l;
+  s->k = x->k.l;
+  s->v = x->v.l;
+  fz_tensor_fill(in, &x->q, lo, hi);
+  fz_tensor_fill(in, &x->k, lo, hi);
+  fz_tensor_fill(in, &x->v, -vamp, vamp);
+  if (fz_nonfinite()) {
+    fz_inject_nonfinite(in, &x->q);
+    fz_inject_nonfinite(in, &x->k);
+    fz_inject_nonfinite(in, &x->v);
+  }
+  fz_qkv_snapshot(x);
 }
 
 void fz_qkv_snapshot(fz_qkv *x) {

@@ -94,6 +94,14 @@ int fz_heads_valid(size_t h_q, size_t h_k, size_t h_v);
 size_t fz_state_heads(size_t h_k, size_t h_v);
 /** A divisor of h (h >= 1; its first 64 divisors), picked by a byte. */
 size_t fz_divisor(fz_in *in, size_t h);
+/** The sizes of a call whose keys and values share their heads (softmax, GAU). */
+typedef struct fz_kv_sizes {
+  size_t n_q, n_kv, h_q, h_kv, d, dv;
+} fz_kv_sizes;
+/** From the bytes: h_kv up to max_h, h_q a multiple of it up to max_h, n_q and n_kv up to max_n, d
+ *  and dv up to max_d; then the longer length halved until n_q n_kv h_q (d + dv) <= work_limit
+ *  (one input stays within milliseconds). */
+fz_kv_sizes fz_draw_kv_sizes(fz_in *in, size_t max_n, size_t max_d, size_t max_h, size_t work_limit);
 /** Sets two of s's head counts to p and p + 1 (p >= 2, from the bytes, raised until the rule
  *  fails): counts that do not all divide the largest (ATTN_E_BAD_HEADS). */
 void fz_break_heads(fz_in *in, attn_shape *s);
@@ -137,10 +145,22 @@ enum fz_fault {
 /** Applies one fault (a value of enum fz_fault) to c and records its expected status; a fault
  *  that cannot apply to the shape (a stride fault when every count is 1) changes nothing. */
 void fz_common_fault(fz_in *in, fz_call *c, int fault);
+/** A non-finite scale (NaN, +inf or -inf) on the call's descriptor: ATTN_E_BAD_SCALE. */
+void fz_scale_fault(fz_in *in, fz_call *c, float *scale);
+/** Head counts that divide H but that a variant whose keys and values share their heads (softmax,
+ *  GAU) refuses whatever the other faults did: h_k != h_v, or h_q below h_k. Counts only go down,
+ *  or a count of 1 goes up with a valid head stride, so that no stride or span check can answer
+ *  first. Records ATTN_E_BAD_HEADS; changes nothing when no such change fits (all counts 1, or an
+ *  earlier fault made h_k != h_v). */
+void fz_kv_heads_fault(fz_in *in, fz_call *c);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Layouts                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
+/** A mask from the bytes: each side unbounded, 0, huge but not ATTN_UNBOUNDED (the library clamps
+ *  it) or below max_n; a chunk-local width that is mostly none, else small, up to max_n, or beyond
+ *  everything. */
+attn_mask fz_mask(fz_in *in, size_t max_n);
 /** A layout from a byte: the library's default, head-major, padded, head-major padded,
  *  arbitrary strides, or arbitrary strides (0, 1, huge) for a dimension of count 1. Always a
  *  valid input layout (inputs may overlap themselves); an output layout is judged by
@@ -187,6 +207,10 @@ struct fz_qkv {
 };
 void fz_qkv_alloc(fz_in *in, fz_qkv *x, size_t n_q, size_t n_kv, size_t h_q, size_t h_k, size_t h_v, size_t d,
                   size_t dv);
+/** The inputs of the call of shape s (fz_qkv_alloc with its sizes; s's q, k, v layouts then
+ *  point at them): q and k in [lo, hi], v in [-vamp, vamp] from the bytes, with non-finite values
+ *  injected when fz_nonfinite(), then snapshot. */
+void fz_qkv_make(fz_in *in, fz_qkv *x, attn_shape *s, float lo, float hi, float vamp);
 /** Snapshot of the inputs (after filling them), then the check that a call left them intact. */
 void fz_qkv_snapshot(fz_qkv *x);
 void fz_qkv_check_unchanged(const fz_qkv *x);

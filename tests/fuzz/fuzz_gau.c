@@ -28,33 +28,6 @@ enum { F_BAD_SCALE = FZ_COMMON_FAULTS, F_BAD_NORMALIZE, F_BAD_BIAS, F_HEADS, F_C
 
 /* Bounds: tolerances.h's tol_gau_bound, from the reference's three error scales. */
 
-static size_t window_side(fz_in *in) {
-  switch (fz_pick(in, 6)) {
-    case 0:
-      return ATTN_UNBOUNDED;
-    case 1:
-      return 0;
-    case 2:
-      return SIZE_MAX - 1 - fz_u8(in); /* huge but not ATTN_UNBOUNDED: clamped by the library */
-    default:
-      return fz_u8(in) % MAX_N;
-  }
-}
-
-/* The chunk-local width: mostly none, else small, up to the lengths, or beyond everything. */
-static size_t chunk_width(fz_in *in) {
-  switch (fz_pick(in, 6)) {
-    case 3:
-      return 1 + fz_u8(in) % 16;
-    case 4:
-      return fz_size(in, MAX_N);
-    case 5:
-      return SIZE_MAX - fz_u8(in) % 2;
-    default:
-      return 0;
-  }
-}
-
 static void check_defaults(const attn_gau_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dim,
                            size_t dv) {
   fz_check_shape_defaults("gau_desc_init", &d->shape, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
@@ -65,33 +38,6 @@ static void check_defaults(const attn_gau_desc *d, size_t n_q, size_t n_kv, size
   FZ_CHECK(d->bias == ATTN_GAU_BIAS_SCALAR && d->beta == 0.0f && d->bias_table == NULL && d->bias_len == 0,
            "desc_init: bias not the scalar 0");
   FZ_CHECK(d->normalize == 0, "desc_init: normalize %d", d->normalize);
-}
-
-/* Head counts that GAU refuses whatever the other faults did: h_k != h_v, or h_q below h_k (as
- * fuzz_softmax.c: counts only go down, or a count of 1 goes up with a valid head stride). Returns
- * 0 when no such change fits. */
-static int gau_heads_fault(fz_in *in, attn_shape *s) {
-  if (s->h_k != s->h_v || (s->h_k == 1 && s->h_q <= 1)) return 0;
-  if (s->h_k > 1) {
-    const size_t g = fz_divisor(in, s->h_k);
-    switch (fz_pick(in, 3)) {
-      case 0:
-        s->h_q = g < s->h_k ? g : 1;
-        break; /* H = h_k > h_q */
-      case 1:
-        s->h_k = 1;
-        break;
-      default:
-        s->h_v = 1;
-        break;
-    }
-    return 1;
-  }
-  const int key = fz_u8(in) & 1; /* h_k or h_v = h_q, the other 1 */
-  *(key ? &s->h_k : &s->h_v) = s->h_q;
-  attn_layout *l = key ? &s->k : &s->v;
-  l->head_stride = key ? s->d : s->dv; /* its head stride was free with one head */
-  return 1;
 }
 
 /* A bad bias on the call's descriptor: the table (when there is one) is the caller's `table` of
@@ -134,27 +80,7 @@ static void check_results(const attn_gau_desc *d, const fz_qkv *x, const tu_tens
   const size_t rows = s->n_q * s->h_q, count = rows * s->dv;
   double *ro = fz_doubles(count), *oscale = fz_doubles(count), *oarg = fz_doubles(count);
   double *onear = fz_doubles(count), *bound = fz_doubles(count), *one = fz_doubles(rows);
-  const ref_gau_problem p = {.n_q = s->n_q,
-                             .n_kv = s->n_kv,
-                             .h_q = s->h_q,
-                             .h_kv = s->h_k,
-                             .d = s->d,
-                             .dv = s->dv,
-                             .scale = d->scale,
-                             .left = d->mask.left,
-                             .right = d->mask.right,
-                             .chunk = d->mask.chunk,
-                             .bias = (ref_gau_bias)d->bias,
-                             .beta = d->beta,
-                             .table = d->bias_table,
-                             .bias_len = d->bias_len,
-                             .normalize = d->normalize,
-                             .q = x->q.data,
-                             .k = x->k.data,
-                             .v = x->v.data,
-                             .lq = tu_ref_layout(&x->q),
-                             .lk = tu_ref_layout(&x->k),
-                             .lv = tu_ref_layout(&x->v)};
+  const ref_gau_problem p = tu_gau_problem(d, &x->q, &x->k, &x->v);
   ref_gau(&p, ro, oscale, oarg, onear);
   for (size_t e = 0; e < count; ++e) bound[e] = tol_gau_bound(s->n_kv, s->d, oscale[e], oarg[e], onear[e]);
   for (size_t r = 0; r < rows; ++r) one[r] = 1.0;
@@ -173,15 +99,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_init(&in, data, size);
   fz_set_isa(&in);
 
-  const size_t h_kv = fz_size(&in, MAX_H), h_q = h_kv * fz_size(&in, MAX_H / h_kv);
-  size_t n_q = fz_size(&in, MAX_N), n_kv = fz_size(&in, MAX_N);
-  const size_t dim = fz_size(&in, MAX_D), dv = fz_size(&in, MAX_D);
-  while (n_q * n_kv * h_q * (dim + dv) > WORK_LIMIT) {
-    if (n_q >= n_kv)
-      n_q = (n_q + 1) / 2;
-    else
-      n_kv = (n_kv + 1) / 2;
-  }
+  const fz_kv_sizes z = fz_draw_kv_sizes(&in, MAX_N, MAX_D, MAX_H, WORK_LIMIT);
+  const size_t n_q = z.n_q, n_kv = z.n_kv, h_q = z.h_q, h_kv = z.h_kv, dim = z.d, dv = z.dv;
   fz_check_status("desc_init(NULL)", attn_gau_desc_init(NULL, n_q, n_kv, h_q, h_kv, dim, dv), ATTN_E_NULL_POINTER);
   attn_gau_desc d;
   fz_check_status("desc_init", attn_gau_desc_init(&d, n_q, n_kv, h_q, h_kv, dim, dv), ATTN_OK);
@@ -189,9 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t need = 0;
   fz_check_status("workspace_size(defaults)", attn_gau_workspace_size(&d, &need), ATTN_OK);
 
-  d.mask.left = window_side(&in);
-  d.mask.right = window_side(&in);
-  d.mask.chunk = chunk_width(&in);
+  d.mask = fz_mask(&in, MAX_N);
   /* |scale q.k| up to ~4^2 * 130 * 16 ~ 3e4: r^2 ~ 1e9, far inside float */
   const float scales[8] = {d.scale, 1.0f, 4.0f, 16.0f, -1.0f, 0.0f, 1.0f / 512, -16.0f};
   const float amps[4] = {0.5f, 1.0f, 2.0f, 4.0f};
@@ -217,19 +134,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_check_status("workspace_size(bias)", attn_gau_workspace_size(&d, &need), ATTN_OK);
 
   fz_qkv x;
-  fz_qkv_alloc(&in, &x, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
-  d.shape.q = x.q.l;
-  d.shape.k = x.k.l;
-  d.shape.v = x.v.l;
-  fz_tensor_fill(&in, &x.q, -amp, amp);
-  fz_tensor_fill(&in, &x.k, -amp, amp);
-  fz_tensor_fill(&in, &x.v, -vamp, vamp);
-  if (fz_nonfinite()) {
-    fz_inject_nonfinite(&in, &x.q);
-    fz_inject_nonfinite(&in, &x.k);
-    fz_inject_nonfinite(&in, &x.v);
-  }
-  fz_qkv_snapshot(&x);
+  fz_qkv_make(&in, &x, &d.shape, -amp, amp, vamp);
 
   fz_call c = {0};
   d.shape.o = fz_layout(&in, n_q, h_q, dv, 1);
@@ -250,10 +155,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int f = fz_fault_count(&in); f > 0; --f) {
     const int fault = (int)fz_pick(&in, F_COUNT);
     if (fault == F_BAD_SCALE) {
-      const float bad[3] = {NAN, INFINITY, -INFINITY};
-      cd.scale = bad[fz_pick(&in, 3)];
-      fz_expect_fault(&c.query, ATTN_E_BAD_SCALE);
-      fz_expect_fault(&c.call, ATTN_E_BAD_SCALE);
+      fz_scale_fault(&in, &c, &cd.scale);
     } else if (fault == F_BAD_NORMALIZE) {
       cd.normalize = fz_pick(&in, 2) ? 2 + (int)fz_u8(&in) : -1 - (int)fz_u8(&in);
       fz_expect_fault(&c.query, ATTN_E_BAD_ARGUMENT);
@@ -263,10 +165,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       fz_expect_fault(&c.query, ATTN_E_BAD_BIAS);
       fz_expect_fault(&c.call, ATTN_E_BAD_BIAS);
     } else if (fault == F_HEADS) {
-      if (gau_heads_fault(&in, &cd.shape)) {
-        fz_expect_fault(&c.query, ATTN_E_BAD_HEADS);
-        fz_expect_fault(&c.call, ATTN_E_BAD_HEADS);
-      }
+      fz_kv_heads_fault(&in, &c);
     } else {
       fz_common_fault(&in, &c, fault);
     }

@@ -459,19 +459,7 @@ static int one_call(fz_in *in, attn_isa isa, const lin_shape *sh, lin_state *st,
   check_queries(&d, isa, sh->L, sh->m, &need, &state_bytes);
 
   fz_qkv x;
-  fz_qkv_alloc(in, &x, n_q, n_kv, h_q, sh->h_k, sh->h_v, sh->d, sh->dv);
-  d.shape.q = x.q.l;
-  d.shape.k = x.k.l;
-  d.shape.v = x.v.l;
-  fz_tensor_fill(in, &x.q, sh->lo, sh->hi);
-  fz_tensor_fill(in, &x.k, sh->lo, sh->hi);
-  fz_tensor_fill(in, &x.v, -sh->vamp, sh->vamp);
-  if (fz_nonfinite()) {
-    fz_inject_nonfinite(in, &x.q);
-    fz_inject_nonfinite(in, &x.k);
-    fz_inject_nonfinite(in, &x.v);
-  }
-  fz_qkv_snapshot(&x);
+  fz_qkv_make(in, &x, &d.shape, sh->lo, sh->hi, sh->vamp); /* d.shape: the sizes of attn_shape_init above */
 
   fz_call c = {0};
   d.shape.o = fz_layout(in, n_q, H, sh->dv, 1);

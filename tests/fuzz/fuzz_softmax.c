@@ -27,33 +27,6 @@ enum { F_BAD_SCALE = FZ_COMMON_FAULTS, F_LSE_OVER_O, F_HEADS, F_COUNT };
 /* Bounds: tolerances.h's tol_softmax_o / tol_softmax_lse, relative to the reference's error
  * scales. */
 
-static size_t window_side(fz_in *in) {
-  switch (fz_pick(in, 6)) {
-    case 0:
-      return ATTN_UNBOUNDED;
-    case 1:
-      return 0;
-    case 2:
-      return SIZE_MAX - 1 - fz_u8(in); /* huge but not ATTN_UNBOUNDED: clamped by the library */
-    default:
-      return fz_u8(in) % MAX_N;
-  }
-}
-
-/* The chunk-local width: mostly none, else small, up to the lengths, or beyond everything. */
-static size_t chunk_width(fz_in *in) {
-  switch (fz_pick(in, 6)) {
-    case 3:
-      return 1 + fz_u8(in) % 16;
-    case 4:
-      return fz_size(in, MAX_N);
-    case 5:
-      return SIZE_MAX - fz_u8(in) % 2;
-    default:
-      return 0;
-  }
-}
-
 static void check_defaults(const attn_softmax_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dim,
                            size_t dv) {
   fz_check_shape_defaults("softmax_desc_init", &d->shape, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
@@ -62,34 +35,6 @@ static void check_defaults(const attn_softmax_desc *d, size_t n_q, size_t n_kv, 
   FZ_CHECK(d->mask.left == full.left && d->mask.right == full.right && d->mask.chunk == full.chunk,
            "desc_init: mask not full");
   FZ_CHECK(d->lse.row_stride == h_q && d->lse.head_stride == 1, "desc_init: lse layout is not [n_q][h_q]");
-}
-
-/* Head counts that softmax refuses whatever the other faults did: h_k != h_v, or h_q below
- * h_k. Counts only go down, or a count of 1 goes up with a valid head stride, so that no stride
- * or span check can answer first. Returns 0 when no such change fits (all counts 1, or an
- * earlier fault made h_k != h_v). */
-static int softmax_heads_fault(fz_in *in, attn_shape *s) {
-  if (s->h_k != s->h_v || (s->h_k == 1 && s->h_q <= 1)) return 0;
-  if (s->h_k > 1) {
-    const size_t g = fz_divisor(in, s->h_k);
-    switch (fz_pick(in, 3)) {
-      case 0:
-        s->h_q = g < s->h_k ? g : 1;
-        break; /* H = h_k > h_q */
-      case 1:
-        s->h_k = 1;
-        break;
-      default:
-        s->h_v = 1;
-        break;
-    }
-    return 1;
-  }
-  const int key = fz_u8(in) & 1; /* h_k or h_v = h_q, the other 1 */
-  *(key ? &s->h_k : &s->h_v) = s->h_q;
-  attn_layout *l = key ? &s->k : &s->v;
-  l->head_stride = key ? s->d : s->dv; /* its head stride was free with one head */
-  return 1;
 }
 
 static void check_results(const attn_softmax_desc *d, const fz_qkv *x, const tu_tensor *o, const tu_tensor *lse) {
@@ -134,15 +79,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_init(&in, data, size);
   fz_set_isa(&in);
 
-  const size_t h_kv = fz_size(&in, MAX_H), h_q = h_kv * fz_size(&in, MAX_H / h_kv);
-  size_t n_q = fz_size(&in, MAX_N), n_kv = fz_size(&in, MAX_N);
-  const size_t dim = fz_size(&in, MAX_D), dv = fz_size(&in, MAX_D);
-  while (n_q * n_kv * h_q * (dim + dv) > WORK_LIMIT) {
-    if (n_q >= n_kv)
-      n_q = (n_q + 1) / 2;
-    else
-      n_kv = (n_kv + 1) / 2;
-  }
+  const fz_kv_sizes z = fz_draw_kv_sizes(&in, MAX_N, MAX_D, MAX_H, WORK_LIMIT);
+  const size_t n_q = z.n_q, n_kv = z.n_kv, h_q = z.h_q, h_kv = z.h_kv, dim = z.d, dv = z.dv;
   fz_check_status("desc_init(NULL)", attn_softmax_desc_init(NULL, n_q, n_kv, h_q, h_kv, dim, dv), ATTN_E_NULL_POINTER);
   attn_softmax_desc d;
   fz_check_status("desc_init", attn_softmax_desc_init(&d, n_q, n_kv, h_q, h_kv, dim, dv), ATTN_OK);
@@ -150,28 +88,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t need = 0;
   fz_check_status("workspace_size(defaults)", attn_softmax_workspace_size(&d, &need), ATTN_OK);
 
-  d.mask.left = window_side(&in);
-  d.mask.right = window_side(&in);
-  d.mask.chunk = chunk_width(&in);
+  d.mask = fz_mask(&in, MAX_N);
   const float scales[8] = {d.scale, 1.0f, 4.0f, 16.0f, -1.0f, 0.0f, 1e-3f, -16.0f};
   const float amps[4] = {0.5f, 1.0f, 2.0f, 4.0f};
   d.scale = scales[fz_pick(&in, 8)];
   const float amp = amps[fz_pick(&in, 4)], vamp = fz_pick(&in, 4) ? 1.0f : 1000.0f;
 
   fz_qkv x;
-  fz_qkv_alloc(&in, &x, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
-  d.shape.q = x.q.l;
-  d.shape.k = x.k.l;
-  d.shape.v = x.v.l;
-  fz_tensor_fill(&in, &x.q, -amp, amp);
-  fz_tensor_fill(&in, &x.k, -amp, amp);
-  fz_tensor_fill(&in, &x.v, -vamp, vamp);
-  if (fz_nonfinite()) {
-    fz_inject_nonfinite(&in, &x.q);
-    fz_inject_nonfinite(&in, &x.k);
-    fz_inject_nonfinite(&in, &x.v);
-  }
-  fz_qkv_snapshot(&x);
+  fz_qkv_make(&in, &x, &d.shape, -amp, amp, vamp);
 
   fz_call c = {0};
   d.shape.o = fz_layout(&in, n_q, h_q, dv, 1);
@@ -191,18 +115,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int f = fz_fault_count(&in); f > 0; --f) {
     const int fault = (int)fz_pick(&in, F_COUNT);
     if (fault == F_BAD_SCALE) {
-      const float bad[3] = {NAN, INFINITY, -INFINITY};
-      cd.scale = bad[fz_pick(&in, 3)];
-      fz_expect_fault(&c.query, ATTN_E_BAD_SCALE);
-      fz_expect_fault(&c.call, ATTN_E_BAD_SCALE);
+      fz_scale_fault(&in, &c, &cd.scale);
     } else if (fault == F_LSE_OVER_O && lse_arg) {
       lse_arg = c.o;
       fz_expect_fault(&c.call, ATTN_E_ALIASING);
     } else if (fault == F_HEADS) {
-      if (softmax_heads_fault(&in, &cd.shape)) {
-        fz_expect_fault(&c.query, ATTN_E_BAD_HEADS);
-        fz_expect_fault(&c.call, ATTN_E_BAD_HEADS);
-      }
+      fz_kv_heads_fault(&in, &c);
     } else {
       fz_common_fault(&in, &c, fault);
     }

@@ -13,33 +13,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bad_input.h"
 #include "test_util.h"
 #include "tolerances.h"
+#include "case_table.h" /* last: its short macro names */
 
-#define U ATTN_UNBOUNDED
-#define FULL \
-  { U, U, 0 }
-#define CAUSAL \
-  { U, 0, 0 }
-#define WINDOW(l, r) \
-  { (l), (r), 0 }
-#define MASK(l, r, g) \
-  { (l), (r), (g) }
-#define T                       TU_TOKEN_MAJOR
-#define H                       TU_HEAD_MAJOR
-#define P                       TU_PADDED
-#define HP                      TU_HEAD_PADDED
-#define PK                      TU_PACKED_QKV
-#define POS                     TU_DATA_POSITIVE
-#define LRG                     TU_DATA_LARGE
-#define WIDE                    TU_DATA_WIDE
-#define SIZES(nq, nkv, dd, ddv) .n_q = (nq), .n_kv = (nkv), .d = (dd), .dv = (ddv)
-#define HEADS(q, kv)            .h_q = (q), .h_kv = (kv)
-#define SCALE(x)                .scale = (x), .set_scale = 1
-#define BETA(x)                 .bias = ATTN_GAU_BIAS_SCALAR, .beta = (x)
-#define CTAB(l)                 .bias = ATTN_GAU_BIAS_CAUSAL, .bias_len = (l)
-#define TTAB(l)                 .bias = ATTN_GAU_BIAS_TWO_SIDED, .bias_len = (l)
-#define NORM                    .normalize = 1
+#define HEADS(q, kv) .h_q = (q), .h_kv = (kv)
+#define BETA(x)      .bias = ATTN_GAU_BIAS_SCALAR, .beta = (x)
+#define CTAB(l)      .bias = ATTN_GAU_BIAS_CAUSAL, .bias_len = (l)
+#define TTAB(l)      .bias = ATTN_GAU_BIAS_TWO_SIDED, .bias_len = (l)
+#define NORM         .normalize = 1
 
 /* ------------------------------------------------------------------------------------------ */
 /* Bias tables                                                                                 */
@@ -96,39 +79,13 @@ static void gau_call(const attn_gau_desc *desc, const tu_tensor *q, const tu_ten
   free(tcopy);
 }
 
-static ref_gau_problem gau_problem(const attn_gau_desc *d, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v) {
-  const attn_shape *s = &d->shape;
-  const ref_gau_problem p = {.n_q = s->n_q,
-                             .n_kv = s->n_kv,
-                             .h_q = s->h_q,
-                             .h_kv = s->h_k,
-                             .d = s->d,
-                             .dv = s->dv,
-                             .scale = (double)d->scale,
-                             .left = d->mask.left,
-                             .right = d->mask.right,
-                             .chunk = d->mask.chunk,
-                             .bias = (ref_gau_bias)d->bias,
-                             .beta = (double)d->beta,
-                             .table = d->bias_table,
-                             .bias_len = d->bias_len,
-                             .normalize = d->normalize,
-                             .q = q->data,
-                             .k = k->data,
-                             .v = v->data,
-                             .lq = tu_ref_layout(q),
-                             .lk = tu_ref_layout(k),
-                             .lv = tu_ref_layout(v)};
-  return p;
-}
-
 typedef struct gau_ref {
   double *o, *oscale, *oarg, *onear;
 } gau_ref;
 
 static void gau_ref_compute(const attn_gau_desc *d, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
                             gau_ref *r) {
-  const ref_gau_problem p = gau_problem(d, q, k, v);
+  const ref_gau_problem p = tu_gau_problem(d, q, k, v);
   const size_t count = d->shape.n_q * d->shape.h_q * d->shape.dv;
   r->o = malloc(sizeof(double) * count);
   r->oscale = malloc(sizeof(double) * count);
@@ -313,14 +270,15 @@ static void gau_setup_free(gau_setup *s) {
   free(s->table);
 }
 
-/* Runs the setup's call (output in okind) and compares it with the reference. */
-static void gau_check_setup(const char *what, gau_setup *s, tu_layout_kind okind, size_t misalign) {
+/* Runs a call (gau_call, output in okind) and compares it with the reference. */
+static void gau_check_call(const char *what, const attn_gau_desc *d, const tu_qkv *x, tu_layout_kind okind,
+                           size_t misalign) {
   tu_tensor o;
-  gau_call(&s->d, &s->x.q, &s->x.k, &s->x.v, okind, misalign, &o);
-  tu_qkv_assert_unchanged(&s->x);
+  gau_call(d, &x->q, &x->k, &x->v, okind, misalign, &o);
+  tu_qkv_assert_unchanged(x);
   gau_ref ref;
-  gau_ref_compute(&s->d, &s->x.q, &s->x.k, &s->x.v, &ref);
-  gau_compare("gau.o", what, &o, ref.o, &ref, s->d.shape.n_kv, s->d.shape.d, 1.0);
+  gau_ref_compute(d, &x->q, &x->k, &x->v, &ref);
+  gau_compare("gau.o", what, &o, ref.o, &ref, d->shape.n_kv, d->shape.d, 1.0);
   gau_ref_free(&ref);
   tu_tensor_free(&o);
 }
@@ -330,7 +288,7 @@ START_TEST(gau_matches_reference) {
   const gau_case *c = &gau_cases[idx];
   gau_setup s;
   gau_setup_make(&s, c, 1000 + idx);
-  gau_check_setup(c->name, &s, c->layout == PK ? T : c->layout, gau_misalign[idx % 4]);
+  gau_check_call(c->name, &s.d, &s.x, c->layout == PK ? T : c->layout, gau_misalign[idx % 4]);
   gau_setup_free(&s);
 }
 END_TEST
@@ -370,13 +328,7 @@ START_TEST(gau_decode_row_stride_zero) {
   attn_gau_desc d;
   gau_desc(&d, 1, 30, 4, 2, 8, 8, attn_mask_causal());
   d.normalize = 1;
-  tu_tensor o;
-  gau_call(&d, &x.q, &x.k, &x.v, T, 0, &o);
-  gau_ref ref;
-  gau_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
-  gau_compare("gau.o", "q row stride 0", &o, ref.o, &ref, 30, 8, 1.0);
-  gau_ref_free(&ref);
-  tu_tensor_free(&o);
+  gau_check_call("q row stride 0", &d, &x, T, 0);
   tu_qkv_free(&x);
 }
 END_TEST
@@ -436,7 +388,7 @@ START_TEST(gau_flash_quad) {
   gau_setup s;
   gau_setup_make(&s, &flash_cases[_i], 1500 + (uint64_t)_i);
   ck_assert_int_eq(s.d.normalize, 0);
-  gau_check_setup(flash_cases[_i].name, &s, T, gau_misalign[_i % 4]);
+  gau_check_call(flash_cases[_i].name, &s.d, &s.x, T, gau_misalign[_i % 4]);
   gau_setup_free(&s);
 }
 END_TEST
@@ -570,7 +522,7 @@ START_TEST(gau_bias_lookup_exact) {
         const tu_tensor qv = tu_rows_view(&q, NKV - nq, nq);
         tu_tensor o;
         gau_call(&d, &qv, &k, &v, T, 0, &o);
-        const ref_gau_problem p = gau_problem(&d, &qv, &k, &v);
+        const ref_gau_problem p = tu_gau_problem(&d, &qv, &k, &v);
         for (size_t i = 0; i < nq; ++i)
           for (size_t j = 0; j < NKV; ++j) {
             const double want = ref_gau_weight(&p, i, 0, j), got = (double)*tu_at(&o, i, 0, j);
@@ -642,19 +594,13 @@ START_TEST(gau_beta_zero_partial_sparsity) {
   tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, N, N, HQ, HKV, HKV, D, D);
   attn_gau_desc d;
   gau_desc(&d, N, N, HQ, HKV, D, D, attn_mask_causal());
-  const ref_gau_problem p = gau_problem(&d, &x.q, &x.k, &x.v);
+  const ref_gau_problem p = tu_gau_problem(&d, &x.q, &x.k, &x.v);
   size_t zero = 0, visible = 0;
   for (size_t i = 0; i < N; ++i)
     for (size_t h = 0; h < HQ; ++h)
       for (size_t j = 0; j <= i; ++j, ++visible) zero += ref_gau_weight(&p, i, h, j) == 0.0;
   ck_assert_msg(zero > visible / 4 && zero < visible - visible / 4, "%zu of %zu weights are 0", zero, visible);
-  tu_tensor o;
-  gau_call(&d, &x.q, &x.k, &x.v, T, 0, &o);
-  gau_ref ref;
-  gau_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
-  gau_compare("gau.o", "beta 0: partly sparse", &o, ref.o, &ref, N, D, 1.0);
-  gau_ref_free(&ref);
-  tu_tensor_free(&o);
+  gau_check_call("beta 0: partly sparse", &d, &x, T, 0);
 
   /* decode row N - 1, head 0 only (h_q = 1): dead keys get v = 1e20 */
   attn_gau_desc dd;
@@ -671,7 +617,9 @@ START_TEST(gau_beta_zero_partial_sparsity) {
   }
   ck_assert_uint_gt(dead, N / 4);
   tu_qkv_snapshot(&x);
+  tu_tensor o;
   gau_call(&dd, &q1, &x.k, &x.v, T, 4, &o);
+  gau_ref ref;
   gau_ref_compute(&dd, &q1, &x.k, &x.v, &ref);
   gau_compare("gau.o", "decode: huge values behind zero weights", &o, ref.o, &ref, N, D, 1.0);
   gau_ref_free(&ref);
@@ -875,14 +823,7 @@ START_TEST(gau_mask_skips_outside_keys) {
   gau_desc(&d, c->n_q, c->n_kv, 2, 1, c->d, c->d, c->mask);
   d.beta = 0.1f;
   d.normalize = (int)(_i % 2);
-  tu_tensor o;
-  gau_call(&d, &x.q, &x.k, &x.v, T, 0, &o);
-  tu_qkv_assert_unchanged(&x);
-  gau_ref ref;
-  gau_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
-  gau_compare("gau.o", "NaN keys outside the mask", &o, ref.o, &ref, c->n_kv, c->d, 1.0);
-  gau_ref_free(&ref);
-  tu_tensor_free(&o);
+  gau_check_call("NaN keys outside the mask", &d, &x, T, 0);
   tu_qkv_free(&x);
 }
 END_TEST
@@ -1132,62 +1073,18 @@ START_TEST(gau_scalar_bias_ignores_table_fields) {
   d.beta = 0.25f;
   d.bias_table = nan_table;
   d.bias_len = 0;
-  tu_tensor o;
-  gau_call(&d, &x.q, &x.k, &x.v, T, 0, &o);
-  gau_ref ref;
-  gau_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
-  gau_compare("gau.o", "scalar bias beside a NaN table, L 0", &o, ref.o, &ref, 30, 8, 1.0);
-  gau_ref_free(&ref);
-  tu_tensor_free(&o);
+  gau_check_call("scalar bias beside a NaN table, L 0", &d, &x, T, 0);
   tu_qkv_free(&x);
 }
 END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* Bad input: each row mutates one argument of a valid call (causal mask, a causal bias table of */
-/* L = 5, normalised); the call (and, for descriptor faults, attn_gau_workspace_size) answers the */
-/* row's status and writes nothing.                                                             */
+/* L = 5, normalised): every shared row of bad_input.h (no lse), then GAU's own; the call (and,  */
+/* for descriptor faults, attn_gau_workspace_size) answers the row's status and writes nothing. */
 /* ------------------------------------------------------------------------------------------ */
-#define HUGE_N (SIZE_MAX / 2)
-
 typedef enum bv_kind {
-  BV_DESC_NULL,
-  BV_Q_NULL,
-  BV_K_NULL,
-  BV_V_NULL,
-  BV_O_NULL,
-  BV_WS_NULL,
-  BV_NQ_0,
-  BV_NKV_0,
-  BV_HQ_0,
-  BV_HK_0,
-  BV_HV_0,
-  BV_D_0,
-  BV_DV_0,
-  BV_NQ_HUGE,
-  BV_NKV_HUGE,
-  BV_NQ_PTRDIFF,
-  BV_QROW_HUGE,
-  BV_OHEAD_HUGE,
-  BV_QROW_SMALL,
-  BV_QHEAD_SMALL,
-  BV_KROW_SMALL,
-  BV_KHEAD_SMALL,
-  BV_VROW_SMALL,
-  BV_VHEAD_SMALL,
-  BV_OROW_SMALL,
-  BV_O_SELF_OVERLAP,
-  BV_O_HEADS_INTERLEAVE,
-  BV_HEADS_3_2,
-  BV_HEADS_4_3,
-  BV_HEADS_2_4,
-  BV_HK_2_HV_1,
-  BV_HK_2_HV_4,
-  BV_HK_1_HV_2,
-  BV_SCALE_NAN,
-  BV_SCALE_INF,
-  BV_SCALE_NINF,
-  BV_NORMALIZE_2,
+  BV_NORMALIZE_2 = TU_BAD_OWN,
   BV_NORMALIZE_NEG,
   BV_BIAS_KIND_3,
   BV_BIAS_KIND_NEG,
@@ -1203,62 +1100,14 @@ typedef enum bv_kind {
   BV_TABLE_NAN_LAST,
   BV_TABLE_INF_LAST_TWO_SIDED,
   BV_TABLE_NINF_MIDDLE_TWO_SIDED,
-  BV_WS_SMALL,
-  BV_O_IS_Q,
-  BV_O_IN_K,
-  BV_O_IS_V,
   BV_O_IS_TABLE,
-  BV_O_OVER_TABLE_END,
-  BV_O_IN_WS
+  BV_O_OVER_TABLE_END
 } bv_kind;
 
-typedef struct bv_case {
-  const char *name;
-  bv_kind kind;
-  attn_status expect;
-  /* 1: attn_gau_workspace_size must answer the same status (every validation status but those
-   * of the pointers: the bias table's pointer, length and entries are part of the descriptor) */
-  int desc_level;
-} bv_case;
-
-#define BV(k, s, lvl) .kind = (k), .expect = (s), .desc_level = (lvl)
-static const bv_case bv_cases[] = {
-    {.name = "desc NULL", BV(BV_DESC_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "q NULL", BV(BV_Q_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "k NULL", BV(BV_K_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "v NULL", BV(BV_V_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "o NULL", BV(BV_O_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "workspace NULL", BV(BV_WS_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "n_q 0", BV(BV_NQ_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "n_kv 0", BV(BV_NKV_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "h_q 0", BV(BV_HQ_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "h_k 0", BV(BV_HK_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "h_v 0", BV(BV_HV_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "d 0", BV(BV_D_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "dv 0", BV(BV_DV_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "n_q SIZE_MAX/2", BV(BV_NQ_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
-    {.name = "n_kv SIZE_MAX/2", BV(BV_NKV_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
-    {.name = "q and o bytes above PTRDIFF_MAX", BV(BV_NQ_PTRDIFF, ATTN_E_SIZE_OVERFLOW, 1)},
-    {.name = "q row stride huge", BV(BV_QROW_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
-    {.name = "o head stride huge", BV(BV_OHEAD_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
-    {.name = "q row stride < d", BV(BV_QROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "q head stride < d", BV(BV_QHEAD_SMALL, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "k row stride < d", BV(BV_KROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "k head stride < d", BV(BV_KHEAD_SMALL, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "v row stride < dv", BV(BV_VROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "v head stride < dv", BV(BV_VHEAD_SMALL, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "o row stride < dv", BV(BV_OROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "o rows overlap heads", BV(BV_O_SELF_OVERLAP, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "o heads run into next token", BV(BV_O_HEADS_INTERLEAVE, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "h_q 3, h_kv 2", BV(BV_HEADS_3_2, ATTN_E_BAD_HEADS, 1)},
-    {.name = "h_q 4, h_kv 3", BV(BV_HEADS_4_3, ATTN_E_BAD_HEADS, 1)},
-    {.name = "h_q 2, h_kv 4", BV(BV_HEADS_2_4, ATTN_E_BAD_HEADS, 1)},
-    {.name = "h_k 2 != h_v 1", BV(BV_HK_2_HV_1, ATTN_E_BAD_HEADS, 1)},
-    {.name = "h_k 2 != h_v 4", BV(BV_HK_2_HV_4, ATTN_E_BAD_HEADS, 1)},
-    {.name = "h_k 1 != h_v 2", BV(BV_HK_1_HV_2, ATTN_E_BAD_HEADS, 1)},
-    {.name = "scale NaN", BV(BV_SCALE_NAN, ATTN_E_BAD_SCALE, 1)},
-    {.name = "scale +inf", BV(BV_SCALE_INF, ATTN_E_BAD_SCALE, 1)},
-    {.name = "scale -inf", BV(BV_SCALE_NINF, ATTN_E_BAD_SCALE, 1)},
+/* desc_level 1: attn_gau_workspace_size must answer the same status (every validation status but
+ * those of the pointers: the bias table's pointer, length and entries are part of the descriptor) */
+#define BV(k, s, lvl) .fault = (k), .expect = (s), .desc_level = (lvl)
+static const tu_bad_case bv_cases[] = {
     {.name = "normalize 2", BV(BV_NORMALIZE_2, ATTN_E_BAD_ARGUMENT, 1)},
     {.name = "normalize -1", BV(BV_NORMALIZE_NEG, ATTN_E_BAD_ARGUMENT, 1)},
     {.name = "bias kind 3", BV(BV_BIAS_KIND_3, ATTN_E_BAD_BIAS, 1)},
@@ -1275,27 +1124,89 @@ static const bv_case bv_cases[] = {
     {.name = "causal table[L-1] NaN", BV(BV_TABLE_NAN_LAST, ATTN_E_BAD_BIAS, 1)},
     {.name = "two-sided table[2L-2] +inf", BV(BV_TABLE_INF_LAST_TWO_SIDED, ATTN_E_BAD_BIAS, 1)},
     {.name = "two-sided table[L] -inf", BV(BV_TABLE_NINF_MIDDLE_TWO_SIDED, ATTN_E_BAD_BIAS, 1)},
-    {.name = "workspace one byte short", BV(BV_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0)},
-    {.name = "o is q", BV(BV_O_IS_Q, ATTN_E_ALIASING, 0)},
-    {.name = "o inside k", BV(BV_O_IN_K, ATTN_E_ALIASING, 0)},
-    {.name = "o is v", BV(BV_O_IS_V, ATTN_E_ALIASING, 0)},
     {.name = "o is the bias table", BV(BV_O_IS_TABLE, ATTN_E_ALIASING, 0)},
     {.name = "o ends inside the bias table", BV(BV_O_OVER_TABLE_END, ATTN_E_ALIASING, 0)},
-    {.name = "o inside workspace", BV(BV_O_IN_WS, ATTN_E_ALIASING, 0)},
 };
-#define BV_NCASES (sizeof bv_cases / sizeof bv_cases[0])
+#define BV_NOWN (sizeof bv_cases / sizeof bv_cases[0])
 
 enum { NQ = 5, NKV = 7, HQ = 4, HKV = 2, D = 8, DV = 6, BL = 5 };
 /* the table buffer: 2 BL - 1 entries used; room for an o span (NQ HQ DV = 120) on either side */
 enum { TABLE_BUF = 512, TABLE_AT = 200 };
 
+/* Applies one of GAU's own faults to the descriptor, the table buffer or the call's o. */
+static void gau_bad_apply(tu_bad *b, int fault, attn_gau_desc *d, float *tbuf) {
+  switch ((bv_kind)fault) {
+    case BV_NORMALIZE_2:
+      d->normalize = 2;
+      break;
+    case BV_NORMALIZE_NEG:
+      d->normalize = -1;
+      break;
+    case BV_BIAS_KIND_3:
+      d->bias = (attn_gau_bias)3;
+      break;
+    case BV_BIAS_KIND_NEG:
+      d->bias = (attn_gau_bias)-1;
+      break;
+    case BV_BETA_NAN:
+      d->bias = ATTN_GAU_BIAS_SCALAR;
+      d->beta = NAN;
+      break;
+    case BV_BETA_INF:
+      d->bias = ATTN_GAU_BIAS_SCALAR;
+      d->beta = INFINITY;
+      break;
+    case BV_BETA_NINF:
+      d->bias = ATTN_GAU_BIAS_SCALAR;
+      d->beta = -INFINITY;
+      break;
+    case BV_TABLE_NULL:
+      d->bias_table = NULL;
+      break;
+    case BV_TABLE_NULL_TWO_SIDED:
+      d->bias = ATTN_GAU_BIAS_TWO_SIDED;
+      d->bias_table = NULL;
+      break;
+    case BV_L_0:
+      d->bias_len = 0;
+      break;
+    case BV_L_0_TWO_SIDED:
+      d->bias = ATTN_GAU_BIAS_TWO_SIDED;
+      d->bias_len = 0;
+      break;
+    case BV_L_OVERFLOW_TWO_SIDED:
+      d->bias = ATTN_GAU_BIAS_TWO_SIDED;
+      d->bias_len = SIZE_MAX / 2 + 1;
+      break;
+    case BV_TABLE_NAN_FIRST:
+      tbuf[TABLE_AT] = NAN;
+      break;
+    case BV_TABLE_NAN_LAST:
+      tbuf[TABLE_AT + BL - 1] = NAN;
+      break;
+    case BV_TABLE_INF_LAST_TWO_SIDED: /* beyond the L entries a causal table would read */
+      d->bias = ATTN_GAU_BIAS_TWO_SIDED;
+      tbuf[TABLE_AT + 2 * BL - 2] = INFINITY;
+      break;
+    case BV_TABLE_NINF_MIDDLE_TWO_SIDED:
+      d->bias = ATTN_GAU_BIAS_TWO_SIDED;
+      tbuf[TABLE_AT + BL] = -INFINITY;
+      break;
+    case BV_O_IS_TABLE:
+      b->o_arg = tbuf + TABLE_AT;
+      break;
+    case BV_O_OVER_TABLE_END: /* o's span (NQ HQ DV floats) ends on the table's last entry */
+      b->o_arg = tbuf + TABLE_AT + BL - NQ * HQ * DV;
+      break;
+    default:
+      break; /* a shared fault (tu_bad_apply) */
+  }
+}
+
 START_TEST(gau_rejects_bad_input) {
-  const bv_case *c = &bv_cases[_i];
+  const tu_bad_case *c = tu_bad_row((size_t)_i, 0, bv_cases);
   tu_rng rng;
   tu_rng_seed(&rng, 100 + (uint64_t)_i);
-  /* inputs big enough that an aliased output fits inside them; v has room for h_v up to HQ */
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, 2 * NQ * HQ, 2 * NKV * HQ, HQ, HKV, HQ, D, DV);
   float *tbuf = malloc(sizeof(float) * TABLE_BUF), *tcopy = malloc(sizeof(float) * TABLE_BUF);
   ck_assert(tbuf && tcopy);
   for (size_t e = 0; e < TABLE_BUF; ++e) tbuf[e] = tu_rng_range(&rng, -0.5f, 0.5f);
@@ -1308,229 +1219,21 @@ START_TEST(gau_rejects_bad_input) {
   d.normalize = 1;
   size_t need = 0;
   ck_assert_int_eq(attn_gau_workspace_size(&d, &need), ATTN_OK);
-  tu_tensor o;
-  tu_tensor_alloc(&o, T, NQ, HQ, DV, 1);
-  void *ws = tu_alloc(need + 4096, 0);
-  const float *q = x.q.data, *k = x.k.data, *v = x.v.data;
-  float *op = o.data;
-  size_t ws_size = need;
-  const attn_gau_desc *dp = &d;
-  attn_shape *s = &d.shape;
-  switch (c->kind) {
-    case BV_DESC_NULL:
-      dp = NULL;
-      break;
-    case BV_Q_NULL:
-      q = NULL;
-      break;
-    case BV_K_NULL:
-      k = NULL;
-      break;
-    case BV_V_NULL:
-      v = NULL;
-      break;
-    case BV_O_NULL:
-      op = NULL;
-      break;
-    case BV_WS_NULL:
-      break; /* pointer set below */
-    case BV_NQ_0:
-      s->n_q = 0;
-      break;
-    case BV_NKV_0:
-      s->n_kv = 0;
-      break;
-    case BV_HQ_0:
-      s->h_q = 0;
-      break;
-    case BV_HK_0:
-      s->h_k = 0;
-      break;
-    case BV_HV_0:
-      s->h_v = 0;
-      break;
-    case BV_D_0:
-      s->d = 0;
-      break;
-    case BV_DV_0:
-      s->dv = 0;
-      break;
-    case BV_NQ_HUGE:
-      s->n_q = HUGE_N;
-      break;
-    case BV_NKV_HUGE:
-      s->n_kv = HUGE_N;
-      break;
-    case BV_NQ_PTRDIFF: /* q: 128 bytes per token, o: 96: element counts fit, byte counts do not */
-      s->n_q = SIZE_MAX / 512 * 3;
-      break;
-    case BV_QROW_HUGE:
-      s->q.row_stride = SIZE_MAX / 4;
-      break;
-    case BV_OHEAD_HUGE:
-      s->o.head_stride = SIZE_MAX / 2;
-      s->o.row_stride = DV;
-      break;
-    case BV_QROW_SMALL:
-      s->q.row_stride = D - 1;
-      break;
-    case BV_QHEAD_SMALL:
-      s->q.head_stride = D - 1;
-      break;
-    case BV_KROW_SMALL:
-      s->k.row_stride = D - 1;
-      break;
-    case BV_KHEAD_SMALL:
-      s->k.head_stride = D - 1;
-      break;
-    case BV_VROW_SMALL:
-      s->v.row_stride = DV - 1;
-      break;
-    case BV_VHEAD_SMALL:
-      s->v.head_stride = DV - 1;
-      break;
-    case BV_OROW_SMALL:
-      s->o.row_stride = DV - 1;
-      s->o.head_stride = NQ * DV;
-      break;
-    case BV_O_SELF_OVERLAP:
-      s->o.row_stride = DV;
-      s->o.head_stride = DV;
-      break;
-    case BV_O_HEADS_INTERLEAVE:
-      s->o.head_stride = 2 * DV;
-      break; /* row stride HQ * DV */
-    case BV_HEADS_3_2:
-      s->h_q = 3;
-      break;
-    case BV_HEADS_4_3:
-      s->h_k = s->h_v = 3;
-      break;
-    case BV_HEADS_2_4:
-      s->h_q = 2;
-      s->h_k = s->h_v = 4;
-      break;
-    case BV_HK_2_HV_1:
-      s->h_v = 1;
-      break;
-    case BV_HK_2_HV_4:
-      s->h_v = 4;
-      s->v.row_stride = 4 * DV;
-      break; /* H = h_q = 4: only h_k != h_v is wrong */
-    case BV_HK_1_HV_2:
-      s->h_k = 1;
-      s->k.row_stride = D;
-      break;
-    case BV_SCALE_NAN:
-      d.scale = NAN;
-      break;
-    case BV_SCALE_INF:
-      d.scale = INFINITY;
-      break;
-    case BV_SCALE_NINF:
-      d.scale = -INFINITY;
-      break;
-    case BV_NORMALIZE_2:
-      d.normalize = 2;
-      break;
-    case BV_NORMALIZE_NEG:
-      d.normalize = -1;
-      break;
-    case BV_BIAS_KIND_3:
-      d.bias = (attn_gau_bias)3;
-      break;
-    case BV_BIAS_KIND_NEG:
-      d.bias = (attn_gau_bias)-1;
-      break;
-    case BV_BETA_NAN:
-      d.bias = ATTN_GAU_BIAS_SCALAR;
-      d.beta = NAN;
-      break;
-    case BV_BETA_INF:
-      d.bias = ATTN_GAU_BIAS_SCALAR;
-      d.beta = INFINITY;
-      break;
-    case BV_BETA_NINF:
-      d.bias = ATTN_GAU_BIAS_SCALAR;
-      d.beta = -INFINITY;
-      break;
-    case BV_TABLE_NULL:
-      d.bias_table = NULL;
-      break;
-    case BV_TABLE_NULL_TWO_SIDED:
-      d.bias = ATTN_GAU_BIAS_TWO_SIDED;
-      d.bias_table = NULL;
-      break;
-    case BV_L_0:
-      d.bias_len = 0;
-      break;
-    case BV_L_0_TWO_SIDED:
-      d.bias = ATTN_GAU_BIAS_TWO_SIDED;
-      d.bias_len = 0;
-      break;
-    case BV_L_OVERFLOW_TWO_SIDED:
-      d.bias = ATTN_GAU_BIAS_TWO_SIDED;
-      d.bias_len = SIZE_MAX / 2 + 1;
-      break;
-    case BV_TABLE_NAN_FIRST:
-      tbuf[TABLE_AT] = NAN;
-      break;
-    case BV_TABLE_NAN_LAST:
-      tbuf[TABLE_AT + BL - 1] = NAN;
-      break;
-    case BV_TABLE_INF_LAST_TWO_SIDED: /* beyond the L entries a causal table would read */
-      d.bias = ATTN_GAU_BIAS_TWO_SIDED;
-      tbuf[TABLE_AT + 2 * BL - 2] = INFINITY;
-      break;
-    case BV_TABLE_NINF_MIDDLE_TWO_SIDED:
-      d.bias = ATTN_GAU_BIAS_TWO_SIDED;
-      tbuf[TABLE_AT + BL] = -INFINITY;
-      break;
-    case BV_WS_SMALL:
-      ck_assert_uint_gt(need, 0);
-      ws_size = need - 1;
-      break;
-    case BV_O_IS_Q:
-      op = x.q.data;
-      break;
-    case BV_O_IN_K:
-      op = x.k.data + 3;
-      break;
-    case BV_O_IS_V:
-      op = x.v.data;
-      break;
-    case BV_O_IS_TABLE:
-      op = tbuf + TABLE_AT;
-      break;
-    case BV_O_OVER_TABLE_END: /* o's span (NQ HQ DV floats) ends on the table's last entry */
-      op = tbuf + TABLE_AT + BL - NQ * HQ * DV;
-      break;
-    case BV_O_IN_WS:
-      op = (float *)ws;
-      ws_size = need + 4096;
-      break;
-  }
+  tu_bad b;
+  tu_bad_make(&b, &rng, &d.shape, 2, 0, need);
+  tu_bad_apply(&b, c->fault, &d.shape, &d.scale, NULL);
+  gau_bad_apply(&b, c->fault, &d, tbuf);
   memcpy(tcopy, tbuf, sizeof(float) * TABLE_BUF);
-  ck_assert_int_eq(attn_gau(dp, q, k, v, op, c->kind == BV_WS_NULL ? NULL : ws, ws_size), c->expect);
-  if (c->desc_level) {
-    size_t bytes = 12345;
-    ck_assert_int_eq(attn_gau_workspace_size(&d, &bytes), c->expect);
-    ck_assert_uint_eq(bytes, 12345); /* untouched on error */
-  }
+  const attn_gau_desc *dp = b.desc_null ? NULL : &d;
+  tu_bad_assert_status(c, "attn_gau", attn_gau(dp, b.q, b.k, b.v, b.o_arg, b.ws_arg, b.ws_size));
+  size_t bytes = TU_BAD_UNTOUCHED;
+  tu_bad_assert_query(c, "attn_gau_workspace_size", attn_gau_workspace_size(&d, &bytes), bytes);
   /* nothing written: o still all sentinel, inputs and the table unchanged, guards intact */
-  tu_tensor pristine;
-  tu_tensor_alloc(&pristine, T, NQ, HQ, DV, 1);
-  tu_assert_same_bits("o after a rejected call", pristine.data, o.data, sizeof(float) * o.span);
+  tu_bad_assert_untouched(&b);
   tu_assert_same_bits("bias table buffer after a rejected call", tcopy, tbuf, sizeof(float) * TABLE_BUF);
-  tu_assert_guards("o", o.owner);
-  tu_assert_guards("workspace", ws);
-  tu_qkv_assert_unchanged(&x);
-  tu_tensor_free(&pristine);
-  tu_free(ws);
-  tu_tensor_free(&o);
+  tu_bad_free(&b);
   free(tbuf);
   free(tcopy);
-  tu_qkv_free(&x);
 }
 END_TEST
 
@@ -1579,7 +1282,7 @@ static Suite *gau_suite(attn_isa isa) {
   tcase_add_test(tc, gau_scalar_bias_ignores_table_fields);
   suite_add_tcase(s, tc);
   tc = tu_tcase("bad_input");
-  tcase_add_loop_test(tc, gau_rejects_bad_input, 0, (int)BV_NCASES);
+  tcase_add_loop_test(tc, gau_rejects_bad_input, 0, (int)tu_bad_rows(0, BV_NOWN));
   suite_add_tcase(s, tc);
   return s;
 }

@@ -11,27 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bad_input.h"
 #include "test_util.h"
 #include "tolerances.h"
+#include "case_table.h" /* last: its short macro names */
 
-#define U ATTN_UNBOUNDED
-#define FULL \
-  { U, U, 0 }
-#define CAUSAL \
-  { U, 0, 0 }
-#define WINDOW(l, r) \
-  { (l), (r), 0 }
-#define MASK(l, r, g) \
-  { (l), (r), (g) }
-#define T                       TU_TOKEN_MAJOR
-#define H                       TU_HEAD_MAJOR
-#define P                       TU_PADDED
-#define HP                      TU_HEAD_PADDED
-#define PK                      TU_PACKED_QKV
-#define LRG                     TU_DATA_LARGE
-#define SIZES(nq, nkv, dd, ddv) .n_q = (nq), .n_kv = (nkv), .d = (dd), .dv = (ddv)
-#define HEADS(q, kv)            .h_q = (q), .h_kv = (kv)
-#define SCALE(x)                .scale = (x), .set_scale = 1
+#define HEADS(q, kv) .h_q = (q), .h_kv = (kv)
 
 /* Softmax needs h_k == h_v (one count, h_kv, dividing h_q); unequal counts are bad input. */
 typedef struct sm_case {
@@ -763,302 +748,28 @@ START_TEST(softmax_concurrent_calls_match_serial) {
 END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
-/* Bad input: each row mutates one argument of a valid call; the call (and, for descriptor     */
-/* faults, attn_softmax_workspace_size) answers the row's status and writes nothing.           */
+/* Bad input: each row mutates one argument of a valid call (bad_input.h: every shared row, the */
+/* lse ones included); the call (and, for descriptor faults, attn_softmax_workspace_size)       */
+/* answers the row's status and writes nothing.                                                */
 /* ------------------------------------------------------------------------------------------ */
-#define HUGE_N (SIZE_MAX / 2)
-
-typedef enum sv_kind {
-  SV_DESC_NULL,
-  SV_Q_NULL,
-  SV_K_NULL,
-  SV_V_NULL,
-  SV_O_NULL,
-  SV_WS_NULL,
-  SV_NQ_0,
-  SV_NKV_0,
-  SV_HQ_0,
-  SV_HK_0,
-  SV_HV_0,
-  SV_D_0,
-  SV_DV_0,
-  SV_NQ_HUGE,
-  SV_NKV_HUGE,
-  SV_NQ_PTRDIFF,
-  SV_QROW_HUGE,
-  SV_OHEAD_HUGE,
-  SV_QROW_SMALL,
-  SV_QHEAD_SMALL,
-  SV_KROW_SMALL,
-  SV_KHEAD_SMALL,
-  SV_VROW_SMALL,
-  SV_VHEAD_SMALL,
-  SV_OROW_SMALL,
-  SV_O_SELF_OVERLAP,
-  SV_O_HEADS_INTERLEAVE,
-  SV_LSE_SELF_OVERLAP,
-  SV_LSE_ROW_0,
-  SV_HEADS_3_2,
-  SV_HEADS_4_3,
-  SV_HEADS_2_4,
-  SV_HK_2_HV_1,
-  SV_HK_2_HV_4,
-  SV_HK_1_HV_2,
-  SV_SCALE_NAN,
-  SV_SCALE_INF,
-  SV_SCALE_NINF,
-  SV_WS_SMALL,
-  SV_O_IS_Q,
-  SV_O_IN_K,
-  SV_O_IS_V,
-  SV_LSE_IN_O,
-  SV_LSE_IS_Q,
-  SV_O_IN_WS
-} sv_kind;
-
-typedef struct sv_case {
-  const char *name;
-  sv_kind kind;
-  attn_status expect;
-  int desc_level; /* attn_softmax_workspace_size must answer the same */
-} sv_case;
-
-#define SV(k, s, lvl) .kind = (k), .expect = (s), .desc_level = (lvl)
-static const sv_case sv_cases[] = {
-    {.name = "desc NULL", SV(SV_DESC_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "q NULL", SV(SV_Q_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "k NULL", SV(SV_K_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "v NULL", SV(SV_V_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "o NULL", SV(SV_O_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "workspace NULL", SV(SV_WS_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "n_q 0", SV(SV_NQ_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "n_kv 0", SV(SV_NKV_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "h_q 0", SV(SV_HQ_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "h_k 0", SV(SV_HK_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "h_v 0", SV(SV_HV_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "d 0", SV(SV_D_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "dv 0", SV(SV_DV_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "n_q SIZE_MAX/2", SV(SV_NQ_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
-    {.name = "n_kv SIZE_MAX/2", SV(SV_NKV_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
-    {.name = "q and o bytes above PTRDIFF_MAX", SV(SV_NQ_PTRDIFF, ATTN_E_SIZE_OVERFLOW, 1)},
-    {.name = "q row stride huge", SV(SV_QROW_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
-    {.name = "o head stride huge", SV(SV_OHEAD_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
-    {.name = "q row stride < d", SV(SV_QROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "q head stride < d", SV(SV_QHEAD_SMALL, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "k row stride < d", SV(SV_KROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "k head stride < d", SV(SV_KHEAD_SMALL, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "v row stride < dv", SV(SV_VROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "v head stride < dv", SV(SV_VHEAD_SMALL, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "o row stride < dv", SV(SV_OROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "o rows overlap heads", SV(SV_O_SELF_OVERLAP, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "o heads run into next token", SV(SV_O_HEADS_INTERLEAVE, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "lse layout overlaps itself", SV(SV_LSE_SELF_OVERLAP, ATTN_E_BAD_STRIDE, 0)},
-    {.name = "lse row stride 0", SV(SV_LSE_ROW_0, ATTN_E_BAD_STRIDE, 0)},
-    {.name = "h_q 3, h_kv 2", SV(SV_HEADS_3_2, ATTN_E_BAD_HEADS, 1)},
-    {.name = "h_q 4, h_kv 3", SV(SV_HEADS_4_3, ATTN_E_BAD_HEADS, 1)},
-    {.name = "h_q 2, h_kv 4", SV(SV_HEADS_2_4, ATTN_E_BAD_HEADS, 1)},
-    {.name = "h_k 2 != h_v 1", SV(SV_HK_2_HV_1, ATTN_E_BAD_HEADS, 1)},
-    {.name = "h_k 2 != h_v 4", SV(SV_HK_2_HV_4, ATTN_E_BAD_HEADS, 1)},
-    {.name = "h_k 1 != h_v 2", SV(SV_HK_1_HV_2, ATTN_E_BAD_HEADS, 1)},
-    {.name = "scale NaN", SV(SV_SCALE_NAN, ATTN_E_BAD_SCALE, 1)},
-    {.name = "scale +inf", SV(SV_SCALE_INF, ATTN_E_BAD_SCALE, 1)},
-    {.name = "scale -inf", SV(SV_SCALE_NINF, ATTN_E_BAD_SCALE, 1)},
-    {.name = "workspace one byte short", SV(SV_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0)},
-    {.name = "o is q", SV(SV_O_IS_Q, ATTN_E_ALIASING, 0)},
-    {.name = "o inside k", SV(SV_O_IN_K, ATTN_E_ALIASING, 0)},
-    {.name = "o is v", SV(SV_O_IS_V, ATTN_E_ALIASING, 0)},
-    {.name = "lse inside o", SV(SV_LSE_IN_O, ATTN_E_ALIASING, 0)},
-    {.name = "lse is q", SV(SV_LSE_IS_Q, ATTN_E_ALIASING, 0)},
-    {.name = "o inside workspace", SV(SV_O_IN_WS, ATTN_E_ALIASING, 0)},
-};
-#define SV_NCASES (sizeof sv_cases / sizeof sv_cases[0])
-
 START_TEST(softmax_rejects_bad_input) {
-  const sv_case *c = &sv_cases[_i];
+  const tu_bad_case *c = tu_bad_row((size_t)_i, 1, NULL);
   tu_rng rng;
   tu_rng_seed(&rng, 100 + (uint64_t)_i);
-  /* inputs big enough that an aliased output fits inside them; v has room for h_v up to HQ */
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, 2 * NQ * HQ, 2 * NKV * HQ, HQ, HKV, HQ, D, DV);
   attn_softmax_desc d;
   ck_assert_int_eq(attn_softmax_desc_init(&d, NQ, NKV, HQ, HKV, D, DV), ATTN_OK);
   d.mask = attn_mask_causal();
   size_t need = 0;
   ck_assert_int_eq(attn_softmax_workspace_size(&d, &need), ATTN_OK);
-  tu_tensor o, lse;
-  tu_tensor_alloc(&o, T, NQ, HQ, DV, 1);
-  tu_tensor_alloc(&lse, T, NQ, HQ, 1, 1);
-  void *ws = tu_alloc(need + 4096, 0);
-  const float *q = x.q.data, *k = x.k.data, *v = x.v.data;
-  float *op = o.data, *lp = lse.data;
-  size_t ws_size = need;
-  const attn_softmax_desc *dp = &d;
-  attn_shape *s = &d.shape;
-  switch (c->kind) {
-    case SV_DESC_NULL:
-      dp = NULL;
-      break;
-    case SV_Q_NULL:
-      q = NULL;
-      break;
-    case SV_K_NULL:
-      k = NULL;
-      break;
-    case SV_V_NULL:
-      v = NULL;
-      break;
-    case SV_O_NULL:
-      op = NULL;
-      break;
-    case SV_WS_NULL:
-      break; /* pointer set below */
-    case SV_NQ_0:
-      s->n_q = 0;
-      break;
-    case SV_NKV_0:
-      s->n_kv = 0;
-      break;
-    case SV_HQ_0:
-      s->h_q = 0;
-      break;
-    case SV_HK_0:
-      s->h_k = 0;
-      break;
-    case SV_HV_0:
-      s->h_v = 0;
-      break;
-    case SV_D_0:
-      s->d = 0;
-      break;
-    case SV_DV_0:
-      s->dv = 0;
-      break;
-    case SV_NQ_HUGE:
-      s->n_q = HUGE_N;
-      break;
-    case SV_NKV_HUGE:
-      s->n_kv = HUGE_N;
-      break;
-    case SV_NQ_PTRDIFF: /* q: 128 bytes per token, o: 96: element counts fit, byte counts do not */
-      s->n_q = SIZE_MAX / 512 * 3;
-      break;
-    case SV_QROW_HUGE:
-      s->q.row_stride = SIZE_MAX / 4;
-      break;
-    case SV_OHEAD_HUGE:
-      s->o.head_stride = SIZE_MAX / 2;
-      s->o.row_stride = DV;
-      break;
-    case SV_QROW_SMALL:
-      s->q.row_stride = D - 1;
-      break;
-    case SV_QHEAD_SMALL:
-      s->q.head_stride = D - 1;
-      break;
-    case SV_KROW_SMALL:
-      s->k.row_stride = D - 1;
-      break;
-    case SV_KHEAD_SMALL:
-      s->k.head_stride = D - 1;
-      break;
-    case SV_VROW_SMALL:
-      s->v.row_stride = DV - 1;
-      break;
-    case SV_VHEAD_SMALL:
-      s->v.head_stride = DV - 1;
-      break;
-    case SV_OROW_SMALL:
-      s->o.row_stride = DV - 1;
-      s->o.head_stride = NQ * DV;
-      break;
-    case SV_O_SELF_OVERLAP:
-      s->o.row_stride = DV;
-      s->o.head_stride = DV;
-      break;
-    case SV_O_HEADS_INTERLEAVE:
-      s->o.head_stride = 2 * DV;
-      break; /* row stride HQ * DV */
-    case SV_LSE_SELF_OVERLAP:
-      d.lse.row_stride = 1;
-      d.lse.head_stride = 1;
-      break;
-    case SV_LSE_ROW_0:
-      d.lse.row_stride = 0;
-      break;
-    case SV_HEADS_3_2:
-      s->h_q = 3;
-      break;
-    case SV_HEADS_4_3:
-      s->h_k = s->h_v = 3;
-      break;
-    case SV_HEADS_2_4:
-      s->h_q = 2;
-      s->h_k = s->h_v = 4;
-      break;
-    case SV_HK_2_HV_1:
-      s->h_v = 1;
-      break;
-    case SV_HK_2_HV_4:
-      s->h_v = 4;
-      s->v.row_stride = 4 * DV;
-      break; /* H = h_q = 4: only h_k != h_v is wrong */
-    case SV_HK_1_HV_2:
-      s->h_k = 1;
-      s->k.row_stride = D;
-      break;
-    case SV_SCALE_NAN:
-      d.scale = NAN;
-      break;
-    case SV_SCALE_INF:
-      d.scale = INFINITY;
-      break;
-    case SV_SCALE_NINF:
-      d.scale = -INFINITY;
-      break;
-    case SV_WS_SMALL:
-      ck_assert_uint_gt(need, 0);
-      ws_size = need - 1;
-      break;
-    case SV_O_IS_Q:
-      op = x.q.data;
-      break;
-    case SV_O_IN_K:
-      op = x.k.data + 3;
-      break;
-    case SV_O_IS_V:
-      op = x.v.data;
-      break;
-    case SV_LSE_IN_O:
-      lp = o.data + 10;
-      break;
-    case SV_LSE_IS_Q:
-      lp = x.q.data;
-      break;
-    case SV_O_IN_WS:
-      op = (float *)ws;
-      ws_size = need + 4096;
-      break;
-  }
-  ck_assert_int_eq(attn_softmax(dp, q, k, v, op, lp, c->kind == SV_WS_NULL ? NULL : ws, ws_size), c->expect);
-  if (c->desc_level) {
-    size_t bytes = 12345;
-    ck_assert_int_eq(attn_softmax_workspace_size(&d, &bytes), c->expect);
-    ck_assert_uint_eq(bytes, 12345); /* untouched on error */
-  }
-  /* nothing written: o and lse still all sentinel, inputs unchanged, guards intact */
-  tu_tensor pristine;
-  tu_tensor_alloc(&pristine, T, NQ, HQ, DV, 1);
-  tu_assert_same_bits("o after a rejected call", pristine.data, o.data, sizeof(float) * o.span);
-  tu_assert_same_bits("lse after a rejected call", pristine.data, lse.data, sizeof(float) * lse.span);
-  tu_assert_guards("o", o.owner);
-  tu_assert_guards("lse", lse.owner);
-  tu_assert_guards("workspace", ws);
-  tu_qkv_assert_unchanged(&x);
-  tu_tensor_free(&pristine);
-  tu_free(ws);
-  tu_tensor_free(&o);
-  tu_tensor_free(&lse);
-  tu_qkv_free(&x);
+  tu_bad b;
+  tu_bad_make(&b, &rng, &d.shape, 2, 1, need);
+  tu_bad_apply(&b, c->fault, &d.shape, &d.scale, &d.lse);
+  const attn_softmax_desc *dp = b.desc_null ? NULL : &d;
+  tu_bad_assert_status(c, "attn_softmax", attn_softmax(dp, b.q, b.k, b.v, b.o_arg, b.lse_arg, b.ws_arg, b.ws_size));
+  size_t bytes = TU_BAD_UNTOUCHED;
+  tu_bad_assert_query(c, "attn_softmax_workspace_size", attn_softmax_workspace_size(&d, &bytes), bytes);
+  tu_bad_assert_untouched(&b);
+  tu_bad_free(&b);
 }
 END_TEST
 
@@ -1098,7 +809,7 @@ static Suite *softmax_suite(attn_isa isa) {
   tcase_add_test(tc, softmax_concurrent_calls_match_serial);
   suite_add_tcase(s, tc);
   tc = tu_tcase("bad_input");
-  tcase_add_loop_test(tc, softmax_rejects_bad_input, 0, (int)SV_NCASES);
+  tcase_add_loop_test(tc, softmax_rejects_bad_input, 0, (int)tu_bad_rows(1, 0));
   suite_add_tcase(s, tc);
   return s;
 }

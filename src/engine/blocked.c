@@ -518,3 +518,19 @@ void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk
       }
   }
 }
+
+void attn_blocked_run_all(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
+                          void *workspace) {
+  float *ws = attn_ws_base(workspace);
+  for (size_t t = 0, n = attn_blocked_tasks(p); t < n; t++) attn_blocked_run(p, uk, io, t, ws);
+}
+
+attn_status attn_blocked_call_check(attn_blocked_call *c, const attn_shape *s, float scale, const attn_layout *aux) {
+  attn_status st;
+  c->aux_span = 0;
+  if ((st = attn_shape_check(s, 0, &c->sp))) return st;
+  if (s->h_k != s->h_v || c->sp.H != s->h_q) return ATTN_E_BAD_HEADS;
+  if (!isfinite(scale)) return ATTN_E_BAD_SCALE;
+  if (aux && (st = attn_check_output(s->n_q, s->h_q, 1, *aux, &c->aux_span))) return st;
+  return (c->uk = attn_dispatch()) ? ATTN_OK : ATTN_E_UNSUPPORTED_ISA;
+}

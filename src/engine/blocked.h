@@ -144,8 +144,27 @@ typedef struct attn_blocked_io {
   float *sel_f; /* selection (attn_blocked_select): F_j of every key, in/out (n_kv floats) */
 } attn_blocked_io;
 
+/* A call of a variant over one attn_shape on this engine (softmax, GAU, selective): its spans,
+ * the span of its optional one-float-per-row output, its plan and path. */
+typedef struct attn_blocked_call {
+  attn_spans sp;
+  size_t aux_span;
+  attn_blocked_plan plan;
+  const struct attn_ukernels *uk;
+} attn_blocked_call;
+
+/* The checks such variants share, in their order: the shape, h_k == h_v dividing h_q
+ * (ATTN_E_BAD_HEADS), a finite scale (ATTN_E_BAD_SCALE), the optional output's layout (aux NULL:
+ * none), then the active path (ATTN_E_UNSUPPORTED_ISA). The caller then checks its own fields
+ * and makes c->plan. */
+ATTN_INTERNAL attn_status attn_blocked_call_check(attn_blocked_call *c, const attn_shape *s, float scale,
+                                                  const attn_layout *aux);
+
 /* Run task `task` with a worker's scratch (scratch_bytes, 64-byte aligned). */
 ATTN_INTERNAL void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk,
                                     const attn_blocked_io *io, size_t task, float *scratch);
+/* Every task of a plan, in order, on the caller's workspace (one worker). */
+ATTN_INTERNAL void attn_blocked_run_all(const attn_blocked_plan *p, const struct attn_ukernels *uk,
+                                        const attn_blocked_io *io, void *workspace);
 
 #endif

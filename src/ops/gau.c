@@ -76,11 +76,9 @@ static const attn_score_step gau_score_step = {1, 1, gau_init, gau_step, gau_fin
 
 /* A validated call planned on the active path. */
 typedef struct gau_call {
-  attn_spans sp;
+  attn_blocked_call b;
   gau_params gp;
   size_t table_floats;
-  attn_blocked_plan plan;
-  const struct attn_ukernels *uk;
 } gau_call;
 
 /* The bias of a descriptor: its table's length in floats (0 for a scalar), its parameters. */
@@ -102,13 +100,10 @@ static attn_status gau_bias(const attn_gau_desc *d, gau_call *c) {
 static attn_status gau_prepare(const attn_gau_desc *d, gau_call *c) {
   attn_status st;
   if (!d) return ATTN_E_NULL_POINTER;
-  if ((st = attn_shape_check(&d->shape, 0, &c->sp))) return st;
-  if (d->shape.h_k != d->shape.h_v || c->sp.H != d->shape.h_q) return ATTN_E_BAD_HEADS;
-  if (!isfinite(d->scale)) return ATTN_E_BAD_SCALE;
+  if ((st = attn_blocked_call_check(&c->b, &d->shape, d->scale, NULL))) return st;
   if (d->normalize != 0 && d->normalize != 1) return ATTN_E_BAD_ARGUMENT;
   if ((st = gau_bias(d, c))) return st;
-  if (!(c->uk = attn_dispatch())) return ATTN_E_UNSUPPORTED_ISA;
-  return attn_blocked_plan_make(&c->plan, &d->shape, d->mask, d->scale, &gau_score_step, &c->gp, NULL, NULL, c->uk);
+  return attn_blocked_plan_make(&c->b.plan, &d->shape, d->mask, d->scale, &gau_score_step, &c->gp, NULL, NULL, c->b.uk);
 }
 
 attn_status attn_gau_workspace_size(const attn_gau_desc *d, size_t *bytes) {
@@ -116,7 +111,7 @@ attn_status attn_gau_workspace_size(const attn_gau_desc *d, size_t *bytes) {
   attn_status st = gau_prepare(d, &c);
   if (st) return st;
   if (!bytes) return ATTN_E_NULL_POINTER;
-  *bytes = c.plan.scratch_bytes;
+  *bytes = c.b.plan.scratch_bytes;
   return ATTN_OK;
 }
 
@@ -126,16 +121,15 @@ attn_status attn_gau(const attn_gau_desc *d, const float *q, const float *k, con
   attn_status st = gau_prepare(d, &c);
   if (st) return st;
   if (!q || !k || !v || !o || !workspace) return ATTN_E_NULL_POINTER;
-  if (workspace_size < c.plan.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
+  if (workspace_size < c.b.plan.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
   void *out[] = {o, workspace};
-  const size_t out_bytes[] = {c.sp.o * sizeof(float), workspace_size};
-  if ((st = attn_check_io(&c.sp, q, k, v, out, out_bytes, 2))) return st;
+  const size_t out_bytes[] = {c.b.sp.o * sizeof(float), workspace_size};
+  if ((st = attn_check_io(&c.b.sp, q, k, v, out, out_bytes, 2))) return st;
   const size_t tb = c.table_floats * sizeof(float);
   if (tb &&
       (attn_overlap(d->bias_table, tb, o, out_bytes[0]) || attn_overlap(d->bias_table, tb, workspace, workspace_size)))
     return ATTN_E_ALIASING;
   const attn_blocked_io io = {q, k, v, o, NULL, {0, 0}, NULL};
-  float *ws = attn_ws_base(workspace);
-  for (size_t t = 0, n = attn_blocked_tasks(&c.plan); t < n; t++) attn_blocked_run(&c.plan, c.uk, &io, t, ws);
+  attn_blocked_run_all(&c.b.plan, c.b.uk, &io, workspace);
   return ATTN_OK;
 }

@@ -16,29 +16,24 @@ attn_status attn_selective_desc_init(attn_selective_desc *d, size_t n_q, size_t 
   return ATTN_OK;
 }
 
-/* A validated call planned on the active path. */
-typedef struct sel_call {
-  attn_spans sp;
-  size_t lse_span;
-  attn_blocked_plan plan;
-  const struct attn_ukernels *uk;
-} sel_call;
-
-static attn_status sel_prepare(const attn_selective_desc *d, sel_call *c) {
+/* The descriptor's checks (attn_blocked_call_check and h_sel), without a plan. */
+static attn_status sel_check(const attn_selective_desc *d, attn_blocked_call *c) {
   attn_status st;
   if (!d) return ATTN_E_NULL_POINTER;
-  if ((st = attn_shape_check(&d->shape, 0, &c->sp))) return st;
-  if (d->shape.h_k != d->shape.h_v || c->sp.H != d->shape.h_q || d->h_sel >= d->shape.h_q) return ATTN_E_BAD_HEADS;
-  if (!isfinite(d->scale)) return ATTN_E_BAD_SCALE;
-  if ((st = attn_check_output(d->shape.n_q, d->shape.h_q, 1, d->lse, &c->lse_span))) return st;
-  if (!(c->uk = attn_dispatch())) return ATTN_E_UNSUPPORTED_ISA;
+  if ((st = attn_blocked_call_check(c, &d->shape, d->scale, &d->lse))) return st;
+  return d->h_sel < d->shape.h_q ? ATTN_OK : ATTN_E_BAD_HEADS;
+}
+
+static attn_status sel_prepare(const attn_selective_desc *d, attn_blocked_call *c) {
+  attn_status st = sel_check(d, c);
+  if (st) return st;
   const attn_blocked_select sel = {d->h_sel};
   return attn_blocked_plan_make(&c->plan, &d->shape, attn_mask_causal(), d->scale, &attn_softmax_score_step, NULL, NULL,
                                 &sel, c->uk);
 }
 
 attn_status attn_selective_workspace_size(const attn_selective_desc *d, size_t *bytes) {
-  sel_call c;
+  attn_blocked_call c;
   attn_status st = sel_prepare(d, &c);
   if (st) return st;
   if (!bytes) return ATTN_E_NULL_POINTER;
@@ -48,21 +43,20 @@ attn_status attn_selective_workspace_size(const attn_selective_desc *d, size_t *
 
 attn_status attn_selective(const attn_selective_desc *d, const float *q, const float *k, const float *v, float *o,
                            float *lse, float *f, void *workspace, size_t workspace_size) {
-  sel_call c;
+  attn_blocked_call c;
   attn_status st = sel_prepare(d, &c);
   if (st) return st;
   if (!q || !k || !v || !o || !f || !workspace) return ATTN_E_NULL_POINTER;
   if (workspace_size < c.plan.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
   const size_t nkv = d->shape.n_kv, f_bytes = nkv * sizeof(float); /* nkv <= span of k: no overflow */
   void *out[] = {o, lse, workspace, f};
-  const size_t out_bytes[] = {c.sp.o * sizeof(float), c.lse_span * sizeof(float), workspace_size, f_bytes};
+  const size_t out_bytes[] = {c.sp.o * sizeof(float), c.aux_span * sizeof(float), workspace_size, f_bytes};
   if ((st = attn_check_io(&c.sp, q, k, v, out, out_bytes, 4))) return st;
   /* the call's own keys start with F = 0 (no query before them has selected them) */
   const size_t first_new = d->shape.n_q < nkv ? nkv - d->shape.n_q : 0;
   for (size_t j = first_new; j < nkv; j++) f[j] = 0.0f;
   const attn_blocked_io io = {q, k, v, o, lse, d->lse, f};
-  float *ws = attn_ws_base(workspace);
-  for (size_t t = 0, n = attn_blocked_tasks(&c.plan); t < n; t++) attn_blocked_run(&c.plan, c.uk, &io, t, ws);
+  attn_blocked_run_all(&c.plan, c.uk, &io, workspace);
   return ATTN_OK;
 }
 
@@ -191,7 +185,7 @@ static void sc_put(float *dst, size_t rows_floats, size_t s0, const float *src, 
 
 attn_status attn_selcache_load(attn_selcache *c, const attn_selective_desc *d, const float *k, const float *v,
                                const float *f) {
-  sel_call call;
+  attn_blocked_call call;
   attn_status st = sel_prepare(d, &call);
   if (st) return st;
   if (!c || !k || !v || !f) return ATTN_E_NULL_POINTER;
@@ -239,8 +233,8 @@ attn_status attn_selcache_workspace_size(const attn_selective_desc *d, const att
 attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, const float *q, const float *k,
                                const float *v, float *o, float *lse, void *workspace, size_t workspace_size) {
   if (!d || !c) return ATTN_E_NULL_POINTER;
-  sel_call in; /* the new token's tensors, validated as a one-token call of desc */
-  attn_status st = sel_prepare(d, &in);
+  attn_blocked_call in; /* the new token's tensors, checked as a one-token call of desc (no plan) */
+  attn_status st = sel_check(d, &in);
   if (st) return st;
   if (d->shape.n_q != 1 || d->shape.n_kv != 1) return ATTN_E_BAD_ARGUMENT;
   if (!sc_valid(c)) return ATTN_E_BAD_ARGUMENT;
@@ -248,13 +242,13 @@ attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, c
   if (!q || !k || !v || !o || !workspace) return ATTN_E_NULL_POINTER;
   if (c->live >= c->capacity) return ATTN_E_WORKSPACE_TOO_SMALL;
   const attn_selective_desc s = sc_step_desc(d, c, c->live + 1);
-  sel_call call;
+  attn_blocked_call call;
   if ((st = sel_prepare(&s, &call))) return st;
   if (workspace_size < call.plan.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
   size_t mem;
   (void)sc_bytes(c->capacity, c->h_kv, c->d, c->dv, &mem);
   void *out[] = {o, lse, workspace, c->memory};
-  const size_t out_bytes[] = {in.sp.o * sizeof(float), in.lse_span * sizeof(float), workspace_size, mem};
+  const size_t out_bytes[] = {in.sp.o * sizeof(float), in.aux_span * sizeof(float), workspace_size, mem};
   if ((st = attn_check_io(&in.sp, q, k, v, out, out_bytes, 4))) return st;
   /* (1) the new token in the next slot, F = 0; attention over the live slots with the current F,
    * (2) whose selection the engine adds to F of every slot but BOS (slot 0) and the new one */
@@ -266,8 +260,7 @@ attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, c
   c->live++;
   c->tokens++;
   const attn_blocked_io io = {q, w.k, w.v, o, lse, d->lse, w.f};
-  float *ws = attn_ws_base(workspace);
-  for (size_t t = 0, n = attn_blocked_tasks(&call.plan); t < n; t++) attn_blocked_run(&call.plan, call.uk, &io, t, ws);
+  attn_blocked_run_all(&call.plan, call.uk, &io, workspace);
   sc_evict(c); /* (3) */
   return ATTN_OK;
 }

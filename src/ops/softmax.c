@@ -58,28 +58,16 @@ attn_status attn_softmax_desc_init(attn_softmax_desc *d, size_t n_q, size_t n_kv
   return ATTN_OK;
 }
 
-/* A validated call planned on the active path. */
-typedef struct sm_call {
-  attn_spans sp;
-  size_t lse_span;
-  attn_blocked_plan plan;
-  const struct attn_ukernels *uk;
-} sm_call;
-
-static attn_status sm_prepare(const attn_softmax_desc *d, sm_call *c) {
+static attn_status sm_prepare(const attn_softmax_desc *d, attn_blocked_call *c) {
   attn_status st;
   if (!d) return ATTN_E_NULL_POINTER;
-  if ((st = attn_shape_check(&d->shape, 0, &c->sp))) return st;
-  if (d->shape.h_k != d->shape.h_v || c->sp.H != d->shape.h_q) return ATTN_E_BAD_HEADS;
-  if (!isfinite(d->scale)) return ATTN_E_BAD_SCALE;
-  if ((st = attn_check_output(d->shape.n_q, d->shape.h_q, 1, d->lse, &c->lse_span))) return st;
-  if (!(c->uk = attn_dispatch())) return ATTN_E_UNSUPPORTED_ISA;
+  if ((st = attn_blocked_call_check(c, &d->shape, d->scale, &d->lse))) return st;
   return attn_blocked_plan_make(&c->plan, &d->shape, d->mask, d->scale, &attn_softmax_score_step, NULL, NULL, NULL,
                                 c->uk);
 }
 
 attn_status attn_softmax_workspace_size(const attn_softmax_desc *d, size_t *bytes) {
-  sm_call c;
+  attn_blocked_call c;
   attn_status st = sm_prepare(d, &c);
   if (st) return st;
   if (!bytes) return ATTN_E_NULL_POINTER;
@@ -89,16 +77,15 @@ attn_status attn_softmax_workspace_size(const attn_softmax_desc *d, size_t *byte
 
 attn_status attn_softmax(const attn_softmax_desc *d, const float *q, const float *k, const float *v, float *o,
                          float *lse, void *workspace, size_t workspace_size) {
-  sm_call c;
+  attn_blocked_call c;
   attn_status st = sm_prepare(d, &c);
   if (st) return st;
   if (!q || !k || !v || !o || !workspace) return ATTN_E_NULL_POINTER;
   if (workspace_size < c.plan.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
   void *out[] = {o, lse, workspace};
-  const size_t out_bytes[] = {c.sp.o * sizeof(float), c.lse_span * sizeof(float), workspace_size};
+  const size_t out_bytes[] = {c.sp.o * sizeof(float), c.aux_span * sizeof(float), workspace_size};
   if ((st = attn_check_io(&c.sp, q, k, v, out, out_bytes, 3))) return st;
   const attn_blocked_io io = {q, k, v, o, lse, d->lse, NULL};
-  float *ws = attn_ws_base(workspace);
-  for (size_t t = 0, n = attn_blocked_tasks(&c.plan); t < n; t++) attn_blocked_run(&c.plan, c.uk, &io, t, ws);
+  attn_blocked_run_all(&c.plan, c.uk, &io, workspace);
   return ATTN_OK;
 }

@@ -751,8 +751,10 @@ ATTN_API attn_status attn_selective(const attn_selective_desc *desc, const float
  * and attend the new query over the live tokens with the current F (every head: softmax of
  * s - F); (2) add the query's selection S_pj = relu(s^(h_sel)_pj) to F_j of every live token but
  * BOS and itself; (3) evict, for good: every token with F_j >= tau, then, while more than budget
- * tokens are live, the one with the largest F_j (ties: the oldest). BOS (position 0) and the
- * newest token are never evicted. With tau = +inf and no budget (or one >= the tokens) pruning
+ * tokens are live, the one with the largest F_j (ties: the oldest; a NaN F_j, which is never
+ * >= tau, ranks below every number, so a token whose selections were NaN stays while others
+ * can go and keeps poisoning the rows that see it). BOS (position 0) and the newest token are
+ * never evicted. With tau = +inf and no budget (or one >= the tokens) pruning
  * changes nothing: the outputs are attn_selective's. A step costs time proportional to the live
  * tokens (an eviction moves one token's rows, never the cache), so with a budget K its cost stays
  * flat as the context grows. The fields are the cache's report; read them, do not write them.

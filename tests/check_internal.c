@@ -199,9 +199,12 @@ START_TEST(gemm_in_place_row) {
 END_TEST
 
 /* ---- online softmax block: against a double recurrence, with masked entries and columns ---- */
+/* Loop index 0..7: columns with padding (ld = nq + 3); 8..10: one contiguous column (nq = ld = 1,
+ * a decode step's own path) over 3, 16 and 37 keys (a tail only, whole vectors, both). */
 START_TEST(softmax_block_steps) {
-  const size_t nqs[] = {1, 3, 4, 5, 8, 9, 17, 48};
-  const size_t nq = nqs[_i], ld = nq + 3, nk = 13;
+  const size_t nqs[] = {1, 3, 4, 5, 8, 9, 17, 48, 1, 1, 1}, nks[] = {3, 16, 37};
+  const int row = _i >= 8;
+  const size_t nq = nqs[_i], ld = row ? 1 : nq + 3, nk = row ? nks[_i - 8] : 13;
   float *m = galloc(nq), *l = galloc(nq), *al = galloc(nq), *st = galloc(nk * ld);
   double *rm = malloc(nq * sizeof(double)), *rl = malloc(nq * sizeof(double));
   for (size_t c = 0; c < nq; c++) {
@@ -310,10 +313,12 @@ END_TEST
  * or +inf logit makes its column's l NaN, and l stays NaN in later steps; other columns are
  * untouched by them ---- */
 START_TEST(softmax_block_nonfinite) {
-  enum { NK = 7, NQ = 11, LD = 13 };
-  const float bad[] = {NAN, INFINITY, -INFINITY};
+  /* loop index 0: 7 keys x 11 columns (ld 13), the bad logit in column 5; 1, 2: one contiguous
+   * column (a decode step's path) of 19 keys, and of 3 (fewer than a vector), the bad logit in it */
+  const size_t NK = _i == 0 ? 7 : _i == 1 ? 19 : 3, NQ = _i ? 1 : 11, LD = _i ? 1 : 13, BC = _i ? 0 : 5;
+  const float bad[] = {NAN, INFINITY, -INFINITY, 1.0f}; /* and a finite control */
   for (int masked = 0; masked < 2; masked++)
-    for (size_t b = 0; b < 3; b++) {
+    for (size_t b = 0; b < 4; b++) {
       float *m = galloc(NQ), *l = galloc(NQ), *al = galloc(NQ), *st = galloc(NK * LD);
       for (size_t c = 0; c < NQ; c++) {
         m[c] = -INFINITY;
@@ -321,10 +326,10 @@ START_TEST(softmax_block_nonfinite) {
       }
       for (int step = 0; step < 2; step++) {
         for (size_t i = 0; i < NK * LD; i++) st[i] = 4.0f * frand();
-        if (step == 0) st[3 * LD + 5] = bad[b]; /* column 5, first step only */
+        if (step == 0) st[(NK - 1) / 2 * LD + BC] = bad[b]; /* column BC, first step only */
         uk->softmax_block(NK, NQ, st, LD, m, l, al, masked);
         for (size_t c = 0; c < NQ; c++) {
-          const int poisoned = c == 5 && !(masked && b == 2); /* masked -inf: a masked pair */
+          const int poisoned = c == BC && b < 3 && !(masked && b == 2); /* masked -inf: a masked pair */
           ck_assert_msg(poisoned ? isnan(l[c]) : isfinite(l[c]) && l[c] > 0, "masked %d bad %zu step %d col %zu: l %g",
                         masked, b, step, c, l[c]);
         }
@@ -483,9 +488,13 @@ START_TEST(expfeat_scaled_max) {
 END_TEST
 
 /* ---- GAU's relu^2 block step: bias scalar / strided (negative stride too), masking, counts ---- */
+/* Loop index 0..7: 1 x 1 .. 36 x 22 with padding (ld = nq + 3); 8..10: one contiguous column
+ * (nq = ld = 1, a decode step's own path) of 3, 16 and 37 keys. */
 START_TEST(gau_block_steps) {
-  const size_t nk = 1 + (size_t)_i * 5, nq = 1 + (size_t)_i * 3; /* 1 x 1 .. 36 x 22 */
-  const size_t ld = nq + 3;
+  const size_t row_nk[] = {3, 16, 37};
+  const int row = _i >= 8;
+  const size_t nk = row ? row_nk[_i - 8] : 1 + (size_t)_i * 5, nq = row ? 1 : 1 + (size_t)_i * 3;
+  const size_t ld = row ? 1 : nq + 3;
   float *st = galloc(nk * ld), *cnt = galloc(nq), *in = malloc(nk * ld * sizeof(float));
   float *bias = malloc((nk + nq + 8) * sizeof(float));
   for (size_t e = 0; e < nk + nq + 8; e++) bias[e] = 3.0f * frand();
@@ -827,9 +836,9 @@ static Suite *internal_suite(attn_isa active) {
   tcase_add_test(t, gemm_in_place_row);
   suite_add_tcase(s, t);
   t = tu_tcase("softmax_block");
-  tcase_add_loop_test(t, softmax_block_steps, 0, 8);
-  tcase_add_test(t, softmax_block_nonfinite);
-  tcase_add_loop_test(t, gau_block_steps, 0, 8);
+  tcase_add_loop_test(t, softmax_block_steps, 0, 11);
+  tcase_add_loop_test(t, softmax_block_nonfinite, 0, 3);
+  tcase_add_loop_test(t, gau_block_steps, 0, 11);
   suite_add_tcase(s, t);
   t = tu_tcase("linear_step");
   tcase_add_loop_test(t, linear_step_widths, 0, 12);

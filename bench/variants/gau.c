@@ -3,7 +3,8 @@
  * (un-normalised, scalar bias 0), causal in Su's form (scale 1/sqrt(d), normalised by the visible
  * count) and over a causal sliding window of --window keys with a causal bias table (FLASH's
  * relative-position form), beside the softmax variants of the same masks: the same engine and
- * GEMM micro-kernel, so the difference is the score step.
+ * GEMM micro-kernel, so the difference is the score step; and a decode step (Su's form) beside
+ * softmax_decode.
  */
 #include "bench.h"
 
@@ -15,6 +16,8 @@ static const bench_variant variants[] = {
     {"gau_window", &bench_gau_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 1, ATTN_FEATURE_IDENTITY, 0, 0, NULL, 0,
      "GAU relu^2 attention, causal sliding window of --window keys, a causal bias table of W floats", ATTN_GATE_NONE,
      0},
+    {"gau_decode", &bench_gau_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 1, 0, NULL, 0,
+     "GAU relu^2 decode step in Su's form: one query over the whole cache (beside softmax_decode)", ATTN_GATE_NONE, 0},
 };
 
 /* As softmax's: the mask's bounds in the shape, where flops.h counts the visible pairs. */
@@ -22,6 +25,7 @@ static bench_shape gau_shape(const bench_variant *v, const bench_sweep *sw, benc
   bench_shape s = bench_shape_start(v, sw, kind, n, d);
   if (v->windowed) s.window_left = sw->window - 1;
   if (v->causal) s.window_right = 0;
+  if (v->mode == BENCH_DECODE) s.n_q = 1;
   return s;
 }
 

@@ -67,7 +67,7 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
    * the group either way, so its size does not depend on n_q (a prefill's workspace serves the
    * decode steps after it). */
   const size_t hg = attn_max_sz(1, attn_min_sz(s->h_k, BLK_HEAD_GROUP_FLOATS / p->head_floats));
-  p->hg = s->n_q < p->tb ? hg : 1;
+  p->hg = s->n_q < p->tb || sel ? hg : 1;
   p->groups = (s->h_k + p->hg - 1) / p->hg;
   p->qblocks = (s->n_q + p->tb - 1) / p->tb;
   /* the map's scratch for up to max(bc, tb) rows: favor's x' rows, fr floats (checked above) */
@@ -314,6 +314,16 @@ static const float blk_upper8[64] = {0, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1
                                      1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0,
                                      0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
 
+/* relu with NaN kept (a selection), branch-free: the bits of y, cleared where y <= 0 (random
+ * signs would mispredict a branch half the time). */
+static inline float blk_relu(float y) {
+  uint32_t u;
+  memcpy(&u, &y, sizeof u);
+  u &= (uint32_t)0 - (uint32_t) !(y <= 0.0f);
+  memcpy(&y, &u, sizeof y);
+  return y;
+}
+
 /* Selection: F of the block's (key, token) pairs (fz, jn x tn) from head h_sel's scores (src:
  * row jj of key j0 + jj, its token ti at src[jj * ld + ti * step]): F_pj = sel_f[j] + the relu'd
  * scores of the block's earlier tokens k with j < k (none for j = 0). The running sums along a
@@ -326,32 +336,31 @@ static void blk_select_f(const blk_task *t, int64_t j0, size_t jn, const float *
   const attn_blocked_plan *p = t->p;
   const size_t tn = t->tn;
   float *sel = t->ws + p->off_st2, *fz = t->ws + p->off_fz, *run = t->ws + p->off_run, *f = t->io->sel_f;
-  if (tn == 1) { /* a decode step: F is sel_f itself, one pass over the keys */
-    for (size_t jj = 0; jj < jn; jj++) {
-      const int64_t j = j0 + (int64_t)jj;
-      const float y = src[jj * ld], r = y > 0.0f ? y : 0.0f, x = y != y ? y : r;
-      fz[jj] = f[j];
-      run[jj] = f[j] + (j > 0 && t->p0 > j ? x : 0.0f);
-    }
-    if (t->last_group) memcpy(f + j0, run, jn * sizeof(float));
+  if (tn == 1) { /* a decode step: F is sel_f itself; keys 0 < j < p0 take the token's selection */
+    const int64_t a = j0 > 1 ? j0 : 1, e = j0 + (int64_t)jn, b = t->p0 < e ? t->p0 : e;
+    memcpy(fz, f + j0, jn * sizeof(float));
+    const size_t n = t->last_group && b > a ? (size_t)(b - a) : 0;
+    float *fa = f + a;
+    src += (size_t)(a - j0) * ld;
+    if (ld == 1) /* contiguous: a vector loop */
+      for (size_t i = 0; i < n; i++) fa[i] += blk_relu(src[i]);
+    else
+      for (size_t i = 0; i < n; i++) fa[i] += blk_relu(src[i * ld]);
     return;
   }
-  int bad = 0; /* a NaN or +inf selection (integer flags: a reduction the compiler vectorises) */
   for (size_t jj = 0; jj < jn; jj++) {                     /* the relu'd selections, key-major */
     const int64_t j = j0 + (int64_t)jj, d = j - t->p0 + 1; /* token ti selects key j when ti >= d */
     const size_t first = j == 0 ? tn : d <= 0 ? 0 : (size_t)d < tn ? (size_t)d : tn;
     const float *x = src + jj * ld;
     float *o = sel + jj * tn;
     for (size_t ti = 0; ti < first; ti++) o[ti] = 0.0f;
-    for (size_t ti = first; ti < tn; ti++) { /* relu, NaN kept; selects, not branches */
-      const float y = x[ti * step], r = y > 0.0f ? y : 0.0f;
-      o[ti] = y != y ? y : r;
-      bad |= !(o[ti] <= FLT_MAX);
-    }
+    if (step == 1) /* contiguous: a vector loop */
+      for (size_t ti = first; ti < tn; ti++) o[ti] = blk_relu(x[ti]);
+    else
+      for (size_t ti = first; ti < tn; ti++) o[ti] = blk_relu(x[ti * step]);
     run[jj] = f[j];
   }
-  const int finite = !bad;
-  for (size_t c0 = 0; finite && tn > 1 && c0 < tn; c0 += 8) {
+  for (size_t c0 = 0; c0 < tn; c0 += 8) {
     const size_t cw = attn_min_sz(8, tn - c0);
     t->uk->gemm(jn, cw, cw, sel + c0, tn, 1, blk_upper8, 8, fz + c0, tn, NULL, 0);
     for (size_t jj = 0; jj < jn; jj++) {
@@ -361,8 +370,15 @@ static void blk_select_f(const blk_task *t, int64_t j0, size_t jn, const float *
       run[jj] = fr[cw - 1] + sel[jj * tn + c0 + cw - 1];
     }
   }
-  for (size_t jj = 0; (!finite || tn == 1) && jj < jn; jj++) /* one by one (and a decode step's one token) */
+  /* The selections are >= 0, so a key's total is finite exactly when all of them are (and the
+   * sum did not overflow): a NaN or +inf among them (integer flags: a vectorised reduction) takes
+   * the block's sums one by one instead. */
+  int bad = 0;
+  for (size_t jj = 0; jj < jn; jj++) bad |= !(run[jj] <= FLT_MAX);
+  for (size_t jj = 0; bad && jj < jn; jj++) {
+    run[jj] = f[j0 + (int64_t)jj];
     for (size_t ti = 0; ti < tn; ti++) fz[jj * tn + ti] = run[jj], run[jj] += sel[jj * tn + ti];
+  }
   if (t->last_group)
     for (size_t jj = 0; jj < jn; jj++) f[j0 + (int64_t)jj] = run[jj];
 }
@@ -382,19 +398,38 @@ static void blk_select(const blk_task *t, int64_t j0, size_t jn, const float *st
   blk_select_f(t, j0, jn, ss, t->tn, 1);
 }
 
-/* Selection: every head's scores minus F (column r of ST is token r / g). */
+/* A row of ST (tn tokens x g heads) minus F of its key (tn floats), g a constant where inlined. */
+static inline __attribute__((always_inline)) void blk_sub_group(float *row, const float *fr, size_t tn, size_t g) {
+  for (size_t ti = 0; ti < tn; ti++)
+    for (size_t gi = 0; gi < g; gi++) row[ti * g + gi] -= fr[ti];
+}
+
+/* Selection: every head's scores minus F (column r of ST is token r / g). The common GQA groups
+ * get loops with a constant g, which compilers vectorise; g == 1 is one flat pass. */
 static void blk_select_apply(const blk_task *t, float *st, size_t jn) {
-  const size_t tn = t->tn, g = t->p->g;
+  const size_t tn = t->tn, g = t->p->g, rows = t->rows;
   const float *fz = t->ws + t->p->off_fz;
-  if (g == 1) { /* ST is jn x tn, as F: one flat pass */
+  if (g == 1) { /* ST is jn x tn, as F */
     for (size_t e = 0; e < jn * tn; e++) st[e] -= fz[e];
     return;
   }
   for (size_t jj = 0; jj < jn; jj++) {
-    float *row = st + jj * t->rows;
+    float *row = st + jj * rows;
     const float *fr = fz + jj * tn;
-    for (size_t ti = 0; ti < tn; ti++)
-      for (size_t gi = 0; gi < g; gi++) row[ti * g + gi] -= fr[ti];
+    switch (g) {
+      case 2:
+        blk_sub_group(row, fr, tn, 2);
+        break;
+      case 4:
+        blk_sub_group(row, fr, tn, 4);
+        break;
+      case 8:
+        blk_sub_group(row, fr, tn, 8);
+        break;
+      default:
+        blk_sub_group(row, fr, tn, g);
+        break;
+    }
   }
 }
 
@@ -473,7 +508,9 @@ void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk
                       p0,
                       p0 + (int64_t)tn - 1,
                       task % p->groups == p->groups - 1};
-  for (size_t ti = 0; p->sel && ti < tn; ti++) { /* selection: scale Q_sel^T */
+  /* selection by a task without h_sel's key head: scale Q_sel^T for its own GEMM (blk_select) */
+  const int sel_gemm = p->sel && !(p->sel_kv >= t.h0 && p->sel_kv < t.h0 + t.hn);
+  for (size_t ti = 0; sel_gemm && ti < tn; ti++) {
     const float *qr = io->q + (t0 + ti) * s->q.row_stride + (p->sel_kv * g + p->sel_gi) * s->q.head_stride;
     float *col = ws + p->off_qs + ti;
     for (size_t x = 0; x < D; x++) col[x * tn] = qr[x] * p->scale;

@@ -5,6 +5,7 @@
  * descriptor, its validation and the caller's F array.
  */
 #include "engine/blocked.h"
+#include "simd/vf_scalar.h"
 
 attn_status attn_selective_desc_init(attn_selective_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv,
                                      size_t dim, size_t dv) {
@@ -138,9 +139,62 @@ static void sc_evict_slot(attn_selcache *c, const sc_view *w, size_t e) {
   c->evicted++;
 }
 
-/* Eviction (spec 6, step 3): F >= tau, then the budget (largest F first, ties to the oldest);
- * BOS and the newest token stay. BOS is slot 0 for good (slot 0 is never evicted, so never
- * refilled); the newest starts in the last slot and moves only when that slot refills another. */
+/* The portable vector shim (GNU C vectors: SSE2 on x86-64, Advanced SIMD on AArch64; no ISA
+ * flags) for the victim's scans, as compilers do not vectorise a float maximum that must keep
+ * NaN semantics. SC_UNROLL vectors per iteration: independent chains. */
+enum { SC_UNROLL = 4, SC_GROUP = SC_UNROLL * ATTN_VL };
+
+/* The largest number among F of slots [lo, hi) (NaN skipped; -inf when there is none). */
+static float sc_max(const float *f, size_t lo, size_t hi) {
+  vf acc[SC_UNROLL];
+  for (size_t u = 0; u < SC_UNROLL; u++) acc[u] = vf_set1(-INFINITY);
+  size_t e = lo;
+  for (; e + SC_GROUP <= hi; e += SC_GROUP)
+    for (size_t u = 0; u < SC_UNROLL; u++)
+      acc[u] = vf_max(vf_load(f + e + u * ATTN_VL), acc[u]); /* x > acc ? x : acc */
+  float m = -INFINITY;
+  for (size_t u = 0; u < SC_UNROLL; u++)
+    for (size_t i = 0; i < ATTN_VL; i++) m = acc[u][i] > m ? acc[u][i] : m;
+  for (; e < hi; e++) m = f[e] > m ? f[e] : m;
+  return m;
+}
+
+/* Whether one of the SC_GROUP values at f equals x. */
+static int sc_group_has(const float *f, float x) {
+  const vf v = vf_set1(x);
+  vmask hit = vf_eq(vf_load(f), v);
+  for (size_t u = 1; u < SC_UNROLL; u++) hit |= vf_eq(vf_load(f + u * ATTN_VL), v);
+  int any = 0;
+  for (size_t i = 0; i < ATTN_VL; i++) any |= hit[i] != 0;
+  return any;
+}
+
+/* The slot the budget evicts: the largest F among slots 1 .. live-1 but `newest`, the oldest of
+ * equal ones; a NaN F ranks below every number (as it is never >= tau), so NaN slots go only
+ * when nothing else is left, the oldest first. SIZE_MAX when no slot qualifies. Two vector
+ * passes: the maximum, then the groups of slots holding it, searched one slot at a time for the
+ * oldest holder (and every slot when all are NaN). */
+static size_t sc_budget_victim(const sc_view *w, size_t live, size_t newest) {
+  const float *f = w->f, a = sc_max(f, 1, newest < live ? newest : live), b = sc_max(f, newest + 1, live);
+  const float mx = a > b ? a : b;
+  size_t best = SIZE_MAX;
+  uint64_t best_pos = UINT64_MAX;
+  for (size_t g0 = 1; g0 < live; g0 += SC_GROUP) {
+    const size_t g1 = live - g0 < SC_GROUP ? live : g0 + SC_GROUP;
+    if (mx != -INFINITY && g1 - g0 == SC_GROUP && !sc_group_has(f + g0, mx)) continue;
+    for (size_t e = g0; e < g1; e++) {
+      const float x = f[e];
+      if (e == newest || !(x == mx || (mx == -INFINITY && x != x))) continue;
+      const uint64_t pos = sc_pos(w, e);
+      if (pos < best_pos) best = e, best_pos = pos;
+    }
+  }
+  return best;
+}
+
+/* Eviction (spec 6, step 3): F >= tau, then the budget (sc_budget_victim); BOS and the newest
+ * token stay. BOS is slot 0 for good (slot 0 is never evicted, so never refilled); the newest
+ * starts in the last slot and moves only when that slot refills another. */
 static void sc_evict(attn_selcache *c) {
   const sc_view w = sc_view_of(c);
   size_t newest = c->live - 1;
@@ -154,11 +208,7 @@ static void sc_evict(attn_selcache *c) {
     }
   }
   while (c->budget && c->live > c->budget) {
-    size_t best = SIZE_MAX;
-    for (size_t e = 1; e < c->live; e++) {
-      if (e == newest) continue;
-      if (best == SIZE_MAX || w.f[e] > w.f[best] || (w.f[e] == w.f[best] && sc_pos(&w, e) < sc_pos(&w, best))) best = e;
-    }
+    const size_t best = sc_budget_victim(&w, c->live, newest);
     if (best == SIZE_MAX) break;
     if (newest == c->live - 1) newest = best;
     sc_evict_slot(c, &w, best);

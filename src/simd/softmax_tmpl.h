@@ -39,7 +39,57 @@ static inline __attribute__((always_inline)) void attn_softmax_cols_(size_t nk, 
   }
 }
 
+/* One query with contiguous scores (nq == 1, ldst == 1: a decode step): vectors along the keys,
+ * then one horizontal max and sum. The same policy: a NaN entry gives NaN in P and l (exp of it
+ * is NaN); with masked == 0 a -inf entry gives l NaN through the running minimum, mn - mn. */
+static inline __attribute__((always_inline)) void attn_softmax_row_(size_t nk, float *s, float *m, float *l,
+                                                                    float *alpha, int masked) {
+  const vf ninf = vf_set1(-__builtin_inff());
+  vf mx = ninf, mn = vf_set1(__FLT_MAX__); /* finite: a lane no entry reaches gives mn - mn = 0 */
+  size_t j = 0;
+  for (; j + ATTN_VL <= nk; j += ATTN_VL) {
+    const vf x = vf_load(s + j);
+    mx = vf_max(mx, x);
+    if (!masked) mn = vf_min(mn, x);
+  }
+  if (j < nk) { /* the tail, padded with -inf (for the max) and FLT_MAX (for the minimum) */
+    float t[ATTN_VL];
+    for (size_t i = 0; i < ATTN_VL; i++) t[i] = j + i < nk ? s[j + i] : -__builtin_inff();
+    mx = vf_max(mx, vf_load(t));
+    for (size_t i = nk - j; !masked && i < ATTN_VL; i++) t[i] = __FLT_MAX__;
+    if (!masked) mn = vf_min(mn, vf_load(t));
+  }
+  const float mo = *m, bm = vf_hmax(mx), mnew = mo > bm ? mo : bm;
+  const vf msafe = vf_set1(mnew == -__builtin_inff() ? 0.0f : mnew); /* all masked so far: P = 0 */
+  vf sum = masked ? vf_zero() : vf_sub(mn, mn);                      /* 0, or NaN lanes for a -inf logit */
+  for (j = 0; j + ATTN_VL <= nk; j += ATTN_VL) {
+    const vf p = attn_vexp_(vf_sub(vf_load(s + j), msafe));
+    vf_store(s + j, p);
+    sum = vf_add(sum, p);
+  }
+  if (j < nk) {
+    const vf p = attn_vexp_(vf_sub(vf_load_n(s + j, nk - j), msafe));
+    vf_store_n(s + j, p, nk - j);
+    float t[ATTN_VL];
+    vf_store(t, p);
+    for (size_t i = nk - j; i < ATTN_VL; i++) t[i] = 0.0f; /* the padding's exp(0 - M) */
+    sum = vf_add(sum, vf_load(t));
+  }
+  float a[ATTN_VL];
+  vf_store(a, attn_vexp_(vf_sub(vf_set1(mo), msafe)));
+  vf_store_w(l, vf_fma(vf_set1(*l), vf_set1(a[0]), vf_set1(vf_hsum(sum))), 1);
+  *m = mnew;
+  *alpha = a[0];
+}
+
 void ATTN_SOFTMAX_NAME(size_t nk, size_t nq, float *st, size_t ldst, float *m, float *l, float *alpha, int masked) {
+  if (nq == 1 && ldst == 1) {
+    if (masked)
+      attn_softmax_row_(nk, st, m, l, alpha, 1);
+    else
+      attn_softmax_row_(nk, st, m, l, alpha, 0);
+    return;
+  }
   if (masked)
     attn_softmax_cols_(nk, nq, st, ldst, m, l, alpha, 1);
   else

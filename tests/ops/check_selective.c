@@ -1031,6 +1031,46 @@ START_TEST(selcache_policy_matches_simulation) {
 }
 END_TEST
 
+/* A NaN F ranks below every number for the budget (as it is never >= tau). Token 1's key is NaN,
+ * so the first query after it gives F_1 = NaN: token 1 then stays live while tokens with a
+ * number remain, and every later row, which sees it, is NaN (were it evicted, as the first slot
+ * examined once was against any number, the later rows would come out finite). With every key
+ * after BOS NaN, every candidate is NaN and the budget still holds (the oldest goes first). */
+START_TEST(selcache_nan_f_ranks_last) {
+  enum { N = 14, HQ = 2, HKV = 1, D = 8, BUDGET = 3 };
+  for (int all = 0; all < 2; all++) {
+    tu_rng rng;
+    tu_rng_seed(&rng, 4200 + (uint64_t)all);
+    tu_qkv x;
+    tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, N, N, HQ, HKV, HKV, D, D);
+    for (size_t t = 1; t < (all ? (size_t)N : 2); t++) *tu_at(&x.k, t, 0, 3) = NAN;
+    tu_qkv_snapshot(&x);
+    sc_fix s;
+    sc_fix_init(&s, BUDGET + 1, HKV, D, D, INFINITY, BUDGET, 4);
+    attn_selective_desc d1;
+    sel_desc(&d1, 1, 1, HQ, HKV, D, D, 0);
+    for (size_t t = 0; t < N; t++) {
+      tu_tensor o, lse;
+      tu_tensor_alloc(&o, T, 1, HQ, D, 1);
+      tu_tensor_alloc(&lse, T, 1, HQ, 1, 1);
+      ck_assert_int_eq(sc_step_token(&d1, &s.c, &x, t, &o, &lse, 0), ATTN_OK);
+      for (size_t h = 0; h < HQ; h++)
+        for (size_t c = 0; c < D; c++) {
+          const float got = *tu_at(&o, 0, h, c);
+          ck_assert_msg(t == 0 ? isfinite(got) : isnan(got), "all %d step %zu head %zu col %zu: %g", all, t, h, c,
+                        (double)got);
+        }
+      sc_check_report(&s, t + 1 < BUDGET ? t + 1 : BUDGET, t + 1, t + 1 > BUDGET ? t + 1 - BUDGET : 0);
+      tu_tensor_free(&o);
+      tu_tensor_free(&lse);
+    }
+    tu_qkv_assert_unchanged(&x);
+    sc_fix_free(&s);
+    tu_qkv_free(&x);
+  }
+}
+END_TEST
+
 /* attn_selcache_copy: a copy continues exactly as the original (the same outputs, bit for bit, and
  * reports); a snapshot restored into the original replays the same steps; copying a cache onto
  * itself changes nothing. */
@@ -1625,6 +1665,7 @@ static Suite *selective_suite(attn_isa isa) {
   tcase_add_test(tc, selcache_load_in_two_pieces);
   tcase_add_loop_test(tc, selcache_policy_matches_simulation, 0, (int)POL_NCASES);
   tcase_add_test(tc, selcache_copy_and_restore);
+  tcase_add_test(tc, selcache_nan_f_ranks_last);
   suite_add_tcase(s, tc);
   tc = tu_tcase("api");
   tcase_add_test(tc, selective_desc_init_defaults);

@@ -72,6 +72,7 @@ typedef struct bench_shape {
   size_t chunk;                     /**< causal linear: the chunk the library uses on the row's path */
   attn_gate_kind gate;              /**< causal linear and recurrent: decay or gate (ATTN_GATE_NONE: none) */
   int fixed_decay;                  /**< with a SCALAR gate: one fixed decay per head (RetNet) */
+  int stats;                        /**< softmax, GAU, selective: the *_stats call (per-row statistics) */
 } bench_shape;
 
 typedef struct bench_cost {

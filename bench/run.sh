@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's first command: install what is missing (Debian/Ubuntu), build a release build and
-# run the default benchmark sweep. Results go to <repository>/bench-results/. Extra arguments go
+# run the default benchmark sweep, then attn-analyze (the seeds' claims measured). Results go to
+# <repository>/bench-results/ (the analysis to bench-results/analysis/). Extra arguments go
 # to attn-bench (see --help), e.g.
 #   bash bench/run.sh --d 64,128 --threads 2
 # Environment: BUILD_DIR (default build-release), NO_INSTALL=1 to skip the package step.
@@ -46,3 +47,18 @@ fi
 ninja -C "$build" bench/attn-bench
 
 "$build/bench/attn-bench" --out-dir "$root/bench-results" "$@"
+
+# Then the seeds' claims, measured (bench/analyze): attn-analyze's full run, when the build found
+# LAPACK. Its tables go to a log; the summary is printed; a failed check fails the script.
+analysis="$root/bench-results/analysis"
+if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^bench/analyze/attn-analyze:'; then
+  ninja -C "$build" bench/analyze/attn-analyze >/dev/null
+  mkdir -p "$analysis"
+  rc=0
+  "$build/bench/analyze/attn-analyze" --out-dir "$analysis" >"$analysis/attn-analyze.log" 2>&1 || rc=$?
+  echo
+  sed -n '/^== attn-analyze summary/,$p' "$analysis/attn-analyze.log"
+  echo "run.sh: the analysis (Markdown, CSV, JSON, SVG) is in $analysis; its full output in $analysis/attn-analyze.log"
+  exit $rc
+fi
+echo "run.sh: attn-analyze was not built (LAPACK not found: install libopenblas-dev and reconfigure)"

@@ -86,7 +86,7 @@ typedef struct bench_adapter {
 /** Most sizes a variant sweeps (and most values of a command-line list). */
 #define BENCH_MAX_SIZES 64
 /** Most variants over all adapters. */
-#define BENCH_MAX_VARIANTS 32
+#define BENCH_MAX_VARIANTS 48
 
 /* The adapters (bench/variants/). */
 extern const bench_adapter bench_softmax_adapter;

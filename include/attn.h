@@ -66,10 +66,10 @@ extern "C" {
  * Version
  * ------------------------------------------------------------------------------------------- */
 #define ATTN_VERSION_MAJOR  0
-#define ATTN_VERSION_MINOR  4
+#define ATTN_VERSION_MINOR  5
 #define ATTN_VERSION_PATCH  0
 #define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
-#define ATTN_VERSION_STRING "0.4.0"
+#define ATTN_VERSION_STRING "0.5.0"
 
 /** Version of the library actually linked, as ATTN_VERSION_NUMBER. Thread-safe. */
 ATTN_API unsigned attn_version_number(void);
@@ -100,8 +100,10 @@ typedef enum attn_status {
                                         unknown (0.3.0) */
   ATTN_E_BAD_GATE = 17,            /**< a log gate > 0 or not finite, a beta <= 0 or not finite, or
                                         an unknown gate kind (0.3.0) */
-  ATTN_E_BAD_BIAS = 18             /**< GAU: an unknown bias kind, a bias that is not finite, or a
+  ATTN_E_BAD_BIAS = 18,            /**< GAU: an unknown bias kind, a bias that is not finite, or a
                                         bias table that is NULL or empty (0.4.0) */
+  ATTN_E_TOO_LARGE = 19            /**< an explicit analysis call above its size limit
+                                        (ATTN_MATRIX_MAX_KV; 0.5.0) */
 } attn_status;
 
 /** A short English description of a status; "unknown status" for values not listed. Never NULL. */
@@ -824,6 +826,123 @@ ATTN_API attn_status attn_selcache_live_bytes(const attn_selcache *cache, size_t
  *  capacity, heads and widths, ATTN_E_STATE_MISMATCH otherwise; non-overlapping memory,
  *  ATTN_E_ALIASING otherwise). */
 ATTN_API attn_status attn_selcache_copy(attn_selcache *dst, const attn_selcache *src);
+
+/* ---------------------------------------------------------------------------------------------
+ * Analysis (spec 7; since 0.5.0): per-row statistics of the attention weights, computed in the
+ * streamed kernels (softmax, GAU, selective) or through the explicit matrix (every variant), and
+ * the explicit n_q x n_kv attention matrix of any variant for small n.
+ *
+ * A row's weights w_ij are what its output is made of, o_i = sum_j w_ij v_j (masked pairs: 0):
+ *   softmax: softmax_j(s_ij) over the visible keys;  selective: softmax_j(s_ij - F_ij);
+ *   GAU: relu(s_ij + b_ij)^2 t_i;  linear (every map, decay, gate, window): the weight the call
+ *   gives v_j, normalisation, scale, gates and beta included (it may be negative: identity map).
+ * Statistics of row i over its n_i visible keys (the mask's, whatever their weights), with
+ * W_i = sum_j |w_ij| and p_ij = |w_ij| / W_i:
+ *   count    n_i (a float, exact up to 2^24);
+ *   entropy  H_i = -sum_j p_ij log p_ij in nats (0 log 0 = 0); for softmax-type rows
+ *            LSE_i - sum_j p_ij s_ij (selective: with s - F), computed in the streamed kernel;
+ *   sparsity S_i = mean_j |w_ij| / sqrt(mean_j w_ij^2) = W_i / sqrt(n_i sum_j w_ij^2), in
+ *            [1/sqrt(n_i), 1], smaller is sparser (seed 000's measure; independent of a row
+ *            factor, so normalised or not gives the same S).
+ * A row with no visible key or with W_i = 0 gets count n_i and NaN entropy and sparsity; a row
+ * whose weights are not all finite gets NaN entropy and sparsity (the outputs' policy). The
+ * streamed sums are fp32 (as the outputs): attn_gau_stats gives NaN for a row whose weights leave
+ * float's range in them (sum w^2 above ~3e38: weights above ~1e18, or every weight below ~1e-19);
+ * attn_matrix_stats sums in double.
+ * ------------------------------------------------------------------------------------------- */
+
+/** Where per-row statistics go: three optional arrays (NULL: not wanted; at least one must be
+ *  given) of n_q x H floats, element (i, h) at i * layout.row_stride + h * layout.head_stride (H:
+ *  the call's output heads). None may overlap another, an input or an output of the call. */
+typedef struct attn_row_stats {
+  float *entropy;     /**< H_i, nats */
+  float *sparsity;    /**< S_i */
+  float *count;       /**< n_i */
+  attn_layout layout; /**< strides of all three (attn_row_stats_init: {H, 1}) */
+} attn_row_stats;
+
+/** Point stats at the three arrays (any may be NULL) with the token-major layout {heads, 1}.
+ *  @retval ATTN_OK, ATTN_E_NULL_POINTER (stats NULL), ATTN_E_ZERO_SIZE (heads 0). */
+ATTN_API attn_status attn_row_stats_init(attn_row_stats *stats, size_t heads, float *entropy, float *sparsity,
+                                         float *count);
+
+/**
+ * attn_softmax, attn_gau and attn_selective with per-row statistics, computed in the same
+ * streamed pass (no n x n buffer, no second pass over K or V; measured cost in the bench's
+ * *_stats rows). Outputs o, lse and f exactly as the plain calls; the workspace is theirs
+ * (*_workspace_size covers the statistics since 0.5.0).
+ * @retval the plain call's statuses, plus ATTN_E_NULL_POINTER (stats NULL, or all three arrays
+ *         NULL), ATTN_E_BAD_STRIDE (a stats layout that overlaps itself), ATTN_E_ALIASING (a
+ *         stats array overlapping another, an input or an output). On error nothing is written.
+ */
+ATTN_API attn_status attn_softmax_stats(const attn_softmax_desc *desc, const float *q, const float *k, const float *v,
+                                        float *o, float *lse, const attn_row_stats *stats, void *workspace,
+                                        size_t workspace_size);
+ATTN_API attn_status attn_gau_stats(const attn_gau_desc *desc, const float *q, const float *k, const float *v, float *o,
+                                    const attn_row_stats *stats, void *workspace, size_t workspace_size);
+ATTN_API attn_status attn_selective_stats(const attn_selective_desc *desc, const float *q, const float *k,
+                                          const float *v, float *o, float *lse, float *f, const attn_row_stats *stats,
+                                          void *workspace, size_t workspace_size);
+
+/** The variant of an attn_call. */
+typedef enum attn_kind {
+  ATTN_KIND_SOFTMAX = 0,  /**< desc: attn_softmax_desc */
+  ATTN_KIND_LINEAR = 1,   /**< desc: attn_linear_desc (attn_linear, or attn_linear_gated when it has
+                               a gate or beta); a fresh sequence (no state) */
+  ATTN_KIND_GAU = 2,      /**< desc: attn_gau_desc */
+  ATTN_KIND_SELECTIVE = 3 /**< desc: attn_selective_desc */
+} attn_kind;
+
+/** One call of any variant, for the explicit analysis functions: its kind and descriptor, and the
+ *  inputs its weights depend on (v and o are not needed: the functions make their own). */
+typedef struct attn_call {
+  attn_kind kind;
+  const void *desc;      /**< the descriptor of that kind (its v and o layouts and dv are
+                                    ignored) */
+  const float *q, *k;    /**< in the layouts of desc */
+  const float *log_gate; /**< LINEAR with a gate: as attn_linear_gated's; NULL otherwise */
+  const float *beta;     /**< LINEAR with beta: as attn_linear_gated's; NULL otherwise */
+  const float *f;        /**< SELECTIVE: F of the keys before the call, n_kv floats of which
+                                    the first n_kv - n_q are read (attn_selective's f on entry);
+                                    NULL: a fresh sequence. Never written */
+} attn_call;
+
+/** The largest n_kv of the explicit analysis functions (their workspace holds an n_kv x n_kv
+ *  identity that every value head shares, 64 MiB at the limit, besides the variant's own
+ *  workspace; attn_matrix_stats's also the n_q x H x n_kv matrix); ATTN_E_TOO_LARGE above it. */
+#define ATTN_MATRIX_MAX_KV 4096
+
+/** Workspace bytes of attn_matrix for call (its sizes and kinds checked as attn_matrix does). */
+ATTN_API attn_status attn_matrix_workspace_size(const attn_call *call, size_t *bytes);
+
+/**
+ * The explicit attention matrix of any variant: a[(i, h, j)] = w_ij of output head h (the weights
+ * defined above; 0 for masked pairs), element (i, h, j) at i * layout.row_stride +
+ * h * layout.head_stride + j for i < n_q, h < H, j < n_kv. Computed through the variant's own
+ * kernels on the active ISA path (its call with V = the identity, dv = n_kv), so it is the matrix
+ * the calls use, to their precision. For rank and plots; O(n_kv^2) time per row block and
+ * memory: n_kv <= ATTN_MATRIX_MAX_KV. FLASH is the sum of its two parts' matrices.
+ * @retval ATTN_OK, the statuses of the variant's call for its descriptor and inputs,
+ *         ATTN_E_NULL_POINTER (call, desc, q, k, a or the workspace NULL; a gate or beta the
+ *         descriptor asks for), ATTN_E_BAD_ARGUMENT (an unknown kind), ATTN_E_TOO_LARGE
+ *         (n_kv > ATTN_MATRIX_MAX_KV), ATTN_E_BAD_STRIDE (a layout smaller than a row or
+ *         overlapping itself), ATTN_E_WORKSPACE_TOO_SMALL, ATTN_E_ALIASING (a overlapping an
+ *         input or the workspace, or the workspace an input). On error a is not written. Reentrant.
+ */
+ATTN_API attn_status attn_matrix(const attn_call *call, float *a, attn_layout layout, void *workspace,
+                                 size_t workspace_size);
+
+/** Workspace bytes of attn_matrix_stats for call. */
+ATTN_API attn_status attn_matrix_stats_workspace_size(const attn_call *call, size_t *bytes);
+
+/**
+ * Per-row statistics of any variant through its explicit matrix (the path for linear attention,
+ * whose chunkwise form has no streamed weights; also a cross-check of the streamed ones): the
+ * definitions above, n_kv <= ATTN_MATRIX_MAX_KV.
+ * @retval the statuses of attn_matrix, plus those of attn_softmax_stats for stats.
+ */
+ATTN_API attn_status attn_matrix_stats(const attn_call *call, const attn_row_stats *stats, void *workspace,
+                                       size_t workspace_size);
 
 #ifdef __cplusplus
 }

@@ -25,7 +25,7 @@ for s in "${suites[@]}"; do
   case "$s" in
     sanitize | fuzz | tsan) need_pkgs+=(clang libclang-rt-14-dev) ;;
     aarch64) need_pkgs+=(qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;;
-    native) need_pkgs+=(qemu-user) ;; # qemu-x86_64 -cpu Nehalem runs the no-AVX2 fallback test
+    native) need_pkgs+=(qemu-user libopenblas-dev) ;; # qemu -cpu Nehalem: the no-AVX2 test; LAPACK: suite analyze
   esac
 done
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else "$@"; fi; }

@@ -118,6 +118,46 @@ START_TEST(vexp_edges) {
 }
 END_TEST
 
+/* ---- log: relative error bound over the positive normal floats ---- */
+/* Bound: relative error 2^-22 against double log (as exp's): every binade from FLT_MIN to
+ * FLT_MAX at 2^12 mantissas each, and 1 +- k 2^-24 and 1 +- k 2^-23 next to the root, where
+ * log x ~ x - 1 must keep its relative accuracy (measured: 2.3 x 2^-24, next to 1). log 1 = 0
+ * exactly; 0 and subnormals give finite values. */
+START_TEST(vlog_error_bound) {
+  enum { M = 4096, NEAR = 8192 };
+  float *x = malloc((M + 2 * NEAR) * sizeof(float)), *y = galloc(M + 2 * NEAR);
+  double worst = 0;
+  float worst_x = 0, worst_y = 0;
+  for (int e = -126; e <= 128; e++) { /* e = 128: the values next to 1 */
+    size_t n = 0;
+    if (e < 128)
+      for (int i = 0; i < M; i++) x[n++] = ldexpf(1.0f + ((float)i + 0.5f * frand() + 0.5f) / M, e);
+    else
+      for (int i = 1; i <= NEAR; i++) x[n++] = 1.0f + (float)ldexp(i, -24) * (i % 2 ? -1.0f : 2.0f);
+    for (size_t i = 0; i < n; i++) x[i] = fminf(fmaxf(x[i], FLT_MIN), FLT_MAX);
+    uk->vlog(n, x, y);
+    for (size_t i = 0; i < n; i++) {
+      const double ref = log((double)x[i]), rel = fabs((double)y[i] - ref) / fabs(ref);
+      if (!(rel <= worst)) worst = rel, worst_x = x[i], worst_y = y[i];
+    }
+  }
+  ck_assert_msg(worst <= EXP_RTOL, "log(%.9g) = %.9g, rel error %.3g", worst_x, worst_y, worst);
+  ck_assert(worst > 0);
+  const float edges[] = {1.0f, FLT_MIN, FLT_MAX, 2.0f, 0.5f, (float)M_SQRT2, (float)M_SQRT1_2};
+  float ye[7];
+  uk->vlog(7, edges, ye);
+  ck_assert_msg(ye[0] == 0.0f, "log 1 = %g", ye[0]);
+  for (size_t i = 1; i < 7; i++)
+    ck_assert_msg(fabs(ye[i] - log((double)edges[i])) <= EXP_RTOL * fabs(log((double)edges[i])), "log(%g) = %.9g",
+                  edges[i], ye[i]);
+  const float tiny[] = {0.0f, 1e-40f, FLT_TRUE_MIN}; /* finite (GAU multiplies it by its zero weight) */
+  uk->vlog(3, tiny, ye);
+  for (size_t i = 0; i < 3; i++) ck_assert_msg(isfinite(ye[i]), "log(%g) = %g, want finite", tiny[i], ye[i]);
+  gcheck_free(y);
+  free(x);
+}
+END_TEST
+
 /* ---- GEMM: every edge of the register tile, strides, modes ---- */
 static const size_t gemm_sizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 15, 16, 17, 23, 24, 25, 31, 33, 47, 48, 49};
 #define NGS (sizeof gemm_sizes / sizeof gemm_sizes[0])
@@ -200,19 +240,25 @@ END_TEST
 
 /* ---- online softmax block: against a double recurrence, with masked entries and columns ---- */
 /* Loop index 0..7: columns with padding (ld = nq + 3); 8..10: one contiguous column (nq = ld = 1,
- * a decode step's own path) over 3, 16 and 37 keys (a tail only, whole vectors, both). */
+ * a decode step's own path) over 3, 16 and 37 keys (a tail only, whole vectors, both). Every
+ * step runs twice, without and with the statistics (q2 and e, stride nq + 2): P, m, l and alpha
+ * must be the same bits, and q2 = sum p^2, e = sum p (s - m) (p relative to the running max)
+ * follow the double recurrence. */
 START_TEST(softmax_block_steps) {
   const size_t nqs[] = {1, 3, 4, 5, 8, 9, 17, 48, 1, 1, 1}, nks[] = {3, 16, 37};
   const int row = _i >= 8;
-  const size_t nq = nqs[_i], ld = row ? 1 : nq + 3, nk = row ? nks[_i - 8] : 13;
+  const size_t nq = nqs[_i], ld = row ? 1 : nq + 3, nk = row ? nks[_i - 8] : 13, lds = nq + 2;
   float *m = galloc(nq), *l = galloc(nq), *al = galloc(nq), *st = galloc(nk * ld);
+  float *m2 = galloc(nq), *l2 = galloc(nq), *al2 = galloc(nq), *st2 = galloc(nk * ld), *sts = galloc(2 * lds);
   double *rm = malloc(nq * sizeof(double)), *rl = malloc(nq * sizeof(double));
+  double *rq = malloc(nq * sizeof(double)), *re = malloc(nq * sizeof(double)), *rea = malloc(nq * sizeof(double));
   for (size_t c = 0; c < nq; c++) {
-    m[c] = -INFINITY;
-    l[c] = 0;
+    m[c] = m2[c] = -INFINITY;
+    l[c] = l2[c] = 0;
     rm[c] = -INFINITY;
-    rl[c] = 0;
+    rl[c] = rq[c] = re[c] = rea[c] = 0;
   }
+  for (size_t c = 0; c < 2 * lds; c++) sts[c] = c % lds < nq ? 0.0f : 7.0f; /* the padding must stay */
   for (int step = 0; step < 4; step++) {
     float *keep = malloc(nk * ld * sizeof(float));
     for (size_t j = 0; j < nk; j++)
@@ -221,17 +267,25 @@ START_TEST(softmax_block_steps) {
         if (c == 0 && step < 2) s = -INFINITY;                  /* column 0: empty at first */
         if (c == nq - 1 && nq > 2) s = -INFINITY;               /* last column: always empty */
         if ((j + c + (size_t)step) % 5 == 0) s = -INFINITY;     /* scattered masked pairs */
-        st[j * ld + c] = keep[j * ld + c] = s;
+        st[j * ld + c] = st2[j * ld + c] = keep[j * ld + c] = s;
       }
-    uk->softmax_block(nk, nq, st, ld, m, l, al, 1);
+    uk->softmax_block(nk, nq, st, ld, m, l, al, NULL, 0, 1);
+    uk->softmax_block(nk, nq, st2, ld, m2, l2, al2, sts, lds, 1);
+    tu_assert_same_bits("P with statistics", st, st2, nk * ld * sizeof(float));
+    tu_assert_same_bits("m with statistics", m, m2, nq * sizeof(float));
+    tu_assert_same_bits("l with statistics", l, l2, nq * sizeof(float));
+    tu_assert_same_bits("alpha with statistics", al, al2, nq * sizeof(float));
     for (size_t c = 0; c < nq; c++) {
       double mx = rm[c];
       for (size_t j = 0; j < nk; j++) mx = fmax(mx, keep[j * ld + c]);
       const double alpha = mx == -INFINITY ? 0.0 : exp(rm[c] - mx);
-      double sum = 0;
+      double sum = 0, sq = 0, se = 0, sea = 0;
       for (size_t j = 0; j < nk; j++) {
         const double p = mx == -INFINITY ? 0.0 : exp((double)keep[j * ld + c] - mx);
         sum += p;
+        sq += p * p;
+        se += p == 0.0 ? 0.0 : p * ((double)keep[j * ld + c] - mx);
+        sea += p == 0.0 ? 0.0 : p * fabs((double)keep[j * ld + c] - mx);
         /* exp's bound plus the rounding of the fp32 difference s - m (|s - m| * 2^-24) */
         const double tol =
             p == 0.0 ? 0.0 : p * (4 * EXP_RTOL + fabs((double)keep[j * ld + c] - mx) * 5.960464477539063e-08) + 1e-37;
@@ -241,11 +295,21 @@ START_TEST(softmax_block_steps) {
           alpha == 0.0 ? 0.0 : alpha * (4 * EXP_RTOL + fabs(rm[c] - mx) * 5.960464477539063e-08) + 1e-37;
       ck_assert_msg(fabs(al[c] - alpha) <= atol, "alpha[%zu] %.9g vs %.9g (m %.9g -> %.9g)", c, al[c], alpha, rm[c],
                     mx);
+      const double shift = alpha == 0.0 ? 0.0 : rl[c] * (mx - rm[c]); /* the old terms' s - m grew */
+      re[c] = (alpha == 0.0 ? 0.0 : alpha * (re[c] - shift)) + se;
+      rea[c] = (alpha == 0.0 ? 0.0 : alpha * (rea[c] + shift)) + sea;
+      rq[c] = rq[c] * alpha * alpha + sq;
       rl[c] = rl[c] * alpha + sum;
       rm[c] = mx;
       ck_assert(m[c] == (float)mx);
       ck_assert_msg(fabs(l[c] - rl[c]) <= 1e-5 * rl[c], "l[%zu] %g vs %g", c, l[c], rl[c]);
+      /* q2: as l, twice exp's error per term; e: each term carries exp's error and the rounding of
+       * s - m (|s - m| u relative, |s - m| <= 80 here), relative to the sum of |terms| */
+      ck_assert_msg(fabs(sts[c] - rq[c]) <= 2e-5 * rq[c], "q2[%zu] %g vs %g", c, sts[c], rq[c]);
+      ck_assert_msg(fabs(sts[lds + c] - re[c]) <= 2e-5 * rea[c], "e[%zu] %.9g vs %.9g (scale %g)", c, sts[lds + c],
+                    re[c], rea[c]);
     }
+    for (size_t c = nq; c < lds; c++) ck_assert(sts[c] == 7.0f && sts[lds + c] == 7.0f);
     for (size_t j = 0; j < nk; j++)
       for (size_t c = nq; c < ld; c++) ck_assert(st[j * ld + c] == keep[j * ld + c]); /* padding */
     free(keep);
@@ -253,13 +317,11 @@ START_TEST(softmax_block_steps) {
   if (nq > 2) {
     ck_assert(m[nq - 1] == -INFINITY);
     ck_assert(l[nq - 1] == 0.0f);
+    ck_assert(sts[nq - 1] == 0.0f && sts[lds + nq - 1] == 0.0f); /* an empty column's sums stay 0 */
   }
-  gcheck_free(m);
-  gcheck_free(l);
-  gcheck_free(al);
-  gcheck_free(st);
-  free(rm);
-  free(rl);
+  float *bufs[] = {m, l, al, st, m2, l2, al2, st2, sts};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gcheck_free(bufs[i]);
+  free(rm), free(rl), free(rq), free(re), free(rea);
 }
 END_TEST
 
@@ -327,7 +389,7 @@ START_TEST(softmax_block_nonfinite) {
       for (int step = 0; step < 2; step++) {
         for (size_t i = 0; i < NK * LD; i++) st[i] = 4.0f * frand();
         if (step == 0) st[(NK - 1) / 2 * LD + BC] = bad[b]; /* column BC, first step only */
-        uk->softmax_block(NK, NQ, st, LD, m, l, al, masked);
+        uk->softmax_block(NK, NQ, st, LD, m, l, al, NULL, 0, masked);
         for (size_t c = 0; c < NQ; c++) {
           const int poisoned = c == BC && b < 3 && !(masked && b == 2); /* masked -inf: a masked pair */
           ck_assert_msg(poisoned ? isnan(l[c]) : isfinite(l[c]) && l[c] > 0, "masked %d bad %zu step %d col %zu: l %g",
@@ -489,13 +551,16 @@ END_TEST
 
 /* ---- GAU's relu^2 block step: bias scalar / strided (negative stride too), masking, counts ---- */
 /* Loop index 0..7: 1 x 1 .. 36 x 22 with padding (ld = nq + 3); 8..10: one contiguous column
- * (nq = ld = 1, a decode step's own path) of 3, 16 and 37 keys. */
+ * (nq = ld = 1, a decode step's own path) of 3, 16 and 37 keys. Each mode runs again with the
+ * statistics (from nonzero starting sums, stride nq + 1): ST and the counts the same bits, and
+ * the sums of w, w^2 and w log w added over the column's weights (NaN where one is NaN). */
 START_TEST(gau_block_steps) {
   const size_t row_nk[] = {3, 16, 37};
   const int row = _i >= 8;
   const size_t nk = row ? row_nk[_i - 8] : 1 + (size_t)_i * 5, nq = row ? 1 : 1 + (size_t)_i * 3;
-  const size_t ld = row ? 1 : nq + 3;
+  const size_t ld = row ? 1 : nq + 3, lds = nq + 1;
   float *st = galloc(nk * ld), *cnt = galloc(nq), *in = malloc(nk * ld * sizeof(float));
+  float *st2 = galloc(nk * ld), *cnt2 = galloc(nq), *sums = galloc(3 * lds);
   float *bias = malloc((nk + nq + 8) * sizeof(float));
   for (size_t e = 0; e < nk + nq + 8; e++) bias[e] = 3.0f * frand();
   for (int mode = 0; mode < 6; mode++) { /* bias: scalar, stride +1 (rows apart by nq), stride -1; masked or not */
@@ -505,15 +570,19 @@ START_TEST(gau_block_steps) {
         float x = 4.0f * frand();
         if ((j + 2 * r) % 7 == 3) x = -INFINITY; /* masked (or, unmasked, a non-finite input) */
         if ((j * 3 + r) % 11 == 5) x = NAN;
-        in[j * ld + r] = st[j * ld + r] = x;
+        in[j * ld + r] = st[j * ld + r] = st2[j * ld + r] = x;
       }
-    for (size_t r = 0; r < nq; r++) cnt[r] = (float)r;
+    for (size_t r = 0; r < nq; r++) cnt[r] = cnt2[r] = (float)r;
+    for (size_t e = 0; e < 3 * lds; e++) sums[e] = e % lds < nq ? 0.5f * (float)(e / lds + 1) : 7.0f;
     const float beta = -0.7f;
     const float *b = kind == 0 ? NULL : kind == 1 ? bias : bias + nk + 4;
     const ptrdiff_t bld = kind == 0 ? 0 : kind == 1 ? 1 : -1;
-    uk->gau_block(nk, nq, st, ld, beta, b, bld, cnt, masked);
+    uk->gau_block(nk, nq, st, ld, beta, b, bld, cnt, NULL, 0, masked);
+    uk->gau_block(nk, nq, st2, ld, beta, b, bld, cnt2, sums, lds, masked);
+    tu_assert_same_bits("GAU weights with statistics", st, st2, nk * ld * sizeof(float));
+    tu_assert_same_bits("GAU counts with statistics", cnt, cnt2, nq * sizeof(float));
     for (size_t r = 0; r < nq; r++) {
-      double want_cnt = (double)r;
+      double want_cnt = (double)r, ws[3] = {0.5, 1.0, 1.5}, mag[3] = {0.5, 1.0, 1.5};
       for (size_t j = 0; j < nk; j++) {
         const float x = in[j * ld + r];
         const float bb = b ? b[(ptrdiff_t)j * bld + (ptrdiff_t)r] : beta;
@@ -524,13 +593,24 @@ START_TEST(gau_block_steps) {
         const double got = st[j * ld + r];
         ck_assert_msg(isnan(ref) ? isnan(got) : fabs(got - ref) <= 1e-6 * fabs(ref), "mode %d (%zu,%zu): %g vs %g",
                       mode, j, r, got, ref);
+        const double w = got, lw = w > 0 ? w * log(w) : w == 0 ? 0.0 : NAN; /* the kernel's own weight */
+        ws[0] += w, ws[1] += w * w, ws[2] += lw;
+        mag[0] += fabs(w), mag[1] += w * w, mag[2] += fabs(lw) + w * (1.0 + fabs(log(fmax(w, 1e-30))));
       }
       ck_assert_msg(cnt[r] == (float)want_cnt, "mode %d count %zu: %g vs %g", mode, r, cnt[r], want_cnt);
+      /* fp32 sums of nk + 1 terms (each within a few u, log's 4u) relative to their magnitudes */
+      for (size_t i = 0; i < 3; i++) {
+        const double got = sums[i * lds + r];
+        ck_assert_msg(isnan(ws[i]) ? isnan(got) : fabs(got - ws[i]) <= (double)(nk + 8) * 6e-8 * mag[i],
+                      "mode %d sum %zu col %zu: %.9g vs %.9g", mode, i, r, got, ws[i]);
+      }
     }
+    for (size_t e = 0; e < 3 * lds; e++)
+      if (e % lds >= nq) ck_assert_msg(sums[e] == 7.0f, "sums padding %zu", e);
   }
   free(in), free(bias);
-  gcheck_free(st);
-  gcheck_free(cnt);
+  float *bufs[] = {st, cnt, st2, cnt2, sums};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gcheck_free(bufs[i]);
 }
 END_TEST
 
@@ -830,6 +910,7 @@ static Suite *internal_suite(attn_isa active) {
   t = tu_tcase("exp");
   tcase_add_test(t, vexp_error_bound);
   tcase_add_test(t, vexp_edges);
+  tcase_add_test(t, vlog_error_bound);
   suite_add_tcase(s, t);
   t = tu_tcase("gemm");
   tcase_add_loop_test(t, gemm_shapes, 0, (int)NGS);

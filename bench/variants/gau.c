@@ -4,7 +4,7 @@
  * count) and over a causal sliding window of --window keys with a causal bias table (FLASH's
  * relative-position form), beside the softmax variants of the same masks: the same engine and
  * GEMM micro-kernel, so the difference is the score step; and a decode step (Su's form) beside
- * softmax_decode.
+ * softmax_decode. gau_causal_stats is gau_causal through attn_gau_stats (per-row statistics).
  */
 #include "bench.h"
 
@@ -13,6 +13,8 @@ static const bench_variant variants[] = {
      "GAU relu^2 attention, every key visible, scalar bias 0, un-normalised", ATTN_GATE_NONE, 0},
     {"gau_causal", &bench_gau_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 1, 1, NULL, 0,
      "GAU relu^2 attention, causal, Su's form (scale 1/sqrt(d), divided by the visible count)", ATTN_GATE_NONE, 0},
+    {"gau_causal_stats", &bench_gau_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 1, 1, NULL, 0,
+     "gau_causal with per-row statistics (attn_gau_stats)", ATTN_GATE_NONE, 0},
     {"gau_window", &bench_gau_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 1, ATTN_FEATURE_IDENTITY, 0, 0, NULL, 0,
      "GAU relu^2 attention, causal sliding window of --window keys, a causal bias table of W floats", ATTN_GATE_NONE,
      0},
@@ -26,21 +28,25 @@ static bench_shape gau_shape(const bench_variant *v, const bench_sweep *sw, benc
   if (v->windowed) s.window_left = sw->window - 1;
   if (v->causal) s.window_right = 0;
   if (v->mode == BENCH_DECODE) s.n_q = 1;
+  s.stats = v == &variants[2];
   return s;
 }
 
-/* The descriptor and, for the window, its bias table (one float per offset 0 .. W-1, after the
- * descriptor in the work's implementation block). */
+/* The descriptor and, after it in the work's implementation block, the window's bias table (one
+ * float per offset 0 .. W-1) or the statistics' arrays (three of n_q x h_q floats). */
 typedef struct gau_impl {
   attn_gau_desc desc;
+  attn_row_stats stats;
   float table[];
 } gau_impl;
 
 static int gau_setup(bench_work *w, char *err, size_t errlen) {
   const bench_shape *s = &w->s;
   const size_t L = s->window_left != ATTN_UNBOUNDED ? s->window_left + 1 : 0;
-  gau_impl *g = bench_work_impl(w, sizeof *g + L * sizeof(float), err, errlen);
+  const size_t rows = s->n_q * s->h_q, extra = s->stats ? 3 * rows : L;
+  gau_impl *g = bench_work_impl(w, sizeof *g + extra * sizeof(float), err, errlen);
   if (!g) return -1;
+  attn_row_stats_init(&g->stats, s->h_q, g->table, g->table + rows, g->table + 2 * rows);
   attn_gau_desc *desc = &g->desc;
   attn_gau_desc_init(desc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv);
   desc->mask = attn_mask_window(s->window_left, s->window_right);
@@ -57,7 +63,9 @@ static int gau_setup(bench_work *w, char *err, size_t errlen) {
 
 static void gau_run(bench_work *w) {
   const gau_impl *g = w->impl;
-  bench_work_status(w, attn_gau(&g->desc, w->q, w->k, w->v, w->o, w->workspace, w->workspace_bytes));
+  bench_work_status(
+      w, w->s.stats ? attn_gau_stats(&g->desc, w->q, w->k, w->v, w->o, &g->stats, w->workspace, w->workspace_bytes)
+                    : attn_gau(&g->desc, w->q, w->k, w->v, w->o, w->workspace, w->workspace_bytes));
 }
 
 const bench_adapter bench_gau_adapter = {

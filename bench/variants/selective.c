@@ -8,6 +8,7 @@
  * through n rows). Selection happens on these inputs: the
  * bench's uniform data in [-1, 1) give head 0 logits of standard deviation ~0.33 (d = 64), so
  * every query adds ~0.13 to F of each earlier token and the oldest tokens reach the largest F.
+ * selective_causal_stats is selective_causal through attn_selective_stats (per-row statistics).
  */
 #include <math.h>
 #include <stdint.h>
@@ -19,6 +20,8 @@ static const bench_variant variants[] = {
     {"selective_causal", &bench_selective_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 1,
      NULL, 0, "selective attention prefill (causal, query head 0 selecting; F as running column sums)", ATTN_GATE_NONE,
      0},
+    {"selective_causal_stats", &bench_selective_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0,
+     1, NULL, 0, "selective_causal with per-row statistics (attn_selective_stats)", ATTN_GATE_NONE, 0},
     {"selective_decode_k256", &bench_selective_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      NULL, 0, "selective decode step, pruning cache with a budget of 256 live tokens (flops over them)", ATTN_GATE_NONE,
      0},
@@ -31,12 +34,13 @@ static const bench_variant variants[] = {
 };
 
 /* A variant's budget (0: none) and threshold. */
-static size_t sel_budget(const bench_variant *v) { return v == &variants[1] ? 256 : v == &variants[2] ? 1024 : 0; }
+static size_t sel_budget(const bench_variant *v) { return v == &variants[2] ? 256 : v == &variants[3] ? 1024 : 0; }
 
 /* Causal; a budget's decode counts its live keys (a window of K keys, flops.h), tau's the context. */
 static bench_shape sel_shape(const bench_variant *v, const bench_sweep *sw, bench_kind kind, size_t n, size_t d) {
   bench_shape s = bench_shape_start(v, sw, kind, n, d);
   s.window_right = 0;
+  s.stats = v == &variants[1];
   if (v->mode == BENCH_DECODE) {
     s.n_q = 1;
     if (sel_budget(v)) s.window_left = sel_budget(v) - 1;
@@ -51,6 +55,8 @@ typedef struct sel_impl {
   size_t mem_bytes, next; /* decode: the cache's memory, the next q/k/v row */
   float *qs;              /* decode: a query per context row (n_kv x h_q x d), uniform in [-1, 1) */
   float *f;               /* prefill: F's column sums (n_kv floats) */
+  float *arrays;          /* prefill with statistics: their three arrays of n_q x h_q floats */
+  attn_row_stats stats;
 } sel_impl;
 
 static void sel_step(bench_work *w, sel_impl *im) {
@@ -67,10 +73,13 @@ static int sel_setup(bench_work *w, char *err, size_t errlen) {
   const bench_shape *s = &w->s;
   attn_selective_desc_init(&im->desc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv);
   if (s->n_q > 1) { /* prefill */
-    if (!(im->f = bench_alloc64(s->n_kv * sizeof(float)))) {
+    const size_t rows = s->n_q * s->h_q;
+    if (!(im->f = bench_alloc64(s->n_kv * sizeof(float))) ||
+        (s->stats && !(im->arrays = bench_alloc64(3 * rows * sizeof(float))))) {
       snprintf(err, errlen, "out of memory for F");
       return -1;
     }
+    if (im->arrays) attn_row_stats_init(&im->stats, s->h_q, im->arrays, im->arrays + rows, im->arrays + 2 * rows);
     return bench_work_workspace(w, attn_selective_workspace_size(&im->desc, &w->workspace_bytes),
                                 "attn_selective_workspace_size", err, errlen);
   }
@@ -106,8 +115,10 @@ static int sel_setup(bench_work *w, char *err, size_t errlen) {
 static void sel_run(bench_work *w) {
   sel_impl *im = w->impl;
   if (im->f) {
-    bench_work_status(w,
-                      attn_selective(&im->desc, w->q, w->k, w->v, w->o, NULL, im->f, w->workspace, w->workspace_bytes));
+    bench_work_status(w, im->arrays ? attn_selective_stats(&im->desc, w->q, w->k, w->v, w->o, NULL, im->f, &im->stats,
+                                                           w->workspace, w->workspace_bytes)
+                                    : attn_selective(&im->desc, w->q, w->k, w->v, w->o, NULL, im->f, w->workspace,
+                                                     w->workspace_bytes));
     return;
   }
   sel_step(w, im);
@@ -117,6 +128,7 @@ static void sel_teardown(bench_work *w) {
   sel_impl *im = w->impl;
   if (!im) return;
   free(im->f);
+  free(im->arrays);
   free(im->qs);
   free(im->memory);
 }

@@ -49,6 +49,10 @@ ATTN_INTERNAL attn_status attn_check_io(const attn_spans *sp, const float *q, co
                                         void *const *out, const size_t *out_bytes, size_t n_out);
 /* 1 when the float ranges [a, a+na) and [b, b+nb) overlap. */
 ATTN_INTERNAL int attn_overlap(const void *a, size_t na_bytes, const void *b, size_t nb_bytes);
+/* Per-row statistics (attn.h, analysis): at least one array, a layout of n_q x heads single
+ * floats that does not overlap itself, arrays not overlapping each other. *bytes: the span of
+ * each array, for the caller's own aliasing checks against its inputs and outputs. */
+ATTN_INTERNAL attn_status attn_row_stats_check(const attn_row_stats *s, size_t n_q, size_t heads, size_t *bytes);
 /* Checked arithmetic: return 0 on overflow. */
 static inline int attn_mul_ok(size_t a, size_t b, size_t *r) {
   if (a != 0 && b > SIZE_MAX / a) return 0;

@@ -37,9 +37,15 @@ typedef void attn_gemm_fn(size_t m, size_t n, size_t k, const float *a, size_t r
  * P = 0 (alpha = 0). masked == 0: no pair is masked, and a -inf entry is treated as NaN.
  * A NaN entry, or a +inf one (exp(inf - inf)), makes that column's P and l NaN, and l stays NaN
  * in every later step: l is the driver's poison flag for rows that used a non-finite input.
+ * Statistics (stats not NULL; NULL: none, at no cost): two more running sums per column,
+ * q2 = stats[c] and e = stats[lds + c], of the weights p = exp(s - M) relative to the running max,
+ *   q2 = alpha^2 q2 + sum_j p_j^2;   e = alpha (e - l_old (M' - m)) + sum_j p_j (s_j - M')
+ * (the old terms vanish where alpha = 0; a masked or underflowing p adds 0), so that at the end
+ * sum p log p = e, and the row's entropy and sparsity follow from l, q2 and e (attn.h, analysis).
+ * P, m, l and alpha are the same bits with or without statistics.
  */
 typedef void attn_softmax_block_fn(size_t nk, size_t nq, float *st, size_t ldst, float *m, float *l, float *alpha,
-                                   int masked);
+                                   float *stats, size_t lds, int masked);
 
 /*
  * GAU's relu^2 score step on a block ST (nk keys x nq rows, stride ld), in place:
@@ -47,9 +53,12 @@ typedef void attn_softmax_block_fn(size_t nk, size_t nq, float *st, size_t ldst,
  *   beta when bias is NULL;
  * with masked != 0 a -inf pair is masked: weight 0, not counted; with masked == 0 a -inf (from a
  * non-finite input) becomes NaN; NaN stays NaN. count[r] += the pairs of column r counted.
+ * Statistics (stats not NULL; NULL: none, at no cost): the weights w written (masked: 0) are
+ * added to three running sums per column, stats[r] += sum w, stats[lds + r] += sum w^2 and
+ * stats[2 lds + r] += sum w log w (0 log 0 = 0); ST and count are the same bits with or without.
  */
 typedef void attn_gau_block_fn(size_t nk, size_t nq, float *st, size_t ld, float beta, const float *bias,
-                               ptrdiff_t bias_ld, float *count, int masked);
+                               ptrdiff_t bias_ld, float *count, float *stats, size_t lds, int masked);
 
 /* Element-wise feature map of rows x cols: out(r, c) = map(a * in(r, c)) with
  * out(r, c) = out[r*out_rs + c*out_cs], map identity, elu1 or relu (a = 1: exactly map(in)).
@@ -97,6 +106,10 @@ typedef void attn_linear_step_fn(size_t m, size_t w, const float *qf, const floa
 /* y[i] = exp(x[i]) with the library's vectorised exp (the one every kernel inlines). Tests assert its
  * error bound on every path through this slot. */
 typedef void attn_vexp_fn(size_t n, const float *x, float *y);
+/* y[i] = log(x[i]) with the library's vectorised log (GAU's statistics inline it), for positive
+ * normal x[i]; finite for 0 and subnormals; other inputs unspecified. Exposed for its tests, as
+ * vexp. */
+typedef void attn_vlog_fn(size_t n, const float *x, float *y);
 
 /*
  * The table's slots, grouped by family: KERNEL(slot) is a pointer of type attn_<slot>_fn,
@@ -111,8 +124,8 @@ typedef void attn_vexp_fn(size_t n, const float *x, float *y);
   KERNEL(softmax_block) KERNEL(gau_block) TUNING(q_block) TUNING(kv_block)                  \
   /* chunkwise engine: feature maps, one-token state step; default causal chunk */          \
   KERNEL(featmap) KERNEL(expfeat) KERNEL(linear_step) TUNING(linear_chunk)                 \
-  /* vector helpers: vexp (the exp every kernel inlines, exposed for its tests) */          \
-  KERNEL(vexp)
+  /* vector helpers: vexp, vlog (what the kernels inline, exposed for their tests) */      \
+  KERNEL(vexp) KERNEL(vlog)
 /* clang-format on */
 
 struct attn_ukernels {

@@ -51,8 +51,9 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   const size_t m = p->m;
   size_t mr, bcr, rdv, rsf, heads, bcm, tbm2, fr, fms;
   if (!attn_mul_ok(p->tb, p->g, &p->R) || !attn_mul_ok(m, p->R, &mr) || !attn_mul_ok(p->bc, p->R, &bcr) ||
-      !attn_mul_ok(p->R, s->dv, &rdv) || !attn_mul_ok(p->R, step->row_floats, &rsf) || !attn_mul_ok(p->bc, m, &bcm) ||
-      !attn_mul_ok(2 * p->tb, m, &tbm2) || !attn_mul_ok(attn_max_sz(p->bc, p->tb), s->d, &fr) || m > SIZE_MAX / 4)
+      !attn_mul_ok(p->R, s->dv, &rdv) || !attn_mul_ok(p->R, step->row_floats + step->stats_floats, &rsf) ||
+      !attn_mul_ok(p->bc, m, &bcm) || !attn_mul_ok(2 * p->tb, m, &tbm2) ||
+      !attn_mul_ok(attn_max_sz(p->bc, p->tb), s->d, &fr) || m > SIZE_MAX / 4)
     return ATTN_E_SIZE_OVERFLOW;
   attn_ws h = {0, 0}; /* one head's region */
   p->off_qt = attn_ws_take(&h, mr);
@@ -153,6 +154,29 @@ static int blk_hidden_v_finite(const attn_blocked_plan *p, const float *vb, size
          (b == je || attn_rows_finite(vb + (size_t)(b - j0) * ldv, (size_t)(je - b), dv, ldv));
 }
 
+/* The statistics of row r (token t at position pos, head h) from its sums (attn.h, analysis):
+ * entropy log W - L / W within [0, log n], sparsity W / sqrt(n W2) within [1/sqrt(n), 1], n the
+ * keys the mask shows it; both NaN unless W > 0 and W, W2 = sum w^2 > 0 and L = sum w log w are
+ * finite (no visible key, all weights 0, a non-finite weight, or sums beyond float's range: GAU
+ * weights above ~1e18 or all below ~1e-19). */
+static void blk_stats(const attn_blocked_plan *p, const float *rs, size_t r, int64_t pos, const attn_row_stats *st,
+                      size_t t, size_t h) {
+  const size_t R = p->R, *at = p->step->stats_at;
+  const int64_t lo = vis_lo(p, pos) > 0 ? vis_lo(p, pos) : 0, last = (int64_t)p->shape->n_kv - 1,
+                hi = vis_hi(p, pos) < last ? vis_hi(p, pos) : last;
+  const double n = hi >= lo ? (double)(hi - lo + 1) : 0.0, W = rs[at[0] * R + r], W2 = rs[at[1] * R + r],
+               L = rs[at[2] * R + r];
+  double ent = NAN, sp = NAN;
+  if (W > 0.0 && W <= FLT_MAX && W2 > 0.0 && W2 <= FLT_MAX && fabs(L) <= FLT_MAX) {
+    ent = fmin(fmax(log(W) - L / W, 0.0), log(n));
+    sp = fmin(fmax(W / sqrt(n * W2), 1.0 / sqrt(n)), 1.0);
+  }
+  const size_t e = t * st->layout.row_stride + h * st->layout.head_stride;
+  if (st->entropy) st->entropy[e] = (float)ent;
+  if (st->sparsity) st->sparsity[e] = (float)sp;
+  if (st->count) st->count[e] = (float)n;
+}
+
 /* One task's fixed quantities. */
 typedef struct blk_task {
   const attn_blocked_plan *p;
@@ -173,7 +197,8 @@ static void blk_accumulate(const blk_task *t, float *reg, int64_t j0, size_t jn,
   const size_t rows = t->rows, ldv = p->shape->v.row_stride;
   float *st = t->ws + p->off_st;
   if (masked) blk_mask(p, st, rows, jn, j0, t->tn, t->p0);
-  const attn_step_block b = {st, jn, rows, rows, masked, bm, j0, t->p0, p->g, p->step_params, t->ws + p->off_strip};
+  const attn_step_block b = {
+      st, jn, rows, rows, masked, bm, j0, t->p0, p->g, p->step_params, t->ws + p->off_strip, t->io->stats != NULL};
   const float *alpha = p->step->step(t->uk, &b, reg + p->off_rs, p->R);
   if (masked && !blk_hidden_v_finite(p, vb, ldv, j0, jn, t->p0, t->p1))
     blk_pv_exact(p, t->uk, st, jn, j0, t->tn, t->p0, vb, ldv, reg + p->off_acc, alpha);
@@ -534,6 +559,8 @@ void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk
         for (size_t x = 0; x < D; x++) col[x * rows] = qr[x] * p->scale;
       }
     sp->init(reg + p->off_rs, R, rows);
+    float *srs = reg + p->off_rs + sp->row_floats * R; /* the statistics' sums start at 0 */
+    for (size_t x = 0; io->stats && x < sp->stats_floats * R; x++) srs[x] = 0.0f;
     for (size_t x = 0; x < rows * DV; x++) acc[x] = 0.0f;
     float *cz = reg + p->off_cz;
     for (size_t x = 0; p->dsm && x < tn * m; x++) cz[x] = -INFINITY, cz[tn * m + x] = 0.0f;
@@ -552,6 +579,7 @@ void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk
                    io->o + (t0 + ti) * s->o.row_stride + h * s->o.head_stride,
                    io->aux ? io->aux + (t0 + ti) * io->aux_layout.row_stride + h * io->aux_layout.head_stride : NULL,
                    p->step_params);
+        if (io->stats) blk_stats(p, reg + p->off_rs, r, t.p0 + (int64_t)ti, io->stats, (t0 + ti), h);
       }
   }
 }
@@ -570,4 +598,14 @@ attn_status attn_blocked_call_check(attn_blocked_call *c, const attn_shape *s, f
   if (!isfinite(scale)) return ATTN_E_BAD_SCALE;
   if (aux && (st = attn_check_output(s->n_q, s->h_q, 1, *aux, &c->aux_span))) return st;
   return (c->uk = attn_dispatch()) ? ATTN_OK : ATTN_E_UNSUPPORTED_ISA;
+}
+
+attn_status attn_blocked_stats_outputs(const attn_blocked_call *c, const attn_row_stats *stats, void **out,
+                                       size_t *out_bytes, size_t *n) {
+  size_t bytes;
+  const attn_status st = attn_row_stats_check(stats, c->plan.shape->n_q, c->sp.H, &bytes);
+  if (st) return st;
+  float *const a[] = {stats->entropy, stats->sparsity, stats->count};
+  for (size_t i = 0; i < 3; i++) out[*n] = a[i], out_bytes[(*n)++] = bytes;
+  return ATTN_OK;
 }

@@ -17,6 +17,11 @@
  *     P^T, alpha = score step (ST in place, per-row state)                   (the extension point)
  *     acc = diag(alpha) acc + P V_blk     (alpha NULL: acc += P V_blk; V read in place)
  *   each row: the step's epilogue writes o (and one optional float per row, e.g. the LSE).
+ * Per-row statistics (attn.h, analysis; io.stats): the step's kernel also accumulates, in more
+ * row state, the running sums W = sum w, sum w^2 and sum w log w of the row's weights (the
+ * weights themselves are never stored), and each row's entropy log W - (sum w log w) / W and
+ * sparsity W / sqrt(n sum w^2) come from them at the end, n the row's visible keys from the
+ * mask. Same pass, no n x n buffer; without io.stats nothing of it runs.
  * A boundary block whose V holds a non-finite value in a row some token cannot see takes P V per
  * token over that token's visible keys only, so a hidden value never meets its zero weight.
  * When a call has fewer query tokens than a block (decode, short chunks), several heads (as many
@@ -41,11 +46,14 @@ typedef struct attn_step_block {
   size_t g;           /* columns per query token (the GQA group) */
   const void *params; /* the plan's step_params */
   float *strip;       /* a step with `strip`: (keys per block + tokens per block) * g floats */
+  int stats;          /* the call wants statistics: the step's kernel accumulates them too */
 } attn_step_block;
 
 /*
  * A score step: what turns a block of scores into weights, and per-row state into outputs.
- * Row state is `row_floats` arrays of R floats each (R = rows per block), in one region.
+ * Row state is `row_floats` arrays of R floats each (R = rows per block), in one region, then
+ * `stats_floats` more for the statistics (zeroed by the engine when the call wants them, and
+ * reserved either way, so that the plain and the statistics calls share one workspace size).
  */
 typedef struct attn_score_step {
   size_t row_floats;
@@ -59,10 +67,15 @@ typedef struct attn_score_step {
    * per-row float `aux` when not NULL. params: the plan's step_params. */
   void (*finish)(const float *acc, const float *rs, size_t R, size_t r, size_t dv, float *o, float *aux,
                  const void *params);
+  /* Statistics (0: the step has none): the arrays of row state they add, and the arrays holding
+   * each row's sum w, sum w^2 and sum w log w at the end. */
+  size_t stats_floats;
+  size_t stats_at[3];
 } attn_score_step;
 
 /* The online-softmax score step (ops/softmax.c): row state m, l, alpha; finish writes o = acc / l
- * and the LSE m + log l, zeros and -inf for l = 0, NaN and NaN for l = NaN. Merge uses its finish. */
+ * and the LSE m + log l, zeros and -inf for l = 0, NaN and NaN for l = NaN. Merge uses its finish.
+ * Statistics: q2 = sum p^2 and e = sum p (s - m) of p = exp(s - m), beside l = sum p. */
 ATTN_INTERNAL extern const attn_score_step attn_softmax_score_step;
 
 /*
@@ -141,7 +154,8 @@ typedef struct attn_blocked_io {
   float *o;
   float *aux; /* one float per (query, head), or NULL */
   attn_layout aux_layout;
-  float *sel_f; /* selection (attn_blocked_select): F_j of every key, in/out (n_kv floats) */
+  float *sel_f;                /* selection (attn_blocked_select): F_j of every key, in/out (n_kv floats) */
+  const attn_row_stats *stats; /* per-row statistics (validated: attn_blocked_stats_outputs), or NULL */
 } attn_blocked_io;
 
 /* A call of a variant over one attn_shape on this engine (softmax, GAU, selective): its spans,
@@ -159,6 +173,12 @@ typedef struct attn_blocked_call {
  * and makes c->plan. */
 ATTN_INTERNAL attn_status attn_blocked_call_check(attn_blocked_call *c, const attn_shape *s, float scale,
                                                   const attn_layout *aux);
+
+/* A statistics call's checks (attn_row_stats_check over the call's n_q x h_q rows: stats NULL or
+ * all three arrays NULL, a layout overlapping itself, arrays overlapping each other) and its
+ * arrays appended to the call's outputs out[*n ..] (bytes in out_bytes), for attn_check_io. */
+ATTN_INTERNAL attn_status attn_blocked_stats_outputs(const attn_blocked_call *c, const attn_row_stats *stats,
+                                                     void **out, size_t *out_bytes, size_t *n);
 
 /* Run task `task` with a worker's scratch (scratch_bytes, 64-byte aligned). */
 ATTN_INTERNAL void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk,

@@ -5,6 +5,8 @@
  * relu in place and counts the visible keys per row; the engine accumulates P V without a
  * rescale (no running maximum: nothing here grows like an exponential), and the finish applies
  * t_i (1, or 1 / count).
+ * Statistics (attn_gau_stats): the kernel also sums w, w^2 and w log w of w = relu(s + b)^2 per
+ * row (t_i cancels in both statistics), in three more arrays of row state.
  */
 #include "engine/blocked.h"
 
@@ -39,23 +41,23 @@ static void gau_init(float *rs, size_t R, size_t rows) {
  * (a row stride of -1) when one token per column and no clamping; otherwise from the strip, the
  * block's clamped entries each repeated for the g columns of a token. */
 static const float *gau_step(const struct attn_ukernels *uk, const attn_step_block *b, float *rs, size_t R) {
-  (void)R;
   const gau_params *gp = b->params;
+  float *sums = b->stats ? rs + R : NULL;
   if (!gp->table) {
-    uk->gau_block(b->nk, b->nq, b->st, b->ld, gp->beta, NULL, 0, rs, b->masked);
+    uk->gau_block(b->nk, b->nq, b->st, b->ld, gp->beta, NULL, 0, rs, sums, R, b->masked);
     return NULL;
   }
   const size_t g = b->g, tokens = b->nq / g;
   const int64_t base = b->p0 - b->j0 + gp->shift, lo = base - (int64_t)b->nk + 1, hi = base + (int64_t)tokens - 1;
   if (g == 1 && lo >= 0 && hi < gp->len) {
-    uk->gau_block(b->nk, b->nq, b->st, b->ld, 0.0f, gp->table + base, -1, rs, b->masked);
+    uk->gau_block(b->nk, b->nq, b->st, b->ld, 0.0f, gp->table + base, -1, rs, sums, R, b->masked);
     return NULL;
   }
   for (int64_t x = lo; x <= hi; x++) {
     const float t = gp->table[x < 0 ? 0 : x >= gp->len ? gp->len - 1 : x];
     for (size_t gi = 0; gi < g; gi++) b->strip[(size_t)(x - lo) * g + gi] = t;
   }
-  uk->gau_block(b->nk, b->nq, b->st, b->ld, 0.0f, b->strip + (b->nk - 1) * g, -(ptrdiff_t)g, rs, b->masked);
+  uk->gau_block(b->nk, b->nq, b->st, b->ld, 0.0f, b->strip + (b->nk - 1) * g, -(ptrdiff_t)g, rs, sums, R, b->masked);
   return NULL;
 }
 
@@ -72,7 +74,7 @@ static void gau_finish(const float *acc, const float *rs, size_t R, size_t r, si
   for (size_t x = 0; x < dv; x++) orow[x] = acc[x] * t;
 }
 
-static const attn_score_step gau_score_step = {1, 1, gau_init, gau_step, gau_finish};
+static const attn_score_step gau_score_step = {1, 1, gau_init, gau_step, gau_finish, 3, {1, 2, 3}};
 
 /* A validated call planned on the active path. */
 typedef struct gau_call {
@@ -115,21 +117,32 @@ attn_status attn_gau_workspace_size(const attn_gau_desc *d, size_t *bytes) {
   return ATTN_OK;
 }
 
-attn_status attn_gau(const attn_gau_desc *d, const float *q, const float *k, const float *v, float *o, void *workspace,
-                     size_t workspace_size) {
+/* attn_gau, with the statistics when `want` (stats validated; NULL is then an error). */
+static attn_status gau_run(const attn_gau_desc *d, const float *q, const float *k, const float *v, float *o, int want,
+                           const attn_row_stats *stats, void *workspace, size_t workspace_size) {
   gau_call c;
   attn_status st = gau_prepare(d, &c);
   if (st) return st;
   if (!q || !k || !v || !o || !workspace) return ATTN_E_NULL_POINTER;
   if (workspace_size < c.b.plan.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
-  void *out[] = {o, workspace};
-  const size_t out_bytes[] = {c.b.sp.o * sizeof(float), workspace_size};
-  if ((st = attn_check_io(&c.b.sp, q, k, v, out, out_bytes, 2))) return st;
-  const size_t tb = c.table_floats * sizeof(float);
-  if (tb &&
-      (attn_overlap(d->bias_table, tb, o, out_bytes[0]) || attn_overlap(d->bias_table, tb, workspace, workspace_size)))
-    return ATTN_E_ALIASING;
-  const attn_blocked_io io = {q, k, v, o, NULL, {0, 0}, NULL};
+  void *out[5] = {o, workspace};
+  size_t out_bytes[5] = {c.b.sp.o * sizeof(float), workspace_size}, n = 2;
+  if (want && (st = attn_blocked_stats_outputs(&c.b, stats, out, out_bytes, &n))) return st;
+  if ((st = attn_check_io(&c.b.sp, q, k, v, out, out_bytes, n))) return st;
+  const size_t tb = c.table_floats * sizeof(float); /* the table is an input too */
+  for (size_t i = 0; tb && i < n; i++)
+    if (out[i] && attn_overlap(d->bias_table, tb, out[i], out_bytes[i])) return ATTN_E_ALIASING;
+  const attn_blocked_io io = {q, k, v, o, NULL, {0, 0}, NULL, want ? stats : NULL};
   attn_blocked_run_all(&c.b.plan, c.b.uk, &io, workspace);
   return ATTN_OK;
+}
+
+attn_status attn_gau(const attn_gau_desc *d, const float *q, const float *k, const float *v, float *o, void *workspace,
+                     size_t workspace_size) {
+  return gau_run(d, q, k, v, o, 0, NULL, workspace, workspace_size);
+}
+
+attn_status attn_gau_stats(const attn_gau_desc *d, const float *q, const float *k, const float *v, float *o,
+                           const attn_row_stats *stats, void *workspace, size_t workspace_size) {
+  return gau_run(d, q, k, v, o, 1, stats, workspace, workspace_size);
 }

@@ -93,7 +93,7 @@ static void lw_finish(const float *acc, const float *rs, size_t R, size_t r, siz
   for (size_t x = 0; x < dv; x++) orow[x] = acc[x] * f;
 }
 
-static const attn_score_step lin_window_step = {1, 0, lw_init, lw_step, lw_finish};
+static const attn_score_step lin_window_step = {1, 0, lw_init, lw_step, lw_finish, 0, {0, 0, 0}};
 
 /* The exponential maps' step: the engine hands each row's offset bm of the block's scores
  * (engine/blocked.h); row state den, M (the running offset: at the end the row's exact one, so
@@ -125,7 +125,7 @@ static const float *lx_step(const struct attn_ukernels *uk, const attn_step_bloc
   return alpha;
 }
 
-static const attn_score_step lin_xwindow_step = {4, 0, lx_init, lx_step, lw_finish};
+static const attn_score_step lin_xwindow_step = {4, 0, lx_init, lx_step, lw_finish, 0, {0, 0, 0}};
 
 /* The blocked plan of a windowed call (m: the map's feature size; favor's W^T is set later). */
 static attn_status lin_window_plan(const attn_linear_desc *d, size_t m, attn_blocked_plan *bp,
@@ -408,7 +408,7 @@ attn_status attn_linear_gated(const attn_linear_desc *d, const float *q, const f
   ws += l.wt_floats;
   if (windowed) {
     bp.fa.wt = wt;
-    const attn_blocked_io io = {q, k, v, o, NULL, {0, 0}, NULL};
+    const attn_blocked_io io = {q, k, v, o, NULL, {0, 0}, NULL, NULL};
     for (size_t t = 0, n = attn_blocked_tasks(&bp); t < n; t++) attn_blocked_run(&bp, uk, &io, t, ws);
     return ATTN_OK;
   }

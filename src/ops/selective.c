@@ -2,7 +2,8 @@
  * Selective attention (attn.h, spec 6): softmax attention's blocked engine and score step with
  * the engine's selection (engine/blocked.h, attn_blocked_select): per key block, head h_sel's
  * scores give F, which every head's scores lose before the online softmax. This file holds the
- * descriptor, its validation and the caller's F array.
+ * descriptor, its validation and the caller's F array. Statistics (attn_selective_stats): the
+ * softmax step's, over the reduced logits s - F.
  */
 #include "engine/blocked.h"
 #include "simd/vf_scalar.h"
@@ -42,23 +43,37 @@ attn_status attn_selective_workspace_size(const attn_selective_desc *d, size_t *
   return ATTN_OK;
 }
 
-attn_status attn_selective(const attn_selective_desc *d, const float *q, const float *k, const float *v, float *o,
-                           float *lse, float *f, void *workspace, size_t workspace_size) {
+/* attn_selective, with the statistics when `want` (stats validated; NULL is then an error). */
+static attn_status sel_run(const attn_selective_desc *d, const float *q, const float *k, const float *v, float *o,
+                           float *lse, float *f, int want, const attn_row_stats *stats, void *workspace,
+                           size_t workspace_size) {
   attn_blocked_call c;
   attn_status st = sel_prepare(d, &c);
   if (st) return st;
   if (!q || !k || !v || !o || !f || !workspace) return ATTN_E_NULL_POINTER;
   if (workspace_size < c.plan.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
   const size_t nkv = d->shape.n_kv, f_bytes = nkv * sizeof(float); /* nkv <= span of k: no overflow */
-  void *out[] = {o, lse, workspace, f};
-  const size_t out_bytes[] = {c.sp.o * sizeof(float), c.aux_span * sizeof(float), workspace_size, f_bytes};
-  if ((st = attn_check_io(&c.sp, q, k, v, out, out_bytes, 4))) return st;
+  void *out[7] = {o, lse, workspace, f};
+  size_t out_bytes[7] = {c.sp.o * sizeof(float), c.aux_span * sizeof(float), workspace_size, f_bytes}, n = 4;
+  if (want && (st = attn_blocked_stats_outputs(&c, stats, out, out_bytes, &n))) return st;
+  if ((st = attn_check_io(&c.sp, q, k, v, out, out_bytes, n))) return st;
   /* the call's own keys start with F = 0 (no query before them has selected them) */
   const size_t first_new = d->shape.n_q < nkv ? nkv - d->shape.n_q : 0;
   for (size_t j = first_new; j < nkv; j++) f[j] = 0.0f;
-  const attn_blocked_io io = {q, k, v, o, lse, d->lse, f};
+  const attn_blocked_io io = {q, k, v, o, lse, d->lse, f, want ? stats : NULL};
   attn_blocked_run_all(&c.plan, c.uk, &io, workspace);
   return ATTN_OK;
+}
+
+attn_status attn_selective(const attn_selective_desc *d, const float *q, const float *k, const float *v, float *o,
+                           float *lse, float *f, void *workspace, size_t workspace_size) {
+  return sel_run(d, q, k, v, o, lse, f, 0, NULL, workspace, workspace_size);
+}
+
+attn_status attn_selective_stats(const attn_selective_desc *d, const float *q, const float *k, const float *v, float *o,
+                                 float *lse, float *f, const attn_row_stats *stats, void *workspace,
+                                 size_t workspace_size) {
+  return sel_run(d, q, k, v, o, lse, f, 1, stats, workspace, workspace_size);
 }
 
 /* ---- the selective KV cache (attn_selcache) ---- */
@@ -309,7 +324,7 @@ attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, c
   sc_set_pos(&w, c->live, (uint64_t)c->tokens);
   c->live++;
   c->tokens++;
-  const attn_blocked_io io = {q, w.k, w.v, o, lse, d->lse, w.f};
+  const attn_blocked_io io = {q, w.k, w.v, o, lse, d->lse, w.f, NULL};
   attn_blocked_run_all(&call.plan, call.uk, &io, workspace);
   sc_evict(c); /* (3) */
   return ATTN_OK;

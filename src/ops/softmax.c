@@ -6,6 +6,10 @@
  * the engine turns -inf scores of visible pairs into NaN on boundary blocks and the kernel does on
  * unmasked ones, and a NaN or +inf score leaves l = NaN: the epilogue writes a NaN row. A non-finite
  * v shows in acc, and the epilogue writes a NaN row.
+ * Statistics (attn_softmax_stats): the same step with the kernel's statistics, row state
+ * m, l, alpha, q2, e (engine/blocked.h): W = l, sum w^2 = q2 and sum w log w = e for the weights
+ * w = exp(s - m), so the entropy is log l - e / l (the LSE minus the mean logit) and the sparsity
+ * l / sqrt(n q2). A row whose l is NaN or 0 gets NaN for both.
  */
 #include "engine/blocked.h"
 
@@ -17,7 +21,7 @@ static void sm_init(float *rs, size_t R, size_t rows) {
 }
 
 static const float *sm_step(const struct attn_ukernels *uk, const attn_step_block *b, float *rs, size_t R) {
-  uk->softmax_block(b->nk, b->nq, b->st, b->ld, rs, rs + R, rs + 2 * R, b->masked);
+  uk->softmax_block(b->nk, b->nq, b->st, b->ld, rs, rs + R, rs + 2 * R, b->stats ? rs + 3 * R : NULL, R, b->masked);
   return rs + 2 * R;
 }
 
@@ -45,7 +49,7 @@ static void sm_finish(const float *acc, const float *rs, size_t R, size_t r, siz
   }
 }
 
-const attn_score_step attn_softmax_score_step = {3, 0, sm_init, sm_step, sm_finish};
+const attn_score_step attn_softmax_score_step = {3, 0, sm_init, sm_step, sm_finish, 2, {1, 3, 4}};
 
 attn_status attn_softmax_desc_init(attn_softmax_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dim,
                                    size_t dv) {
@@ -75,17 +79,29 @@ attn_status attn_softmax_workspace_size(const attn_softmax_desc *d, size_t *byte
   return ATTN_OK;
 }
 
-attn_status attn_softmax(const attn_softmax_desc *d, const float *q, const float *k, const float *v, float *o,
-                         float *lse, void *workspace, size_t workspace_size) {
+/* attn_softmax, with the statistics when `want` (stats validated; NULL is then an error). */
+static attn_status sm_run(const attn_softmax_desc *d, const float *q, const float *k, const float *v, float *o,
+                          float *lse, int want, const attn_row_stats *stats, void *workspace, size_t workspace_size) {
   attn_blocked_call c;
   attn_status st = sm_prepare(d, &c);
   if (st) return st;
   if (!q || !k || !v || !o || !workspace) return ATTN_E_NULL_POINTER;
   if (workspace_size < c.plan.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
-  void *out[] = {o, lse, workspace};
-  const size_t out_bytes[] = {c.sp.o * sizeof(float), c.aux_span * sizeof(float), workspace_size};
-  if ((st = attn_check_io(&c.sp, q, k, v, out, out_bytes, 3))) return st;
-  const attn_blocked_io io = {q, k, v, o, lse, d->lse, NULL};
+  void *out[6] = {o, lse, workspace};
+  size_t out_bytes[6] = {c.sp.o * sizeof(float), c.aux_span * sizeof(float), workspace_size}, n = 3;
+  if (want && (st = attn_blocked_stats_outputs(&c, stats, out, out_bytes, &n))) return st;
+  if ((st = attn_check_io(&c.sp, q, k, v, out, out_bytes, n))) return st;
+  const attn_blocked_io io = {q, k, v, o, lse, d->lse, NULL, want ? stats : NULL};
   attn_blocked_run_all(&c.plan, c.uk, &io, workspace);
   return ATTN_OK;
+}
+
+attn_status attn_softmax(const attn_softmax_desc *d, const float *q, const float *k, const float *v, float *o,
+                         float *lse, void *workspace, size_t workspace_size) {
+  return sm_run(d, q, k, v, o, lse, 0, NULL, workspace, workspace_size);
+}
+
+attn_status attn_softmax_stats(const attn_softmax_desc *d, const float *q, const float *k, const float *v, float *o,
+                               float *lse, const attn_row_stats *stats, void *workspace, size_t workspace_size) {
+  return sm_run(d, q, k, v, o, lse, 1, stats, workspace, workspace_size);
 }

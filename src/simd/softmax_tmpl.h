@@ -7,12 +7,26 @@
 #include "core/ukernels.h"
 #include "simd/exp_tmpl.h"
 
-/* masked is a compile-time constant in each instantiation. When 0, a -inf entry is a logit from
- * non-finite input: the max pass also tracks the column minimum, whose mn - mn is NaN exactly
- * when some entry is -inf (or NaN), and that NaN is added to l (an independent chain beside the
- * max's, so it costs no time). When 1, -inf marks a masked pair. */
+/* masked and with_stats are compile-time constants in each instantiation. When masked is 0, a -inf
+ * entry is a logit from non-finite input: the max pass also tracks the column minimum, whose
+ * mn - mn is NaN exactly when some entry is -inf (or NaN), and that NaN is added to l (an
+ * independent chain beside the max's, so it costs no time). When 1, -inf marks a masked pair.
+ * With stats, two more chains: sum p^2 and sum p (s - M'), the latter from exp's clamped
+ * argument (0 for a masked or underflowing p, never 0 x -inf), two FMAs per element. */
+
+/* The statistics' running sums of VL columns (or of one, lane 0): q2 = alpha^2 q2 + sq and
+ * e = alpha (e - l_old (M' - m)) + se, the old terms dropped where alpha = 0 (m = -inf: nothing
+ * before; or far below M'). */
+static inline __attribute__((always_inline)) void attn_softmax_stats_(float *q2, float *e, vf lo, vf al, vf mo, vf mnew,
+                                                                      vf sq, vf se, size_t w) {
+  const vf old = vf_mul(al, vf_fma(lo, vf_sub(mo, mnew), vf_load_w(e, w)));
+  vf_store_w(e, vf_add(vf_select(vf_eq(al, vf_zero()), vf_zero(), old), se), w);
+  vf_store_w(q2, vf_fma(vf_mul(al, al), vf_load_w(q2, w), sq), w);
+}
+
 static inline __attribute__((always_inline)) void attn_softmax_cols_(size_t nk, size_t nq, float *st, size_t ldst,
-                                                                     float *m, float *l, float *alpha, int masked) {
+                                                                     float *m, float *l, float *alpha, float *stats,
+                                                                     size_t lds, int masked, int with_stats) {
   const vf ninf = vf_set1(-__builtin_inff()), zero = vf_zero();
   for (size_t c = 0; c < nq; c += ATTN_VL) {
     const size_t w = nq - c < ATTN_VL ? nq - c : ATTN_VL;
@@ -27,13 +41,18 @@ static inline __attribute__((always_inline)) void attn_softmax_cols_(size_t nk, 
     const vf msafe = vf_select(vf_eq(mnew, ninf), zero, mnew); /* all masked so far: P = 0 */
     const vf al = attn_vexp_(vf_sub(mo, msafe));
     vf sum = masked ? zero : vf_sub(mn, mn); /* 0, or NaN for a -inf logit */
+    vf sq = zero, se = zero;
     for (size_t j = 0; j < nk; j++) {
       float *sp = st + j * ldst + c;
-      const vf p = attn_vexp_(vf_sub(vf_load_w(sp, w), msafe));
+      vf xc;
+      const vf p = attn_vexp_xc_(vf_sub(vf_load_w(sp, w), msafe), &xc);
       vf_store_w(sp, p, w);
       sum = vf_add(sum, p);
+      if (with_stats) sq = vf_fma(p, p, sq), se = vf_fma(p, xc, se);
     }
-    vf_store_w(l + c, vf_fma(vf_load_w(l + c, w), al, sum), w);
+    const vf lo = vf_load_w(l + c, w);
+    if (with_stats) attn_softmax_stats_(stats + c, stats + lds + c, lo, al, mo, mnew, sq, se, w);
+    vf_store_w(l + c, vf_fma(lo, al, sum), w);
     vf_store_w(m + c, mnew, w);
     vf_store_w(alpha + c, al, w);
   }
@@ -43,7 +62,8 @@ static inline __attribute__((always_inline)) void attn_softmax_cols_(size_t nk, 
  * then one horizontal max and sum. The same policy: a NaN entry gives NaN in P and l (exp of it
  * is NaN); with masked == 0 a -inf entry gives l NaN through the running minimum, mn - mn. */
 static inline __attribute__((always_inline)) void attn_softmax_row_(size_t nk, float *s, float *m, float *l,
-                                                                    float *alpha, int masked) {
+                                                                    float *alpha, float *stats, size_t lds, int masked,
+                                                                    int with_stats) {
   const vf ninf = vf_set1(-__builtin_inff());
   vf mx = ninf, mn = vf_set1(__FLT_MAX__); /* finite: a lane no entry reaches gives mn - mn = 0 */
   size_t j = 0;
@@ -62,36 +82,53 @@ static inline __attribute__((always_inline)) void attn_softmax_row_(size_t nk, f
   const float mo = *m, bm = vf_hmax(mx), mnew = mo > bm ? mo : bm;
   const vf msafe = vf_set1(mnew == -__builtin_inff() ? 0.0f : mnew); /* all masked so far: P = 0 */
   vf sum = masked ? vf_zero() : vf_sub(mn, mn);                      /* 0, or NaN lanes for a -inf logit */
+  vf sq = vf_zero(), se = vf_zero(), xc;
   for (j = 0; j + ATTN_VL <= nk; j += ATTN_VL) {
-    const vf p = attn_vexp_(vf_sub(vf_load(s + j), msafe));
+    const vf p = attn_vexp_xc_(vf_sub(vf_load(s + j), msafe), &xc);
     vf_store(s + j, p);
     sum = vf_add(sum, p);
+    if (with_stats) sq = vf_fma(p, p, sq), se = vf_fma(p, xc, se);
   }
   if (j < nk) {
-    const vf p = attn_vexp_(vf_sub(vf_load_n(s + j, nk - j), msafe));
+    const vf p = attn_vexp_xc_(vf_sub(vf_load_n(s + j, nk - j), msafe), &xc);
     vf_store_n(s + j, p, nk - j);
     float t[ATTN_VL];
     vf_store(t, p);
     for (size_t i = nk - j; i < ATTN_VL; i++) t[i] = 0.0f; /* the padding's exp(0 - M) */
-    sum = vf_add(sum, vf_load(t));
+    const vf pt = vf_load(t);
+    sum = vf_add(sum, pt);
+    if (with_stats) sq = vf_fma(pt, pt, sq), se = vf_fma(pt, xc, se);
   }
   float a[ATTN_VL];
   vf_store(a, attn_vexp_(vf_sub(vf_set1(mo), msafe)));
-  vf_store_w(l, vf_fma(vf_set1(*l), vf_set1(a[0]), vf_set1(vf_hsum(sum))), 1);
+  const vf lo = vf_set1(*l), al = vf_set1(a[0]);
+  if (with_stats)
+    attn_softmax_stats_(stats, stats + lds, lo, al, vf_set1(mo), vf_set1(mnew), vf_set1(vf_hsum(sq)),
+                        vf_set1(vf_hsum(se)), 1);
+  vf_store_w(l, vf_fma(lo, al, vf_set1(vf_hsum(sum))), 1);
   *m = mnew;
   *alpha = a[0];
 }
 
-void ATTN_SOFTMAX_NAME(size_t nk, size_t nq, float *st, size_t ldst, float *m, float *l, float *alpha, int masked) {
+void ATTN_SOFTMAX_NAME(size_t nk, size_t nq, float *st, size_t ldst, float *m, float *l, float *alpha, float *stats,
+                       size_t lds, int masked) {
   if (nq == 1 && ldst == 1) {
-    if (masked)
-      attn_softmax_row_(nk, st, m, l, alpha, 1);
+    if (stats && masked)
+      attn_softmax_row_(nk, st, m, l, alpha, stats, lds, 1, 1);
+    else if (stats)
+      attn_softmax_row_(nk, st, m, l, alpha, stats, lds, 0, 1);
+    else if (masked)
+      attn_softmax_row_(nk, st, m, l, alpha, NULL, 0, 1, 0);
     else
-      attn_softmax_row_(nk, st, m, l, alpha, 0);
+      attn_softmax_row_(nk, st, m, l, alpha, NULL, 0, 0, 0);
     return;
   }
-  if (masked)
-    attn_softmax_cols_(nk, nq, st, ldst, m, l, alpha, 1);
+  if (stats && masked)
+    attn_softmax_cols_(nk, nq, st, ldst, m, l, alpha, stats, lds, 1, 1);
+  else if (stats)
+    attn_softmax_cols_(nk, nq, st, ldst, m, l, alpha, stats, lds, 0, 1);
+  else if (masked)
+    attn_softmax_cols_(nk, nq, st, ldst, m, l, alpha, NULL, 0, 1, 0);
   else
-    attn_softmax_cols_(nk, nq, st, ldst, m, l, alpha, 0);
+    attn_softmax_cols_(nk, nq, st, ldst, m, l, alpha, NULL, 0, 0, 0);
 }

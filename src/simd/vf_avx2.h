@@ -36,6 +36,14 @@ static inline vf vf_pow2i(vf n) {
   const simde__m256i e = simde_mm256_add_epi32(simde_mm256_cvtps_epi32(n), simde_mm256_set1_epi32(127));
   return simde_mm256_castsi256_ps(simde_mm256_slli_epi32(e, 23));
 }
+/* x = z 2^k with z in [0.69921875, 1.3984375) (OFF = 0x3f330000 shifts the binade's cut), for
+ * positive normal x: z, and k as a float in *k; finite for 0 and subnormals. */
+static inline vf vf_logsplit(vf x, vf *k) {
+  const simde__m256i b = simde_mm256_castps_si256(x), t = simde_mm256_sub_epi32(b, simde_mm256_set1_epi32(0x3f330000));
+  *k = simde_mm256_cvtepi32_ps(simde_mm256_srai_epi32(t, 23));
+  return simde_mm256_castsi256_ps(
+      simde_mm256_sub_epi32(b, simde_mm256_and_si256(t, simde_mm256_set1_epi32(-0x800000))));
+}
 static inline vmask vf_lt(vf a, vf b) { return simde_mm256_cmp_ps(a, b, SIMDE_CMP_LT_OQ); }
 static inline vmask vf_ge(vf a, vf b) { return simde_mm256_cmp_ps(a, b, SIMDE_CMP_GE_OQ); }
 static inline vmask vf_eq(vf a, vf b) { return simde_mm256_cmp_ps(a, b, SIMDE_CMP_EQ_OQ); }

@@ -44,6 +44,13 @@ static inline vf vf_pow2i(vf n) {
   const simde_int32x4_t e = simde_vaddq_s32(simde_vcvtq_s32_f32(n), simde_vdupq_n_s32(127));
   return simde_vreinterpretq_f32_s32(simde_vshlq_n_s32(e, 23));
 }
+/* x = z 2^k with z in [0.69921875, 1.3984375) (OFF = 0x3f330000 shifts the binade's cut), for
+ * positive normal x: z, and k as a float in *k; finite for 0 and subnormals. */
+static inline vf vf_logsplit(vf x, vf *k) {
+  const simde_int32x4_t b = simde_vreinterpretq_s32_f32(x), t = simde_vsubq_s32(b, simde_vdupq_n_s32(0x3f330000));
+  *k = simde_vcvtq_f32_s32(simde_vshrq_n_s32(t, 23));
+  return simde_vreinterpretq_f32_s32(simde_vsubq_s32(b, simde_vandq_s32(t, simde_vdupq_n_s32(-0x800000))));
+}
 static inline vmask vf_lt(vf a, vf b) { return simde_vcltq_f32(a, b); }
 static inline vmask vf_ge(vf a, vf b) { return simde_vcgeq_f32(a, b); }
 static inline vmask vf_eq(vf a, vf b) { return simde_vceqq_f32(a, b); }

@@ -51,6 +51,13 @@ static inline vf vf_pow2i(vf n) {
   const vmask e = (__builtin_convertvector(n, vmask) + 127) << 23;
   return (vf)e;
 }
+/* x = z 2^k with z in [0.69921875, 1.3984375) (OFF = 0x3f330000 shifts the binade's cut), for
+ * positive normal x: z, and k as a float in *k; finite for 0 and subnormals. */
+static inline vf vf_logsplit(vf x, vf *k) {
+  const vmask b = (vmask)x, t = b - 0x3f330000;
+  *k = __builtin_convertvector(t >> 23, vf);
+  return (vf)(b - (t & -0x800000));
+}
 static inline vmask vf_lt(vf a, vf b) { return a < b; }
 static inline vmask vf_ge(vf a, vf b) { return a >= b; }
 static inline vmask vf_eq(vf a, vf b) { return a == b; }

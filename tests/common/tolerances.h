@@ -367,4 +367,66 @@ static inline double tol_selective_f(size_t n, size_t d, double f, double fg) {
   return TOL_U * ((TOL_SM_CN * sqrt((double)n) + 2.0) * fabs(f) + tol_selective_e(d) * fg);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Per-row statistics (attn_softmax_stats, attn_gau_stats, attn_selective_stats;                 */
+/* tests/ops/check_stats.c; 0.5.0). The library accumulates, per row and in fp32, W = sum w,     */
+/* sum w^2 and L = sum w log w of its weights (softmax and selective: w = exp(s - M) relative to */
+/* the running maximum, L = sum w (s - M) from exp's own argument, rescaled as M grows; GAU:     */
+/* w = relu(x)^2, L through the library's log), then H = log W - L / W and S = W / sqrt(n W2) in  */
+/* double. The test takes the reference weights w_j in double, in the same normalisation, with    */
+/* each weight's absolute error bound dw_j from its variant's error model, and bounds:            */
+/*   entropy (absolute): u (C0 + CN sqrt(n)) (1 + own) + sum_j dw_j / W (|log p_j| + H + 2)        */
+/*   sparsity (relative): u (C0 + CN sqrt(n)) + sum_j dw_j (1 / W + w_j / W2)                      */
+/* with p_j = w_j / W (at least dw_j / W where a weight may leave 0: GAU's kink) and               */
+/* own = |log W| + sum_j p_j |log w_j|.                                                            */
+/* - The first terms are the evaluation's own roundings: exp's 4u per weight (softmax; twice in   */
+/*   w^2), log's 4u |log w| (GAU: own's second part), the rounding of s - M (u |s - M| relative,  */
+/*   of size own), the rescales of e and l across key blocks (a few u each), the sums over the n   */
+/*   visible keys (blocked: sqrt(n) u, as every sum of the suites) and the final log and          */
+/*   division: C0 = 16 (twice softmax's 8: the entropy rounds two sums and a log).                */
+/* - The second terms carry the weights' errors from the scores (first order): dH = -sum_j (log  */
+/*   p_j + 1) dp_j and dp_j = dw_j / W - p_j dW / W give |dH| <= sum_j dw_j / W (|log p_j| + H +  */
+/*   2); d log S = dW / W - dW2 / (2 W2) with dW2 = 2 sum w dw. Per variant:                     */
+/*     softmax:   dw = w u tol_softmax_logit(d, sabs) (the logit's error: dot product, scale,   */
+/*                s - M; sabs the row's largest |scale| sum |q k|);                              */
+/*     selective: dw = w u (E (g + G) + (CN sqrt(n) + CF) F + CF sabs) (tol_selective_o's logit  */
+/*                error of s - F: the pair's dot product g, the G of the dot products behind F,  */
+/*                F's running sum and the subtraction);                                          */
+/*     GAU:       dw = 2 r e + e^2 + 2u w with e = u tol_gau_score(d) g, r = sqrt(w) (the score's */
+/*                error through the square, the kink where r < e, the bias addition).            */
+/* Count is exact (an integer from the mask). Library-vs-library properties (decode vs prefill)  */
+/* allow TOL_PROPERTY_FACTOR times the bound.                                                   */
+/* OBSERVED (ATTN_TEST_REPORT=1; gcc 12, -O3 and -O0 alike; x86-64: AVX2 native, NEON through    */
+/* SIMDe): the largest error (entropy absolute, sparsity relative) [its share of the bound]:     */
+/*   family              scalar            avx2              neon                               */
+/*   softmax entropy     3.44e-06 [0.037]  4.50e-06 [0.040]  3.44e-06 [0.037]                   */
+/*   softmax sparsity    2.12e-06 [0.195]  2.64e-06 [0.177]  2.12e-06 [0.177]                   */
+/*   gau entropy         4.16e-06 [0.087]  4.06e-06 [0.098]  4.16e-06 [0.087]                   */
+/*   gau sparsity        5.07e-07 [0.120]  4.51e-07 [0.137]  5.07e-07 [0.120]                   */
+/*   selective entropy   2.18e-06 [0.023]  3.24e-06 [0.023]  2.18e-06 [0.023]                   */
+/*   selective sparsity  1.06e-06 [0.042]  2.25e-06 [0.046]  1.06e-06 [0.044]                   */
+/* The entropy's bound is mostly its score term, the worst case of every logit erring by the     */
+/* model's full amount in the direction that moves H; the realised errors are of random sign.    */
+/* Dropping the rescale of e when the running maximum grows errs by 0.007 to 0.12 nats (caught). */
+/* ------------------------------------------------------------------------------------------ */
+#define TOL_ST_C0 16.0
+#define TOL_ST_CN 1.0
+
+static inline double tol_stats_base(size_t n) { return TOL_U * (TOL_ST_C0 + TOL_ST_CN * sqrt((double)n)); }
+static inline double tol_stats_entropy(size_t n, double own, double wsens) {
+  return tol_stats_base(n) * (1.0 + own) + wsens;
+}
+static inline double tol_stats_sparsity(size_t n, double ssens) { return tol_stats_base(n) + ssens; }
+
+static inline double tol_stats_dw_softmax(double w, size_t d, double sabs) {
+  return w * TOL_U * tol_softmax_logit(d, sabs);
+}
+static inline double tol_stats_dw_selective(double w, size_t n, size_t d, double g, double G, double F, double sabs) {
+  return w * TOL_U * (tol_selective_e(d) * (g + G) + (TOL_SM_CN * sqrt((double)n) + TOL_SM_CF) * F + TOL_SM_CF * sabs);
+}
+static inline double tol_stats_dw_gau(double w, size_t d, double g) {
+  const double e = TOL_U * tol_gau_score(d) * g;
+  return 2.0 * sqrt(w) * e + e * e + 2.0 * TOL_U * w;
+}
+
 #endif /* ATTN_TEST_TOLERANCES_H */

@@ -44,6 +44,17 @@ int ref_row_finite(const float *x, size_t n);
  * when chunk > 0, floor(j / chunk) == floor(p_i / chunk) (floor division, also for p_i < 0). */
 int ref_visible(size_t i, size_t j, size_t n_q, size_t n_kv, size_t left, size_t right, size_t chunk);
 
+/**
+ * Row statistics of attention weights (attn.h, analysis; spec 7), in double: over the keys with
+ * visible[j] != 0 (n of them), W = sum |w_j|, entropy = -sum p_j log p_j with p_j = |w_j| / W
+ * (0 log 0 = 0), sparsity = W / sqrt(n sum w_j^2), count = n. Entropy and sparsity are NaN when
+ * n == 0, W == 0 or a visible weight is not finite. Masked weights are never read.
+ */
+typedef struct ref_row_stats {
+  double entropy, sparsity, count;
+} ref_row_stats;
+ref_row_stats ref_row_stats_of(const double *w, const unsigned char *visible, size_t n_kv);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Softmax attention (ref_softmax.c)                                                           */
 /* ------------------------------------------------------------------------------------------ */

@@ -29,3 +29,26 @@ int ref_visible(size_t i, size_t j, size_t n_q, size_t n_kv, size_t left, size_t
   }
   return 1;
 }
+
+ref_row_stats ref_row_stats_of(const double *w, const unsigned char *visible, size_t n_kv) {
+  double n = 0, W = 0, W2 = 0;
+  int finite = 1;
+  for (size_t j = 0; j < n_kv; ++j) {
+    if (!visible[j]) continue;
+    n += 1;
+    finite &= isfinite(w[j]) != 0;
+    W += fabs(w[j]);
+    W2 += w[j] * w[j];
+  }
+  ref_row_stats r = {NAN, NAN, n};
+  if (n == 0 || !finite || W == 0) return r;
+  double h = 0;
+  for (size_t j = 0; j < n_kv; ++j) {
+    if (!visible[j] || w[j] == 0) continue;
+    const double p = fabs(w[j]) / W;
+    h -= p * log(p);
+  }
+  r.entropy = h;
+  r.sparsity = W / sqrt(n * W2);
+  return r;
+}

@@ -1,0 +1,4 @@
+/* avx2 path: vector log (src/simd/vexp_tmpl.h). */
+#include "simd/vf_avx2.h"
+#define ATTN_VLOG_NAME attn_f32_vlog_ukernel__avx2
+#include "simd/vexp_tmpl.h"

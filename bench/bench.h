@@ -180,7 +180,7 @@ typedef struct bench_sysinfo {
 void bench_sysinfo_fill(bench_sysinfo *info);
 double bench_loadavg(void);
 
-/** One FMA peak probe: a path's (scalar, avx2, neon) or a machine probe (avx512), measured at
+/** One FMA peak probe: a path's (scalar, avx2, avx512, neon) or a machine probe, measured at
  *  the start and again at the end of the run. */
 typedef struct bench_probe {
   const char *name;

@@ -1,6 +1,6 @@
 /*
- * Peak probe body, written once against a vf_* vector shim (src/simd/vf_<isa>.h, or the one in
- * peak_avx512.c), like the library's micro-kernels: BENCH_PEAK_NCHAINS independent FMA chains,
+ * Peak probe body, written once against a vf_* vector shim (src/simd/vf_<isa>.h), like the
+ * library's micro-kernels: BENCH_PEAK_NCHAINS independent FMA chains,
  * unrolled so they stay in registers. Include the shim, define BENCH_PEAK_NAME and
  * BENCH_PEAK_NCHAINS (at most 16), then include this file. It also defines BENCH_PEAK_NAME##_flops,
  * the flops of one iteration (chains x ATTN_VL lanes x 2).

@@ -97,13 +97,6 @@ void bench_sysinfo_fill(bench_sysinfo *info) {
   static void run_peak_##name(void *ctx, size_t iters) { *(volatile float *)ctx = bench_peak_##name(iters); }
 ATTN_BENCH_PATH_PROBES
 #undef BENCH_PATH_PROBE
-#if defined(ATTN_BENCH_HAVE_PEAK_AVX512)
-BENCH_PEAK_DECLARE(avx512)
-static void run_peak_avx512(void *ctx, size_t iters) { *(volatile float *)ctx = bench_peak_avx512(iters); }
-/* __builtin_cpu_supports reads CPUID and, for AVX-512, also XGETBV: libgcc and compiler-rt report
- * avx512f only when the OS saves the opmask and ZMM state, so the probe cannot fault. */
-static int cpu_has_avx512(void) { return __builtin_cpu_supports("avx512f"); }
-#endif
 
 /* Whether the library's path runs natively on this CPU. */
 static int path_native(attn_isa isa) {
@@ -113,7 +106,7 @@ static int path_native(attn_isa isa) {
 
 typedef struct probe_def {
   const char *name;
-  attn_isa path; /* ATTN_ISA_NONE: a machine probe */
+  attn_isa path; /* ATTN_ISA_NONE: a machine probe (an ISA without an attn path; none today) */
   bench_kernel fn;
   const double *flops; /* per iteration */
   int (*runs)(void);   /* machine probes: whether this CPU runs it (paths: path_native) */
@@ -123,9 +116,6 @@ static const probe_def probe_defs[] = {
 #define BENCH_PATH_PROBE(name, ID) {#name, ATTN_ISA_##ID, run_peak_##name, &bench_peak_##name##_flops, NULL},
     ATTN_BENCH_PATH_PROBES
 #undef BENCH_PATH_PROBE
-#if defined(ATTN_BENCH_HAVE_PEAK_AVX512)
-    {"avx512", ATTN_ISA_NONE, run_peak_avx512, &bench_peak_avx512_flops, cpu_has_avx512},
-#endif
 };
 
 /* Peaks and bandwidth are best cases: they use the fastest sample (or trial). */

@@ -128,7 +128,8 @@ typedef enum attn_isa {
   ATTN_ISA_SCALAR = 1,
   ATTN_ISA_AVX2 = 2, /**< AVX2 + FMA */
   ATTN_ISA_NEON = 3,
-  ATTN_ISA_COUNT = 4
+  ATTN_ISA_AVX512 = 4, /**< AVX-512F (with the OS saving the opmask and ZMM state; since 0.5.0) */
+  ATTN_ISA_COUNT = 5
 } attn_isa;
 
 /** Name of a path ("auto", "scalar", "avx2", "neon", ...: lower case of the enum's suffix); "none" for

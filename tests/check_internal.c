@@ -57,13 +57,18 @@ START_TEST(cpu_detect_consistent) {
   int native = -1;
   const int avail = attn_isa_available(uk->isa, &native);
   ck_assert_int_eq(avail, 1);
-#if defined(__x86_64__) || defined(__i386__)
-  const int has = (attn_cpu_features() & ATTN_CPU_X86_AVX2_FMA) != 0;
+#if defined(ATTN_TEST_EMULATION) /* every path but scalar through SIMDe, on any CPU */
+  ck_assert_int_eq(native, uk->isa == ATTN_ISA_SCALAR);
+#elif defined(__x86_64__) || defined(__i386__)
+  const uint32_t f = attn_cpu_features();
+  const int has = (f & ATTN_CPU_X86_AVX2_FMA) != 0;
   ck_assert_int_eq(attn_isa_available(ATTN_ISA_AVX2, NULL), has);
   ck_assert_int_eq(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), has);
+  ck_assert_int_eq(attn_isa_available(ATTN_ISA_AVX512, NULL), (f & ATTN_CPU_X86_AVX512) != 0);
+  if (f & ATTN_CPU_X86_AVX512) ck_assert(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"));
   ck_assert_int_eq(native, uk->isa == ATTN_ISA_NEON ? 0 : 1);
 #elif defined(__aarch64__)
-  ck_assert_int_eq(native, uk->isa == ATTN_ISA_AVX2 ? 0 : 1);
+  ck_assert_int_eq(native, uk->isa == ATTN_ISA_AVX2 || uk->isa == ATTN_ISA_AVX512 ? 0 : 1);
 #endif
 }
 END_TEST

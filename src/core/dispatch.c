@@ -24,7 +24,8 @@ _Static_assert(0 ATTN_ISA_LIST(ATTN_ISA_ONE_) == ATTN_ISA_COUNT - 1,
                "the ISA list (meson.build) and enum attn_isa (include/attn.h) differ");
 
 /* Host families of the list: where a path is native, its kernels were built with its flags. */
-#define ATTN_HOST_any 1
+#define ATTN_HOST_any  1
+#define ATTN_HOST_none 0 /* emulation builds (-Dsimde_no_native=true): native nowhere */
 #if defined(__x86_64__) || defined(__i386__)
 #define ATTN_HOST_x86 1
 #else

@@ -1,0 +1,4 @@
+/* avx512 path: one-token linear-attention state step, chunkwise engine (src/simd/step_tmpl.h). */
+#include "simd/vf_avx512.h"
+#define ATTN_STEP_NAME attn_f32_linear_step_ukernel__avx512
+#include "simd/step_tmpl.h"

@@ -1,0 +1,92 @@
+/*
+ * Vector shim, AVX-512 path (16 floats, AVX-512F only), through SIMDe: native on x86 with
+ * -mavx512f, emulated elsewhere. Comparisons give opmask registers, and partial loads and stores
+ * are masked instructions (fast on AVX-512 hardware, unlike AVX's vmaskmovps).
+ */
+#ifndef ATTN_VF_AVX512_H
+#define ATTN_VF_AVX512_H
+#include <stdint.h>
+#include <string.h>
+#include <simde/x86/avx512.h>
+
+/* SIMDe 0.7 (Debian 12) lacks a few AVX-512F operations (masked loads and stores, the float to
+ * int32 conversion, the horizontal sum): where AVX-512F is native they are its intrinsics; where
+ * it is emulated, portable equivalents. */
+#if defined(SIMDE_X86_AVX512F_NATIVE)
+#define ATTN_AVX512_NATIVE_ 1
+#else
+#define ATTN_AVX512_NATIVE_ 0
+#endif
+
+#define ATTN_VL 16
+typedef simde__m512 vf;
+typedef simde__mmask16 vmask;
+
+static inline vf vf_zero(void) { return simde_mm512_setzero_ps(); }
+static inline vf vf_set1(float x) { return simde_mm512_set1_ps(x); }
+static inline vf vf_load(const float *p) { return simde_mm512_loadu_ps(p); }
+static inline void vf_store(float *p, vf v) { simde_mm512_storeu_ps(p, v); }
+/* First n (< 16) lanes from p, the rest 0; never reads past p[n-1] (masked lanes do not fault). */
+static inline vf vf_load_n(const float *p, size_t n) {
+#if ATTN_AVX512_NATIVE_
+  return _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1u), p);
+#else
+  float t[16] = {0};
+  memcpy(t, p, n * sizeof(float));
+  return simde_mm512_loadu_ps(t);
+#endif
+}
+static inline void vf_store_n(float *p, vf v, size_t n) {
+#if ATTN_AVX512_NATIVE_
+  _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1u), v);
+#else
+  float t[16];
+  simde_mm512_storeu_ps(t, v);
+  memcpy(p, t, n * sizeof(float));
+#endif
+}
+#define ATTN_VF_BINARY(op) \
+  static inline vf vf_##op(vf a, vf b) { return simde_mm512_##op##_ps(a, b); }
+static inline vf vf_fma(vf a, vf b, vf c) { return simde_mm512_fmadd_ps(a, b, c); }
+static inline vf vf_div(vf a, vf b) { return simde_mm512_div_ps(a, b); }
+static inline vf vf_round(vf x) {
+  return simde_mm512_roundscale_ps(x, SIMDE_MM_FROUND_TO_NEAREST_INT | SIMDE_MM_FROUND_NO_EXC);
+}
+/* 2^n for integral n in [-126, 127]: n + 1.5 * 2^23 holds n in its low mantissa bits (exact for
+ * |n| < 2^22), so its bits minus those of 1.5 * 2^23 are n as an int32 (no conversion needed). */
+static inline vf vf_pow2i(vf n) {
+  const simde__m512i b = simde_mm512_castps_si512(simde_mm512_add_ps(n, simde_mm512_set1_ps(12582912.0f)));
+  const simde__m512i e = simde_mm512_add_epi32(b, simde_mm512_set1_epi32(127 - 0x4B400000));
+  return simde_mm512_castsi512_ps(simde_mm512_slli_epi32(e, 23));
+}
+/* x = z 2^k with z in [0.69921875, 1.3984375) (OFF = 0x3f330000 shifts the binade's cut), for
+ * positive normal x: z, and k as a float in *k; finite for 0 and subnormals (as vf_avx2.h's).
+ * SIMDe 0.7 has neither the 512-bit arithmetic shift nor the int32 to float conversion: t's
+ * sign bit flipped and shifted logically is k + 256 in [0, 511], and that integer is made a float
+ * exactly through the 1.5 * 2^23 mantissa trick of vf_pow2i. */
+static inline vf vf_logsplit(vf x, vf *k) {
+  const simde__m512i b = simde_mm512_castps_si512(x), t = simde_mm512_sub_epi32(b, simde_mm512_set1_epi32(0x3f330000));
+  const simde__m512i u = simde_mm512_srli_epi32(simde_mm512_xor_si512(t, simde_mm512_set1_epi32(INT32_MIN)), 23);
+  *k = simde_mm512_sub_ps(simde_mm512_castsi512_ps(simde_mm512_add_epi32(u, simde_mm512_set1_epi32(0x4B400000))),
+                          simde_mm512_set1_ps(12582912.0f + 256.0f));
+  return simde_mm512_castsi512_ps(
+      simde_mm512_sub_epi32(b, simde_mm512_and_si512(t, simde_mm512_set1_epi32(-0x800000))));
+}
+static inline vmask vf_lt(vf a, vf b) { return simde_mm512_cmp_ps_mask(a, b, SIMDE_CMP_LT_OQ); }
+static inline vmask vf_ge(vf a, vf b) { return simde_mm512_cmp_ps_mask(a, b, SIMDE_CMP_GE_OQ); }
+static inline vmask vf_eq(vf a, vf b) { return simde_mm512_cmp_ps_mask(a, b, SIMDE_CMP_EQ_OQ); }
+static inline vf vf_select(vmask m, vf t, vf f) { return simde_mm512_mask_blend_ps(m, f, t); }
+/* Sum of the lanes. */
+static inline float vf_hsum(vf a) {
+#if ATTN_AVX512_NATIVE_
+  return _mm512_reduce_add_ps(a);
+#else
+  float t[16];
+  simde_mm512_storeu_ps(t, a);
+  for (int w = 8; w >= 1; w /= 2) /* pairwise, as the native reduction */
+    for (int i = 0; i < w; i++) t[i] += t[i + w];
+  return t[0];
+#endif
+}
+#include "simd/vf_common.h"
+#endif

@@ -1,4 +1,0 @@
-/* avx512 path: GEMM with a 6x64 register tile (src/simd/gemm_tmpl.h). */
-#include "simd/vf_avx512.h"
-#define ATTN_GEMM_NAME attn_f32_gemm_ukernel_6x64__avx512
-#include "simd/gemm_tmpl.h"

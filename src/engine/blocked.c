@@ -64,9 +64,10 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   p->off_cz = attn_ws_take(&h, p->dsm ? tbm2 : 0);
   if (h.overflow) return ATTN_E_SIZE_OVERFLOW;
   p->head_floats = h.floats;
-  /* Heads advance together only when the call has fewer tokens than a block; the scratch holds
-   * the group either way, so its size does not depend on n_q (a prefill's workspace serves the
-   * decode steps after it). */
+  /* Heads advance together when the call has fewer tokens than a block, and always with a
+   * selection (its F is then computed once per key block for the whole group, not once per head
+   * group); the scratch holds the group either way, so its size does not depend on n_q (a
+   * prefill's workspace serves the decode steps after it). */
   const size_t hg = attn_max_sz(1, attn_min_sz(s->h_k, BLK_HEAD_GROUP_FLOATS / p->head_floats));
   p->hg = s->n_q < p->tb || sel ? hg : 1;
   p->groups = (s->h_k + p->hg - 1) / p->hg;

@@ -24,9 +24,9 @@
  * mask. Same pass, no n x n buffer; without io.stats nothing of it runs.
  * A boundary block whose V holds a non-finite value in a row some token cannot see takes P V per
  * token over that token's visible keys only, so a hidden value never meets its zero weight.
- * When a call has fewer query tokens than a block (decode, short chunks), several heads (as many
- * as keep their state within ~256 KiB) advance through the key blocks together, so K and V stream
- * in memory order.
+ * When a call has fewer query tokens than a block (decode, short chunks), and in every selective
+ * call (so that F is computed once per key block), several heads (as many as keep their state
+ * within ~256 KiB) advance through the key blocks together, so K and V stream in memory order.
  */
 #ifndef ATTN_ENGINE_BLOCKED_H
 #define ATTN_ENGINE_BLOCKED_H

@@ -184,7 +184,7 @@ typedef struct blk_task {
   const struct attn_ukernels *uk;
   const attn_blocked_io *io;
   float *ws;
-  size_t h0, hn, tn, rows;
+  size_t h0, hn, tn, rows, t0; /* key heads h0 .. h0 + hn - 1; tokens t0 .. t0 + tn - 1 of the call */
   int64_t p0, p1;
   int last_group; /* the last head group of its query block (selection: it stores F) */
 } blk_task;
@@ -192,14 +192,27 @@ typedef struct blk_task {
 static float *blk_head(const blk_task *t, size_t hh) { return t->ws + t->p->off_heads + hh * t->p->head_floats; }
 
 /* Scores of keys [j0, j0 + jn) (ST, jn x rows), their mask, the step and acc += P V. */
-static void blk_accumulate(const blk_task *t, float *reg, int64_t j0, size_t jn, int masked, const float *vb,
+static void blk_accumulate(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked, const float *vb,
                            const float *bm) {
+  float *reg = blk_head(t, hh);
   const attn_blocked_plan *p = t->p;
   const size_t rows = t->rows, ldv = p->shape->v.row_stride;
   float *st = t->ws + p->off_st;
   if (masked) blk_mask(p, st, rows, jn, j0, t->tn, t->p0);
-  const attn_step_block b = {
-      st, jn, rows, rows, masked, bm, j0, t->p0, p->g, p->step_params, t->ws + p->off_strip, t->io->stats != NULL};
+  const attn_step_block b = {st,
+                             jn,
+                             rows,
+                             rows,
+                             masked,
+                             bm,
+                             j0,
+                             t->p0,
+                             p->g,
+                             (t->h0 + hh) * p->g,
+                             t->t0,
+                             p->step_params,
+                             t->ws + p->off_strip,
+                             t->io->stats != NULL};
   const float *alpha = p->step->step(t->uk, &b, reg + p->off_rs, p->R);
   if (masked && !blk_hidden_v_finite(p, vb, ldv, j0, jn, t->p0, t->p1))
     blk_pv_exact(p, t->uk, st, jn, j0, t->tn, t->p0, vb, ldv, reg + p->off_acc, alpha);
@@ -306,8 +319,9 @@ static void blk_column_sums(const blk_task *t, float *reg, int64_t j0, size_t jn
 /* Exponential maps: keys [j0, j0 + jn) of one sub-block, u(K) rows ku (attn_blocked_features in
  * engine/blocked.h): psi with the sub-block's offsets cb, then (pass 0) each row's offset bm,
  * phi, the scores and the step, or (pass 1, dsoftmax) the column sums. */
-static void blk_exp_keys(const blk_task *t, float *reg, int64_t j0, size_t jn, int masked, const float *ku,
+static void blk_exp_keys(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked, const float *ku,
                          const float *vb, int pass) {
+  float *reg = blk_head(t, hh);
   const attn_blocked_plan *p = t->p;
   const struct attn_ukernels *uk = t->uk;
   const size_t m = p->m, rows = t->rows;
@@ -332,7 +346,7 @@ static void blk_exp_keys(const blk_task *t, float *reg, int64_t j0, size_t jn, i
   }
   uk->expfeat(ATTN_EXPF_SCALED, rows, m, uq, m, NULL, 0, bm, cb, qt, 1, rows);
   uk->gemm(jn, rows, m, kf, m, 1, qt, rows, t->ws + p->off_st, rows, NULL, 0);
-  blk_accumulate(t, reg, j0, jn, masked, vb, bm);
+  blk_accumulate(t, hh, j0, jn, masked, vb, bm);
 }
 
 /* U[k][p] = 1 for k < p: A U is the exclusive running sum along A's rows (8 columns). */
@@ -481,7 +495,7 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
         p->fm->apply(t->uk, &p->fa, 1, jn, D, m, kb, s->k.row_stride, ku, m, 1, t->ws + p->off_fms);
         for (size_t a = 0, b; a < jn; a = b) {
           b = masked ? blk_split(m, ku, a, jn, tmp, tmp + m) : jn;
-          blk_exp_keys(t, reg, j0 + (int64_t)a, b - a, masked, ku + a * m, vb + a * s->v.row_stride, pass);
+          blk_exp_keys(t, hh, j0 + (int64_t)a, b - a, masked, ku + a * m, vb + a * s->v.row_stride, pass);
         }
         continue;
       }
@@ -495,7 +509,7 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
         if (hi_order == 0) blk_select(t, j0, jn, sel_here ? t->ws + p->off_st : NULL);
         blk_select_apply(t, t->ws + p->off_st, jn);
       }
-      blk_accumulate(t, reg, j0, jn, masked, vb, NULL);
+      blk_accumulate(t, hh, j0, jn, masked, vb, NULL);
     }
   }
 }
@@ -531,6 +545,7 @@ void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk
                       attn_min_sz(p->hg, s->h_k - h0),
                       tn,
                       rows,
+                      t0,
                       p0,
                       p0 + (int64_t)tn - 1,
                       task % p->groups == p->groups - 1};
@@ -559,7 +574,8 @@ void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk
         float *col = qt + ti * g + gi;
         for (size_t x = 0; x < D; x++) col[x * rows] = qr[x] * p->scale;
       }
-    sp->init(reg + p->off_rs, R, rows);
+    const attn_step_rows w = {p->step_params, (h0 + hh) * g, g, 1};
+    sp->init(reg + p->off_rs, R, rows, &w);
     float *srs = reg + p->off_rs + sp->row_floats * R; /* the statistics' sums start at 0 */
     for (size_t x = 0; io->stats && x < sp->stats_floats * R; x++) srs[x] = 0.0f;
     for (size_t x = 0; x < rows * DV; x++) acc[x] = 0.0f;

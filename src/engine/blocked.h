@@ -44,10 +44,20 @@ typedef struct attn_step_block {
                        is st * exp(bm[r]); -inf: the row sees none of these keys); NULL otherwise */
   int64_t j0, p0;     /* positions of the first key and of the first column's token */
   size_t g;           /* columns per query token (the GQA group) */
+  size_t h, t;        /* column r is query head h + r % g of the call's token t + r / g */
   const void *params; /* the plan's step_params */
   float *strip;       /* a step with `strip`: (keys per block + tokens per block) * g floats */
   int stats;          /* the call wants statistics: the step's kernel accumulates them too */
 } attn_step_block;
+
+/* Which rows a row state holds, for init: row r is query head h + r % g; `first` is 1 when the
+ * state starts at the first key of each row's range (a key split, engine/blocked.c, gives later
+ * ranges 0), so that a term counted once per row (a softmax sink) is counted once. */
+typedef struct attn_step_rows {
+  const void *params; /* the plan's step_params */
+  size_t h, g;
+  int first;
+} attn_step_rows;
 
 /*
  * A score step: what turns a block of scores into weights, and per-row state into outputs.
@@ -59,7 +69,7 @@ typedef struct attn_score_step {
   size_t row_floats;
   int strip; /* wants attn_step_block.strip (scratch per block, e.g. for a positional bias) */
   /* Reset the row state of `rows` rows (array stride R) to the empty prefix. */
-  void (*init)(float *rs, size_t R, size_t rows);
+  void (*init)(float *rs, size_t R, size_t rows, const struct attn_step_rows *w);
   /* ST in place into P^T; update the row state. Returns the per-row factor for acc
    * (diag(alpha) acc + P V) or NULL for plain accumulation. */
   const float *(*step)(const struct attn_ukernels *uk, const attn_step_block *b, float *rs, size_t R);

@@ -31,7 +31,8 @@ typedef struct gau_params {
 } gau_params;
 
 /* Row state: the count of visible keys. */
-static void gau_init(float *rs, size_t R, size_t rows) {
+static void gau_init(float *rs, size_t R, size_t rows, const attn_step_rows *w) {
+  (void)w;
   (void)R;
   for (size_t r = 0; r < rows; r++) rs[r] = 0.0f;
 }

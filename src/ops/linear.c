@@ -58,7 +58,8 @@ typedef struct lin_window_params {
   int normalize;
 } lin_window_params;
 
-static void lw_init(float *rs, size_t R, size_t rows) {
+static void lw_init(float *rs, size_t R, size_t rows, const attn_step_rows *w) {
+  (void)w;
   (void)R;
   for (size_t r = 0; r < rows; r++) rs[r] = 0.0f;
 }
@@ -99,7 +100,8 @@ static const attn_score_step lin_window_step = {1, 0, lw_init, lw_step, lw_finis
  * (engine/blocked.h); row state den, M (the running offset: at the end the row's exact one, so
  * eps meets the stabilised sums of spec 3.2), alpha = exp(M_old - M) and the block's factor
  * exp(bm - M). Finished by lw_finish with scale 1. */
-static void lx_init(float *rs, size_t R, size_t rows) {
+static void lx_init(float *rs, size_t R, size_t rows, const attn_step_rows *w) {
+  (void)w;
   for (size_t r = 0; r < rows; r++) rs[r] = 0.0f, rs[R + r] = -INFINITY;
 }
 

@@ -13,7 +13,8 @@
  */
 #include "engine/blocked.h"
 
-static void sm_init(float *rs, size_t R, size_t rows) {
+static void sm_init(float *rs, size_t R, size_t rows, const attn_step_rows *w) {
+  (void)w;
   for (size_t r = 0; r < rows; r++) {
     rs[r] = -INFINITY; /* m */
     rs[R + r] = 0.0f;  /* l */

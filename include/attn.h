@@ -44,7 +44,7 @@
  * gave every descriptor one shape block (attn_shape) and one mask (attn_mask), and the linear
  * state its final layout (state heads for separate key/value head counts, per-feature offsets);
  * 0.3.0 added the linear family (exp, FAVOR+, dsoftmax, gates, windows); 0.4.0 windows for the
- * exponential maps.
+ * exponential maps; 0.5.0 the AVX-512 path and the analysis; 0.6.0 multi-threaded calls.
  */
 #ifndef ATTN_H
 #define ATTN_H
@@ -66,10 +66,10 @@ extern "C" {
  * Version
  * ------------------------------------------------------------------------------------------- */
 #define ATTN_VERSION_MAJOR  0
-#define ATTN_VERSION_MINOR  5
+#define ATTN_VERSION_MINOR  6
 #define ATTN_VERSION_PATCH  0
 #define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
-#define ATTN_VERSION_STRING "0.5.0"
+#define ATTN_VERSION_STRING "0.6.0"
 
 /** Version of the library actually linked, as ATTN_VERSION_NUMBER. Thread-safe. */
 ATTN_API unsigned attn_version_number(void);
@@ -102,8 +102,10 @@ typedef enum attn_status {
                                         an unknown gate kind (0.3.0) */
   ATTN_E_BAD_BIAS = 18,            /**< GAU: an unknown bias kind, a bias that is not finite, or a
                                         bias table that is NULL or empty (0.4.0) */
-  ATTN_E_TOO_LARGE = 19            /**< an explicit analysis call above its size limit
+  ATTN_E_TOO_LARGE = 19,           /**< an explicit analysis call above its size limit
                                         (ATTN_MATRIX_MAX_KV; 0.5.0) */
+  ATTN_E_SYSTEM = 20               /**< attn_pool_create: the system refused memory or a thread
+                                        (0.6.0) */
 } attn_status;
 
 /** A short English description of a status; "unknown status" for values not listed. Never NULL. */
@@ -157,6 +159,64 @@ ATTN_API attn_status attn_isa_set(attn_isa isa);
 ATTN_API attn_isa attn_isa_get(void);
 
 /* ---------------------------------------------------------------------------------------------
+ * Threads (0.6.0)
+ *
+ * A call runs on the caller's thread alone unless its shape names an attn_threads. Then its work
+ * is cut into tasks whose boundaries depend only on the problem and the ISA path's tunings, never
+ * on the number of workers: heads and query blocks (softmax, GAU and windowed linear prefill), a
+ * fixed split of a short call's keys into ranges merged in a fixed order (decode and calls of at
+ * most ATTN_SPLIT_TOKENS query tokens over at least ATTN_SPLIT_KEYS keys; a call without threads
+ * splits and merges the same way), state heads (linear attention without a window), and the
+ * caller's parallel-for runs them. Results are bit-identical for any number of workers, and to a
+ * call without threads. Selective attention's query blocks depend on one another (F runs along
+ * the tokens): its calls run on one worker whatever the threads say.
+ * The workspace holds one scratch region per worker (*_workspace_size reads `workers`), plus, for
+ * a split, each range's partial result: ask the size with the same shape as the call.
+ * ------------------------------------------------------------------------------------------- */
+/** A task: runs task `task` as worker `worker` (< the attn_threads' workers). */
+typedef void (*attn_task_fn)(void *context, size_t task, size_t worker);
+
+/**
+ * An engine's parallel-for (the pthreadpool / XNNPACK pattern, so an engine keeps its own pool).
+ * parallel_for(pool, fn, context, tasks) must call fn(context, i, w) exactly once for every i in
+ * [0, tasks), in any order and on any threads, with w < workers naming the worker that runs it
+ * (two calls never run at the same time with the same w), and return once all have returned.
+ * The library calls it at most a few times per compute call, from the calling thread, never from
+ * inside a task.
+ */
+typedef struct attn_threads {
+  void (*parallel_for)(void *pool, attn_task_fn fn, void *context, size_t tasks);
+  void *pool;     /**< handed back to parallel_for */
+  size_t workers; /**< 1 .. ATTN_MAX_WORKERS: the workers parallel_for may use (sizes the workspace) */
+} attn_threads;
+
+#define ATTN_MAX_WORKERS  1024
+#define ATTN_SPLIT_TOKENS 4    /**< calls with at most this many query tokens split their keys */
+#define ATTN_SPLIT_KEYS   2048 /**< into ranges of at least this many keys (at most 16 ranges) */
+
+/** The library's own pool: threads - 1 background threads plus the calling thread. */
+typedef struct attn_pool attn_pool;
+
+/**
+ * Start a pool of `threads` workers (the thread calling parallel_for counts as worker 0, so
+ * threads - 1 are started; 1 starts none). Allocates; call it once, not per attention call.
+ * @retval ATTN_OK  @retval ATTN_E_NULL_POINTER pool is NULL  @retval ATTN_E_ZERO_SIZE threads is 0
+ * @retval ATTN_E_BAD_ARGUMENT threads > ATTN_MAX_WORKERS
+ * @retval ATTN_E_SYSTEM memory or a thread could not be had (nothing is left running).
+ */
+ATTN_API attn_status attn_pool_create(size_t threads, attn_pool **pool);
+
+/** Stop and free a pool (NULL: nothing). No call may be using it. */
+ATTN_API void attn_pool_destroy(attn_pool *pool);
+
+/**
+ * The attn_threads of a pool, for attn_shape.threads. Its parallel_for may be called from any
+ * thread; calls from several threads at once run one after another. A task must not call it.
+ * @retval ATTN_OK  @retval ATTN_E_NULL_POINTER pool or threads is NULL.
+ */
+ATTN_API attn_status attn_pool_threads(attn_pool *pool, attn_threads *threads);
+
+/* ---------------------------------------------------------------------------------------------
  * Shapes, layouts and masks: one block shared by every variant's descriptor
  * ------------------------------------------------------------------------------------------- */
 /** Strides, in elements, of one [tokens x heads x width] tensor. */
@@ -174,10 +234,13 @@ typedef struct attn_layout {
  * h_k == h_v == h_q / g (H = h_q); linear attention takes any three counts that divide H.
  */
 typedef struct attn_shape {
-  size_t n_q, n_kv;       /**< query tokens, key/value tokens (both >= 1) */
-  size_t h_q, h_k, h_v;   /**< query, key and value heads */
-  size_t d, dv;           /**< query/key width, value (and output) width */
-  attn_layout q, k, v, o; /**< strides; q and k rows have d elements, v and o rows dv; o has H heads */
+  size_t n_q, n_kv;            /**< query tokens, key/value tokens (both >= 1) */
+  size_t h_q, h_k, h_v;        /**< query, key and value heads */
+  size_t d, dv;                /**< query/key width, value (and output) width */
+  attn_layout q, k, v, o;      /**< strides; q and k rows have d elements, v and o rows dv; o has H heads */
+  const attn_threads *threads; /**< NULL (attn_shape_init): the caller's thread alone; otherwise
+                                    parallel_for non-NULL and 1 <= workers <= ATTN_MAX_WORKERS
+                                    (ATTN_E_BAD_ARGUMENT). Read during the call only. 0.6.0 */
 } attn_shape;
 
 /**

@@ -43,6 +43,12 @@ typedef struct attn_spans {
 /* The validation every variant shares: sizes, head counts dividing H, strides, spans. h_extra:
  * one more head count (a gate's) that joins H = max(h_q, h_k, h_v, h_extra), or 0. */
 ATTN_INTERNAL attn_status attn_shape_check(const attn_shape *s, size_t h_extra, attn_spans *sp);
+
+/* Workers of a call's threads (1 without). */
+ATTN_INTERNAL size_t attn_workers(const attn_threads *th);
+/* fn(ctx, i, worker) for i in [0, tasks): in order on the calling thread as worker 0 without
+ * threads, with one worker or one task; through th->parallel_for otherwise (core/pool.c). */
+ATTN_INTERNAL void attn_parallel(const attn_threads *th, size_t tasks, attn_task_fn fn, void *ctx);
 /* ATTN_E_ALIASING when one of the n_out outputs (NULL entries skipped; sizes in bytes; workspaces
  * and states count as outputs) overlaps q, k or v (spans sp) or another output. */
 ATTN_INTERNAL attn_status attn_check_io(const attn_spans *sp, const float *q, const float *k, const float *v,

@@ -43,13 +43,15 @@ attn_status attn_shape_init(attn_shape *s, size_t n_q, size_t n_kv, size_t h_q, 
                             size_t dv) {
   if (!s) return ATTN_E_NULL_POINTER;
   const size_t H = max3(h_q, h_k, h_v);
-  *s = (attn_shape){n_q, n_kv, h_q, h_k, h_v, d, dv, {h_q * d, d}, {h_k * d, d}, {h_v * dv, dv}, {H * dv, dv}};
+  *s = (attn_shape){n_q, n_kv, h_q, h_k, h_v, d, dv, {h_q * d, d}, {h_k * d, d}, {h_v * dv, dv}, {H * dv, dv}, NULL};
   return ATTN_OK;
 }
 
 attn_status attn_shape_check(const attn_shape *s, size_t h_extra, attn_spans *sp) {
   attn_status st;
   if (!s->n_q || !s->n_kv || !s->h_q || !s->h_k || !s->h_v || !s->d || !s->dv) return ATTN_E_ZERO_SIZE;
+  if (s->threads && (!s->threads->parallel_for || !s->threads->workers || s->threads->workers > ATTN_MAX_WORKERS))
+    return ATTN_E_BAD_ARGUMENT;
   sp->H = attn_max_sz(max3(s->h_q, s->h_k, s->h_v), h_extra);
   if (sp->H % s->h_q || sp->H % s->h_k || sp->H % s->h_v || (h_extra && sp->H % h_extra)) return ATTN_E_BAD_HEADS;
   if ((st = attn_check_input(s->n_q, s->h_q, s->d, s->q, &sp->q)) ||

@@ -5,7 +5,10 @@
 #include <float.h>
 #include <math.h>
 
-enum { BLK_HEAD_GROUP_FLOATS = 65536 }; /* 256 KiB of per-head state for heads advancing together */
+enum {
+  BLK_HEAD_GROUP_FLOATS = 65536, /* 256 KiB of per-head state for heads advancing together */
+  BLK_SPLIT_MAX = 16             /* key ranges of a split call, at most */
+};
 
 /* Clamp a mask size to what positions can reach, so int64 arithmetic cannot overflow. */
 static int64_t clamp_reach(size_t w, size_t reach) { return (int64_t)(w < reach ? w : reach); }
@@ -94,7 +97,38 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   p->off_run = attn_ws_take(&w, p->sel ? p->bc : 0);
   if (!attn_mul_ok(hg, p->head_floats, &heads)) return ATTN_E_SIZE_OVERFLOW;
   p->off_heads = attn_ws_take(&w, heads);
-  return attn_ws_bytes(&w, &p->scratch_bytes) ? ATTN_OK : ATTN_E_SIZE_OVERFLOW;
+  /* Key ranges: a step that can fold them, no selection or map, one query block of at most
+   * ATTN_SPLIT_TOKENS tokens; ranges of whole key blocks, at least ATTN_SPLIT_KEYS keys each. The
+   * fold region (and, with threads, every range's state) is reserved whatever n_q and n_kv are. */
+  const int can_split = step->merge && !sel && !p->fm;
+  const size_t row_arrays = step->row_floats + step->stats_floats;
+  p->split = 1;
+  if (can_split && s->n_q <= ATTN_SPLIT_TOKENS && s->n_q <= p->tb) {
+    const int64_t nkv = (int64_t)s->n_kv, p0 = nkv - (int64_t)s->n_q, p1 = nkv - 1;
+    const int64_t lo = vis_lo(p, p0) > 0 ? vis_lo(p, p0) : 0, hi = vis_hi(p, p1) < nkv - 1 ? vis_hi(p, p1) : nkv - 1;
+    const size_t span = hi >= lo ? (size_t)(hi - lo + 1) : 0;
+    p->split =
+        attn_max_sz(1, attn_min_sz(BLK_SPLIT_MAX, attn_min_sz(span / ATTN_SPLIT_KEYS, (span + p->bc - 1) / p->bc)));
+  }
+  p->cr = ATTN_SPLIT_TOKENS * p->g; /* g <= h_q: no overflow with the products below checked */
+  size_t slot = 0;
+  if (can_split && (!attn_mul_ok(p->cr, s->dv + row_arrays, &slot) || !attn_mul_ok(slot, hg, &slot)))
+    return ATTN_E_SIZE_OVERFLOW;
+  p->slot_floats = slot;
+  p->off_fold = attn_ws_take(&w, slot);
+  p->worker_floats = w.floats;
+  p->workers = attn_workers(s->threads);
+  size_t total, slots = 0, bytes;
+  const size_t max_groups = (s->h_k + hg - 1) / hg;
+  if (can_split && p->workers > 1 &&
+      (!attn_mul_ok(slot, max_groups, &slots) || !attn_mul_ok(slots, BLK_SPLIT_MAX, &slots)))
+    return ATTN_E_SIZE_OVERFLOW;
+  if (w.overflow || !attn_mul_ok(w.floats, p->workers, &total)) return ATTN_E_SIZE_OVERFLOW;
+  attn_ws all = {total, 0};
+  p->off_slots = attn_ws_take(&all, slots);
+  if (!attn_ws_bytes(&all, &bytes)) return ATTN_E_SIZE_OVERFLOW;
+  p->scratch_bytes = bytes;
+  return ATTN_OK;
 }
 
 /* Set the masked pairs of a boundary block to -inf, and turn -inf scores of visible pairs (from
@@ -160,9 +194,9 @@ static int blk_hidden_v_finite(const attn_blocked_plan *p, const float *vb, size
  * keys the mask shows it; both NaN unless W > 0 and W, W2 = sum w^2 > 0 and L = sum w log w are
  * finite (no visible key, all weights 0, a non-finite weight, or sums beyond float's range: GAU
  * weights above ~1e18 or all below ~1e-19). */
-static void blk_stats(const attn_blocked_plan *p, const float *rs, size_t r, int64_t pos, const attn_row_stats *st,
-                      size_t t, size_t h) {
-  const size_t R = p->R, *at = p->step->stats_at;
+static void blk_stats(const attn_blocked_plan *p, const float *rs, size_t R, size_t r, int64_t pos,
+                      const attn_row_stats *st, size_t t, size_t h) {
+  const size_t *at = p->step->stats_at;
   const int64_t lo = vis_lo(p, pos) > 0 ? vis_lo(p, pos) : 0, last = (int64_t)p->shape->n_kv - 1,
                 hi = vis_hi(p, pos) < last ? vis_hi(p, pos) : last;
   const double n = hi >= lo ? (double)(hi - lo + 1) : 0.0, W = rs[at[0] * R + r], W2 = rs[at[1] * R + r],
@@ -529,52 +563,78 @@ static void blk_dsoftmax_queries(const blk_task *t, float *reg) {
   }
 }
 
-void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
-                      size_t task, float *ws) {
+/* Task `task` (query block task / groups, head group task % groups) on a worker's scratch ws. */
+static blk_task blk_task_of(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
+                            size_t task, float *ws) {
   const attn_shape *s = p->shape;
-  const attn_score_step *sp = p->step;
-  const size_t g = p->g, D = s->d, DV = s->dv, R = p->R, m = p->m;
   const size_t t0 = task / p->groups * p->tb, h0 = task % p->groups * p->hg;
-  const size_t tn = attn_min_sz(p->tb, s->n_q - t0), rows = tn * g; /* rows: also ld of QT and ST */
-  const int64_t nkv = (int64_t)s->n_kv, p0 = nkv - (int64_t)s->n_q + (int64_t)t0;
-  const blk_task t = {p,
-                      uk,
-                      io,
-                      ws,
-                      h0,
-                      attn_min_sz(p->hg, s->h_k - h0),
-                      tn,
-                      rows,
-                      t0,
-                      p0,
-                      p0 + (int64_t)tn - 1,
-                      task % p->groups == p->groups - 1};
+  const size_t tn = attn_min_sz(p->tb, s->n_q - t0);
+  const int64_t p0 = (int64_t)s->n_kv - (int64_t)s->n_q + (int64_t)t0;
+  return (blk_task){p,
+                    uk,
+                    io,
+                    ws,
+                    h0,
+                    attn_min_sz(p->hg, s->h_k - h0),
+                    tn,
+                    tn * p->g,
+                    t0,
+                    p0,
+                    p0 + (int64_t)tn - 1,
+                    task % p->groups == p->groups - 1};
+}
+
+/* The keys some row of the task sees: [*lo, *hi] (empty when hi < lo). */
+static void blk_task_keys(const blk_task *t, int64_t *lo, int64_t *hi) {
+  const int64_t last = (int64_t)t->p->shape->n_kv - 1, a = vis_lo(t->p, t->p0), b = vis_hi(t->p, t->p1);
+  *lo = a > 0 ? a : 0;
+  *hi = b < last ? b : last;
+}
+
+/* Range r of a split task's keys: its share of the key blocks, whole blocks, in order. */
+static void blk_range(const blk_task *t, size_t r, int64_t *lo, int64_t *hi) {
+  int64_t a, b;
+  blk_task_keys(t, &a, &b);
+  const int64_t bc = (int64_t)t->p->bc, nb = (b - a + bc) / bc, S = (int64_t)t->p->split;
+  const int64_t r0 = (int64_t)r * nb / S, r1 = ((int64_t)r + 1) * nb / S;
+  *lo = a + r0 * bc;
+  *hi = a + r1 * bc - 1 < b ? a + r1 * bc - 1 : b;
+}
+
+/* Each head's scaled Q^T (or its features), empty row state and accumulator. `first`: the state
+ * starts at the first key of each row's range (attn_step_rows). */
+static void blk_begin(const blk_task *t, int first) {
+  const attn_blocked_plan *p = t->p;
+  const attn_shape *s = p->shape;
+  const attn_blocked_io *io = t->io;
+  const attn_score_step *sp = p->step;
+  const size_t g = p->g, D = s->d, DV = s->dv, R = p->R, m = p->m, tn = t->tn, rows = t->rows, t0 = t->t0;
+  float *ws = t->ws;
   /* selection by a task without h_sel's key head: scale Q_sel^T for its own GEMM (blk_select) */
-  const int sel_gemm = p->sel && !(p->sel_kv >= t.h0 && p->sel_kv < t.h0 + t.hn);
+  const int sel_gemm = p->sel && !(p->sel_kv >= t->h0 && p->sel_kv < t->h0 + t->hn);
   for (size_t ti = 0; sel_gemm && ti < tn; ti++) {
     const float *qr = io->q + (t0 + ti) * s->q.row_stride + (p->sel_kv * g + p->sel_gi) * s->q.head_stride;
     float *col = ws + p->off_qs + ti;
     for (size_t x = 0; x < D; x++) col[x * tn] = qr[x] * p->scale;
   }
-  const int64_t lo = vis_lo(p, t.p0) > 0 ? vis_lo(p, t.p0) : 0,
-                hi = vis_hi(p, t.p1) < nkv - 1 ? vis_hi(p, t.p1) : nkv - 1;
-  for (size_t hh = 0; hh < t.hn; hh++) {
-    float *reg = blk_head(&t, hh);
+  for (size_t hh = 0; hh < t->hn; hh++) {
+    float *reg = blk_head(t, hh);
     float *qt = reg + p->off_qt, *acc = reg + p->off_acc;
     for (size_t gi = 0; p->fm && gi < g; gi++) { /* u(q) row-major, or phi(q) transposed */
-      const float *qh = io->q + t0 * s->q.row_stride + ((h0 + hh) * g + gi) * s->q.head_stride;
+      const float *qh = io->q + t0 * s->q.row_stride + ((t->h0 + hh) * g + gi) * s->q.head_stride;
       if (p->xm)
-        p->fm->apply(uk, &p->fa, 0, tn, D, m, qh, s->q.row_stride, reg + p->off_uq + gi * m, g * m, 1, ws + p->off_fms);
+        p->fm->apply(t->uk, &p->fa, 0, tn, D, m, qh, s->q.row_stride, reg + p->off_uq + gi * m, g * m, 1,
+                     ws + p->off_fms);
       else
-        p->fm->apply(uk, &p->fa, 0, tn, D, D, qh, s->q.row_stride, qt + gi, g, rows, NULL);
+        p->fm->apply(t->uk, &p->fa, 0, tn, D, D, qh, s->q.row_stride, qt + gi, g, rows, NULL);
     }
     for (size_t ti = 0; !p->fm && ti < tn; ti++)
       for (size_t gi = 0; gi < g; gi++) {
-        const float *qr = io->q + (t0 + ti) * s->q.row_stride + ((h0 + hh) * g + gi) * s->q.head_stride;
+        const float *qr = io->q + (t0 + ti) * s->q.row_stride + ((t->h0 + hh) * g + gi) * s->q.head_stride;
         float *col = qt + ti * g + gi;
         for (size_t x = 0; x < D; x++) col[x * rows] = qr[x] * p->scale;
       }
-    const attn_step_rows w = {p->step_params, (h0 + hh) * g, g, 1};
+    const attn_step_rows w = {p->step_params, (t->h0 + hh) * g, g, first};
     sp->init(reg + p->off_rs, R, rows, &w);
     float *srs = reg + p->off_rs + sp->row_floats * R; /* the statistics' sums start at 0 */
     for (size_t x = 0; io->stats && x < sp->stats_floats * R; x++) srs[x] = 0.0f;
@@ -582,29 +642,140 @@ void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk
     float *cz = reg + p->off_cz;
     for (size_t x = 0; p->dsm && x < tn * m; x++) cz[x] = -INFINITY, cz[tn * m + x] = 0.0f;
   }
-  if (p->dsm) {
-    blk_pass(&t, lo, hi, 1);
-    for (size_t hh = 0; hh < t.hn; hh++) blk_dsoftmax_queries(&t, blk_head(&t, hh));
+}
+
+/* Keys [lo, hi] into every head's state (dsoftmax: its column sums first). */
+static void blk_keys(const blk_task *t, int64_t lo, int64_t hi) {
+  if (t->p->dsm) {
+    blk_pass(t, lo, hi, 1);
+    for (size_t hh = 0; hh < t->hn; hh++) blk_dsoftmax_queries(t, blk_head(t, hh));
   }
-  blk_pass(&t, lo, hi, 0);
-  for (size_t hh = 0; hh < t.hn; hh++) {
-    const float *reg = blk_head(&t, hh);
-    for (size_t ti = 0; ti < tn; ti++)
+  blk_pass(t, lo, hi, 0);
+}
+
+/* A head's state in a fold or slot region (cr rows: acc cr x dv, then the row state arrays). */
+static float *blk_folded(const attn_blocked_plan *p, float *region, size_t hh) {
+  return region + hh * p->cr * (p->shape->dv + p->step->row_floats + p->step->stats_floats);
+}
+
+/* Every head's state (rows of the head regions) into a fold or slot region. */
+static void blk_store(const blk_task *t, float *region) {
+  const attn_blocked_plan *p = t->p;
+  const size_t DV = p->shape->dv, rsf = p->step->row_floats + p->step->stats_floats, cr = p->cr;
+  for (size_t hh = 0; hh < t->hn; hh++) {
+    const float *reg = blk_head(t, hh);
+    float *f = blk_folded(p, region, hh);
+    memcpy(f, reg + p->off_acc, t->rows * DV * sizeof(float));
+    for (size_t a = 0; a < rsf; a++) memcpy(f + cr * DV + a * cr, reg + p->off_rs + a * p->R, t->rows * sizeof(float));
+  }
+}
+
+/* Outputs (and statistics) of every row from a state: the head regions (fold NULL) or a fold
+ * region. */
+static void blk_end(const blk_task *t, float *fold) {
+  const attn_blocked_plan *p = t->p;
+  const attn_shape *s = p->shape;
+  const attn_blocked_io *io = t->io;
+  const size_t g = p->g, DV = s->dv, stride = fold ? p->cr : p->R;
+  for (size_t hh = 0; hh < t->hn; hh++) {
+    float *reg = blk_head(t, hh), *acc = fold ? blk_folded(p, fold, hh) : reg + p->off_acc;
+    const float *rs = fold ? acc + p->cr * DV : reg + p->off_rs;
+    for (size_t ti = 0; ti < t->tn; ti++)
       for (size_t gi = 0; gi < g; gi++) {
-        const size_t r = ti * g + gi, h = (h0 + hh) * g + gi;
-        sp->finish(reg + p->off_acc + r * DV, reg + p->off_rs, R, r, DV,
-                   io->o + (t0 + ti) * s->o.row_stride + h * s->o.head_stride,
-                   io->aux ? io->aux + (t0 + ti) * io->aux_layout.row_stride + h * io->aux_layout.head_stride : NULL,
-                   p->step_params);
-        if (io->stats) blk_stats(p, reg + p->off_rs, r, t.p0 + (int64_t)ti, io->stats, (t0 + ti), h);
+        const size_t r = ti * g + gi, h = (t->h0 + hh) * g + gi, tok = t->t0 + ti;
+        p->step->finish(acc + r * DV, rs, stride, r, DV, io->o + tok * s->o.row_stride + h * s->o.head_stride,
+                        io->aux ? io->aux + tok * io->aux_layout.row_stride + h * io->aux_layout.head_stride : NULL,
+                        p->step_params);
+        if (io->stats) blk_stats(p, rs, stride, r, t->p0 + (int64_t)ti, io->stats, tok, h);
       }
   }
 }
 
+/* Fold range states into `fold`: src a slot region (cr rows) or, src NULL, the head regions. */
+static void blk_fold(const blk_task *t, float *fold, const float *src) {
+  const attn_blocked_plan *p = t->p;
+  const size_t DV = p->shape->dv, cr = p->cr;
+  for (size_t hh = 0; hh < t->hn; hh++) {
+    float *f = blk_folded(p, fold, hh);
+    const float *reg = blk_head(t, hh), *acc2 = src ? blk_folded(p, (float *)src, hh) : reg + p->off_acc;
+    const float *rs2 = src ? acc2 + cr * DV : reg + p->off_rs;
+    p->step->merge(f, f + cr * DV, cr, acc2, rs2, src ? cr : p->R, t->rows, DV, t->io->stats != NULL);
+  }
+}
+
+/* One task, whole (no split), on a worker's scratch. */
+static void blk_run_task(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
+                         size_t task, float *ws) {
+  const blk_task t = blk_task_of(p, uk, io, task, ws);
+  int64_t lo, hi;
+  blk_task_keys(&t, &lo, &hi);
+  blk_begin(&t, 1);
+  blk_keys(&t, lo, hi);
+  blk_end(&t, NULL);
+}
+
+/* One range of a split task into the head regions. */
+static blk_task blk_run_range(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
+                              size_t task, size_t r, float *ws) {
+  const blk_task t = blk_task_of(p, uk, io, task, ws);
+  int64_t lo, hi;
+  blk_range(&t, r, &lo, &hi);
+  blk_begin(&t, r == 0);
+  blk_keys(&t, lo, hi);
+  return t;
+}
+
+typedef struct blk_par {
+  const attn_blocked_plan *p;
+  const struct attn_ukernels *uk;
+  const attn_blocked_io *io;
+  float *ws;
+} blk_par;
+
+/* A task of the parallel-for: a whole task, or (split) one range stored into its slot. */
+static void blk_par_task(void *ctx, size_t i, size_t worker) {
+  const blk_par *c = ctx;
+  const attn_blocked_plan *p = c->p;
+  float *ws = c->ws + worker * p->worker_floats;
+  if (p->split == 1) {
+    blk_run_task(p, c->uk, c->io, i, ws);
+    return;
+  }
+  const blk_task t = blk_run_range(p, c->uk, c->io, i / p->split, i % p->split, ws);
+  blk_store(&t, c->ws + p->off_slots + i * p->slot_floats);
+}
+
 void attn_blocked_run_all(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
-                          void *workspace) {
-  float *ws = attn_ws_base(workspace);
-  for (size_t t = 0, n = attn_blocked_tasks(p); t < n; t++) attn_blocked_run(p, uk, io, t, ws);
+                          float *ws) {
+  const size_t tasks = p->qblocks * p->groups, S = p->split;
+  float *fold = ws + p->off_fold;
+  if (p->workers > 1 && !p->sel) {
+    blk_par c = {p, uk, io, ws};
+    attn_parallel(p->shape->threads, tasks * S, blk_par_task, &c);
+    for (size_t task = 0; S > 1 && task < tasks; task++) { /* the fold, in range order */
+      const blk_task t = blk_task_of(p, uk, io, task, ws);
+      const float *slot = ws + p->off_slots + task * S * p->slot_floats;
+      memcpy(fold, slot, p->slot_floats * sizeof(float));
+      for (size_t r = 1; r < S; r++) blk_fold(&t, fold, slot + r * p->slot_floats);
+      blk_end(&t, fold);
+    }
+    return;
+  }
+  for (size_t task = 0; task < tasks; task++) {
+    if (S == 1) {
+      blk_run_task(p, uk, io, task, ws);
+      continue;
+    }
+    blk_task t;
+    for (size_t r = 0; r < S; r++) {
+      t = blk_run_range(p, uk, io, task, r, ws);
+      if (r == 0)
+        blk_store(&t, fold);
+      else
+        blk_fold(&t, fold, NULL);
+    }
+    blk_end(&t, fold);
+  }
 }
 
 attn_status attn_blocked_call_check(attn_blocked_call *c, const attn_shape *s, float scale, const attn_layout *aux) {

@@ -81,6 +81,12 @@ typedef struct attn_score_step {
    * each row's sum w, sum w^2 and sum w log w at the end. */
   size_t stats_floats;
   size_t stats_at[3];
+  /* Key ranges (NULL: the step cannot split a row's keys): fold the state of a later range of
+   * `rows` rows (acc2 rows x dv, row state arrays of stride R2) into that of the keys before it
+   * (acc, stride R), as if one state had seen both; `stats`: the statistics' sums too. The same
+   * arithmetic whatever the strides, so that a fold is bit-identical wherever its parts lie. */
+  void (*merge)(float *acc, float *rs, size_t R, const float *acc2, const float *rs2, size_t R2, size_t rows, size_t dv,
+                int stats);
 } attn_score_step;
 
 /* The online-softmax score step (ops/softmax.c): row state m, l, alpha; finish writes o = acc / l
@@ -133,7 +139,14 @@ typedef struct attn_blocked_plan {
                                                      maxima, map scratch, c, temp */
   size_t off_uq, off_bm, off_cz;                                  /* per head: u(Q) (R x m), bm (R), dsoftmax c | z */
   size_t off_strip;                                               /* the step's strip */
-  size_t scratch_bytes;                                           /* per worker */
+  size_t split;         /* key ranges per task (1: none; a short call over many keys: attn.h, threads) */
+  size_t cr;            /* rows of a range's stored state (ATTN_SPLIT_TOKENS g), per head */
+  size_t off_fold;      /* per worker, when the step can split: hg heads of a range's state (cr rows) */
+  size_t slot_floats;   /* one range's state of a head group (hg heads) */
+  size_t off_slots;     /* after the workers' scratch, with threads: every range's state, per task */
+  size_t workers;       /* scratch regions (attn_shape.threads; 1 without) */
+  size_t worker_floats; /* one worker's scratch, a multiple of 16 floats */
+  size_t scratch_bytes; /* the whole workspace */
 } attn_blocked_plan;
 
 /*
@@ -155,9 +168,6 @@ ATTN_INTERNAL attn_status attn_blocked_plan_make(attn_blocked_plan *p, const att
                                                  float scale, const attn_score_step *step, const void *step_params,
                                                  const attn_blocked_features *feat, const attn_blocked_select *sel,
                                                  const struct attn_ukernels *uk);
-/* Tasks of a plan: 0 .. count-1, each writing its own output rows (with a selection, run them in
- * order). */
-static inline size_t attn_blocked_tasks(const attn_blocked_plan *p) { return p->qblocks * p->groups; }
 
 typedef struct attn_blocked_io {
   const float *q, *k, *v;
@@ -190,11 +200,11 @@ ATTN_INTERNAL attn_status attn_blocked_call_check(attn_blocked_call *c, const at
 ATTN_INTERNAL attn_status attn_blocked_stats_outputs(const attn_blocked_call *c, const attn_row_stats *stats,
                                                      void **out, size_t *out_bytes, size_t *n);
 
-/* Run task `task` with a worker's scratch (scratch_bytes, 64-byte aligned). */
-ATTN_INTERNAL void attn_blocked_run(const attn_blocked_plan *p, const struct attn_ukernels *uk,
-                                    const attn_blocked_io *io, size_t task, float *scratch);
-/* Every task of a plan, in order, on the caller's workspace (one worker). */
+/* Every task of a plan on the call's workspace (64-byte aligned base, scratch_bytes - 64): on the
+ * shape's threads (a selection: in order on the calling thread), each worker on its own scratch;
+ * a split's ranges run as tasks of their own and are folded in order (range 0 first) by the
+ * calling thread, as the same fold runs without threads. */
 ATTN_INTERNAL void attn_blocked_run_all(const attn_blocked_plan *p, const struct attn_ukernels *uk,
-                                        const attn_blocked_io *io, void *workspace);
+                                        const attn_blocked_io *io, float *ws);
 
 #endif

@@ -76,7 +76,12 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     p->off_cn = attn_ws_take(&w, p->m);
     p->off_run = attn_ws_take(&w, p->m);
   }
-  return attn_ws_bytes(&w, &p->scratch_bytes) ? ATTN_OK : ATTN_E_SIZE_OVERFLOW;
+  p->worker_floats = w.floats;
+  p->workers = attn_workers(p->shape->threads);
+  size_t total;
+  if (w.overflow || !attn_mul_ok(w.floats, p->workers, &total)) return ATTN_E_SIZE_OVERFLOW;
+  const attn_ws all = {total, 0};
+  return attn_ws_bytes(&all, &p->scratch_bytes) ? ATTN_OK : ATTN_E_SIZE_OVERFLOW;
 }
 
 typedef struct cw_ctx {
@@ -497,4 +502,22 @@ void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels
     for (size_t gi = 0; gi < per; gi++) cw_query(&x, S, h0 + gi, pre_q + t0, cn, 1, va_finite);
     cw_absorb(&x, S, cn);
   }
+}
+
+typedef struct cw_par {
+  const attn_chunkwise_plan *p;
+  const struct attn_ukernels *uk;
+  const attn_chunkwise_io *io;
+  float *ws;
+} cw_par;
+
+static void cw_par_task(void *ctx, size_t task, size_t worker) {
+  const cw_par *c = ctx;
+  attn_chunkwise_run(c->p, c->uk, c->io, task, c->ws + worker * c->p->worker_floats);
+}
+
+void attn_chunkwise_run_all(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, const attn_chunkwise_io *io,
+                            float *ws) {
+  cw_par c = {p, uk, io, ws};
+  attn_parallel(p->shape->threads, p->heads, cw_par_task, &c);
 }

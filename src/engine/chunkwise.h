@@ -65,8 +65,9 @@ typedef struct attn_chunkwise_plan {
   size_t off_kf, off_va, off_qt, off_at, off_oc, off_s, off_fm;            /* scratch layout, in floats */
   size_t off_ku, off_qu, off_cp, off_cn, off_run;                          /* exponential maps */
   size_t off_b, off_wt, off_din, off_dout, off_dc, off_qg, off_kg, off_ks; /* gates */
-  size_t scratch_bytes;                                                    /* per worker */
-  size_t state_floats;                                                     /* heads * m * lds */
+  size_t workers, worker_floats; /* scratch regions (attn_shape.threads; 1 without), floats of each */
+  size_t scratch_bytes;          /* the whole workspace: workers regions */
+  size_t state_floats;           /* heads * m * lds */
 } attn_chunkwise_plan;
 
 /* Sizes that do not depend on the path (shape validated, H given): state heads and floats. */
@@ -84,10 +85,12 @@ typedef struct attn_chunkwise_io {
   const float *log_gate, *beta; /* the gates' arrays (plan g), or NULL */
 } attn_chunkwise_io;
 
-/* Tasks of a plan: one per state head. */
-static inline size_t attn_chunkwise_tasks(const attn_chunkwise_plan *p) { return p->heads; }
-/* Run task `task` (a state head) with a worker's scratch (scratch_bytes, 64-byte aligned). */
+/* Run task `task` (a state head) with a worker's scratch (worker_floats, 64-byte aligned). */
 ATTN_INTERNAL void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels *uk,
                                       const attn_chunkwise_io *io, size_t task, float *scratch);
+/* Every state head of a plan, on the shape's threads (one task per head; each owns its state
+ * slab and output heads), worker w on ws + w * worker_floats. */
+ATTN_INTERNAL void attn_chunkwise_run_all(const attn_chunkwise_plan *p, const struct attn_ukernels *uk,
+                                          const attn_chunkwise_io *io, float *ws);
 
 #endif

@@ -75,7 +75,16 @@ static void gau_finish(const float *acc, const float *rs, size_t R, size_t r, si
   for (size_t x = 0; x < dv; x++) orow[x] = acc[x] * t;
 }
 
-static const attn_score_step gau_score_step = {1, 1, gau_init, gau_step, gau_finish, 3, {1, 2, 3}};
+/* A later key range's state into an earlier one's: GAU's weights are absolute, so the counts,
+ * the statistics' sums and the accumulators add. */
+static void gau_merge(float *acc, float *rs, size_t R, const float *acc2, const float *rs2, size_t R2, size_t rows,
+                      size_t dv, int stats) {
+  for (size_t a = 0; a < (stats ? 4u : 1u); a++)
+    for (size_t r = 0; r < rows; r++) rs[a * R + r] += rs2[a * R2 + r];
+  for (size_t x = 0; x < rows * dv; x++) acc[x] += acc2[x];
+}
+
+static const attn_score_step gau_score_step = {1, 1, gau_init, gau_step, gau_finish, 3, {1, 2, 3}, gau_merge};
 
 /* A validated call planned on the active path. */
 typedef struct gau_call {
@@ -134,7 +143,7 @@ static attn_status gau_run(const attn_gau_desc *d, const float *q, const float *
   for (size_t i = 0; tb && i < n; i++)
     if (out[i] && attn_overlap(d->bias_table, tb, out[i], out_bytes[i])) return ATTN_E_ALIASING;
   const attn_blocked_io io = {q, k, v, o, NULL, {0, 0}, NULL, want ? stats : NULL};
-  attn_blocked_run_all(&c.b.plan, c.b.uk, &io, workspace);
+  attn_blocked_run_all(&c.b.plan, c.b.uk, &io, attn_ws_base(workspace));
   return ATTN_OK;
 }
 

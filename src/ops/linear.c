@@ -94,7 +94,7 @@ static void lw_finish(const float *acc, const float *rs, size_t R, size_t r, siz
   for (size_t x = 0; x < dv; x++) orow[x] = acc[x] * f;
 }
 
-static const attn_score_step lin_window_step = {1, 0, lw_init, lw_step, lw_finish, 0, {0, 0, 0}};
+static const attn_score_step lin_window_step = {1, 0, lw_init, lw_step, lw_finish, 0, {0, 0, 0}, NULL};
 
 /* The exponential maps' step: the engine hands each row's offset bm of the block's scores
  * (engine/blocked.h); row state den, M (the running offset: at the end the row's exact one, so
@@ -127,7 +127,7 @@ static const float *lx_step(const struct attn_ukernels *uk, const attn_step_bloc
   return alpha;
 }
 
-static const attn_score_step lin_xwindow_step = {4, 0, lx_init, lx_step, lw_finish, 0, {0, 0, 0}};
+static const attn_score_step lin_xwindow_step = {4, 0, lx_init, lx_step, lw_finish, 0, {0, 0, 0}, NULL};
 
 /* The blocked plan of a windowed call (m: the map's feature size; favor's W^T is set later). */
 static attn_status lin_window_plan(const attn_linear_desc *d, size_t m, attn_blocked_plan *bp,
@@ -411,12 +411,12 @@ attn_status attn_linear_gated(const attn_linear_desc *d, const float *q, const f
   if (windowed) {
     bp.fa.wt = wt;
     const attn_blocked_io io = {q, k, v, o, NULL, {0, 0}, NULL, NULL};
-    for (size_t t = 0, n = attn_blocked_tasks(&bp); t < n; t++) attn_blocked_run(&bp, uk, &io, t, ws);
+    attn_blocked_run_all(&bp, uk, &io, ws);
     return ATTN_OK;
   }
   p.fa.wt = wt;
   const attn_chunkwise_io io = {q, k, v, o, state ? state->data : NULL, log_gate, beta};
-  for (size_t t = 0, n = attn_chunkwise_tasks(&p); t < n; t++) attn_chunkwise_run(&p, uk, &io, t, ws);
+  attn_chunkwise_run_all(&p, uk, &io, ws);
   if (state) state->tokens += p.xg ? d->shape.n_kv / p.xg * p.xg : d->shape.n_kv; /* the absorbed keys */
   return ATTN_OK;
 }

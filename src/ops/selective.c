@@ -61,7 +61,7 @@ static attn_status sel_run(const attn_selective_desc *d, const float *q, const f
   const size_t first_new = d->shape.n_q < nkv ? nkv - d->shape.n_q : 0;
   for (size_t j = first_new; j < nkv; j++) f[j] = 0.0f;
   const attn_blocked_io io = {q, k, v, o, lse, d->lse, f, want ? stats : NULL};
-  attn_blocked_run_all(&c.plan, c.uk, &io, workspace);
+  attn_blocked_run_all(&c.plan, c.uk, &io, attn_ws_base(workspace));
   return ATTN_OK;
 }
 
@@ -325,7 +325,7 @@ attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, c
   c->live++;
   c->tokens++;
   const attn_blocked_io io = {q, w.k, w.v, o, lse, d->lse, w.f, NULL};
-  attn_blocked_run_all(&call.plan, call.uk, &io, workspace);
+  attn_blocked_run_all(&call.plan, call.uk, &io, attn_ws_base(workspace));
   sc_evict(c); /* (3) */
   return ATTN_OK;
 }

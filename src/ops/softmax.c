@@ -50,7 +50,30 @@ static void sm_finish(const float *acc, const float *rs, size_t R, size_t r, siz
   }
 }
 
-const attn_score_step attn_softmax_score_step = {3, 0, sm_init, sm_step, sm_finish, 2, {1, 3, 4}};
+/* A later key range's state (m2, l2, acc2; statistics q2, e) into an earlier one's: with M the
+ * larger maximum, each side's weights scale by a = e^(m - M), so l = a l1 + b l2, acc likewise,
+ * sum w^2 by a^2 and sum w log w = a (e1 + l1 (m1 - M)) + the same of part 2. A side whose
+ * maximum is -inf (no visible key yet) weighs 0; an empty later range changes nothing. NaN and
+ * +inf maxima (non-finite scores) make l NaN, as one state would. */
+static void sm_merge(float *acc, float *rs, size_t R, const float *acc2, const float *rs2, size_t R2, size_t rows,
+                     size_t dv, int stats) {
+  for (size_t r = 0; r < rows; r++) {
+    const float m1 = rs[r], m2 = rs2[r], l1 = rs[R + r], l2 = rs2[R2 + r];
+    if (m2 == -INFINITY && l2 == 0.0f) continue;
+    const float M = m1 > m2 ? m1 : m2, a = m1 == -INFINITY ? 0.0f : expf(m1 - M), b = expf(m2 - M);
+    rs[r] = M;
+    rs[R + r] = a * l1 + b * l2;
+    float *o = acc + r * dv;
+    const float *o2 = acc2 + r * dv;
+    for (size_t x = 0; x < dv; x++) o[x] = a * o[x] + b * o2[x];
+    if (!stats) continue;
+    rs[3 * R + r] = a * a * rs[3 * R + r] + b * b * rs2[3 * R2 + r];
+    const float e1 = a > 0.0f ? a * (rs[4 * R + r] + l1 * (m1 - M)) : 0.0f;
+    rs[4 * R + r] = e1 + b * (rs2[4 * R2 + r] + l2 * (m2 - M));
+  }
+}
+
+const attn_score_step attn_softmax_score_step = {3, 0, sm_init, sm_step, sm_finish, 2, {1, 3, 4}, sm_merge};
 
 attn_status attn_softmax_desc_init(attn_softmax_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dim,
                                    size_t dv) {
@@ -93,7 +116,7 @@ static attn_status sm_run(const attn_softmax_desc *d, const float *q, const floa
   if (want && (st = attn_blocked_stats_outputs(&c, stats, out, out_bytes, &n))) return st;
   if ((st = attn_check_io(&c.sp, q, k, v, out, out_bytes, n))) return st;
   const attn_blocked_io io = {q, k, v, o, lse, d->lse, NULL, want ? stats : NULL};
-  attn_blocked_run_all(&c.plan, c.uk, &io, workspace);
+  attn_blocked_run_all(&c.plan, c.uk, &io, attn_ws_base(workspace));
   return ATTN_OK;
 }
 

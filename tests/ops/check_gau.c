@@ -154,6 +154,10 @@ static const gau_case gau_cases[] = {
     {.name = "n1_d1", SIZES(1, 1, 1, 1), HEADS(1, 1), .mask = FULL, BETA(0.5f)},
     {.name = "n1_d8_causal_norm", SIZES(1, 1, 8, 8), HEADS(1, 1), .mask = CAUSAL, NORM, BETA(0.25f)},
     {.name = "n3_d65", SIZES(3, 3, 65, 65), HEADS(1, 1), .mask = FULL},
+    /* key splits (attn.h, threads): 2 and 16 ranges, a window, a table, normalised */
+    {.name = "split2_decode_norm", SIZES(1, 4500, 8, 8), HEADS(2, 1), .mask = CAUSAL, NORM, BETA(0.1f)},
+    {.name = "split16_nq3_ctab", SIZES(3, 40000, 4, 5), HEADS(2, 2), .mask = CAUSAL, CTAB(64)},
+    {.name = "split_nq4_window", SIZES(4, 12000, 8, 8), HEADS(4, 2), .mask = WINDOW(5000, 0), NORM},
     {.name = "n5_d3_dv5_ctab", SIZES(5, 5, 3, 5), HEADS(1, 1), .mask = CAUSAL, CTAB(3)},
     {.name = "n7_d7_causal", SIZES(7, 7, 7, 7), HEADS(1, 1), .mask = CAUSAL, BETA(0.1f)},
     {.name = "n8_d8_ttab", SIZES(8, 8, 8, 8), HEADS(2, 2), .mask = FULL, TTAB(4)},

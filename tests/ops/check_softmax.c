@@ -87,6 +87,14 @@ static const sm_case sm_cases[] = {
     {.name = "chunk_48_of_200", SIZES(48, 200, 64, 64), HEADS(1, 1), .mask = CAUSAL},
     {.name = "decode_1_of_97_gqa", SIZES(1, 97, 64, 64), HEADS(4, 2), .mask = CAUSAL},
     {.name = "decode_1_of_1", SIZES(1, 1, 16, 16), HEADS(2, 1), .mask = CAUSAL},
+    /* key splits (attn.h, threads: at most ATTN_SPLIT_TOKENS tokens over >= 2 ATTN_SPLIT_KEYS
+     * keys): 2, 4 and 16 ranges, ranges a window empties for some rows, GQA, large logits */
+    {.name = "split2_decode_4097", SIZES(1, 4097, 16, 16), HEADS(2, 1), .mask = CAUSAL},
+    {.name = "split4_decode_gqa", SIZES(1, 9001, 8, 7), HEADS(4, 2), .mask = FULL},
+    {.name = "split16_nq3_causal", SIZES(3, 40000, 4, 5), HEADS(1, 1), .mask = CAUSAL},
+    {.name = "split_nq4_window", SIZES(4, 12000, 8, 8), HEADS(2, 2), .mask = WINDOW(5000, 0)},
+    {.name = "split_nq2_chunk", SIZES(2, 10000, 8, 8), HEADS(1, 1), .mask = {ATTN_UNBOUNDED, 0, 4500}},
+    {.name = "split_large_logits", SIZES(1, 8500, 16, 16), HEADS(2, 1), .mask = CAUSAL, .data = TU_DATA_LARGE},
     /* n_q > n_kv: the first n_q - n_kv rows see no key (zeros, LSE -inf) */
     {.name = "nq40_nkv10_causal", SIZES(40, 10, 16, 16), HEADS(1, 1), .mask = CAUSAL},
     {.name = "nq97_nkv48_causal", SIZES(97, 48, 8, 8), HEADS(2, 1), .mask = CAUSAL},

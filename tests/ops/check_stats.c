@@ -48,6 +48,10 @@ static const st_case st_cases[] = {
     /* softmax */
     {"sm_n1", ST(SM), SIZES(1, 1, 8, 8), HEADS(1, 1), .mask = FULL},
     {"sm_n7_causal", ST(SM), SIZES(7, 7, 7, 7), HEADS(1, 1), .mask = CAUSAL},
+    /* key splits (attn.h, threads): the statistics' sums folded across ranges */
+    {"sm_split4_decode_gqa", ST(SM), SIZES(1, 9000, 8, 8), HEADS(4, 2), .mask = CAUSAL},
+    {"sm_split16_nq3_window", ST(SM), SIZES(3, 40000, 4, 4), HEADS(1, 1), .mask = WINDOW(35000, 0)},
+    {"gau_split2_decode", ST(GAU), SIZES(1, 4200, 8, 8), HEADS(2, 1), .mask = CAUSAL, .normalize = 1},
     {"sm_n37_full_gqa", ST(SM), SIZES(37, 37, 16, 16), HEADS(4, 2), .mask = FULL},
     {"sm_n97_causal_padded", ST(SM), SIZES(97, 97, 64, 64), HEADS(2, 1), .mask = CAUSAL, .layout = P},
     {"sm_n200_causal", ST(SM), SIZES(200, 200, 64, 64), HEADS(1, 1), .mask = CAUSAL},

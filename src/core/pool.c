@@ -1,0 +1,149 @@
+/*
+ * The library's own thread pool (attn.h, threads) and the one place compute calls hand tasks to
+ * a parallel-for (attn_parallel). A pool is threads - 1 background workers plus the thread that
+ * calls parallel_for (worker 0). A call publishes its job under the pool's mutex, bumps the
+ * generation and wakes the workers; tasks are claimed from an atomic counter, so each runs once;
+ * the caller works too, then waits until every worker has left the job. A second mutex makes
+ * calls from several threads run one after another.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "core/internal.h"
+
+struct attn_pool {
+  pthread_mutex_t call; /* one parallel_for at a time */
+  pthread_mutex_t m;
+  pthread_cond_t wake, done;
+  size_t threads, started;
+  pthread_t *tid;
+  /* the job (written under m before the generation moves) */
+  attn_task_fn fn;
+  void *ctx;
+  size_t tasks;
+  atomic_size_t next;
+  size_t busy; /* background workers still in the job (under m) */
+  unsigned long gen;
+  int stop;
+};
+
+typedef struct pool_worker_arg {
+  attn_pool *pool;
+  size_t index;
+} pool_worker_arg;
+
+static void pool_drain(attn_pool *p, size_t worker) {
+  for (size_t i; (i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed)) < p->tasks;)
+    p->fn(p->ctx, i, worker);
+}
+
+static void *pool_main(void *arg) {
+  pool_worker_arg *a = arg;
+  attn_pool *p = a->pool;
+  const size_t index = a->index;
+  free(a);
+  unsigned long seen = 0;
+  pthread_mutex_lock(&p->m);
+  for (;;) {
+    while (p->gen == seen && !p->stop) pthread_cond_wait(&p->wake, &p->m);
+    if (p->stop) break;
+    seen = p->gen;
+    pthread_mutex_unlock(&p->m);
+    pool_drain(p, index);
+    pthread_mutex_lock(&p->m);
+    if (--p->busy == 0) pthread_cond_signal(&p->done);
+  }
+  pthread_mutex_unlock(&p->m);
+  return NULL;
+}
+
+static void pool_parallel_for(void *pool, attn_task_fn fn, void *context, size_t tasks) {
+  attn_pool *p = pool;
+  if (p->threads == 1 || tasks <= 1) {
+    for (size_t i = 0; i < tasks; i++) fn(context, i, 0);
+    return;
+  }
+  pthread_mutex_lock(&p->call);
+  pthread_mutex_lock(&p->m);
+  p->fn = fn, p->ctx = context, p->tasks = tasks;
+  atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+  p->busy = p->threads - 1;
+  p->gen++;
+  pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->m);
+  pool_drain(p, 0);
+  pthread_mutex_lock(&p->m);
+  while (p->busy) pthread_cond_wait(&p->done, &p->m);
+  pthread_mutex_unlock(&p->m);
+  pthread_mutex_unlock(&p->call);
+}
+
+static void pool_stop(attn_pool *p) {
+  pthread_mutex_lock(&p->m);
+  p->stop = 1;
+  pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->m);
+  for (size_t i = 0; i < p->started; i++) pthread_join(p->tid[i], NULL);
+  pthread_cond_destroy(&p->done);
+  pthread_cond_destroy(&p->wake);
+  pthread_mutex_destroy(&p->m);
+  pthread_mutex_destroy(&p->call);
+  free(p->tid);
+  free(p);
+}
+
+attn_status attn_pool_create(size_t threads, attn_pool **pool) {
+  if (!pool) return ATTN_E_NULL_POINTER;
+  if (!threads) return ATTN_E_ZERO_SIZE;
+  if (threads > ATTN_MAX_WORKERS) return ATTN_E_BAD_ARGUMENT;
+  attn_pool *p = calloc(1, sizeof *p);
+  if (!p) return ATTN_E_SYSTEM;
+  p->threads = threads;
+  p->tid = calloc(threads, sizeof *p->tid);
+  if (!p->tid || pthread_mutex_init(&p->call, NULL)) {
+    free(p->tid);
+    free(p);
+    return ATTN_E_SYSTEM;
+  }
+  pthread_mutex_init(&p->m, NULL);
+  pthread_cond_init(&p->wake, NULL);
+  pthread_cond_init(&p->done, NULL);
+  atomic_init(&p->next, 0);
+  for (size_t i = 1; i < threads; i++) {
+    pool_worker_arg *a = malloc(sizeof *a);
+    if (!a) break;
+    a->pool = p, a->index = i;
+    if (pthread_create(&p->tid[p->started], NULL, pool_main, a)) {
+      free(a);
+      break;
+    }
+    p->started++;
+  }
+  if (p->started != threads - 1) {
+    pool_stop(p);
+    return ATTN_E_SYSTEM;
+  }
+  *pool = p;
+  return ATTN_OK;
+}
+
+void attn_pool_destroy(attn_pool *pool) {
+  if (pool) pool_stop(pool);
+}
+
+attn_status attn_pool_threads(attn_pool *pool, attn_threads *threads) {
+  if (!pool || !threads) return ATTN_E_NULL_POINTER;
+  *threads = (attn_threads){pool_parallel_for, pool, pool->threads};
+  return ATTN_OK;
+}
+
+size_t attn_workers(const attn_threads *th) { return th ? th->workers : 1; }
+
+void attn_parallel(const attn_threads *th, size_t tasks, attn_task_fn fn, void *ctx) {
+  if (!th || th->workers == 1 || tasks <= 1) {
+    for (size_t i = 0; i < tasks; i++) fn(ctx, i, 0);
+    return;
+  }
+  th->parallel_for(th->pool, fn, ctx, tasks);
+}

@@ -1,0 +1,391 @@
+/*
+ * Multi-threaded calls (attn.h, threads), on the path ATTN_ISA forces: every compute call gives
+ * bit for bit the same outputs (o, LSE, statistics, states, F) with threads as without, whatever
+ * the number of workers and whoever runs which task:
+ *   - the library's pool with 1, 2, 3 and 8 workers;
+ *   - "shuffle": a parallel-for on the calling thread that runs the tasks in a scrambled order,
+ *     each as a different worker of 5, so that a result depending on task order, on which worker's
+ *     scratch a task used or on a scratch left over from another task would differ;
+ *   - "spawn": a parallel-for that starts one pthread per worker for each call (another engine's
+ *     pool: tasks claimed from an atomic counter).
+ * The calls: softmax prefill (causal GQA with LSE, full, window) and short calls whose keys are
+ * split into ranges (decode over 9000 keys, 3 tokens over 20000, a window), softmax and GAU
+ * statistics, GAU with a table, linear attention (causal with a state, bidirectional, windowed,
+ * gated), selective attention (which runs on one worker) and the pool's own statuses. Run under
+ * ThreadSanitizer by `scripts/test-all.sh tsan` (suite threads).
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+
+/* ---- thread providers ---- */
+enum { PROVIDERS = 6 };
+static const char *const provider_names[PROVIDERS] = {"pool1", "pool2", "pool3", "pool8", "shuffle", "spawn"};
+
+static void shuffle_for(void *pool, attn_task_fn fn, void *ctx, size_t tasks) {
+  (void)pool;
+  /* a permutation: i -> (i * 7 + 3) mod tasks when 7 is prime to tasks, else reversed */
+  const int coprime = tasks % 7 != 0;
+  for (size_t k = 0; k < tasks; k++) {
+    const size_t i = coprime ? (k * 7 + 3) % tasks : tasks - 1 - k;
+    fn(ctx, i, (k * 3 + 1) % 5);
+  }
+}
+
+typedef struct spawn_job {
+  attn_task_fn fn;
+  void *ctx;
+  size_t tasks;
+  atomic_size_t next;
+} spawn_job;
+typedef struct spawn_arg {
+  spawn_job *job;
+  size_t worker;
+} spawn_arg;
+
+static void *spawn_main(void *a) {
+  const spawn_arg *s = a;
+  for (size_t i; (i = atomic_fetch_add(&s->job->next, 1)) < s->job->tasks;) s->job->fn(s->job->ctx, i, s->worker);
+  return NULL;
+}
+
+enum { SPAWN_WORKERS = 4 };
+static void spawn_for(void *pool, attn_task_fn fn, void *ctx, size_t tasks) {
+  (void)pool;
+  spawn_job job = {fn, ctx, tasks, 0};
+  pthread_t th[SPAWN_WORKERS];
+  spawn_arg args[SPAWN_WORKERS];
+  for (size_t w = 0; w < SPAWN_WORKERS; w++) {
+    args[w] = (spawn_arg){&job, w};
+    ck_assert_int_eq(pthread_create(&th[w], NULL, spawn_main, &args[w]), 0);
+  }
+  for (size_t w = 0; w < SPAWN_WORKERS; w++) ck_assert_int_eq(pthread_join(th[w], NULL), 0);
+}
+
+typedef struct provider {
+  attn_threads th;
+  attn_pool *pool;
+} provider;
+
+static void provider_make(provider *p, int which) {
+  static const size_t pool_threads[] = {1, 2, 3, 8};
+  p->pool = NULL;
+  if (which < 4) {
+    ck_assert_int_eq(attn_pool_create(pool_threads[which], &p->pool), ATTN_OK);
+    ck_assert_int_eq(attn_pool_threads(p->pool, &p->th), ATTN_OK);
+    ck_assert_uint_eq(p->th.workers, pool_threads[which]);
+  } else if (which == 4) {
+    p->th = (attn_threads){shuffle_for, NULL, 5};
+  } else {
+    p->th = (attn_threads){spawn_for, NULL, SPAWN_WORKERS};
+  }
+}
+
+static void provider_free(provider *p) { attn_pool_destroy(p->pool); }
+
+/* ---- one call's outputs, compared byte for byte ---- */
+enum { MAX_OUT = 6 };
+typedef struct outs {
+  float *buf[MAX_OUT];
+  size_t floats[MAX_OUT];
+  size_t n;
+} outs;
+
+static float *outs_add(outs *o, size_t floats) {
+  ck_assert_int_lt(o->n, MAX_OUT);
+  float *b = malloc(floats * sizeof(float));
+  ck_assert_ptr_nonnull(b);
+  for (size_t i = 0; i < floats; i++) b[i] = -12345.0f;
+  o->buf[o->n] = b, o->floats[o->n++] = floats;
+  return b;
+}
+
+static void outs_free(outs *o) {
+  for (size_t i = 0; i < o->n; i++) free(o->buf[i]);
+  o->n = 0;
+}
+
+static void outs_assert_same(const char *call, const char *prov, const outs *a, const outs *b) {
+  ck_assert_uint_eq(a->n, b->n);
+  for (size_t i = 0; i < a->n; i++)
+    for (size_t e = 0; e < a->floats[i]; e++)
+      ck_assert_msg(memcmp(&a->buf[i][e], &b->buf[i][e], sizeof(float)) == 0,
+                    "%s with %s: output %zu element %zu differs: %.9g threaded, %.9g alone", call, prov, i, e,
+                    (double)b->buf[i][e], (double)a->buf[i][e]);
+}
+
+/* ---- the calls ---- */
+typedef enum call_kind { C_SOFTMAX, C_SM_STATS, C_GAU, C_GAU_STATS, C_LINEAR, C_GATED, C_SELECTIVE } call_kind;
+
+typedef struct pcase {
+  const char *name;
+  call_kind kind;
+  size_t n_q, n_kv, h_q, h_kv, d, dv;
+  attn_mask mask;
+  attn_feature_map map; /* linear */
+  int state;            /* linear: keep a state (with a prefix absorbed first) */
+} pcase;
+
+#define FULL \
+  { ATTN_UNBOUNDED, ATTN_UNBOUNDED, 0 }
+#define CAUSAL \
+  { ATTN_UNBOUNDED, 0, 0 }
+static const pcase pcases[] = {
+    {"softmax prefill causal gqa", C_SOFTMAX, 301, 301, 4, 2, 24, 20, CAUSAL, 0, 0},
+    {"softmax prefill full", C_SOFTMAX, 130, 200, 2, 2, 16, 16, FULL, 0, 0},
+    {"softmax prefill window", C_SOFTMAX, 257, 257, 3, 1, 8, 8, {40, 3, 0}, 0, 0},
+    {"softmax decode split", C_SOFTMAX, 1, 9000, 8, 2, 16, 16, CAUSAL, 0, 0},
+    {"softmax 3 tokens split", C_SOFTMAX, 3, 20000, 2, 1, 8, 8, CAUSAL, 0, 0},
+    {"softmax decode window split", C_SOFTMAX, 1, 12000, 4, 4, 8, 8, {6000, 0, 0}, 0, 0},
+    {"softmax stats prefill", C_SM_STATS, 150, 150, 4, 2, 16, 16, CAUSAL, 0, 0},
+    {"softmax stats decode split", C_SM_STATS, 2, 9000, 4, 2, 16, 16, CAUSAL, 0, 0},
+    {"gau prefill table", C_GAU, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0},
+    {"gau decode split", C_GAU, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0},
+    {"gau stats decode split", C_GAU_STATS, 1, 9000, 2, 1, 16, 16, CAUSAL, 0, 0},
+    {"linear causal state", C_LINEAR, 200, 200, 6, 3, 16, 12, CAUSAL, ATTN_FEATURE_ELU1, 1},
+    {"linear full", C_LINEAR, 100, 150, 4, 4, 16, 16, FULL, ATTN_FEATURE_IDENTITY, 0},
+    {"linear window exp", C_LINEAR, 180, 180, 2, 2, 8, 8, {31, 0, 0}, ATTN_FEATURE_EXP, 0},
+    {"linear gated", C_GATED, 200, 200, 4, 4, 16, 16, CAUSAL, ATTN_FEATURE_IDENTITY, 1},
+    {"selective prefill", C_SELECTIVE, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0},
+};
+enum { NPCASES = sizeof pcases / sizeof pcases[0] };
+
+/* Inputs of a case (shared read-only by every run). */
+typedef struct pinputs {
+  tu_qkv x;
+  float *gates, *bias_table, *f_init;
+} pinputs;
+
+static void inputs_make(const pcase *c, pinputs *in, size_t idx) {
+  tu_rng rng;
+  tu_rng_seed(&rng, 4242 + idx);
+  tu_qkv_make(&in->x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
+  const size_t H = c->h_q;
+  in->gates = malloc(sizeof(float) * c->n_kv * H);
+  in->bias_table = malloc(sizeof(float) * 64);
+  in->f_init = malloc(sizeof(float) * c->n_kv);
+  ck_assert(in->gates && in->bias_table && in->f_init);
+  for (size_t i = 0; i < c->n_kv * H; i++) in->gates[i] = tu_rng_range(&rng, -0.2f, -0.001f);
+  for (size_t i = 0; i < 64; i++) in->bias_table[i] = tu_rng_range(&rng, -0.5f, 0.5f);
+  for (size_t i = 0; i < c->n_kv; i++) in->f_init[i] = 0.0f;
+}
+
+static void inputs_free(pinputs *in) {
+  tu_qkv_free(&in->x);
+  free(in->gates);
+  free(in->bias_table);
+  free(in->f_init);
+}
+
+static attn_row_stats stats_of(outs *o, size_t rows, size_t h) {
+  attn_row_stats st;
+  float *e = outs_add(o, rows), *sp = outs_add(o, rows), *n = outs_add(o, rows);
+  ck_assert_int_eq(attn_row_stats_init(&st, h, e, sp, n), ATTN_OK);
+  return st;
+}
+
+/* Run case c with threads th (NULL: none) into fresh outputs; also checks that a workspace one
+ * byte short is refused and that the threaded workspace is at least the plain one. */
+static void run_case(const pcase *c, const pinputs *in, const attn_threads *th, outs *o) {
+  const tu_qkv *x = &in->x;
+  const float *q = x->q.data, *k = x->k.data, *v = x->v.data;
+  const size_t rows = c->n_q * c->h_q;
+  float *out = outs_add(o, rows * c->dv);
+  size_t ws = 0;
+  void *w = NULL;
+  attn_status st = ATTN_OK;
+  switch (c->kind) {
+    case C_SOFTMAX:
+    case C_SM_STATS: {
+      attn_softmax_desc d;
+      ck_assert_int_eq(attn_softmax_desc_init(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv), ATTN_OK);
+      d.mask = c->mask;
+      d.shape.threads = th;
+      float *lse = outs_add(o, rows);
+      ck_assert_int_eq(attn_softmax_workspace_size(&d, &ws), ATTN_OK);
+      w = tu_alloc(ws, 0);
+      if (c->kind == C_SOFTMAX) {
+        ck_assert_int_eq(attn_softmax(&d, q, k, v, out, lse, w, ws - 1), ATTN_E_WORKSPACE_TOO_SMALL);
+        st = attn_softmax(&d, q, k, v, out, lse, w, ws);
+      } else {
+        const attn_row_stats s = stats_of(o, rows, c->h_q);
+        st = attn_softmax_stats(&d, q, k, v, out, lse, &s, w, ws);
+      }
+      break;
+    }
+    case C_GAU:
+    case C_GAU_STATS: {
+      attn_gau_desc d;
+      ck_assert_int_eq(attn_gau_desc_init(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv), ATTN_OK);
+      d.mask = c->mask;
+      d.shape.threads = th;
+      if (c->kind == C_GAU) d.bias = ATTN_GAU_BIAS_CAUSAL, d.bias_table = in->bias_table, d.bias_len = 64;
+      d.normalize = c->kind == C_GAU_STATS;
+      ck_assert_int_eq(attn_gau_workspace_size(&d, &ws), ATTN_OK);
+      w = tu_alloc(ws, 0);
+      if (c->kind == C_GAU) {
+        st = attn_gau(&d, q, k, v, out, w, ws);
+      } else {
+        const attn_row_stats s = stats_of(o, rows, c->h_q);
+        st = attn_gau_stats(&d, q, k, v, out, &s, w, ws);
+      }
+      break;
+    }
+    case C_LINEAR:
+    case C_GATED: {
+      attn_linear_desc d;
+      ck_assert_int_eq(attn_linear_desc_init(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv, c->map), ATTN_OK);
+      d.mask = c->mask;
+      d.shape.threads = th;
+      if (c->kind == C_GATED) d.gate = ATTN_GATE_SCALAR, d.normalize = 0;
+      attn_linear_state state, *sp = NULL;
+      size_t sb = 0;
+      float *smem = NULL;
+      if (c->state) {
+        ck_assert_int_eq(attn_linear_state_size(&d, &sb), ATTN_OK);
+        smem = outs_add(o, sb / sizeof(float));
+        ck_assert_int_eq(attn_linear_state_init(&state, &d, smem, sb), ATTN_OK);
+        sp = &state;
+      }
+      ck_assert_int_eq(attn_linear_workspace_size(&d, &ws), ATTN_OK);
+      w = tu_alloc(ws, 0);
+      for (int pass = 0; pass < (c->state ? 2 : 1); pass++) /* with a state: two calls, continuing */
+        st = c->kind == C_GATED ? attn_linear_gated(&d, q, k, v, in->gates, NULL, out, sp, w, ws)
+                                : attn_linear(&d, q, k, v, out, sp, w, ws);
+      break;
+    }
+    case C_SELECTIVE: {
+      attn_selective_desc d;
+      ck_assert_int_eq(attn_selective_desc_init(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv), ATTN_OK);
+      d.shape.threads = th;
+      d.h_sel = 1;
+      float *lse = outs_add(o, rows), *f = outs_add(o, c->n_kv);
+      memcpy(f, in->f_init, c->n_kv * sizeof(float));
+      ck_assert_int_eq(attn_selective_workspace_size(&d, &ws), ATTN_OK);
+      w = tu_alloc(ws, 0);
+      st = attn_selective(&d, q, k, v, out, lse, f, w, ws);
+      break;
+    }
+  }
+  ck_assert_int_eq(st, ATTN_OK);
+  tu_assert_guards("parallel workspace", w);
+  tu_free(w);
+  tu_qkv_assert_unchanged(x);
+}
+
+START_TEST(parallel_bit_identical) {
+  const pcase *c = &pcases[_i];
+  pinputs in;
+  inputs_make(c, &in, (size_t)_i);
+  outs alone = {0};
+  run_case(c, &in, NULL, &alone);
+  for (int pv = 0; pv < PROVIDERS; pv++) {
+    provider p;
+    provider_make(&p, pv);
+    outs got = {0};
+    run_case(c, &in, &p.th, &got);
+    outs_assert_same(c->name, provider_names[pv], &alone, &got);
+    outs_free(&got);
+    provider_free(&p);
+  }
+  outs_free(&alone);
+  inputs_free(&in);
+}
+END_TEST
+
+/* The workspace grows with the workers and does not depend on n_q or n_kv. */
+START_TEST(parallel_workspace_sizes) {
+  attn_softmax_desc d;
+  size_t one, two, eight, other;
+  ck_assert_int_eq(attn_softmax_desc_init(&d, 1, 100, 8, 2, 64, 64), ATTN_OK);
+  ck_assert_int_eq(attn_softmax_workspace_size(&d, &one), ATTN_OK);
+  attn_threads th = {shuffle_for, NULL, 2};
+  d.shape.threads = &th;
+  ck_assert_int_eq(attn_softmax_workspace_size(&d, &two), ATTN_OK);
+  th.workers = 8;
+  ck_assert_int_eq(attn_softmax_workspace_size(&d, &eight), ATTN_OK);
+  ck_assert_uint_gt(two, one);
+  ck_assert_uint_gt(eight, two);
+  d.shape.n_q = 5000, d.shape.n_kv = 100000;
+  ck_assert_int_eq(attn_softmax_workspace_size(&d, &other), ATTN_OK);
+  ck_assert_uint_eq(other, eight);
+}
+END_TEST
+
+/* Bad threads: a clear status, outputs untouched. */
+START_TEST(parallel_rejects_bad_threads) {
+  tu_rng rng;
+  tu_rng_seed(&rng, 9);
+  tu_qkv x;
+  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, 10, 10, 2, 1, 1, 8, 8);
+  float o[10 * 2 * 8], ws[4096];
+  const attn_threads bad[] = {{NULL, NULL, 2}, {shuffle_for, NULL, 0}, {shuffle_for, NULL, ATTN_MAX_WORKERS + 1}};
+  for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+    attn_softmax_desc d;
+    attn_linear_desc l;
+    size_t bytes = 0;
+    ck_assert_int_eq(attn_softmax_desc_init(&d, 10, 10, 2, 1, 8, 8), ATTN_OK);
+    ck_assert_int_eq(attn_linear_desc_init(&l, 10, 10, 2, 1, 8, 8, ATTN_FEATURE_ELU1), ATTN_OK);
+    d.shape.threads = &bad[b];
+    l.shape.threads = &bad[b];
+    for (size_t e = 0; e < sizeof o / sizeof o[0]; e++) o[e] = 7.0f;
+    ck_assert_int_eq(attn_softmax_workspace_size(&d, &bytes), ATTN_E_BAD_ARGUMENT);
+    ck_assert_int_eq(attn_softmax(&d, x.q.data, x.k.data, x.v.data, o, NULL, ws, sizeof ws), ATTN_E_BAD_ARGUMENT);
+    ck_assert_int_eq(attn_linear(&l, x.q.data, x.k.data, x.v.data, o, NULL, ws, sizeof ws), ATTN_E_BAD_ARGUMENT);
+    for (size_t e = 0; e < sizeof o / sizeof o[0]; e++) ck_assert_float_eq(o[e], 7.0f);
+  }
+  tu_qkv_free(&x);
+}
+END_TEST
+
+static void count_task(void *ctx, size_t i, size_t w) {
+  atomic_int *hits = ctx;
+  ck_assert_uint_lt(w, 3);
+  atomic_fetch_add(&hits[i], 1);
+}
+
+/* The pool: statuses, and its parallel-for runs every task exactly once on workers < threads. */
+START_TEST(pool_api) {
+  attn_pool *p = NULL;
+  attn_threads th;
+  ck_assert_int_eq(attn_pool_create(2, NULL), ATTN_E_NULL_POINTER);
+  ck_assert_int_eq(attn_pool_create(0, &p), ATTN_E_ZERO_SIZE);
+  ck_assert_int_eq(attn_pool_create(ATTN_MAX_WORKERS + 1, &p), ATTN_E_BAD_ARGUMENT);
+  ck_assert_ptr_null(p);
+  ck_assert_int_eq(attn_pool_threads(NULL, &th), ATTN_E_NULL_POINTER);
+  attn_pool_destroy(NULL);
+  ck_assert_int_eq(attn_pool_create(3, &p), ATTN_OK);
+  ck_assert_int_eq(attn_pool_threads(p, NULL), ATTN_E_NULL_POINTER);
+  ck_assert_int_eq(attn_pool_threads(p, &th), ATTN_OK);
+  ck_assert_uint_eq(th.workers, 3);
+  enum { T = 1000 };
+  static atomic_int hits[T];
+  for (int round = 0; round < 20; round++) {
+    for (int i = 0; i < T; i++) atomic_store(&hits[i], 0);
+    const size_t tasks = round == 0 ? 0 : round == 1 ? 1 : (size_t)(T - round);
+    th.parallel_for(th.pool, count_task, hits, tasks);
+    for (size_t i = 0; i < T; i++) ck_assert_int_eq(atomic_load(&hits[i]), i < tasks ? 1 : 0);
+  }
+  attn_pool_destroy(p);
+  ck_assert_str_eq(attn_status_string(ATTN_E_SYSTEM), "the system refused memory or a thread");
+}
+END_TEST
+
+static Suite *parallel_suite(attn_isa active) {
+  (void)active;
+  Suite *s = suite_create("parallel");
+  TCase *tc = tu_tcase("bit_identical");
+  tcase_add_loop_test(tc, parallel_bit_identical, 0, NPCASES);
+  suite_add_tcase(s, tc);
+  tc = tu_tcase("api");
+  tcase_add_test(tc, parallel_workspace_sizes);
+  tcase_add_test(tc, parallel_rejects_bad_threads);
+  tcase_add_test(tc, pool_api);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_main(parallel_suite); }

@@ -31,7 +31,7 @@
 /* One thread for oneDNN calls made from the calling thread. */
 static void one_thread(void) {
 #if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
-  omp_set_num_threads(1);
+  omp_set_num_threads(bench_call_workers);
 #endif
 }
 

@@ -51,10 +51,10 @@ void bench_baselines_init(bench_baseline_info out[BENCH_BASE_COUNT]) {
   memcpy(out, base_list, sizeof base_list);
   bench_baseline_info *blas = &out[BENCH_BASE_OPENBLAS], *rec = &out[BENCH_BASE_RECURRENT];
 #if defined(ATTN_BENCH_HAVE_OPENBLAS)
-  openblas_set_num_threads(1);
+  openblas_set_num_threads(bench_call_workers);
   blas->available = 1;
-  snprintf(blas->ran_on, sizeof blas->ran_on, "OpenBLAS core %s, 1 thread (%s)", openblas_get_corename(),
-           openblas_get_config());
+  snprintf(blas->ran_on, sizeof blas->ran_on, "OpenBLAS core %s, %d thread%s (%s)", openblas_get_corename(),
+           bench_call_workers, bench_call_workers > 1 ? "s" : "", openblas_get_config());
 #else
   snprintf(blas->absent, sizeof blas->absent, "built without OpenBLAS (install libopenblas-dev and reconfigure)");
 #endif

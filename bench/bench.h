@@ -252,6 +252,7 @@ typedef struct bench_results {
   size_t nvars;
   int threads;
   int pin;
+  int call_threads; /**< --latency: each attn call runs on this many threads (one sequence); 0: off */
   bench_timing timing;
   size_t window;
   int noisy_run;

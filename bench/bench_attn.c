@@ -56,7 +56,8 @@ typedef struct options {
   int n_max_set, quad_set;
   size_t d[BENCH_MAX_SIZES], nd;
   size_t heads, kv_heads, window;
-  int threads, pin;
+  int threads, pin, latency;
+  size_t scaling[BENCH_MAX_SIZES], nscaling; /* --scaling: thread counts */
   double min_time, max_call_time, noisy;
   unsigned reps, warmup, retries;
   const char *out_dir, *csv, *json, *svg, *md;
@@ -90,6 +91,15 @@ static const opt_def opt_defs[] = {
      "run T independent sequences at once, one per thread, each with its own\n"
      "buffers and workspace; results are aggregate (default 1). A library call\n"
      "is single-threaded, so T > 1 measures throughput, not one call's latency"},
+    {"latency", NULL,
+     "with --threads T: time one call on T threads (its own attn_pool given\n"
+     "through attn_shape.threads; the OpenBLAS and oneDNN baselines get T\n"
+     "threads too, the recurrent loop one): latency, not throughput"},
+    {"scaling", "LIST",
+     "thread-scaling table instead of the sweep: one call of each selected\n"
+     "variant at each size on each of these thread counts (e.g. 1,2,4,8,16),\n"
+     "times and speedups over 1 thread measured in the same run; written to\n"
+     "DIR/attn-scaling.md"},
     {"pin", "CPU", "pin thread t to CPU (CPU + t) mod online CPUs (default: no pinning)"},
     {"min-time", "S", "seconds of samples per point, at least (default 0.2)"},
     {"reps", "N", "samples per point, at least (default 3)"},
@@ -331,6 +341,10 @@ static void parse_args(options *o, int argc, char **argv) {
       o->window = parse_size(name, val);
     else if (!strcmp(name, "threads"))
       o->threads = parse_int(name, val, 1, 1024);
+    else if (!strcmp(name, "latency"))
+      o->latency = 1;
+    else if (!strcmp(name, "scaling"))
+      o->nscaling = parse_size_list(name, val, o->scaling);
     else if (!strcmp(name, "pin"))
       o->pin = parse_int(name, val, 0, INT_MAX / 2);
     else if (!strcmp(name, "min-time"))
@@ -760,19 +774,115 @@ static void judge_noise(run_ctx *rc) {
            r->info.load_end);
 }
 
+/* --scaling: one call of each selected variant, size and path on each thread count (an attn_pool
+ * per count, given through attn_shape.threads), in one run; a table of median times and speedups
+ * over one thread, printed and written to DIR/attn-scaling.md. */
+static int run_scaling(run_ctx *rc) {
+  const options *o = &rc->opt;
+  const bench_sweep sw = sweep_of(o);
+  char path[PATH_MAX + 1200], rel[1100];
+  snprintf(rel, sizeof rel, "%s/attn-scaling.md", o->out_dir);
+  make_parent(rel);
+  snprintf(path, sizeof path, "%s", rel);
+  FILE *md = fopen(path, "w");
+  if (!md) {
+    fprintf(stderr, "attn-bench: cannot write %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  const bench_sysinfo *i = &rc->res.info;
+  fprintf(md, "# attn thread scaling\n\nattn %s (git %s), %s; %s, %d CPUs online; `%s`\n\n", i->version, i->git,
+          i->date, i->cpu, i->cores, rc->res.command);
+  fprintf(md,
+          "One call on T threads (the library's attn_pool through attn_shape.threads); median time per call, "
+          "and in parentheses the speedup over T = 1 measured in the same run.\n\n| variant | path | n | d | "
+          "heads |");
+  printf("\nThread scaling: one call on T threads (attn_pool); median ms per call (speedup over T = 1)\n");
+  printf("%-24s %-7s %7s %4s %5s", "variant", "path", "n", "d", "heads");
+  for (size_t t = 0; t < o->nscaling; t++) {
+    char h[32];
+    snprintf(h, sizeof h, "T=%zu", o->scaling[t]);
+    printf("  %16s", h);
+    fprintf(md, " T = %zu |", o->scaling[t]);
+  }
+  printf("\n");
+  fprintf(md, "\n|---|---|---|---|---|");
+  for (size_t t = 0; t < o->nscaling; t++) fprintf(md, "---|");
+  fprintf(md, "\n");
+  int failures = 0;
+  size_t sizes[BENCH_MAX_SIZES];
+  for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
+    for (size_t vi = 0; o->isa_on[isa] && vi < nvariants; vi++)
+      for (size_t di = 0; o->variant_on[vi] && di < o->nd; di++) {
+        const bench_variant *v = variants[vi];
+        const size_t count = v->adapter->sizes(v, &sw, sizes);
+        for (size_t si = 0; si < count; si++) {
+          const bench_shape shape = v->adapter->shape(v, &sw, v->kind, sizes[si], o->d[di]);
+          printf("%-24s %-7s %7zu %4zu %5zu", v->name, attn_isa_name((attn_isa)isa), sizes[si], o->d[di], shape.h_q);
+          fprintf(md, "| %s | %s | %zu | %zu | %zu |", v->name, attn_isa_name((attn_isa)isa), sizes[si], o->d[di],
+                  shape.h_q);
+          fflush(stdout);
+          double base = 0;
+          for (size_t t = 0; t < o->nscaling; t++) {
+            attn_pool *pool = NULL;
+            attn_threads th;
+            bench_work w;
+            char err[160] = "";
+            double ms = NAN;
+            if (attn_isa_set((attn_isa)isa) != ATTN_OK || attn_pool_create(o->scaling[t], &pool) != ATTN_OK ||
+                attn_pool_threads(pool, &th) != ATTN_OK) {
+              snprintf(err, sizeof err, "no pool of %zu threads", o->scaling[t]);
+            } else {
+              bench_call_threads = &th;
+              if (!bench_work_init(&w, &shape, &v->adapter->call, 0, err, sizeof err)) {
+                void *ctx = &w;
+                bench_stats st;
+                bench_measure(rc->pool, &rc->res.timing, bench_work_run, &ctx, &st);
+                if (w.status == ATTN_OK && !w.failure)
+                  ms = st.median * 1e3;
+                else
+                  snprintf(err, sizeof err, "call failed");
+                bench_work_free(&w);
+              }
+              bench_call_threads = NULL;
+            }
+            attn_pool_destroy(pool);
+            char cell[48];
+            if (isnan(ms)) {
+              snprintf(cell, sizeof cell, "failed");
+              failures++;
+              fprintf(stderr, "attn-bench: %s with %zu threads: %s\n", v->name, o->scaling[t], err);
+            } else {
+              if (t == 0) base = ms;
+              snprintf(cell, sizeof cell, "%.3g (%.2fx)", ms, base > 0 ? base / ms : NAN);
+            }
+            printf("  %16s", cell);
+            fprintf(md, " %s |", cell);
+            fflush(stdout);
+          }
+          printf("\n");
+          fprintf(md, "\n");
+        }
+      }
+  attn_isa_set(ATTN_ISA_AUTO);
+  fclose(md);
+  printf("\nwrote %s\n", path);
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   static run_ctx rc;
   list_variants();
   parse_args(&rc.opt, argc, argv);
   const options *o = &rc.opt;
   bench_results *r = &rc.res;
-  r->threads = o->threads;
+  r->threads = o->nscaling ? 1 : o->threads;
   r->pin = o->pin;
   r->window = o->window;
   r->vars = variants;
   r->nvars = nvariants;
   r->timing = (bench_timing){o->min_time, o->reps, 100000, o->warmup, o->noisy};
   bench_sysinfo_fill(&r->info);
+  if (o->latency) bench_call_workers = o->threads;
   bench_baselines_init(r->base);
   for (int i = 0, used = 0; i < argc && used < (int)sizeof r->command - 1; i++) {
     int w =
@@ -782,11 +892,28 @@ int main(int argc, char **argv) {
   const double t0 = bench_now();
 
   char err[256];
-  if (!(rc.pool = bench_pool_create(o->threads, o->pin, err, sizeof err))) {
+  attn_pool *call_pool = NULL;
+  attn_threads call_threads;
+  if (o->latency && o->threads > 1 && !o->nscaling) { /* one sequence; each call on its own pool */
+    if (attn_pool_create((size_t)o->threads, &call_pool) != ATTN_OK ||
+        attn_pool_threads(call_pool, &call_threads) != ATTN_OK) {
+      fprintf(stderr, "attn-bench: cannot start a pool of %d threads\n", o->threads);
+      return 1;
+    }
+    bench_call_threads = &call_threads;
+    r->call_threads = o->threads;
+    r->threads = 1;
+  }
+  if (!(rc.pool = bench_pool_create(r->threads, o->pin, err, sizeof err))) {
     fprintf(stderr, "attn-bench: %s\n", err);
     return 1;
   }
   bench_print_header(stdout, r);
+  if (o->nscaling) {
+    const int rc_scaling = run_scaling(&rc);
+    bench_pool_destroy(rc.pool);
+    return rc_scaling;
+  }
   limits(&rc);
   plan(&rc);
   rc.planned = r->count;
@@ -833,6 +960,7 @@ int main(int argc, char **argv) {
   bench_print_crossovers(stdout, r);
   printf("\nPlot: %s\n", msg);
   bench_pool_destroy(rc.pool);
+  attn_pool_destroy(call_pool);
   free(r->rows);
   free(r->cross);
   return rc.failures || write_failed ? 1 : 0;

@@ -122,9 +122,15 @@ void bench_print_header(FILE *f, const bench_results *r) {
   fprintf(f, "machine:  %s, %d CPUs online; paths: %s\n", i->cpu, i->cores, i->isas);
   fprintf(f, "compiler: %s; %s\n", i->compiler, i->flags);
   fprintf(f, "run:      %s\n", r->command);
-  fprintf(f, "          %d thread%s%s, min-time %g s, reps >= %u, warm-up %u, load %.2f\n", r->threads,
-          r->threads > 1 ? "s (independent sequences, aggregate throughput)" : "", r->pin >= 0 ? ", pinned" : "",
-          r->timing.min_time, r->timing.min_reps, r->timing.warmup, i->load_start);
+  if (r->call_threads)
+    fprintf(f,
+            "          one call on %d threads (--latency: its own attn_pool), min-time %g s, reps >= %u, warm-up %u, "
+            "load %.2f\n",
+            r->call_threads, r->timing.min_time, r->timing.min_reps, r->timing.warmup, i->load_start);
+  else
+    fprintf(f, "          %d thread%s%s, min-time %g s, reps >= %u, warm-up %u, load %.2f\n", r->threads,
+            r->threads > 1 ? "s (independent sequences, aggregate throughput)" : "", r->pin >= 0 ? ", pinned" : "",
+            r->timing.min_time, r->timing.min_reps, r->timing.warmup, i->load_start);
   for (int b = 0; b < BENCH_BASE_COUNT; b++) {
     char text[512];
     fprintf(f, "%-9s %s\n", b ? "" : "baseline:", baseline_text(text, sizeof text, &r->base[b]));

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's first command: install what is missing (Debian/Ubuntu), build a release build and
-# run the default benchmark sweep, then attn-analyze (the seeds' claims measured). Results go to
+# run the default benchmark sweep, a thread-scaling table, then attn-analyze (the seeds' claims
+# measured). Results go to
 # <repository>/bench-results/ (the analysis to bench-results/analysis/). Extra arguments go
 # to attn-bench (see --help), e.g.
 #   bash bench/run.sh --d 64,128 --threads 2
@@ -47,6 +48,17 @@ fi
 ninja -C "$build" bench/attn-bench
 
 "$build/bench/attn-bench" --out-dir "$root/bench-results" "$@"
+
+# Thread scaling: one call on 1, 2, 4, ... threads up to the CPUs online (attn_pool through
+# attn_shape.threads), 8 heads, prefill at 4k and decode over 64k and 128k cached tokens.
+cpus=$(nproc)
+counts=1
+for ((t = 2; t < cpus; t *= 2)); do counts+=",$t"; done
+((cpus > 1)) && counts+=",$cpus"
+"$build/bench/attn-bench" --out-dir "$root/bench-results" --scaling "$counts" --heads 8 --sizes 4k \
+  --cache-min 64k --cache-max 128k --no-baselines --no-plot \
+  --variants softmax_causal,softmax_full,linear_elu1_causal,gau_causal,softmax_decode,gau_decode |
+  sed -n '/^Thread scaling/,$p'
 
 # Then the seeds' claims, measured (bench/analyze): attn-analyze's full run, when the build found
 # LAPACK. Its tables go to a log; the summary is printed; a failed check fails the script.

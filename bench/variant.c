@@ -1,6 +1,9 @@
 /* variant.c: the helpers every adapter (bench/variants/) shares. */
 #include "variant.h"
 
+const attn_threads *bench_call_threads = NULL;
+int bench_call_workers = 1;
+
 /* Powers of two from lo to hi. */
 static size_t powers_of_two(size_t lo, size_t hi, size_t *out) {
   size_t n = 0;

@@ -88,6 +88,11 @@ typedef struct bench_adapter {
 /** Most variants over all adapters. */
 #define BENCH_MAX_VARIANTS 48
 
+/** Latency mode (--latency): the threads every attn call of a row runs on (NULL: the calling
+ *  thread alone), and the threads the baselines may use (OpenBLAS, oneDNN); 1 otherwise. */
+extern const attn_threads *bench_call_threads;
+extern int bench_call_workers;
+
 /* The adapters (bench/variants/). */
 extern const bench_adapter bench_softmax_adapter;
 extern const bench_adapter bench_linear_adapter;

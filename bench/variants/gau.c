@@ -49,6 +49,7 @@ static int gau_setup(bench_work *w, char *err, size_t errlen) {
   attn_row_stats_init(&g->stats, s->h_q, g->table, g->table + rows, g->table + 2 * rows);
   attn_gau_desc *desc = &g->desc;
   attn_gau_desc_init(desc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv);
+  desc->shape.threads = bench_call_threads;
   desc->mask = attn_mask_window(s->window_left, s->window_right);
   desc->normalize = s->normalize;
   if (L) { /* a decreasing bias: nearer keys count more */

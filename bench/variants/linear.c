@@ -72,6 +72,7 @@ static const bench_variant variants[] = {
  * (RetNet: one fixed decay per head, row stride 0). */
 static void linear_desc(const bench_shape *s, attn_linear_desc *desc) {
   attn_linear_desc_init(desc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv, s->map);
+  desc->shape.threads = bench_call_threads;
   desc->mask = s->window_left != ATTN_UNBOUNDED ? attn_mask_window(s->window_left, s->window_right)
                : s->causal                      ? attn_mask_causal()
                                                 : attn_mask_full();

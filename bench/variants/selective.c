@@ -72,6 +72,7 @@ static int sel_setup(bench_work *w, char *err, size_t errlen) {
   if (!im) return -1;
   const bench_shape *s = &w->s;
   attn_selective_desc_init(&im->desc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv);
+  im->desc.shape.threads = bench_call_threads;
   if (s->n_q > 1) { /* prefill */
     const size_t rows = s->n_q * s->h_q;
     if (!(im->f = bench_alloc64(s->n_kv * sizeof(float))) ||

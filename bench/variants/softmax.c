@@ -47,6 +47,7 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
   if (!im) return -1;
   attn_softmax_desc *desc = &im->desc;
   attn_softmax_desc_init(desc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv);
+  desc->shape.threads = bench_call_threads;
   desc->mask = attn_mask_window(s->window_left, s->window_right);
   attn_row_stats_init(&im->stats, s->h_q, im->arrays, im->arrays + rows, im->arrays + 2 * rows);
   return bench_work_workspace(w, attn_softmax_workspace_size(desc, &w->workspace_bytes), "attn_softmax_workspace_size",

@@ -36,7 +36,9 @@
  *   non-finite.
  * - Thread safety: every compute function is reentrant and may be called concurrently from
  *   several threads as long as their output buffers, workspaces and states are distinct. The
- *   only global state is the ISA choice (attn_isa_set / ATTN_ISA), which is process-wide.
+ *   only global state is the ISA choice (attn_isa_set / ATTN_ISA), which is process-wide. One
+ *   call can itself use several threads (attn_shape.threads, since 0.6.0): bit-identical results
+ *   for any number of workers; see "Threads" below.
  * - Workspace: compute functions take caller-provided scratch memory; ask its size with the
  *   matching *_workspace_size function. Any alignment works; 64-byte alignment is fastest.
  *
@@ -168,8 +170,13 @@ ATTN_API attn_isa attn_isa_get(void);
  * most ATTN_SPLIT_TOKENS query tokens over at least ATTN_SPLIT_KEYS keys; a call without threads
  * splits and merges the same way), state heads (linear attention without a window), and the
  * caller's parallel-for runs them. Results are bit-identical for any number of workers, and to a
- * call without threads. Selective attention's query blocks depend on one another (F runs along
- * the tokens): its calls run on one worker whatever the threads say.
+ * call without threads. What runs on one worker whatever the threads say: selective attention
+ * (its query blocks depend on one another: F runs along the tokens, and the cache's steps), and a
+ * causal linear prefill with one state head (its chunks depend on one another through the state;
+ * a chunk-parallel scan would have to absorb every chunk twice, once for the boundary states,
+ * on every call, to stay bit-identical to the one-worker result: not done). The recurrent decode
+ * step of linear attention is one task per state head. A split's merge (softmax: running maxima
+ * and sums rescaled like attn_softmax_merge; GAU: sums) runs on the calling thread.
  * The workspace holds one scratch region per worker (*_workspace_size reads `workers`), plus, for
  * a split, each range's partial result: ask the size with the same shape as the call.
  * ------------------------------------------------------------------------------------------- */

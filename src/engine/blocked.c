@@ -737,8 +737,8 @@ static void blk_par_task(void *ctx, size_t i, size_t worker) {
   const blk_par *c = ctx;
   const attn_blocked_plan *p = c->p;
   float *ws = c->ws + worker * p->worker_floats;
-  if (p->split == 1) {
-    blk_run_task(p, c->uk, c->io, i, ws);
+  if (p->split == 1) { /* the last query blocks first: under a causal mask they cost the most */
+    blk_run_task(p, c->uk, c->io, p->qblocks * p->groups - 1 - i, ws);
     return;
   }
   const blk_task t = blk_run_range(p, c->uk, c->io, i / p->split, i % p->split, ws);

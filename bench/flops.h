@@ -73,6 +73,7 @@ typedef struct bench_shape {
   attn_gate_kind gate;              /**< causal linear and recurrent: decay or gate (ATTN_GATE_NONE: none) */
   int fixed_decay;                  /**< with a SCALAR gate: one fixed decay per head (RetNet) */
   int stats;                        /**< softmax, GAU, selective: the *_stats call (per-row statistics) */
+  attn_dtype kv_type;               /**< softmax: K and V's element type (ATTN_F32 unless a half row) */
 } bench_shape;
 
 typedef struct bench_cost {
@@ -130,7 +131,8 @@ static inline bench_cost bench_cost_of(const bench_shape *s) {
     case BENCH_ONEDNN: {
       double pairs = bench_visible_pairs(s->n_q, s->n_kv, s->window_left, s->window_right, &c.kv_rows);
       c.flops = pairs * (double)s->h_q * (double)(2 * s->d + 2 * s->dv);
-      c.bytes = q_o + c.kv_rows * (double)s->h_kv * (double)(s->d + s->dv) * f4;
+      const double fkv = s->kv_type == ATTN_F32 ? f4 : 2.0; /* fp16 / bf16 K and V: 2 bytes */
+      c.bytes = q_o + c.kv_rows * (double)s->h_kv * (double)(s->d + s->dv) * fkv;
       break;
     }
     case BENCH_LINEAR:

@@ -106,8 +106,11 @@ typedef enum attn_status {
                                         bias table that is NULL or empty (0.4.0) */
   ATTN_E_TOO_LARGE = 19,           /**< an explicit analysis call above its size limit
                                         (ATTN_MATRIX_MAX_KV; 0.5.0) */
-  ATTN_E_SYSTEM = 20               /**< attn_pool_create: the system refused memory or a thread
+  ATTN_E_SYSTEM = 20,              /**< attn_pool_create: the system refused memory or a thread
                                         (0.6.0) */
+  ATTN_E_BAD_DTYPE = 21            /**< an unknown element type (attn_shape.kv_type), or one the
+                                        variant does not take (linear attention, attn_matrix:
+                                        fp32 only) (0.6.0) */
 } attn_status;
 
 /** A short English description of a status; "unknown status" for values not listed. Never NULL. */
@@ -233,6 +236,20 @@ typedef struct attn_layout {
 } attn_layout;
 
 /**
+ * Element type of K and V (attn_shape.kv_type; since 0.6.0). Queries, outputs and every other
+ * array stay fp32. A half type is read as raw 16-bit patterns (uint16_t in the caller's byte
+ * order), converted exactly to fp32 block by block inside the kernels (every fp16 and bf16 value
+ * is a float), and all arithmetic is fp32 as for ATTN_F32: the results are those of the fp32 call
+ * on the converted values. Subnormals, infinities and NaNs convert to the same float values, and
+ * the non-finite policy below applies to them.
+ */
+typedef enum attn_dtype {
+  ATTN_F32 = 0, /**< IEEE binary32 (float) */
+  ATTN_F16 = 1, /**< IEEE binary16 (half): 1 sign, 5 exponent, 10 fraction bits */
+  ATTN_BF16 = 2 /**< bfloat16: the upper 16 bits of a binary32 */
+} attn_dtype;
+
+/**
  * Sizes and strides of one call: the first member of every descriptor.
  * Output heads: H = max(h_q, h_k, h_v); each of h_q, h_k, h_v must divide H (ATTN_E_BAD_HEADS).
  * Output head h reads query head h / (H / h_q), key head h / (H / h_k), value head h / (H / h_v)
@@ -248,12 +265,18 @@ typedef struct attn_shape {
   const attn_threads *threads; /**< NULL (attn_shape_init): the caller's thread alone; otherwise
                                     parallel_for non-NULL and 1 <= workers <= ATTN_MAX_WORKERS
                                     (ATTN_E_BAD_ARGUMENT). Read during the call only. 0.6.0 */
+  attn_dtype kv_type;     /**< element type of k and v (strides count elements of that type);
+                               ATTN_F32 from attn_shape_init and every *_desc_init. Softmax, GAU
+                               and selective attention (and the selective cache's load and step)
+                               take ATTN_F16 and ATTN_BF16; linear attention and attn_matrix
+                               return ATTN_E_BAD_DTYPE for them; an unknown value is
+                               ATTN_E_BAD_DTYPE everywhere (0.6.0) */
 } attn_shape;
 
 /**
  * Write sizes and the default token-major contiguous layouts ([n][heads][width]: row stride
- * heads * width, head stride width; o has H = max(h_q, h_k, h_v) heads). Nothing is validated
- * here; the compute calls validate. @retval ATTN_OK  @retval ATTN_E_NULL_POINTER shape is NULL.
+ * heads * width, head stride width; o has H = max(h_q, h_k, h_v) heads) and kv_type = ATTN_F32.
+ * Nothing is validated here; the compute calls validate. @retval ATTN_OK  @retval ATTN_E_NULL_POINTER shape is NULL.
  * Since 0.2.0.
  */
 ATTN_API attn_status attn_shape_init(attn_shape *shape, size_t n_q, size_t n_kv, size_t h_q, size_t h_k, size_t h_v,
@@ -340,8 +363,13 @@ ATTN_API attn_status attn_softmax_workspace_size(const attn_softmax_desc *desc, 
 /**
  * Softmax attention for all heads of one sequence.
  * @param desc  shapes, mask, scale and strides (see attn_softmax_desc).
- * @param q     n_q x h_q rows of d floats;  k: n_kv x h_k rows of d;  v: n_kv x h_v rows of dv.
- * @param o     out: n_q x h_q rows of dv floats. Must not overlap q, k, v, lse or the workspace.
+ * @param q     n_q x h_q rows of d floats;  k: n_kv x h_k rows of d;  v: n_kv x h_v rows of dv,
+ *              k and v of desc->shape.kv_type (float *, or uint16_t * holding fp16 / bf16 bits;
+ *              const void * since 0.6.0, source-compatible with float *), strides in its elements.
+ *              Half K/V are converted exactly, block by block, in the kernels: the result is the
+ *              fp32 call's on the converted values (a decode reads half the bytes).
+ * @param o     out: n_q x h_q rows of dv floats. Must not overlap q, k, v (their spans in bytes of
+ *              the element type), lse or the workspace.
  * @param lse   optional out (NULL: not written): natural-log LSE per (query, head), -inf for
  *              rows with no visible key.
  * @param workspace, workspace_size  scratch of at least attn_softmax_workspace_size bytes.
@@ -355,10 +383,11 @@ ATTN_API attn_status attn_softmax_workspace_size(const attn_softmax_desc *desc, 
  * @retval ATTN_E_ALIASING o or lse overlaps an input, or each other.
  * @retval ATTN_E_WORKSPACE_TOO_SMALL
  * @retval ATTN_E_UNSUPPORTED_ISA the forced path cannot run here.
+ * @retval ATTN_E_BAD_DTYPE shape.kv_type is not an attn_dtype (since 0.6.0).
  * On any error no output is written. Reentrant.
  */
-ATTN_API attn_status attn_softmax(const attn_softmax_desc *desc, const float *q, const float *k, const float *v,
-                                  float *o, float *lse, void *workspace, size_t workspace_size);
+ATTN_API attn_status attn_softmax(const attn_softmax_desc *desc, const float *q, const void *k, const void *v, float *o,
+                                  float *lse, void *workspace, size_t workspace_size);
 
 /**
  * Merge partial softmax results computed over disjoint key sets (split-KV, ring attention):
@@ -649,7 +678,8 @@ ATTN_API attn_status attn_linear_favor_matrix(const attn_linear_desc *desc, floa
  *                 holds the sums over all its earlier tokens plus this call's n_kv keys.
  *                 Bidirectional and windowed: must be NULL (ATTN_E_BAD_ARGUMENT otherwise).
  * @retval ATTN_OK and the statuses of attn_softmax (ATTN_E_BAD_HEADS: a head count does not
- *         divide H), plus ATTN_E_BAD_EPS, ATTN_E_BAD_FEATURE_MAP (unknown map, or an m it cannot
+ *         divide H; ATTN_E_BAD_DTYPE: a kv_type other than ATTN_F32, as linear attention takes
+ *         fp32 K and V only), plus ATTN_E_BAD_EPS, ATTN_E_BAD_FEATURE_MAP (unknown map, or an m it cannot
  *         use), ATTN_E_BAD_WINDOW (a window with a gate), ATTN_E_STATE_MISMATCH,
  *         ATTN_E_BAD_ARGUMENT (normalize not 0/1, chunk above ATTN_LINEAR_MAX_CHUNK),
  *         ATTN_E_BAD_NORMALIZATION (exp, favor or dsoftmax un-normalised), ATTN_E_BAD_FEATURE_MATRIX
@@ -755,7 +785,8 @@ ATTN_API attn_status attn_gau_workspace_size(const attn_gau_desc *desc, size_t *
 
 /**
  * GAU relu^2 attention for all heads of one sequence (attn_gau_desc).
- * @param q, k, v  n_q x h_q rows of d, n_kv x h_k rows of d, n_kv x h_v rows of dv.
+ * @param q, k, v  n_q x h_q rows of d, n_kv x h_k rows of d, n_kv x h_v rows of dv (k and v of
+ *                 shape.kv_type: fp32, fp16 or bf16, as attn_softmax).
  * @param o        out: n_q x h_q rows of dv; must not overlap q, k, v, the bias table or the
  *                 workspace.
  * @retval ATTN_OK, and the statuses of attn_softmax (ATTN_E_BAD_SCALE: scale not finite), plus
@@ -765,7 +796,7 @@ ATTN_API attn_status attn_gau_workspace_size(const attn_gau_desc *desc, size_t *
  *         table too).
  *         On any error o is not written. Reentrant.
  */
-ATTN_API attn_status attn_gau(const attn_gau_desc *desc, const float *q, const float *k, const float *v, float *o,
+ATTN_API attn_status attn_gau(const attn_gau_desc *desc, const float *q, const void *k, const void *v, float *o,
                               void *workspace, size_t workspace_size);
 
 /* ============================================================================================ */
@@ -816,7 +847,7 @@ ATTN_API attn_status attn_selective_workspace_size(const attn_selective_desc *de
  *         ATTN_E_NULL_POINTER (f NULL), ATTN_E_ALIASING (f overlapping an input or output).
  *         On any error neither o, lse nor f is written. Reentrant (calls with distinct f).
  */
-ATTN_API attn_status attn_selective(const attn_selective_desc *desc, const float *q, const float *k, const float *v,
+ATTN_API attn_status attn_selective(const attn_selective_desc *desc, const float *q, const void *k, const void *v,
                                     float *o, float *lse, float *f, void *workspace, size_t workspace_size);
 
 /**
@@ -867,25 +898,31 @@ ATTN_API attn_status attn_selcache_init(attn_selcache *cache, size_t capacity, s
  * attn_selective returned in f for the whole sequence (chunked prefill carries it from call to
  * call); the live tokens' F are refreshed from it too, so loads may follow each chunk of a
  * prefill. A cache built this way continues the sequence of the prefill.
+ * K and V may be fp16 or bf16 (desc->shape.kv_type, since 0.6.0): the cache keeps fp32 K and V
+ * (its memory and attn_selcache_size do not depend on the type), and converts them exactly here,
+ * so a cache fed half K/V holds what one fed their values as floats would.
  * @retval ATTN_OK, ATTN_E_NULL_POINTER, the shape statuses of attn_selective (the cache's heads
- *         and widths must be desc's: ATTN_E_STATE_MISMATCH otherwise), ATTN_E_WORKSPACE_TOO_SMALL
+ *         and widths must be desc's: ATTN_E_STATE_MISMATCH otherwise; ATTN_E_BAD_DTYPE),
+ *         ATTN_E_WORKSPACE_TOO_SMALL
  *         (more than capacity live tokens before eviction), ATTN_E_ALIASING (k, v or f
  *         overlapping the cache's memory). On error the cache is unchanged.
  */
-ATTN_API attn_status attn_selcache_load(attn_selcache *cache, const attn_selective_desc *desc, const float *k,
-                                        const float *v, const float *f);
+ATTN_API attn_status attn_selcache_load(attn_selcache *cache, const attn_selective_desc *desc, const void *k,
+                                        const void *v, const float *f);
 
 /**
  * One decode step: the new token's q (h_q rows of d), k and v (h_kv rows), the output o (h_q
  * rows of dv) and optional lse, in the layouts of desc (shape.n_q = shape.n_kv = 1; h_kv, d, dv
  * those of the cache, ATTN_E_STATE_MISMATCH otherwise). The workspace is attn_selective's for a
- * descriptor with n_kv = capacity (attn_selcache_workspace_size).
+ * descriptor with n_kv = capacity (attn_selcache_workspace_size). The new token's k and v are of
+ * desc->shape.kv_type (fp32, fp16 or bf16; converted into the cache's fp32 slots, as
+ * attn_selcache_load does); the attention runs over the cache's fp32 K and V.
  * @retval ATTN_OK and the statuses of attn_selective, plus ATTN_E_WORKSPACE_TOO_SMALL when every
  *         slot is live (no room for the new token: give a budget or more capacity). On error
  *         neither o, lse nor the cache is changed. Not reentrant on one cache.
  */
 ATTN_API attn_status attn_selcache_step(const attn_selective_desc *desc, attn_selcache *cache, const float *q,
-                                        const float *k, const float *v, float *o, float *lse, void *workspace,
+                                        const void *k, const void *v, float *o, float *lse, void *workspace,
                                         size_t workspace_size);
 
 /** Workspace bytes of attn_selcache_step for desc and cache. */
@@ -948,14 +985,14 @@ ATTN_API attn_status attn_row_stats_init(attn_row_stats *stats, size_t heads, fl
  *         NULL), ATTN_E_BAD_STRIDE (a stats layout that overlaps itself), ATTN_E_ALIASING (a
  *         stats array overlapping another, an input or an output). On error nothing is written.
  */
-ATTN_API attn_status attn_softmax_stats(const attn_softmax_desc *desc, const float *q, const float *k, const float *v,
+ATTN_API attn_status attn_softmax_stats(const attn_softmax_desc *desc, const float *q, const void *k, const void *v,
                                         float *o, float *lse, const attn_row_stats *stats, void *workspace,
                                         size_t workspace_size);
-ATTN_API attn_status attn_gau_stats(const attn_gau_desc *desc, const float *q, const float *k, const float *v, float *o,
+ATTN_API attn_status attn_gau_stats(const attn_gau_desc *desc, const float *q, const void *k, const void *v, float *o,
                                     const attn_row_stats *stats, void *workspace, size_t workspace_size);
-ATTN_API attn_status attn_selective_stats(const attn_selective_desc *desc, const float *q, const float *k,
-                                          const float *v, float *o, float *lse, float *f, const attn_row_stats *stats,
-                                          void *workspace, size_t workspace_size);
+ATTN_API attn_status attn_selective_stats(const attn_selective_desc *desc, const float *q, const void *k, const void *v,
+                                          float *o, float *lse, float *f, const attn_row_stats *stats, void *workspace,
+                                          size_t workspace_size);
 
 /** The variant of an attn_call. */
 typedef enum attn_kind {
@@ -998,7 +1035,8 @@ ATTN_API attn_status attn_matrix_workspace_size(const attn_call *call, size_t *b
  * @retval ATTN_OK, the statuses of the variant's call for its descriptor and inputs,
  *         ATTN_E_NULL_POINTER (call, desc, q, k, a or the workspace NULL; a gate or beta the
  *         descriptor asks for), ATTN_E_BAD_ARGUMENT (an unknown kind), ATTN_E_TOO_LARGE
- *         (n_kv > ATTN_MATRIX_MAX_KV), ATTN_E_BAD_STRIDE (a layout smaller than a row or
+ *         (n_kv > ATTN_MATRIX_MAX_KV), ATTN_E_BAD_DTYPE (a kv_type other than ATTN_F32: call.k
+ *         is read as floats), ATTN_E_BAD_STRIDE (a layout smaller than a row or
  *         overlapping itself), ATTN_E_WORKSPACE_TOO_SMALL, ATTN_E_ALIASING (a overlapping an
  *         input or the workspace, or the workspace an input). On error a is not written. Reentrant.
  */

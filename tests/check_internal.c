@@ -13,6 +13,7 @@
 
 #include "core/favor_rng.h"
 #include "core/internal.h"
+#include "half_ref.h"
 #include "harness.h"
 
 static const struct attn_ukernels *uk;
@@ -43,6 +44,8 @@ START_TEST(cpu_decode_recorded) {
   ck_assert_uint_eq(attn_cpu_decode_x86(0x6, 0xfed83203, 0x3a9, 0x7), 0);
   /* FMA bit alone missing */
   ck_assert_uint_eq(attn_cpu_decode_x86(0xd, 0xfed83203 & ~(1u << 12), 0x3a9, 0x7), 0);
+  /* ... without F16C (K/V stored as fp16 need vcvtph2ps on the AVX2 path): no AVX2 path. */
+  ck_assert_uint_eq(attn_cpu_decode_x86(0xd, 0xfed83203 & ~(1u << 29), 0x3a9, 0x7), 0);
   /* AMD EPYC (Zen 4, family 25 model 17, KVM guest): AVX-512 F/DQ/BW/VL, OS saves opmask and ZMM */
   ck_assert_uint_eq(attn_cpu_decode_x86(0x1c, 0xfffa3203, 0xf1bf07ab, 0xe7),
                     ATTN_CPU_X86_AVX2_FMA | ATTN_CPU_X86_AVX512);
@@ -904,6 +907,68 @@ START_TEST(favor_unbiased) {
 }
 END_TEST
 
+/* ---- K/V conversion (f16_cvt, bf16_cvt): every 16-bit pattern against tests/common/half_ref.h ---- */
+/* One float against the exact value of its pattern: equal bits for every number (so -0 stays -0
+ * and a subnormal keeps its value), NaN for a NaN pattern (its payload is not checked). */
+static void cvt_check(const char *what, uint16_t h, float got, double want) {
+  if (isnan(want)) {
+    ck_assert_msg(isnan(got), "%s 0x%04x: got %a, want NaN", what, (unsigned)h, (double)got);
+    return;
+  }
+  const float w = (float)want; /* exact: every fp16 / bf16 value is a float */
+  ck_assert_msg(memcmp(&got, &w, sizeof w) == 0 && (double)w == want, "%s 0x%04x: got %a, want %a", what, (unsigned)h,
+                (double)got, want);
+}
+
+/* All 65536 patterns as 256 rows of 256 (contiguous), then strided odd shapes (a row stride
+ * above the width, widths below, at and above the path's vector and its double) with guard
+ * zones: the kernel writes exactly rows x cols floats and converts tails as the bulk. */
+START_TEST(cvt_all_patterns) {
+  const int bf = _i;
+  attn_f16_cvt_fn *cvt = bf ? uk->bf16_cvt : uk->f16_cvt;
+  const char *what = bf ? "bf16" : "f16";
+  uint16_t *x = malloc(65536 * sizeof(uint16_t));
+  ck_assert_ptr_nonnull(x);
+  for (uint32_t i = 0; i < 65536; i++) x[i] = (uint16_t)i;
+  float *y = galloc(65536);
+  cvt(256, 256, x, 256, y);
+  for (uint32_t i = 0; i < 65536; i++)
+    cvt_check(what, (uint16_t)i, y[i], bf ? hr_bf16_value((uint16_t)i) : hr_f16_value((uint16_t)i));
+  gcheck_free(y);
+  static const size_t widths[] = {1, 3, 4, 7, 8, 15, 16, 17, 31, 32, 33, 65, 128};
+  for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+    const size_t cols = widths[wi], rows = 5, ld = cols + 3;
+    const uint16_t *src = x + (wi * 4099) % (65536 - rows * ld); /* a spread of patterns, odd offsets */
+    float *o = galloc(rows * cols);
+    cvt(rows, cols, src, ld, o);
+    for (size_t r = 0; r < rows; r++)
+      for (size_t c = 0; c < cols; c++) {
+        const uint16_t h = src[r * ld + c];
+        cvt_check(what, h, o[r * cols + c], bf ? hr_bf16_value(h) : hr_f16_value(h));
+      }
+    gcheck_free(o);
+  }
+  free(x);
+}
+END_TEST
+
+/* The test-side converter itself: rounding ties to even, overflow, subnormals, round trips. */
+START_TEST(cvt_reference_self_check) {
+  ck_assert(hr_f16_round(1.0 + ldexp(1.0, -11)) == 1.0);                       /* tie: even (down) */
+  ck_assert(hr_f16_round(1.0 + 3 * ldexp(1.0, -11)) == 1.0 + ldexp(1.0, -9));  /* tie: even (up) */
+  ck_assert(hr_f16_round(65519.0) == 65504.0 && isinf(hr_f16_round(65520.0))); /* overflow at 65520 */
+  ck_assert(hr_f16_round(ldexp(1.0, -25)) == 0.0 && hr_f16_round(ldexp(1.5, -25)) == ldexp(1.0, -24));
+  for (uint32_t i = 0; i < 65536; i++) {
+    const double v = hr_f16_value((uint16_t)i);
+    if (isnan(v)) continue;
+    ck_assert_msg(hr_f16_round(v) == v && hr_f16_bits(v) == i, "f16 0x%04x", (unsigned)i);
+  }
+  ck_assert_uint_eq(hr_bf16_bits(1.0f + 0x1p-8f), 0x3f80); /* tie: even (down) */
+  ck_assert_uint_eq(hr_bf16_bits(1.0f + 0x3p-8f), 0x3f82); /* tie: even (up) */
+  ck_assert_uint_eq(hr_bf16_bits(FLT_MAX), 0x7f80);        /* rounds up to inf */
+}
+END_TEST
+
 static Suite *internal_suite(attn_isa active) {
   uk = attn_ukernels_for(active); /* not NULL: tu_main checked that the path runs here */
   tu_rng_seed(&rng, 1);
@@ -916,6 +981,10 @@ static Suite *internal_suite(attn_isa active) {
   tcase_add_test(t, vexp_error_bound);
   tcase_add_test(t, vexp_edges);
   tcase_add_test(t, vlog_error_bound);
+  suite_add_tcase(s, t);
+  t = tu_tcase("cvt");
+  tcase_add_loop_test(t, cvt_all_patterns, 0, 2);
+  tcase_add_test(t, cvt_reference_self_check);
   suite_add_tcase(s, t);
   t = tu_tcase("gemm");
   tcase_add_loop_test(t, gemm_shapes, 0, (int)NGS);

@@ -5,6 +5,8 @@
  * softmax_causal through attn_softmax_stats (entropy, sparsity and count of every row): the cost
  * of the statistics beside its plain row.
  */
+#include <string.h>
+
 #include "bench.h"
 
 #define NAIVE_BASELINES ((1u << BENCH_BASE_OPENBLAS) | (1u << BENCH_BASE_ONEDNN))
@@ -20,6 +22,11 @@ static const bench_variant variants[] = {
      NULL, 0, "softmax_causal with per-row statistics (attn_softmax_stats)", ATTN_GATE_NONE, 0},
     {"softmax_decode", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0, NULL, 0,
      "one query over a K/V cache of --cache-min .. --cache-max tokens", ATTN_GATE_NONE, 0},
+    {"softmax_decode_f16", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0, NULL,
+     0, "softmax_decode with the K/V cache stored as fp16 (shape.kv_type; half the bytes read)", ATTN_GATE_NONE, 0},
+    {"softmax_decode_bf16", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
+     NULL, 0, "softmax_decode with the K/V cache stored as bf16 (shape.kv_type; half the bytes read)", ATTN_GATE_NONE,
+     0},
 };
 
 /* The mask's bounds live in the shape (bottom-right aligned), where flops.h counts the visible
@@ -30,24 +37,55 @@ static bench_shape softmax_shape(const bench_variant *v, const bench_sweep *sw, 
   if (v->causal) s.window_right = 0;
   if (v->mode == BENCH_DECODE) s.n_q = 1;
   s.stats = v == &variants[3];
+  s.kv_type = v == &variants[5] ? ATTN_F16 : v == &variants[6] ? ATTN_BF16 : ATTN_F32;
   return s;
 }
 
-/* The descriptor, and with statistics their arrays (three of n_q x h_q floats after it). */
+/* The descriptor, and with statistics their arrays (three of n_q x h_q floats after it); with half
+ * K/V, the cache's K and V as 16-bit patterns after those (kh, vh). */
 typedef struct softmax_impl {
   attn_softmax_desc desc;
   attn_row_stats stats;
+  uint16_t *kh, *vh;
   float arrays[];
 } softmax_impl;
+
+/* A float as fp16 bits, to the nearest (ties away: the bench needs values, not IEEE rounding);
+ * below fp16's normal range, 0. Inputs lie in [-1, 1). */
+static uint16_t f16_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a < 0x38800000u) return (uint16_t)sign; /* below 2^-14 */
+  return (uint16_t)(sign | ((a - 0x38000000u + 0x1000u) >> 13));
+}
+static uint16_t bf16_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return (uint16_t)((u + 0x8000u) >> 16);
+}
+static void to_half(attn_dtype t, const float *x, uint16_t *h, size_t n) {
+  for (size_t i = 0; i < n; i++) h[i] = t == ATTN_F16 ? f16_bits(x[i]) : bf16_bits(x[i]);
+}
 
 static int softmax_setup(bench_work *w, char *err, size_t errlen) {
   const bench_shape *s = &w->s;
   const size_t rows = s->n_q * s->h_q;
-  softmax_impl *im = bench_work_impl(w, sizeof *im + (s->stats ? 3 * rows * sizeof(float) : 0), err, errlen);
+  const size_t nk = s->n_kv * s->h_kv * s->d, nv = s->n_kv * s->h_kv * s->dv;
+  const size_t half = s->kv_type == ATTN_F32 ? 0 : (nk + nv) * sizeof(uint16_t);
+  softmax_impl *im = bench_work_impl(w, sizeof *im + (s->stats ? 3 * rows * sizeof(float) : 0) + half, err, errlen);
   if (!im) return -1;
   attn_softmax_desc *desc = &im->desc;
   attn_softmax_desc_init(desc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv);
   desc->shape.threads = bench_call_threads;
+  desc->shape.kv_type = s->kv_type;
+  im->kh = im->vh = NULL;
+  if (half) { /* the cache in 16 bits, converted once here (not timed) */
+    im->kh = (uint16_t *)(im->arrays + (s->stats ? 3 * rows : 0));
+    im->vh = im->kh + nk;
+    to_half(s->kv_type, w->k, im->kh, nk);
+    to_half(s->kv_type, w->v, im->vh, nv);
+  }
   desc->mask = attn_mask_window(s->window_left, s->window_right);
   attn_row_stats_init(&im->stats, s->h_q, im->arrays, im->arrays + rows, im->arrays + 2 * rows);
   return bench_work_workspace(w, attn_softmax_workspace_size(desc, &w->workspace_bytes), "attn_softmax_workspace_size",
@@ -59,7 +97,8 @@ static void softmax_run(bench_work *w) {
   bench_work_status(
       w, w->s.stats
              ? attn_softmax_stats(&im->desc, w->q, w->k, w->v, w->o, NULL, &im->stats, w->workspace, w->workspace_bytes)
-             : attn_softmax(&im->desc, w->q, w->k, w->v, w->o, NULL, w->workspace, w->workspace_bytes));
+             : attn_softmax(&im->desc, w->q, im->kh ? (const void *)im->kh : w->k, im->vh ? (const void *)im->vh : w->v,
+                            w->o, NULL, w->workspace, w->workspace_bytes));
 }
 
 const bench_adapter bench_softmax_adapter = {

@@ -8,12 +8,12 @@
 #endif
 
 uint32_t attn_cpu_decode_x86(uint32_t max_leaf, uint32_t leaf1_ecx, uint32_t leaf7_ebx, uint64_t xcr0) {
-  const uint32_t fma = 1u << 12, osxsave = 1u << 27, avx = 1u << 28, avx2 = 1u << 5;
+  const uint32_t fma = 1u << 12, osxsave = 1u << 27, avx = 1u << 28, f16c = 1u << 29, avx2 = 1u << 5;
   const uint32_t avx512 = (1u << 16) | (1u << 17) | (1u << 30) | (1u << 31); /* F, DQ, BW, VL */
   const uint64_t ymm_state = (1u << 1) | (1u << 2);             /* XCR0: SSE and AVX state saved by the OS */
   const uint64_t zmm_state = (1u << 5) | (1u << 6) | (1u << 7); /* opmask, ZMM_Hi256, Hi16_ZMM */
   if (max_leaf < 7) return 0;
-  if ((leaf1_ecx & (fma | osxsave | avx)) != (fma | osxsave | avx)) return 0;
+  if ((leaf1_ecx & (fma | osxsave | avx | f16c)) != (fma | osxsave | avx | f16c)) return 0; /* F16C: K/V in fp16 */
   if ((xcr0 & ymm_state) != ymm_state) return 0;
   if (!(leaf7_ebx & avx2)) return 0;
   uint32_t f = ATTN_CPU_X86_AVX2_FMA;

@@ -21,7 +21,7 @@ ATTN_INTERNAL const struct attn_ukernels *attn_ukernels_for(attn_isa isa);
 /* CPU features, as bits: the ISA list (meson.build) names the bits each path needs, so a path
  * whose features are decoded here needs no code in the dispatcher. */
 enum {
-  ATTN_CPU_X86_AVX2_FMA = 1u << 0, /* AVX2 + FMA + OS-saved YMM state */
+  ATTN_CPU_X86_AVX2_FMA = 1u << 0, /* AVX2 + FMA + F16C + OS-saved YMM state */
   ATTN_CPU_ARM_NEON = 1u << 1,
   ATTN_CPU_X86_AVX512 = 1u << 2 /* AVX-512 F, DQ, BW, VL + OS-saved ZMM and opmask state */
 };
@@ -39,8 +39,14 @@ ATTN_INTERNAL attn_status attn_check_output(size_t rows, size_t heads, size_t wi
 /* Element spans of a shape's tensors and its output heads H = max(h_q, h_k, h_v). */
 typedef struct attn_spans {
   size_t q, k, v, o, H;
+  size_t kv_elem; /* bytes of one K or V element (shape.kv_type) */
 } attn_spans;
-/* The validation every variant shares: sizes, head counts dividing H, strides, spans. h_extra:
+/* Bytes of one element of a K/V type; 0 for an unknown one. */
+static inline size_t attn_dtype_size(attn_dtype t) {
+  return t == ATTN_F32 ? sizeof(float) : (t == ATTN_F16 || t == ATTN_BF16) ? sizeof(uint16_t) : 0;
+}
+/* The validation every variant shares: sizes, the K/V type (known: ATTN_E_BAD_DTYPE otherwise),
+ * head counts dividing H, strides, spans. h_extra:
  * one more head count (a gate's) that joins H = max(h_q, h_k, h_v, h_extra), or 0. */
 ATTN_INTERNAL attn_status attn_shape_check(const attn_shape *s, size_t h_extra, attn_spans *sp);
 
@@ -50,8 +56,9 @@ ATTN_INTERNAL size_t attn_workers(const attn_threads *th);
  * threads, with one worker or one task; through th->parallel_for otherwise (core/pool.c). */
 ATTN_INTERNAL void attn_parallel(const attn_threads *th, size_t tasks, attn_task_fn fn, void *ctx);
 /* ATTN_E_ALIASING when one of the n_out outputs (NULL entries skipped; sizes in bytes; workspaces
- * and states count as outputs) overlaps q, k or v (spans sp) or another output. */
-ATTN_INTERNAL attn_status attn_check_io(const attn_spans *sp, const float *q, const float *k, const float *v,
+ * and states count as outputs) overlaps q, k or v (spans sp; k and v in elements of sp->kv_elem
+ * bytes) or another output. */
+ATTN_INTERNAL attn_status attn_check_io(const attn_spans *sp, const float *q, const void *k, const void *v,
                                         void *const *out, const size_t *out_bytes, size_t n_out);
 /* 1 when the float ranges [a, a+na) and [b, b+nb) overlap. */
 ATTN_INTERNAL int attn_overlap(const void *a, size_t na_bytes, const void *b, size_t nb_bytes);

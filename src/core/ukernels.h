@@ -7,6 +7,7 @@
 #define ATTN_CORE_UKERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "attn.h"
 
@@ -111,6 +112,14 @@ typedef void attn_vexp_fn(size_t n, const float *x, float *y);
  * vexp. */
 typedef void attn_vlog_fn(size_t n, const float *x, float *y);
 
+/* K/V element conversion (attn_shape.kv_type): rows x cols 16-bit patterns x (row stride ldx
+ * elements) into fp32 y, contiguous (row stride cols). Exact on every path (every fp16 and bf16
+ * value is a float): subnormals, infinities and signed zeros keep their values, a NaN stays a NaN
+ * (its payload need not be kept). x and y must not overlap. f16: IEEE binary16; bf16: the upper
+ * half of a binary32 (a 16-bit shift). */
+typedef void attn_f16_cvt_fn(size_t rows, size_t cols, const uint16_t *x, size_t ldx, float *y);
+typedef void attn_bf16_cvt_fn(size_t rows, size_t cols, const uint16_t *x, size_t ldx, float *y);
+
 /*
  * The table's slots, grouped by family: KERNEL(slot) is a pointer of type attn_<slot>_fn,
  * TUNING(slot) a size_t, each next to the kernels it tunes. The kernels and tunings of every path
@@ -125,7 +134,9 @@ typedef void attn_vlog_fn(size_t n, const float *x, float *y);
   /* chunkwise engine: feature maps, one-token state step; default causal chunk */          \
   KERNEL(featmap) KERNEL(expfeat) KERNEL(linear_step) TUNING(linear_chunk)                 \
   /* vector helpers: vexp, vlog (what the kernels inline, exposed for their tests) */      \
-  KERNEL(vexp) KERNEL(vlog)
+  KERNEL(vexp) KERNEL(vlog)                                                                 \
+  /* K/V conversion of fp16 / bf16 blocks into fp32 scratch */                              \
+  KERNEL(f16_cvt) KERNEL(bf16_cvt)
 /* clang-format on */
 
 struct attn_ukernels {

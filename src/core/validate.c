@@ -43,7 +43,14 @@ attn_status attn_shape_init(attn_shape *s, size_t n_q, size_t n_kv, size_t h_q, 
                             size_t dv) {
   if (!s) return ATTN_E_NULL_POINTER;
   const size_t H = max3(h_q, h_k, h_v);
-  *s = (attn_shape){n_q, n_kv, h_q, h_k, h_v, d, dv, {h_q * d, d}, {h_k * d, d}, {h_v * dv, dv}, {H * dv, dv}, NULL};
+  memset(s, 0, sizeof *s); /* padding too (kv_type leaves some): shapes compare bytewise */
+  s->n_q = n_q, s->n_kv = n_kv, s->h_q = h_q, s->h_k = h_k, s->h_v = h_v, s->d = d, s->dv = dv;
+  s->q = (attn_layout){h_q * d, d};
+  s->k = (attn_layout){h_k * d, d};
+  s->v = (attn_layout){h_v * dv, dv};
+  s->o = (attn_layout){H * dv, dv};
+  s->kv_type = ATTN_F32;
+  s->threads = NULL;
   return ATTN_OK;
 }
 
@@ -52,6 +59,7 @@ attn_status attn_shape_check(const attn_shape *s, size_t h_extra, attn_spans *sp
   if (!s->n_q || !s->n_kv || !s->h_q || !s->h_k || !s->h_v || !s->d || !s->dv) return ATTN_E_ZERO_SIZE;
   if (s->threads && (!s->threads->parallel_for || !s->threads->workers || s->threads->workers > ATTN_MAX_WORKERS))
     return ATTN_E_BAD_ARGUMENT;
+  if (!(sp->kv_elem = attn_dtype_size(s->kv_type))) return ATTN_E_BAD_DTYPE;
   sp->H = attn_max_sz(max3(s->h_q, s->h_k, s->h_v), h_extra);
   if (sp->H % s->h_q || sp->H % s->h_k || sp->H % s->h_v || (h_extra && sp->H % h_extra)) return ATTN_E_BAD_HEADS;
   if ((st = attn_check_input(s->n_q, s->h_q, s->d, s->q, &sp->q)) ||
@@ -62,11 +70,11 @@ attn_status attn_shape_check(const attn_shape *s, size_t h_extra, attn_spans *sp
   return ATTN_OK;
 }
 
-attn_status attn_check_io(const attn_spans *sp, const float *q, const float *k, const float *v, void *const *out,
+attn_status attn_check_io(const attn_spans *sp, const float *q, const void *k, const void *v, void *const *out,
                           const size_t *out_bytes, size_t n_out) {
-  const size_t F = sizeof(float);
+  const size_t F = sizeof(float), E = sp->kv_elem; /* spans fit in PTRDIFF_MAX / sizeof(float) */
   const void *in[] = {q, k, v};
-  const size_t in_bytes[] = {sp->q * F, sp->k * F, sp->v * F};
+  const size_t in_bytes[] = {sp->q * F, sp->k * E, sp->v * E};
   for (size_t a = 0; a < n_out; a++) {
     if (!out[a]) continue;
     for (size_t i = 0; i < 3; i++)

@@ -9,6 +9,9 @@ enum {
   BLK_HEAD_GROUP_FLOATS = 65536, /* 256 KiB of per-head state for heads advancing together */
   BLK_SPLIT_MAX = 16             /* key ranges of a split call, at most */
 };
+/* Half K: keys converted at a time for the scores (a multiple of every GEMM tile's rows: 4, 6, 8),
+ * so that the converted rows stay in L1 (12 KiB at d = 128) between the conversion and the GEMM. */
+enum { BLK_HALF_K_KEYS = 24 };
 
 /* Clamp a mask size to what positions can reach, so int64 arithmetic cannot overflow. */
 static int64_t clamp_reach(size_t w, size_t reach) { return (int64_t)(w < reach ? w : reach); }
@@ -95,6 +98,13 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   p->off_fz = attn_ws_take(&w, p->sel ? bctb : 0);
   p->off_st2 = attn_ws_take(&w, p->sel ? bctb : 0);
   p->off_run = attn_ws_take(&w, p->sel ? p->bc : 0);
+  /* half K/V: the block's converted rows (no scratch for fp32, read in place) */
+  size_t bcd, bcdv;
+  p->kv_type = s->kv_type;
+  const int half = s->kv_type != ATTN_F32;
+  if (!attn_mul_ok(p->bc, s->d, &bcd) || !attn_mul_ok(p->bc, s->dv, &bcdv)) return ATTN_E_SIZE_OVERFLOW;
+  p->off_kc = attn_ws_take(&w, half ? bcd / p->bc * attn_min_sz(p->bc, BLK_HALF_K_KEYS) : 0);
+  p->off_vc = attn_ws_take(&w, half ? bcdv : 0);
   if (!attn_mul_ok(hg, p->head_floats, &heads)) return ATTN_E_SIZE_OVERFLOW;
   p->off_heads = attn_ws_take(&w, heads);
   /* Key ranges: a step that can fold them, no selection or map, one query block of at most
@@ -225,12 +235,44 @@ typedef struct blk_task {
 
 static float *blk_head(const blk_task *t, size_t hh) { return t->ws + t->p->off_heads + hh * t->p->head_floats; }
 
-/* Scores of keys [j0, j0 + jn) (ST, jn x rows), their mask, the step and acc += P V. */
-static void blk_accumulate(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked, const float *vb,
+/* Rows [j0, j0 + jn) of key/value head h of x (K or V, layout l, rows of w elements) as fp32:
+ * in place for fp32 (*ld: the layout's row stride), else converted into the scratch region at
+ * `off` (bc x w floats, *ld = w) by the path's conversion kernel. */
+static const float *blk_kv(const blk_task *t, const void *x, attn_layout l, int64_t j0, size_t jn, size_t h, size_t w,
+                           size_t off, size_t *ld) {
+  const size_t e = (size_t)j0 * l.row_stride + h * l.head_stride;
+  if (t->p->kv_type == ATTN_F32) {
+    *ld = l.row_stride;
+    return (const float *)x + e;
+  }
+  float *dst = t->ws + off;
+  (t->p->kv_type == ATTN_F16 ? t->uk->f16_cvt : t->uk->bf16_cvt)(jn, w, (const uint16_t *)x + e, l.row_stride, dst);
+  *ld = w;
+  return dst;
+}
+
+/* ST (jn x n, row stride ldst) = K_blk B for keys [j0, j0 + jn) of key head h, B (d x n, row
+ * stride ldb): K read in place (fp32), or converted BLK_HALF_K_KEYS keys at a time into the K
+ * scratch, each chunk's rows of ST at once (the rows of a GEMM are independent: the same result). */
+static void blk_scores(const blk_task *t, int64_t j0, size_t jn, size_t h, size_t n, const float *b, size_t ldb,
+                       float *st, size_t ldst) {
+  const attn_shape *s = t->p->shape;
+  const size_t step = t->p->kv_type == ATTN_F32 ? jn : BLK_HALF_K_KEYS;
+  for (size_t a = 0; a < jn; a += step) {
+    const size_t cn = attn_min_sz(step, jn - a);
+    size_t ldk;
+    const float *kb = blk_kv(t, t->io->k, s->k, j0 + (int64_t)a, cn, h, s->d, t->p->off_kc, &ldk);
+    t->uk->gemm(cn, n, s->d, kb, ldk, 1, b, ldb, st + a * ldst, ldst, NULL, 0);
+  }
+}
+
+/* Scores of keys [j0, j0 + jn) (ST, jn x rows), their mask, the step and acc += P V (V rows vb,
+ * row stride ldv). */
+static void blk_accumulate(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked, const float *vb, size_t ldv,
                            const float *bm) {
   float *reg = blk_head(t, hh);
   const attn_blocked_plan *p = t->p;
-  const size_t rows = t->rows, ldv = p->shape->v.row_stride;
+  const size_t rows = t->rows;
   float *st = t->ws + p->off_st;
   if (masked) blk_mask(p, st, rows, jn, j0, t->tn, t->p0);
   const attn_step_block b = {st,
@@ -380,7 +422,7 @@ static void blk_exp_keys(const blk_task *t, size_t hh, int64_t j0, size_t jn, in
   }
   uk->expfeat(ATTN_EXPF_SCALED, rows, m, uq, m, NULL, 0, bm, cb, qt, 1, rows);
   uk->gemm(jn, rows, m, kf, m, 1, qt, rows, t->ws + p->off_st, rows, NULL, 0);
-  blk_accumulate(t, hh, j0, jn, masked, vb, bm);
+  blk_accumulate(t, hh, j0, jn, masked, vb, p->shape->v.row_stride, bm);
 }
 
 /* U[k][p] = 1 for k < p: A U is the exclusive running sum along A's rows (8 columns). */
@@ -461,14 +503,13 @@ static void blk_select_f(const blk_task *t, int64_t j0, size_t jn, const float *
  * when the task holds it (st, already computed), else their own GEMM. */
 static void blk_select(const blk_task *t, int64_t j0, size_t jn, const float *st) {
   const attn_blocked_plan *p = t->p;
-  const attn_shape *s = p->shape;
   if (st) {
     blk_select_f(t, j0, jn, st + p->sel_gi, t->rows, p->g);
     return;
   }
   float *ss = t->ws + p->off_ss;
-  const float *kb = t->io->k + (size_t)j0 * s->k.row_stride + p->sel_kv * s->k.head_stride;
-  t->uk->gemm(jn, t->tn, s->d, kb, s->k.row_stride, 1, t->ws + p->off_qs, t->tn, ss, t->tn, NULL, 0);
+  /* half K: converted into the K scratch, free again (the head's scores are done) */
+  blk_scores(t, j0, jn, p->sel_kv, t->tn, t->ws + p->off_qs, t->tn, ss, t->tn);
   blk_select_f(t, j0, jn, ss, t->tn, 1);
 }
 
@@ -523,27 +564,30 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
     for (size_t hi_order = 0; hi_order < t->hn; hi_order++) {
       const size_t hh = !sel_here ? hi_order : hi_order == 0 ? hs : hi_order <= hs ? hi_order - 1 : hi_order;
       float *reg = blk_head(t, hh);
-      const float *kb = t->io->k + (size_t)j0 * s->k.row_stride + (t->h0 + hh) * s->k.head_stride;
-      const float *vb = t->io->v + (size_t)j0 * s->v.row_stride + (t->h0 + hh) * s->v.head_stride;
+      /* fp32: K and V in place; fp16 / bf16 (no feature map: fp32 only): V's block rows converted
+       * into scratch, K's in chunks by blk_scores */
+      size_t ldv, ldk = s->k.row_stride;
+      const float *kb = p->fm ? (const float *)t->io->k + (size_t)j0 * ldk + (t->h0 + hh) * s->k.head_stride : NULL;
+      const float *vb = blk_kv(t, t->io->v, s->v, j0, jn, t->h0 + hh, s->dv, p->off_vc, &ldv);
       if (p->xm) { /* sub-blocks of bounded spread where some row sees only part of the block */
-        p->fm->apply(t->uk, &p->fa, 1, jn, D, m, kb, s->k.row_stride, ku, m, 1, t->ws + p->off_fms);
+        p->fm->apply(t->uk, &p->fa, 1, jn, D, m, kb, ldk, ku, m, 1, t->ws + p->off_fms);
         for (size_t a = 0, b; a < jn; a = b) {
           b = masked ? blk_split(m, ku, a, jn, tmp, tmp + m) : jn;
-          blk_exp_keys(t, hh, j0 + (int64_t)a, b - a, masked, ku + a * m, vb + a * s->v.row_stride, pass);
+          blk_exp_keys(t, hh, j0 + (int64_t)a, b - a, masked, ku + a * m, vb + a * ldv, pass);
         }
         continue;
       }
       if (p->fm) { /* psi(K_blk), read in place otherwise */
-        p->fm->apply(t->uk, &p->fa, 1, jn, D, D, kb, s->k.row_stride, kf, D, 1, NULL);
+        p->fm->apply(t->uk, &p->fa, 1, jn, D, D, kb, ldk, kf, D, 1, NULL);
         t->uk->gemm(jn, rows, D, kf, D, 1, reg + p->off_qt, rows, t->ws + p->off_st, rows, NULL, 0);
       } else {
-        t->uk->gemm(jn, rows, D, kb, s->k.row_stride, 1, reg + p->off_qt, rows, t->ws + p->off_st, rows, NULL, 0);
+        blk_scores(t, j0, jn, t->h0 + hh, rows, reg + p->off_qt, rows, t->ws + p->off_st, rows);
       }
       if (p->sel) { /* the first head of the order is h_sel's key head when the task holds it */
         if (hi_order == 0) blk_select(t, j0, jn, sel_here ? t->ws + p->off_st : NULL);
         blk_select_apply(t, t->ws + p->off_st, jn);
       }
-      blk_accumulate(t, hh, j0, jn, masked, vb, NULL);
+      blk_accumulate(t, hh, j0, jn, masked, vb, ldv, NULL);
     }
   }
 }

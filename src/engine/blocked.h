@@ -24,6 +24,13 @@
  * mask. Same pass, no n x n buffer; without io.stats nothing of it runs.
  * A boundary block whose V holds a non-finite value in a row some token cannot see takes P V per
  * token over that token's visible keys only, so a hidden value never meets its zero weight.
+ * K and V stored as fp16 or bf16 (attn_shape.kv_type): per key block and head, the block's V rows
+ * are converted (the path's f16_cvt / bf16_cvt kernel) into fp32 scratch of bc x dv floats, and
+ * its K rows 24 keys at a time into scratch of 24 x d floats (L1-resident), each chunk's rows of
+ * ST computed at once; the GEMM, the step and P V run on the scratch as they would on fp32 K and
+ * V read in place (the hidden-V check included), with the fp32 call's results: a decode streams
+ * each block once, reading half the bytes; the selection GEMM of a task without h_sel's key head
+ * converts that head's K the same way. Feature maps (linear attention) take fp32 only.
  * When a call has fewer query tokens than a block (decode, short chunks), and in every selective
  * call (so that F is computed once per key block), several heads (as many as keep their state
  * within ~256 KiB) advance through the key blocks together, so K and V stream in memory order.
@@ -139,6 +146,8 @@ typedef struct attn_blocked_plan {
                                                      maxima, map scratch, c, temp */
   size_t off_uq, off_bm, off_cz;                                  /* per head: u(Q) (R x m), bm (R), dsoftmax c | z */
   size_t off_strip;                                               /* the step's strip */
+  attn_dtype kv_type;                                             /* K and V elements (shape.kv_type) */
+  size_t off_kc, off_vc; /* half K/V: converted K rows (24 x d), the block's V rows (bc x dv); fp32: none */
   size_t split;         /* key ranges per task (1: none; a short call over many keys: attn.h, threads) */
   size_t cr;            /* rows of a range's stored state (ATTN_SPLIT_TOKENS g), per head */
   size_t off_fold;      /* per worker, when the step can split: hg heads of a range's state (cr rows) */
@@ -170,7 +179,8 @@ ATTN_INTERNAL attn_status attn_blocked_plan_make(attn_blocked_plan *p, const att
                                                  const struct attn_ukernels *uk);
 
 typedef struct attn_blocked_io {
-  const float *q, *k, *v;
+  const float *q;
+  const void *k, *v; /* elements of the plan's kv_type */
   float *o;
   float *aux; /* one float per (query, head), or NULL */
   attn_layout aux_layout;

@@ -128,7 +128,7 @@ attn_status attn_gau_workspace_size(const attn_gau_desc *d, size_t *bytes) {
 }
 
 /* attn_gau, with the statistics when `want` (stats validated; NULL is then an error). */
-static attn_status gau_run(const attn_gau_desc *d, const float *q, const float *k, const float *v, float *o, int want,
+static attn_status gau_run(const attn_gau_desc *d, const float *q, const void *k, const void *v, float *o, int want,
                            const attn_row_stats *stats, void *workspace, size_t workspace_size) {
   gau_call c;
   attn_status st = gau_prepare(d, &c);
@@ -147,12 +147,12 @@ static attn_status gau_run(const attn_gau_desc *d, const float *q, const float *
   return ATTN_OK;
 }
 
-attn_status attn_gau(const attn_gau_desc *d, const float *q, const float *k, const float *v, float *o, void *workspace,
+attn_status attn_gau(const attn_gau_desc *d, const float *q, const void *k, const void *v, float *o, void *workspace,
                      size_t workspace_size) {
   return gau_run(d, q, k, v, o, 0, NULL, workspace, workspace_size);
 }
 
-attn_status attn_gau_stats(const attn_gau_desc *d, const float *q, const float *k, const float *v, float *o,
+attn_status attn_gau_stats(const attn_gau_desc *d, const float *q, const void *k, const void *v, float *o,
                            const attn_row_stats *stats, void *workspace, size_t workspace_size) {
   return gau_run(d, q, k, v, o, 1, stats, workspace, workspace_size);
 }

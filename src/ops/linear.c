@@ -150,6 +150,7 @@ static attn_status lin_validate(const attn_linear_desc *d, attn_spans *sp, attn_
   if (!d) return ATTN_E_NULL_POINTER;
   const int gated = d->gate != ATTN_GATE_NONE || d->beta;
   if ((st = attn_shape_check(&d->shape, gated ? d->h_g : 0, sp))) return st;
+  if (d->shape.kv_type != ATTN_F32) return ATTN_E_BAD_DTYPE; /* fp32 K and V only */
   const attn_featmap *fm = attn_featmap_get(d->feature_map);
   if (!fm) return ATTN_E_BAD_FEATURE_MAP;
   const int full = d->mask.left == ATTN_UNBOUNDED && d->mask.right == ATTN_UNBOUNDED && d->mask.chunk == 0;

@@ -82,6 +82,7 @@ static attn_status mx_prepare(const attn_call *c, int with_matrix, mx_plan *p) {
   if ((unsigned)c->kind > ATTN_KIND_SELECTIVE) return ATTN_E_BAD_ARGUMENT;
   const attn_shape *cs = c->desc;
   if (cs->n_kv > ATTN_MATRIX_MAX_KV) return ATTN_E_TOO_LARGE;
+  if (cs->kv_type != ATTN_F32) return ATTN_E_BAD_DTYPE; /* k is read as floats (attn_call.k) */
   memset(p, 0, sizeof *p);
   memcpy(&p->d, c->desc, mx_desc_bytes[c->kind]);
   attn_shape *s = &p->d.shape;

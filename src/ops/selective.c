@@ -44,7 +44,7 @@ attn_status attn_selective_workspace_size(const attn_selective_desc *d, size_t *
 }
 
 /* attn_selective, with the statistics when `want` (stats validated; NULL is then an error). */
-static attn_status sel_run(const attn_selective_desc *d, const float *q, const float *k, const float *v, float *o,
+static attn_status sel_run(const attn_selective_desc *d, const float *q, const void *k, const void *v, float *o,
                            float *lse, float *f, int want, const attn_row_stats *stats, void *workspace,
                            size_t workspace_size) {
   attn_blocked_call c;
@@ -65,12 +65,12 @@ static attn_status sel_run(const attn_selective_desc *d, const float *q, const f
   return ATTN_OK;
 }
 
-attn_status attn_selective(const attn_selective_desc *d, const float *q, const float *k, const float *v, float *o,
+attn_status attn_selective(const attn_selective_desc *d, const float *q, const void *k, const void *v, float *o,
                            float *lse, float *f, void *workspace, size_t workspace_size) {
   return sel_run(d, q, k, v, o, lse, f, 0, NULL, workspace, workspace_size);
 }
 
-attn_status attn_selective_stats(const attn_selective_desc *d, const float *q, const float *k, const float *v, float *o,
+attn_status attn_selective_stats(const attn_selective_desc *d, const float *q, const void *k, const void *v, float *o,
                                  float *lse, float *f, const attn_row_stats *stats, void *workspace,
                                  size_t workspace_size) {
   return sel_run(d, q, k, v, o, lse, f, 1, stats, workspace, workspace_size);
@@ -240,15 +240,22 @@ static int sc_valid(const attn_selcache *c) {
   return c->memory && !sc_bytes(c->capacity, c->h_kv, c->d, c->dv, &b) && c->live <= c->capacity;
 }
 
-/* Copy n token rows of h heads x w floats from a tensor (layout l) into slots [s0, s0 + n). */
-static void sc_put(float *dst, size_t rows_floats, size_t s0, const float *src, attn_layout l, size_t n, size_t h,
-                   size_t w) {
+/* Copy n token rows of h heads x w elements from a tensor (layout l, elements of type ty) into
+ * slots [s0, s0 + n): fp32 copied, fp16 / bf16 converted (exactly) by the path's kernel. */
+static void sc_put(const struct attn_ukernels *uk, float *dst, size_t rows_floats, size_t s0, const void *src,
+                   attn_layout l, attn_dtype ty, size_t n, size_t h, size_t w) {
   for (size_t t = 0; t < n; t++)
-    for (size_t hh = 0; hh < h; hh++)
-      memcpy(dst + (s0 + t) * rows_floats + hh * w, src + t * l.row_stride + hh * l.head_stride, w * sizeof(float));
+    for (size_t hh = 0; hh < h; hh++) {
+      const size_t e = t * l.row_stride + hh * l.head_stride;
+      float *to = dst + (s0 + t) * rows_floats + hh * w;
+      if (ty == ATTN_F32)
+        memcpy(to, (const float *)src + e, w * sizeof(float));
+      else
+        (ty == ATTN_F16 ? uk->f16_cvt : uk->bf16_cvt)(1, w, (const uint16_t *)src + e, 0, to);
+    }
 }
 
-attn_status attn_selcache_load(attn_selcache *c, const attn_selective_desc *d, const float *k, const float *v,
+attn_status attn_selcache_load(attn_selcache *c, const attn_selective_desc *d, const void *k, const void *v,
                                const float *f) {
   attn_blocked_call call;
   attn_status st = sel_prepare(d, &call);
@@ -261,13 +268,14 @@ attn_status attn_selcache_load(attn_selcache *c, const attn_selective_desc *d, c
   size_t mem, fn;
   (void)sc_bytes(c->capacity, c->h_kv, c->d, c->dv, &mem);
   if (!attn_add_ok(c->tokens, n, &fn) || fn > (size_t)PTRDIFF_MAX / sizeof(float)) return ATTN_E_SIZE_OVERFLOW;
-  if (attn_overlap(c->memory, mem, k, call.sp.k * sizeof(float)) ||
-      attn_overlap(c->memory, mem, v, call.sp.v * sizeof(float)) || attn_overlap(c->memory, mem, f, fn * sizeof(float)))
+  if (attn_overlap(c->memory, mem, k, call.sp.k * call.sp.kv_elem) ||
+      attn_overlap(c->memory, mem, v, call.sp.v * call.sp.kv_elem) ||
+      attn_overlap(c->memory, mem, f, fn * sizeof(float)))
     return ATTN_E_ALIASING;
   const sc_view w = sc_view_of(c);
   for (size_t e = 0; e < c->live; e++) w.f[e] = f[sc_pos(&w, e)]; /* the live tokens' F now */
-  sc_put(w.k, w.rk, c->live, k, d->shape.k, n, c->h_kv, c->d);
-  sc_put(w.v, w.rv, c->live, v, d->shape.v, n, c->h_kv, c->dv);
+  sc_put(call.uk, w.k, w.rk, c->live, k, d->shape.k, d->shape.kv_type, n, c->h_kv, c->d);
+  sc_put(call.uk, w.v, w.rv, c->live, v, d->shape.v, d->shape.kv_type, n, c->h_kv, c->dv);
   for (size_t t = 0; t < n; t++) {
     w.f[c->live + t] = f[c->tokens + t];
     sc_set_pos(&w, c->live + t, (uint64_t)(c->tokens + t));
@@ -284,6 +292,7 @@ static attn_selective_desc sc_step_desc(const attn_selective_desc *d, const attn
   s.shape.n_kv = live;
   s.shape.k = (attn_layout){c->h_kv * c->d, c->d};
   s.shape.v = (attn_layout){c->h_kv * c->dv, c->dv};
+  s.shape.kv_type = ATTN_F32; /* the cache holds fp32 K and V, whatever the new token's type */
   return s;
 }
 
@@ -295,8 +304,8 @@ attn_status attn_selcache_workspace_size(const attn_selective_desc *d, const att
   return attn_selective_workspace_size(&s, bytes);
 }
 
-attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, const float *q, const float *k,
-                               const float *v, float *o, float *lse, void *workspace, size_t workspace_size) {
+attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, const float *q, const void *k,
+                               const void *v, float *o, float *lse, void *workspace, size_t workspace_size) {
   if (!d || !c) return ATTN_E_NULL_POINTER;
   attn_blocked_call in; /* the new token's tensors, checked as a one-token call of desc (no plan) */
   attn_status st = sel_check(d, &in);
@@ -318,8 +327,8 @@ attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, c
   /* (1) the new token in the next slot, F = 0; attention over the live slots with the current F,
    * (2) whose selection the engine adds to F of every slot but BOS (slot 0) and the new one */
   const sc_view w = sc_view_of(c);
-  sc_put(w.k, w.rk, c->live, k, d->shape.k, 1, c->h_kv, c->d);
-  sc_put(w.v, w.rv, c->live, v, d->shape.v, 1, c->h_kv, c->dv);
+  sc_put(call.uk, w.k, w.rk, c->live, k, d->shape.k, d->shape.kv_type, 1, c->h_kv, c->d);
+  sc_put(call.uk, w.v, w.rv, c->live, v, d->shape.v, d->shape.kv_type, 1, c->h_kv, c->dv);
   w.f[c->live] = 0.0f;
   sc_set_pos(&w, c->live, (uint64_t)c->tokens);
   c->live++;

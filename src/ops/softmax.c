@@ -104,7 +104,7 @@ attn_status attn_softmax_workspace_size(const attn_softmax_desc *d, size_t *byte
 }
 
 /* attn_softmax, with the statistics when `want` (stats validated; NULL is then an error). */
-static attn_status sm_run(const attn_softmax_desc *d, const float *q, const float *k, const float *v, float *o,
+static attn_status sm_run(const attn_softmax_desc *d, const float *q, const void *k, const void *v, float *o,
                           float *lse, int want, const attn_row_stats *stats, void *workspace, size_t workspace_size) {
   attn_blocked_call c;
   attn_status st = sm_prepare(d, &c);
@@ -120,12 +120,12 @@ static attn_status sm_run(const attn_softmax_desc *d, const float *q, const floa
   return ATTN_OK;
 }
 
-attn_status attn_softmax(const attn_softmax_desc *d, const float *q, const float *k, const float *v, float *o,
-                         float *lse, void *workspace, size_t workspace_size) {
+attn_status attn_softmax(const attn_softmax_desc *d, const float *q, const void *k, const void *v, float *o, float *lse,
+                         void *workspace, size_t workspace_size) {
   return sm_run(d, q, k, v, o, lse, 0, NULL, workspace, workspace_size);
 }
 
-attn_status attn_softmax_stats(const attn_softmax_desc *d, const float *q, const float *k, const float *v, float *o,
+attn_status attn_softmax_stats(const attn_softmax_desc *d, const float *q, const void *k, const void *v, float *o,
                                float *lse, const attn_row_stats *stats, void *workspace, size_t workspace_size) {
   return sm_run(d, q, k, v, o, lse, 1, stats, workspace, workspace_size);
 }

@@ -3,6 +3,7 @@
 #define ATTN_VF_AVX2_H
 #include <simde/x86/avx2.h>
 #include <simde/x86/fma.h>
+#include <simde/x86/f16c.h>
 
 #define ATTN_VL 8
 typedef simde__m256 vf;
@@ -54,6 +55,15 @@ static inline float vf_hsum(vf a) {
   s = simde_mm_add_ps(s, simde_mm_movehl_ps(s, s));
   s = simde_mm_add_ss(s, simde_mm_shuffle_ps(s, s, 1));
   return simde_mm_cvtss_f32(s);
+}
+/* 8 fp16 / bf16 values (16-bit patterns) as floats, exactly (K/V storage): F16C's vcvtph2ps
+ * (the path needs F16C: -mf16c, and cpu.c checks it with AVX2), bf16 a 16-bit shift. */
+static inline vf vf_from_f16(const uint16_t *p) {
+  return simde_mm256_cvtph_ps(simde_mm_loadu_si128((const simde__m128i *)(const void *)p));
+}
+static inline vf vf_from_bf16(const uint16_t *p) {
+  const simde__m256i w = simde_mm256_cvtepu16_epi32(simde_mm_loadu_si128((const simde__m128i *)(const void *)p));
+  return simde_mm256_castsi256_ps(simde_mm256_slli_epi32(w, 16));
 }
 #include "simd/vf_common.h"
 #endif

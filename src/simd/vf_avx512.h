@@ -88,5 +88,33 @@ static inline float vf_hsum(vf a) {
   return t[0];
 #endif
 }
+/* 16 fp16 / bf16 values (16-bit patterns) as floats, exactly (K/V storage): AVX-512F's
+ * vcvtph2ps where native (SIMDe 0.7 has no 512-bit form: emulated, two 256-bit halves through its
+ * F16C emulation), bf16 a 16-bit shift. */
+#include <simde/x86/f16c.h>
+static inline vf vf_from_f16(const uint16_t *p) {
+  const simde__m256i h = simde_mm256_loadu_si256((const void *)p);
+#if ATTN_AVX512_NATIVE_
+  return _mm512_cvtph_ps(h);
+#else
+  const simde__m256 lo = simde_mm256_cvtph_ps(simde_mm256_castsi256_si128(h)),
+                    hi = simde_mm256_cvtph_ps(simde_mm256_extracti128_si256(h, 1));
+  return simde_mm512_castpd_ps(
+      simde_mm512_insertf64x4(simde_mm512_castpd256_pd512(simde_mm256_castps_pd(lo)), simde_mm256_castps_pd(hi), 1));
+#endif
+}
+static inline vf vf_from_bf16(const uint16_t *p) {
+  const simde__m256i h = simde_mm256_loadu_si256((const void *)p);
+#if ATTN_AVX512_NATIVE_
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+#else
+  const simde__m256i lo = simde_mm256_cvtepu16_epi32(simde_mm256_castsi256_si128(h)),
+                     hi = simde_mm256_cvtepu16_epi32(simde_mm256_extracti128_si256(h, 1));
+  const simde__m256 a = simde_mm256_castsi256_ps(simde_mm256_slli_epi32(lo, 16)),
+                    b = simde_mm256_castsi256_ps(simde_mm256_slli_epi32(hi, 16));
+  return simde_mm512_castpd_ps(
+      simde_mm512_insertf64x4(simde_mm512_castpd256_pd512(simde_mm256_castps_pd(a)), simde_mm256_castps_pd(b), 1));
+#endif
+}
 #include "simd/vf_common.h"
 #endif

@@ -57,5 +57,13 @@ static inline vmask vf_eq(vf a, vf b) { return simde_vceqq_f32(a, b); }
 static inline vf vf_select(vmask m, vf t, vf f) { return simde_vbslq_f32(m, t, f); }
 /* Sum of the lanes. */
 static inline float vf_hsum(vf a) { return simde_vaddvq_f32(a); }
+/* 4 fp16 / bf16 values (16-bit patterns) as floats, exactly (K/V storage): NEON's vcvt_f32_f16
+ * (SIMDe's bit conversion where emulated), bf16 a 16-bit shift. */
+static inline vf vf_from_f16(const uint16_t *p) {
+  return simde_vcvt_f32_f16(simde_vreinterpret_f16_u16(simde_vld1_u16(p)));
+}
+static inline vf vf_from_bf16(const uint16_t *p) {
+  return simde_vreinterpretq_f32_u32(simde_vshlq_n_u32(simde_vmovl_u16(simde_vld1_u16(p)), 16));
+}
 #include "simd/vf_common.h"
 #endif

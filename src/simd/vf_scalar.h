@@ -63,5 +63,22 @@ static inline vmask vf_ge(vf a, vf b) { return a >= b; }
 static inline vmask vf_eq(vf a, vf b) { return a == b; }
 /* Sum of the lanes, in lane order. */
 static inline float vf_hsum(vf a) { return ((a[0] + a[1]) + a[2]) + a[3]; }
+/* ATTN_VL fp16 / bf16 values (16-bit patterns) as floats, exactly (K/V storage): fp16 by the bit
+ * manipulation of simd/half.h on 32-bit lanes (no ISA has a portable conversion), bf16 a shift. */
+typedef uint32_t vu32_ __attribute__((vector_size(16)));
+static inline vf vf_from_f16(const uint16_t *p) {
+  const vu32_ h = {p[0], p[1], p[2], p[3]}, e_inf = {0x0f800000u, 0x0f800000u, 0x0f800000u, 0x0f800000u};
+  const vu32_ em = (h & 0x7fffu) << 13, e = em & 0x0f800000u;
+  vu32_ o = em + (112u << 23);
+  o += (vu32_)(e == e_inf) & (112u << 23); /* inf, NaN: the all-ones exponent */
+  const vu32_ zs = (vu32_)(e == 0u);       /* zero, subnormal: 2^-14 (1 + f / 1024) - 2^-14 */
+  const vf sub = (vf)(o + (1u << 23)) - vf_set1(0x1p-14f);
+  o = (zs & (vu32_)sub) | (~zs & o);
+  return (vf)(o | ((h & 0x8000u) << 16));
+}
+static inline vf vf_from_bf16(const uint16_t *p) {
+  const vu32_ h = {p[0], p[1], p[2], p[3]};
+  return (vf)(h << 16);
+}
 #include "simd/vf_common.h"
 #endif

@@ -1,0 +1,5 @@
+/* neon path: fp16 and bf16 to fp32 conversion of K/V blocks (src/simd/cvt_tmpl.h). */
+#include "simd/vf_neon.h"
+#define ATTN_F16_CVT_NAME  attn_f16_cvt_ukernel__neon
+#define ATTN_BF16_CVT_NAME attn_bf16_cvt_ukernel__neon
+#include "simd/cvt_tmpl.h"

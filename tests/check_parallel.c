@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "half_ref.h"
 #include "test_util.h"
 
 /* ---- thread providers ---- */
@@ -127,6 +128,7 @@ typedef struct pcase {
   attn_mask mask;
   attn_feature_map map; /* linear */
   int state;            /* linear: keep a state (with a prefix absorbed first) */
+  attn_dtype kv;        /* softmax, GAU: K and V's element type (F32: 0) */
 } pcase;
 
 #define FULL \
@@ -134,22 +136,25 @@ typedef struct pcase {
 #define CAUSAL \
   { ATTN_UNBOUNDED, 0, 0 }
 static const pcase pcases[] = {
-    {"softmax prefill causal gqa", C_SOFTMAX, 301, 301, 4, 2, 24, 20, CAUSAL, 0, 0},
-    {"softmax prefill full", C_SOFTMAX, 130, 200, 2, 2, 16, 16, FULL, 0, 0},
-    {"softmax prefill window", C_SOFTMAX, 257, 257, 3, 1, 8, 8, {40, 3, 0}, 0, 0},
-    {"softmax decode split", C_SOFTMAX, 1, 9000, 8, 2, 16, 16, CAUSAL, 0, 0},
-    {"softmax 3 tokens split", C_SOFTMAX, 3, 20000, 2, 1, 8, 8, CAUSAL, 0, 0},
-    {"softmax decode window split", C_SOFTMAX, 1, 12000, 4, 4, 8, 8, {6000, 0, 0}, 0, 0},
-    {"softmax stats prefill", C_SM_STATS, 150, 150, 4, 2, 16, 16, CAUSAL, 0, 0},
-    {"softmax stats decode split", C_SM_STATS, 2, 9000, 4, 2, 16, 16, CAUSAL, 0, 0},
-    {"gau prefill table", C_GAU, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0},
-    {"gau decode split", C_GAU, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0},
-    {"gau stats decode split", C_GAU_STATS, 1, 9000, 2, 1, 16, 16, CAUSAL, 0, 0},
-    {"linear causal state", C_LINEAR, 200, 200, 6, 3, 16, 12, CAUSAL, ATTN_FEATURE_ELU1, 1},
-    {"linear full", C_LINEAR, 100, 150, 4, 4, 16, 16, FULL, ATTN_FEATURE_IDENTITY, 0},
-    {"linear window exp", C_LINEAR, 180, 180, 2, 2, 8, 8, {31, 0, 0}, ATTN_FEATURE_EXP, 0},
-    {"linear gated", C_GATED, 200, 200, 4, 4, 16, 16, CAUSAL, ATTN_FEATURE_IDENTITY, 1},
-    {"selective prefill", C_SELECTIVE, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0},
+    {"softmax prefill causal gqa", C_SOFTMAX, 301, 301, 4, 2, 24, 20, CAUSAL, 0, 0, ATTN_F32},
+    {"softmax prefill full", C_SOFTMAX, 130, 200, 2, 2, 16, 16, FULL, 0, 0, ATTN_F32},
+    {"softmax prefill window", C_SOFTMAX, 257, 257, 3, 1, 8, 8, {40, 3, 0}, 0, 0, ATTN_F32},
+    {"softmax decode split", C_SOFTMAX, 1, 9000, 8, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
+    {"softmax 3 tokens split", C_SOFTMAX, 3, 20000, 2, 1, 8, 8, CAUSAL, 0, 0, ATTN_F32},
+    {"softmax decode window split", C_SOFTMAX, 1, 12000, 4, 4, 8, 8, {6000, 0, 0}, 0, 0, ATTN_F32},
+    {"softmax decode split fp16", C_SOFTMAX, 1, 9000, 8, 2, 16, 16, CAUSAL, 0, 0, ATTN_F16},
+    {"softmax prefill bf16", C_SOFTMAX, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_BF16},
+    {"gau decode split fp16", C_GAU, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F16},
+    {"softmax stats prefill", C_SM_STATS, 150, 150, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
+    {"softmax stats decode split", C_SM_STATS, 2, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
+    {"gau prefill table", C_GAU, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
+    {"gau decode split", C_GAU, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
+    {"gau stats decode split", C_GAU_STATS, 1, 9000, 2, 1, 16, 16, CAUSAL, 0, 0, ATTN_F32},
+    {"linear causal state", C_LINEAR, 200, 200, 6, 3, 16, 12, CAUSAL, ATTN_FEATURE_ELU1, 1, ATTN_F32},
+    {"linear full", C_LINEAR, 100, 150, 4, 4, 16, 16, FULL, ATTN_FEATURE_IDENTITY, 0, ATTN_F32},
+    {"linear window exp", C_LINEAR, 180, 180, 2, 2, 8, 8, {31, 0, 0}, ATTN_FEATURE_EXP, 0, ATTN_F32},
+    {"linear gated", C_GATED, 200, 200, 4, 4, 16, 16, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32},
+    {"selective prefill", C_SELECTIVE, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
 };
 enum { NPCASES = sizeof pcases / sizeof pcases[0] };
 
@@ -157,6 +162,7 @@ enum { NPCASES = sizeof pcases / sizeof pcases[0] };
 typedef struct pinputs {
   tu_qkv x;
   float *gates, *bias_table, *f_init;
+  uint16_t *kh, *vh; /* K and V in 16 bits (pcase.kv), or NULL */
 } pinputs;
 
 static void inputs_make(const pcase *c, pinputs *in, size_t idx) {
@@ -171,6 +177,17 @@ static void inputs_make(const pcase *c, pinputs *in, size_t idx) {
   for (size_t i = 0; i < c->n_kv * H; i++) in->gates[i] = tu_rng_range(&rng, -0.2f, -0.001f);
   for (size_t i = 0; i < 64; i++) in->bias_table[i] = tu_rng_range(&rng, -0.5f, 0.5f);
   for (size_t i = 0; i < c->n_kv; i++) in->f_init[i] = 0.0f;
+  in->kh = in->vh = NULL;
+  if (c->kv != ATTN_F32) { /* token-major contiguous: the same strides in elements */
+    const size_t nk = c->n_kv * c->h_kv * c->d, nv = c->n_kv * c->h_kv * c->dv;
+    in->kh = malloc(nk * sizeof(uint16_t));
+    in->vh = malloc(nv * sizeof(uint16_t));
+    ck_assert(in->kh && in->vh);
+    for (size_t i = 0; i < nk; i++)
+      in->kh[i] = c->kv == ATTN_F16 ? hr_f16_bits(in->x.k.data[i]) : hr_bf16_bits(in->x.k.data[i]);
+    for (size_t i = 0; i < nv; i++)
+      in->vh[i] = c->kv == ATTN_F16 ? hr_f16_bits(in->x.v.data[i]) : hr_bf16_bits(in->x.v.data[i]);
+  }
 }
 
 static void inputs_free(pinputs *in) {
@@ -178,6 +195,8 @@ static void inputs_free(pinputs *in) {
   free(in->gates);
   free(in->bias_table);
   free(in->f_init);
+  free(in->kh);
+  free(in->vh);
 }
 
 static attn_row_stats stats_of(outs *o, size_t rows, size_t h) {
@@ -191,7 +210,8 @@ static attn_row_stats stats_of(outs *o, size_t rows, size_t h) {
  * byte short is refused and that the threaded workspace is at least the plain one. */
 static void run_case(const pcase *c, const pinputs *in, const attn_threads *th, outs *o) {
   const tu_qkv *x = &in->x;
-  const float *q = x->q.data, *k = x->k.data, *v = x->v.data;
+  const float *q = x->q.data;
+  const void *k = in->kh ? (const void *)in->kh : x->k.data, *v = in->vh ? (const void *)in->vh : x->v.data;
   const size_t rows = c->n_q * c->h_q;
   float *out = outs_add(o, rows * c->dv);
   size_t ws = 0;
@@ -204,6 +224,7 @@ static void run_case(const pcase *c, const pinputs *in, const attn_threads *th, 
       ck_assert_int_eq(attn_softmax_desc_init(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv), ATTN_OK);
       d.mask = c->mask;
       d.shape.threads = th;
+      d.shape.kv_type = c->kv;
       float *lse = outs_add(o, rows);
       ck_assert_int_eq(attn_softmax_workspace_size(&d, &ws), ATTN_OK);
       w = tu_alloc(ws, 0);
@@ -222,6 +243,7 @@ static void run_case(const pcase *c, const pinputs *in, const attn_threads *th, 
       ck_assert_int_eq(attn_gau_desc_init(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv), ATTN_OK);
       d.mask = c->mask;
       d.shape.threads = th;
+      d.shape.kv_type = c->kv;
       if (c->kind == C_GAU) d.bias = ATTN_GAU_BIAS_CAUSAL, d.bias_table = in->bias_table, d.bias_len = 64;
       d.normalize = c->kind == C_GAU_STATS;
       ck_assert_int_eq(attn_gau_workspace_size(&d, &ws), ATTN_OK);

@@ -103,7 +103,8 @@ typedef enum attn_status {
   ATTN_E_BAD_GATE = 17,            /**< a log gate > 0 or not finite, a beta <= 0 or not finite, or
                                         an unknown gate kind (0.3.0) */
   ATTN_E_BAD_BIAS = 18,            /**< GAU: an unknown bias kind, a bias that is not finite, or a
-                                        bias table that is NULL or empty (0.4.0) */
+                                        bias table that is NULL or empty (0.4.0); softmax: a sink
+                                        or ALiBi slope that is not finite (0.6.0) */
   ATTN_E_TOO_LARGE = 19,           /**< an explicit analysis call above its size limit
                                         (ATTN_MATRIX_MAX_KV; 0.5.0) */
   ATTN_E_SYSTEM = 20,              /**< attn_pool_create: the system refused memory or a thread
@@ -265,7 +266,7 @@ typedef struct attn_shape {
   const attn_threads *threads; /**< NULL (attn_shape_init): the caller's thread alone; otherwise
                                     parallel_for non-NULL and 1 <= workers <= ATTN_MAX_WORKERS
                                     (ATTN_E_BAD_ARGUMENT). Read during the call only. 0.6.0 */
-  attn_dtype kv_type;     /**< element type of k and v (strides count elements of that type);
+  attn_dtype kv_type;          /**< element type of k and v (strides count elements of that type);
                                ATTN_F32 from attn_shape_init and every *_desc_init. Softmax, GAU
                                and selective attention (and the selective cache's load and step)
                                take ATTN_F16 and ATTN_BF16; linear attention and attn_matrix
@@ -339,6 +340,31 @@ typedef struct attn_softmax_desc {
   float scale;      /**< logit scale; attn_softmax_desc_init sets 1/sqrt(d) */
   attn_layout lse;  /**< strides of the optional LSE output (one float per row, h_q heads);
                          checked even when no lse is passed (the init defaults are valid) */
+  /* Options inference engines ask for (0.6.0; attn_softmax_desc_init turns them all off; a call
+   * with none of them runs exactly as before, at no cost). Query i of head h sits at position
+   * p_i (attn_mask); each pair's logit is, in this order:
+   *   s = scale q_i . k_j;   s = softcap tanh(s / softcap)   (softcap > 0: Gemma 2, Grok);
+   *   s += alibi_slopes[h] (j - p_i)                          (ALiBi: <= 0 for the keys before);
+   *   s += bias[i][h][j]                                      (an additive bias or mask tensor);
+   * then the mask: pairs it hides never count, and a bias of -inf hides a pair too. A row whose
+   * every key is hidden has o = 0 and LSE -inf (with a sink: o = 0, LSE = the sink). A NaN or +inf
+   * bias of a visible pair makes its row NaN (the non-finite policy). With sinks, each row's
+   * weights are e^s_j / (e^sink_h + sum_j e^s_j): a virtual key of logit sink_h and value 0 (the
+   * attention sinks of gpt-oss, StreamingLLM's learned form), and the LSE includes it,
+   * log(e^sink_h + sum_j e^s_j). Split-KV with sinks: compute every part WITHOUT sinks and merge
+   * them together with one more part whose o rows are 0 and whose lse is the row's sink logit
+   * (attn_softmax_merge then gives exactly this call's o and LSE); or give the sinks to exactly
+   * one part. Statistics (attn_softmax_stats) with sinks count the sink as one more weight: n
+   * visible keys + 1. The tanh of softcap is 1 - 2 / (e^(2 s / softcap) + 1) on the path's
+   * vectorised exp: absolute error within 4e-7 softcap on the capped logit. */
+  const float *sinks;        /**< NULL, or h_q finite logits (ATTN_E_BAD_BIAS otherwise) */
+  float softcap;             /**< 0: none; > 0 and finite (ATTN_E_BAD_SCALE otherwise) */
+  const float *alibi_slopes; /**< NULL, or h_q finite slopes (ATTN_E_BAD_BIAS otherwise) */
+  const float *bias;         /**< NULL, or element (i, h, j) at i row_stride + h head_stride + j,
+                                  for n_q queries, h_q heads and n_kv keys; read only; must not
+                                  overlap o, lse or the workspace (ATTN_E_ALIASING) */
+  attn_layout bias_layout;   /**< strides of bias, in floats; 0 broadcasts over queries or heads
+                                  (init: [n_q][h_q][n_kv] contiguous) */
 } attn_softmax_desc;
 
 /**
@@ -379,8 +405,9 @@ ATTN_API attn_status attn_softmax_workspace_size(const attn_softmax_desc *desc, 
  * @retval ATTN_E_SIZE_OVERFLOW an offset or byte count does not fit.
  * @retval ATTN_E_BAD_STRIDE a stride is smaller than a row, or o / lse overlap themselves.
  * @retval ATTN_E_BAD_HEADS h_q % h_k != 0 or h_k != h_v.
- * @retval ATTN_E_BAD_SCALE scale is not finite.
- * @retval ATTN_E_ALIASING o or lse overlaps an input, or each other.
+ * @retval ATTN_E_BAD_SCALE scale is not finite, or softcap is negative or not finite.
+ * @retval ATTN_E_BAD_BIAS a sink or ALiBi slope is not finite (0.6.0).
+ * @retval ATTN_E_ALIASING o or lse overlaps an input (the bias included), or each other.
  * @retval ATTN_E_WORKSPACE_TOO_SMALL
  * @retval ATTN_E_UNSUPPORTED_ISA the forced path cannot run here.
  * @retval ATTN_E_BAD_DTYPE shape.kv_type is not an attn_dtype (since 0.6.0).

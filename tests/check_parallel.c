@@ -119,7 +119,16 @@ static void outs_assert_same(const char *call, const char *prov, const outs *a, 
 }
 
 /* ---- the calls ---- */
-typedef enum call_kind { C_SOFTMAX, C_SM_STATS, C_GAU, C_GAU_STATS, C_LINEAR, C_GATED, C_SELECTIVE } call_kind;
+typedef enum call_kind {
+  C_SOFTMAX,
+  C_SM_OPTS,
+  C_SM_STATS,
+  C_GAU,
+  C_GAU_STATS,
+  C_LINEAR,
+  C_GATED,
+  C_SELECTIVE
+} call_kind;
 
 typedef struct pcase {
   const char *name;
@@ -142,6 +151,8 @@ static const pcase pcases[] = {
     {"softmax decode split", C_SOFTMAX, 1, 9000, 8, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
     {"softmax 3 tokens split", C_SOFTMAX, 3, 20000, 2, 1, 8, 8, CAUSAL, 0, 0, ATTN_F32},
     {"softmax decode window split", C_SOFTMAX, 1, 12000, 4, 4, 8, 8, {6000, 0, 0}, 0, 0, ATTN_F32},
+    {"softmax options prefill", C_SM_OPTS, 150, 150, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
+    {"softmax options decode split", C_SM_OPTS, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
     {"softmax decode split fp16", C_SOFTMAX, 1, 9000, 8, 2, 16, 16, CAUSAL, 0, 0, ATTN_F16},
     {"softmax prefill bf16", C_SOFTMAX, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_BF16},
     {"gau decode split fp16", C_GAU, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F16},
@@ -219,16 +230,21 @@ static void run_case(const pcase *c, const pinputs *in, const attn_threads *th, 
   attn_status st = ATTN_OK;
   switch (c->kind) {
     case C_SOFTMAX:
+    case C_SM_OPTS:
     case C_SM_STATS: {
       attn_softmax_desc d;
       ck_assert_int_eq(attn_softmax_desc_init(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv), ATTN_OK);
       d.mask = c->mask;
       d.shape.threads = th;
       d.shape.kv_type = c->kv;
+      if (c->kind == C_SM_OPTS) { /* every option (their arrays: the inputs' spare floats) */
+        d.sinks = in->bias_table, d.alibi_slopes = in->bias_table + 8, d.softcap = 3.0f;
+        d.bias = in->gates, d.bias_layout = (attn_layout){0, c->n_kv}; /* [h][n_kv], every query */
+      }
       float *lse = outs_add(o, rows);
       ck_assert_int_eq(attn_softmax_workspace_size(&d, &ws), ATTN_OK);
       w = tu_alloc(ws, 0);
-      if (c->kind == C_SOFTMAX) {
+      if (c->kind != C_SM_STATS) {
         ck_assert_int_eq(attn_softmax(&d, q, k, v, out, lse, w, ws - 1), ATTN_E_WORKSPACE_TOO_SMALL);
         st = attn_softmax(&d, q, k, v, out, lse, w, ws);
       } else {

@@ -209,8 +209,8 @@ static void blk_stats(const attn_blocked_plan *p, const float *rs, size_t R, siz
   const size_t *at = p->step->stats_at;
   const int64_t lo = vis_lo(p, pos) > 0 ? vis_lo(p, pos) : 0, last = (int64_t)p->shape->n_kv - 1,
                 hi = vis_hi(p, pos) < last ? vis_hi(p, pos) : last;
-  const double n = hi >= lo ? (double)(hi - lo + 1) : 0.0, W = rs[at[0] * R + r], W2 = rs[at[1] * R + r],
-               L = rs[at[2] * R + r];
+  const double n = (hi >= lo ? (double)(hi - lo + 1) : 0.0) + (double)p->stats_extra, W = rs[at[0] * R + r],
+               W2 = rs[at[1] * R + r], L = rs[at[2] * R + r];
   double ent = NAN, sp = NAN;
   if (W > 0.0 && W <= FLT_MAX && W2 > 0.0 && W2 <= FLT_MAX && fabs(L) <= FLT_MAX) {
     ent = fmin(fmax(log(W) - L / W, 0.0), log(n));
@@ -679,9 +679,9 @@ static void blk_begin(const blk_task *t, int first) {
         for (size_t x = 0; x < D; x++) col[x * rows] = qr[x] * p->scale;
       }
     const attn_step_rows w = {p->step_params, (t->h0 + hh) * g, g, first};
+    float *srs = reg + p->off_rs + sp->row_floats * R; /* the statistics' sums start at 0 (init may */
+    for (size_t x = 0; io->stats && x < sp->stats_floats * R; x++) srs[x] = 0.0f; /* count a sink's) */
     sp->init(reg + p->off_rs, R, rows, &w);
-    float *srs = reg + p->off_rs + sp->row_floats * R; /* the statistics' sums start at 0 */
-    for (size_t x = 0; io->stats && x < sp->stats_floats * R; x++) srs[x] = 0.0f;
     for (size_t x = 0; x < rows * DV; x++) acc[x] = 0.0f;
     float *cz = reg + p->off_cz;
     for (size_t x = 0; p->dsm && x < tn * m; x++) cz[x] = -INFINITY, cz[tn * m + x] = 0.0f;

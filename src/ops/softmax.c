@@ -75,6 +75,70 @@ static void sm_merge(float *acc, float *rs, size_t R, const float *acc2, const f
 
 const attn_score_step attn_softmax_score_step = {3, 0, sm_init, sm_step, sm_finish, 2, {1, 3, 4}, sm_merge};
 
+/*
+ * The options (attn.h): a second step over the same kernel, chosen only when an option is on.
+ * Before the kernel, each visible pair's logit in ST is soft-capped, then ALiBi and the bias are
+ * added; the kernel then runs as on a boundary block (-inf: hidden). On blocks the engine did not
+ * mask, a -inf logit (from an infinite input) is turned into NaN first, as the kernel would, so
+ * that -inf keeps meaning "hidden" (by the mask or by the bias). Sinks enter the first key range's
+ * row state: m = sink, l = 1 (and, with statistics, one weight of 1 whose log is 0).
+ */
+typedef struct sm_opts {
+  const float *sinks, *alibi, *bias;
+  attn_layout bl;
+  float softcap;
+} sm_opts;
+
+static int sm_opts_on(const attn_softmax_desc *d) {
+  return d->sinks || d->alibi_slopes || d->bias || d->softcap != 0.0f;
+}
+
+static void sm_opt_init(float *rs, size_t R, size_t rows, const attn_step_rows *w) {
+  sm_init(rs, R, rows, w);
+  const sm_opts *op = w->params;
+  if (!op->sinks || !w->first) return;
+  for (size_t r = 0; r < rows; r++) {
+    rs[r] = op->sinks[w->h + r % w->g];
+    rs[R + r] = 1.0f;
+    rs[3 * R + r] = 1.0f; /* statistics: sum w^2 (zeroed before init; unused without statistics) */
+  }
+}
+
+/* c tanh(x / c) of one row's finite logits (n of them) through the path's exp:
+ * tanh y = 1 - 2 / (e^(2y) + 1), the argument 2y clamped to 88 (tanh 44 is 1 in float) and
+ * e^(2y) 0 below -87.3 (tanh -1). Infinite and NaN logits stay as they are: -inf is a hidden pair
+ * here, and +inf or NaN (from non-finite inputs) must still make the row NaN. */
+static void sm_softcap(const struct attn_ukernels *uk, float *x, size_t n, float c, float *tmp) {
+  const float two_over_c = 2.0f / c;
+  for (size_t i = 0; i < n; i++) {
+    const float y = x[i] * two_over_c;
+    tmp[i] = y > 88.0f ? 88.0f : y == y ? y : 0.0f; /* +inf to 88, NaN to 0: both restored below */
+  }
+  uk->vexp(n, tmp, tmp);
+  for (size_t i = 0; i < n; i++) x[i] = isfinite(x[i]) ? c * (1.0f - 2.0f / (tmp[i] + 1.0f)) : x[i];
+}
+
+static const float *sm_opt_step(const struct attn_ukernels *uk, const attn_step_block *b, float *rs, size_t R) {
+  const sm_opts *op = b->params;
+  const size_t g = b->g, nq = b->nq;
+  for (size_t jj = 0; jj < b->nk; jj++) {
+    float *row = b->st + jj * b->ld;
+    const int64_t j = b->j0 + (int64_t)jj;
+    if (!b->masked)
+      for (size_t c = 0; c < nq; c++) row[c] = row[c] == -INFINITY ? NAN : row[c];
+    if (op->softcap > 0.0f) sm_softcap(uk, row, nq, op->softcap, b->strip);
+    if (op->alibi)
+      for (size_t c = 0; c < nq; c++) row[c] += op->alibi[b->h + c % g] * (float)(j - (b->p0 + (int64_t)(c / g)));
+    if (op->bias)
+      for (size_t c = 0; c < nq; c++)
+        row[c] += op->bias[(b->t + c / g) * op->bl.row_stride + (b->h + c % g) * op->bl.head_stride + (size_t)j];
+  }
+  uk->softmax_block(b->nk, nq, b->st, b->ld, rs, rs + R, rs + 2 * R, b->stats ? rs + 3 * R : NULL, R, 1);
+  return rs + 2 * R;
+}
+
+static const attn_score_step sm_opt_step_def = {3, 1, sm_opt_init, sm_opt_step, sm_finish, 2, {1, 3, 4}, sm_merge};
+
 attn_status attn_softmax_desc_init(attn_softmax_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dim,
                                    size_t dv) {
   if (!d) return ATTN_E_NULL_POINTER;
@@ -83,40 +147,81 @@ attn_status attn_softmax_desc_init(attn_softmax_desc *d, size_t n_q, size_t n_kv
   d->mask = attn_mask_full();
   d->scale = dim ? (float)(1.0 / sqrt((double)dim)) : 1.0f;
   d->lse = (attn_layout){h_q, 1};
+  d->bias_layout = (attn_layout){h_q * n_kv, n_kv};
   return ATTN_OK;
 }
 
-static attn_status sm_prepare(const attn_softmax_desc *d, attn_blocked_call *c) {
+/* A validated call planned on the active path, with its options (the step's parameters). */
+typedef struct sm_call {
+  attn_blocked_call b;
+  sm_opts op;
+  size_t bias_floats; /* the bias tensor's span (0: none) */
+} sm_call;
+
+/* The options' checks: softcap (ATTN_E_BAD_SCALE), sinks and slopes (ATTN_E_BAD_BIAS), the bias
+ * tensor's span (ATTN_E_SIZE_OVERFLOW). */
+static attn_status sm_options(const attn_softmax_desc *d, sm_call *c) {
+  const attn_shape *s = &d->shape;
+  c->op = (sm_opts){d->sinks, d->alibi_slopes, d->bias, d->bias_layout, d->softcap};
+  c->bias_floats = 0;
+  if (!(d->softcap >= 0.0f) || !isfinite(d->softcap)) return ATTN_E_BAD_SCALE;
+  if ((d->sinks && !attn_rows_finite(d->sinks, 1, s->h_q, 0)) ||
+      (d->alibi_slopes && !attn_rows_finite(d->alibi_slopes, 1, s->h_q, 0)))
+    return ATTN_E_BAD_BIAS;
+  if (d->bias) {
+    size_t a, b, e;
+    if (!attn_mul_ok(s->n_q - 1, d->bias_layout.row_stride, &a) ||
+        !attn_mul_ok(s->h_q - 1, d->bias_layout.head_stride, &b) || !attn_add_ok(a, b, &e) ||
+        !attn_add_ok(e, s->n_kv, &c->bias_floats) || c->bias_floats > PTRDIFF_MAX / sizeof(float))
+      return ATTN_E_SIZE_OVERFLOW;
+  }
+  return ATTN_OK;
+}
+
+static attn_status sm_prepare(const attn_softmax_desc *d, sm_call *c) {
   attn_status st;
   if (!d) return ATTN_E_NULL_POINTER;
-  if ((st = attn_blocked_call_check(c, &d->shape, d->scale, &d->lse))) return st;
-  return attn_blocked_plan_make(&c->plan, &d->shape, d->mask, d->scale, &attn_softmax_score_step, NULL, NULL, NULL,
-                                c->uk);
+  if ((st = attn_blocked_call_check(&c->b, &d->shape, d->scale, &d->lse))) return st;
+  if ((st = sm_options(d, c))) return st;
+  const int on = sm_opts_on(d);
+  if ((st = attn_blocked_plan_make(&c->b.plan, &d->shape, d->mask, d->scale,
+                                   on ? &sm_opt_step_def : &attn_softmax_score_step, on ? &c->op : NULL, NULL, NULL,
+                                   c->b.uk)))
+    return st;
+  c->b.plan.stats_extra = d->sinks != NULL;
+  return ATTN_OK;
 }
 
 attn_status attn_softmax_workspace_size(const attn_softmax_desc *d, size_t *bytes) {
-  attn_blocked_call c;
+  sm_call c;
   attn_status st = sm_prepare(d, &c);
   if (st) return st;
   if (!bytes) return ATTN_E_NULL_POINTER;
-  *bytes = c.plan.scratch_bytes;
+  *bytes = c.b.plan.scratch_bytes;
   return ATTN_OK;
 }
 
 /* attn_softmax, with the statistics when `want` (stats validated; NULL is then an error). */
 static attn_status sm_run(const attn_softmax_desc *d, const float *q, const void *k, const void *v, float *o,
                           float *lse, int want, const attn_row_stats *stats, void *workspace, size_t workspace_size) {
-  attn_blocked_call c;
+  sm_call c;
   attn_status st = sm_prepare(d, &c);
   if (st) return st;
   if (!q || !k || !v || !o || !workspace) return ATTN_E_NULL_POINTER;
-  if (workspace_size < c.plan.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
+  if (workspace_size < c.b.plan.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
   void *out[6] = {o, lse, workspace};
-  size_t out_bytes[6] = {c.sp.o * sizeof(float), c.aux_span * sizeof(float), workspace_size}, n = 3;
-  if (want && (st = attn_blocked_stats_outputs(&c, stats, out, out_bytes, &n))) return st;
-  if ((st = attn_check_io(&c.sp, q, k, v, out, out_bytes, n))) return st;
+  size_t out_bytes[6] = {c.b.sp.o * sizeof(float), c.b.aux_span * sizeof(float), workspace_size}, n = 3;
+  if (want && (st = attn_blocked_stats_outputs(&c.b, stats, out, out_bytes, &n))) return st;
+  if ((st = attn_check_io(&c.b.sp, q, k, v, out, out_bytes, n))) return st;
+  /* the option arrays are inputs too */
+  const void *opt_in[3] = {d->sinks, d->alibi_slopes, d->bias};
+  const size_t opt_bytes[3] = {d->shape.h_q * sizeof(float), d->shape.h_q * sizeof(float),
+                               c.bias_floats * sizeof(float)};
+  for (size_t i = 0; i < 3; i++)
+    for (size_t a = 0; opt_in[i] && a < n; a++)
+      if (out[a] && attn_overlap(opt_in[i], opt_bytes[i], out[a], out_bytes[a])) return ATTN_E_ALIASING;
   const attn_blocked_io io = {q, k, v, o, lse, d->lse, NULL, want ? stats : NULL};
-  attn_blocked_run_all(&c.plan, c.uk, &io, attn_ws_base(workspace));
+  attn_blocked_run_all(&c.b.plan, c.b.uk, &io, attn_ws_base(workspace));
   return ATTN_OK;
 }
 

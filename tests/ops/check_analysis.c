@@ -484,7 +484,13 @@ static void an_ref_softmax(const an_case *c, const an_inputs *in, an_ref *r) {
                                  in->vI.data,
                                  tu_ref_layout(&in->x.q),
                                  tu_ref_layout(&in->x.k),
-                                 tu_ref_layout(&in->vI)};
+                                 tu_ref_layout(&in->vI),
+                                 NULL,
+                                 NULL,
+                                 NULL,
+                                 0.0,
+                                 0,
+                                 0};
   double *sabs = an_doubles(c->n_q * c->h_q);
   ref_softmax(&p, r->w, NULL, r->scale, sabs);
   for (size_t e = 0; e < r->count; ++e) r->tol[e] = tol_softmax_o(c->n_kv, c->d, sabs[e / c->n_kv]);

@@ -65,6 +65,13 @@ typedef struct ref_softmax_problem {
   size_t chunk; /* chunk-local mask width, 0: none (see ref_visible) */
   const float *q, *k, *v;
   ref_layout lq, lk, lv;
+  /* Options (attn.h, attn_softmax_desc; all off when zero): s = scale q.k, then
+   * s = softcap tanh(s / softcap), s += alibi[h] (j - p_i), s += bias[i rs + h hs + j]; a bias of
+   * -inf hides the pair; a sink per head joins every row's denominator (o = 0, lse = sink when no
+   * key is visible). The error scale sabs then also counts |alibi term| + |bias| and 2 softcap. */
+  const float *sinks, *alibi, *bias;
+  double softcap;
+  size_t bias_rs, bias_hs;
 } ref_softmax_problem;
 
 /**

@@ -30,10 +30,36 @@ void ref_softmax(const ref_softmax_problem *p, double *o, double *lse, double *o
           adot += fabs((double)qi[t] * (double)kj[t]);
         }
         s[j] = p->scale * dot;
+        double mag = fabs(p->scale) * adot;
+        if (p->softcap > 0) s[j] = p->softcap * tanh(s[j] / p->softcap), mag += 2.0 * p->softcap;
+        if (p->alibi) {
+          const double a = (double)p->alibi[h] * ((double)j - ((double)p->n_kv - (double)p->n_q + (double)i));
+          s[j] += a, mag += fabs(a);
+        }
+        if (p->bias) {
+          const double b = (double)p->bias[i * p->bias_rs + h * p->bias_hs + j];
+          if (b == -INFINITY) { /* hidden by the bias */
+            vis[j] = 0;
+            continue;
+          }
+          qk_bad |= !isfinite(b);
+          s[j] += b, mag += isfinite(b) ? fabs(b) : 0.0;
+        }
         if (s[j] > m) m = s[j];
-        if (fabs(p->scale) * adot > amax) amax = fabs(p->scale) * adot;
+        if (mag > amax) amax = mag;
         ++count;
       }
+      const double sink = p->sinks ? (double)p->sinks[h] : -INFINITY;
+      if (p->sinks && count == 0) { /* only the sink: zeros, lse = sink */
+        for (size_t c = 0; c < p->dv; ++c) {
+          o[out + c] = 0.0;
+          if (oscale) oscale[out + c] = 0.0;
+        }
+        if (lse) lse[i * p->h_q + h] = sink;
+        if (sabs) sabs[i * p->h_q + h] = amax;
+        continue;
+      }
+      if (p->sinks && !qk_bad && sink > m) m = sink;
       if (sabs) sabs[i * p->h_q + h] = amax;
       if (count == 0) {
         for (size_t c = 0; c < p->dv; ++c) {
@@ -54,7 +80,7 @@ void ref_softmax(const ref_softmax_problem *p, double *o, double *lse, double *o
           continue;
         }
       }
-      double l = 0.0;
+      double l = p->sinks ? exp(sink - m) : 0.0;
       for (size_t j = 0; j < p->n_kv; ++j) {
         pw[j] = vis[j] ? exp(s[j] - m) : 0.0;
         l += pw[j];

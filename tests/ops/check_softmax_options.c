@@ -1,0 +1,472 @@
+/*
+ * Softmax options (attn.h, attn_softmax_desc, 0.6.0): attention sinks, logit soft-capping, ALiBi
+ * and an additive bias / mask tensor with strides, on the path ATTN_ISA forces, against the
+ * float64 reference (tests/ref/ref_softmax.c with the same options, written from attn.h's
+ * formulas): each alone and together, masks, GQA / MQA, odd sizes, chunked prefill, decode over a
+ * split key range, broadcast bias strides, rows the bias hides entirely (with and without a sink),
+ * a NaN bias, large logits under a cap, large slopes; decode steps equal the rows of a prefill;
+ * split-KV parts merged with the documented sink recipe equal one call; statistics with a sink;
+ * bad options return their status and leave the outputs untouched.
+ * Tolerances: the softmax bounds of tolerances.h with the reference's error scale sabs, which
+ * with options also counts |ALiBi term| + |bias| (their fp32 sums round to u times them) and
+ * 2 softcap (the tanh through exp is within 4e-7 softcap, ~7u softcap, of the capped logit; the
+ * bound multiplies sabs by (sqrt(d) + 4) u).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+#include "tolerances.h"
+
+typedef struct opt_case {
+  const char *name;
+  size_t n_q, n_kv, h_q, h_kv, d, dv;
+  attn_mask mask;
+  int sinks, alibi, bias; /* bias: 1 random in [-2, 2] with a few -inf; 2 also hides every key of
+                             some rows; 3 a NaN in one visible pair */
+  float softcap, slope_mul;
+  int bias_row0, bias_head0; /* broadcast: row stride 0, head stride 0 */
+  tu_data data;
+} opt_case;
+
+#define FULL \
+  { ATTN_UNBOUNDED, ATTN_UNBOUNDED, 0 }
+#define CAUSAL \
+  { ATTN_UNBOUNDED, 0, 0 }
+static const opt_case cases[] = {
+    {"sinks causal gqa", 37, 37, 4, 2, 16, 16, CAUSAL, 1, 0, 0, 0, 1, 0, 0, TU_DATA_UNIFORM},
+    {"sinks full mqa dv", 30, 50, 3, 1, 8, 12, FULL, 1, 0, 0, 0, 1, 0, 0, TU_DATA_UNIFORM},
+    {"softcap large logits", 50, 50, 2, 2, 16, 16, FULL, 0, 0, 0, 5.0f, 1, 0, 0, TU_DATA_LARGE},
+    {"softcap causal small cap", 65, 65, 2, 1, 7, 9, CAUSAL, 0, 0, 0, 0.5f, 1, 0, 0, TU_DATA_WIDE},
+    {"alibi causal", 300, 300, 4, 4, 16, 16, CAUSAL, 0, 1, 0, 0, 1, 0, 0, TU_DATA_UNIFORM},
+    {"alibi large slopes", 130, 130, 2, 2, 8, 8, CAUSAL, 0, 1, 0, 0, 64, 0, 0, TU_DATA_UNIFORM},
+    {"alibi full two-sided", 97, 97, 2, 1, 8, 8, FULL, 0, 1, 0, 0, 1, 0, 0, TU_DATA_UNIFORM},
+    {"bias window", 70, 70, 2, 2, 16, 16, {5, 2, 0}, 0, 0, 1, 0, 1, 0, 0, TU_DATA_UNIFORM},
+    {"bias broadcast rows", 40, 100, 4, 2, 8, 8, CAUSAL, 0, 0, 1, 0, 1, 1, 0, TU_DATA_UNIFORM},
+    {"bias broadcast heads", 49, 49, 4, 1, 8, 8, FULL, 0, 0, 1, 0, 1, 0, 1, TU_DATA_UNIFORM},
+    {"bias hides rows", 33, 33, 2, 1, 8, 8, CAUSAL, 0, 0, 2, 0, 1, 0, 0, TU_DATA_UNIFORM},
+    {"bias hides rows sinks", 33, 33, 2, 1, 8, 8, CAUSAL, 1, 0, 2, 0, 1, 0, 0, TU_DATA_UNIFORM},
+    {"bias nan", 20, 20, 2, 2, 8, 8, CAUSAL, 0, 0, 3, 0, 1, 0, 0, TU_DATA_UNIFORM},
+    {"all causal gqa chunked", 97, 289, 4, 2, 32, 24, CAUSAL, 1, 1, 1, 3.0f, 1, 0, 0, TU_DATA_UNIFORM},
+    {"all window chunk-local", 60, 60, 2, 2, 8, 8, {7, 3, 16}, 1, 1, 1, 2.0f, 1, 0, 0, TU_DATA_UNIFORM},
+    {"all decode split", 1, 5000, 8, 2, 16, 16, CAUSAL, 1, 1, 1, 4.0f, 1, 0, 0, TU_DATA_UNIFORM},
+    {"all 3 tokens split window", 3, 9000, 2, 2, 8, 8, {6000, 0, 0}, 1, 1, 1, 1.5f, 1, 0, 0, TU_DATA_UNIFORM},
+    {"all n1 d1", 1, 1, 1, 1, 1, 1, CAUSAL, 1, 1, 1, 1.0f, 1, 0, 0, TU_DATA_UNIFORM},
+};
+enum { NCASES = sizeof cases / sizeof cases[0] };
+
+/* Options' arrays of a case. */
+typedef struct opt_arrays {
+  float *sinks, *alibi, *bias;
+  size_t rs, hs, bias_floats;
+} opt_arrays;
+
+static void arrays_make(const opt_case *c, tu_rng *rng, opt_arrays *a) {
+  *a = (opt_arrays){0};
+  if (c->sinks) {
+    a->sinks = malloc(sizeof(float) * c->h_q);
+    for (size_t h = 0; h < c->h_q; h++) a->sinks[h] = tu_rng_range(rng, -1.0f, 3.0f);
+  }
+  if (c->alibi) { /* the geometric slopes of the ALiBi paper, 2^(-8 (h + 1) / H), times slope_mul */
+    a->alibi = malloc(sizeof(float) * c->h_q);
+    for (size_t h = 0; h < c->h_q; h++)
+      a->alibi[h] = c->slope_mul * (float)pow(2.0, -8.0 * (double)(h + 1) / (double)c->h_q);
+  }
+  if (c->bias) {
+    a->hs = c->bias_head0 ? 0 : c->n_kv + 3;
+    a->rs = c->bias_row0 ? 0 : c->h_q * (c->n_kv + 3) + 1;
+    a->bias_floats = (c->n_q - 1) * a->rs + (c->h_q - 1) * a->hs + c->n_kv;
+    a->bias = malloc(sizeof(float) * a->bias_floats);
+    for (size_t e = 0; e < a->bias_floats; e++) {
+      const float u = tu_rng_range(rng, 0.0f, 1.0f);
+      a->bias[e] = u < 0.05f ? -INFINITY : tu_rng_range(rng, -2.0f, 2.0f);
+    }
+    if (c->bias == 2) /* every key of query rows 3 and 17 (every head) hidden */
+      for (size_t i = 3; i < c->n_q; i += 14)
+        for (size_t h = 0; h < c->h_q; h++)
+          for (size_t j = 0; j < c->n_kv; j++) a->bias[i * a->rs + h * a->hs + j] = -INFINITY;
+    if (c->bias == 3) a->bias[5 * a->rs + 1 * a->hs + 2] = NAN; /* query 5 sees key 2 causally */
+  }
+}
+
+static void arrays_free(opt_arrays *a) {
+  free(a->sinks);
+  free(a->alibi);
+  free(a->bias);
+}
+
+static void desc_make(const opt_case *c, const opt_arrays *a, attn_softmax_desc *d) {
+  ck_assert_int_eq(attn_softmax_desc_init(d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv), ATTN_OK);
+  d->mask = c->mask;
+  d->sinks = a->sinks;
+  d->alibi_slopes = a->alibi;
+  d->softcap = c->softcap;
+  d->bias = a->bias;
+  d->bias_layout = (attn_layout){a->rs, a->hs};
+}
+
+typedef struct ref_out {
+  double *o, *lse, *oscale, *sabs;
+} ref_out;
+
+static void ref_make(const attn_softmax_desc *d, const tu_qkv *x, const opt_arrays *a, ref_out *r) {
+  const attn_shape *s = &d->shape;
+  const ref_softmax_problem p = {.n_q = s->n_q,
+                                 .n_kv = s->n_kv,
+                                 .h_q = s->h_q,
+                                 .h_kv = s->h_k,
+                                 .d = s->d,
+                                 .dv = s->dv,
+                                 .scale = d->scale,
+                                 .window_left = d->mask.left,
+                                 .window_right = d->mask.right,
+                                 .chunk = d->mask.chunk,
+                                 .q = x->q.data,
+                                 .k = x->k.data,
+                                 .v = x->v.data,
+                                 .lq = tu_ref_layout(&x->q),
+                                 .lk = tu_ref_layout(&x->k),
+                                 .lv = tu_ref_layout(&x->v),
+                                 .sinks = a->sinks,
+                                 .alibi = a->alibi,
+                                 .bias = a->bias,
+                                 .softcap = d->softcap,
+                                 .bias_rs = a->rs,
+                                 .bias_hs = a->hs};
+  const size_t rows = s->n_q * s->h_q;
+  r->o = malloc(sizeof(double) * rows * s->dv);
+  r->oscale = malloc(sizeof(double) * rows * s->dv);
+  r->lse = malloc(sizeof(double) * rows);
+  r->sabs = malloc(sizeof(double) * rows);
+  ck_assert(r->o && r->oscale && r->lse && r->sabs);
+  ref_softmax(&p, r->o, r->lse, r->oscale, r->sabs);
+}
+
+static void ref_free(ref_out *r) {
+  free(r->o);
+  free(r->lse);
+  free(r->oscale);
+  free(r->sabs);
+}
+
+/* The library's o and lse (fresh guarded tensors). */
+static void lib_run(const attn_softmax_desc *d, const tu_qkv *x, tu_tensor *o, tu_tensor *lse) {
+  const attn_shape *s = &d->shape;
+  tu_tensor_alloc(o, TU_TOKEN_MAJOR, s->n_q, s->h_q, s->dv, 1);
+  tu_tensor_alloc(lse, TU_TOKEN_MAJOR, s->n_q, s->h_q, 1, 1);
+  attn_softmax_desc dd = *d;
+  dd.lse = lse->l;
+  size_t ws = 0;
+  ck_assert_int_eq(attn_softmax_workspace_size(&dd, &ws), ATTN_OK);
+  void *w = tu_alloc(ws, 3);
+  ck_assert_int_eq(attn_softmax(&dd, x->q.data, x->k.data, x->v.data, o->data, lse->data, w, ws), ATTN_OK);
+  tu_assert_guards("options workspace", w);
+  tu_free(w);
+  tu_assert_output_clean("options o", o);
+  tu_assert_output_clean("options lse", lse);
+}
+
+static void compare(const char *what, const attn_softmax_desc *d, const tu_tensor *o, const tu_tensor *lse,
+                    const ref_out *r, size_t row0, double factor) {
+  const attn_shape *s = &d->shape;
+  const size_t rows = o->n * s->h_q;
+  double *tol = malloc(sizeof(double) * rows * s->dv), *one = tu_dup(1.0, rows);
+  for (size_t i = 0; i < rows; i++)
+    for (size_t c = 0; c < s->dv; c++) tol[i * s->dv + c] = factor * tol_softmax_o(s->n_kv, s->d, r->sabs[row0 + i]);
+  tu_compare("softmax_options.o", what, o, r->o + row0 * s->dv, r->oscale + row0 * s->dv, tol);
+  for (size_t i = 0; i < rows; i++) {
+    const double l = r->lse[row0 + i];
+    tol[i] = factor * tol_softmax_lse(s->n_kv, s->d, r->sabs[row0 + i], isfinite(l) ? l : 0);
+  }
+  tu_compare("softmax_options.lse", what, lse, r->lse + row0, one, tol);
+  free(tol);
+  free(one);
+}
+
+START_TEST(options_match_reference) {
+  const opt_case *c = &cases[_i];
+  tu_rng rng;
+  tu_rng_seed(&rng, 5100 + (uint64_t)_i);
+  tu_qkv x;
+  tu_qkv_make(&x, TU_TOKEN_MAJOR, c->data, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
+  opt_arrays a;
+  arrays_make(c, &rng, &a);
+  attn_softmax_desc d;
+  desc_make(c, &a, &d);
+  tu_tensor o, lse;
+  lib_run(&d, &x, &o, &lse);
+  tu_qkv_assert_unchanged(&x);
+  ref_out r;
+  ref_make(&d, &x, &a, &r);
+  compare(c->name, &d, &o, &lse, &r, 0, 1.0);
+  ref_free(&r);
+  tu_tensor_free(&o);
+  tu_tensor_free(&lse);
+  arrays_free(&a);
+  tu_qkv_free(&x);
+}
+END_TEST
+
+/* One decode call per position i (n_q = 1 over the first i + 1 keys, the bias rows from row i)
+ * gives row i of a causal prefill with every option. */
+START_TEST(options_decode_equals_prefill) {
+  const opt_case c = {"decode", 41, 41, 4, 2, 16, 16, CAUSAL, 1, 1, 1, 3.0f, 1, 0, 0, TU_DATA_UNIFORM};
+  tu_rng rng;
+  tu_rng_seed(&rng, 5200);
+  tu_qkv x;
+  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, c.n_q, c.n_kv, c.h_q, c.h_kv, c.h_kv, c.d, c.dv);
+  opt_arrays a;
+  arrays_make(&c, &rng, &a);
+  attn_softmax_desc d;
+  desc_make(&c, &a, &d);
+  tu_tensor o, lse;
+  lib_run(&d, &x, &o, &lse);
+  ref_out r;
+  ref_make(&d, &x, &a, &r);
+  for (size_t i = 0; i < c.n_q; i++) {
+    tu_qkv step = x;
+    step.q = tu_rows_view(&x.q, i, 1);
+    step.k = tu_rows_view(&x.k, 0, i + 1);
+    step.v = tu_rows_view(&x.v, 0, i + 1);
+    attn_softmax_desc dd = d;
+    ck_assert_int_eq(attn_softmax_desc_init(&dd, 1, i + 1, c.h_q, c.h_kv, c.d, c.dv), ATTN_OK);
+    dd.mask = d.mask, dd.sinks = d.sinks, dd.alibi_slopes = d.alibi_slopes, dd.softcap = d.softcap;
+    dd.bias = a.bias + i * a.rs, dd.bias_layout = d.bias_layout;
+    tu_shape_layouts(&dd.shape, &step.q, &step.k, &step.v, &o);
+    tu_tensor so, slse;
+    lib_run(&dd, &step, &so, &slse);
+    /* the step's keys are the prefill's first i + 1: the reference rows of the prefill apply */
+    char what[64];
+    snprintf(what, sizeof what, "decode step %zu", i);
+    compare(what, &d, &so, &slse, &r, i * c.h_q, 1.0);
+    tu_tensor_free(&so);
+    tu_tensor_free(&slse);
+  }
+  ref_free(&r);
+  tu_tensor_free(&o);
+  tu_tensor_free(&lse);
+  arrays_free(&a);
+  tu_qkv_free(&x);
+}
+END_TEST
+
+/* Split-KV with sinks (attn.h's recipe): parts over two key ranges computed without sinks,
+ * merged with one more part of o = 0 and lse = the sink, equal one call with the sinks. */
+START_TEST(options_merge_with_sinks) {
+  const size_t n_q = 9, n_kv = 70, H = 3, D = 8, half = 31;
+  tu_rng rng;
+  tu_rng_seed(&rng, 5300);
+  tu_qkv x;
+  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, n_q, n_kv, H, H, H, D, D);
+  float sinks[3] = {0.5f, 2.5f, -1.0f}, bias[9 * 70];
+  for (size_t e = 0; e < n_q * n_kv; e++) bias[e] = tu_rng_range(&rng, -1.0f, 1.0f);
+  const size_t rows = n_q * H;
+  float *parts[3], *lses[3];
+  for (int p = 0; p < 3; p++) {
+    parts[p] = calloc(rows * D, sizeof(float));
+    lses[p] = calloc(rows, sizeof(float));
+  }
+  for (int p = 0; p < 2; p++) { /* keys [0, half) and [half, n_kv), full mask, bias broadcast over heads */
+    const size_t j0 = p ? half : 0, nk = p ? n_kv - half : half;
+    attn_softmax_desc d;
+    ck_assert_int_eq(attn_softmax_desc_init(&d, n_q, nk, H, H, D, D), ATTN_OK);
+    d.bias = bias + j0;
+    d.bias_layout = (attn_layout){n_kv, 0};
+    size_t ws;
+    ck_assert_int_eq(attn_softmax_workspace_size(&d, &ws), ATTN_OK);
+    void *w = malloc(ws);
+    ck_assert_int_eq(attn_softmax(&d, x.q.data, x.k.data + j0 * H * D, x.v.data + j0 * H * D, parts[p], lses[p], w, ws),
+                     ATTN_OK);
+    free(w);
+  }
+  for (size_t r = 0; r < rows; r++) lses[2][r] = sinks[r % H]; /* the sink part: o = 0 */
+  float *merged = malloc(sizeof(float) * rows * D), *mlse = malloc(sizeof(float) * rows);
+  ck_assert_int_eq(
+      attn_softmax_merge(rows, D, 3, (const float *const *)parts, D, (const float *const *)lses, 1, merged, D, mlse, 1),
+      ATTN_OK);
+  attn_softmax_desc d;
+  ck_assert_int_eq(attn_softmax_desc_init(&d, n_q, n_kv, H, H, D, D), ATTN_OK);
+  d.sinks = sinks;
+  d.bias = bias;
+  d.bias_layout = (attn_layout){n_kv, 0};
+  size_t ws;
+  ck_assert_int_eq(attn_softmax_workspace_size(&d, &ws), ATTN_OK);
+  void *w = malloc(ws);
+  float *o = malloc(sizeof(float) * rows * D), *lse = malloc(sizeof(float) * rows);
+  ck_assert_int_eq(attn_softmax(&d, x.q.data, x.k.data, x.v.data, o, lse, w, ws), ATTN_OK);
+  for (size_t e = 0; e < rows * D; e++) ck_assert_float_eq_tol(merged[e], o[e], 2e-6f);
+  for (size_t r = 0; r < rows; r++) ck_assert_float_eq_tol(mlse[r], lse[r], 4e-6f);
+  free(w);
+  free(o);
+  free(lse);
+  free(merged);
+  free(mlse);
+  for (int p = 0; p < 3; p++) free(parts[p]), free(lses[p]);
+  tu_qkv_free(&x);
+}
+END_TEST
+
+/* Statistics with a sink: the sink is one more weight (n visible keys + 1). */
+START_TEST(options_stats_with_sinks) {
+  const size_t n = 23, H = 2, D = 8;
+  tu_rng rng;
+  tu_rng_seed(&rng, 5400);
+  tu_qkv x;
+  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, n, n, H, H, H, D, D);
+  float sinks[2] = {1.0f, -0.5f}, ent[23 * 2], sp[23 * 2], cnt[23 * 2], o[23 * 2 * 8];
+  attn_softmax_desc d;
+  ck_assert_int_eq(attn_softmax_desc_init(&d, n, n, H, H, D, D), ATTN_OK);
+  d.mask = attn_mask_causal();
+  d.sinks = sinks;
+  attn_row_stats st;
+  ck_assert_int_eq(attn_row_stats_init(&st, H, ent, sp, cnt), ATTN_OK);
+  size_t ws;
+  ck_assert_int_eq(attn_softmax_workspace_size(&d, &ws), ATTN_OK);
+  void *w = malloc(ws);
+  ck_assert_int_eq(attn_softmax_stats(&d, x.q.data, x.k.data, x.v.data, o, NULL, &st, w, ws), ATTN_OK);
+  for (size_t i = 0; i < n; i++)
+    for (size_t h = 0; h < H; h++) {
+      double s[24], m = sinks[h], W = 0, W2 = 0, L = 0;
+      for (size_t j = 0; j <= i; j++) {
+        double dot = 0;
+        for (size_t t = 0; t < D; t++) dot += (double)tu_at(&x.q, i, h, t)[0] * (double)tu_at(&x.k, j, h, t)[0];
+        s[j] = dot * d.scale;
+        m = fmax(m, s[j]);
+      }
+      s[i + 1] = sinks[h];
+      for (size_t j = 0; j <= i + 1; j++) {
+        const double wj = exp(s[j] - m);
+        W += wj, W2 += wj * wj, L += wj * (s[j] - m);
+      }
+      const double e_ref = log(W) - L / W, sp_ref = W / sqrt((double)(i + 2) * W2);
+      ck_assert_float_eq(cnt[i * H + h], (float)(i + 2));
+      ck_assert_msg(fabs(ent[i * H + h] - e_ref) <= 1e-5 * (1 + e_ref), "entropy row %zu head %zu: %g vs %g", i, h,
+                    (double)ent[i * H + h], e_ref);
+      ck_assert_msg(fabs(sp[i * H + h] - sp_ref) <= 1e-5, "sparsity row %zu head %zu: %g vs %g", i, h,
+                    (double)sp[i * H + h], sp_ref);
+    }
+  free(w);
+  tu_qkv_free(&x);
+}
+END_TEST
+
+/* A non-finite q (the policy) still makes its row NaN through a cap and a bias. */
+START_TEST(options_nonfinite_input) {
+  const size_t n = 12, H = 1, D = 4;
+  tu_rng rng;
+  tu_rng_seed(&rng, 5500);
+  tu_qkv x;
+  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, n, n, H, H, H, D, D);
+  tu_at(&x.q, 6, 0, 1)[0] = INFINITY;
+  tu_at(&x.k, 9, 0, 0)[0] = -INFINITY;
+  tu_qkv_snapshot(&x);
+  float bias[12 * 12] = {0}, o[12 * 4], lse[12];
+  attn_softmax_desc d;
+  ck_assert_int_eq(attn_softmax_desc_init(&d, n, n, H, H, D, D), ATTN_OK);
+  d.mask = attn_mask_causal();
+  d.softcap = 2.0f;
+  d.bias = bias;
+  size_t ws;
+  ck_assert_int_eq(attn_softmax_workspace_size(&d, &ws), ATTN_OK);
+  void *w = malloc(ws);
+  ck_assert_int_eq(attn_softmax(&d, x.q.data, x.k.data, x.v.data, o, lse, w, ws), ATTN_OK);
+  for (size_t i = 0; i < n; i++) {
+    const int bad = i == 6 || i >= 9; /* q_6 infinite; key 9 seen by rows 9.. */
+    for (size_t c = 0; c < D; c++) ck_assert_msg(isnan(o[i * D + c]) == bad, "row %zu col %zu: %g", i, c, o[i * D + c]);
+    ck_assert(isnan(lse[i]) == bad);
+  }
+  free(w);
+  tu_qkv_free(&x);
+}
+END_TEST
+
+/* Bad options: their status, outputs untouched. */
+START_TEST(options_reject_bad_input) {
+  const size_t n = 6, H = 2, D = 4;
+  tu_rng rng;
+  tu_rng_seed(&rng, 5600);
+  tu_qkv x;
+  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, n, n, H, H, H, D, D);
+  float o[6 * 2 * 4 + 64], lse[12], ws[8192], good[2] = {0.1f, 0.2f}, nan2[2] = {0.1f, NAN}, inf2[2] = {INFINITY, 0};
+  for (int k = 0; k < 9; k++) {
+    attn_softmax_desc d;
+    ck_assert_int_eq(attn_softmax_desc_init(&d, n, n, H, H, D, D), ATTN_OK);
+    attn_status want = ATTN_E_BAD_SCALE;
+    float *bias_buf = NULL;
+    switch (k) {
+      case 0:
+        d.softcap = -1.0f;
+        break;
+      case 1:
+        d.softcap = NAN;
+        break;
+      case 2:
+        d.softcap = INFINITY;
+        break;
+      case 3:
+        d.sinks = nan2, want = ATTN_E_BAD_BIAS;
+        break;
+      case 4:
+        d.alibi_slopes = inf2, want = ATTN_E_BAD_BIAS;
+        break;
+      case 5:
+        d.sinks = good, d.alibi_slopes = nan2, want = ATTN_E_BAD_BIAS;
+        break;
+      case 6:
+        d.bias = o + 8, want = ATTN_E_ALIASING;
+        break; /* overlaps o */
+      case 7:
+        d.bias = lse, d.bias_layout = (attn_layout){0, 0}, want = ATTN_E_ALIASING;
+        break;
+      default:
+        bias_buf = good;
+        d.bias = bias_buf, d.bias_layout = (attn_layout){SIZE_MAX / 2, 0}, want = ATTN_E_SIZE_OVERFLOW;
+        break;
+    }
+    for (size_t e = 0; e < sizeof o / sizeof o[0]; e++) o[e] = 7.0f;
+    for (size_t e = 0; e < 12; e++) lse[e] = 7.0f;
+    size_t bytes = 0;
+    if (k < 6 || k == 8) ck_assert_int_eq(attn_softmax_workspace_size(&d, &bytes), want);
+    ck_assert_int_eq(attn_softmax(&d, x.q.data, x.k.data, x.v.data, o, lse, ws, sizeof ws), want);
+    for (size_t e = 0; e < sizeof o / sizeof o[0]; e++) ck_assert_float_eq(o[e], 7.0f);
+    for (size_t e = 0; e < 12; e++) ck_assert_float_eq(lse[e], 7.0f);
+  }
+  tu_qkv_free(&x);
+}
+END_TEST
+
+/* Options off (the init defaults) leave the plain call: the same workspace size and results. */
+START_TEST(options_off_is_plain) {
+  attn_softmax_desc d;
+  ck_assert_int_eq(attn_softmax_desc_init(&d, 5, 7, 4, 2, 8, 8), ATTN_OK);
+  ck_assert_ptr_null(d.sinks);
+  ck_assert_ptr_null(d.alibi_slopes);
+  ck_assert_ptr_null(d.bias);
+  ck_assert_float_eq(d.softcap, 0.0f);
+  ck_assert_uint_eq(d.bias_layout.row_stride, 4 * 7);
+  ck_assert_uint_eq(d.bias_layout.head_stride, 7);
+}
+END_TEST
+
+static Suite *options_suite(attn_isa active) {
+  (void)active;
+  Suite *s = suite_create("softmax_options");
+  TCase *tc = tu_tcase("reference");
+  tcase_add_loop_test(tc, options_match_reference, 0, NCASES);
+  suite_add_tcase(s, tc);
+  tc = tu_tcase("properties");
+  tcase_add_test(tc, options_decode_equals_prefill);
+  tcase_add_test(tc, options_merge_with_sinks);
+  tcase_add_test(tc, options_stats_with_sinks);
+  tcase_add_test(tc, options_nonfinite_input);
+  suite_add_tcase(s, tc);
+  tc = tu_tcase("api");
+  tcase_add_test(tc, options_reject_bad_input);
+  tcase_add_test(tc, options_off_is_plain);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_main(options_suite); }

@@ -5,6 +5,7 @@
  * softmax_causal through attn_softmax_stats (entropy, sparsity and count of every row): the cost
  * of the statistics beside its plain row.
  */
+#include <math.h>
 #include <string.h>
 
 #include "bench.h"
@@ -27,6 +28,10 @@ static const bench_variant variants[] = {
     {"softmax_decode_bf16", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      NULL, 0, "softmax_decode with the K/V cache stored as bf16 (shape.kv_type; half the bytes read)", ATTN_GATE_NONE,
      0},
+    {"softmax_causal_opts", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 1,
+     NULL, 0, "softmax_causal with sinks, a soft cap (30) and ALiBi slopes (the options' cost)", ATTN_GATE_NONE, 0},
+    {"softmax_decode_opts", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
+     NULL, 0, "softmax_decode with sinks, a soft cap (30) and ALiBi slopes (the options' cost)", ATTN_GATE_NONE, 0},
 };
 
 /* The mask's bounds live in the shape (bottom-right aligned), where flops.h counts the visible
@@ -38,8 +43,11 @@ static bench_shape softmax_shape(const bench_variant *v, const bench_sweep *sw, 
   if (v->mode == BENCH_DECODE) s.n_q = 1;
   s.stats = v == &variants[3];
   s.kv_type = v == &variants[5] ? ATTN_F16 : v == &variants[6] ? ATTN_BF16 : ATTN_F32;
+  s.options = v == &variants[7] || v == &variants[8];
   return s;
 }
+
+enum { BENCH_OPT_HEADS = 256 };
 
 /* The descriptor, and with statistics their arrays (three of n_q x h_q floats after it); with half
  * K/V, the cache's K and V as 16-bit patterns after those (kh, vh). */
@@ -47,6 +55,7 @@ typedef struct softmax_impl {
   attn_softmax_desc desc;
   attn_row_stats stats;
   uint16_t *kh, *vh;
+  float sinks[BENCH_OPT_HEADS], slopes[BENCH_OPT_HEADS]; /* options: the first h_q (<= 256) */
   float arrays[];
 } softmax_impl;
 
@@ -87,6 +96,12 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
     to_half(s->kv_type, w->v, im->vh, nv);
   }
   desc->mask = attn_mask_window(s->window_left, s->window_right);
+  if (s->options) {
+    if (s->h_q > BENCH_OPT_HEADS) return bench_work_fail(err, errlen, "options rows: more than 256 heads", ATTN_OK);
+    for (size_t h = 0; h < s->h_q; h++) /* ALiBi's geometric slopes; sinks around the logits' size */
+      im->slopes[h] = (float)pow(2.0, -8.0 * (double)(h + 1) / (double)s->h_q), im->sinks[h] = 1.0f;
+    desc->sinks = im->sinks, desc->alibi_slopes = im->slopes, desc->softcap = 30.0f;
+  }
   attn_row_stats_init(&im->stats, s->h_q, im->arrays, im->arrays + rows, im->arrays + 2 * rows);
   return bench_work_workspace(w, attn_softmax_workspace_size(desc, &w->workspace_bytes), "attn_softmax_workspace_size",
                               err, errlen);

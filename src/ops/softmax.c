@@ -104,7 +104,7 @@ static void sm_opt_init(float *rs, size_t R, size_t rows, const attn_step_rows *
   }
 }
 
-/* c tanh(x / c) of one row's finite logits (n of them) through the path's exp:
+/* c tanh(x / c) of n finite logits through the path's exp, tmp holding n floats:
  * tanh y = 1 - 2 / (e^(2y) + 1), the argument 2y clamped to 88 (tanh 44 is 1 in float) and
  * e^(2y) 0 below -87.3 (tanh -1). Infinite and NaN logits stay as they are: -inf is a hidden pair
  * here, and +inf or NaN (from non-finite inputs) must still make the row NaN. */
@@ -115,25 +115,56 @@ static void sm_softcap(const struct attn_ukernels *uk, float *x, size_t n, float
     tmp[i] = y > 88.0f ? 88.0f : y == y ? y : 0.0f; /* +inf to 88, NaN to 0: both restored below */
   }
   uk->vexp(n, tmp, tmp);
-  for (size_t i = 0; i < n; i++) x[i] = isfinite(x[i]) ? c * (1.0f - 2.0f / (tmp[i] + 1.0f)) : x[i];
+  for (size_t i = 0; i < n; i++) { /* branch-free (x - x is 0 exactly when x is finite): vectorised */
+    const float v = c * (1.0f - 2.0f / (tmp[i] + 1.0f));
+    x[i] = x[i] - x[i] == 0.0f ? v : x[i];
+  }
 }
 
+/* The options on a block of scores ST (nk keys x nq columns, contiguous rows: ld == nq), in the
+ * order of attn.h; whole-block loops (the cap in pieces of the strip), so that a decode's column
+ * of keys runs as one vector loop. */
 static const float *sm_opt_step(const struct attn_ukernels *uk, const attn_step_block *b, float *rs, size_t R) {
   const sm_opts *op = b->params;
-  const size_t g = b->g, nq = b->nq;
-  for (size_t jj = 0; jj < b->nk; jj++) {
-    float *row = b->st + jj * b->ld;
-    const int64_t j = b->j0 + (int64_t)jj;
-    if (!b->masked)
-      for (size_t c = 0; c < nq; c++) row[c] = row[c] == -INFINITY ? NAN : row[c];
-    if (op->softcap > 0.0f) sm_softcap(uk, row, nq, op->softcap, b->strip);
-    if (op->alibi)
-      for (size_t c = 0; c < nq; c++) row[c] += op->alibi[b->h + c % g] * (float)(j - (b->p0 + (int64_t)(c / g)));
-    if (op->bias)
-      for (size_t c = 0; c < nq; c++)
-        row[c] += op->bias[(b->t + c / g) * op->bl.row_stride + (b->h + c % g) * op->bl.head_stride + (size_t)j];
+  /* the strip holds (keys per block + tokens per block) g >= nk + nq floats */
+  const size_t g = b->g, nq = b->nq, nk = b->nk, ld = b->ld, tn = nq / g, per = attn_max_sz(1, (nk + nq) / nq);
+  float *st = b->st;
+  /* A -inf logit of a visible pair (an infinite input) must end NaN: on a block the engine did not
+   * mask the kernel does it, unless a bias can hide pairs (-inf then means hidden): first, here.
+   * The cap and ALiBi keep -inf as it is. */
+  const int hide = b->masked || op->bias;
+  if (!b->masked && op->bias)
+    for (size_t jj = 0; jj < nk; jj++)
+      for (size_t c = 0; c < nq; c++) st[jj * ld + c] = st[jj * ld + c] == -INFINITY ? NAN : st[jj * ld + c];
+  if (op->softcap > 0.0f)
+    for (size_t r = 0; r < nk; r += per) /* `per` whole rows (ld == nq: contiguous) at a time */
+      sm_softcap(uk, st + r * ld, attn_min_sz(per, nk - r) * nq, op->softcap, b->strip);
+  if (op->alibi) { /* slope (j - p_i) = slope (j - p0) - slope ti: per row a constant per head,
+                      minus the slope times the column's token, from a table (the strip, free again) */
+    const float *sl = op->alibi + b->h;
+    float *tok = b->strip;
+    for (size_t ti = 0; ti < tn; ti++)
+      for (size_t gi = 0; gi < g; gi++) tok[ti * g + gi] = sl[gi] * (float)ti;
+    for (size_t jj = 0; jj < nk; jj++) {
+      float *row = st + jj * ld;
+      const float dist0 = (float)(b->j0 + (int64_t)jj - b->p0); /* j - p_i of the first token */
+      if (g == 1) {
+        const float a = sl[0] * dist0;
+        for (size_t c = 0; c < nq; c++) row[c] += a - tok[c];
+      } else {
+        for (size_t ti = 0; ti < tn; ti++)
+          for (size_t gi = 0; gi < g; gi++) row[ti * g + gi] += sl[gi] * dist0 - tok[ti * g + gi];
+      }
+    }
   }
-  uk->softmax_block(b->nk, nq, b->st, b->ld, rs, rs + R, rs + 2 * R, b->stats ? rs + 3 * R : NULL, R, 1);
+  if (op->bias)
+    for (size_t ti = 0; ti < tn; ti++)
+      for (size_t gi = 0; gi < g; gi++) {
+        const float *br = op->bias + (b->t + ti) * op->bl.row_stride + (b->h + gi) * op->bl.head_stride + b->j0;
+        float *col = st + ti * g + gi;
+        for (size_t jj = 0; jj < nk; jj++) col[jj * ld] += br[jj];
+      }
+  uk->softmax_block(nk, nq, st, ld, rs, rs + R, rs + 2 * R, b->stats ? rs + 3 * R : NULL, R, hide);
   return rs + 2 * R;
 }
 

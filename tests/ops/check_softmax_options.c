@@ -363,21 +363,26 @@ START_TEST(options_nonfinite_input) {
   tu_at(&x.k, 9, 0, 0)[0] = -INFINITY;
   tu_qkv_snapshot(&x);
   float bias[12 * 12] = {0}, o[12 * 4], lse[12];
-  attn_softmax_desc d;
-  ck_assert_int_eq(attn_softmax_desc_init(&d, n, n, H, H, D, D), ATTN_OK);
-  d.mask = attn_mask_causal();
-  d.softcap = 2.0f;
-  d.bias = bias;
-  size_t ws;
-  ck_assert_int_eq(attn_softmax_workspace_size(&d, &ws), ATTN_OK);
-  void *w = malloc(ws);
-  ck_assert_int_eq(attn_softmax(&d, x.q.data, x.k.data, x.v.data, o, lse, w, ws), ATTN_OK);
-  for (size_t i = 0; i < n; i++) {
-    const int bad = i == 6 || i >= 9; /* q_6 infinite; key 9 seen by rows 9.. */
-    for (size_t c = 0; c < D; c++) ck_assert_msg(isnan(o[i * D + c]) == bad, "row %zu col %zu: %g", i, c, o[i * D + c]);
-    ck_assert(isnan(lse[i]) == bad);
+  for (int variant = 0; variant < 3; variant++) { /* cap and bias; cap alone; ALiBi alone */
+    float slopes[1] = {0.25f};
+    attn_softmax_desc d;
+    ck_assert_int_eq(attn_softmax_desc_init(&d, n, n, H, H, D, D), ATTN_OK);
+    d.mask = variant == 0 ? attn_mask_causal() : attn_mask_full(); /* full: one unmasked block */
+    d.softcap = variant < 2 ? 2.0f : 0.0f;
+    d.bias = variant == 0 ? bias : NULL;
+    d.alibi_slopes = variant == 2 ? slopes : NULL;
+    size_t ws;
+    ck_assert_int_eq(attn_softmax_workspace_size(&d, &ws), ATTN_OK);
+    void *w = malloc(ws);
+    ck_assert_int_eq(attn_softmax(&d, x.q.data, x.k.data, x.v.data, o, lse, w, ws), ATTN_OK);
+    for (size_t i = 0; i < n; i++) {
+      const int bad = variant ? 1 : i == 6 || i >= 9; /* q_6 infinite; key 9 seen by rows 9.. (all: full) */
+      for (size_t c = 0; c < D; c++)
+        ck_assert_msg(isnan(o[i * D + c]) == bad, "row %zu col %zu: %g", i, c, o[i * D + c]);
+      ck_assert(isnan(lse[i]) == bad);
+    }
+    free(w);
   }
-  free(w);
   tu_qkv_free(&x);
 }
 END_TEST

@@ -25,7 +25,7 @@
     "a log gate is positive or not finite, a beta is not positive and finite, or the gate kind is unknown")            \
   X(ATTN_E_BAD_BIAS, "the bias kind is unknown, the bias is not finite, or the bias table is missing or empty")        \
   X(ATTN_E_TOO_LARGE, "the problem is above the explicit analysis size limit")                                         \
-  X(ATTN_E_SYSTEM, "the system refused memory or a thread")                                                           \
+  X(ATTN_E_SYSTEM, "the system refused memory or a thread")                                                            \
   X(ATTN_E_BAD_DTYPE, "the K/V element type is unknown, or not one this variant takes")
 
 #endif

@@ -185,6 +185,18 @@ static void compare(const char *what, const attn_softmax_desc *d, const tu_tenso
   free(one);
 }
 
+/* One call of d (with statistics when st) on a fresh workspace; asserts ATTN_OK. */
+static void call_ok(const attn_softmax_desc *d, const float *q, const float *k, const float *v, float *o, float *lse,
+                    const attn_row_stats *st) {
+  size_t ws;
+  ck_assert_int_eq(attn_softmax_workspace_size(d, &ws), ATTN_OK);
+  void *w = malloc(ws);
+  ck_assert_ptr_nonnull(w);
+  ck_assert_int_eq(st ? attn_softmax_stats(d, q, k, v, o, lse, st, w, ws) : attn_softmax(d, q, k, v, o, lse, w, ws),
+                   ATTN_OK);
+  free(w);
+}
+
 START_TEST(options_match_reference) {
   const opt_case *c = &cases[_i];
   tu_rng rng;
@@ -274,12 +286,7 @@ START_TEST(options_merge_with_sinks) {
     ck_assert_int_eq(attn_softmax_desc_init(&d, n_q, nk, H, H, D, D), ATTN_OK);
     d.bias = bias + j0;
     d.bias_layout = (attn_layout){n_kv, 0};
-    size_t ws;
-    ck_assert_int_eq(attn_softmax_workspace_size(&d, &ws), ATTN_OK);
-    void *w = malloc(ws);
-    ck_assert_int_eq(attn_softmax(&d, x.q.data, x.k.data + j0 * H * D, x.v.data + j0 * H * D, parts[p], lses[p], w, ws),
-                     ATTN_OK);
-    free(w);
+    call_ok(&d, x.q.data, x.k.data + j0 * H * D, x.v.data + j0 * H * D, parts[p], lses[p], NULL);
   }
   for (size_t r = 0; r < rows; r++) lses[2][r] = sinks[r % H]; /* the sink part: o = 0 */
   float *merged = malloc(sizeof(float) * rows * D), *mlse = malloc(sizeof(float) * rows);
@@ -291,14 +298,10 @@ START_TEST(options_merge_with_sinks) {
   d.sinks = sinks;
   d.bias = bias;
   d.bias_layout = (attn_layout){n_kv, 0};
-  size_t ws;
-  ck_assert_int_eq(attn_softmax_workspace_size(&d, &ws), ATTN_OK);
-  void *w = malloc(ws);
   float *o = malloc(sizeof(float) * rows * D), *lse = malloc(sizeof(float) * rows);
-  ck_assert_int_eq(attn_softmax(&d, x.q.data, x.k.data, x.v.data, o, lse, w, ws), ATTN_OK);
+  call_ok(&d, x.q.data, x.k.data, x.v.data, o, lse, NULL);
   for (size_t e = 0; e < rows * D; e++) ck_assert_float_eq_tol(merged[e], o[e], 2e-6f);
   for (size_t r = 0; r < rows; r++) ck_assert_float_eq_tol(mlse[r], lse[r], 4e-6f);
-  free(w);
   free(o);
   free(lse);
   free(merged);
@@ -322,10 +325,7 @@ START_TEST(options_stats_with_sinks) {
   d.sinks = sinks;
   attn_row_stats st;
   ck_assert_int_eq(attn_row_stats_init(&st, H, ent, sp, cnt), ATTN_OK);
-  size_t ws;
-  ck_assert_int_eq(attn_softmax_workspace_size(&d, &ws), ATTN_OK);
-  void *w = malloc(ws);
-  ck_assert_int_eq(attn_softmax_stats(&d, x.q.data, x.k.data, x.v.data, o, NULL, &st, w, ws), ATTN_OK);
+  call_ok(&d, x.q.data, x.k.data, x.v.data, o, NULL, &st);
   for (size_t i = 0; i < n; i++)
     for (size_t h = 0; h < H; h++) {
       double s[24], m = sinks[h], W = 0, W2 = 0, L = 0;
@@ -347,7 +347,6 @@ START_TEST(options_stats_with_sinks) {
       ck_assert_msg(fabs(sp[i * H + h] - sp_ref) <= 1e-5, "sparsity row %zu head %zu: %g vs %g", i, h,
                     (double)sp[i * H + h], sp_ref);
     }
-  free(w);
   tu_qkv_free(&x);
 }
 END_TEST
@@ -371,17 +370,13 @@ START_TEST(options_nonfinite_input) {
     d.softcap = variant < 2 ? 2.0f : 0.0f;
     d.bias = variant == 0 ? bias : NULL;
     d.alibi_slopes = variant == 2 ? slopes : NULL;
-    size_t ws;
-    ck_assert_int_eq(attn_softmax_workspace_size(&d, &ws), ATTN_OK);
-    void *w = malloc(ws);
-    ck_assert_int_eq(attn_softmax(&d, x.q.data, x.k.data, x.v.data, o, lse, w, ws), ATTN_OK);
+    call_ok(&d, x.q.data, x.k.data, x.v.data, o, lse, NULL);
     for (size_t i = 0; i < n; i++) {
       const int bad = variant ? 1 : i == 6 || i >= 9; /* q_6 infinite; key 9 seen by rows 9.. (all: full) */
       for (size_t c = 0; c < D; c++)
         ck_assert_msg(isnan(o[i * D + c]) == bad, "row %zu col %zu: %g", i, c, o[i * D + c]);
       ck_assert(isnan(lse[i]) == bad);
     }
-    free(w);
   }
   tu_qkv_free(&x);
 }

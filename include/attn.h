@@ -354,8 +354,8 @@ typedef struct attn_softmax_desc {
    * log(e^sink_h + sum_j e^s_j). Split-KV with sinks: compute every part WITHOUT sinks and merge
    * them together with one more part whose o rows are 0 and whose lse is the row's sink logit
    * (attn_softmax_merge then gives exactly this call's o and LSE); or give the sinks to exactly
-   * one part. Statistics (attn_softmax_stats) with sinks count the sink as one more weight: n
-   * visible keys + 1. The tanh of softcap is 1 - 2 / (e^(2 s / softcap) + 1) on the path's
+   * one part. Statistics (attn_softmax_stats, attn_matrix_stats) stay the visible keys' (the
+   * sink's share left out, the keys' weights renormalised, count n visible keys). The tanh of softcap is 1 - 2 / (e^(2 s / softcap) + 1) on the path's
    * vectorised exp: absolute error within 4e-7 softcap on the capped logit. */
   const float *sinks;        /**< NULL, or h_q finite logits (ATTN_E_BAD_BIAS otherwise) */
   float softcap;             /**< 0: none; > 0 and finite (ATTN_E_BAD_SCALE otherwise) */

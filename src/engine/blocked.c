@@ -209,8 +209,12 @@ static void blk_stats(const attn_blocked_plan *p, const float *rs, size_t R, siz
   const size_t *at = p->step->stats_at;
   const int64_t lo = vis_lo(p, pos) > 0 ? vis_lo(p, pos) : 0, last = (int64_t)p->shape->n_kv - 1,
                 hi = vis_hi(p, pos) < last ? vis_hi(p, pos) : last;
-  const double n = (hi >= lo ? (double)(hi - lo + 1) : 0.0) + (double)p->stats_extra, W = rs[at[0] * R + r],
-               W2 = rs[at[1] * R + r], L = rs[at[2] * R + r];
+  const double n = hi >= lo ? (double)(hi - lo + 1) : 0.0;
+  double W = rs[at[0] * R + r], W2 = rs[at[1] * R + r], L = rs[at[2] * R + r];
+  if (p->stats_sinks) { /* the sink's weight w = e^(sink - m) out of every sum: the keys' remain */
+    const double x = (double)p->stats_sinks[h] - (double)rs[r], w = exp(x);
+    W -= w, W2 -= w * w, L -= w * x;
+  }
   double ent = NAN, sp = NAN;
   if (W > 0.0 && W <= FLT_MAX && W2 > 0.0 && W2 <= FLT_MAX && fabs(L) <= FLT_MAX) {
     ent = fmin(fmax(log(W) - L / W, 0.0), log(n));

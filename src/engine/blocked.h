@@ -147,16 +147,18 @@ typedef struct attn_blocked_plan {
   size_t off_uq, off_bm, off_cz;                                  /* per head: u(Q) (R x m), bm (R), dsoftmax c | z */
   size_t off_strip;                                               /* the step's strip */
   attn_dtype kv_type;                                             /* K and V elements (shape.kv_type) */
-  size_t off_kc, off_vc; /* half K/V: converted K rows (24 x d), the block's V rows (bc x dv); fp32: none */
-  size_t stats_extra;    /* weights beside the visible keys' in each row's statistics (a sink: 1) */
-  size_t split;          /* key ranges per task (1: none; a short call over many keys: attn.h, threads) */
-  size_t cr;             /* rows of a range's stored state (ATTN_SPLIT_TOKENS g), per head */
-  size_t off_fold;       /* per worker, when the step can split: hg heads of a range's state (cr rows) */
-  size_t slot_floats;    /* one range's state of a head group (hg heads) */
-  size_t off_slots;      /* after the workers' scratch, with threads: every range's state, per task */
-  size_t workers;        /* scratch regions (attn_shape.threads; 1 without) */
-  size_t worker_floats;  /* one worker's scratch, a multiple of 16 floats */
-  size_t scratch_bytes;  /* the whole workspace */
+  size_t off_kc, off_vc;    /* half K/V: converted K rows (24 x d), the block's V rows (bc x dv); fp32: none */
+  const float *stats_sinks; /* softmax with sinks (per query head): the sums hold the sink's weight
+                               w = e^(sink - m) too (row state array 0 is m); the statistics take
+                               w, w^2 and w (sink - m) back out: the keys' only */
+  size_t split;             /* key ranges per task (1: none; a short call over many keys: attn.h, threads) */
+  size_t cr;                /* rows of a range's stored state (ATTN_SPLIT_TOKENS g), per head */
+  size_t off_fold;          /* per worker, when the step can split: hg heads of a range's state (cr rows) */
+  size_t slot_floats;       /* one range's state of a head group (hg heads) */
+  size_t off_slots;         /* after the workers' scratch, with threads: every range's state, per task */
+  size_t workers;           /* scratch regions (attn_shape.threads; 1 without) */
+  size_t worker_floats;     /* one worker's scratch, a multiple of 16 floats */
+  size_t scratch_bytes;     /* the whole workspace */
 } attn_blocked_plan;
 
 /*

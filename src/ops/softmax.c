@@ -81,7 +81,8 @@ const attn_score_step attn_softmax_score_step = {3, 0, sm_init, sm_step, sm_fini
  * added; the kernel then runs as on a boundary block (-inf: hidden). On blocks the engine did not
  * mask, a -inf logit (from an infinite input) is turned into NaN first, as the kernel would, so
  * that -inf keeps meaning "hidden" (by the mask or by the bias). Sinks enter the first key range's
- * row state: m = sink, l = 1 (and, with statistics, one weight of 1 whose log is 0).
+ * row state: m = sink, l = 1 (and 1 in the statistics' sum w^2); at the end the engine takes the
+ * sink's weight e^(sink - m) back out of the statistics' sums (plan.stats_sinks).
  */
 typedef struct sm_opts {
   const float *sinks, *alibi, *bias;
@@ -97,10 +98,10 @@ static void sm_opt_init(float *rs, size_t R, size_t rows, const attn_step_rows *
   sm_init(rs, R, rows, w);
   const sm_opts *op = w->params;
   if (!op->sinks || !w->first) return;
-  for (size_t r = 0; r < rows; r++) {
-    rs[r] = op->sinks[w->h + r % w->g];
-    rs[R + r] = 1.0f;
-    rs[3 * R + r] = 1.0f; /* statistics: sum w^2 (zeroed before init; unused without statistics) */
+  for (size_t r = 0; r < rows; r++) {   /* the sink's weight 1 at m = sink in every sum: l, the */
+    rs[r] = op->sinks[w->h + r % w->g]; /* statistics' sum w^2 (array 3; sum w log w = 0), so that */
+    rs[R + r] = 1.0f;                   /* the kernel rescales it with the keys' */
+    rs[3 * R + r] = 1.0f;
   }
 }
 
@@ -139,21 +140,21 @@ static const float *sm_opt_step(const struct attn_ukernels *uk, const attn_step_
   if (op->softcap > 0.0f)
     for (size_t r = 0; r < nk; r += per) /* `per` whole rows (ld == nq: contiguous) at a time */
       sm_softcap(uk, st + r * ld, attn_min_sz(per, nk - r) * nq, op->softcap, b->strip);
-  if (op->alibi) { /* slope (j - p_i) = slope (j - p0) - slope ti: per row a constant per head,
-                      minus the slope times the column's token, from a table (the strip, free again) */
+  if (op->alibi) { /* slope (j - p_i): the distance (j - p0) - ti in float is exact (integers below
+                      2^24), so one rounding, of the product; the tokens as floats in a table (the
+                      strip, free again) keep the loops free of conversions */
     const float *sl = op->alibi + b->h;
     float *tok = b->strip;
-    for (size_t ti = 0; ti < tn; ti++)
-      for (size_t gi = 0; gi < g; gi++) tok[ti * g + gi] = sl[gi] * (float)ti;
+    for (size_t ti = 0; ti < tn; ti++) tok[ti] = (float)ti;
     for (size_t jj = 0; jj < nk; jj++) {
       float *row = st + jj * ld;
       const float dist0 = (float)(b->j0 + (int64_t)jj - b->p0); /* j - p_i of the first token */
       if (g == 1) {
-        const float a = sl[0] * dist0;
-        for (size_t c = 0; c < nq; c++) row[c] += a - tok[c];
+        const float s0 = sl[0];
+        for (size_t c = 0; c < nq; c++) row[c] += s0 * (dist0 - tok[c]);
       } else {
         for (size_t ti = 0; ti < tn; ti++)
-          for (size_t gi = 0; gi < g; gi++) row[ti * g + gi] += sl[gi] * dist0 - tok[ti * g + gi];
+          for (size_t gi = 0; gi < g; gi++) row[ti * g + gi] += sl[gi] * (dist0 - tok[ti]);
       }
     }
   }
@@ -219,7 +220,7 @@ static attn_status sm_prepare(const attn_softmax_desc *d, sm_call *c) {
                                    on ? &sm_opt_step_def : &attn_softmax_score_step, on ? &c->op : NULL, NULL, NULL,
                                    c->b.uk)))
     return st;
-  c->b.plan.stats_extra = d->sinks != NULL;
+  c->b.plan.stats_sinks = d->sinks;
   return ATTN_OK;
 }
 

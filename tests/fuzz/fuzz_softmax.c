@@ -3,7 +3,7 @@
  *
  * From the bytes: the ISA path, shapes (n up to 200, d and dv up to 130, up to 8 heads, GQA),
  * the mask (window sides, and a chunk-local width: 0, small, up to n, or huge), the scale (logits
- * up to ~3e4), layouts of every tensor (packed QKV included), the values, and up to two faults
+ * up to ~3e4), the options (sinks, a soft cap, ALiBi, a bias tensor: draw_options), layouts of every tensor (packed QKV included), the values, and up to two faults
  * (fuzz_common.h plus a non-finite scale, an lse over o, and head counts that divide H but that
  * softmax refuses: h_k != h_v, or h_q < H). Checks: the documented defaults of desc_init (the
  * shape as attn_shape_init writes it, full mask, 1/sqrt(d)); the workspace query answers the same
@@ -35,6 +35,45 @@ static void check_defaults(const attn_softmax_desc *d, size_t n_q, size_t n_kv, 
   FZ_CHECK(d->mask.left == full.left && d->mask.right == full.right && d->mask.chunk == full.chunk,
            "desc_init: mask not full");
   FZ_CHECK(d->lse.row_stride == h_q && d->lse.head_stride == 1, "desc_init: lse layout is not [n_q][h_q]");
+  FZ_CHECK(!d->sinks && !d->alibi_slopes && !d->bias && d->softcap == 0.0f, "desc_init: an option is on");
+  FZ_CHECK(d->bias_layout.row_stride == h_q * n_kv && d->bias_layout.head_stride == n_kv,
+           "desc_init: bias layout is not [n_q][h_q][n_kv]");
+}
+
+/* The options (attn.h), each on with probability 1/4: sinks in [-5, 5], a soft cap of 0.5, 5
+ * or 50, ALiBi slopes in [0, 1], a bias tensor in [-3, 3] with about 5% -inf (hidden pairs),
+ * contiguous or broadcast over queries or heads. The arrays go to opt (freed by the caller). */
+typedef struct sm_opt_arrays {
+  float *sinks, *slopes, *bias;
+} sm_opt_arrays;
+
+static void draw_options(fz_in *in, attn_softmax_desc *d, sm_opt_arrays *a) {
+  const attn_shape *s = &d->shape;
+  *a = (sm_opt_arrays){0};
+  if (fz_pick(in, 4) == 0) {
+    a->sinks = malloc(sizeof(float) * s->h_q);
+    for (size_t h = 0; h < s->h_q; h++) a->sinks[h] = fz_value(in, -5.0f, 5.0f);
+    d->sinks = a->sinks;
+  }
+  if (fz_pick(in, 4) == 0) {
+    const float caps[3] = {0.5f, 5.0f, 50.0f};
+    d->softcap = caps[fz_pick(in, 3)];
+  }
+  if (fz_pick(in, 4) == 0) {
+    a->slopes = malloc(sizeof(float) * s->h_q);
+    for (size_t h = 0; h < s->h_q; h++) a->slopes[h] = fz_value(in, 0.0f, 1.0f);
+    d->alibi_slopes = a->slopes;
+  }
+  if (fz_pick(in, 4) == 0) {
+    const size_t kind = fz_pick(in, 3); /* 0: [n_q][h_q][n_kv], 1: rows broadcast, 2: heads broadcast */
+    d->bias_layout = kind == 0   ? (attn_layout){s->h_q * s->n_kv, s->n_kv}
+                     : kind == 1 ? (attn_layout){0, s->n_kv}
+                                 : (attn_layout){s->n_kv, 0};
+    const size_t n = (s->n_q - 1) * d->bias_layout.row_stride + (s->h_q - 1) * d->bias_layout.head_stride + s->n_kv;
+    a->bias = malloc(sizeof(float) * n);
+    for (size_t e = 0; e < n; e++) a->bias[e] = fz_pick(in, 20) == 0 ? -INFINITY : fz_value(in, -3.0f, 3.0f);
+    d->bias = a->bias;
+  }
 }
 
 static void check_results(const attn_softmax_desc *d, const fz_qkv *x, const tu_tensor *o, const tu_tensor *lse) {
@@ -57,12 +96,24 @@ static void check_results(const attn_softmax_desc *d, const fz_qkv *x, const tu_
                                  x->v.data,
                                  tu_ref_layout(&x->q),
                                  tu_ref_layout(&x->k),
-                                 tu_ref_layout(&x->v)};
+                                 tu_ref_layout(&x->v),
+                                 d->sinks,
+                                 d->alibi_slopes,
+                                 d->bias,
+                                 d->softcap,
+                                 d->bias_layout.row_stride,
+                                 d->bias_layout.head_stride};
   ref_softmax(&p, ro, rl, oscale, sabs);
   for (size_t r = 0; r < rows; ++r) {
     tol_o[r] = tol_softmax_o(s->n_kv, s->d, sabs[r]);
     tol_l[r] = tol_softmax_lse(s->n_kv, s->d, sabs[r], isfinite(rl[r]) ? rl[r] : 0.0);
   }
+  /* With a sink above every key's logit by more than 87.33, all key weights underflow to 0 in
+   * fp32 (attn.h: weights below e^-87.33 of the row's largest are 0), and o is 0 where the
+   * reference has |o| < n_kv e^-87.33 max|v| (each dropped key weighs below e^-87.33 of the
+   * sink): an absolute allowance of that size (|v| <= 1000 here). */
+  for (size_t e = 0; d->sinks && e < rows * s->dv; ++e)
+    oscale[e] = fmax(oscale[e], (double)s->n_kv * 1000.0 * 1.2e-38 / tol_o[e / s->dv]);
   fz_compare("softmax o", o, ro, oscale, tol_o, NULL); /* the reference applies the NaN policy */
   if (lse) fz_compare("softmax lse", lse, rl, NULL, tol_l, NULL);
   free(ro);
@@ -85,6 +136,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   attn_softmax_desc d;
   fz_check_status("desc_init", attn_softmax_desc_init(&d, n_q, n_kv, h_q, h_kv, dim, dv), ATTN_OK);
   check_defaults(&d, n_q, n_kv, h_q, h_kv, dim, dv);
+  sm_opt_arrays opt;
+  draw_options(&in, &d, &opt);
   size_t need = 0;
   fz_check_status("workspace_size(defaults)", attn_softmax_workspace_size(&d, &need), ATTN_OK);
 
@@ -159,5 +212,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_tensor_free(&o);
   fz_tensor_free(&lse);
   fz_qkv_free(&x);
+  free(opt.sinks);
+  free(opt.slopes);
+  free(opt.bias);
   return 0;
 }

@@ -171,7 +171,7 @@ ATTN_API attn_isa attn_isa_get(void);
  * is cut into tasks whose boundaries depend only on the problem and the ISA path's tunings, never
  * on the number of workers: heads and query blocks (softmax, GAU and windowed linear prefill), a
  * fixed split of a short call's keys into ranges merged in a fixed order (decode and calls of at
- * most ATTN_SPLIT_TOKENS query tokens over at least ATTN_SPLIT_KEYS keys; a call without threads
+ * most ATTN_SPLIT_TOKENS query tokens over at least 2 ATTN_SPLIT_KEYS visible keys; a call without threads
  * splits and merges the same way), state heads (linear attention without a window), and the
  * caller's parallel-for runs them. Results are bit-identical for any number of workers, and to a
  * call without threads. What runs on one worker whatever the threads say: selective attention

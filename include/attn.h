@@ -348,7 +348,8 @@ typedef struct attn_softmax_desc {
    *   s += bias[i][h][j]                                      (an additive bias or mask tensor);
    * then the mask: pairs it hides never count, and a bias of -inf hides a pair too. A row whose
    * every key is hidden has o = 0 and LSE -inf (with a sink: o = 0, LSE = the sink). A NaN or +inf
-   * bias of a visible pair makes its row NaN (the non-finite policy). With sinks, each row's
+   * bias of a visible pair makes its row NaN (the non-finite policy), and a key hidden only by a
+   * -inf bias is still read: its non-finite k makes the row (o and LSE) NaN, its non-finite v o. With sinks, each row's
    * weights are e^s_j / (e^sink_h + sum_j e^s_j): a virtual key of logit sink_h and value 0 (the
    * attention sinks of gpt-oss, StreamingLLM's learned form), and the LSE includes it,
    * log(e^sink_h + sum_j e^s_j). Split-KV with sinks: compute every part WITHOUT sinks and merge

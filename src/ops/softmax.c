@@ -169,7 +169,15 @@ static const float *sm_opt_step(const struct attn_ukernels *uk, const attn_step_
   return rs + 2 * R;
 }
 
-static const attn_score_step sm_opt_step_def = {3, 1, sm_opt_init, sm_opt_step, sm_finish, 2, {1, 3, 4}, sm_merge};
+/* sm_finish, except that a row left with no key (l = 0) whose acc is not finite (a key hidden only
+ * by a -inf bias, with a non-finite v: 0 x NaN) is NaN: such keys are read (attn.h). */
+static void sm_opt_finish(const float *acc, const float *rs, size_t R, size_t r, size_t dv, float *orow, float *lse,
+                          const void *params) {
+  sm_finish(acc, rs, R, r, dv, orow, lse, params);
+  if (rs[R + r] == 0.0f && !attn_rows_finite(acc, 1, dv, 0)) attn_fill_nan(orow, dv);
+}
+
+static const attn_score_step sm_opt_step_def = {3, 1, sm_opt_init, sm_opt_step, sm_opt_finish, 2, {1, 3, 4}, sm_merge};
 
 attn_status attn_softmax_desc_init(attn_softmax_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dim,
                                    size_t dv) {

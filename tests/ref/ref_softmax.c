@@ -16,11 +16,12 @@ void ref_softmax(const ref_softmax_problem *p, double *o, double *lse, double *o
       const float *qi = p->q + i * p->lq.row_stride + h * p->lq.head_stride;
       const size_t out = (i * p->h_q + h) * p->dv;
       double m = -INFINITY, amax = 0.0;
-      size_t count = 0;
+      size_t count = 0, read = 0;
       int qk_bad = !ref_row_finite(qi, p->d), v_bad = 0; /* the non-finite policy */
       for (size_t j = 0; j < p->n_kv; ++j) {
         vis[j] = (unsigned char)ref_visible(i, j, p->n_q, p->n_kv, p->window_left, p->window_right, p->chunk);
         if (!vis[j]) continue;
+        ++read; /* the mask shows it: read, even if a -inf bias hides it */
         const float *kj = p->k + j * p->lk.row_stride + hk * p->lk.head_stride;
         qk_bad |= !ref_row_finite(kj, p->d);
         v_bad |= !ref_row_finite(p->v + j * p->lv.row_stride + hk * p->lv.head_stride, p->dv);
@@ -50,13 +51,15 @@ void ref_softmax(const ref_softmax_problem *p, double *o, double *lse, double *o
         ++count;
       }
       const double sink = p->sinks ? (double)p->sinks[h] : -INFINITY;
-      if (p->sinks && count == 0) { /* only the sink: zeros, lse = sink */
+      if (count == 0 && ((read && (qk_bad || v_bad)) || p->sinks)) {
+        /* no key left, but a key hidden only by a -inf bias is still read (its non-finite k makes
+         * o and lse NaN, its non-finite v o), or only the sink: zeros, lse = sink */
         for (size_t c = 0; c < p->dv; ++c) {
-          o[out + c] = 0.0;
+          o[out + c] = read && (qk_bad || v_bad) ? NAN : 0.0;
           if (oscale) oscale[out + c] = 0.0;
         }
-        if (lse) lse[i * p->h_q + h] = sink;
-        if (sabs) sabs[i * p->h_q + h] = amax;
+        if (lse) lse[i * p->h_q + h] = read && qk_bad ? NAN : sink;
+        if (sabs) sabs[i * p->h_q + h] = read && qk_bad ? 0.0 : amax;
         continue;
       }
       if (p->sinks && !qk_bad && sink > m) m = sink;

@@ -174,15 +174,22 @@ ATTN_API attn_isa attn_isa_get(void);
  * most ATTN_SPLIT_TOKENS query tokens over at least 2 ATTN_SPLIT_KEYS visible keys; a call without threads
  * splits and merges the same way), state heads (linear attention without a window), and the
  * caller's parallel-for runs them. Results are bit-identical for any number of workers, and to a
- * call without threads. What runs on one worker whatever the threads say: selective attention
- * (its query blocks depend on one another: F runs along the tokens, and the cache's steps), and a
- * causal linear prefill with one state head (its chunks depend on one another through the state;
- * a chunk-parallel scan would have to absorb every chunk twice, once for the boundary states,
- * on every call, to stay bit-identical to the one-worker result: not done). The recurrent decode
- * step of linear attention is one task per state head. A split's merge (softmax: running maxima
- * and sums rescaled like attn_softmax_merge; GAU: sums) runs on the calling thread.
+ * call without threads. A causal linear prefill of two or more chunks (every map but exp, favor
+ * and dsoftmax, whose chunks are cut where the data say; not FLASH's exclusive form) is a chunk
+ * scan (since 0.6.0): each chunk's own state is computed apart and the states are summed in chunk
+ * order, so that when the state heads alone cannot keep the workers busy (fewer than 4 per
+ * worker and not a multiple of the workers) the chunks of each head run in parallel, in waves of
+ * three parallel-fors (chunk states; their prefix sums; outputs); otherwise a head's chunks run
+ * one after another; either way the same arithmetic, hence the same bits. What runs on one
+ * worker whatever the threads say: selective attention (its query blocks depend on one another:
+ * F runs along the tokens, and the cache's steps) and a causal linear prefill with one state
+ * head and a map with offsets. The recurrent decode step of linear attention is one task per
+ * state head. A split's merge (softmax: running maxima and sums rescaled like
+ * attn_softmax_merge; GAU: sums) runs on the calling thread.
  * The workspace holds one scratch region per worker (*_workspace_size reads `workers`), plus, for
- * a split, each range's partial result: ask the size with the same shape as the call.
+ * a split, each range's partial result, and for a linear scan in waves, the heads' states and a
+ * wave's chunks (8 MiB at most, or one chunk per head): ask the size with the same shape as the
+ * call.
  * ------------------------------------------------------------------------------------------- */
 /** A task: runs task `task` as worker `worker` (< the attn_threads' workers). */
 typedef void (*attn_task_fn)(void *context, size_t task, size_t worker);
@@ -192,7 +199,8 @@ typedef void (*attn_task_fn)(void *context, size_t task, size_t worker);
  * parallel_for(pool, fn, context, tasks) must call fn(context, i, w) exactly once for every i in
  * [0, tasks), in any order and on any threads, with w < workers naming the worker that runs it
  * (two calls never run at the same time with the same w), and return once all have returned.
- * The library calls it at most a few times per compute call, from the calling thread, never from
+ * The library calls it a few times per compute call (a linear chunk scan in waves: three times
+ * per wave of about 8 chunks per worker), from the calling thread, never from
  * inside a task.
  */
 typedef struct attn_threads {

@@ -11,7 +11,7 @@
  * The calls: softmax prefill (causal GQA with LSE, full, window) and short calls whose keys are
  * split into ranges (decode over 9000 keys, 3 tokens over 20000, a window), softmax and GAU
  * statistics, GAU with a table, linear attention (causal with a state, bidirectional, windowed,
- * gated), selective attention (which runs on one worker) and the pool's own statuses. Run under
+ * gated; the chunk scan of causal prefill, per head and in waves), selective attention (which runs on one worker) and the pool's own statuses. Run under
  * ThreadSanitizer by `scripts/test-all.sh tsan` (suite threads).
  */
 #include <pthread.h>
@@ -127,6 +127,7 @@ typedef enum call_kind {
   C_GAU_STATS,
   C_LINEAR,
   C_GATED,
+  C_GATED_FEAT,
   C_SELECTIVE
 } call_kind;
 
@@ -165,6 +166,12 @@ static const pcase pcases[] = {
     {"linear full", C_LINEAR, 100, 150, 4, 4, 16, 16, FULL, ATTN_FEATURE_IDENTITY, 0, ATTN_F32},
     {"linear window exp", C_LINEAR, 180, 180, 2, 2, 8, 8, {31, 0, 0}, ATTN_FEATURE_EXP, 0, ATTN_F32},
     {"linear gated", C_GATED, 200, 200, 4, 4, 16, 16, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32},
+    /* the chunk scan: one state head (its chunks in waves), three (waves on 2 and 8 workers, per
+     * head on 3), bottom-right with keys before the first query, a last chunk of one token */
+    {"linear scan one head", C_LINEAR, 700, 700, 1, 1, 16, 12, CAUSAL, ATTN_FEATURE_ELU1, 1, ATTN_F32},
+    {"linear scan keys first", C_LINEAR, 321, 450, 2, 1, 8, 8, CAUSAL, ATTN_FEATURE_RELU, 0, ATTN_F32},
+    {"linear scan gated one head", C_GATED, 577, 577, 1, 1, 16, 16, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32},
+    {"linear scan feature gates beta", C_GATED_FEAT, 500, 500, 3, 3, 16, 16, CAUSAL, ATTN_FEATURE_ELU1, 1, ATTN_F32},
     {"selective prefill", C_SELECTIVE, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
 };
 enum { NPCASES = sizeof pcases / sizeof pcases[0] };
@@ -172,8 +179,8 @@ enum { NPCASES = sizeof pcases / sizeof pcases[0] };
 /* Inputs of a case (shared read-only by every run). */
 typedef struct pinputs {
   tu_qkv x;
-  float *gates, *bias_table, *f_init;
-  uint16_t *kh, *vh; /* K and V in 16 bits (pcase.kv), or NULL */
+  float *gates, *beta, *bias_table, *f_init; /* gates: [n_kv][H] scalar or [n_kv][H][d] per feature */
+  uint16_t *kh, *vh;                         /* K and V in 16 bits (pcase.kv), or NULL */
 } pinputs;
 
 static void inputs_make(const pcase *c, pinputs *in, size_t idx) {
@@ -181,11 +188,13 @@ static void inputs_make(const pcase *c, pinputs *in, size_t idx) {
   tu_rng_seed(&rng, 4242 + idx);
   tu_qkv_make(&in->x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
   const size_t H = c->h_q;
-  in->gates = malloc(sizeof(float) * c->n_kv * H);
+  in->gates = malloc(sizeof(float) * c->n_kv * H * c->d); /* per-feature gates at most */
+  in->beta = malloc(sizeof(float) * c->n_kv * H);
   in->bias_table = malloc(sizeof(float) * 64);
   in->f_init = malloc(sizeof(float) * c->n_kv);
-  ck_assert(in->gates && in->bias_table && in->f_init);
-  for (size_t i = 0; i < c->n_kv * H; i++) in->gates[i] = tu_rng_range(&rng, -0.2f, -0.001f);
+  ck_assert(in->gates && in->beta && in->bias_table && in->f_init);
+  for (size_t i = 0; i < c->n_kv * H * c->d; i++) in->gates[i] = tu_rng_range(&rng, -0.2f, -0.001f);
+  for (size_t i = 0; i < c->n_kv * H; i++) in->beta[i] = tu_rng_range(&rng, 0.5f, 1.5f);
   for (size_t i = 0; i < 64; i++) in->bias_table[i] = tu_rng_range(&rng, -0.5f, 0.5f);
   for (size_t i = 0; i < c->n_kv; i++) in->f_init[i] = 0.0f;
   in->kh = in->vh = NULL;
@@ -204,6 +213,7 @@ static void inputs_make(const pcase *c, pinputs *in, size_t idx) {
 static void inputs_free(pinputs *in) {
   tu_qkv_free(&in->x);
   free(in->gates);
+  free(in->beta);
   free(in->bias_table);
   free(in->f_init);
   free(in->kh);
@@ -273,12 +283,17 @@ static void run_case(const pcase *c, const pinputs *in, const attn_threads *th, 
       break;
     }
     case C_LINEAR:
-    case C_GATED: {
+    case C_GATED:
+    case C_GATED_FEAT: {
       attn_linear_desc d;
       ck_assert_int_eq(attn_linear_desc_init(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv, c->map), ATTN_OK);
       d.mask = c->mask;
       d.shape.threads = th;
       if (c->kind == C_GATED) d.gate = ATTN_GATE_SCALAR, d.normalize = 0;
+      if (c->kind == C_GATED_FEAT) {
+        d.gate = ATTN_GATE_FEATURE, d.beta = 1;
+        d.gate_layout = (attn_layout){c->h_q * c->d, c->d};
+      }
       attn_linear_state state, *sp = NULL;
       size_t sb = 0;
       float *smem = NULL;
@@ -291,8 +306,8 @@ static void run_case(const pcase *c, const pinputs *in, const attn_threads *th, 
       ck_assert_int_eq(attn_linear_workspace_size(&d, &ws), ATTN_OK);
       w = tu_alloc(ws, 0);
       for (int pass = 0; pass < (c->state ? 2 : 1); pass++) /* with a state: two calls, continuing */
-        st = c->kind == C_GATED ? attn_linear_gated(&d, q, k, v, in->gates, NULL, out, sp, w, ws)
-                                : attn_linear(&d, q, k, v, out, sp, w, ws);
+        st = c->kind == C_LINEAR ? attn_linear(&d, q, k, v, out, sp, w, ws)
+                                 : attn_linear_gated(&d, q, k, v, in->gates, d.beta ? in->beta : NULL, out, sp, w, ws);
       break;
     }
     case C_SELECTIVE: {

@@ -76,12 +76,39 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     p->off_cn = attn_ws_take(&w, p->m);
     p->off_run = attn_ws_take(&w, p->m);
   }
+  /* The scan (engine/chunkwise.h): a causal prefill of 2+ chunks with a map without offsets. */
+  const attn_shape *s = p->shape;
+  const size_t aligned = attn_min_sz(s->n_q, s->n_kv);
+  p->scan_chunks = p->scan_wave = 0;
+  if (p->causal && !p->fm->offsets && !p->xg && aligned > p->C) {
+    p->scan_chunks = (aligned + p->C - 1) / p->C;
+    p->off_d = attn_ws_take(&w, ms); /* a chunk's local state, run per head */
+  }
   p->worker_floats = w.floats;
   p->workers = attn_workers(p->shape->threads);
   size_t total;
   if (w.overflow || !attn_mul_ok(w.floats, p->workers, &total)) return ATTN_E_SIZE_OVERFLOW;
-  const attn_ws all = {total, 0};
-  return attn_ws_bytes(&all, &p->scratch_bytes) ? ATTN_OK : ATTN_E_SIZE_OVERFLOW;
+  attn_ws all = {total, 0};
+  /* Waves only where the heads alone would not keep the workers busy (results do not depend on it). */
+  const size_t W = p->workers, H = p->heads;
+  if (p->scan_chunks && W > 1 && H % W && H < 4 * W) {
+    attn_ws slot = {0, 0}; /* a chunk's slot: D (then S before it), Kf, Va and Va's finiteness */
+    (void)attn_ws_take(&slot, ms);
+    p->scan_kf = attn_ws_take(&slot, cm);
+    p->scan_va = attn_ws_take(&slot, cw);
+    p->scan_fin = attn_ws_take(&slot, 1);
+    (void)attn_ws_take(&slot, 0);
+    p->scan_slot = slot.floats;
+    size_t hs, slots, states;
+    if (slot.overflow || !attn_mul_ok(H, p->scan_slot, &hs)) return ATTN_E_SIZE_OVERFLOW;
+    /* ATTN_SCAN_SPREAD chunks per worker and wave, within ATTN_SCAN_FLOATS, at least one per head */
+    const size_t want = (ATTN_SCAN_SPREAD * W + H - 1) / H, fit = ATTN_SCAN_FLOATS / hs;
+    p->scan_wave = attn_min_sz(p->scan_chunks, attn_min_sz(want, fit ? fit : 1));
+    if (!attn_mul_ok(hs, p->scan_wave, &slots) || !attn_mul_ok(H, ms, &states)) return ATTN_E_SIZE_OVERFLOW;
+    p->off_scan = attn_ws_take(&all, states); /* the heads' states (without a caller's) */
+    (void)attn_ws_take(&all, slots);          /* then heads x scan_wave slots */
+  }
+  return !all.overflow && attn_ws_bytes(&all, &p->scratch_bytes) ? ATTN_OK : ATTN_E_SIZE_OVERFLOW;
 }
 
 typedef struct cw_ctx {
@@ -104,7 +131,7 @@ static int cw_gated(const attn_chunkwise_plan *p) { return p->g.kind != ATTN_GAT
 /* The decay quantities of the chunk of keys j0 .. j0+cn: b (inclusive cumulative log gates, in
  * double: differences of sums of up to C terms keep their precision), and from it wt, din,
  * dout, dc (scalar gate, or beta alone with b = 0) or qg, kg, dc (per-feature gate). */
-static void cw_gates(const cw_ctx *x, size_t j0, size_t cn) {
+static void cw_gates(const cw_ctx *x, size_t j0, size_t cn, int intra) {
   const attn_chunkwise_plan *p = x->p;
   const attn_chunkwise_gates *g = &p->g;
   const size_t m = p->m, grs = g->layout.row_stride, brs = g->blayout.row_stride;
@@ -120,7 +147,9 @@ static void cw_gates(const cw_ctx *x, size_t j0, size_t cn) {
         x->qg[c * m + f] = (float)b[c * m + f];
         x->kg[c * m + f] = (float)(last[f] - b[c * m + f]);
       }
-    x->uk->vexp(cn * m, x->qg, x->qg);
+    /* without the intra part (a scan's absorb) only the last row of exp(B) is needed: dC */
+    const size_t q0 = intra ? 0 : cn - 1;
+    x->uk->vexp((cn - q0) * m, x->qg + q0 * m, x->qg + q0 * m);
     x->uk->vexp(cn * m, x->kg, x->kg);
     for (size_t c = 0; c < cn; c++) x->dout[c] = bt ? bt[c * brs] : 1.0f; /* beta, for the intra part */
     for (size_t c = 0; bt && c < cn; c++)
@@ -129,7 +158,7 @@ static void cw_gates(const cw_ctx *x, size_t j0, size_t cn) {
     return;
   }
   for (size_t c = 0; c < cn; c++) b[c] = (c ? b[c - 1] : 0.0) + (lg ? lg[c * grs] : 0.0f);
-  for (size_t j = 0; j < cn; j++) { /* wt[j][i] = beta_j exp(b_i - b_j), i >= j */
+  for (size_t j = 0; intra && j < cn; j++) { /* wt[j][i] = beta_j exp(b_i - b_j), i >= j */
     float *row = x->wt + j * cn;
     for (size_t i = j; i < cn; i++) row[i] = (float)(b[i] - b[j]);
     x->uk->vexp(cn - j, row + j, row + j);
@@ -143,18 +172,25 @@ static void cw_gates(const cw_ctx *x, size_t j0, size_t cn) {
   for (size_t f = 0; f < m; f++) x->dc[f] = x->din[cn - 1];
 }
 
-/* S = dC (.) S + (Kf (.) dout)^T Va for a chunk of cn keys (Kf is scaled in place). */
-static void cw_absorb(const cw_ctx *x, float *S, size_t cn) {
+/* S = dC (.) S + (Kf (.) dout)^T Va for a chunk of cn keys (Kf is scaled in place); with
+ * accumulate 0, S = (Kf (.) dout)^T Va (a scan's chunk-local state, engine/chunkwise.h). */
+static void cw_absorb_to(const cw_ctx *x, float *kf, float *S, size_t cn, int accumulate) {
   const attn_chunkwise_plan *p = x->p;
   const size_t m = p->m;
-  if (p->g.kind == ATTN_GATE_FEATURE) {
-    for (size_t e = 0; e < cn * m; e++) x->kf[e] *= x->kg[e];
+  const float *a = kf;
+  if (p->g.kind == ATTN_GATE_FEATURE) { /* the scaled features go to the scratch's kf */
+    for (size_t e = 0; e < cn * m; e++) x->kf[e] = kf[e] * x->kg[e];
+    a = x->kf;
   } else if (cw_gated(p)) {
     for (size_t c = 0; c < cn; c++)
-      for (size_t f = 0; f < m; f++) x->kf[c * m + f] *= x->dout[c];
+      for (size_t f = 0; f < m; f++) x->kf[c * m + f] = kf[c * m + f] * x->dout[c];
+    a = x->kf;
   }
-  x->uk->gemm(m, p->W, cn, x->kf, 1, m, x->va, p->W, S, p->lds, p->g.kind != ATTN_GATE_NONE ? x->dc : NULL, 1);
+  const float *dc = accumulate && p->g.kind != ATTN_GATE_NONE ? x->dc : NULL;
+  x->uk->gemm(m, p->W, cn, a, 1, m, x->va, p->W, S, p->lds, dc, accumulate);
 }
+
+static void cw_absorb(const cw_ctx *x, float *S, size_t cn) { cw_absorb_to(x, x->kf, S, cn, 1); }
 
 /* Kf = psi(K[j0 .. j0+cn)) (exponential maps: their pre-exponential features, in ku; see
  * cw_key_offsets) and Va = [V | 1]. A V row with a non-finite value becomes NaN in every column
@@ -434,59 +470,106 @@ static void cw_step(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j) {
   }
 }
 
+/* The scan's state update on rows [f0, f1): S = dC (.) S + D (dC_f = g[f gs], or 1 when g is
+ * NULL); with keep, D gets S as it was (the state before D's chunk). The same operations, in the
+ * same order, whichever way the scan is scheduled. */
+static void cw_scan_update(const attn_chunkwise_plan *p, float *S, float *D, const float *g, size_t gs, size_t f0,
+                           size_t f1, int keep) {
+  for (size_t f = f0; f < f1; f++) {
+    float *restrict s = S + f * p->lds, *restrict d = D + f * p->lds;
+    const float a = g ? g[f * gs] : 1.0f;
+    for (size_t e = 0; e < p->W; e++) {
+      const float t = d[e], v = s[e];
+      if (keep) d[e] = v;
+      s[e] = a * v + t;
+    }
+  }
+}
+
+/* The context of state head `task` on a worker's scratch ws. */
+static cw_ctx cw_ctx_of(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, const attn_chunkwise_io *io,
+                        size_t task, float *ws) {
+  return (cw_ctx){p,
+                  uk,
+                  io,
+                  ws + p->off_kf,
+                  ws + p->off_va,
+                  ws + p->off_qt,
+                  ws + p->off_at,
+                  ws + p->off_oc,
+                  ws + p->off_fm,
+                  ws + p->off_ku,
+                  ws + p->off_qu,
+                  ws + p->off_cp,
+                  ws + p->off_cn,
+                  ws + p->off_run,
+                  (double *)(void *)(ws + p->off_b),
+                  ws + p->off_wt,
+                  ws + p->off_din,
+                  ws + p->off_dout,
+                  ws + p->off_dc,
+                  ws + p->off_qg,
+                  ws + p->off_kg,
+                  ws + p->off_ks,
+                  task / p->kdiv,
+                  task / p->vdiv,
+                  task / p->gdiv};
+}
+
+/* Causal bottom-right alignment: keys before the first query's position, queries before the
+ * first key; the rest (aligned) pairs query pre_q + t with key pre_k + t. */
+static size_t cw_pre_k(const attn_chunkwise_plan *p) {
+  const attn_shape *s = p->shape;
+  return p->causal && s->n_kv > s->n_q ? s->n_kv - s->n_q : 0;
+}
+static size_t cw_pre_q(const attn_chunkwise_plan *p) {
+  const attn_shape *s = p->shape;
+  return p->causal && s->n_q > s->n_kv ? s->n_q - s->n_kv : 0;
+}
+
+/* What comes before a causal call's aligned chunks (all of a non-causal call): the keys absorbed
+ * before any query, then the queries that read only that state. */
+static void cw_lead(const cw_ctx *x, float *S, size_t h0) {
+  const attn_chunkwise_plan *p = x->p;
+  const attn_shape *s = p->shape;
+  const size_t C = p->C, absorb_end = p->causal ? cw_pre_k(p) : s->n_kv;
+  for (size_t j0 = 0; j0 < absorb_end; j0 += C) {
+    const size_t cn = attn_min_sz(C, absorb_end - j0);
+    cw_load_kv(x, j0, cn);
+    if (p->fm->offsets) cw_key_offsets(x, S, cn);
+    if (cw_gated(p)) cw_gates(x, j0, cn, 0);
+    cw_absorb(x, S, cn);
+  }
+  const size_t state_only_end = p->causal ? cw_pre_q(p) : s->n_q;
+  for (size_t gi = 0; gi < p->per; gi++)
+    for (size_t i0 = 0; i0 < state_only_end; i0 += C)
+      cw_query(x, S, h0 + gi, i0, attn_min_sz(C, state_only_end - i0), 0, 1);
+}
+
 void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, const attn_chunkwise_io *io,
                         size_t task, float *ws) {
   const attn_shape *s = p->shape;
-  const cw_ctx x = {p,
-                    uk,
-                    io,
-                    ws + p->off_kf,
-                    ws + p->off_va,
-                    ws + p->off_qt,
-                    ws + p->off_at,
-                    ws + p->off_oc,
-                    ws + p->off_fm,
-                    ws + p->off_ku,
-                    ws + p->off_qu,
-                    ws + p->off_cp,
-                    ws + p->off_cn,
-                    ws + p->off_run,
-                    (double *)(void *)(ws + p->off_b),
-                    ws + p->off_wt,
-                    ws + p->off_din,
-                    ws + p->off_dout,
-                    ws + p->off_dc,
-                    ws + p->off_qg,
-                    ws + p->off_kg,
-                    ws + p->off_ks,
-                    task / p->kdiv,
-                    task / p->vdiv,
-                    task / p->gdiv};
-  const size_t C = p->C, per = p->per, h0 = task * per, slab = p->m * p->lds;
-  /* Causal bottom-right: keys before the first query's position, queries before the first key. */
-  const size_t pre_k = p->causal && s->n_kv > s->n_q ? s->n_kv - s->n_q : 0;
-  const size_t pre_q = p->causal && s->n_q > s->n_kv ? s->n_q - s->n_kv : 0;
+  const cw_ctx x = cw_ctx_of(p, uk, io, task, ws);
+  const size_t C = p->C, h0 = task * p->per, slab = p->m * p->lds, pre_k = cw_pre_k(p), pre_q = cw_pre_q(p);
   float *S = io->state ? io->state + task * slab : ws + p->off_s;
   if (!io->state) memset(S, 0, slab * sizeof(float));
   if (p->xg) {
     cw_run_exclusive(&x, S, h0);
     return;
   }
-  const size_t absorb_end = p->causal ? pre_k : s->n_kv;
-  for (size_t j0 = 0; j0 < absorb_end; j0 += C) {
-    const size_t cn = attn_min_sz(C, absorb_end - j0);
-    cw_load_kv(&x, j0, cn);
-    if (p->fm->offsets) cw_key_offsets(&x, S, cn);
-    if (cw_gated(p)) cw_gates(&x, j0, cn);
-    cw_absorb(&x, S, cn);
-  }
-  const size_t state_only_end = p->causal ? pre_q : s->n_q;
-  for (size_t gi = 0; gi < per; gi++)
-    for (size_t i0 = 0; i0 < state_only_end; i0 += C)
-      cw_query(&x, S, h0 + gi, i0, attn_min_sz(C, state_only_end - i0), 0, 1);
+  cw_lead(&x, S, h0);
   if (!p->causal) return;
-  const size_t aligned = s->n_kv - pre_k; /* == n_q - pre_q */
-  for (size_t t0 = 0, cn; t0 < aligned; t0 += cn) {
+  const size_t aligned = s->n_kv - pre_k;                        /* == n_q - pre_q */
+  for (size_t t0 = 0; p->scan_chunks && t0 < aligned; t0 += C) { /* the scan, one chunk after another */
+    const size_t cn = attn_min_sz(C, aligned - t0);
+    const int va_finite = cw_load_kv(&x, pre_k + t0, cn);
+    if (cw_gated(p)) cw_gates(&x, pre_k + t0, cn, 1);
+    for (size_t gi = 0; gi < p->per; gi++) cw_query(&x, S, h0 + gi, pre_q + t0, cn, 1, va_finite);
+    float *D = ws + p->off_d;
+    cw_absorb_to(&x, x.kf, D, cn, 0);
+    cw_scan_update(p, S, D, p->g.kind != ATTN_GATE_NONE ? x.dc : NULL, 1, 0, p->m, 0);
+  }
+  for (size_t t0 = 0, cn; !p->scan_chunks && t0 < aligned; t0 += cn) {
     cn = attn_min_sz(C, aligned - t0);
     int va_finite = 1;
     if (cn > 1) {
@@ -498,8 +581,8 @@ void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels
       continue;
     }
     if (p->fm->offsets) cw_key_offsets(&x, S, cn);
-    if (cw_gated(p)) cw_gates(&x, pre_k + t0, cn);
-    for (size_t gi = 0; gi < per; gi++) cw_query(&x, S, h0 + gi, pre_q + t0, cn, 1, va_finite);
+    if (cw_gated(p)) cw_gates(&x, pre_k + t0, cn, 1);
+    for (size_t gi = 0; gi < p->per; gi++) cw_query(&x, S, h0 + gi, pre_q + t0, cn, 1, va_finite);
     cw_absorb(&x, S, cn);
   }
 }
@@ -509,6 +592,7 @@ typedef struct cw_par {
   const struct attn_ukernels *uk;
   const attn_chunkwise_io *io;
   float *ws;
+  size_t c0, wn; /* the scan: the wave's first chunk and its chunks */
 } cw_par;
 
 static void cw_par_task(void *ctx, size_t task, size_t worker) {
@@ -516,8 +600,101 @@ static void cw_par_task(void *ctx, size_t task, size_t worker) {
   attn_chunkwise_run(c->p, c->uk, c->io, task, c->ws + worker * c->p->worker_floats);
 }
 
+/* ---- the scan (engine/chunkwise.h) ---- */
+static float *cw_scan_state(const cw_par *c, size_t h) {
+  const size_t slab = c->p->m * c->p->lds;
+  return c->io->state ? c->io->state + h * slab : c->ws + c->p->off_scan + h * slab;
+}
+/* Slot i of head h's wave (chunk c0 + i): its local state, then the state before it; then its
+ * Kf, Va and whether Va is finite, loaded in phase 1 and read in phase 3. */
+static float *cw_scan_slot(const cw_par *c, size_t h, size_t i) {
+  const attn_chunkwise_plan *p = c->p;
+  return c->ws + p->off_scan + p->heads * p->m * p->lds + (h * p->scan_wave + i) * p->scan_slot;
+}
+
+/* A task of a wave's chunk phases: its head and chunk, a context on the worker's scratch whose
+ * Kf and Va are the slot's, the chunk's first aligned token and length, its gates (with the
+ * intra part's weights in phase 3). Returns the slot. */
+static float *cw_scan_chunk(const cw_par *c, size_t task, size_t worker, int intra, cw_ctx *x, size_t *h, size_t *t0,
+                            size_t *cn) {
+  const attn_chunkwise_plan *p = c->p;
+  const size_t i = task / p->heads;
+  *h = task % p->heads;
+  *x = cw_ctx_of(p, c->uk, c->io, *h, c->ws + worker * p->worker_floats);
+  float *slot = cw_scan_slot(c, *h, i);
+  const size_t aligned = attn_min_sz(p->shape->n_q, p->shape->n_kv);
+  *t0 = (c->c0 + i) * p->C, *cn = attn_min_sz(p->C, aligned - *t0);
+  if (cw_gated(p)) cw_gates(x, cw_pre_k(p) + *t0, *cn, intra);
+  return slot;
+}
+
+/* Phase 0, per head: the state (zeroed when the caller keeps none) and what precedes the chunks. */
+static void cw_scan_lead(void *ctx, size_t h, size_t worker) {
+  const cw_par *c = ctx;
+  const attn_chunkwise_plan *p = c->p;
+  float *S = cw_scan_state(c, h);
+  if (!c->io->state) memset(S, 0, p->m * p->lds * sizeof(float));
+  const cw_ctx x = cw_ctx_of(p, c->uk, c->io, h, c->ws + worker * p->worker_floats);
+  cw_lead(&x, S, h * p->per);
+}
+
+/* Phase 1, per head and chunk: its local state D = (Kf (.) dout)^T Va, and its decay dC in the
+ * slot's column dv + 1 (the offsets' column, unused by maps without offsets). */
+static void cw_scan_absorb(void *ctx, size_t task, size_t worker) {
+  const cw_par *c = ctx;
+  const attn_chunkwise_plan *p = c->p;
+  cw_ctx x;
+  size_t h, t0, cn;
+  float *D = cw_scan_chunk(c, task, worker, 0, &x, &h, &t0, &cn), *kf = D + p->scan_kf;
+  float *scratch_kf = x.kf;
+  x.kf = kf, x.va = D + p->scan_va;
+  D[p->scan_fin] = (float)cw_load_kv(&x, cw_pre_k(p) + t0, cn);
+  x.kf = scratch_kf; /* where a gated absorb scales the features */
+  cw_absorb_to(&x, kf, D, cn, 0);
+  for (size_t f = 0; p->g.kind != ATTN_GATE_NONE && f < p->m; f++) D[f * p->lds + p->shape->dv + 1] = x.dc[f];
+}
+
+/* Phase 2, per head and block of ATTN_SCAN_ROWS state rows (rows are independent), in chunk
+ * order: the slot gets the state before its chunk, the state moves past it, S = dC (.) S + D. */
+static void cw_scan_combine(void *ctx, size_t task, size_t worker) {
+  const cw_par *c = ctx;
+  const attn_chunkwise_plan *p = c->p;
+  (void)worker;
+  const size_t blocks = (p->m + ATTN_SCAN_ROWS - 1) / ATTN_SCAN_ROWS, h = task / blocks;
+  const size_t f0 = task % blocks * ATTN_SCAN_ROWS, f1 = attn_min_sz(p->m, f0 + ATTN_SCAN_ROWS);
+  float *S = cw_scan_state(c, h);
+  for (size_t i = 0; i < c->wn; i++) {
+    float *D = cw_scan_slot(c, h, i);
+    cw_scan_update(p, S, D, p->g.kind != ATTN_GATE_NONE ? D + p->shape->dv + 1 : NULL, p->lds, f0, f1, 1);
+  }
+}
+
+/* Phase 3, per head and chunk: its outputs from the state before it and its own keys. */
+static void cw_scan_query(void *ctx, size_t task, size_t worker) {
+  const cw_par *c = ctx;
+  const attn_chunkwise_plan *p = c->p;
+  cw_ctx x;
+  size_t h, t0, cn;
+  float *S = cw_scan_chunk(c, task, worker, 1, &x, &h, &t0, &cn);
+  x.kf = S + p->scan_kf, x.va = S + p->scan_va; /* read only: maps without offsets */
+  const int finite = S[p->scan_fin] != 0.0f;
+  for (size_t gi = 0; gi < p->per; gi++) cw_query(&x, S, h * p->per + gi, cw_pre_q(p) + t0, cn, 1, finite);
+}
+
 void attn_chunkwise_run_all(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, const attn_chunkwise_io *io,
                             float *ws) {
-  cw_par c = {p, uk, io, ws};
-  attn_parallel(p->shape->threads, p->heads, cw_par_task, &c);
+  cw_par c = {p, uk, io, ws, 0, 0};
+  const attn_threads *th = p->shape->threads;
+  if (!p->scan_wave) {
+    attn_parallel(th, p->heads, cw_par_task, &c);
+    return;
+  }
+  attn_parallel(th, p->heads, cw_scan_lead, &c);
+  const size_t blocks = (p->m + ATTN_SCAN_ROWS - 1) / ATTN_SCAN_ROWS;
+  for (; c.c0 < p->scan_chunks; c.c0 += c.wn) {
+    c.wn = attn_min_sz(p->scan_wave, p->scan_chunks - c.c0);
+    attn_parallel(th, p->heads * c.wn, cw_scan_absorb, &c);
+    attn_parallel(th, p->heads * blocks, cw_scan_combine, &c);
+    attn_parallel(th, p->heads * c.wn, cw_scan_query, &c);
+  }
 }

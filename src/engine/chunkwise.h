@@ -28,6 +28,23 @@
  * v^T, one pass over S per output head). Bottom-right alignment: with n_q < n_kv the first n_kv - n_q keys are
  * absorbed before any query; with n_q > n_kv the first n_q - n_kv queries see only the incoming
  * state. Tasks are state heads: each owns its state slab and its output heads.
+ *
+ * The scan. A causal call whose aligned part spans 2+ chunks, with a map without offsets and
+ * without FLASH's exclusive form, runs its chunks as a scan, so that one state head's chunks can
+ * run on several workers: waves of up to scan_wave chunks (all heads at once), each in three
+ * phases, each phase one parallel-for:
+ *   1. per head and chunk (parallel): Kf and Va, the chunk-local state D_c = (Kf (.) dout)^T Va
+ *      and dC;
+ *   2. per head and block of state rows (parallel over both; rows are independent), in chunk
+ *      order: slot c gets S (the state before chunk c), then S = dC (.) S + D_c;
+ *   3. per head and chunk (parallel): the chunk's outputs from its slot and its own keys.
+ * The same GEMMs as the serial loop; a chunk's Kf and Va are loaded once, in phase 1, into its
+ * slot, phase 3 reads them there; the gates' decays are computed in both phases (the intra
+ * weights in phase 3 only); phase 2 is one pass over each D_c. Only the rounding of the state
+ * update differs from the serial loop (S = dC (.) S + D_c instead of accumulating into S). A call always takes the same form for the same
+ * problem, threads or not, so its results are bit-identical for any number of workers. Maps with
+ * offsets (their chunks are cut where a key raises an offset, which depends on every earlier
+ * chunk) and FLASH's exclusive form keep the per-head loop.
  */
 #ifndef ATTN_ENGINE_CHUNKWISE_H
 #define ATTN_ENGINE_CHUNKWISE_H
@@ -43,6 +60,13 @@ typedef struct attn_chunkwise_gates {
   size_t h_g;                  /* gate heads (1 when neither gate nor beta) */
   attn_layout layout, blayout; /* of the log gates and of beta */
 } attn_chunkwise_gates;
+
+/* The scan's waves: ATTN_SCAN_SPREAD chunks per worker, in at most ATTN_SCAN_FLOATS floats of
+ * slots (all heads), at least one chunk per head. */
+#define ATTN_SCAN_SPREAD 8
+#define ATTN_SCAN_FLOATS ((size_t)1 << 21)
+/* The scan's phase 2: state rows per task. */
+#define ATTN_SCAN_ROWS 16
 
 /* Per-feature gates: the largest decay (natural log) a query block's own keys may span for the
  * factorised product: its factors stay within e^+-60 of 1, far inside fp32's range. */
@@ -66,8 +90,15 @@ typedef struct attn_chunkwise_plan {
   size_t off_ku, off_qu, off_cp, off_cn, off_run;                          /* exponential maps */
   size_t off_b, off_wt, off_din, off_dout, off_dc, off_qg, off_kg, off_ks; /* gates */
   size_t workers, worker_floats; /* scratch regions (attn_shape.threads; 1 without), floats of each */
-  size_t scratch_bytes;          /* the whole workspace: workers regions */
-  size_t state_floats;           /* heads * m * lds */
+  size_t scan_chunks, scan_wave; /* the scan: aligned chunks (0: no scan), chunks per wave (0: per head) */
+  size_t off_d;                  /* the scan per head: a chunk's local state, m x lds */
+  size_t off_scan;               /* the scan's region: heads states (used without the caller's), then
+                                    heads x scan_wave slots of scan_slot floats: m x lds (a chunk's
+                                    D, then S before it), at scan_kf its Kf (C x m), at scan_va its
+                                    Va (C x W), at scan_fin whether Va is finite */
+  size_t scan_slot, scan_kf, scan_va, scan_fin;
+  size_t scratch_bytes; /* the whole workspace: workers regions, then the scan's */
+  size_t state_floats;  /* heads * m * lds */
 } attn_chunkwise_plan;
 
 /* Sizes that do not depend on the path (shape validated, H given): state heads and floats. */
@@ -89,7 +120,7 @@ typedef struct attn_chunkwise_io {
 ATTN_INTERNAL void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels *uk,
                                       const attn_chunkwise_io *io, size_t task, float *scratch);
 /* Every state head of a plan, on the shape's threads (one task per head; each owns its state
- * slab and output heads), worker w on ws + w * worker_floats. */
+ * slab and output heads; or the scan's phases), worker w on ws + w * worker_floats. */
 ATTN_INTERNAL void attn_chunkwise_run_all(const attn_chunkwise_plan *p, const struct attn_ukernels *uk,
                                           const attn_chunkwise_io *io, float *ws);
 

@@ -13,6 +13,7 @@
  *   differ in rounding; a call runs on one path).
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,8 +138,8 @@ END_TEST
 /* ------------------------------------------------------------------------------------------ */
 static attn_isa g_paths[ATTN_ISA_COUNT];
 static int g_npaths;
-static outputs *g_expected; /* [path][op] */
-static atomic_int g_stop;
+static outputs *g_expected;           /* [path][op] */
+static atomic_int g_stop, g_switched; /* g_switched: the switcher has switched once */
 
 typedef struct worker {
   int iters, id;
@@ -179,6 +180,7 @@ static void *switch_paths(void *p) {
     for (int k = 0; k < g_npaths; ++k) known |= now == g_paths[k];
     s->bad += !known;
     ++s->switches;
+    atomic_store(&g_switched, 1);
   }
   return NULL;
 }
@@ -203,7 +205,9 @@ START_TEST(isa_switch) {
   switcher s = {0, 0};
   pthread_t th[WORKERS], sw;
   atomic_store(&g_stop, 0);
+  atomic_store(&g_switched, 0);
   ck_assert_int_eq(pthread_create(&sw, NULL, switch_paths, &s), 0);
+  while (!atomic_load(&g_switched)) sched_yield(); /* on a loaded machine it might not run before the workers end */
   for (int i = 0; i < WORKERS; ++i) {
     w[i] = (worker){iters, i, 0, 0, 0};
     ck_assert_int_eq(pthread_create(&th[i], NULL, work, &w[i]), 0);

@@ -91,6 +91,11 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
   attn_ws all = {total, 0};
   /* Waves only where the heads alone would not keep the workers busy (results do not depend on it). */
   const size_t W = p->workers, H = p->heads;
+  size_t states;
+  if (p->scan_chunks) {
+    if (!attn_mul_ok(H, ms, &states)) return ATTN_E_SIZE_OVERFLOW;
+    p->off_scan = attn_ws_take(&all, states); /* the heads' states (without a caller's) */
+  }
   if (p->scan_chunks && W > 1 && H % W && H < 4 * W) {
     attn_ws slot = {0, 0}; /* a chunk's slot: D (then S before it), Kf, Va and Va's finiteness */
     (void)attn_ws_take(&slot, ms);
@@ -99,14 +104,13 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     p->scan_fin = attn_ws_take(&slot, 1);
     (void)attn_ws_take(&slot, 0);
     p->scan_slot = slot.floats;
-    size_t hs, slots, states;
+    size_t hs, slots;
     if (slot.overflow || !attn_mul_ok(H, p->scan_slot, &hs)) return ATTN_E_SIZE_OVERFLOW;
     /* ATTN_SCAN_SPREAD chunks per worker and wave, within ATTN_SCAN_FLOATS, at least one per head */
     const size_t want = (ATTN_SCAN_SPREAD * W + H - 1) / H, fit = ATTN_SCAN_FLOATS / hs;
     p->scan_wave = attn_min_sz(p->scan_chunks, attn_min_sz(want, fit ? fit : 1));
-    if (!attn_mul_ok(hs, p->scan_wave, &slots) || !attn_mul_ok(H, ms, &states)) return ATTN_E_SIZE_OVERFLOW;
-    p->off_scan = attn_ws_take(&all, states); /* the heads' states (without a caller's) */
-    (void)attn_ws_take(&all, slots);          /* then heads x scan_wave slots */
+    if (!attn_mul_ok(hs, p->scan_wave, &slots)) return ATTN_E_SIZE_OVERFLOW;
+    (void)attn_ws_take(&all, slots); /* then heads x scan_wave slots */
   }
   return !all.overflow && attn_ws_bytes(&all, &p->scratch_bytes) ? ATTN_OK : ATTN_E_SIZE_OVERFLOW;
 }
@@ -559,17 +563,8 @@ void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels
   }
   cw_lead(&x, S, h0);
   if (!p->causal) return;
-  const size_t aligned = s->n_kv - pre_k;                        /* == n_q - pre_q */
-  for (size_t t0 = 0; p->scan_chunks && t0 < aligned; t0 += C) { /* the scan, one chunk after another */
-    const size_t cn = attn_min_sz(C, aligned - t0);
-    const int va_finite = cw_load_kv(&x, pre_k + t0, cn);
-    if (cw_gated(p)) cw_gates(&x, pre_k + t0, cn, 1);
-    for (size_t gi = 0; gi < p->per; gi++) cw_query(&x, S, h0 + gi, pre_q + t0, cn, 1, va_finite);
-    float *D = ws + p->off_d;
-    cw_absorb_to(&x, x.kf, D, cn, 0);
-    cw_scan_update(p, S, D, p->g.kind != ATTN_GATE_NONE ? x.dc : NULL, 1, 0, p->m, 0);
-  }
-  for (size_t t0 = 0, cn; !p->scan_chunks && t0 < aligned; t0 += cn) {
+  const size_t aligned = s->n_kv - pre_k; /* == n_q - pre_q */
+  for (size_t t0 = 0, cn; t0 < aligned; t0 += cn) {
     cn = attn_min_sz(C, aligned - t0);
     int va_finite = 1;
     if (cn > 1) {
@@ -681,12 +676,40 @@ static void cw_scan_query(void *ctx, size_t task, size_t worker) {
   for (size_t gi = 0; gi < p->per; gi++) cw_query(&x, S, h * p->per + gi, cw_pre_q(p) + t0, cn, 1, finite);
 }
 
+/* The scan without waves, task t of G: heads [t H / G, (t+1) H / G) chunk after chunk, each chunk
+ * for every head of the group before the next (token-major inputs: the heads of a row are
+ * adjacent, so a row's lines are used while they are in cache, not fetched once per head). */
+static void cw_scan_heads(void *ctx, size_t task, size_t worker) {
+  const cw_par *c = ctx;
+  const attn_chunkwise_plan *p = c->p;
+  const size_t G = attn_min_sz(p->workers, p->heads), h0 = task * p->heads / G, h1 = (task + 1) * p->heads / G;
+  float *ws = c->ws + worker * p->worker_floats, *D = ws + p->off_d;
+  const size_t C = p->C, pre_k = cw_pre_k(p), pre_q = cw_pre_q(p), aligned = attn_min_sz(p->shape->n_q, p->shape->n_kv);
+  for (size_t h = h0; h < h1; h++) cw_scan_lead(ctx, h, worker);
+  for (size_t t0 = 0; t0 < aligned; t0 += C) {
+    const size_t cn = attn_min_sz(C, aligned - t0);
+    for (size_t h = h0; h < h1; h++) {
+      const cw_ctx x = cw_ctx_of(p, c->uk, c->io, h, ws);
+      float *S = cw_scan_state(c, h);
+      const int va_finite = cw_load_kv(&x, pre_k + t0, cn);
+      if (cw_gated(p)) cw_gates(&x, pre_k + t0, cn, 1);
+      for (size_t gi = 0; gi < p->per; gi++) cw_query(&x, S, h * p->per + gi, pre_q + t0, cn, 1, va_finite);
+      cw_absorb_to(&x, x.kf, D, cn, 0);
+      cw_scan_update(p, S, D, p->g.kind != ATTN_GATE_NONE ? x.dc : NULL, 1, 0, p->m, 0);
+    }
+  }
+}
+
 void attn_chunkwise_run_all(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, const attn_chunkwise_io *io,
                             float *ws) {
   cw_par c = {p, uk, io, ws, 0, 0};
   const attn_threads *th = p->shape->threads;
-  if (!p->scan_wave) {
+  if (!p->scan_chunks) {
     attn_parallel(th, p->heads, cw_par_task, &c);
+    return;
+  }
+  if (!p->scan_wave) {
+    attn_parallel(th, attn_min_sz(p->workers, p->heads), cw_scan_heads, &c);
     return;
   }
   attn_parallel(th, p->heads, cw_scan_lead, &c);

@@ -30,21 +30,23 @@
  * state. Tasks are state heads: each owns its state slab and its output heads.
  *
  * The scan. A causal call whose aligned part spans 2+ chunks, with a map without offsets and
- * without FLASH's exclusive form, runs its chunks as a scan, so that one state head's chunks can
- * run on several workers: waves of up to scan_wave chunks (all heads at once), each in three
- * phases, each phase one parallel-for:
- *   1. per head and chunk (parallel): Kf and Va, the chunk-local state D_c = (Kf (.) dout)^T Va
- *      and dC;
- *   2. per head and block of state rows (parallel over both; rows are independent), in chunk
- *      order: slot c gets S (the state before chunk c), then S = dC (.) S + D_c;
- *   3. per head and chunk (parallel): the chunk's outputs from its slot and its own keys.
- * The same GEMMs as the serial loop; a chunk's Kf and Va are loaded once, in phase 1, into its
- * slot, phase 3 reads them there; the gates' decays are computed in both phases (the intra
- * weights in phase 3 only); phase 2 is one pass over each D_c. Only the rounding of the state
- * update differs from the serial loop (S = dC (.) S + D_c instead of accumulating into S). A call always takes the same form for the same
- * problem, threads or not, so its results are bit-identical for any number of workers. Maps with
- * offsets (their chunks are cut where a key raises an offset, which depends on every earlier
- * chunk) and FLASH's exclusive form keep the per-head loop.
+ * without FLASH's exclusive form, runs its chunks as a scan: each chunk's local state
+ * D_c = (Kf (.) dout)^T Va is computed on its own (not accumulated into S), the chunk's outputs
+ * read S_c, the state before it, and S_{c+1} = dC (.) S_c + D_c (cw_scan_update). The arithmetic
+ * is fixed by the problem; how it is scheduled is not, and does not change a bit of the result:
+ *  - by head groups (one worker, or heads enough for the workers: a multiple of them or 4x as
+ *    many): one group of adjacent heads per worker, chunk after chunk, each chunk for every head
+ *    of the group (a token-major row's heads are read together), D_c in the worker's scratch;
+ *  - in waves (otherwise): up to scan_wave chunks of every head at once, in three phases, each
+ *    one parallel-for:
+ *      1. per head and chunk: Kf and Va into the chunk's slot, D_c and dC;
+ *      2. per head and block of ATTN_SCAN_ROWS state rows (rows are independent), in chunk
+ *         order: the slot gets S_c, then S = dC (.) S + D_c;
+ *      3. per head and chunk: the chunk's outputs from its slot (S_c, Kf, Va).
+ * Both run the same GEMMs as the serial loop plus one pass over each D_c; the waves compute the
+ * gates' decays twice (the intra weights in phase 3 only) and move each chunk through memory
+ * twice. Maps with offsets (their chunks are cut where a key raises an offset, which depends on
+ * every earlier chunk) and FLASH's exclusive form keep the per-head serial loop (S accumulated).
  */
 #ifndef ATTN_ENGINE_CHUNKWISE_H
 #define ATTN_ENGINE_CHUNKWISE_H
@@ -66,7 +68,7 @@ typedef struct attn_chunkwise_gates {
 #define ATTN_SCAN_SPREAD 8
 #define ATTN_SCAN_FLOATS ((size_t)1 << 21)
 /* The scan's phase 2: state rows per task. */
-#define ATTN_SCAN_ROWS 16
+#define ATTN_SCAN_ROWS 4
 
 /* Per-feature gates: the largest decay (natural log) a query block's own keys may span for the
  * factorised product: its factors stay within e^+-60 of 1, far inside fp32's range. */
@@ -90,8 +92,8 @@ typedef struct attn_chunkwise_plan {
   size_t off_ku, off_qu, off_cp, off_cn, off_run;                          /* exponential maps */
   size_t off_b, off_wt, off_din, off_dout, off_dc, off_qg, off_kg, off_ks; /* gates */
   size_t workers, worker_floats; /* scratch regions (attn_shape.threads; 1 without), floats of each */
-  size_t scan_chunks, scan_wave; /* the scan: aligned chunks (0: no scan), chunks per wave (0: per head) */
-  size_t off_d;                  /* the scan per head: a chunk's local state, m x lds */
+  size_t scan_chunks, scan_wave; /* the scan: aligned chunks (0: no scan), chunks per wave (0: head groups) */
+  size_t off_d;                  /* the scan by head groups: a chunk's local state, m x lds */
   size_t off_scan;               /* the scan's region: heads states (used without the caller's), then
                                     heads x scan_wave slots of scan_slot floats: m x lds (a chunk's
                                     D, then S before it), at scan_kf its Kf (C x m), at scan_va its

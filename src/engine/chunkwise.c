@@ -102,7 +102,6 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     p->scan_kf = attn_ws_take(&slot, cm);
     p->scan_va = attn_ws_take(&slot, cw);
     p->scan_fin = attn_ws_take(&slot, 1);
-    (void)attn_ws_take(&slot, 0);
     p->scan_slot = slot.floats;
     size_t hs, slots;
     if (slot.overflow || !attn_mul_ok(H, p->scan_slot, &hs)) return ATTN_E_SIZE_OVERFLOW;

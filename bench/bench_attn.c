@@ -56,6 +56,7 @@ typedef struct options {
   int n_max_set, quad_set;
   size_t d[BENCH_MAX_SIZES], nd;
   size_t heads, kv_heads, window;
+  int kv_head_major; /* --kv-layout head */
   int threads, pin, latency;
   size_t scaling[BENCH_MAX_SIZES], nscaling; /* --scaling: thread counts */
   double min_time, max_call_time, noisy;
@@ -87,6 +88,9 @@ static const opt_def opt_defs[] = {
     {"heads", "H", "query heads per sequence (default 1)"},
     {"kv-heads", "H", "key/value heads, dividing --heads (GQA; default = --heads)"},
     {"window", "W", "keys seen by softmax_window, itself included (default 256)"},
+    {"kv-layout", "L",
+     "softmax K/V layout: token ([n][heads][d], the default) or head ([heads][n][d]:\n"
+     "each head's rows contiguous, as a per-head cache)"},
     {"threads", "T",
      "run T independent sequences at once, one per thread, each with its own\n"
      "buffers and workspace; results are aggregate (default 1). A library call\n"
@@ -339,7 +343,10 @@ static void parse_args(options *o, int argc, char **argv) {
       o->kv_heads = parse_size(name, val);
     else if (!strcmp(name, "window"))
       o->window = parse_size(name, val);
-    else if (!strcmp(name, "threads"))
+    else if (!strcmp(name, "kv-layout")) {
+      if (strcmp(val, "token") && strcmp(val, "head")) die_usage("--kv-layout: '%s' is not %s", val, "token or head");
+      o->kv_head_major = !strcmp(val, "head");
+    } else if (!strcmp(name, "threads"))
       o->threads = parse_int(name, val, 1, 1024);
     else if (!strcmp(name, "latency"))
       o->latency = 1;
@@ -431,8 +438,8 @@ static bench_row *push_row(bench_results *r) {
 
 /* What the options say about the shapes, for the adapters. */
 static bench_sweep sweep_of(const options *o) {
-  return (bench_sweep){o->sizes,     o->nsizes,    o->n_min, o->n_max,    o->quad_n_max,
-                       o->cache_min, o->cache_max, o->heads, o->kv_heads, o->window};
+  return (bench_sweep){o->sizes,     o->nsizes, o->n_min,    o->n_max,  o->quad_n_max,   o->cache_min,
+                       o->cache_max, o->heads,  o->kv_heads, o->window, o->kv_head_major};
 }
 
 static bench_row *add_row(run_ctx *rc, const bench_variant *v, attn_isa isa, const char *baseline, bench_kind kind,

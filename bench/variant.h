@@ -64,6 +64,7 @@ typedef struct bench_sweep {
   size_t nsizes;
   size_t n_min, n_max, quad_n_max, cache_min, cache_max;
   size_t heads, kv_heads, window;
+  int kv_head_major; /**< --kv-layout head: softmax K/V [heads][n][d] */
 } bench_sweep;
 
 /** A family of variants and how to measure them. */

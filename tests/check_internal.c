@@ -969,6 +969,104 @@ START_TEST(cvt_reference_self_check) {
 }
 END_TEST
 
+/* ---- few query rows (few_scores, few_pv): K/V in place as fp32, fp16 or bf16 ---- */
+/* Shapes around every tile edge (4 keys, up to 4 rows, 4 vectors of columns, the vector's tail),
+ * strides above the widths, guard zones around both outputs (padding between rows untouched).
+ * Against a double loop over the rounded values, with the GEMM's bound; then the claims the
+ * engine relies on: a half call gives the bits of the fp32 call on the converted values, and
+ * few_pv gives the GEMM's bits (the fp32 test of kv_half and decode rows need both). */
+static uint16_t few_bits(attn_dtype ty, float x) {
+  return ty == ATTN_F16 ? hr_f16_bits(hr_f16_round((double)x)) : hr_bf16_bits(x);
+}
+static double few_value(attn_dtype ty, uint16_t h) { return ty == ATTN_F16 ? hr_f16_value(h) : hr_bf16_value(h); }
+
+/* n elements of type ty from x (rounded to it; x becomes the rounded values): a float buffer, or
+ * the 16-bit patterns in *h. */
+static const void *few_store(attn_dtype ty, float *x, size_t n, uint16_t **h) {
+  *h = NULL;
+  if (ty == ATTN_F32) return x;
+  *h = malloc((n + 1) * sizeof(uint16_t));
+  ck_assert_ptr_nonnull(*h);
+  for (size_t i = 0; i < n; i++) (*h)[i] = few_bits(ty, x[i]), x[i] = (float)few_value(ty, (*h)[i]);
+  return *h;
+}
+
+static void few_case(attn_dtype ty, size_t nk, size_t nq, size_t d, size_t dv, int scaled) {
+  const size_t ldk = d + 3, ldq = d + 1, ldst = nq + 2, ldp = nq + 1, ldv = dv + 5, lda = dv + 3;
+  const size_t nkk = nk * ldk + 1, nvv = nk * ldv + 1;
+  float *k = malloc(nkk * sizeof(float)), *v = malloc(nvv * sizeof(float)), *q = malloc(nq * ldq * sizeof(float));
+  float *pt = malloc((nk * ldp + 1) * sizeof(float)), *al = malloc(nq * sizeof(float));
+  float *st = galloc(nk * ldst + 1), *acc = galloc(nq * lda), *acc0 = malloc(nq * lda * sizeof(float));
+  for (size_t i = 0; i < nkk; i++) k[i] = frand();
+  for (size_t i = 0; i < nvv; i++) v[i] = frand();
+  for (size_t i = 0; i < nq * ldq; i++) q[i] = frand();
+  for (size_t i = 0; i < nk * ldp + 1; i++) pt[i] = frand() + 1.0f; /* weights in [0, 2) */
+  for (size_t i = 0; i < nq; i++) al[i] = frand();
+  for (size_t i = 0; i < nk * ldst + 1; i++) st[i] = 7.0f;
+  for (size_t i = 0; i < nq * lda; i++) acc[i] = acc0[i] = frand();
+  uint16_t *kh, *vh;
+  const void *kx = few_store(ty, k, nkk, &kh), *vx = few_store(ty, v, nvv, &vh);
+  const float *alpha = scaled ? al : NULL;
+  uk->few_scores(ty, nk, nq, d, kx, ldk, q, ldq, st, ldst);
+  uk->few_pv(ty, nq, dv, nk, pt, ldp, vx, ldv, acc, lda, alpha);
+  for (size_t j = 0; j < nk; j++)
+    for (size_t r = 0; r < ldst; r++) {
+      const float got = st[j * ldst + r];
+      if (r >= nq) { /* padding */
+        ck_assert_msg(got == 7.0f, "few_scores wrote padding (%zu, %zu)", j, r);
+        continue;
+      }
+      double ref = 0, mag = 0;
+      for (size_t p = 0; p < d; p++)
+        ref += (double)k[j * ldk + p] * q[r * ldq + p], mag += fabs(k[j * ldk + p] * q[r * ldq + p]);
+      const double tol = (double)(d + 2) * 5.960464477539063e-08 * mag + 1e-30;
+      ck_assert_msg(fabs(got - ref) <= tol, "few_scores %d nk=%zu nq=%zu d=%zu at (%zu,%zu): %a, want %a", (int)ty, nk,
+                    nq, d, j, r, (double)got, ref);
+    }
+  for (size_t r = 0; r < nq; r++)
+    for (size_t c = 0; c < lda; c++) {
+      const float got = acc[r * lda + c];
+      if (c >= dv) {
+        ck_assert_msg(memcmp(&got, &acc0[r * lda + c], sizeof got) == 0, "few_pv wrote padding (%zu, %zu)", r, c);
+        continue;
+      }
+      const double old = (double)acc0[r * lda + c] * (scaled ? (double)al[r] : 1.0);
+      double ref = old, mag = fabs(old);
+      for (size_t j = 0; j < nk; j++)
+        ref += (double)pt[j * ldp + r] * v[j * ldv + c], mag += fabs(pt[j * ldp + r] * v[j * ldv + c]);
+      const double tol = (double)(nk + 2) * 5.960464477539063e-08 * mag + 1e-30;
+      ck_assert_msg(fabs(got - ref) <= tol, "few_pv %d nq=%zu dv=%zu nk=%zu at (%zu,%zu): %a, want %a", (int)ty, nq, dv,
+                    nk, r, c, (double)got, ref);
+    }
+  /* the same bits: fp32 on the rounded values (scores, P V), and the GEMM (P V) */
+  float *st2 = malloc((nk * ldst + 1) * sizeof(float)), *acc2 = malloc(nq * lda * sizeof(float));
+  memcpy(st2, st, (nk * ldst + 1) * sizeof(float));
+  memcpy(acc2, acc0, nq * lda * sizeof(float));
+  uk->few_scores(ATTN_F32, nk, nq, d, k, ldk, q, ldq, st2, ldst);
+  uk->few_pv(ATTN_F32, nq, dv, nk, pt, ldp, v, ldv, acc2, lda, alpha);
+  ck_assert_msg(memcmp(st2, st, (nk * ldst + 1) * sizeof(float)) == 0, "few_scores %d: not the fp32 bits", (int)ty);
+  ck_assert_msg(memcmp(acc2, acc, nq * lda * sizeof(float)) == 0, "few_pv %d: not the fp32 bits", (int)ty);
+  memcpy(acc2, acc0, nq * lda * sizeof(float));
+  uk->gemm(nq, dv, nk, pt, 1, ldp, v, ldv, acc2, lda, alpha, 1);
+  ck_assert_msg(memcmp(acc2, acc, nq * lda * sizeof(float)) == 0, "few_pv %d nq=%zu dv=%zu nk=%zu: not the GEMM's bits",
+                (int)ty, nq, dv, nk);
+  gcheck_free(st);
+  gcheck_free(acc);
+  free(st2), free(acc2), free(acc0), free(k), free(v), free(q), free(pt), free(al), free(kh), free(vh);
+}
+
+START_TEST(few_rows_shapes) {
+  const attn_dtype ty = _i == 0 ? ATTN_F32 : _i == 1 ? ATTN_F16 : ATTN_BF16;
+  static const size_t nks[] = {0, 1, 3, 4, 5, 9, 40};
+  static const size_t nqs[] = {1, 2, 3, 4, 5, 8, 9};
+  static const size_t ds[] = {1, 3, 4, 7, 8, 15, 16, 17, 33, 64, 65, 72};
+  for (size_t a = 0; a < sizeof nks / sizeof nks[0]; a++)
+    for (size_t b = 0; b < sizeof nqs / sizeof nqs[0]; b++)
+      for (size_t c = 0; c < sizeof ds / sizeof ds[0]; c += 1 + (a + b) % 2)
+        few_case(ty, nks[a], nqs[b], ds[c], ds[(c + 5) % (sizeof ds / sizeof ds[0])], (int)((a + b + c) % 2));
+}
+END_TEST
+
 static Suite *internal_suite(attn_isa active) {
   uk = attn_ukernels_for(active); /* not NULL: tu_main checked that the path runs here */
   tu_rng_seed(&rng, 1);
@@ -985,6 +1083,7 @@ static Suite *internal_suite(attn_isa active) {
   t = tu_tcase("cvt");
   tcase_add_loop_test(t, cvt_all_patterns, 0, 2);
   tcase_add_test(t, cvt_reference_self_check);
+  tcase_add_loop_test(t, few_rows_shapes, 0, 3);
   suite_add_tcase(s, t);
   t = tu_tcase("gemm");
   tcase_add_loop_test(t, gemm_shapes, 0, (int)NGS);

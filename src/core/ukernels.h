@@ -121,6 +121,25 @@ typedef void attn_f16_cvt_fn(size_t rows, size_t cols, const uint16_t *x, size_t
 typedef void attn_bf16_cvt_fn(size_t rows, size_t cols, const uint16_t *x, size_t ldx, float *y);
 
 /*
+ * Scores and P V for few query rows (the blocked engine's decode steps, up to BLK_FEW_ROWS rows:
+ * engine/blocked.c) with K and V read in place, elements of type `type` (ATTN_F32, or ATTN_F16 /
+ * ATTN_BF16 converted in registers exactly as attn_f16_cvt_fn's; strides count elements):
+ *   few_scores: st[j * ldst + r] = sum_p K(j, p) q[r * ldq + p], K(j, p) = k[j * ldk + p]
+ *               (nk keys, nq rows of d elements, vectorised along d; st overlaps neither);
+ *   few_pv:     acc[r * lda + c] = s_r acc[r * lda + c] + sum_j pt[j * ldp + r] V(j, c),
+ *               V(j, c) = v[j * ldv + c], s_r = alpha[r] (alpha NULL: 1, a plain +=)
+ *               (nq rows, dv columns, nk keys; acc overlaps neither pt nor alpha).
+ * few_pv's arithmetic per output element is the GEMM's (the sum over j in order from 0, then the
+ * scaled old value added), so that a block read in place and one converted into scratch agree;
+ * the engine calls them for every element type, so an fp16 call and an fp32 call on the same
+ * values give the same bits. nk == 0: st untouched, acc scaled.
+ */
+typedef void attn_few_scores_fn(attn_dtype type, size_t nk, size_t nq, size_t d, const void *k, size_t ldk,
+                                const float *q, size_t ldq, float *st, size_t ldst);
+typedef void attn_few_pv_fn(attn_dtype type, size_t nq, size_t dv, size_t nk, const float *pt, size_t ldp,
+                            const void *v, size_t ldv, float *acc, size_t lda, const float *alpha);
+
+/*
  * The table's slots, grouped by family: KERNEL(slot) is a pointer of type attn_<slot>_fn,
  * TUNING(slot) a size_t, each next to the kernels it tunes. The kernels and tunings of every path
  * are listed in src/ukernels.inc; core/ukernels_table.c builds one table per path from them.
@@ -136,7 +155,9 @@ typedef void attn_bf16_cvt_fn(size_t rows, size_t cols, const uint16_t *x, size_
   /* vector helpers: vexp, vlog (what the kernels inline, exposed for their tests) */      \
   KERNEL(vexp) KERNEL(vlog)                                                                 \
   /* K/V conversion of fp16 / bf16 blocks into fp32 scratch */                              \
-  KERNEL(f16_cvt) KERNEL(bf16_cvt)
+  KERNEL(f16_cvt) KERNEL(bf16_cvt)                                                          \
+  /* few query rows: scores and P V over K/V in place (fp32, fp16, bf16) */                 \
+  KERNEL(few_scores) KERNEL(few_pv)
 /* clang-format on */
 
 struct attn_ukernels {

@@ -12,6 +12,10 @@ enum {
 /* Half K: keys converted at a time for the scores (a multiple of every GEMM tile's rows: 4, 6, 8),
  * so that the converted rows stay in L1 (12 KiB at d = 128) between the conversion and the GEMM. */
 enum { BLK_HALF_K_KEYS = 24 };
+/* Rows per task up to which scores and P V read K and V in place, half ones converted in registers
+ * (decode steps: the GQA group of a token); more rows reuse a block enough to pay for a GEMM tile
+ * and, half, a conversion into scratch. */
+enum { BLK_FEW_ROWS = 8 };
 
 /* Clamp a mask size to what positions can reach, so int64 arithmetic cannot overflow. */
 static int64_t clamp_reach(size_t w, size_t reach) { return (int64_t)(w < reach ? w : reach); }
@@ -105,6 +109,7 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   if (!attn_mul_ok(p->bc, s->d, &bcd) || !attn_mul_ok(p->bc, s->dv, &bcdv)) return ATTN_E_SIZE_OVERFLOW;
   p->off_kc = attn_ws_take(&w, half ? bcd / p->bc * attn_min_sz(p->bc, BLK_HALF_K_KEYS) : 0);
   p->off_vc = attn_ws_take(&w, half ? bcdv : 0);
+  p->few = !p->fm && attn_min_sz(p->tb, s->n_q) * p->g <= BLK_FEW_ROWS;
   if (!attn_mul_ok(hg, p->head_floats, &heads)) return ATTN_E_SIZE_OVERFLOW;
   p->off_heads = attn_ws_take(&w, heads);
   /* Key ranges: a step that can fold them, no selection or map, one query block of at most
@@ -271,9 +276,10 @@ static void blk_scores(const blk_task *t, int64_t j0, size_t jn, size_t h, size_
 }
 
 /* Scores of keys [j0, j0 + jn) (ST, jn x rows), their mask, the step and acc += P V (V rows vb,
- * row stride ldv). */
-static void blk_accumulate(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked, const float *vb, size_t ldv,
-                           const float *bm) {
+ * row stride ldv; or vh, rows of shape.kv_type read in place by few_pv: an unmasked block of a
+ * `few` plan). */
+static void blk_accumulate(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked, const float *vb,
+                           const void *vh, size_t ldv, const float *bm) {
   float *reg = blk_head(t, hh);
   const attn_blocked_plan *p = t->p;
   const size_t rows = t->rows;
@@ -294,7 +300,9 @@ static void blk_accumulate(const blk_task *t, size_t hh, int64_t j0, size_t jn, 
                              t->ws + p->off_strip,
                              t->io->stats != NULL};
   const float *alpha = p->step->step(t->uk, &b, reg + p->off_rs, p->R);
-  if (masked && !blk_hidden_v_finite(p, vb, ldv, j0, jn, t->p0, t->p1))
+  if (vh)
+    t->uk->few_pv(p->kv_type, rows, p->shape->dv, jn, st, rows, vh, ldv, reg + p->off_acc, p->shape->dv, alpha);
+  else if (masked && !blk_hidden_v_finite(p, vb, ldv, j0, jn, t->p0, t->p1))
     blk_pv_exact(p, t->uk, st, jn, j0, t->tn, t->p0, vb, ldv, reg + p->off_acc, alpha);
   else
     t->uk->gemm(rows, p->shape->dv, jn, st, 1, rows, vb, ldv, reg + p->off_acc, p->shape->dv, alpha, 1);
@@ -426,7 +434,7 @@ static void blk_exp_keys(const blk_task *t, size_t hh, int64_t j0, size_t jn, in
   }
   uk->expfeat(ATTN_EXPF_SCALED, rows, m, uq, m, NULL, 0, bm, cb, qt, 1, rows);
   uk->gemm(jn, rows, m, kf, m, 1, qt, rows, t->ws + p->off_st, rows, NULL, 0);
-  blk_accumulate(t, hh, j0, jn, masked, vb, p->shape->v.row_stride, bm);
+  blk_accumulate(t, hh, j0, jn, masked, vb, NULL, p->shape->v.row_stride, bm);
 }
 
 /* U[k][p] = 1 for k < p: A U is the exclusive running sum along A's rows (8 columns). */
@@ -570,9 +578,12 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
       float *reg = blk_head(t, hh);
       /* fp32: K and V in place; fp16 / bf16 (no feature map: fp32 only): V's block rows converted
        * into scratch, K's in chunks by blk_scores */
-      size_t ldv, ldk = s->k.row_stride;
+      size_t ldv = s->v.row_stride, ldk = s->k.row_stride;
       const float *kb = p->fm ? (const float *)t->io->k + (size_t)j0 * ldk + (t->h0 + hh) * s->k.head_stride : NULL;
-      const float *vb = blk_kv(t, t->io->v, s->v, j0, jn, t->h0 + hh, s->dv, p->off_vc, &ldv);
+      const size_t es = p->kv_type == ATTN_F32 ? sizeof(float) : sizeof(uint16_t);
+      const int vfew = p->few && !masked; /* V in place: a masked block's P V needs fp32 rows */
+      const void *vh = vfew ? (const char *)t->io->v + ((size_t)j0 * ldv + (t->h0 + hh) * s->v.head_stride) * es : NULL;
+      const float *vb = vfew ? NULL : blk_kv(t, t->io->v, s->v, j0, jn, t->h0 + hh, s->dv, p->off_vc, &ldv);
       if (p->xm) { /* sub-blocks of bounded spread where some row sees only part of the block */
         p->fm->apply(t->uk, &p->fa, 1, jn, D, m, kb, ldk, ku, m, 1, t->ws + p->off_fms);
         for (size_t a = 0, b; a < jn; a = b) {
@@ -584,6 +595,10 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
       if (p->fm) { /* psi(K_blk), read in place otherwise */
         p->fm->apply(t->uk, &p->fa, 1, jn, D, D, kb, ldk, kf, D, 1, NULL);
         t->uk->gemm(jn, rows, D, kf, D, 1, reg + p->off_qt, rows, t->ws + p->off_st, rows, NULL, 0);
+      } else if (p->few) {
+        t->uk->few_scores(p->kv_type, jn, rows, D,
+                          (const char *)t->io->k + ((size_t)j0 * ldk + (t->h0 + hh) * s->k.head_stride) * es, ldk,
+                          reg + p->off_qt, D, t->ws + p->off_st, rows);
       } else {
         blk_scores(t, j0, jn, t->h0 + hh, rows, reg + p->off_qt, rows, t->ws + p->off_st, rows);
       }
@@ -591,7 +606,7 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
         if (hi_order == 0) blk_select(t, j0, jn, sel_here ? t->ws + p->off_st : NULL);
         blk_select_apply(t, t->ws + p->off_st, jn);
       }
-      blk_accumulate(t, hh, j0, jn, masked, vb, ldv, NULL);
+      blk_accumulate(t, hh, j0, jn, masked, vb, vh, ldv, NULL);
     }
   }
 }
@@ -679,8 +694,10 @@ static void blk_begin(const blk_task *t, int first) {
     for (size_t ti = 0; !p->fm && ti < tn; ti++)
       for (size_t gi = 0; gi < g; gi++) {
         const float *qr = io->q + (t0 + ti) * s->q.row_stride + ((t->h0 + hh) * g + gi) * s->q.head_stride;
-        float *col = qt + ti * g + gi;
-        for (size_t x = 0; x < D; x++) col[x * rows] = qr[x] * p->scale;
+        const size_t r = ti * g + gi; /* few: row r of R x d; else column r of d x rows */
+        float *col = p->few ? qt + r * D : qt + r;
+        const size_t cs = p->few ? 1 : rows;
+        for (size_t x = 0; x < D; x++) col[x * cs] = qr[x] * p->scale;
       }
     const attn_step_rows w = {p->step_params, (t->h0 + hh) * g, g, first};
     float *srs = reg + p->off_rs + sp->row_floats * R; /* the statistics' sums start at 0 (init may */

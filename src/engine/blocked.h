@@ -148,6 +148,10 @@ typedef struct attn_blocked_plan {
   size_t off_strip;                                               /* the step's strip */
   attn_dtype kv_type;                                             /* K and V elements (shape.kv_type) */
   size_t off_kc, off_vc;    /* half K/V: converted K rows (24 x d), the block's V rows (bc x dv); fp32: none */
+  int few;                  /* at most BLK_FEW_ROWS rows per task and no feature map: scores by few_scores
+                               and an unmasked block's P V by few_pv, K and V read in place (half: a
+                               masked block's V converted for the GEMM); a head's off_qt holds the
+                               scaled query rows (R x d) instead of their transpose */
   const float *stats_sinks; /* softmax with sinks (per query head): the sums hold the sink's weight
                                w = e^(sink - m) too (row state array 0 is m); the statistics take
                                w, w^2 and w (sink - m) back out: the keys' only */

@@ -5,7 +5,8 @@
 #include <simde/x86/fma.h>
 #include <simde/x86/f16c.h>
 
-#define ATTN_VL 8
+#define ATTN_VL    8
+#define ATTN_VREGS 16 /* ymm0-15 */
 typedef simde__m256 vf;
 typedef simde__m256 vmask;
 

@@ -18,7 +18,8 @@
 #define ATTN_AVX512_NATIVE_ 0
 #endif
 
-#define ATTN_VL 16
+#define ATTN_VL    16
+#define ATTN_VREGS 32 /* zmm0-31 */
 typedef simde__m512 vf;
 typedef simde__mmask16 vmask;
 

@@ -4,7 +4,8 @@
 #include <string.h>
 #include <simde/arm/neon.h>
 
-#define ATTN_VL 4
+#define ATTN_VL    4
+#define ATTN_VREGS 32 /* v0-v31 */
 typedef simde_float32x4_t vf;
 typedef simde_uint32x4_t vmask;
 

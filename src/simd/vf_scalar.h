@@ -11,7 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#define ATTN_VL 4
+#define ATTN_VL    4
+#define ATTN_VREGS 16 /* the fewest of the baselines: SSE2 xmm0-15 */
 typedef float vf __attribute__((vector_size(16)));
 typedef int32_t vmask __attribute__((vector_size(16)));
 

@@ -1,0 +1,206 @@
+/*
+ * Half-precision K/V kernels for few query rows (contracts: attn_half_scores_fn and
+ * attn_half_pv_fn in core/ukernels.h), written once against the vf_* shim. A decode step reads
+ * every key and value row once for one to a few query rows: converting the rows into scratch
+ * first (cvt_tmpl.h) stores and reloads them, as many bytes as the fp16 cache twice over, and
+ * left the fp16 decode no faster than fp32 on a one-core memory-latency-bound Xeon. Here a row
+ * is converted in registers (vf_from_f16 / vf_from_bf16) and used at once:
+ *   scores: each key row's vectors along d, FMAs with KR keys x QR query rows of accumulators,
+ *           one horizontal sum per (key, row);
+ *   P V:    each value row's NV vectors along dv, FMAs with the QR rows' broadcast weights.
+ * Tails (d or dv not a multiple of ATTN_VL) convert a zero-padded copy, as cvt_tmpl.h does, and
+ * read only the valid elements. Tiles fit the shim's register file (ATTN_VREGS).
+ * Include the path's shim, define ATTN_HALF_SCORES_NAME and ATTN_HALF_PV_NAME, then include.
+ */
+#include <string.h>
+
+#include "core/ukernels.h"
+
+#if ATTN_VREGS >= 32
+#define ATTN_HKV_QR 4 /* scores: 4 keys x 4 rows of accumulators; P V: 4 rows x 4 vectors */
+#define ATTN_HKV_NV 4
+#else
+#define ATTN_HKV_QR 2 /* 16 registers: 4 x 2 accumulators; 2 rows x 4 vectors */
+#define ATTN_HKV_NV 4
+#endif
+#define ATTN_HKV_KR 4
+#ifndef ATTN_HKV_PF
+#define ATTN_HKV_PF 8 /* rows ahead that each step prefetches (as cvt_tmpl.h) */
+#endif
+/* The same columns ATTN_HKV_PF rows after p (rows ld elements of es bytes apart): an address
+ * computed as an integer, which may lie past the tensor (a prefetch never faults). */
+#define ATTN_HKV_PREFETCH_(p, ld, es) __builtin_prefetch((const void *)((uintptr_t)(p) + ATTN_HKV_PF * (ld) * (es)))
+
+/* ATTN_VL elements at p as floats: fp32 loaded, fp16 / bf16 converted. */
+typedef vf attn_hkv_conv_fn_(const void *p);
+static inline vf attn_hkv_f32_(const void *p) { return vf_load((const float *)p); }
+static inline vf attn_hkv_f16_(const void *p) { return vf_from_f16((const uint16_t *)p); }
+static inline vf attn_hkv_bf16_(const void *p) { return vf_from_bf16((const uint16_t *)p); }
+
+/* ATTN_VL elements of es bytes from p, w of them valid (the rest read as 0, never past the w-th). */
+static inline __attribute__((always_inline)) vf attn_hkv_load_(attn_hkv_conv_fn_ *conv, size_t es, const char *p,
+                                                               size_t w) {
+  if (w == ATTN_VL) return conv(p);
+  _Alignas(64) char t[ATTN_VL * sizeof(float)] = {0};
+  memcpy(t, p, w * es);
+  return conv(t);
+}
+
+/* One tile of scores: keys kr[0 .. KR) (the first kv valid; the others repeat a valid row and are
+ * not stored) against rows q[0 .. qr) (qv valid, the same). */
+static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(attn_hkv_conv_fn_ *conv, size_t es, size_t qr,
+                                                                        size_t kv, size_t qv, size_t d,
+                                                                        const char *const *kr, size_t ldk,
+                                                                        const float *const *qp, float *st,
+                                                                        size_t ldst) {
+  vf acc[ATTN_HKV_KR][ATTN_HKV_QR];
+#pragma GCC unroll 4
+  for (size_t i = 0; i < ATTN_HKV_KR; i++)
+#pragma GCC unroll 4
+    for (size_t r = 0; r < qr; r++) acc[i][r] = vf_zero();
+  size_t p = 0;
+  for (; p + ATTN_VL <= d; p += ATTN_VL) {
+    vf kx[ATTN_HKV_KR];
+#pragma GCC unroll 4
+    for (size_t i = 0; i < ATTN_HKV_KR; i++) {
+      ATTN_HKV_PREFETCH_(kr[i] + p * es, ldk, es);
+      kx[i] = conv(kr[i] + p * es);
+    }
+#pragma GCC unroll 4
+    for (size_t r = 0; r < qr; r++) {
+      const vf qx = vf_load(qp[r] + p);
+#pragma GCC unroll 4
+      for (size_t i = 0; i < ATTN_HKV_KR; i++) acc[i][r] = vf_fma(kx[i], qx, acc[i][r]);
+    }
+  }
+  if (p < d) { /* the tail: zero-padded rows */
+    const size_t w = d - p;
+    vf kx[ATTN_HKV_KR];
+#pragma GCC unroll 4
+    for (size_t i = 0; i < ATTN_HKV_KR; i++) kx[i] = attn_hkv_load_(conv, es, kr[i] + p * es, w);
+#pragma GCC unroll 4
+    for (size_t r = 0; r < qr; r++) {
+      const vf qx = vf_load_n(qp[r] + p, w);
+#pragma GCC unroll 4
+      for (size_t i = 0; i < ATTN_HKV_KR; i++) acc[i][r] = vf_fma(kx[i], qx, acc[i][r]);
+    }
+  }
+  for (size_t i = 0; i < kv; i++)
+    for (size_t r = 0; r < qv; r++) st[i * ldst + r] = vf_hsum(acc[i][r]);
+}
+
+static inline __attribute__((always_inline)) void attn_hkv_scores_(attn_hkv_conv_fn_ *conv, size_t es, size_t nk,
+                                                                   size_t nq, size_t d, const char *k, size_t ldk,
+                                                                   const float *q, size_t ldq, float *st, size_t ldst) {
+  for (size_t j0 = 0; j0 < nk; j0 += ATTN_HKV_KR) {
+    const size_t kv = nk - j0 < ATTN_HKV_KR ? nk - j0 : ATTN_HKV_KR;
+    const char *kr[ATTN_HKV_KR];
+    for (size_t i = 0; i < ATTN_HKV_KR; i++) kr[i] = k + (j0 + (i < kv ? i : kv - 1)) * ldk * es;
+    for (size_t r0 = 0; r0 < nq; r0 += ATTN_HKV_QR) {
+      const size_t qv = nq - r0 < ATTN_HKV_QR ? nq - r0 : ATTN_HKV_QR;
+      const float *qp[ATTN_HKV_QR];
+      for (size_t r = 0; r < ATTN_HKV_QR; r++) qp[r] = q + (r0 + (r < qv ? r : qv - 1)) * ldq;
+      if (nq == 1) /* one query row (a decode step without GQA): a one-row tile */
+        attn_hkv_scores_tile_(conv, es, 1, kv, 1, d, kr, ldk, qp, st + j0 * ldst, ldst);
+      else
+        attn_hkv_scores_tile_(conv, es, ATTN_HKV_QR, kv, qv, d, kr, ldk, qp, st + j0 * ldst + r0, ldst);
+    }
+  }
+}
+
+/* One tile of P V: rows r0 .. r0 + qv (of qr) and columns c0 .. c0 + cw (of NV vectors; full:
+ * all NV whole, a constant, so that the loop over keys keeps every accumulator in a register). */
+static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(attn_hkv_conv_fn_ *conv, size_t es, size_t qr,
+                                                                    size_t qv, int full, size_t cw, size_t nk,
+                                                                    const float *pt, size_t ldp, const char *v,
+                                                                    size_t ldv, float *acc, size_t lda,
+                                                                    const float *alpha) {
+  vf a[ATTN_HKV_QR][ATTN_HKV_NV];
+  size_t w[ATTN_HKV_NV];
+#pragma GCC unroll 4
+  for (size_t u = 0; u < ATTN_HKV_NV; u++) {
+    const size_t c = u * ATTN_VL;
+    w[u] = full ? ATTN_VL : cw > c ? (cw - c < ATTN_VL ? cw - c : ATTN_VL) : 0;
+  }
+#pragma GCC unroll 4
+  for (size_t r = 0; r < qr; r++)
+#pragma GCC unroll 4
+    for (size_t u = 0; u < ATTN_HKV_NV; u++) a[r][u] = vf_zero();
+  for (size_t j = 0; j < nk; j++) {
+    const char *vr = v + j * ldv * es;
+    const float *pr = pt + j * ldp;
+    vf vx[ATTN_HKV_NV];
+#pragma GCC unroll 4
+    for (size_t u = 0; u < ATTN_HKV_NV; u++) {
+      if (w[u]) ATTN_HKV_PREFETCH_(vr + u * ATTN_VL * es, ldv, es);
+      vx[u] = full   ? conv(vr + u * ATTN_VL * es)
+              : w[u] ? attn_hkv_load_(conv, es, vr + u * ATTN_VL * es, w[u])
+                     : vf_zero();
+    }
+#pragma GCC unroll 4
+    for (size_t r = 0; r < qr; r++) {
+      const vf pb = vf_set1(pr[r < qv ? r : qv - 1]);
+#pragma GCC unroll 4
+      for (size_t u = 0; u < ATTN_HKV_NV; u++) a[r][u] = vf_fma(pb, vx[u], a[r][u]);
+    }
+  }
+  for (size_t r = 0; r < qv; r++) {
+    float *cr = acc + r * lda;
+    const vf s = vf_set1(alpha ? alpha[r] : 1.0f);
+#pragma GCC unroll 4
+    for (size_t u = 0; u < ATTN_HKV_NV; u++) {
+      if (!w[u]) break;
+      float *cp = cr + u * ATTN_VL;
+      const vf old = vf_load_w(cp, w[u]);
+      vf_store_w(cp, alpha ? vf_fma(old, s, a[r][u]) : vf_add(old, a[r][u]), w[u]);
+    }
+  }
+}
+
+static inline __attribute__((always_inline)) void attn_hkv_pv_(attn_hkv_conv_fn_ *conv, size_t es, size_t nq, size_t dv,
+                                                               size_t nk, const float *pt, size_t ldp, const char *v,
+                                                               size_t ldv, float *acc, size_t lda, const float *alpha) {
+  enum { NC = ATTN_HKV_NV * ATTN_VL };
+  for (size_t c0 = 0; c0 < dv; c0 += NC) {
+    const size_t cw = dv - c0 < NC ? dv - c0 : NC;
+    for (size_t r0 = 0; r0 < nq; r0 += ATTN_HKV_QR) {
+      const size_t qv = nq - r0 < ATTN_HKV_QR ? nq - r0 : ATTN_HKV_QR;
+      const float *al = alpha ? alpha + r0 : NULL;
+      const int full = cw == NC;
+#define ATTN_HKV_PV_(qr_c, full_c)                                                                      \
+  attn_hkv_pv_tile_(conv, es, qr_c, qr_c == 1 ? 1 : qv, full_c, cw, nk, pt + r0, ldp, v + c0 * es, ldv, \
+                    acc + r0 * lda + c0, lda, al)
+      if (nq == 1)
+        full ? ATTN_HKV_PV_(1, 1) : ATTN_HKV_PV_(1, 0);
+      else
+        full ? ATTN_HKV_PV_(ATTN_HKV_QR, 1) : ATTN_HKV_PV_(ATTN_HKV_QR, 0);
+#undef ATTN_HKV_PV_
+    }
+  }
+}
+
+void ATTN_FEW_SCORES_NAME(attn_dtype type, size_t nk, size_t nq, size_t d, const void *k, size_t ldk, const float *q,
+                          size_t ldq, float *st, size_t ldst) {
+  if (type == ATTN_F16)
+    attn_hkv_scores_(attn_hkv_f16_, 2, nk, nq, d, k, ldk, q, ldq, st, ldst);
+  else if (type == ATTN_BF16)
+    attn_hkv_scores_(attn_hkv_bf16_, 2, nk, nq, d, k, ldk, q, ldq, st, ldst);
+  else
+    attn_hkv_scores_(attn_hkv_f32_, 4, nk, nq, d, k, ldk, q, ldq, st, ldst);
+}
+
+void ATTN_FEW_PV_NAME(attn_dtype type, size_t nq, size_t dv, size_t nk, const float *pt, size_t ldp, const void *v,
+                      size_t ldv, float *acc, size_t lda, const float *alpha) {
+  if (type == ATTN_F16)
+    attn_hkv_pv_(attn_hkv_f16_, 2, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
+  else if (type == ATTN_BF16)
+    attn_hkv_pv_(attn_hkv_bf16_, 2, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
+  else
+    attn_hkv_pv_(attn_hkv_f32_, 4, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
+}
+
+#undef ATTN_HKV_QR
+#undef ATTN_HKV_NV
+#undef ATTN_HKV_KR
+#undef ATTN_HKV_PF
+#undef ATTN_HKV_PREFETCH_

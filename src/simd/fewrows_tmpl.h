@@ -6,7 +6,7 @@
  * left the fp16 decode no faster than fp32 on a one-core memory-latency-bound Xeon. Here a row
  * is converted in registers (vf_from_f16 / vf_from_bf16) and used at once:
  *   scores: each key row's vectors along d, FMAs with KR keys x QR query rows of accumulators,
- *           one horizontal sum per (key, row);
+ *           the sums of a row's four keys reduced together (vf_hsum4);
  *   P V:    each value row's NV vectors along dv, FMAs with the QR rows' broadcast weights.
  * Tails (d or dv not a multiple of ATTN_VL) convert a zero-padded copy, as cvt_tmpl.h does, and
  * read only the valid elements. Tiles fit the shim's register file (ATTN_VREGS).
@@ -85,8 +85,12 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(attn_hkv
       for (size_t i = 0; i < ATTN_HKV_KR; i++) acc[i][r] = vf_fma(kx[i], qx, acc[i][r]);
     }
   }
-  for (size_t i = 0; i < kv; i++)
-    for (size_t r = 0; r < qv; r++) st[i * ldst + r] = vf_hsum(acc[i][r]);
+  _Static_assert(ATTN_HKV_KR == 4, "vf_hsum4 reduces four keys");
+  for (size_t r = 0; r < qv; r++) {
+    float sum[4];
+    vf_hsum4(acc[0][r], acc[1][r], acc[2][r], acc[3][r], sum);
+    for (size_t i = 0; i < kv; i++) st[i * ldst + r] = sum[i];
+  }
 }
 
 static inline __attribute__((always_inline)) void attn_hkv_scores_(attn_hkv_conv_fn_ *conv, size_t es, size_t nk,

@@ -57,6 +57,12 @@ static inline float vf_hsum(vf a) {
   s = simde_mm_add_ss(s, simde_mm_shuffle_ps(s, s, 1));
   return simde_mm_cvtss_f32(s);
 }
+/* The lane sums of a, b, c and d into out[0..3] (few-rows scores: four keys at once): two
+ * horizontal-add levels and one add of the halves, instead of four reductions. */
+static inline void vf_hsum4(vf a, vf b, vf c, vf d, float *out) {
+  const simde__m256 t = simde_mm256_hadd_ps(simde_mm256_hadd_ps(a, b), simde_mm256_hadd_ps(c, d));
+  simde_mm_storeu_ps(out, simde_mm_add_ps(simde_mm256_castps256_ps128(t), simde_mm256_extractf128_ps(t, 1)));
+}
 /* 8 fp16 / bf16 values (16-bit patterns) as floats, exactly (K/V storage): F16C's vcvtph2ps
  * (the path needs F16C: -mf16c, and cpu.c checks it with AVX2), bf16 a 16-bit shift. */
 static inline vf vf_from_f16(const uint16_t *p) {

@@ -89,6 +89,18 @@ static inline float vf_hsum(vf a) {
   return t[0];
 #endif
 }
+/* The lane sums of a, b, c and d into out[0..3] (few-rows scores: four keys at once): each
+ * vector's halves added (AVX-512F's 256-bit extract), then AVX's two horizontal-add levels and one
+ * add of the halves, instead of four reductions. */
+static inline simde__m256 vf_fold256_(vf a) {
+  return simde_mm256_add_ps(simde_mm512_castps512_ps256(a),
+                            simde_mm256_castpd_ps(simde_mm512_extractf64x4_pd(simde_mm512_castps_pd(a), 1)));
+}
+static inline void vf_hsum4(vf a, vf b, vf c, vf d, float *out) {
+  const simde__m256 t = simde_mm256_hadd_ps(simde_mm256_hadd_ps(vf_fold256_(a), vf_fold256_(b)),
+                                            simde_mm256_hadd_ps(vf_fold256_(c), vf_fold256_(d)));
+  simde_mm_storeu_ps(out, simde_mm_add_ps(simde_mm256_castps256_ps128(t), simde_mm256_extractf128_ps(t, 1)));
+}
 /* 16 fp16 / bf16 values (16-bit patterns) as floats, exactly (K/V storage): AVX-512F's
  * vcvtph2ps where native (SIMDe 0.7 has no 512-bit form: emulated, two 256-bit halves through its
  * F16C emulation), bf16 a 16-bit shift. */

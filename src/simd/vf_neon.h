@@ -63,6 +63,10 @@ static inline float vf_hsum(vf a) { return simde_vaddvq_f32(a); }
 static inline vf vf_from_f16(const uint16_t *p) {
   return simde_vcvt_f32_f16(simde_vreinterpret_f16_u16(simde_vld1_u16(p)));
 }
+/* The lane sums of a, b, c and d into out[0..3] (few-rows scores: four keys at once). */
+static inline void vf_hsum4(vf a, vf b, vf c, vf d, float *out) {
+  simde_vst1q_f32(out, simde_vpaddq_f32(simde_vpaddq_f32(a, b), simde_vpaddq_f32(c, d)));
+}
 static inline vf vf_from_bf16(const uint16_t *p) {
   return simde_vreinterpretq_f32_u32(simde_vshlq_n_u32(simde_vmovl_u16(simde_vld1_u16(p)), 16));
 }

@@ -77,6 +77,10 @@ static inline vf vf_from_f16(const uint16_t *p) {
   o = (zs & (vu32_)sub) | (~zs & o);
   return (vf)(o | ((h & 0x8000u) << 16));
 }
+/* The lane sums of a, b, c and d into out[0..3] (few-rows scores: four keys at once). */
+static inline void vf_hsum4(vf a, vf b, vf c, vf d, float *out) {
+  out[0] = vf_hsum(a), out[1] = vf_hsum(b), out[2] = vf_hsum(c), out[3] = vf_hsum(d);
+}
 static inline vf vf_from_bf16(const uint16_t *p) {
   const vu32_ h = {p[0], p[1], p[2], p[3]};
   return (vf)(h << 16);

@@ -22,6 +22,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "bench.h"
 #include "bench_config.h"
@@ -53,7 +54,17 @@ void bench_baselines_init(bench_baseline_info out[BENCH_BASE_COUNT]) {
 #if defined(ATTN_BENCH_HAVE_OPENBLAS)
   openblas_set_num_threads(bench_call_workers);
   blas->available = 1;
-  snprintf(blas->ran_on, sizeof blas->ran_on, "OpenBLAS core %s, %d thread%s (%s)", openblas_get_corename(),
+  /* An OpenBLAS older than the CPU falls back to old kernels (0.3.21 runs Prescott's SSE3 ones on
+   * a 2023 Xeon): say so, since the baseline is then unfair (OPENBLAS_CORETYPE picks a core). */
+  static const char *const pre_avx2[] = {"Prescott",    "Core2",     "Penryn", "Dunnington",  "Nehalem",   "Atom",
+                                         "Barcelona",   "Opteron",   "Bobcat", "Sandybridge", "Bulldozer", "Piledriver",
+                                         "Steamroller", "Excavator", "Katmai", "Coppermine",  "Northwood"};
+  const char *core = openblas_get_corename();
+  int old = 0, native = 0;
+  for (size_t i = 0; core && i < sizeof pre_avx2 / sizeof pre_avx2[0]; i++) old |= strcasecmp(core, pre_avx2[i]) == 0;
+  const int avx2 = attn_isa_available(ATTN_ISA_AVX2, &native) && native;
+  snprintf(blas->ran_on, sizeof blas->ran_on, "OpenBLAS core %s%s, %d thread%s (%s)", core ? core : "?",
+           old && avx2 ? " (older than this CPU: UNFAIR, set OPENBLAS_CORETYPE, e.g. Haswell or SkylakeX)" : "",
            bench_call_workers, bench_call_workers > 1 ? "s" : "", openblas_get_config());
 #else
   snprintf(blas->absent, sizeof blas->absent, "built without OpenBLAS (install libopenblas-dev and reconfigure)");

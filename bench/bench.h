@@ -141,7 +141,7 @@ typedef struct bench_baseline_info {
   int softmax;            /**< stands in for softmax prefill: an n_q x n_kv score matrix per thread */
   int available;          /**< built in and usable in this run */
   const bench_call *call; /**< set up, run and tear down one of its calls */
-  char ran_on[192];       /**< what ran: library, version, core or ISA, threads */
+  char ran_on[256];       /**< what ran: library, version, core or ISA, threads */
   char flags[128];        /**< compiler flags of the bench's own code in it */
   char absent[128];       /**< why it is not available */
 } bench_baseline_info;

@@ -974,7 +974,7 @@ END_TEST
  * strides above the widths, guard zones around both outputs (padding between rows untouched).
  * Against a double loop over the rounded values, with the GEMM's bound; then the claims the
  * engine relies on: a half call gives the bits of the fp32 call on the converted values, and
- * few_pv gives the GEMM's bits (the fp32 test of kv_half and decode rows need both). */
+ * one head's few_pv gives the GEMM's bits (check_kv_half's bit-for-bit test needs both). */
 static uint16_t few_bits(attn_dtype ty, float x) {
   return ty == ATTN_F16 ? hr_f16_bits(hr_f16_round((double)x)) : hr_bf16_bits(x);
 }
@@ -1007,8 +1007,8 @@ static void few_case(attn_dtype ty, size_t nk, size_t nq, size_t d, size_t dv, i
   uint16_t *kh, *vh;
   const void *kx = few_store(ty, k, nkk, &kh), *vx = few_store(ty, v, nvv, &vh);
   const float *alpha = scaled ? al : NULL;
-  uk->few_scores(ty, nk, nq, d, kx, ldk, q, ldq, st, ldst);
-  uk->few_pv(ty, nq, dv, nk, pt, ldp, vx, ldv, acc, lda, alpha);
+  uk->few_scores(ty, NULL, nk, nq, d, kx, ldk, q, ldq, st, ldst);
+  uk->few_pv(ty, NULL, nq, dv, nk, pt, ldp, vx, ldv, acc, lda, alpha);
   for (size_t j = 0; j < nk; j++)
     for (size_t r = 0; r < ldst; r++) {
       const float got = st[j * ldst + r];
@@ -1042,8 +1042,8 @@ static void few_case(attn_dtype ty, size_t nk, size_t nq, size_t d, size_t dv, i
   float *st2 = malloc((nk * ldst + 1) * sizeof(float)), *acc2 = malloc(nq * lda * sizeof(float));
   memcpy(st2, st, (nk * ldst + 1) * sizeof(float));
   memcpy(acc2, acc0, nq * lda * sizeof(float));
-  uk->few_scores(ATTN_F32, nk, nq, d, k, ldk, q, ldq, st2, ldst);
-  uk->few_pv(ATTN_F32, nq, dv, nk, pt, ldp, v, ldv, acc2, lda, alpha);
+  uk->few_scores(ATTN_F32, NULL, nk, nq, d, k, ldk, q, ldq, st2, ldst);
+  uk->few_pv(ATTN_F32, NULL, nq, dv, nk, pt, ldp, v, ldv, acc2, lda, alpha);
   ck_assert_msg(memcmp(st2, st, (nk * ldst + 1) * sizeof(float)) == 0, "few_scores %d: not the fp32 bits", (int)ty);
   ck_assert_msg(memcmp(acc2, acc, nq * lda * sizeof(float)) == 0, "few_pv %d: not the fp32 bits", (int)ty);
   memcpy(acc2, acc0, nq * lda * sizeof(float));
@@ -1054,6 +1054,78 @@ static void few_case(attn_dtype ty, size_t nk, size_t nq, size_t d, size_t dv, i
   gcheck_free(acc);
   free(st2), free(acc2), free(acc0), free(k), free(v), free(q), free(pt), free(al), free(kh), free(vh);
 }
+
+/* Several heads at once (attn_few_heads): heads side by side in a token's row (K and V), with
+ * their own q, ST, P, acc and alpha regions; per head, the scores are the bits of a one-head call
+ * and P V follows the float64 loop; a half call gives the fp32 call's bits; guard zones around
+ * every output region. */
+static void few_heads_case(attn_dtype ty, size_t nh, size_t nk, size_t nq, size_t d, size_t dv, int scaled) {
+  const size_t hk = d + 1, ldk = nh * hk + 2, hv = dv + 2, ldv = nh * hv + 1;
+  const size_t ldq = d + 1, hq = nq * ldq + 5, ldst = nq + 1, hs = nk * ldst + 3;
+  const size_t ldp = nq + 2, hp = nk * ldp + 1, lda = dv + 3, ha = nq * lda + 4, hal = nq + 1;
+  const size_t nkk = nk * ldk + 1, nvv = nk * ldv + 1;
+  float *k = malloc(nkk * sizeof(float)), *v = malloc(nvv * sizeof(float)), *q = malloc(nh * hq * sizeof(float));
+  float *pt = malloc((nh * hp + 1) * sizeof(float)), *al = malloc(nh * hal * sizeof(float));
+  float *st = galloc(nh * hs), *acc = galloc(nh * ha), *acc0 = malloc(nh * ha * sizeof(float));
+  float *one = malloc((hs + 1) * sizeof(float));
+  for (size_t i = 0; i < nkk; i++) k[i] = frand();
+  for (size_t i = 0; i < nvv; i++) v[i] = frand();
+  for (size_t i = 0; i < nh * hq; i++) q[i] = frand();
+  for (size_t i = 0; i < nh * hp + 1; i++) pt[i] = frand() + 1.0f;
+  for (size_t i = 0; i < nh * hal; i++) al[i] = frand();
+  for (size_t i = 0; i < nh * hs; i++) st[i] = 7.0f;
+  for (size_t i = 0; i < nh * ha; i++) acc[i] = acc0[i] = frand();
+  uint16_t *kh, *vh;
+  const void *kx = few_store(ty, k, nkk, &kh), *vx = few_store(ty, v, nvv, &vh);
+  const attn_few_heads hdk = {nh, hk, hq, hs, 0, 0, 0, 0}, hdv = {nh, 0, 0, 0, hp, hv, ha, hal};
+  uk->few_scores(ty, &hdk, nk, nq, d, kx, ldk, q, ldq, st, ldst);
+  uk->few_pv(ty, &hdv, nq, dv, nk, pt, ldp, vx, ldv, acc, lda, scaled ? al : NULL);
+  const size_t es = ty == ATTN_F32 ? sizeof(float) : sizeof(uint16_t);
+  for (size_t h = 0; h < nh; h++) {
+    for (size_t i = 0; i < hs; i++) one[i] = 7.0f;
+    uk->few_scores(ty, NULL, nk, nq, d, (const char *)kx + h * hk * es, ldk, q + h * hq, ldq, one, ldst);
+    ck_assert_msg(memcmp(one, st + h * hs, hs * sizeof(float)) == 0, "few_scores %d heads=%zu: head %zu differs",
+                  (int)ty, nh, h);
+    for (size_t r = 0; r < nq; r++)
+      for (size_t c = 0; c < lda; c++) {
+        const float got = acc[h * ha + r * lda + c], was = acc0[h * ha + r * lda + c];
+        if (c >= dv) {
+          ck_assert_msg(memcmp(&got, &was, sizeof got) == 0, "few_pv heads wrote padding (%zu, %zu, %zu)", h, r, c);
+          continue;
+        }
+        const double old = (double)was * (scaled ? (double)al[h * hal + r] : 1.0);
+        double ref = old, mag = fabs(old);
+        for (size_t j = 0; j < nk; j++) {
+          const double t = (double)pt[h * hp + j * ldp + r] * v[j * ldv + h * hv + c];
+          ref += t, mag += fabs(t);
+        }
+        const double tol = (double)(nk + 3) * 5.960464477539063e-08 * mag + 1e-30;
+        ck_assert_msg(fabs(got - ref) <= tol, "few_pv %d heads=%zu nq=%zu dv=%zu nk=%zu at (%zu,%zu,%zu): %a, want %a",
+                      (int)ty, nh, nq, dv, nk, h, r, c, (double)got, ref);
+      }
+  }
+  float *acc2 = malloc(nh * ha * sizeof(float));
+  memcpy(acc2, acc0, nh * ha * sizeof(float));
+  uk->few_pv(ATTN_F32, &hdv, nq, dv, nk, pt, ldp, v, ldv, acc2, lda, scaled ? al : NULL);
+  ck_assert_msg(memcmp(acc2, acc, nh * ha * sizeof(float)) == 0, "few_pv %d heads: not the fp32 bits", (int)ty);
+  gcheck_free(st);
+  gcheck_free(acc);
+  free(acc2), free(acc0), free(one), free(k), free(v), free(q), free(pt), free(al), free(kh), free(vh);
+}
+
+START_TEST(few_rows_heads) {
+  const attn_dtype ty = _i == 0 ? ATTN_F32 : _i == 1 ? ATTN_F16 : ATTN_BF16;
+  static const size_t nhs[] = {2, 3, 7};
+  static const size_t nks[] = {1, 5, 8, 17, 40};
+  static const size_t nqs[] = {1, 3, 4, 8};
+  static const size_t ds[] = {3, 16, 33, 64, 72};
+  for (size_t a = 0; a < 3; a++)
+    for (size_t b = 0; b < 5; b++)
+      for (size_t c = 0; c < 4; c++)
+        few_heads_case(ty, nhs[a], nks[b], nqs[c], ds[(a + b + c) % 5], ds[(a + 2 * b + c + 1) % 5],
+                       (int)((a + b + c) % 2));
+}
+END_TEST
 
 START_TEST(few_rows_shapes) {
   const attn_dtype ty = _i == 0 ? ATTN_F32 : _i == 1 ? ATTN_F16 : ATTN_BF16;
@@ -1084,6 +1156,7 @@ static Suite *internal_suite(attn_isa active) {
   tcase_add_loop_test(t, cvt_all_patterns, 0, 2);
   tcase_add_test(t, cvt_reference_self_check);
   tcase_add_loop_test(t, few_rows_shapes, 0, 3);
+  tcase_add_loop_test(t, few_rows_heads, 0, 3);
   suite_add_tcase(s, t);
   t = tu_tcase("gemm");
   tcase_add_loop_test(t, gemm_shapes, 0, (int)NGS);

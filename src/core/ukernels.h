@@ -129,15 +129,25 @@ typedef void attn_bf16_cvt_fn(size_t rows, size_t cols, const uint16_t *x, size_
  *   few_pv:     acc[r * lda + c] = s_r acc[r * lda + c] + sum_j pt[j * ldp + r] V(j, c),
  *               V(j, c) = v[j * ldv + c], s_r = alpha[r] (alpha NULL: 1, a plain +=)
  *               (nq rows, dv columns, nk keys; acc overlaps neither pt nor alpha).
- * few_pv's arithmetic per output element is the GEMM's (the sum over j in order from 0, then the
- * scaled old value added), so that a block read in place and one converted into scratch agree;
- * the engine calls them for every element type, so an fp16 call and an fp32 call on the same
- * values give the same bits. nk == 0: st untouched, acc scaled.
+ * hd (NULL: one head) runs hd->n heads at once, head h's operands hd->(k, q, s) or hd->(p, v, a,
+ * al) elements or floats after head 0's (alpha: al floats): a few keys of every head before the
+ * next keys, so that heads side by side in a token's row are read in one sweep along memory, and
+ * heads far apart as parallel streams. Per head, few_scores gives the same bits as a one-head
+ * call; with one head few_pv is the GEMM's arithmetic per element (the sum over j in order, then
+ * the scaled old value added: blocks read in place and blocks converted into scratch agree), with
+ * several it scales acc first and adds the sums of short runs of keys. The engine calls them for
+ * every element type, so an fp16 call and an fp32 call on the same values give the same bits.
+ * nk == 0 is allowed (st untouched; acc scaled).
  */
-typedef void attn_few_scores_fn(attn_dtype type, size_t nk, size_t nq, size_t d, const void *k, size_t ldk,
-                                const float *q, size_t ldq, float *st, size_t ldst);
-typedef void attn_few_pv_fn(attn_dtype type, size_t nq, size_t dv, size_t nk, const float *pt, size_t ldp,
-                            const void *v, size_t ldv, float *acc, size_t lda, const float *alpha);
+typedef struct attn_few_heads {
+  size_t n;           /* heads (at least 1) */
+  size_t k, q, s;     /* few_scores: head strides of k (elements), q and st (floats) */
+  size_t p, v, a, al; /* few_pv: of pt (floats), v (elements), acc and alpha (floats) */
+} attn_few_heads;
+typedef void attn_few_scores_fn(attn_dtype type, const attn_few_heads *hd, size_t nk, size_t nq, size_t d,
+                                const void *k, size_t ldk, const float *q, size_t ldq, float *st, size_t ldst);
+typedef void attn_few_pv_fn(attn_dtype type, const attn_few_heads *hd, size_t nq, size_t dv, size_t nk, const float *pt,
+                            size_t ldp, const void *v, size_t ldv, float *acc, size_t lda, const float *alpha);
 
 /*
  * The table's slots, grouped by family: KERNEL(slot) is a pointer of type attn_<slot>_fn,

@@ -109,6 +109,9 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   if (!attn_mul_ok(p->bc, s->d, &bcd) || !attn_mul_ok(p->bc, s->dv, &bcdv)) return ATTN_E_SIZE_OVERFLOW;
   p->off_kc = attn_ws_take(&w, half ? bcd / p->bc * attn_min_sz(p->bc, BLK_HALF_K_KEYS) : 0);
   p->off_vc = attn_ws_take(&w, half ? bcdv : 0);
+  size_t sth; /* `few` blocks of several heads: every head's ST, BLK_FEW_ROWS rows at most (any n_q) */
+  if (!attn_mul_ok(hg, p->bc * BLK_FEW_ROWS, &sth)) return ATTN_E_SIZE_OVERFLOW;
+  p->off_sth = attn_ws_take(&w, !p->fm && !sel && p->g <= BLK_FEW_ROWS ? sth : 0);
   p->few = !p->fm && attn_min_sz(p->tb, s->n_q) * p->g <= BLK_FEW_ROWS;
   if (!attn_mul_ok(hg, p->head_floats, &heads)) return ATTN_E_SIZE_OVERFLOW;
   p->off_heads = attn_ws_take(&w, heads);
@@ -275,15 +278,12 @@ static void blk_scores(const blk_task *t, int64_t j0, size_t jn, size_t h, size_
   }
 }
 
-/* Scores of keys [j0, j0 + jn) (ST, jn x rows), their mask, the step and acc += P V (V rows vb,
- * row stride ldv; or vh, rows of shape.kv_type read in place by few_pv: an unmasked block of a
- * `few` plan). */
-static void blk_accumulate(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked, const float *vb,
-                           const void *vh, size_t ldv, const float *bm) {
-  float *reg = blk_head(t, hh);
+/* The mask and the score step of head hh on ST (jn keys x rows, at st): P^T in place; returns the
+ * step's factor for acc (NULL: plain accumulation). */
+static const float *blk_step(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked, float *st,
+                             const float *bm) {
   const attn_blocked_plan *p = t->p;
   const size_t rows = t->rows;
-  float *st = t->ws + p->off_st;
   if (masked) blk_mask(p, st, rows, jn, j0, t->tn, t->p0);
   const attn_step_block b = {st,
                              jn,
@@ -299,13 +299,63 @@ static void blk_accumulate(const blk_task *t, size_t hh, int64_t j0, size_t jn, 
                              p->step_params,
                              t->ws + p->off_strip,
                              t->io->stats != NULL};
-  const float *alpha = p->step->step(t->uk, &b, reg + p->off_rs, p->R);
+  return p->step->step(t->uk, &b, blk_head(t, hh) + p->off_rs, p->R);
+}
+
+/* acc (head hh) = alpha acc + P V from P^T at st: V rows vb (fp32, row stride ldv), or vh (rows of
+ * shape.kv_type read in place by few_pv: an unmasked block of a `few` plan). */
+static void blk_pv(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked, const float *st, const float *alpha,
+                   const float *vb, const void *vh, size_t ldv) {
+  const attn_blocked_plan *p = t->p;
+  const size_t rows = t->rows, DV = p->shape->dv;
+  float *acc = blk_head(t, hh) + p->off_acc;
   if (vh)
-    t->uk->few_pv(p->kv_type, rows, p->shape->dv, jn, st, rows, vh, ldv, reg + p->off_acc, p->shape->dv, alpha);
+    t->uk->few_pv(p->kv_type, NULL, rows, DV, jn, st, rows, vh, ldv, acc, DV, alpha);
   else if (masked && !blk_hidden_v_finite(p, vb, ldv, j0, jn, t->p0, t->p1))
-    blk_pv_exact(p, t->uk, st, jn, j0, t->tn, t->p0, vb, ldv, reg + p->off_acc, alpha);
+    blk_pv_exact(p, t->uk, st, jn, j0, t->tn, t->p0, vb, ldv, acc, alpha);
   else
-    t->uk->gemm(rows, p->shape->dv, jn, st, 1, rows, vb, ldv, reg + p->off_acc, p->shape->dv, alpha, 1);
+    t->uk->gemm(rows, DV, jn, st, 1, rows, vb, ldv, acc, DV, alpha, 1);
+}
+
+/* Scores of keys [j0, j0 + jn) (ST, jn x rows, in the worker's off_st), their mask, the step and
+ * acc += P V (blk_pv's V). */
+static void blk_accumulate(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked, const float *vb,
+                           const void *vh, size_t ldv, const float *bm) {
+  float *st = t->ws + t->p->off_st;
+  const float *alpha = blk_step(t, hh, j0, jn, masked, st, bm);
+  blk_pv(t, hh, j0, jn, masked, st, alpha, vb, vh, ldv);
+}
+
+/* A `few` block of every head of the task at once (no selection, no map): the scores of all heads
+ * key after key (few_scores over the heads: with heads side by side in a token's row, one sweep
+ * along memory), each head's step on its own ST (off_sth), then P V of all heads the same way
+ * (unmasked) or head by head (masked: V converted where half). */
+static void blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked) {
+  const attn_blocked_plan *p = t->p;
+  const attn_shape *s = p->shape;
+  const size_t rows = t->rows, hs = p->bc * BLK_FEW_ROWS;
+  const size_t es = p->kv_type == ATTN_F32 ? sizeof(float) : sizeof(uint16_t);
+  float *sth = t->ws + p->off_sth;
+  const attn_few_heads hk = {t->hn, s->k.head_stride, p->head_floats, hs, 0, 0, 0, 0};
+  t->uk->few_scores(p->kv_type, &hk, jn, rows, s->d,
+                    (const char *)t->io->k + ((size_t)j0 * s->k.row_stride + t->h0 * s->k.head_stride) * es,
+                    s->k.row_stride, blk_head(t, 0) + p->off_qt, s->d, sth, rows);
+  const float *alpha0 = NULL;
+  for (size_t hh = 0; hh < t->hn; hh++) {
+    const float *alpha = blk_step(t, hh, j0, jn, masked, sth + hh * hs, NULL);
+    if (hh == 0) alpha0 = alpha;
+    if (masked) {
+      size_t ldv;
+      const float *vb = blk_kv(t, t->io->v, s->v, j0, jn, t->h0 + hh, s->dv, p->off_vc, &ldv);
+      blk_pv(t, hh, j0, jn, masked, sth + hh * hs, alpha, vb, NULL, ldv);
+    }
+  }
+  if (masked) return;
+  /* every head's factor lies at the same place of its region (the step's row state) */
+  const attn_few_heads hv = {t->hn, 0, 0, 0, hs, s->v.head_stride, p->head_floats, p->head_floats};
+  t->uk->few_pv(p->kv_type, &hv, rows, s->dv, jn, sth, rows,
+                (const char *)t->io->v + ((size_t)j0 * s->v.row_stride + t->h0 * s->v.head_stride) * es,
+                s->v.row_stride, blk_head(t, 0) + p->off_acc, s->dv, alpha0);
 }
 
 /* Exponential maps: the end of the sub-block of u rows [a, jn) (m floats each) that starts at a,
@@ -570,6 +620,10 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
   for (int64_t j0 = lo; j0 <= hi; j0 += (int64_t)p->bc) {
     const size_t jn = (size_t)(hi + 1 - j0 < (int64_t)p->bc ? hi + 1 - j0 : (int64_t)p->bc);
     const int masked = j0 < full_lo || j0 + (int64_t)jn - 1 > full_hi;
+    if (p->few && !p->sel && t->hn > 1) {
+      blk_block_heads(t, j0, jn, masked);
+      continue;
+    }
     /* heads in order, h_sel's key head first when the task holds it (selection) */
     const int sel_here = p->sel && p->sel_kv >= t->h0 && p->sel_kv < t->h0 + t->hn;
     const size_t hs = sel_here ? p->sel_kv - t->h0 : 0;
@@ -596,7 +650,7 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
         p->fm->apply(t->uk, &p->fa, 1, jn, D, D, kb, ldk, kf, D, 1, NULL);
         t->uk->gemm(jn, rows, D, kf, D, 1, reg + p->off_qt, rows, t->ws + p->off_st, rows, NULL, 0);
       } else if (p->few) {
-        t->uk->few_scores(p->kv_type, jn, rows, D,
+        t->uk->few_scores(p->kv_type, NULL, jn, rows, D,
                           (const char *)t->io->k + ((size_t)j0 * ldk + (t->h0 + hh) * s->k.head_stride) * es, ldk,
                           reg + p->off_qt, D, t->ws + p->off_st, rows);
       } else {

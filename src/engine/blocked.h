@@ -148,6 +148,7 @@ typedef struct attn_blocked_plan {
   size_t off_strip;                                               /* the step's strip */
   attn_dtype kv_type;                                             /* K and V elements (shape.kv_type) */
   size_t off_kc, off_vc;    /* half K/V: converted K rows (24 x d), the block's V rows (bc x dv); fp32: none */
+  size_t off_sth;           /* few blocks of several heads: hg heads' ST (bc x BLK_FEW_ROWS each) */
   int few;                  /* at most BLK_FEW_ROWS rows per task and no feature map: scores by few_scores
                                and an unmasked block's P V by few_pv, K and V read in place (half: a
                                masked block's V converted for the GEMM); a head's off_qt holds the

@@ -1,16 +1,20 @@
 /*
- * Half-precision K/V kernels for few query rows (contracts: attn_half_scores_fn and
- * attn_half_pv_fn in core/ukernels.h), written once against the vf_* shim. A decode step reads
- * every key and value row once for one to a few query rows: converting the rows into scratch
- * first (cvt_tmpl.h) stores and reloads them, as many bytes as the fp16 cache twice over, and
- * left the fp16 decode no faster than fp32 on a one-core memory-latency-bound Xeon. Here a row
- * is converted in registers (vf_from_f16 / vf_from_bf16) and used at once:
+ * Scores and P V for few query rows (contracts: attn_few_scores_fn and attn_few_pv_fn in
+ * core/ukernels.h), written once against the vf_* shim. A decode step reads every key and value
+ * row once for one to a few query rows: converting half rows into scratch first (cvt_tmpl.h)
+ * stored and reloaded them, and left the fp16 decode little faster than fp32 on a one-core
+ * memory-bound Xeon. Here a row is read in place, fp16 / bf16 converted in registers
+ * (vf_from_f16 / vf_from_bf16), and used at once:
  *   scores: each key row's vectors along d, FMAs with KR keys x QR query rows of accumulators,
  *           the sums of a row's four keys reduced together (vf_hsum4);
  *   P V:    each value row's NV vectors along dv, FMAs with the QR rows' broadcast weights.
- * Tails (d or dv not a multiple of ATTN_VL) convert a zero-padded copy, as cvt_tmpl.h does, and
- * read only the valid elements. Tiles fit the shim's register file (ATTN_VREGS).
- * Include the path's shim, define ATTN_HALF_SCORES_NAME and ATTN_HALF_PV_NAME, then include.
+ * Several heads (attn_few_heads) go KR keys (scores) or JC keys (P V) of every head at a time:
+ * measured on a 16-core Xeon (one thread, 8 heads, 64k-128k tokens), the fp16 decode went from
+ * 13.7-37 ms to 10.7-26 ms token-major and from 12.5-35 ms to 7.9-17 ms with each head's rows
+ * contiguous (several streams in flight instead of one). Tails (d or dv not a multiple of
+ * ATTN_VL) convert a zero-padded copy, as cvt_tmpl.h does, and read only the valid elements.
+ * Tiles fit the shim's register file (ATTN_VREGS).
+ * Include the path's shim, define ATTN_FEW_SCORES_NAME and ATTN_FEW_PV_NAME, then include.
  */
 #include <string.h>
 
@@ -93,23 +97,29 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(attn_hkv
   }
 }
 
-static inline __attribute__((always_inline)) void attn_hkv_scores_(attn_hkv_conv_fn_ *conv, size_t es, size_t nk,
-                                                                   size_t nq, size_t d, const char *k, size_t ldk,
-                                                                   const float *q, size_t ldq, float *st, size_t ldst) {
-  for (size_t j0 = 0; j0 < nk; j0 += ATTN_HKV_KR) {
-    const size_t kv = nk - j0 < ATTN_HKV_KR ? nk - j0 : ATTN_HKV_KR;
-    const char *kr[ATTN_HKV_KR];
-    for (size_t i = 0; i < ATTN_HKV_KR; i++) kr[i] = k + (j0 + (i < kv ? i : kv - 1)) * ldk * es;
-    for (size_t r0 = 0; r0 < nq; r0 += ATTN_HKV_QR) {
-      const size_t qv = nq - r0 < ATTN_HKV_QR ? nq - r0 : ATTN_HKV_QR;
-      const float *qp[ATTN_HKV_QR];
-      for (size_t r = 0; r < ATTN_HKV_QR; r++) qp[r] = q + (r0 + (r < qv ? r : qv - 1)) * ldq;
-      if (nq == 1) /* one query row (a decode step without GQA): a one-row tile */
-        attn_hkv_scores_tile_(conv, es, 1, kv, 1, d, kr, ldk, qp, st + j0 * ldst, ldst);
-      else
-        attn_hkv_scores_tile_(conv, es, ATTN_HKV_QR, kv, qv, d, kr, ldk, qp, st + j0 * ldst + r0, ldst);
+static inline __attribute__((always_inline)) void attn_hkv_scores_(attn_hkv_conv_fn_ *conv, size_t es, size_t nh,
+                                                                   size_t hk, size_t hq, size_t hs, size_t nk,
+                                                                   size_t nq, size_t d, const char *k0, size_t ldk,
+                                                                   const float *q0, size_t ldq, float *st0,
+                                                                   size_t ldst) {
+  for (size_t j0 = 0; j0 < nk; j0 += ATTN_HKV_KR)
+    for (size_t h = 0; h < nh; h++) {
+      const char *k = k0 + h * hk * es;
+      const float *q = q0 + h * hq;
+      float *st = st0 + h * hs;
+      const size_t kv = nk - j0 < ATTN_HKV_KR ? nk - j0 : ATTN_HKV_KR;
+      const char *kr[ATTN_HKV_KR];
+      for (size_t i = 0; i < ATTN_HKV_KR; i++) kr[i] = k + (j0 + (i < kv ? i : kv - 1)) * ldk * es;
+      for (size_t r0 = 0; r0 < nq; r0 += ATTN_HKV_QR) {
+        const size_t qv = nq - r0 < ATTN_HKV_QR ? nq - r0 : ATTN_HKV_QR;
+        const float *qp[ATTN_HKV_QR];
+        for (size_t r = 0; r < ATTN_HKV_QR; r++) qp[r] = q + (r0 + (r < qv ? r : qv - 1)) * ldq;
+        if (nq == 1) /* one query row (a decode step without GQA): a one-row tile */
+          attn_hkv_scores_tile_(conv, es, 1, kv, 1, d, kr, ldk, qp, st + j0 * ldst, ldst);
+        else
+          attn_hkv_scores_tile_(conv, es, ATTN_HKV_QR, kv, qv, d, kr, ldk, qp, st + j0 * ldst + r0, ldst);
+      }
     }
-  }
 }
 
 /* One tile of P V: rows r0 .. r0 + qv (of qr) and columns c0 .. c0 + cw (of NV vectors; full:
@@ -183,24 +193,52 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_(attn_hkv_conv_fn_
   }
 }
 
-void ATTN_FEW_SCORES_NAME(attn_dtype type, size_t nk, size_t nq, size_t d, const void *k, size_t ldk, const float *q,
-                          size_t ldq, float *st, size_t ldst) {
+void ATTN_FEW_SCORES_NAME(attn_dtype type, const attn_few_heads *hd, size_t nk, size_t nq, size_t d, const void *k,
+                          size_t ldk, const float *q, size_t ldq, float *st, size_t ldst) {
+  const size_t nh = hd ? hd->n : 1, hk = hd ? hd->k : 0, hq = hd ? hd->q : 0, hs = hd ? hd->s : 0;
   if (type == ATTN_F16)
-    attn_hkv_scores_(attn_hkv_f16_, 2, nk, nq, d, k, ldk, q, ldq, st, ldst);
+    attn_hkv_scores_(attn_hkv_f16_, 2, nh, hk, hq, hs, nk, nq, d, k, ldk, q, ldq, st, ldst);
   else if (type == ATTN_BF16)
-    attn_hkv_scores_(attn_hkv_bf16_, 2, nk, nq, d, k, ldk, q, ldq, st, ldst);
+    attn_hkv_scores_(attn_hkv_bf16_, 2, nh, hk, hq, hs, nk, nq, d, k, ldk, q, ldq, st, ldst);
   else
-    attn_hkv_scores_(attn_hkv_f32_, 4, nk, nq, d, k, ldk, q, ldq, st, ldst);
+    attn_hkv_scores_(attn_hkv_f32_, 4, nh, hk, hq, hs, nk, nq, d, k, ldk, q, ldq, st, ldst);
 }
 
-void ATTN_FEW_PV_NAME(attn_dtype type, size_t nq, size_t dv, size_t nk, const float *pt, size_t ldp, const void *v,
-                      size_t ldv, float *acc, size_t lda, const float *alpha) {
+static inline __attribute__((always_inline)) void attn_hkv_pv_heads_(attn_hkv_conv_fn_ *conv, size_t es,
+                                                                     const attn_few_heads *hd, size_t nq, size_t dv,
+                                                                     size_t nk, const float *pt, size_t ldp,
+                                                                     const char *v, size_t ldv, float *acc, size_t lda,
+                                                                     const float *alpha) {
+  if (!hd || hd->n == 1) {
+    attn_hkv_pv_(conv, es, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
+    return;
+  }
+  for (size_t h = 0; h < hd->n && alpha; h++) /* scaled once, then every chunk adds */
+    for (size_t r = 0; r < nq; r++) {
+      const vf s = vf_set1(alpha[h * hd->al + r]);
+      float *cr = acc + h * hd->a + r * lda;
+      for (size_t c = 0; c < dv; c += ATTN_VL) {
+        const size_t w = dv - c < ATTN_VL ? dv - c : ATTN_VL;
+        vf_store_w(cr + c, vf_mul(vf_load_w(cr + c, w), s), w);
+      }
+    }
+  enum { JC = 8 }; /* keys of a head before the next head */
+  for (size_t j0 = 0; j0 < nk; j0 += JC) {
+    const size_t jn = nk - j0 < JC ? nk - j0 : JC;
+    for (size_t h = 0; h < hd->n; h++)
+      attn_hkv_pv_(conv, es, nq, dv, jn, pt + h * hd->p + j0 * ldp, ldp, v + (h * hd->v + j0 * ldv) * es, ldv,
+                   acc + h * hd->a, lda, NULL);
+  }
+}
+
+void ATTN_FEW_PV_NAME(attn_dtype type, const attn_few_heads *hd, size_t nq, size_t dv, size_t nk, const float *pt,
+                      size_t ldp, const void *v, size_t ldv, float *acc, size_t lda, const float *alpha) {
   if (type == ATTN_F16)
-    attn_hkv_pv_(attn_hkv_f16_, 2, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
+    attn_hkv_pv_heads_(attn_hkv_f16_, 2, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
   else if (type == ATTN_BF16)
-    attn_hkv_pv_(attn_hkv_bf16_, 2, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
+    attn_hkv_pv_heads_(attn_hkv_bf16_, 2, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
   else
-    attn_hkv_pv_(attn_hkv_f32_, 4, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
+    attn_hkv_pv_heads_(attn_hkv_f32_, 4, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
 }
 
 #undef ATTN_HKV_QR

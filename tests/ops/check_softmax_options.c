@@ -412,7 +412,7 @@ START_TEST(options_reject_bad_input) {
   tu_rng_seed(&rng, 5600);
   tu_qkv x;
   tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, n, n, H, H, H, D, D);
-  float o[6 * 2 * 4 + 64], lse[12], ws[8192], good[2] = {0.1f, 0.2f}, nan2[2] = {0.1f, NAN}, inf2[2] = {INFINITY, 0};
+  float o[6 * 2 * 4 + 64], lse[12], ws[16384], good[2] = {0.1f, 0.2f}, nan2[2] = {0.1f, NAN}, inf2[2] = {INFINITY, 0};
   for (int k = 0; k < 9; k++) {
     attn_softmax_desc d;
     ck_assert_int_eq(attn_softmax_desc_init(&d, n, n, H, H, D, D), ATTN_OK);

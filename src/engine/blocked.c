@@ -247,18 +247,24 @@ typedef struct blk_task {
 
 static float *blk_head(const blk_task *t, size_t hh) { return t->ws + t->p->off_heads + hh * t->p->head_floats; }
 
+/* Row j0 of key/value head h of x (K or V, layout l), in place: elements of shape.kv_type. */
+static const void *blk_row(const blk_task *t, const void *x, attn_layout l, int64_t j0, size_t h) {
+  const size_t e = (size_t)j0 * l.row_stride + h * l.head_stride;
+  return t->p->kv_type == ATTN_F32 ? (const void *)((const float *)x + e) : (const void *)((const uint16_t *)x + e);
+}
+
 /* Rows [j0, j0 + jn) of key/value head h of x (K or V, layout l, rows of w elements) as fp32:
  * in place for fp32 (*ld: the layout's row stride), else converted into the scratch region at
  * `off` (bc x w floats, *ld = w) by the path's conversion kernel. */
 static const float *blk_kv(const blk_task *t, const void *x, attn_layout l, int64_t j0, size_t jn, size_t h, size_t w,
                            size_t off, size_t *ld) {
-  const size_t e = (size_t)j0 * l.row_stride + h * l.head_stride;
+  const void *row = blk_row(t, x, l, j0, h);
   if (t->p->kv_type == ATTN_F32) {
     *ld = l.row_stride;
-    return (const float *)x + e;
+    return row;
   }
   float *dst = t->ws + off;
-  (t->p->kv_type == ATTN_F16 ? t->uk->f16_cvt : t->uk->bf16_cvt)(jn, w, (const uint16_t *)x + e, l.row_stride, dst);
+  (t->p->kv_type == ATTN_F16 ? t->uk->f16_cvt : t->uk->bf16_cvt)(jn, w, row, l.row_stride, dst);
   *ld = w;
   return dst;
 }
@@ -334,12 +340,10 @@ static void blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked
   const attn_blocked_plan *p = t->p;
   const attn_shape *s = p->shape;
   const size_t rows = t->rows, hs = p->bc * BLK_FEW_ROWS;
-  const size_t es = p->kv_type == ATTN_F32 ? sizeof(float) : sizeof(uint16_t);
   float *sth = t->ws + p->off_sth;
   const attn_few_heads hk = {t->hn, s->k.head_stride, p->head_floats, hs, 0, 0, 0, 0};
-  t->uk->few_scores(p->kv_type, &hk, jn, rows, s->d,
-                    (const char *)t->io->k + ((size_t)j0 * s->k.row_stride + t->h0 * s->k.head_stride) * es,
-                    s->k.row_stride, blk_head(t, 0) + p->off_qt, s->d, sth, rows);
+  t->uk->few_scores(p->kv_type, &hk, jn, rows, s->d, blk_row(t, t->io->k, s->k, j0, t->h0), s->k.row_stride,
+                    blk_head(t, 0) + p->off_qt, s->d, sth, rows);
   const float *alpha0 = NULL;
   for (size_t hh = 0; hh < t->hn; hh++) {
     const float *alpha = blk_step(t, hh, j0, jn, masked, sth + hh * hs, NULL);
@@ -353,9 +357,8 @@ static void blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked
   if (masked) return;
   /* every head's factor lies at the same place of its region (the step's row state) */
   const attn_few_heads hv = {t->hn, 0, 0, 0, hs, s->v.head_stride, p->head_floats, p->head_floats};
-  t->uk->few_pv(p->kv_type, &hv, rows, s->dv, jn, sth, rows,
-                (const char *)t->io->v + ((size_t)j0 * s->v.row_stride + t->h0 * s->v.head_stride) * es,
-                s->v.row_stride, blk_head(t, 0) + p->off_acc, s->dv, alpha0);
+  t->uk->few_pv(p->kv_type, &hv, rows, s->dv, jn, sth, rows, blk_row(t, t->io->v, s->v, j0, t->h0), s->v.row_stride,
+                blk_head(t, 0) + p->off_acc, s->dv, alpha0);
 }
 
 /* Exponential maps: the end of the sub-block of u rows [a, jn) (m floats each) that starts at a,
@@ -633,10 +636,9 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
       /* fp32: K and V in place; fp16 / bf16 (no feature map: fp32 only): V's block rows converted
        * into scratch, K's in chunks by blk_scores */
       size_t ldv = s->v.row_stride, ldk = s->k.row_stride;
-      const float *kb = p->fm ? (const float *)t->io->k + (size_t)j0 * ldk + (t->h0 + hh) * s->k.head_stride : NULL;
-      const size_t es = p->kv_type == ATTN_F32 ? sizeof(float) : sizeof(uint16_t);
+      const float *kb = p->fm ? blk_row(t, t->io->k, s->k, j0, t->h0 + hh) : NULL;
       const int vfew = p->few && !masked; /* V in place: a masked block's P V needs fp32 rows */
-      const void *vh = vfew ? (const char *)t->io->v + ((size_t)j0 * ldv + (t->h0 + hh) * s->v.head_stride) * es : NULL;
+      const void *vh = vfew ? blk_row(t, t->io->v, s->v, j0, t->h0 + hh) : NULL;
       const float *vb = vfew ? NULL : blk_kv(t, t->io->v, s->v, j0, jn, t->h0 + hh, s->dv, p->off_vc, &ldv);
       if (p->xm) { /* sub-blocks of bounded spread where some row sees only part of the block */
         p->fm->apply(t->uk, &p->fa, 1, jn, D, m, kb, ldk, ku, m, 1, t->ws + p->off_fms);
@@ -650,8 +652,7 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
         p->fm->apply(t->uk, &p->fa, 1, jn, D, D, kb, ldk, kf, D, 1, NULL);
         t->uk->gemm(jn, rows, D, kf, D, 1, reg + p->off_qt, rows, t->ws + p->off_st, rows, NULL, 0);
       } else if (p->few) {
-        t->uk->few_scores(p->kv_type, NULL, jn, rows, D,
-                          (const char *)t->io->k + ((size_t)j0 * ldk + (t->h0 + hh) * s->k.head_stride) * es, ldk,
+        t->uk->few_scores(p->kv_type, NULL, jn, rows, D, blk_row(t, t->io->k, s->k, j0, t->h0 + hh), ldk,
                           reg + p->off_qt, D, t->ws + p->off_st, rows);
       } else {
         blk_scores(t, j0, jn, t->h0 + hh, rows, reg + p->off_qt, rows, t->ws + p->off_st, rows);

@@ -175,10 +175,11 @@ ATTN_API attn_isa attn_isa_get(void);
  * splits and merges the same way), state heads (linear attention without a window), and the
  * caller's parallel-for runs them. Results are bit-identical for any number of workers, and to a
  * call without threads. A causal linear prefill of two or more chunks (every map but exp, favor
- * and dsoftmax, whose chunks are cut where the data say; not FLASH's exclusive form) is a chunk
- * scan (since 0.6.0): each chunk's own state is computed apart and the states are summed in chunk
- * order, so that when the state heads alone cannot keep the workers busy (fewer than 4 per
- * worker and not a multiple of the workers) the chunks of each head run in parallel, in waves of
+ * and dsoftmax, whose chunks are cut where the data say) is a chunk scan (since 0.6.0; FLASH's
+ * exclusive form over two or more of its chunks too, its chunks being the scan's): each
+ * chunk's own state is computed apart and the states are summed in chunk order, so that when
+ * the state heads alone cannot keep the workers busy (fewer than 4 per worker and not a
+ * multiple of the workers) the chunks of each head run in parallel, in waves of
  * three parallel-fors (chunk states; their prefix sums; outputs); otherwise a head's chunks run
  * one after another; either way the same arithmetic, hence the same bits. What runs on one
  * worker whatever the threads say: selective attention (its query blocks depend on one another:

@@ -11,7 +11,8 @@
  * The calls: softmax prefill (causal GQA with LSE, full, window) and short calls whose keys are
  * split into ranges (decode over 9000 keys, 3 tokens over 20000, a window), softmax and GAU
  * statistics, GAU with a table, linear attention (causal with a state, bidirectional, windowed,
- * gated; the chunk scan of causal prefill, per head and in waves), selective attention (which runs on one worker) and the pool's own statuses. Run under
+ * gated; the chunk scan of causal prefill, per head and in waves, and FLASH's exclusive form's),
+ * selective attention (which runs on one worker) and the pool's own statuses. Run under
  * ThreadSanitizer by `scripts/test-all.sh tsan` (suite threads).
  */
 #include <pthread.h>
@@ -139,6 +140,7 @@ typedef struct pcase {
   attn_feature_map map; /* linear */
   int state;            /* linear: keep a state (with a prefix absorbed first) */
   attn_dtype kv;        /* softmax, GAU: K and V's element type (F32: 0) */
+  size_t xg;            /* linear: FLASH's exclusive_chunk (0: none) */
 } pcase;
 
 #define FULL \
@@ -172,6 +174,10 @@ static const pcase pcases[] = {
     {"linear scan keys first", C_LINEAR, 321, 450, 2, 1, 8, 8, CAUSAL, ATTN_FEATURE_RELU, 0, ATTN_F32},
     {"linear scan gated one head", C_GATED, 577, 577, 1, 1, 16, 16, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32},
     {"linear scan feature gates beta", C_GATED_FEAT, 500, 500, 3, 3, 16, 16, CAUSAL, ATTN_FEATURE_ELU1, 1, ATTN_F32},
+    /* FLASH's exclusive form, its rounds as a scan: one head (waves), rounds of more than one
+     * engine chunk, with a state (two calls); three heads with keys first and a short last round */
+    {"linear flash one head", C_LINEAR, 700, 700, 1, 1, 16, 12, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32, 100},
+    {"linear flash heads keys first", C_LINEAR, 321, 470, 3, 3, 8, 8, CAUSAL, ATTN_FEATURE_RELU, 0, ATTN_F32, 45},
     {"selective prefill", C_SELECTIVE, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
 };
 enum { NPCASES = sizeof pcases / sizeof pcases[0] };
@@ -289,6 +295,7 @@ static void run_case(const pcase *c, const pinputs *in, const attn_threads *th, 
       ck_assert_int_eq(attn_linear_desc_init(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv, c->map), ATTN_OK);
       d.mask = c->mask;
       d.shape.threads = th;
+      d.exclusive_chunk = c->xg;
       if (c->kind == C_GATED) d.gate = ATTN_GATE_SCALAR, d.normalize = 0;
       if (c->kind == C_GATED_FEAT) {
         d.gate = ATTN_GATE_FEATURE, d.beta = 1;

@@ -80,10 +80,11 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
   const attn_shape *s = p->shape;
   const size_t aligned = attn_min_sz(s->n_q, s->n_kv);
   p->scan_chunks = p->scan_wave = 0;
-  if (p->causal && !p->fm->offsets && !p->xg && aligned > p->C) {
+  if (p->xg && s->n_kv > p->xg) /* FLASH's exclusive form: 2+ rounds */
+    p->scan_chunks = (s->n_kv + p->xg - 1) / p->xg;
+  else if (p->causal && !p->fm->offsets && !p->xg && aligned > p->C)
     p->scan_chunks = (aligned + p->C - 1) / p->C;
-    p->off_d = attn_ws_take(&w, ms); /* a chunk's local state, run per head */
-  }
+  if (p->scan_chunks) p->off_d = attn_ws_take(&w, ms); /* a chunk's local state, run per head */
   p->worker_floats = w.floats;
   p->workers = attn_workers(p->shape->threads);
   size_t total;
@@ -99,9 +100,11 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
   if (p->scan_chunks && W > 1 && H % W && H < 4 * W) {
     attn_ws slot = {0, 0}; /* a chunk's slot: D (then S before it), Kf, Va and Va's finiteness */
     (void)attn_ws_take(&slot, ms);
-    p->scan_kf = attn_ws_take(&slot, cm);
-    p->scan_va = attn_ws_take(&slot, cw);
-    p->scan_fin = attn_ws_take(&slot, 1);
+    if (!p->xg) { /* the exclusive form has no intra part: D alone */
+      p->scan_kf = attn_ws_take(&slot, cm);
+      p->scan_va = attn_ws_take(&slot, cw);
+      p->scan_fin = attn_ws_take(&slot, 1);
+    }
     p->scan_slot = slot.floats;
     size_t hs, slots;
     if (slot.overflow || !attn_mul_ok(H, p->scan_slot, &hs)) return ATTN_E_SIZE_OVERFLOW;
@@ -418,26 +421,44 @@ static void cw_query(const cw_ctx *x, const float *S, size_t h, size_t t0, size_
   cw_store(x, h, t0, cn);
 }
 
-/* FLASH's chunk-exclusive causal form (plan xg = G): per chunk of G keys [c0, c1), the queries at
- * positions in it read the state as it was before the chunk (no intra term), then a complete
- * chunk is absorbed, C keys at a time. Queries before every key read the state as given. */
-static void cw_run_exclusive(const cw_ctx *x, float *S, size_t h0) {
+/* FLASH's chunk-exclusive causal form (plan xg = G), round k: the queries at key positions
+ * [kG, (k+1)G) (the first round also those before every key) are [*qa, *qb); they read the state as
+ * it was before the round's keys. Returns whether those keys are then absorbed: only a complete
+ * chunk is, and the rounds end with the first that is not. */
+static int cw_xround(const attn_chunkwise_plan *p, size_t k, size_t *qa, size_t *qb) {
+  const size_t nkv = p->shape->n_kv, G = p->xg, c0 = k * G, c1 = attn_min_sz(nkv, c0 + G);
+  const int64_t off = (int64_t)nkv - (int64_t)p->shape->n_q; /* query t sits at key position off + t */
+  const int64_t a = k == 0 ? 0 : (int64_t)c0 - off, b = (int64_t)c1 - off;
+  *qa = a < 0 ? 0 : (size_t)a, *qb = b < 0 ? 0 : (size_t)b;
+  return c1 - c0 == G;
+}
+
+/* The exclusive form: outputs of queries [qa, qb) of state head h from S (no intra term). */
+static void cw_xquery(const cw_ctx *x, const float *S, size_t h, size_t qa, size_t qb) {
   const attn_chunkwise_plan *p = x->p;
-  const size_t nkv = p->shape->n_kv, nq = p->shape->n_q, G = p->xg, C = p->C;
-  const int64_t off = (int64_t)nkv - (int64_t)nq; /* query t sits at key position off + t */
-  for (size_t c0 = 0; c0 <= nkv; c0 += G) {
-    const size_t c1 = attn_min_sz(nkv, c0 + G);
-    /* queries at positions [c0, c1); the first round also those before every key */
-    const int64_t a = c0 == 0 ? 0 : (int64_t)c0 - off, b = (int64_t)c1 - off;
-    const size_t qa = a < 0 ? 0 : (size_t)a, qb = b < 0 ? 0 : (size_t)b;
-    for (size_t gi = 0; gi < p->per; gi++)
-      for (size_t i0 = qa; i0 < qb; i0 += C) cw_query(x, S, h0 + gi, i0, attn_min_sz(C, qb - i0), 0, 1);
-    if (c1 - c0 < G || c0 == nkv) break;
-    for (size_t j0 = c0; j0 < c1; j0 += C) {
-      const size_t cn = attn_min_sz(C, c1 - j0);
-      cw_load_kv(x, j0, cn);
-      cw_absorb(x, S, cn);
-    }
+  for (size_t gi = 0; gi < p->per; gi++)
+    for (size_t i0 = qa; i0 < qb; i0 += p->C) cw_query(x, S, h * p->per + gi, i0, attn_min_sz(p->C, qb - i0), 0, 1);
+}
+
+/* The exclusive form: round k's G keys absorbed into T, C at a time: accumulated into S (the
+ * serial loop), or T = their local state D (the scan, engine/chunkwise.h). */
+static void cw_xabsorb(const cw_ctx *x, float *T, size_t k, int accumulate) {
+  const attn_chunkwise_plan *p = x->p;
+  const size_t c0 = k * p->xg, c1 = c0 + p->xg;
+  for (size_t j0 = c0; j0 < c1; j0 += p->C) {
+    const size_t cn = attn_min_sz(p->C, c1 - j0);
+    cw_load_kv(x, j0, cn);
+    cw_absorb_to(x, x->kf, T, cn, accumulate || j0 > c0);
+  }
+}
+
+/* The exclusive form without the scan (one round, or none): round after round. */
+static void cw_run_exclusive(const cw_ctx *x, float *S, size_t h) {
+  for (size_t k = 0, qa, qb;; k++) {
+    const int full = cw_xround(x->p, k, &qa, &qb);
+    cw_xquery(x, S, h, qa, qb);
+    if (!full) break;
+    cw_xabsorb(x, S, k, 1);
   }
 }
 
@@ -557,7 +578,7 @@ void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels
   float *S = io->state ? io->state + task * slab : ws + p->off_s;
   if (!io->state) memset(S, 0, slab * sizeof(float));
   if (p->xg) {
-    cw_run_exclusive(&x, S, h0);
+    cw_run_exclusive(&x, S, task);
     return;
   }
   cw_lead(&x, S, h0);
@@ -629,7 +650,7 @@ static void cw_scan_lead(void *ctx, size_t h, size_t worker) {
   float *S = cw_scan_state(c, h);
   if (!c->io->state) memset(S, 0, p->m * p->lds * sizeof(float));
   const cw_ctx x = cw_ctx_of(p, c->uk, c->io, h, c->ws + worker * p->worker_floats);
-  cw_lead(&x, S, h * p->per);
+  if (!p->xg) cw_lead(&x, S, h * p->per); /* the exclusive form's rounds start at key 0 */
 }
 
 /* Phase 1, per head and chunk: its local state D = (Kf (.) dout)^T Va, and its decay dC in the
@@ -637,6 +658,13 @@ static void cw_scan_lead(void *ctx, size_t h, size_t worker) {
 static void cw_scan_absorb(void *ctx, size_t task, size_t worker) {
   const cw_par *c = ctx;
   const attn_chunkwise_plan *p = c->p;
+  if (p->xg) { /* the exclusive form: a complete round's D, through the worker's Kf and Va */
+    const size_t h = task % p->heads, k = c->c0 + task / p->heads;
+    size_t qa, qb;
+    const cw_ctx x = cw_ctx_of(p, c->uk, c->io, h, c->ws + worker * p->worker_floats);
+    if (cw_xround(p, k, &qa, &qb)) cw_xabsorb(&x, cw_scan_slot(c, h, task / p->heads), k, 0);
+    return;
+  }
   cw_ctx x;
   size_t h, t0, cn;
   float *D = cw_scan_chunk(c, task, worker, 0, &x, &h, &t0, &cn), *kf = D + p->scan_kf;
@@ -657,8 +685,13 @@ static void cw_scan_combine(void *ctx, size_t task, size_t worker) {
   const size_t blocks = (p->m + ATTN_SCAN_ROWS - 1) / ATTN_SCAN_ROWS, h = task / blocks;
   const size_t f0 = task % blocks * ATTN_SCAN_ROWS, f1 = attn_min_sz(p->m, f0 + ATTN_SCAN_ROWS);
   float *S = cw_scan_state(c, h);
+  size_t qa, qb;
   for (size_t i = 0; i < c->wn; i++) {
     float *D = cw_scan_slot(c, h, i);
+    if (p->xg && !cw_xround(p, c->c0 + i, &qa, &qb)) { /* the exclusive form's last round: kept, not absorbed */
+      for (size_t f = f0; f < f1; f++) memcpy(D + f * p->lds, S + f * p->lds, p->W * sizeof(float));
+      continue;
+    }
     cw_scan_update(p, S, D, p->g.kind != ATTN_GATE_NONE ? D + p->shape->dv + 1 : NULL, p->lds, f0, f1, 1);
   }
 }
@@ -667,6 +700,14 @@ static void cw_scan_combine(void *ctx, size_t task, size_t worker) {
 static void cw_scan_query(void *ctx, size_t task, size_t worker) {
   const cw_par *c = ctx;
   const attn_chunkwise_plan *p = c->p;
+  if (p->xg) { /* the exclusive form: the round's queries from the state before its keys */
+    const size_t h = task % p->heads, i = task / p->heads;
+    size_t qa, qb;
+    const cw_ctx x = cw_ctx_of(p, c->uk, c->io, h, c->ws + worker * p->worker_floats);
+    (void)cw_xround(p, c->c0 + i, &qa, &qb);
+    cw_xquery(&x, cw_scan_slot(c, h, i), h, qa, qb);
+    return;
+  }
   cw_ctx x;
   size_t h, t0, cn;
   float *S = cw_scan_chunk(c, task, worker, 1, &x, &h, &t0, &cn);
@@ -685,7 +726,17 @@ static void cw_scan_heads(void *ctx, size_t task, size_t worker) {
   float *ws = c->ws + worker * p->worker_floats, *D = ws + p->off_d;
   const size_t C = p->C, pre_k = cw_pre_k(p), pre_q = cw_pre_q(p), aligned = attn_min_sz(p->shape->n_q, p->shape->n_kv);
   for (size_t h = h0; h < h1; h++) cw_scan_lead(ctx, h, worker);
-  for (size_t t0 = 0; t0 < aligned; t0 += C) {
+  for (size_t k = 0, qa, qb, full = 1; p->xg && full; k++) /* the exclusive form, round by round */
+    for (size_t h = h0; h < h1; h++) {
+      const cw_ctx x = cw_ctx_of(p, c->uk, c->io, h, ws);
+      float *S = cw_scan_state(c, h);
+      full = (size_t)cw_xround(p, k, &qa, &qb);
+      cw_xquery(&x, S, h, qa, qb);
+      if (!full) continue;
+      cw_xabsorb(&x, D, k, 0);
+      cw_scan_update(p, S, D, NULL, 1, 0, p->m, 0);
+    }
+  for (size_t t0 = 0; !p->xg && t0 < aligned; t0 += C) {
     const size_t cn = attn_min_sz(C, aligned - t0);
     for (size_t h = h0; h < h1; h++) {
       const cw_ctx x = cw_ctx_of(p, c->uk, c->io, h, ws);

@@ -29,11 +29,12 @@
  * absorbed before any query; with n_q > n_kv the first n_q - n_kv queries see only the incoming
  * state. Tasks are state heads: each owns its state slab and its output heads.
  *
- * The scan. A causal call whose aligned part spans 2+ chunks, with a map without offsets and
- * without FLASH's exclusive form, runs its chunks as a scan: each chunk's local state
- * D_c = (Kf (.) dout)^T Va is computed on its own (not accumulated into S), the chunk's outputs
- * read S_c, the state before it, and S_{c+1} = dC (.) S_c + D_c (cw_scan_update). The arithmetic
- * is fixed by the problem; how it is scheduled is not, and does not change a bit of the result:
+ * The scan. A causal call whose aligned part spans 2+ chunks, with a map without offsets, runs
+ * its chunks as a scan (FLASH's exclusive form: its rounds of xg keys are the chunks, see
+ * below): each chunk's local state D_c = (Kf (.) dout)^T Va is computed on its own (not
+ * accumulated into S), the chunk's outputs read S_c, the state before it, and
+ * S_{c+1} = dC (.) S_c + D_c (cw_scan_update). The arithmetic is fixed by the problem; how it is
+ * scheduled is not, and does not change a bit of the result:
  *  - by head groups (one worker, or heads enough for the workers: a multiple of them or 4x as
  *    many): one group of adjacent heads per worker, chunk after chunk, each chunk for every head
  *    of the group (a token-major row's heads are read together), D_c in the worker's scratch;
@@ -45,8 +46,11 @@
  *      3. per head and chunk: the chunk's outputs from its slot (S_c, Kf, Va).
  * Both run the same GEMMs as the serial loop plus one pass over each D_c; the waves compute the
  * gates' decays twice (the intra weights in phase 3 only) and move each chunk through memory
- * twice. Maps with offsets (their chunks are cut where a key raises an offset, which depends on
- * every earlier chunk) and FLASH's exclusive form keep the per-head serial loop (S accumulated).
+ * twice. FLASH's exclusive form over 2+ rounds (n_kv > xg) is the same scan without the intra
+ * part: round k's queries read S_k, D_k sums round k's keys C at a time, and only complete rounds
+ * are added (the last, incomplete round only keeps S in its slot). Maps with offsets (their chunks
+ * are cut where a key raises an offset, which depends on every earlier chunk) keep the per-head
+ * serial loop (S accumulated), as do exclusive calls of one round.
  */
 #ifndef ATTN_ENGINE_CHUNKWISE_H
 #define ATTN_ENGINE_CHUNKWISE_H

@@ -75,7 +75,7 @@ static const opt_def opt_defs[] = {
      "groups: all, prefill, decode, softmax, linear, gau, selective"},
     {"isa", "LIST",
      "ISA paths, comma-separated: native (default: every path this CPU runs\n"
-     "natively), or names (scalar, avx2, neon). Emulated paths are marked native=0"},
+     "natively), or names (scalar, avx2, avx512, neon). Emulated paths are marked native=0"},
     {"sizes", "LIST", "prefill sequence lengths (e.g. 128,1k,4k); overrides --n-min/--n-max"},
     {"n-min", "N", "smallest prefill n, powers of two from here (default 128)"},
     {"n-max", "N", "largest prefill n (default 65536)"},
@@ -258,7 +258,7 @@ static void parse_isas(options *o, const char *s) {
     }
     attn_isa isa = attn_isa_from_name(tok);
     if (isa <= ATTN_ISA_AUTO || isa >= ATTN_ISA_COUNT)
-      die_usage("--isa: unknown path '%s'%s", tok, " (scalar, avx2, neon or native)");
+      die_usage("--isa: unknown path '%s'%s", tok, " (scalar, avx2, avx512, neon or native)");
     if (!attn_isa_available(isa, &native)) die_usage("--isa: path '%s' cannot run on this CPU%s", tok, "");
     o->isa_on[isa] = 1;
   }

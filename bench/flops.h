@@ -12,6 +12,8 @@
  *                              p*v. exp, max and the row sums are not counted.
  *   linear bidirectional       h_kv * 2 n_kv m dva   (S = psi(K)^T [V 1])          Q + K + V + O
  *                            + h_q  * 2 n_q  m dva   (O = phi(Q) S)
+ *   FLASH's exclusive form     the bidirectional count (every key absorbed once,
+ *   (causal, linear part)      every query reads a state; no intra-chunk pairs)
  *   linear causal (prefill)    chunkwise, with the chunk C the library reports      Q + K + V + O
  *                              for the row's path (attn_linear_chunk_size: 48 on
  *                              AVX2 and NEON, 64 on scalar). Per chunk of c tokens:
@@ -72,6 +74,7 @@ typedef struct bench_shape {
   size_t chunk;                     /**< causal linear: the chunk the library uses on the row's path */
   attn_gate_kind gate;              /**< causal linear and recurrent: decay or gate (ATTN_GATE_NONE: none) */
   int fixed_decay;                  /**< with a SCALAR gate: one fixed decay per head (RetNet) */
+  size_t exclusive;                 /**< causal linear: FLASH's exclusive_chunk (0: none) */
   int stats;                        /**< softmax, GAU, selective: the *_stats call (per-row statistics) */
   attn_dtype kv_type;               /**< softmax: K and V's element type (ATTN_F32 unless a half row) */
   int kv_head_major;                /**< softmax: K and V [heads][n][d] (--kv-layout head), else [n][heads][d] */
@@ -144,7 +147,7 @@ static inline bench_cost bench_cost_of(const bench_shape *s) {
       if (s->kind == BENCH_LINEAR && s->window_left != ATTN_UNBOUNDED) { /* windowed: the visible pairs */
         double pairs = bench_visible_pairs(s->n_q, s->n_kv, s->window_left, s->window_right, &c.kv_rows);
         c.flops = pairs * (double)s->h_q * (double)(2 * s->m + 2 * dva);
-      } else if (s->causal || s->kind != BENCH_LINEAR)
+      } else if ((s->causal && !s->exclusive) || s->kind != BENCH_LINEAR)
         c.flops = bench_linear_causal_flops(s->n_q, s->h_q, s->h_kv, s->m, dva, s->chunk ? s->chunk : 1);
       else
         c.flops =

@@ -34,6 +34,7 @@ bench_shape bench_shape_start(const bench_variant *v, const bench_sweep *sw, ben
   s.normalize = v->normalize;
   s.gate = v->gate;
   s.fixed_decay = v->fixed_decay;
+  s.exclusive = v->exclusive;
   s.n_q = s.n_kv = n;
   s.window_left = s.window_right = ATTN_UNBOUNDED;
   return s;

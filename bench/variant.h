@@ -56,6 +56,7 @@ typedef struct bench_variant {
   attn_gate_kind gate; /**< linear, causal: decay or gate (attn_linear_gated); ATTN_GATE_NONE: none */
   int fixed_decay;     /**< with ATTN_GATE_SCALAR: one fixed decay per head, RetNet's
                              (attn_retnet_log_decays, gate row stride 0); 0: a gate per token */
+  size_t exclusive;    /**< linear, causal: FLASH's exclusive_chunk (0: none) */
 } bench_variant;
 
 /** What the command line says about the shapes of the sweep. */

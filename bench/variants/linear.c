@@ -4,7 +4,7 @@
  * the relu, exp and dsoftmax maps causal, FAVOR+ (m = 4d) bidirectional and causal, elu+1 and exp
  * over a causal sliding window, decayed and gated causal prefill (identity, un-normalised:
  * RetNet's fixed decay per head, a scalar gate per token and head as in simple GLA and Mamba2, a
- * per-feature gate as in GLA), and the recurrent
+ * per-feature gate as in GLA), FLASH's chunk-exclusive linear part (causal, G = 256), and the recurrent
  * decode step continuing a state (ungated, scalar gate, per-feature gate). The causal prefill
  * and the step are compared with the one-pass recurrent loop.
  */
@@ -17,52 +17,54 @@
 
 static const bench_variant variants[] = {
     {"linear_identity", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 0, 0, ATTN_FEATURE_IDENTITY, 0, 0,
-     "softmax_full", 0, "linear, bidirectional, identity map, un-normalised", ATTN_GATE_NONE, 0},
+     "softmax_full", 0, "linear, bidirectional, identity map, un-normalised", ATTN_GATE_NONE, 0, 0},
     {"linear_identity_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
-     "softmax_causal", RECURRENT, "linear, causal (chunkwise), identity map, un-normalised", ATTN_GATE_NONE, 0},
+     "softmax_causal", RECURRENT, "linear, causal (chunkwise), identity map, un-normalised", ATTN_GATE_NONE, 0, 0},
     {"linear_elu1", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 0, 0, ATTN_FEATURE_ELU1, 1, 0, "softmax_full",
-     0, "linear, bidirectional, elu+1 map, normalised", ATTN_GATE_NONE, 0},
+     0, "linear, bidirectional, elu+1 map, normalised", ATTN_GATE_NONE, 0, 0},
     {"linear_elu1_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_ELU1, 1, 0,
-     "softmax_causal", RECURRENT, "linear, causal (chunkwise), elu+1 map, normalised", ATTN_GATE_NONE, 0},
+     "softmax_causal", RECURRENT, "linear, causal (chunkwise), elu+1 map, normalised", ATTN_GATE_NONE, 0, 0},
     {"linear_relu_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_RELU, 1, 0,
-     "softmax_causal", RECURRENT, "linear, causal (chunkwise), relu map, normalised", ATTN_GATE_NONE, 0},
+     "softmax_causal", RECURRENT, "linear, causal (chunkwise), relu map, normalised", ATTN_GATE_NONE, 0, 0},
     {"linear_exp_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_EXP, 1, 0,
-     "softmax_causal", 0, "linear, causal (chunkwise), exp map (stabilised offsets), normalised", ATTN_GATE_NONE, 0},
+     "softmax_causal", 0, "linear, causal (chunkwise), exp map (stabilised offsets), normalised", ATTN_GATE_NONE, 0, 0},
     {"linear_favor", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 0, 0, ATTN_FEATURE_FAVOR, 1, 0, "softmax_full",
-     0, "linear, bidirectional, FAVOR+ map (m = 4d, W^T built once), normalised", ATTN_GATE_NONE, 0},
+     0, "linear, bidirectional, FAVOR+ map (m = 4d, W^T built once), normalised", ATTN_GATE_NONE, 0, 0},
     {"linear_favor_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_FAVOR, 1, 0,
      "softmax_causal", 0, "linear, causal (chunkwise), FAVOR+ map (m = 4d, W^T built once), normalised", ATTN_GATE_NONE,
-     0},
+     0, 0},
     {"linear_dsoftmax_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_DSOFTMAX, 1, 0,
      "softmax_causal", 0, "linear, causal (chunkwise), dsoftmax (efficient attention), self-normalised", ATTN_GATE_NONE,
-     0},
+     0, 0},
     {"linear_elu1_window", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 1, ATTN_FEATURE_ELU1, 1, 0, NULL, 0,
-     "linear, causal sliding window of --window keys (blocked engine), elu+1 map, normalised", ATTN_GATE_NONE, 0},
+     "linear, causal sliding window of --window keys (blocked engine), elu+1 map, normalised", ATTN_GATE_NONE, 0, 0},
     {"linear_exp_window", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 1, ATTN_FEATURE_EXP, 1, 0, NULL, 0,
      "linear, causal sliding window of --window keys (blocked engine), exp map (offsets per row), normalised",
-     ATTN_GATE_NONE, 0},
+     ATTN_GATE_NONE, 0, 0},
     {"linear_retnet_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      "softmax_causal", RECURRENT, "linear, causal (chunkwise), identity, RetNet's fixed decay per head",
-     ATTN_GATE_SCALAR, 1},
+     ATTN_GATE_SCALAR, 1, 0},
     {"linear_gla_scalar_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      "softmax_causal", RECURRENT, "linear, causal (chunkwise), identity, scalar gate per token and head",
-     ATTN_GATE_SCALAR, 0},
+     ATTN_GATE_SCALAR, 0, 0},
     {"linear_gla_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      "softmax_causal", RECURRENT, "linear, causal (chunkwise), identity, per-feature gate per token and head (GLA)",
-     ATTN_GATE_FEATURE, 0},
+     ATTN_GATE_FEATURE, 0, 0},
+    {"linear_flash_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0, NULL,
+     0, "FLASH's linear part: causal, chunk-exclusive (G = 256), identity, un-normalised", ATTN_GATE_NONE, 0, 256},
     {"linear_identity_decode", &bench_linear_adapter, BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_IDENTITY, 0,
-     0, NULL, RECURRENT, "recurrent step (causal, n_q = n_kv = 1, continuing a state), identity", ATTN_GATE_NONE, 0},
+     0, NULL, RECURRENT, "recurrent step (causal, n_q = n_kv = 1, continuing a state), identity", ATTN_GATE_NONE, 0, 0},
     {"linear_elu1_decode", &bench_linear_adapter, BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_ELU1, 1, 0, NULL,
-     RECURRENT, "recurrent step (causal, n_q = n_kv = 1, continuing a state), elu+1", ATTN_GATE_NONE, 0},
+     RECURRENT, "recurrent step (causal, n_q = n_kv = 1, continuing a state), elu+1", ATTN_GATE_NONE, 0, 0},
     {"linear_favor_decode", &bench_linear_adapter, BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_FAVOR, 1, 0,
      NULL, 0, "recurrent step (causal, n_q = n_kv = 1, continuing a state), FAVOR+ (m = 4d, the caller's W^T)",
-     ATTN_GATE_NONE, 0},
+     ATTN_GATE_NONE, 0, 0},
     {"linear_gla_scalar_decode", &bench_linear_adapter, BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_IDENTITY, 0,
      0, NULL, RECURRENT, "recurrent step (causal, n_q = n_kv = 1, continuing a state), identity, scalar gate",
-     ATTN_GATE_SCALAR, 0},
+     ATTN_GATE_SCALAR, 0, 0},
     {"linear_gla_decode", &bench_linear_adapter, BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      NULL, RECURRENT, "recurrent step (causal, n_q = n_kv = 1, continuing a state), identity, per-feature gate",
-     ATTN_GATE_FEATURE, 0},
+     ATTN_GATE_FEATURE, 0, 0},
 };
 
 /* The descriptor of a shape: its mask, map, normaliser and gate, and chunk 0 (the path's default,
@@ -77,6 +79,7 @@ static void linear_desc(const bench_shape *s, attn_linear_desc *desc) {
                : s->causal                      ? attn_mask_causal()
                                                 : attn_mask_full();
   desc->normalize = s->normalize;
+  desc->exclusive_chunk = s->exclusive;
   if (s->gate == ATTN_GATE_NONE) return;
   desc->gate = s->gate;
   desc->h_g = s->h_kv;

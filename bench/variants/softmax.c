@@ -14,24 +14,24 @@
 
 static const bench_variant variants[] = {
     {"softmax_full", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 0, 0, ATTN_FEATURE_IDENTITY, 0, 1, NULL,
-     NAIVE_BASELINES, "softmax attention, every key visible (attn_mask_full)", ATTN_GATE_NONE, 0},
+     NAIVE_BASELINES, "softmax attention, every key visible (attn_mask_full)", ATTN_GATE_NONE, 0, 0},
     {"softmax_causal", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 1, NULL,
-     NAIVE_BASELINES, "softmax attention, causal (attn_mask_causal: left unbounded, right 0)", ATTN_GATE_NONE, 0},
+     NAIVE_BASELINES, "softmax attention, causal (attn_mask_causal: left unbounded, right 0)", ATTN_GATE_NONE, 0, 0},
     {"softmax_window", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 1, ATTN_FEATURE_IDENTITY, 0, 0, NULL,
-     NAIVE_BASELINES, "causal sliding window of --window keys (attn_mask_window(W - 1, 0))", ATTN_GATE_NONE, 0},
+     NAIVE_BASELINES, "causal sliding window of --window keys (attn_mask_window(W - 1, 0))", ATTN_GATE_NONE, 0, 0},
     {"softmax_causal_stats", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 1,
-     NULL, 0, "softmax_causal with per-row statistics (attn_softmax_stats)", ATTN_GATE_NONE, 0},
+     NULL, 0, "softmax_causal with per-row statistics (attn_softmax_stats)", ATTN_GATE_NONE, 0, 0},
     {"softmax_decode", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0, NULL, 0,
-     "one query over a K/V cache of --cache-min .. --cache-max tokens", ATTN_GATE_NONE, 0},
+     "one query over a K/V cache of --cache-min .. --cache-max tokens", ATTN_GATE_NONE, 0, 0},
     {"softmax_decode_f16", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0, NULL,
-     0, "softmax_decode with the K/V cache stored as fp16 (shape.kv_type; half the bytes read)", ATTN_GATE_NONE, 0},
+     0, "softmax_decode with the K/V cache stored as fp16 (shape.kv_type; half the bytes read)", ATTN_GATE_NONE, 0, 0},
     {"softmax_decode_bf16", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      NULL, 0, "softmax_decode with the K/V cache stored as bf16 (shape.kv_type; half the bytes read)", ATTN_GATE_NONE,
-     0},
+     0, 0},
     {"softmax_causal_opts", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 1,
-     NULL, 0, "softmax_causal with sinks, a soft cap (30) and ALiBi slopes (the options' cost)", ATTN_GATE_NONE, 0},
+     NULL, 0, "softmax_causal with sinks, a soft cap (30) and ALiBi slopes (the options' cost)", ATTN_GATE_NONE, 0, 0},
     {"softmax_decode_opts", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
-     NULL, 0, "softmax_decode with sinks, a soft cap (30) and ALiBi slopes (the options' cost)", ATTN_GATE_NONE, 0},
+     NULL, 0, "softmax_decode with sinks, a soft cap (30) and ALiBi slopes (the options' cost)", ATTN_GATE_NONE, 0, 0},
 };
 
 /* The mask's bounds live in the shape (bottom-right aligned), where flops.h counts the visible

@@ -171,22 +171,21 @@ ATTN_API attn_isa attn_isa_get(void);
  * is cut into tasks whose boundaries depend only on the problem and the ISA path's tunings, never
  * on the number of workers: heads and query blocks (softmax, GAU and windowed linear prefill), a
  * fixed split of a short call's keys into ranges merged in a fixed order (decode and calls of at
- * most ATTN_SPLIT_TOKENS query tokens over at least 2 ATTN_SPLIT_KEYS visible keys; a call without threads
- * splits and merges the same way), state heads (linear attention without a window), and the
- * caller's parallel-for runs them. Results are bit-identical for any number of workers, and to a
- * call without threads. A causal linear prefill of two or more chunks (every map but exp, favor
- * and dsoftmax, whose chunks are cut where the data say) is a chunk scan (since 0.6.0; FLASH's
- * exclusive form over two or more of its chunks too, its chunks being the scan's): each
- * chunk's own state is computed apart and the states are summed in chunk order, so that when
- * the state heads alone cannot keep the workers busy (fewer than 4 per worker and not a
- * multiple of the workers) the chunks of each head run in parallel, in waves of
- * three parallel-fors (chunk states; their prefix sums; outputs); otherwise a head's chunks run
- * one after another; either way the same arithmetic, hence the same bits. What runs on one
- * worker whatever the threads say: selective attention (its query blocks depend on one another:
- * F runs along the tokens, and the cache's steps) and a causal linear prefill with one state
- * head and a map with offsets. The recurrent decode step of linear attention is one task per
- * state head. A split's merge (softmax: running maxima and sums rescaled like
- * attn_softmax_merge; GAU: sums) runs on the calling thread.
+ * most ATTN_SPLIT_TOKENS query tokens over at least 2 ATTN_SPLIT_KEYS visible keys; a call
+ * without threads splits and merges the same way), state heads (linear attention without a
+ * window), and the caller's parallel-for runs them. Results are bit-identical for any number of
+ * workers, and to a call without threads. A causal linear prefill of two or more chunks is a
+ * chunk scan (since 0.6.0; FLASH's exclusive form over two or more of its chunks too, its chunks
+ * being the scan's): each chunk's own state is computed apart and the states are summed in chunk
+ * order (exp, favor and dsoftmax: at their larger per-feature offsets), so that when the state
+ * heads alone cannot keep the workers busy (fewer than 4 per worker and not a multiple of the
+ * workers) the chunks of each head run in parallel, in waves of three parallel-fors (chunk
+ * states; their prefix sums; outputs); otherwise a head's chunks run one after another; either
+ * way the same arithmetic, hence the same bits. What runs on one worker whatever the threads
+ * say: selective attention (its query blocks depend on one another: F runs along the tokens, and
+ * the cache's steps). The recurrent decode step of linear attention is one task per state head.
+ * A split's merge (softmax: running maxima and sums rescaled like attn_softmax_merge; GAU: sums)
+ * runs on the calling thread.
  * The workspace holds one scratch region per worker (*_workspace_size reads `workers`), plus, for
  * a split, each range's partial result, and for a linear scan in waves, the heads' states and a
  * wave's chunks (8 MiB at most, or one chunk per head): ask the size with the same shape as the

@@ -11,7 +11,8 @@
  * The calls: softmax prefill (causal GQA with LSE, full, window) and short calls whose keys are
  * split into ranges (decode over 9000 keys, 3 tokens over 20000, a window), softmax and GAU
  * statistics, GAU with a table, linear attention (causal with a state, bidirectional, windowed,
- * gated; the chunk scan of causal prefill, per head and in waves, and FLASH's exclusive form's),
+ * gated; the chunk scan of causal prefill, per head and in waves, with maps with offsets, and
+ * FLASH's exclusive form's),
  * selective attention (which runs on one worker) and the pool's own statuses. Run under
  * ThreadSanitizer by `scripts/test-all.sh tsan` (suite threads).
  */
@@ -148,37 +149,42 @@ typedef struct pcase {
 #define CAUSAL \
   { ATTN_UNBOUNDED, 0, 0 }
 static const pcase pcases[] = {
-    {"softmax prefill causal gqa", C_SOFTMAX, 301, 301, 4, 2, 24, 20, CAUSAL, 0, 0, ATTN_F32},
-    {"softmax prefill full", C_SOFTMAX, 130, 200, 2, 2, 16, 16, FULL, 0, 0, ATTN_F32},
-    {"softmax prefill window", C_SOFTMAX, 257, 257, 3, 1, 8, 8, {40, 3, 0}, 0, 0, ATTN_F32},
-    {"softmax decode split", C_SOFTMAX, 1, 9000, 8, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
-    {"softmax 3 tokens split", C_SOFTMAX, 3, 20000, 2, 1, 8, 8, CAUSAL, 0, 0, ATTN_F32},
-    {"softmax decode window split", C_SOFTMAX, 1, 12000, 4, 4, 8, 8, {6000, 0, 0}, 0, 0, ATTN_F32},
-    {"softmax options prefill", C_SM_OPTS, 150, 150, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
-    {"softmax options decode split", C_SM_OPTS, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
-    {"softmax decode split fp16", C_SOFTMAX, 1, 9000, 8, 2, 16, 16, CAUSAL, 0, 0, ATTN_F16},
-    {"softmax prefill bf16", C_SOFTMAX, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_BF16},
-    {"gau decode split fp16", C_GAU, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F16},
-    {"softmax stats prefill", C_SM_STATS, 150, 150, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
-    {"softmax stats decode split", C_SM_STATS, 2, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
-    {"gau prefill table", C_GAU, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
-    {"gau decode split", C_GAU, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
-    {"gau stats decode split", C_GAU_STATS, 1, 9000, 2, 1, 16, 16, CAUSAL, 0, 0, ATTN_F32},
-    {"linear causal state", C_LINEAR, 200, 200, 6, 3, 16, 12, CAUSAL, ATTN_FEATURE_ELU1, 1, ATTN_F32},
-    {"linear full", C_LINEAR, 100, 150, 4, 4, 16, 16, FULL, ATTN_FEATURE_IDENTITY, 0, ATTN_F32},
-    {"linear window exp", C_LINEAR, 180, 180, 2, 2, 8, 8, {31, 0, 0}, ATTN_FEATURE_EXP, 0, ATTN_F32},
-    {"linear gated", C_GATED, 200, 200, 4, 4, 16, 16, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32},
+    {"softmax prefill causal gqa", C_SOFTMAX, 301, 301, 4, 2, 24, 20, CAUSAL, 0, 0, ATTN_F32, 0},
+    {"softmax prefill full", C_SOFTMAX, 130, 200, 2, 2, 16, 16, FULL, 0, 0, ATTN_F32, 0},
+    {"softmax prefill window", C_SOFTMAX, 257, 257, 3, 1, 8, 8, {40, 3, 0}, 0, 0, ATTN_F32, 0},
+    {"softmax decode split", C_SOFTMAX, 1, 9000, 8, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
+    {"softmax 3 tokens split", C_SOFTMAX, 3, 20000, 2, 1, 8, 8, CAUSAL, 0, 0, ATTN_F32, 0},
+    {"softmax decode window split", C_SOFTMAX, 1, 12000, 4, 4, 8, 8, {6000, 0, 0}, 0, 0, ATTN_F32, 0},
+    {"softmax options prefill", C_SM_OPTS, 150, 150, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
+    {"softmax options decode split", C_SM_OPTS, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
+    {"softmax decode split fp16", C_SOFTMAX, 1, 9000, 8, 2, 16, 16, CAUSAL, 0, 0, ATTN_F16, 0},
+    {"softmax prefill bf16", C_SOFTMAX, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_BF16, 0},
+    {"gau decode split fp16", C_GAU, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F16, 0},
+    {"softmax stats prefill", C_SM_STATS, 150, 150, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
+    {"softmax stats decode split", C_SM_STATS, 2, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
+    {"gau prefill table", C_GAU, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
+    {"gau decode split", C_GAU, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
+    {"gau stats decode split", C_GAU_STATS, 1, 9000, 2, 1, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
+    {"linear causal state", C_LINEAR, 200, 200, 6, 3, 16, 12, CAUSAL, ATTN_FEATURE_ELU1, 1, ATTN_F32, 0},
+    {"linear full", C_LINEAR, 100, 150, 4, 4, 16, 16, FULL, ATTN_FEATURE_IDENTITY, 0, ATTN_F32, 0},
+    {"linear window exp", C_LINEAR, 180, 180, 2, 2, 8, 8, {31, 0, 0}, ATTN_FEATURE_EXP, 0, ATTN_F32, 0},
+    {"linear gated", C_GATED, 200, 200, 4, 4, 16, 16, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32, 0},
     /* the chunk scan: one state head (its chunks in waves), three (waves on 2 and 8 workers, per
      * head on 3), bottom-right with keys before the first query, a last chunk of one token */
-    {"linear scan one head", C_LINEAR, 700, 700, 1, 1, 16, 12, CAUSAL, ATTN_FEATURE_ELU1, 1, ATTN_F32},
-    {"linear scan keys first", C_LINEAR, 321, 450, 2, 1, 8, 8, CAUSAL, ATTN_FEATURE_RELU, 0, ATTN_F32},
-    {"linear scan gated one head", C_GATED, 577, 577, 1, 1, 16, 16, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32},
-    {"linear scan feature gates beta", C_GATED_FEAT, 500, 500, 3, 3, 16, 16, CAUSAL, ATTN_FEATURE_ELU1, 1, ATTN_F32},
+    {"linear scan one head", C_LINEAR, 700, 700, 1, 1, 16, 12, CAUSAL, ATTN_FEATURE_ELU1, 1, ATTN_F32, 0},
+    {"linear scan keys first", C_LINEAR, 321, 450, 2, 1, 8, 8, CAUSAL, ATTN_FEATURE_RELU, 0, ATTN_F32, 0},
+    {"linear scan gated one head", C_GATED, 577, 577, 1, 1, 16, 16, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32, 0},
+    {"linear scan feature gates beta", C_GATED_FEAT, 500, 500, 3, 3, 16, 16, CAUSAL, ATTN_FEATURE_ELU1, 1, ATTN_F32, 0},
+    /* maps with offsets: each chunk's outputs from a copy of the state before it, the states
+     * merged at their larger offsets */
+    {"linear scan exp one head", C_LINEAR, 700, 700, 1, 1, 16, 12, CAUSAL, ATTN_FEATURE_EXP, 1, ATTN_F32, 0},
+    {"linear scan favor heads", C_LINEAR, 300, 300, 3, 3, 8, 8, CAUSAL, ATTN_FEATURE_FAVOR, 0, ATTN_F32, 0},
+    {"linear scan dsoftmax keys first", C_LINEAR, 321, 450, 2, 1, 8, 8, CAUSAL, ATTN_FEATURE_DSOFTMAX, 0, ATTN_F32, 0},
     /* FLASH's exclusive form, its rounds as a scan: one head (waves), rounds of more than one
      * engine chunk, with a state (two calls); three heads with keys first and a short last round */
     {"linear flash one head", C_LINEAR, 700, 700, 1, 1, 16, 12, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32, 100},
     {"linear flash heads keys first", C_LINEAR, 321, 470, 3, 3, 8, 8, CAUSAL, ATTN_FEATURE_RELU, 0, ATTN_F32, 45},
-    {"selective prefill", C_SELECTIVE, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32},
+    {"selective prefill", C_SELECTIVE, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
 };
 enum { NPCASES = sizeof pcases / sizeof pcases[0] };
 

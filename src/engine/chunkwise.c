@@ -82,9 +82,10 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
   p->scan_chunks = p->scan_wave = 0;
   if (p->xg && s->n_kv > p->xg) /* FLASH's exclusive form: 2+ rounds */
     p->scan_chunks = (s->n_kv + p->xg - 1) / p->xg;
-  else if (p->causal && !p->fm->offsets && !p->xg && aligned > p->C)
+  else if (p->causal && !p->xg && aligned > p->C)
     p->scan_chunks = (aligned + p->C - 1) / p->C;
-  if (p->scan_chunks) p->off_d = attn_ws_take(&w, ms); /* a chunk's local state, run per head */
+  if (p->scan_chunks) p->off_d = attn_ws_take(&w, ms);                      /* a chunk's local state, run per head */
+  if (p->scan_chunks && p->fm->offsets) p->off_dl = attn_ws_take(&w, p->m); /* and its offsets */
   p->worker_floats = w.floats;
   p->workers = attn_workers(p->shape->threads);
   size_t total;
@@ -98,12 +99,17 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     p->off_scan = attn_ws_take(&all, states); /* the heads' states (without a caller's) */
   }
   if (p->scan_chunks && W > 1 && H % W && H < 4 * W) {
-    attn_ws slot = {0, 0}; /* a chunk's slot: D (then S before it), Kf, Va and Va's finiteness */
+    attn_ws slot = {0, 0}; /* a chunk's slot: D (then S before it), Kf (maps with offsets: their
+                              pre-exponential features), Va and Va's finiteness */
     (void)attn_ws_take(&slot, ms);
     if (!p->xg) { /* the exclusive form has no intra part: D alone */
       p->scan_kf = attn_ws_take(&slot, cm);
       p->scan_va = attn_ws_take(&slot, cw);
       p->scan_fin = attn_ws_take(&slot, 1);
+    }
+    if (p->fm->offsets) { /* the chunk's Kf at its own offsets, and those offsets */
+      p->scan_kl = attn_ws_take(&slot, cm);
+      p->scan_dl = attn_ws_take(&slot, p->m);
     }
     p->scan_slot = slot.floats;
     size_t hs, slots;
@@ -248,16 +254,26 @@ static size_t cw_guard(const cw_ctx *x, const float *S, size_t cn) {
 /* Exponential maps, keys ku[0 .. cn): cp = the offsets before them, cn = after (the largest
  * feature so far); rows of S (and z) whose offset rises are rescaled by exp(cp - cn) (a row whose
  * z underflows to 0 is emptied), the new offsets stored; then Kf = exp(ku - cn) <= 1. */
+static void cw_raise(const cw_ctx *x, float *S);
 static void cw_key_offsets(const cw_ctx *x, float *S, size_t cn) {
   const attn_chunkwise_plan *p = x->p;
-  const size_t m = p->m, dv = p->shape->dv;
+  const size_t m = p->m;
   cw_offsets_of(p, S, x->cp);
   memcpy(x->cn, x->cp, m * sizeof(float));
   for (size_t r = 0; r < cn; r++) {
     const float *u = x->ku + r * m;
     for (size_t f = 0; f < m; f++) x->cn[f] = u[f] > x->cn[f] ? u[f] : x->cn[f];
   }
-  for (size_t f = 0; f < m; f++) {
+  cw_raise(x, S);
+  x->uk->expfeat(ATTN_EXPF_KEYS, cn, m, x->ku, m, NULL, 0, NULL, x->cn, x->kf, m, 1);
+}
+
+/* The rows of S (and z) whose offset rises from cp to cn, rescaled by exp(cp - cn); a row whose z
+ * underflows to 0 is emptied; the new offsets stored. */
+static void cw_raise(const cw_ctx *x, float *S) {
+  const attn_chunkwise_plan *p = x->p;
+  const size_t dv = p->shape->dv;
+  for (size_t f = 0; f < p->m; f++) {
     if (!(x->cn[f] > x->cp[f])) continue;
     float *row = S + f * p->lds;
     const float a = expf(x->cp[f] - x->cn[f]); /* 0 for an empty row */
@@ -265,7 +281,6 @@ static void cw_key_offsets(const cw_ctx *x, float *S, size_t cn) {
     if (row[dv] == 0.0f) memset(row, 0, dv * sizeof(float));
     row[dv + 1] = x->cn[f];
   }
-  x->uk->expfeat(ATTN_EXPF_KEYS, cn, m, x->ku, m, NULL, 0, NULL, x->cn, x->kf, m, 1);
 }
 
 /* o rows t0 .. t0+cn of output head h from the chunk's O rows: s O[0:dv] / (s O[dv] + eps), or
@@ -462,13 +477,12 @@ static void cw_run_exclusive(const cw_ctx *x, float *S, size_t h) {
   }
 }
 
-/* A one-token causal chunk (a decode step): one pass over S per output head, the last one also
- * applying the update S = G S + beta psi(k) v^T. With gates, out = a v + (G phi(q))^T S (S as on
+/* A one-token causal chunk (a decode step), its key loaded (cw_load_kv): one pass over S per
+ * output head, the last one also applying the update S = G S + beta psi(k) v^T. With gates, out = a v + (G phi(q))^T S (S as on
  * entry), a = phi(q) . beta psi(k): the query's features carry the decay. */
-static void cw_step(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j) {
+static void cw_step_loaded(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j) {
   const attn_chunkwise_plan *p = x->p;
   const size_t m = p->m;
-  cw_load_kv(x, j, 1);
   if (p->fm->offsets) cw_key_offsets(x, S, 1);
   const float *gr = NULL; /* the decay of S's rows */
   if (cw_gated(p)) {
@@ -492,6 +506,12 @@ static void cw_step(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j) {
     x->uk->linear_step(m, p->W, x->qt, gi + 1 == p->per ? x->kf : NULL, x->va, a, S, p->lds, x->oc, gr);
     cw_store(x, h0 + gi, i, 1);
   }
+}
+
+/* The step with key j loaded first. */
+static void cw_step(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j) {
+  cw_load_kv(x, j, 1);
+  cw_step_loaded(x, S, h0, i, j);
 }
 
 /* The scan's state update on rows [f0, f1): S = dC (.) S + D (dC_f = g[f gs], or 1 when g is
@@ -549,6 +569,96 @@ static size_t cw_pre_k(const attn_chunkwise_plan *p) {
 static size_t cw_pre_q(const attn_chunkwise_plan *p) {
   const attn_shape *s = p->shape;
   return p->causal && s->n_q > s->n_kv ? s->n_q - s->n_kv : 0;
+}
+
+/* Maps with offsets, the scan's update on rows [f0, f1): S and D (a chunk's local state, with its
+ * own offsets) both move to the larger offsets, S = S exp(c_S - c) + D exp(c_D - c), c = max(c_S,
+ * c_D) per row (an empty row's offset is -inf; a row empty in both stays empty, and a row whose z
+ * underflows to 0 is emptied, as in cw_key_offsets); with keep, D gets S as it was. */
+static void cw_scan_merge(const attn_chunkwise_plan *p, float *S, float *D, size_t f0, size_t f1, int keep) {
+  const size_t dv = p->shape->dv;
+  for (size_t f = f0; f < f1; f++) {
+    float *restrict s = S + f * p->lds, *restrict d = D + f * p->lds;
+    const float cs = s[dv] == 0.0f ? -INFINITY : s[dv + 1], cd = d[dv] == 0.0f ? -INFINITY : d[dv + 1];
+    const float c = cd > cs ? cd : cs;
+    /* the larger side's factor is exactly 1 */
+    const float a = c == -INFINITY ? 0.0f : cs == c ? 1.0f : expf(cs - c);
+    const float b = c == -INFINITY ? 0.0f : cd == c ? 1.0f : expf(cd - c);
+    const float os = s[dv + 1];
+    if (keep) {
+      for (size_t e = 0; e <= dv; e++) {
+        const float t = d[e], v = s[e];
+        d[e] = v;
+        s[e] = a * v + b * t;
+      }
+      d[dv + 1] = os;
+    } else {
+      for (size_t e = 0; e <= dv; e++) s[e] = a * s[e] + b * d[e];
+    }
+    s[dv + 1] = c;
+    if (s[dv] == 0.0f) memset(s, 0, (dv + 2) * sizeof(float));
+  }
+}
+
+/* Maps with offsets, a chunk's local state from its pre-exponential key features KU (cn rows,
+ * x->va its Va): offsets c_f = max_j KU[j][f] (into c, and D's column dv + 1), its features
+ * Kf = exp(KU - c) (into x->kf), D = Kf^T Va. */
+static void cw_scan_local(const cw_ctx *x, const float *KU, float *D, size_t cn, float *c) {
+  const attn_chunkwise_plan *p = x->p;
+  const size_t m = p->m;
+  float *restrict cm = c;
+  for (size_t f = 0; f < m; f++) cm[f] = -INFINITY;
+  for (size_t r = 0; r < cn; r++) {
+    const float *restrict u = KU + r * m;
+    for (size_t f = 0; f < m; f++) cm[f] = u[f] > cm[f] ? u[f] : cm[f];
+  }
+  x->uk->expfeat(ATTN_EXPF_KEYS, cn, m, KU, m, NULL, 0, NULL, c, x->kf, m, 1);
+  x->uk->gemm(m, p->W, cn, x->kf, 1, m, x->va, p->W, D, p->lds, NULL, 0);
+  for (size_t f = 0; f < m; f++) D[f * p->lds + p->shape->dv + 1] = c[f];
+}
+
+/* Maps with offsets, the outputs of a chunk (aligned tokens t0 .. t0+cn of state head h) from S,
+ * the state before it, and its loaded keys (KU: pre-exponential features, VA: Va; va_finite as
+ * cw_load_kv said; KL, dl: its features at its own offsets and those, cw_scan_local; KL may be
+ * x0->kf), on T, a copy of S that is then dropped (the state moves by cw_scan_merge). When no key
+ * raises an offset past the guard, the chunk runs at once: T rises to c = max(its offsets, dl)
+ * and Kf = KL exp(dl - c) (no exponential per key again); otherwise the serial loop over the
+ * chunk, cut where cw_guard says. */
+static void cw_scan_outputs(const cw_ctx *x0, const float *S, float *T, size_t h, size_t t0, size_t cn, float *KU,
+                            const float *KL, const float *dl, float *VA, int va_finite) {
+  const attn_chunkwise_plan *p = x0->p;
+  const size_t m = p->m;
+  cw_ctx x = *x0;
+  const size_t q0 = cw_pre_q(p) + t0, k0 = cw_pre_k(p) + t0;
+  memcpy(T, S, m * p->lds * sizeof(float));
+  x.ku = KU, x.va = VA;
+  if (cn > 1 && cw_guard(&x, T, cn) == cn) {
+    cw_offsets_of(p, T, x.cp);
+    float *restrict g = x.rn;
+    for (size_t f = 0; f < m; f++) {
+      x.cn[f] = dl[f] > x.cp[f] ? dl[f] : x.cp[f];
+      g[f] = dl[f] == x.cn[f] ? 1.0f : expf(dl[f] - x.cn[f]);
+    }
+    cw_raise(&x, T);
+    if (KL != x.kf) memcpy(x.kf, KL, cn * m * sizeof(float));
+    for (size_t r = 0; r < cn; r++) {
+      float *kf = x.kf + r * m;
+      for (size_t f = 0; f < m; f++) kf[f] *= g[f];
+    }
+    for (size_t gi = 0; gi < p->per; gi++) cw_query(&x, T, h * p->per + gi, q0, cn, 1, va_finite);
+    return;
+  }
+  for (size_t u0 = 0, len; u0 < cn; u0 += len) {
+    x.ku = KU + u0 * p->m, x.va = VA + u0 * p->W;
+    len = cn - u0 > 1 ? cw_guard(&x, T, cn - u0) : 1;
+    if (len == 1) {
+      cw_step_loaded(&x, T, h * p->per, q0 + u0, k0 + u0);
+      continue;
+    }
+    cw_key_offsets(&x, T, len);
+    for (size_t gi = 0; gi < p->per; gi++) cw_query(&x, T, h * p->per + gi, q0 + u0, len, 1, va_finite);
+    if (u0 + len < cn) cw_absorb(&x, T, len);
+  }
 }
 
 /* What comes before a causal call's aligned chunks (all of a non-causal call): the keys absorbed
@@ -668,6 +778,12 @@ static void cw_scan_absorb(void *ctx, size_t task, size_t worker) {
   cw_ctx x;
   size_t h, t0, cn;
   float *D = cw_scan_chunk(c, task, worker, 0, &x, &h, &t0, &cn), *kf = D + p->scan_kf;
+  if (p->fm->offsets) { /* the pre-exponential features and Kf, kept for phase 3; D at its own offsets */
+    x.ku = kf, x.va = D + p->scan_va, x.kf = D + p->scan_kl;
+    D[p->scan_fin] = (float)cw_load_kv(&x, cw_pre_k(p) + t0, cn);
+    cw_scan_local(&x, kf, D, cn, D + p->scan_dl);
+    return;
+  }
   float *scratch_kf = x.kf;
   x.kf = kf, x.va = D + p->scan_va;
   D[p->scan_fin] = (float)cw_load_kv(&x, cw_pre_k(p) + t0, cn);
@@ -692,7 +808,10 @@ static void cw_scan_combine(void *ctx, size_t task, size_t worker) {
       for (size_t f = f0; f < f1; f++) memcpy(D + f * p->lds, S + f * p->lds, p->W * sizeof(float));
       continue;
     }
-    cw_scan_update(p, S, D, p->g.kind != ATTN_GATE_NONE ? D + p->shape->dv + 1 : NULL, p->lds, f0, f1, 1);
+    if (p->fm->offsets)
+      cw_scan_merge(p, S, D, f0, f1, 1);
+    else
+      cw_scan_update(p, S, D, p->g.kind != ATTN_GATE_NONE ? D + p->shape->dv + 1 : NULL, p->lds, f0, f1, 1);
   }
 }
 
@@ -711,8 +830,13 @@ static void cw_scan_query(void *ctx, size_t task, size_t worker) {
   cw_ctx x;
   size_t h, t0, cn;
   float *S = cw_scan_chunk(c, task, worker, 1, &x, &h, &t0, &cn);
-  x.kf = S + p->scan_kf, x.va = S + p->scan_va; /* read only: maps without offsets */
   const int finite = S[p->scan_fin] != 0.0f;
+  if (p->fm->offsets) { /* on a copy of S in the worker's scratch */
+    cw_scan_outputs(&x, S, c->ws + worker * p->worker_floats + p->off_s, h, t0, cn, S + p->scan_kf, S + p->scan_kl,
+                    S + p->scan_dl, S + p->scan_va, finite);
+    return;
+  }
+  x.kf = S + p->scan_kf, x.va = S + p->scan_va; /* read only: maps without offsets */
   for (size_t gi = 0; gi < p->per; gi++) cw_query(&x, S, h * p->per + gi, cw_pre_q(p) + t0, cn, 1, finite);
 }
 
@@ -742,6 +866,12 @@ static void cw_scan_heads(void *ctx, size_t task, size_t worker) {
       const cw_ctx x = cw_ctx_of(p, c->uk, c->io, h, ws);
       float *S = cw_scan_state(c, h);
       const int va_finite = cw_load_kv(&x, pre_k + t0, cn);
+      if (p->fm->offsets) { /* as the waves' phases 1, 3 and 2 */
+        cw_scan_local(&x, x.ku, D, cn, ws + p->off_dl);
+        cw_scan_outputs(&x, S, ws + p->off_s, h, t0, cn, x.ku, x.kf, ws + p->off_dl, x.va, va_finite);
+        cw_scan_merge(p, S, D, 0, p->m, 0);
+        continue;
+      }
       if (cw_gated(p)) cw_gates(&x, pre_k + t0, cn, 1);
       for (size_t gi = 0; gi < p->per; gi++) cw_query(&x, S, h * p->per + gi, pre_q + t0, cn, 1, va_finite);
       cw_absorb_to(&x, x.kf, D, cn, 0);

@@ -29,8 +29,7 @@
  * absorbed before any query; with n_q > n_kv the first n_q - n_kv queries see only the incoming
  * state. Tasks are state heads: each owns its state slab and its output heads.
  *
- * The scan. A causal call whose aligned part spans 2+ chunks, with a map without offsets, runs
- * its chunks as a scan (FLASH's exclusive form: its rounds of xg keys are the chunks, see
+ * The scan. A causal call whose aligned part spans 2+ chunks runs its chunks as a scan (FLASH's exclusive form: its rounds of xg keys are the chunks, see
  * below): each chunk's local state D_c = (Kf (.) dout)^T Va is computed on its own (not
  * accumulated into S), the chunk's outputs read S_c, the state before it, and
  * S_{c+1} = dC (.) S_c + D_c (cw_scan_update). The arithmetic is fixed by the problem; how it is
@@ -48,9 +47,14 @@
  * gates' decays twice (the intra weights in phase 3 only) and move each chunk through memory
  * twice. FLASH's exclusive form over 2+ rounds (n_kv > xg) is the same scan without the intra
  * part: round k's queries read S_k, D_k sums round k's keys C at a time, and only complete rounds
- * are added (the last, incomplete round only keeps S in its slot). Maps with offsets (their chunks
- * are cut where a key raises an offset, which depends on every earlier chunk) keep the per-head
- * serial loop (S accumulated), as do exclusive calls of one round.
+ * are added (the last, incomplete round only keeps S in its slot); exclusive calls of one round
+ * keep the serial loop. Maps with offsets: D_c carries its own offsets (the chunk's largest key
+ * feature, so its largest term is 1) and S_{c+1} is the merge of S_c and D_c at the larger
+ * offsets (cw_scan_merge, like two LSE partials); a chunk's outputs run the serial loop over the
+ * chunk alone (cut where cw_guard says, which depends only on S_c and the chunk) on a copy of
+ * S_c in the worker's scratch, which is then dropped; the slot keeps the chunk's pre-exponential
+ * key features in Kf's place, and its Kf at its own offsets with those offsets (a chunk that is
+ * not cut takes its Kf from them, one multiply per element, instead of its exponentials again).
  */
 #ifndef ATTN_ENGINE_CHUNKWISE_H
 #define ATTN_ENGINE_CHUNKWISE_H
@@ -103,8 +107,10 @@ typedef struct attn_chunkwise_plan {
                                     D, then S before it), at scan_kf its Kf (C x m), at scan_va its
                                     Va (C x W), at scan_fin whether Va is finite */
   size_t scan_slot, scan_kf, scan_va, scan_fin;
-  size_t scratch_bytes; /* the whole workspace: workers regions, then the scan's */
-  size_t state_floats;  /* heads * m * lds */
+  size_t scan_kl, scan_dl; /* maps with offsets: the chunk's Kf at its own offsets (C x m), those (m) */
+  size_t off_dl;           /* maps with offsets, the scan by head groups: a chunk's own offsets (m) */
+  size_t scratch_bytes;    /* the whole workspace: workers regions, then the scan's */
+  size_t state_floats;     /* heads * m * lds */
 } attn_chunkwise_plan;
 
 /* Sizes that do not depend on the path (shape validated, H given): state heads and floats. */

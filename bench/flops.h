@@ -12,8 +12,8 @@
  *                              p*v. exp, max and the row sums are not counted.
  *   linear bidirectional       h_kv * 2 n_kv m dva   (S = psi(K)^T [V 1])          Q + K + V + O
  *                            + h_q  * 2 n_q  m dva   (O = phi(Q) S)
- *   FLASH's exclusive form     the bidirectional count (every key absorbed once,
- *   (causal, linear part)      every query reads a state; no intra-chunk pairs)
+ *   FLASH's exclusive form     the bidirectional count with n_kv the keys of complete
+ *   (causal, linear part)      chunks of G (those absorbed); every query reads a state
  *   linear causal (prefill)    chunkwise, with the chunk C the library reports      Q + K + V + O
  *                              for the row's path (attn_linear_chunk_size: 48 on
  *                              AVX2 and NEON, 64 on scalar). Per chunk of c tokens:
@@ -149,9 +149,11 @@ static inline bench_cost bench_cost_of(const bench_shape *s) {
         c.flops = pairs * (double)s->h_q * (double)(2 * s->m + 2 * dva);
       } else if ((s->causal && !s->exclusive) || s->kind != BENCH_LINEAR)
         c.flops = bench_linear_causal_flops(s->n_q, s->h_q, s->h_kv, s->m, dva, s->chunk ? s->chunk : 1);
-      else
+      else { /* bidirectional; the exclusive form absorbs its complete chunks only */
+        const size_t absorbed = s->exclusive ? s->n_kv / s->exclusive * s->exclusive : s->n_kv;
         c.flops =
-            2.0 * (double)s->m * (double)dva * ((double)s->h_kv * (double)s->n_kv + (double)s->h_q * (double)s->n_q);
+            2.0 * (double)s->m * (double)dva * ((double)s->h_kv * (double)absorbed + (double)s->h_q * (double)s->n_q);
+      }
       if (s->map == ATTN_FEATURE_FAVOR) /* the random projections of keys and queries: W x, m x d */
         c.flops +=
             2.0 * (double)s->m * (double)s->d * ((double)s->h_kv * (double)s->n_kv + (double)s->h_q * (double)s->n_q);

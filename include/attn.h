@@ -181,11 +181,13 @@ ATTN_API attn_isa attn_isa_get(void);
  * heads alone cannot keep the workers busy (fewer than 4 per worker and not a multiple of the
  * workers) the chunks of each head run in parallel, in waves of three parallel-fors (chunk
  * states; their prefix sums; outputs); otherwise a head's chunks run one after another; either
- * way the same arithmetic, hence the same bits. What runs on one worker whatever the threads
- * say: selective attention (its query blocks depend on one another: F runs along the tokens, and
- * the cache's steps). The recurrent decode step of linear attention is one task per state head.
- * A split's merge (softmax: running maxima and sums rescaled like attn_softmax_merge; GAU: sums)
- * runs on the calling thread.
+ * way the same arithmetic, hence the same bits. Selective attention (since 0.6.0) runs its query
+ * blocks one after another, as F runs along the tokens, but splits each block's keys into ranges
+ * of at least 256 keys (ATTN_SPLIT_KEYS in calls of at most ATTN_SPLIT_TOKENS tokens: decode, the
+ * cache's steps; whole key blocks, 16 ranges at most, with or without threads) that run in
+ * parallel, every head group of a range in order on one worker, and are merged in range order. The recurrent decode step of linear attention is one task per state
+ * head. A split's merge (softmax and selective: running maxima and sums rescaled like
+ * attn_softmax_merge; GAU: sums) runs on the calling thread.
  * The workspace holds one scratch region per worker (*_workspace_size reads `workers`), plus, for
  * a split, each range's partial result, and for a linear scan in waves, the heads' states and a
  * wave's chunks (8 MiB at most, or one chunk per head): ask the size with the same shape as the
@@ -200,8 +202,8 @@ typedef void (*attn_task_fn)(void *context, size_t task, size_t worker);
  * [0, tasks), in any order and on any threads, with w < workers naming the worker that runs it
  * (two calls never run at the same time with the same w), and return once all have returned.
  * The library calls it a few times per compute call (a linear chunk scan in waves: three times
- * per wave of about 8 chunks per worker), from the calling thread, never from
- * inside a task.
+ * per wave of about 8 chunks per worker; selective attention: once per query block that sees
+ * 512 keys or more, 4096 in decode), from the calling thread, never from inside a task.
  */
 typedef struct attn_threads {
   void (*parallel_for)(void *pool, attn_task_fn fn, void *context, size_t tasks);
@@ -869,7 +871,11 @@ typedef struct attn_selective_desc {
 ATTN_API attn_status attn_selective_desc_init(attn_selective_desc *desc, size_t n_q, size_t n_kv, size_t h_q,
                                               size_t h_kv, size_t d, size_t dv);
 
-/** Workspace bytes of attn_selective (independent of n_q and n_kv), as attn_softmax_workspace_size. */
+/**
+ * Workspace bytes of attn_selective (independent of n_q and n_kv), as attn_softmax_workspace_size;
+ * with threads, the split ranges' states are those of whole query blocks: 16 x q_block rows
+ * (48 on AVX2 and NEON, 64 on AVX-512, 32 scalar) per key head of dv + 5 floats.
+ */
 ATTN_API attn_status attn_selective_workspace_size(const attn_selective_desc *desc, size_t *bytes);
 
 /**

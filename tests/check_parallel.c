@@ -13,7 +13,8 @@
  * statistics, GAU with a table, linear attention (causal with a state, bidirectional, windowed,
  * gated; the chunk scan of causal prefill, per head and in waves, with maps with offsets, and
  * FLASH's exclusive form's),
- * selective attention (which runs on one worker) and the pool's own statuses. Run under
+ * selective attention (prefill, a chunk, statistics and the cache's step: each query block's keys
+ * in ranges run in parallel) and the pool's own statuses. Run under
  * ThreadSanitizer by `scripts/test-all.sh tsan` (suite threads).
  */
 #include <pthread.h>
@@ -114,7 +115,7 @@ static void outs_free(outs *o) {
 static void outs_assert_same(const char *call, const char *prov, const outs *a, const outs *b) {
   ck_assert_uint_eq(a->n, b->n);
   for (size_t i = 0; i < a->n; i++)
-    for (size_t e = 0; e < a->floats[i]; e++)
+    for (size_t e = 0; memcmp(a->buf[i], b->buf[i], a->floats[i] * sizeof(float)) && e < a->floats[i]; e++)
       ck_assert_msg(memcmp(&a->buf[i][e], &b->buf[i][e], sizeof(float)) == 0,
                     "%s with %s: output %zu element %zu differs: %.9g threaded, %.9g alone", call, prov, i, e,
                     (double)b->buf[i][e], (double)a->buf[i][e]);
@@ -130,7 +131,9 @@ typedef enum call_kind {
   C_LINEAR,
   C_GATED,
   C_GATED_FEAT,
-  C_SELECTIVE
+  C_SELECTIVE,
+  C_SEL_STATS,
+  C_SELCACHE /* n_kv - 1 tokens loaded into a selective cache, then a step with the last one */
 } call_kind;
 
 typedef struct pcase {
@@ -185,6 +188,12 @@ static const pcase pcases[] = {
     {"linear flash one head", C_LINEAR, 700, 700, 1, 1, 16, 12, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32, 100},
     {"linear flash heads keys first", C_LINEAR, 321, 470, 3, 3, 8, 8, CAUSAL, ATTN_FEATURE_RELU, 0, ATTN_F32, 45},
     {"selective prefill", C_SELECTIVE, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
+    /* selection: each query block's keys in ranges run in parallel (2 .. 3 ranges at the end; 4
+     * for the cache's step over 9000 slots), two or three head groups at d = 128 on SIMD paths */
+    {"selective prefill ranges", C_SELECTIVE, 800, 800, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
+    {"selective chunk ranges groups", C_SELECTIVE, 100, 700, 6, 6, 128, 128, CAUSAL, 0, 0, ATTN_F32, 0},
+    {"selective stats ranges", C_SEL_STATS, 600, 600, 2, 1, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
+    {"selective cache step ranges", C_SELCACHE, 9000, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
 };
 enum { NPCASES = sizeof pcases / sizeof pcases[0] };
 
@@ -208,7 +217,9 @@ static void inputs_make(const pcase *c, pinputs *in, size_t idx) {
   for (size_t i = 0; i < c->n_kv * H * c->d; i++) in->gates[i] = tu_rng_range(&rng, -0.2f, -0.001f);
   for (size_t i = 0; i < c->n_kv * H; i++) in->beta[i] = tu_rng_range(&rng, 0.5f, 1.5f);
   for (size_t i = 0; i < 64; i++) in->bias_table[i] = tu_rng_range(&rng, -0.5f, 0.5f);
-  for (size_t i = 0; i < c->n_kv; i++) in->f_init[i] = 0.0f;
+  /* F of the keys before the call (a chunk, the cache's tokens): sums of relu'd scores */
+  const size_t carried = c->kind == C_SELCACHE ? c->n_kv : c->n_kv - c->n_q;
+  for (size_t i = 0; i < c->n_kv; i++) in->f_init[i] = i < carried && i ? tu_rng_range(&rng, 0.0f, 2.0f) : 0.0f;
   in->kh = in->vh = NULL;
   if (c->kv != ATTN_F32) { /* token-major contiguous: the same strides in elements */
     const size_t nk = c->n_kv * c->h_kv * c->d, nv = c->n_kv * c->h_kv * c->dv;
@@ -323,16 +334,40 @@ static void run_case(const pcase *c, const pinputs *in, const attn_threads *th, 
                                  : attn_linear_gated(&d, q, k, v, in->gates, d.beta ? in->beta : NULL, out, sp, w, ws);
       break;
     }
-    case C_SELECTIVE: {
+    case C_SELECTIVE:
+    case C_SEL_STATS: {
       attn_selective_desc d;
       ck_assert_int_eq(attn_selective_desc_init(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv), ATTN_OK);
       d.shape.threads = th;
-      d.h_sel = 1;
+      d.h_sel = c->h_q > 4 ? 5 : 1; /* 6 heads: in the last head group */
       float *lse = outs_add(o, rows), *f = outs_add(o, c->n_kv);
       memcpy(f, in->f_init, c->n_kv * sizeof(float));
       ck_assert_int_eq(attn_selective_workspace_size(&d, &ws), ATTN_OK);
       w = tu_alloc(ws, 0);
-      st = attn_selective(&d, q, k, v, out, lse, f, w, ws);
+      if (c->kind == C_SELECTIVE) {
+        st = attn_selective(&d, q, k, v, out, lse, f, w, ws);
+      } else {
+        const attn_row_stats sts = stats_of(o, rows, c->h_q);
+        st = attn_selective_stats(&d, q, k, v, out, lse, f, &sts, w, ws);
+      }
+      break;
+    }
+    case C_SELCACHE: {
+      attn_selective_desc dl, d1;
+      const size_t n = c->n_kv - 1, qs = x->q.l.row_stride, ks = x->k.l.row_stride, vs = x->v.l.row_stride;
+      ck_assert_int_eq(attn_selective_desc_init(&dl, n, n, c->h_q, c->h_kv, c->d, c->dv), ATTN_OK);
+      ck_assert_int_eq(attn_selective_desc_init(&d1, 1, 1, c->h_q, c->h_kv, c->d, c->dv), ATTN_OK);
+      d1.shape.threads = th;
+      dl.h_sel = d1.h_sel = 1;
+      attn_selcache cache;
+      size_t mem;
+      ck_assert_int_eq(attn_selcache_size(c->n_kv, c->h_kv, c->d, c->dv, &mem), ATTN_OK);
+      float *cm = outs_add(o, mem / sizeof(float)), *lse = outs_add(o, c->h_q);
+      ck_assert_int_eq(attn_selcache_init(&cache, c->n_kv, c->h_kv, c->d, c->dv, INFINITY, 0, cm, mem), ATTN_OK);
+      ck_assert_int_eq(attn_selcache_load(&cache, &dl, x->k.data, x->v.data, in->f_init), ATTN_OK);
+      ck_assert_int_eq(attn_selcache_workspace_size(&d1, &cache, &ws), ATTN_OK);
+      w = tu_alloc(ws, 0);
+      st = attn_selcache_step(&d1, &cache, q + n * qs, x->k.data + n * ks, x->v.data + n * vs, out, lse, w, ws);
       break;
     }
   }

@@ -7,7 +7,11 @@
 
 enum {
   BLK_HEAD_GROUP_FLOATS = 65536, /* 256 KiB of per-head state for heads advancing together */
-  BLK_SPLIT_MAX = 16             /* key ranges of a split call, at most */
+  BLK_SPLIT_MAX = 16,            /* key ranges of a split call (or selection task), at most */
+  /* Selection: each query block's keys in ranges of at least this many keys (whole key blocks),
+   * so that a selective call's one sequential chain (its query blocks) still gives threads work;
+   * a range's fold costs ~dv + 5 flops per row against ~2 (d + dv) per key and row. */
+  BLK_SEL_RANGE_KEYS = 256
 };
 /* Half K: keys converted at a time for the scores (a multiple of every GEMM tile's rows: 4, 6, 8),
  * so that the converted rows stay in L1 (12 KiB at d = 128) between the conversion and the GEMM. */
@@ -115,13 +119,14 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   p->few = !p->fm && attn_min_sz(p->tb, s->n_q) * p->g <= BLK_FEW_ROWS;
   if (!attn_mul_ok(hg, p->head_floats, &heads)) return ATTN_E_SIZE_OVERFLOW;
   p->off_heads = attn_ws_take(&w, heads);
-  /* Key ranges: a step that can fold them, no selection or map, one query block of at most
-   * ATTN_SPLIT_TOKENS tokens; ranges of whole key blocks, at least ATTN_SPLIT_KEYS keys each. The
+  /* Key ranges: a step that can fold them and no map; one query block of at most
+   * ATTN_SPLIT_TOKENS tokens, in ranges of whole key blocks, at least ATTN_SPLIT_KEYS keys each;
+   * with a selection, every task (blk_ranges: up to BLK_SPLIT_MAX ranges, per query block). The
    * fold region (and, with threads, every range's state) is reserved whatever n_q and n_kv are. */
-  const int can_split = step->merge && !sel && !p->fm;
+  const int can_split = step->merge && !p->fm;
   const size_t row_arrays = step->row_floats + step->stats_floats;
-  p->split = 1;
-  if (can_split && s->n_q <= ATTN_SPLIT_TOKENS && s->n_q <= p->tb) {
+  p->split = sel && can_split ? BLK_SPLIT_MAX : 1;
+  if (can_split && !sel && s->n_q <= ATTN_SPLIT_TOKENS && s->n_q <= p->tb) {
     const int64_t nkv = (int64_t)s->n_kv, p0 = nkv - (int64_t)s->n_q, p1 = nkv - 1;
     const int64_t lo = vis_lo(p, p0) > 0 ? vis_lo(p, p0) : 0, hi = vis_hi(p, p1) < nkv - 1 ? vis_hi(p, p1) : nkv - 1;
     const size_t span = hi >= lo ? (size_t)(hi - lo + 1) : 0;
@@ -129,6 +134,7 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
         attn_max_sz(1, attn_min_sz(BLK_SPLIT_MAX, attn_min_sz(span / ATTN_SPLIT_KEYS, (span + p->bc - 1) / p->bc)));
   }
   p->cr = ATTN_SPLIT_TOKENS * p->g; /* g <= h_q: no overflow with the products below checked */
+  if (sel) p->cr = attn_max_sz(p->cr, p->R);
   size_t slot = 0;
   if (can_split && (!attn_mul_ok(p->cr, s->dv + row_arrays, &slot) || !attn_mul_ok(slot, hg, &slot)))
     return ATTN_E_SIZE_OVERFLOW;
@@ -709,11 +715,25 @@ static void blk_task_keys(const blk_task *t, int64_t *lo, int64_t *hi) {
   *hi = b < last ? b : last;
 }
 
+/* The key ranges of a task: the plan's split; with a selection, its own: at least
+ * BLK_SEL_RANGE_KEYS keys per range (ATTN_SPLIT_KEYS in calls of at most ATTN_SPLIT_TOKENS tokens,
+ * as softmax splits them: a few rows' range costs too little to pay for a parallel-for), whole
+ * key blocks, BLK_SPLIT_MAX at most (p->split). */
+static size_t blk_ranges(const blk_task *t) {
+  const attn_blocked_plan *p = t->p;
+  if (!p->sel) return p->split;
+  int64_t a, b;
+  blk_task_keys(t, &a, &b);
+  const size_t span = b >= a ? (size_t)(b - a + 1) : 0;
+  const size_t keys = p->shape->n_q <= ATTN_SPLIT_TOKENS ? ATTN_SPLIT_KEYS : BLK_SEL_RANGE_KEYS;
+  return attn_max_sz(1, attn_min_sz(p->split, attn_min_sz(span / keys, (span + p->bc - 1) / p->bc)));
+}
+
 /* Range r of a split task's keys: its share of the key blocks, whole blocks, in order. */
 static void blk_range(const blk_task *t, size_t r, int64_t *lo, int64_t *hi) {
   int64_t a, b;
   blk_task_keys(t, &a, &b);
-  const int64_t bc = (int64_t)t->p->bc, nb = (b - a + bc) / bc, S = (int64_t)t->p->split;
+  const int64_t bc = (int64_t)t->p->bc, nb = (b - a + bc) / bc, S = (int64_t)blk_ranges(t);
   const int64_t r0 = (int64_t)r * nb / S, r1 = ((int64_t)r + 1) * nb / S;
   *lo = a + r0 * bc;
   *hi = a + r1 * bc - 1 < b ? a + r1 * bc - 1 : b;
@@ -845,12 +865,52 @@ static blk_task blk_run_range(const attn_blocked_plan *p, const struct attn_uker
   return t;
 }
 
+/* One task on the calling thread: whole, or its ranges one after another, each folded into the
+ * fold region in order (range 0 first), as the threaded fold folds the ranges' slots. */
+static void blk_run_serial(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
+                           size_t task, float *ws) {
+  blk_task t = blk_task_of(p, uk, io, task, ws);
+  const size_t S = blk_ranges(&t);
+  if (S == 1) {
+    blk_run_task(p, uk, io, task, ws);
+    return;
+  }
+  float *fold = ws + p->off_fold;
+  for (size_t r = 0; r < S; r++) {
+    t = blk_run_range(p, uk, io, task, r, ws);
+    if (r == 0)
+      blk_store(&t, fold);
+    else
+      blk_fold(&t, fold, NULL);
+  }
+  blk_end(&t, fold);
+}
+
 typedef struct blk_par {
   const attn_blocked_plan *p;
   const struct attn_ukernels *uk;
   const attn_blocked_io *io;
   float *ws;
+  size_t qb; /* a selection's query block */
 } blk_par;
+
+/* Range r of head group G's task (query block task / groups) stored into its slot. */
+static void blk_par_range(const blk_par *c, size_t task, size_t r, float *ws) {
+  const attn_blocked_plan *p = c->p;
+  const blk_task t = blk_run_range(p, c->uk, c->io, task, r, ws);
+  blk_store(&t, c->ws + p->off_slots + ((task % p->groups) * p->split + r) * p->slot_floats);
+}
+
+/* The outputs of a split task from its ranges' slots, folded in range order (calling thread). */
+static void blk_par_fold(const blk_par *c, size_t task, size_t S) {
+  const attn_blocked_plan *p = c->p;
+  const blk_task t = blk_task_of(p, c->uk, c->io, task, c->ws);
+  const float *slot = c->ws + p->off_slots + (task % p->groups) * p->split * p->slot_floats;
+  float *fold = c->ws + p->off_fold;
+  memcpy(fold, slot, p->slot_floats * sizeof(float));
+  for (size_t r = 1; r < S; r++) blk_fold(&t, fold, slot + r * p->slot_floats);
+  blk_end(&t, fold);
+}
 
 /* A task of the parallel-for: a whole task, or (split) one range stored into its slot. */
 static void blk_par_task(void *ctx, size_t i, size_t worker) {
@@ -861,41 +921,49 @@ static void blk_par_task(void *ctx, size_t i, size_t worker) {
     blk_run_task(p, c->uk, c->io, p->qblocks * p->groups - 1 - i, ws);
     return;
   }
-  const blk_task t = blk_run_range(p, c->uk, c->io, i / p->split, i % p->split, ws);
-  blk_store(&t, c->ws + p->off_slots + i * p->slot_floats);
+  blk_par_range(c, i / p->split, i % p->split, ws); /* one query block: task = head group */
+}
+
+/* A selection's range r of query block c->qb: every head group's, in order, so that the last
+ * group stores F of the range's keys after the others have read it (ranges hold disjoint keys). */
+static void blk_par_sel_range(void *ctx, size_t r, size_t worker) {
+  const blk_par *c = ctx;
+  const attn_blocked_plan *p = c->p;
+  for (size_t G = 0; G < p->groups; G++) blk_par_range(c, c->qb * p->groups + G, r, c->ws + worker * p->worker_floats);
+}
+
+/* A selection: query blocks in order (F runs along the tokens); with threads, each block's key
+ * ranges in parallel, then every head group's fold. Tasks group-major within a block, as the
+ * serial order reads F of a key before its last group writes it. */
+static void blk_run_select(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
+                           float *ws) {
+  for (size_t qb = 0; qb < p->qblocks; qb++) {
+    const blk_task t = blk_task_of(p, uk, io, qb * p->groups, ws);
+    const size_t S = blk_ranges(&t);
+    if (p->workers > 1 && S > 1) {
+      blk_par c = {p, uk, io, ws, qb};
+      attn_parallel(p->shape->threads, S, blk_par_sel_range, &c);
+      for (size_t G = 0; G < p->groups; G++) blk_par_fold(&c, qb * p->groups + G, S);
+      continue;
+    }
+    for (size_t G = 0; G < p->groups; G++) blk_run_serial(p, uk, io, qb * p->groups + G, ws);
+  }
 }
 
 void attn_blocked_run_all(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
                           float *ws) {
   const size_t tasks = p->qblocks * p->groups, S = p->split;
-  float *fold = ws + p->off_fold;
-  if (p->workers > 1 && !p->sel) {
-    blk_par c = {p, uk, io, ws};
-    attn_parallel(p->shape->threads, tasks * S, blk_par_task, &c);
-    for (size_t task = 0; S > 1 && task < tasks; task++) { /* the fold, in range order */
-      const blk_task t = blk_task_of(p, uk, io, task, ws);
-      const float *slot = ws + p->off_slots + task * S * p->slot_floats;
-      memcpy(fold, slot, p->slot_floats * sizeof(float));
-      for (size_t r = 1; r < S; r++) blk_fold(&t, fold, slot + r * p->slot_floats);
-      blk_end(&t, fold);
-    }
+  if (p->sel) {
+    blk_run_select(p, uk, io, ws);
     return;
   }
-  for (size_t task = 0; task < tasks; task++) {
-    if (S == 1) {
-      blk_run_task(p, uk, io, task, ws);
-      continue;
-    }
-    blk_task t;
-    for (size_t r = 0; r < S; r++) {
-      t = blk_run_range(p, uk, io, task, r, ws);
-      if (r == 0)
-        blk_store(&t, fold);
-      else
-        blk_fold(&t, fold, NULL);
-    }
-    blk_end(&t, fold);
+  if (p->workers > 1) {
+    blk_par c = {p, uk, io, ws, 0};
+    attn_parallel(p->shape->threads, tasks * S, blk_par_task, &c);
+    for (size_t task = 0; S > 1 && task < tasks; task++) blk_par_fold(&c, task, S); /* in range order */
+    return;
   }
+  for (size_t task = 0; task < tasks; task++) blk_run_serial(p, uk, io, task, ws);
 }
 
 attn_status attn_blocked_call_check(attn_blocked_call *c, const attn_shape *s, float scale, const attn_layout *aux) {

@@ -156,8 +156,9 @@ typedef struct attn_blocked_plan {
   const float *stats_sinks; /* softmax with sinks (per query head): the sums hold the sink's weight
                                w = e^(sink - m) too (row state array 0 is m); the statistics take
                                w, w^2 and w (sink - m) back out: the keys' only */
-  size_t split;             /* key ranges per task (1: none; a short call over many keys: attn.h, threads) */
-  size_t cr;                /* rows of a range's stored state (ATTN_SPLIT_TOKENS g), per head */
+  size_t split;             /* key ranges per task (1: none; a short call over many keys: attn.h, threads; a
+                             * selection: the most, each task its own, blocked.c blk_ranges) */
+  size_t cr;                /* rows of a range's stored state (ATTN_SPLIT_TOKENS g; a selection: >= R), per head */
   size_t off_fold;          /* per worker, when the step can split: hg heads of a range's state (cr rows) */
   size_t slot_floats;       /* one range's state of a head group (hg heads) */
   size_t off_slots;         /* after the workers' scratch, with threads: every range's state, per task */
@@ -173,8 +174,11 @@ typedef struct attn_blocked_plan {
  * the columns of that head's tile when the task holds its key head), F for every (key, token)
  * pair as io->sel_f[j] (the sum over the queries before the block) plus an exclusive running sum
  * over the block's tokens, subtracts it from every head's tile before the step, and the last
- * head group of a query block stores the sums over its tokens back into sel_f. Tasks must run in
- * order (query blocks one after another): the only sequential dependency of the engine.
+ * head group of a query block stores the sums over its tokens back into sel_f. Query blocks must
+ * run in order: the only sequential dependency of the engine. Each block's keys are split into
+ * ranges (blocked.c, blk_ranges) whose F are independent: the ranges run in parallel, each
+ * range's head groups in order on one worker (a key's F read by every group before the last
+ * one stores it), and their states are merged in range order.
  */
 typedef struct attn_blocked_select {
   size_t h_sel; /* the selecting query head (< h_q) */
@@ -219,7 +223,8 @@ ATTN_INTERNAL attn_status attn_blocked_stats_outputs(const attn_blocked_call *c,
                                                      void **out, size_t *out_bytes, size_t *n);
 
 /* Every task of a plan on the call's workspace (64-byte aligned base, scratch_bytes - 64): on the
- * shape's threads (a selection: in order on the calling thread), each worker on its own scratch;
+ * shape's threads (a selection: query blocks in order, each one's key ranges in parallel), each
+ * worker on its own scratch;
  * a split's ranges run as tasks of their own and are folded in order (range 0 first) by the
  * calling thread, as the same fold runs without threads. */
 ATTN_INTERNAL void attn_blocked_run_all(const attn_blocked_plan *p, const struct attn_ukernels *uk,

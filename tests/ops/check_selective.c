@@ -213,6 +213,7 @@ typedef struct sel_case {
   int set_scale;
   tu_data data;
   int no_lse;
+  int f0_random; /* n_q < n_kv: the carried column sums drawn in [0, 2) (BOS 0), not the prefix's */
 } sel_case;
 
 /* Query blocks are 48 rows and key blocks 96 on SIMD paths, 32 / 64 on scalar: sequence lengths
@@ -259,6 +260,16 @@ static const sel_case sel_cases[] = {
     {.name = "chunk_head_major", SIZES(30, 80, 8, 8), HEADS(2, 1, 0), .layout = H},
     /* lse = NULL */
     {.name = "no_lse", SIZES(47, 47, 8, 8), HEADS(2, 1, 1), .no_lse = 1},
+    /* the keys of each query block in ranges (whole key blocks) folded in order: >= 256 keys each,
+     * 2 ranges for the last blocks, 5 for a chunk; >= 2048 for calls of <= 4 tokens: 4 for a
+     * decode call (the carried F drawn: the prefix's reference would cost 9000^2); d = 128 with 6
+     * heads puts h_sel's key head in the second head group on the SIMD paths (5 + 1 heads with
+     * 48-row blocks, 3 + 3 with 64), whose F the first group reads before the last one stores it */
+    {.name = "ranges_n700_gqa", SIZES(700, 700, 16, 16), HEADS(4, 2, 3)},
+    {.name = "ranges_chunk_64_of_1500", SIZES(64, 1500, 16, 16), HEADS(2, 1, 1)},
+    {.name = "ranges_decode_1_of_9000_gqa", SIZES(1, 9000, 32, 32), HEADS(4, 2, 3), .f0_random = 1},
+    {.name = "ranges_3_of_8300_f0_drawn", SIZES(3, 8300, 16, 16), HEADS(2, 2, 1), .f0_random = 1},
+    {.name = "ranges_groups_n520_d128", SIZES(520, 520, 128, 128), HEADS(6, 6, 5)},
 };
 #define SEL_NCASES (sizeof sel_cases / sizeof sel_cases[0])
 static size_t sel_sel[SEL_NCASES];
@@ -278,7 +289,11 @@ START_TEST(selective_matches_reference) {
   if (c->set_scale) d.scale = c->scale;
   /* the carried state of the prefix [0, start): its column sums, from the reference */
   float *f0 = NULL;
-  if (chunked) {
+  if (chunked && c->f0_random) {
+    f0 = malloc(sizeof(float) * start);
+    ck_assert_ptr_nonnull(f0);
+    for (size_t j = 0; j < start; ++j) f0[j] = j ? tu_rng_range(&rng, 0.0f, 2.0f) : 0.0f;
+  } else if (chunked) {
     attn_selective_desc dp = d;
     dp.shape.n_q = dp.shape.n_kv = start;
     const tu_tensor qp = tu_rows_view(&x.q, 0, start), kp = tu_rows_view(&x.k, 0, start),

@@ -57,7 +57,7 @@ for ((t = 2; t < cpus; t *= 2)); do counts+=",$t"; done
 ((cpus > 1)) && counts+=",$cpus"
 "$build/bench/attn-bench" --out-dir "$root/bench-results" --scaling "$counts" --heads 8 --sizes 4k \
   --cache-min 64k --cache-max 128k --no-baselines --no-plot \
-  --variants softmax_causal,softmax_full,linear_elu1_causal,gau_causal,softmax_decode,gau_decode |
+  --variants softmax_causal,softmax_full,linear_elu1_causal,gau_causal,selective_causal,softmax_decode,gau_decode |
   sed -n '/^Thread scaling/,$p'
 
 # Then the seeds' claims, measured (bench/analyze): attn-analyze's full run, when the build found

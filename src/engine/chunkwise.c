@@ -251,23 +251,6 @@ static size_t cw_guard(const cw_ctx *x, const float *S, size_t cn) {
   return cn;
 }
 
-/* Exponential maps, keys ku[0 .. cn): cp = the offsets before them, cn = after (the largest
- * feature so far); rows of S (and z) whose offset rises are rescaled by exp(cp - cn) (a row whose
- * z underflows to 0 is emptied), the new offsets stored; then Kf = exp(ku - cn) <= 1. */
-static void cw_raise(const cw_ctx *x, float *S);
-static void cw_key_offsets(const cw_ctx *x, float *S, size_t cn) {
-  const attn_chunkwise_plan *p = x->p;
-  const size_t m = p->m;
-  cw_offsets_of(p, S, x->cp);
-  memcpy(x->cn, x->cp, m * sizeof(float));
-  for (size_t r = 0; r < cn; r++) {
-    const float *u = x->ku + r * m;
-    for (size_t f = 0; f < m; f++) x->cn[f] = u[f] > x->cn[f] ? u[f] : x->cn[f];
-  }
-  cw_raise(x, S);
-  x->uk->expfeat(ATTN_EXPF_KEYS, cn, m, x->ku, m, NULL, 0, NULL, x->cn, x->kf, m, 1);
-}
-
 /* The rows of S (and z) whose offset rises from cp to cn, rescaled by exp(cp - cn); a row whose z
  * underflows to 0 is emptied; the new offsets stored. */
 static void cw_raise(const cw_ctx *x, float *S) {
@@ -281,6 +264,22 @@ static void cw_raise(const cw_ctx *x, float *S) {
     if (row[dv] == 0.0f) memset(row, 0, dv * sizeof(float));
     row[dv + 1] = x->cn[f];
   }
+}
+
+/* Exponential maps, keys ku[0 .. cn): cp = the offsets before them, cn = after (the largest
+ * feature so far); rows of S (and z) whose offset rises are rescaled by exp(cp - cn) (a row whose
+ * z underflows to 0 is emptied), the new offsets stored; then Kf = exp(ku - cn) <= 1. */
+static void cw_key_offsets(const cw_ctx *x, float *S, size_t cn) {
+  const attn_chunkwise_plan *p = x->p;
+  const size_t m = p->m;
+  cw_offsets_of(p, S, x->cp);
+  memcpy(x->cn, x->cp, m * sizeof(float));
+  for (size_t r = 0; r < cn; r++) {
+    const float *u = x->ku + r * m;
+    for (size_t f = 0; f < m; f++) x->cn[f] = u[f] > x->cn[f] ? u[f] : x->cn[f];
+  }
+  cw_raise(x, S);
+  x->uk->expfeat(ATTN_EXPF_KEYS, cn, m, x->ku, m, NULL, 0, NULL, x->cn, x->kf, m, 1);
 }
 
 /* o rows t0 .. t0+cn of output head h from the chunk's O rows: s O[0:dv] / (s O[dv] + eps), or

@@ -131,6 +131,9 @@ static const kv_case cases[] = {
     {"selective bf16 head groups", KC_SELECTIVE, ATTN_BF16, 60, 60, 4, 4, 256, 256, UNB, 0, TU_TOKEN_MAJOR,
      TU_DATA_UNIFORM, 0},
     {"selective f16 chunk", KC_SELECTIVE, ATTN_F16, 17, 260, 2, 1, 32, 8, UNB, 0, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, 0},
+    /* the last query blocks' keys in 2 ranges, folded */
+    {"selective f16 key ranges", KC_SELECTIVE, ATTN_F16, 600, 600, 2, 1, 16, 16, UNB, 0, TU_TOKEN_MAJOR,
+     TU_DATA_UNIFORM, 0},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

@@ -94,6 +94,9 @@ static const st_case st_cases[] = {
     {"sel_nq40_nkv10", ST(SEL), SIZES(40, 10, 16, 16), HEADS(1, 1)},
     {"sel_logits_80", ST(SEL), SIZES(97, 97, 64, 64), HEADS(2, 1), SCALE(8.0f)},
     {"sel_positive", ST(SEL), SIZES(130, 130, 16, 16), HEADS(2, 1), .data = POS, .arrays = 3},
+    /* a selection's key ranges (2 for the last query blocks; 4 in a decode call), folded */
+    {"sel_ranges_n600", ST(SEL), SIZES(600, 600, 16, 16), HEADS(2, 1), .h_sel = 1},
+    {"sel_ranges_decode_1_of_9000", ST(SEL), SIZES(1, 9000, 8, 8), HEADS(4, 2), .h_sel = 3},
 };
 #define ST_NCASES (sizeof st_cases / sizeof st_cases[0])
 static size_t st_sel[ST_NCASES];

@@ -739,9 +739,10 @@ static void blk_range(const blk_task *t, size_t r, int64_t *lo, int64_t *hi) {
   *hi = a + r1 * bc - 1 < b ? a + r1 * bc - 1 : b;
 }
 
-/* Each head's scaled Q^T (or its features), empty row state and accumulator. `first`: the state
- * starts at the first key of each row's range (attn_step_rows). */
-static void blk_begin(const blk_task *t, int first) {
+/* Each head's scaled Q^T (or its features; `queries`: 0 when the scratch already holds this
+ * task's, see blk_run_serial), empty row state and accumulator. `first`: the state starts at the
+ * first key of each row's range (attn_step_rows). */
+static void blk_begin(const blk_task *t, int first, int queries) {
   const attn_blocked_plan *p = t->p;
   const attn_shape *s = p->shape;
   const attn_blocked_io *io = t->io;
@@ -749,7 +750,7 @@ static void blk_begin(const blk_task *t, int first) {
   const size_t g = p->g, D = s->d, DV = s->dv, R = p->R, m = p->m, tn = t->tn, rows = t->rows, t0 = t->t0;
   float *ws = t->ws;
   /* selection by a task without h_sel's key head: scale Q_sel^T for its own GEMM (blk_select) */
-  const int sel_gemm = p->sel && !(p->sel_kv >= t->h0 && p->sel_kv < t->h0 + t->hn);
+  const int sel_gemm = queries && p->sel && !(p->sel_kv >= t->h0 && p->sel_kv < t->h0 + t->hn);
   for (size_t ti = 0; sel_gemm && ti < tn; ti++) {
     const float *qr = io->q + (t0 + ti) * s->q.row_stride + (p->sel_kv * g + p->sel_gi) * s->q.head_stride;
     float *col = ws + p->off_qs + ti;
@@ -758,7 +759,7 @@ static void blk_begin(const blk_task *t, int first) {
   for (size_t hh = 0; hh < t->hn; hh++) {
     float *reg = blk_head(t, hh);
     float *qt = reg + p->off_qt, *acc = reg + p->off_acc;
-    for (size_t gi = 0; p->fm && gi < g; gi++) { /* u(q) row-major, or phi(q) transposed */
+    for (size_t gi = 0; queries && p->fm && gi < g; gi++) { /* u(q) row-major, or phi(q) transposed */
       const float *qh = io->q + t0 * s->q.row_stride + ((t->h0 + hh) * g + gi) * s->q.head_stride;
       if (p->xm)
         p->fm->apply(t->uk, &p->fa, 0, tn, D, m, qh, s->q.row_stride, reg + p->off_uq + gi * m, g * m, 1,
@@ -766,7 +767,7 @@ static void blk_begin(const blk_task *t, int first) {
       else
         p->fm->apply(t->uk, &p->fa, 0, tn, D, D, qh, s->q.row_stride, qt + gi, g, rows, NULL);
     }
-    for (size_t ti = 0; !p->fm && ti < tn; ti++)
+    for (size_t ti = 0; queries && !p->fm && ti < tn; ti++)
       for (size_t gi = 0; gi < g; gi++) {
         const float *qr = io->q + (t0 + ti) * s->q.row_stride + ((t->h0 + hh) * g + gi) * s->q.head_stride;
         const size_t r = ti * g + gi; /* few: row r of R x d; else column r of d x rows */
@@ -849,24 +850,26 @@ static void blk_run_task(const attn_blocked_plan *p, const struct attn_ukernels 
   const blk_task t = blk_task_of(p, uk, io, task, ws);
   int64_t lo, hi;
   blk_task_keys(&t, &lo, &hi);
-  blk_begin(&t, 1);
+  blk_begin(&t, 1, 1);
   blk_keys(&t, lo, hi);
   blk_end(&t, NULL);
 }
 
-/* One range of a split task into the head regions. */
+/* One range of a split task into the head regions (`queries`: as blk_begin's). */
 static blk_task blk_run_range(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
-                              size_t task, size_t r, float *ws) {
+                              size_t task, size_t r, float *ws, int queries) {
   const blk_task t = blk_task_of(p, uk, io, task, ws);
   int64_t lo, hi;
   blk_range(&t, r, &lo, &hi);
-  blk_begin(&t, r == 0);
+  blk_begin(&t, r == 0, queries);
   blk_keys(&t, lo, hi);
   return t;
 }
 
 /* One task on the calling thread: whole, or its ranges one after another, each folded into the
- * fold region in order (range 0 first), as the threaded fold folds the ranges' slots. */
+ * fold region in order (range 0 first), as the threaded fold folds the ranges' slots. The ranges
+ * share the scratch, so range 0's queries serve the others: a split plan has no feature map
+ * (can_split), and its key blocks only read the scaled Q. */
 static void blk_run_serial(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
                            size_t task, float *ws) {
   blk_task t = blk_task_of(p, uk, io, task, ws);
@@ -877,7 +880,7 @@ static void blk_run_serial(const attn_blocked_plan *p, const struct attn_ukernel
   }
   float *fold = ws + p->off_fold;
   for (size_t r = 0; r < S; r++) {
-    t = blk_run_range(p, uk, io, task, r, ws);
+    t = blk_run_range(p, uk, io, task, r, ws, r == 0);
     if (r == 0)
       blk_store(&t, fold);
     else
@@ -897,7 +900,7 @@ typedef struct blk_par {
 /* Range r of head group G's task (query block task / groups) stored into its slot. */
 static void blk_par_range(const blk_par *c, size_t task, size_t r, float *ws) {
   const attn_blocked_plan *p = c->p;
-  const blk_task t = blk_run_range(p, c->uk, c->io, task, r, ws);
+  const blk_task t = blk_run_range(p, c->uk, c->io, task, r, ws, 1); /* ws last held any task's */
   blk_store(&t, c->ws + p->off_slots + ((task % p->groups) * p->split + r) * p->slot_floats);
 }
 

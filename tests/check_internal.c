@@ -126,6 +126,42 @@ START_TEST(vexp_edges) {
 }
 END_TEST
 
+/* ---- soft-cap: c tanh(x / c) in place, against double tanh ---- */
+/* Bound: |error| <= 2^-20 c. tanh = 1 - 2 / (e + 1) with e = exp(2x / c): exp's 2^-22 relative
+ * error moves 2 / (e + 1) by at most 2^-22 * 2e / (e + 1)^2 <= 2^-23; the sum, quotient and
+ * difference round by at most 2^-23 each (values up to 2); the argument's two roundings (2 / c,
+ * the product) move tanh by at most 2^-23 |y| sech^2 y <= 2^-24; the final product by c, 2^-24 c.
+ * About 5.5 x 2^-23 c in all; 8 x 2^-23 asserted. Lengths 1 .. 67 cover every vector tail, the
+ * guard zones that no store passes n, and non-finite values stay as they were. */
+START_TEST(softcap_values) {
+  static const float caps[] = {30.0f, 1.0f, 0.37f, 1e-3f, 5e4f};
+  enum { N = 67 };
+  for (size_t ci = 0; ci < sizeof caps / sizeof caps[0]; ci++) {
+    const float c = caps[ci];
+    for (size_t n = 1; n <= N; n++) {
+      float *x = galloc(n), in[N];
+      for (size_t i = 0; i < n; i++) { /* -4c .. 4c, then the edges in turn */
+        static const float edge[] = {INFINITY, -INFINITY, NAN, 1e30f, -1e30f, FLT_MAX, 0.0f, -0.0f};
+        in[i] = i % 5 == 4 ? edge[(i / 5 + n) % 8] : c * tu_rng_range(&rng, -4.0f, 4.0f);
+        x[i] = in[i];
+      }
+      uk->softcap(n, x, c);
+      for (size_t i = 0; i < n; i++) {
+        if (!isfinite(in[i])) {
+          ck_assert_msg(isnan(in[i]) ? isnan(x[i]) : x[i] == in[i], "cap %g: %g became %g", c, in[i], x[i]);
+          continue;
+        }
+        const double want = (double)c * tanh((double)in[i] / c);
+        ck_assert_msg(fabs((double)x[i] - want) <= 0x1p-20 * c, "cap %g, x %.9g: %.9g, want %.9g (n %zu, i %zu)",
+                      (double)c, (double)in[i], (double)x[i], want, n, i);
+        ck_assert_msg(fabsf(x[i]) <= c, "cap %g, x %.9g: %.9g beyond the cap", (double)c, (double)in[i], (double)x[i]);
+      }
+      gcheck_free(x);
+    }
+  }
+}
+END_TEST
+
 /* ---- log: relative error bound over the positive normal floats ---- */
 /* Bound: relative error 2^-22 against double log (as exp's): every binade from FLT_MIN to
  * FLT_MAX at 2^12 mantissas each, and 1 +- k 2^-24 and 1 +- k 2^-23 next to the root, where
@@ -1151,6 +1187,7 @@ static Suite *internal_suite(attn_isa active) {
   tcase_add_test(t, vexp_error_bound);
   tcase_add_test(t, vexp_edges);
   tcase_add_test(t, vlog_error_bound);
+  tcase_add_test(t, softcap_values);
   suite_add_tcase(s, t);
   t = tu_tcase("cvt");
   tcase_add_loop_test(t, cvt_all_patterns, 0, 2);

@@ -111,6 +111,11 @@ typedef void attn_vexp_fn(size_t n, const float *x, float *y);
  * normal x[i]; finite for 0 and subnormals; other inputs unspecified. Exposed for its tests, as
  * vexp. */
 typedef void attn_vlog_fn(size_t n, const float *x, float *y);
+/* Softmax's logit soft-cap in place: x[i] = c tanh(x[i] / c) for finite x[i] (c > 0, finite),
+ * through the vectorised exp: tanh y = 1 - 2 / (e^(2y) + 1), with 2y clamped to [-88, 88] (tanh 44
+ * is 1 in float). Infinite and NaN x[i] stay as they are (-inf is a hidden pair; +inf and NaN
+ * from non-finite inputs must still reach the row). One pass over x. */
+typedef void attn_softcap_fn(size_t n, float *x, float c);
 
 /* K/V element conversion (attn_shape.kv_type): rows x cols 16-bit patterns x (row stride ldx
  * elements) into fp32 y, contiguous (row stride cols). Exact on every path (every fp16 and bf16
@@ -162,8 +167,9 @@ typedef void attn_few_pv_fn(attn_dtype type, const attn_few_heads *hd, size_t nq
   KERNEL(softmax_block) KERNEL(gau_block) TUNING(q_block) TUNING(kv_block)                  \
   /* chunkwise engine: feature maps, one-token state step; default causal chunk */          \
   KERNEL(featmap) KERNEL(expfeat) KERNEL(linear_step) TUNING(linear_chunk)                 \
-  /* vector helpers: vexp, vlog (what the kernels inline, exposed for their tests) */      \
-  KERNEL(vexp) KERNEL(vlog)                                                                 \
+  /* vector helpers: vexp, vlog (what the kernels inline, exposed for their tests);        \
+     softcap (softmax's option, over a block of scores) */                                  \
+  KERNEL(vexp) KERNEL(vlog) KERNEL(softcap)                                                 \
   /* K/V conversion of fp16 / bf16 blocks into fp32 scratch */                              \
   KERNEL(f16_cvt) KERNEL(bf16_cvt)                                                          \
   /* few query rows: scores and P V over K/V in place (fp32, fp16, bf16) */                 \

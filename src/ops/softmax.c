@@ -105,30 +105,13 @@ static void sm_opt_init(float *rs, size_t R, size_t rows, const attn_step_rows *
   }
 }
 
-/* c tanh(x / c) of n finite logits through the path's exp, tmp holding n floats:
- * tanh y = 1 - 2 / (e^(2y) + 1), the argument 2y clamped to 88 (tanh 44 is 1 in float) and
- * e^(2y) 0 below -87.3 (tanh -1). Infinite and NaN logits stay as they are: -inf is a hidden pair
- * here, and +inf or NaN (from non-finite inputs) must still make the row NaN. */
-static void sm_softcap(const struct attn_ukernels *uk, float *x, size_t n, float c, float *tmp) {
-  const float two_over_c = 2.0f / c;
-  for (size_t i = 0; i < n; i++) {
-    const float y = x[i] * two_over_c;
-    tmp[i] = y > 88.0f ? 88.0f : y == y ? y : 0.0f; /* +inf to 88, NaN to 0: both restored below */
-  }
-  uk->vexp(n, tmp, tmp);
-  for (size_t i = 0; i < n; i++) { /* branch-free (x - x is 0 exactly when x is finite): vectorised */
-    const float v = c * (1.0f - 2.0f / (tmp[i] + 1.0f));
-    x[i] = x[i] - x[i] == 0.0f ? v : x[i];
-  }
-}
-
 /* The options on a block of scores ST (nk keys x nq columns, contiguous rows: ld == nq), in the
- * order of attn.h; whole-block loops (the cap in pieces of the strip), so that a decode's column
- * of keys runs as one vector loop. */
+ * order of attn.h; whole-block loops (the cap: the path's kernel over the block), so that a
+ * decode's column of keys runs as one vector loop. */
 static const float *sm_opt_step(const struct attn_ukernels *uk, const attn_step_block *b, float *rs, size_t R) {
   const sm_opts *op = b->params;
   /* the strip holds (keys per block + tokens per block) g >= nk + nq floats */
-  const size_t g = b->g, nq = b->nq, nk = b->nk, ld = b->ld, tn = nq / g, per = attn_max_sz(1, (nk + nq) / nq);
+  const size_t g = b->g, nq = b->nq, nk = b->nk, ld = b->ld, tn = nq / g;
   float *st = b->st;
   /* A -inf logit of a visible pair (an infinite input) must end NaN: on a block the engine did not
    * mask the kernel does it, unless a bias can hide pairs (-inf then means hidden): first, here.
@@ -137,9 +120,7 @@ static const float *sm_opt_step(const struct attn_ukernels *uk, const attn_step_
   if (!b->masked && op->bias)
     for (size_t jj = 0; jj < nk; jj++)
       for (size_t c = 0; c < nq; c++) st[jj * ld + c] = st[jj * ld + c] == -INFINITY ? NAN : st[jj * ld + c];
-  if (op->softcap > 0.0f)
-    for (size_t r = 0; r < nk; r += per) /* `per` whole rows (ld == nq: contiguous) at a time */
-      sm_softcap(uk, st + r * ld, attn_min_sz(per, nk - r) * nq, op->softcap, b->strip);
+  if (op->softcap > 0.0f) uk->softcap(nk * nq, st, op->softcap); /* ld == nq: one vector loop */
   if (op->alibi) { /* slope (j - p_i): the distance (j - p0) - ti in float is exact (integers below
                       2^24), so one rounding, of the product; the tokens as floats in a table (the
                       strip, free again) keep the loops free of conversions */

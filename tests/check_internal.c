@@ -162,6 +162,37 @@ START_TEST(softcap_values) {
 }
 END_TEST
 
+/* ---- gate factors: exp of double differences, times x ---- */
+/* y[r][f] = exp((float)(+-(a - c))) x against double: exp's 2^-22 relative bound plus one rounding
+ * of the product by x (2^-24): 2^-21 asserted. The differences of large a and c (10^6 + small) tell
+ * a difference taken in double from one of two floats (0.3 against 0.3125). Every tail of the
+ * path's width, c and x NULL or not, y in place of x, guarded outputs. */
+START_TEST(gate_exp_values) {
+  enum { R = 3, M = 37 };
+  double a[R * M], c[M];
+  for (size_t f = 0; f < M; f++) c[f] = f % 3 ? 1e6 : tu_rng_range(&rng, -30.0f, 0.0f);
+  for (size_t e = 0; e < R * M; e++) a[e] = c[e % M] + tu_rng_range(&rng, -20.0f, 20.0f) + 1e-3 * (double)(e % 7);
+  for (size_t m = 1; m <= M; m++)
+    for (int v = 0; v < 8; v++) { /* neg, c NULL, x NULL */
+      const int neg = v & 1, has_c = v & 2, has_x = v & 4;
+      float *y = galloc(R * m), x[R * M];
+      for (size_t e = 0; e < R * m; e++) y[e] = x[e] = tu_rng_range(&rng, -2.0f, 2.0f);
+      /* rows of lda = M doubles; y (and x) rows of m floats; with x, y is x (in place) */
+      uk->gate_exp(R, m, a, M, has_c ? c : NULL, neg, has_x ? y : NULL, m, y, m);
+      for (size_t r = 0; r < R; r++)
+        for (size_t f = 0; f < m; f++) {
+          const double diff = a[r * M + f] - (has_c ? c[f] : 0.0);
+          const float d = (float)(neg ? -diff : diff);
+          const double want = exp((double)d) * (has_x ? (double)x[r * m + f] : 1.0);
+          const double got = y[r * m + f];
+          ck_assert_msg(fabs(got - want) <= 0x1p-21 * fabs(want) || (isinf(want) && got == want),
+                        "m %zu v %d r %zu f %zu: %.9g, want %.9g", m, v, r, f, got, want);
+        }
+      gcheck_free(y);
+    }
+}
+END_TEST
+
 /* ---- log: relative error bound over the positive normal floats ---- */
 /* Bound: relative error 2^-22 against double log (as exp's): every binade from FLT_MIN to
  * FLT_MAX at 2^12 mantissas each, and 1 +- k 2^-24 and 1 +- k 2^-23 next to the root, where
@@ -1188,6 +1219,7 @@ static Suite *internal_suite(attn_isa active) {
   tcase_add_test(t, vexp_edges);
   tcase_add_test(t, vlog_error_bound);
   tcase_add_test(t, softcap_values);
+  tcase_add_test(t, gate_exp_values);
   suite_add_tcase(s, t);
   t = tu_tcase("cvt");
   tcase_add_loop_test(t, cvt_all_patterns, 0, 2);

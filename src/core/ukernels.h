@@ -104,6 +104,13 @@ typedef void attn_expfeat_fn(attn_expfeat_mode mode, size_t rows, size_t m, cons
 typedef void attn_linear_step_fn(size_t m, size_t w, const float *qf, const float *kf, const float *va, float a,
                                  float *s, size_t lds, float *out, const float *g);
 
+/* Per-feature gate factors (chunkwise engine): y[r][f] = exp(d) x[r][f] for r < rows, f < m, with
+ * d = (float)(a[r][f] - c[f]) (the difference in double, one rounding), negated when neg (so
+ * exactly (float)(c[f] - a[r][f])); c NULL reads as 0, x NULL as 1. Row strides lda (doubles),
+ * ldx and ldy (floats); y may be x with the same stride. */
+typedef void attn_gate_exp_fn(size_t rows, size_t m, const double *a, size_t lda, const double *c, int neg,
+                              const float *x, size_t ldx, float *y, size_t ldy);
+
 /* y[i] = exp(x[i]) with the library's vectorised exp (the one every kernel inlines). Tests assert its
  * error bound on every path through this slot. */
 typedef void attn_vexp_fn(size_t n, const float *x, float *y);
@@ -165,8 +172,9 @@ typedef void attn_few_pv_fn(attn_dtype type, const attn_few_heads *hd, size_t nq
   KERNEL(gemm) TUNING(gemm_nr)                                                              \
   /* blocked score engine: score steps; query rows and keys per block */                    \
   KERNEL(softmax_block) KERNEL(gau_block) TUNING(q_block) TUNING(kv_block)                  \
-  /* chunkwise engine: feature maps, one-token state step; default causal chunk */          \
-  KERNEL(featmap) KERNEL(expfeat) KERNEL(linear_step) TUNING(linear_chunk)                 \
+  /* chunkwise engine: feature maps, one-token state step, per-feature gate factors;        \
+     default causal chunk */                                                                \
+  KERNEL(featmap) KERNEL(expfeat) KERNEL(linear_step) KERNEL(gate_exp) TUNING(linear_chunk) \
   /* vector helpers: vexp, vlog (what the kernels inline, exposed for their tests);        \
      softcap (softmax's option, over a block of scores) */                                  \
   KERNEL(vexp) KERNEL(vlog) KERNEL(softcap)                                                 \

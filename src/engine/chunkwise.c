@@ -63,7 +63,6 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     p->off_din = attn_ws_take(&w, p->C);
     p->off_dout = attn_ws_take(&w, p->C);
     p->off_dc = attn_ws_take(&w, p->m);
-    p->off_qg = attn_ws_take(&w, feat ? cm : 0);
     p->off_kg = attn_ws_take(&w, feat ? cm : 0);
     p->off_ks = attn_ws_take(&w, feat ? cm : 0); /* key factors, then query factors and their exponents */
     (void)attn_ws_take(&w, feat ? cm : 0);
@@ -133,7 +132,7 @@ typedef struct cw_ctx {
   double *b;           /* gates: the chunk's cumulative log gates (C, or C x m per-feature) */
   float *wt, *din;     /* gates: intra weights (C x C), state-product row scales (C) */
   float *dout, *dc;    /* gates: absorb key-row scales (C), state row scales (m) */
-  float *qg, *kg, *ks; /* per-feature gates: exp(B), beta exp(B_last - B), block factors */
+  float *kg, *ks;      /* per-feature gates: beta exp(B_last - B), block factors */
   size_t hk, hv, hg;   /* key, value and gate heads of the task's state head */
 } cw_ctx;
 
@@ -153,20 +152,12 @@ static void cw_gates(const cw_ctx *x, size_t j0, size_t cn, int intra) {
   if (g->kind == ATTN_GATE_FEATURE) {
     for (size_t c = 0; c < cn; c++)
       for (size_t f = 0; f < m; f++) b[c * m + f] = (c ? b[(c - 1) * m + f] : 0.0) + lg[c * grs + f];
-    const double *last = b + (cn - 1) * m;
-    for (size_t c = 0; c < cn; c++)
-      for (size_t f = 0; f < m; f++) {
-        x->qg[c * m + f] = (float)b[c * m + f];
-        x->kg[c * m + f] = (float)(last[f] - b[c * m + f]);
-      }
-    /* without the intra part (a scan's absorb) only the last row of exp(B) is needed: dC */
-    const size_t q0 = intra ? 0 : cn - 1;
-    x->uk->vexp((cn - q0) * m, x->qg + q0 * m, x->qg + q0 * m);
-    x->uk->vexp(cn * m, x->kg, x->kg);
+    /* dC = exp(B_last), kg = exp(B_last - B) (the queries' exp(B) is cw_query_feature's) */
+    x->uk->gate_exp(1, m, b + (cn - 1) * m, m, NULL, 0, NULL, 0, x->dc, m);
+    x->uk->gate_exp(cn, m, b, m, b + (cn - 1) * m, 1, NULL, 0, x->kg, m);
     for (size_t c = 0; c < cn; c++) x->dout[c] = bt ? bt[c * brs] : 1.0f; /* beta, for the intra part */
     for (size_t c = 0; bt && c < cn; c++)
       for (size_t f = 0; f < m; f++) x->kg[c * m + f] *= x->dout[c];
-    memcpy(x->dc, x->qg + (cn - 1) * m, m * sizeof(float));
     return;
   }
   for (size_t c = 0; c < cn; c++) b[c] = (c ? b[c - 1] : 0.0) + (lg ? lg[c * grs] : 0.0f);
@@ -335,7 +326,7 @@ static void cw_intra_weights(const cw_ctx *x, size_t cn, size_t i0, size_t i1) {
 }
 
 /* Per-feature gates, a causal chunk of cn rows (query features row-major in qt, the chunk's Kf,
- * Va, B, qg loaded): O = (Qf (.) exp(B)) S, then per query block I = [i0, i1) the intra part over
+ * Va, B loaded): O = (Qf (.) exp(B)) S, then per query block I = [i0, i1) the intra part over
  * keys j < i1 (engine/chunkwise.h): AT = Ks Qs^T with Ks_j = beta_j psi_j (.) exp(B_i0 - B_j) and
  * Qs_i = phi_i (.) exp(B_i - B_i0). Ks is kept from block to block: moving its reference row from
  * i0' to i0 multiplies it by exp(B_i0 - B_i0') <= 1 per feature, so only new keys take exps. */
@@ -345,7 +336,7 @@ static void cw_query_feature(const cw_ctx *x, const float *S, size_t cn, int va_
   const size_t m = p->m, W = p->W, ld = attn_min_sz(uk->gemm_nr, p->C);
   const double *B = x->b;
   float *ks = x->ks, *qs = ks + p->C * m, *tmp = qs + p->C * m;
-  for (size_t e = 0; e < cn * m; e++) ks[e] = x->qt[e] * x->qg[e];
+  uk->gate_exp(cn, m, B, m, NULL, 0, x->qt, m, ks, m); /* Qf (.) exp(B) */
   uk->gemm(cn, W, m, ks, m, 1, S, p->lds, x->oc, W, NULL, 0);
   size_t done = 0, ref = 0; /* rows of Ks made, and the row their exponents are measured from */
   for (size_t i0 = 0; i0 < cn; i0 += ld) {
@@ -356,24 +347,20 @@ static void cw_query_feature(const cw_ctx *x, const float *S, size_t cn, int va_
     /* The block's own keys join the factorised product only while their factors stay in range. */
     const size_t jn = span <= ATTN_GATE_SPAN ? i1 : i0;
     if (done && ref != i0) { /* move the kept rows' reference to i0 */
-      for (size_t f = 0; f < m; f++) tmp[f] = (float)(Bn[f] - B[ref * m + f]);
-      uk->vexp(m, tmp, tmp);
+      uk->gate_exp(1, m, Bn, m, B + ref * m, 0, NULL, 0, tmp, m);
       for (size_t j = 0; j < done; j++)
         for (size_t f = 0; f < m; f++) ks[j * m + f] *= tmp[f];
     }
     if (jn > done) { /* new rows: beta_j psi_jf exp(B_i0,f - B_jf) */
-      for (size_t j = done; j < jn; j++)
-        for (size_t f = 0; f < m; f++) ks[j * m + f] = (float)(Bn[f] - B[j * m + f]);
-      uk->vexp((jn - done) * m, ks + done * m, ks + done * m);
-      for (size_t j = done; j < jn; j++)
-        for (size_t f = 0; f < m; f++) ks[j * m + f] *= x->kf[j * m + f] * x->dout[j];
+      uk->gate_exp(jn - done, m, B + done * m, m, Bn, 1, x->kf + done * m, m, ks + done * m, m);
+      for (size_t j = done; p->g.beta && j < jn; j++)
+        for (size_t f = 0; f < m; f++) ks[j * m + f] *= x->dout[j];
     }
-    done = jn, ref = i0;             /* jn >= i0 >= the rows made before */
-    for (size_t i = i0; i < i1; i++) /* query factors: phi_if exp(B_if - B_i0,f), then transposed */
-      for (size_t f = 0; f < m; f++) tmp[(i - i0) * m + f] = (float)(B[i * m + f] - Bn[f]);
-    uk->vexp(ni * m, tmp, tmp);
+    done = jn, ref = i0; /* jn >= i0 >= the rows made before */
+    /* query factors: phi_if exp(B_if - B_i0,f), then transposed */
+    uk->gate_exp(ni, m, B + i0 * m, m, Bn, 0, x->qt + i0 * m, m, tmp, m);
     for (size_t i = 0; i < ni; i++)
-      for (size_t f = 0; f < m; f++) qs[f * ld + i] = tmp[i * m + f] * x->qt[(i0 + i) * m + f];
+      for (size_t f = 0; f < m; f++) qs[f * ld + i] = tmp[i * m + f];
     if (jn) uk->gemm(jn, ni, m, ks, m, 1, qs, ld, x->at, ld, NULL, 0); /* AT[j][i - i0], j < jn */
     for (size_t j = i0; j < i1; j++) {
       float *row = x->at + j * ld;
@@ -381,8 +368,7 @@ static void cw_query_feature(const cw_ctx *x, const float *S, size_t cn, int va_
         if (j > i) {
           row[i - i0] = 0.0f;
         } else if (jn == i0) { /* per element: every exponent <= 0 */
-          for (size_t f = 0; f < m; f++) tmp[f] = (float)(B[i * m + f] - B[j * m + f]);
-          uk->vexp(m, tmp, tmp);
+          uk->gate_exp(1, m, B + i * m, m, B + j * m, 0, NULL, 0, tmp, m);
           float a = 0.0f;
           for (size_t f = 0; f < m; f++) a += x->qt[i * m + f] * x->kf[j * m + f] * tmp[f];
           row[i - i0] = a * x->dout[j];
@@ -551,7 +537,6 @@ static cw_ctx cw_ctx_of(const attn_chunkwise_plan *p, const struct attn_ukernels
                   ws + p->off_din,
                   ws + p->off_dout,
                   ws + p->off_dc,
-                  ws + p->off_qg,
                   ws + p->off_kg,
                   ws + p->off_ks,
                   task / p->kdiv,

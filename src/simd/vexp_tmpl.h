@@ -1,8 +1,8 @@
 /*
- * Vector exp and log, and softmax's soft-cap (contracts: attn_vexp_fn, attn_vlog_fn and
- * attn_softcap_fn in core/ukernels.h) over the exp and log of exp_tmpl.h, written once against the
- * vf_* shim. Include the path's shim, define ATTN_VEXP_NAME, ATTN_VLOG_NAME or ATTN_SOFTCAP_NAME,
- * then include.
+ * Vector exp and log, softmax's soft-cap and the gates' factors (contracts: attn_vexp_fn,
+ * attn_vlog_fn, attn_softcap_fn and attn_gate_exp_fn in core/ukernels.h) over the exp and log of
+ * exp_tmpl.h, written once against the vf_* shim. Include the path's shim, define ATTN_VEXP_NAME,
+ * ATTN_VLOG_NAME, ATTN_SOFTCAP_NAME or ATTN_GATE_EXP_NAME, then include.
  */
 #include "core/ukernels.h"
 #include "simd/exp_tmpl.h"
@@ -21,6 +21,31 @@ ATTN_VMAP_(ATTN_VEXP_NAME, attn_vexp_)
 ATTN_VMAP_(ATTN_VLOG_NAME, attn_vlog_)
 #endif
 #undef ATTN_VMAP_
+
+#ifdef ATTN_GATE_EXP_NAME
+void ATTN_GATE_EXP_NAME(size_t rows, size_t m, const double *a, size_t lda, const double *c, int neg, const float *x,
+                        size_t ldx, float *y, size_t ldy) {
+  static const double zero[ATTN_VL]; /* c NULL */
+  const vf sign = vf_set1(neg ? -1.0f : 1.0f);
+  for (size_t r = 0; r < rows; r++) {
+    const double *ar = a + r * lda;
+    for (size_t f = 0; f < m; f += ATTN_VL) {
+      const size_t w = m - f < ATTN_VL ? m - f : ATTN_VL;
+      vf d;
+      if (w == ATTN_VL) {
+        d = vf_from_f64_diff(ar + f, c ? c + f : zero);
+      } else { /* the tail: the same conversion, lane by lane */
+        float t[ATTN_VL];
+        for (size_t i = 0; i < w; i++) t[i] = (float)(ar[f + i] - (c ? c[f + i] : 0.0));
+        d = vf_load_w(t, w);
+      }
+      vf e = attn_vexp_(vf_mul(d, sign));
+      if (x) e = vf_mul(e, vf_load_w(x + r * ldx + f, w));
+      vf_store_w(y + r * ldy + f, e, w);
+    }
+  }
+}
+#endif
 
 #ifdef ATTN_SOFTCAP_NAME
 void ATTN_SOFTCAP_NAME(size_t n, float *x, float c) {

@@ -101,6 +101,11 @@ static inline void vf_hsum4(vf a, vf b, vf c, vf d, float *out) {
                                             simde_mm256_hadd_ps(vf_fold256_(c), vf_fold256_(d)));
   simde_mm_storeu_ps(out, simde_mm_add_ps(simde_mm256_castps256_ps128(t), simde_mm256_extractf128_ps(t, 1)));
 }
+/* Two 256-bit halves as one vector (AVX-512F: joined as doubles, not with DQ's insertf32x8). */
+static inline vf vf_join_(simde__m256 lo, simde__m256 hi) {
+  return simde_mm512_castpd_ps(
+      simde_mm512_insertf64x4(simde_mm512_castpd256_pd512(simde_mm256_castps_pd(lo)), simde_mm256_castps_pd(hi), 1));
+}
 /* 16 fp16 / bf16 values (16-bit patterns) as floats, exactly (K/V storage): AVX-512F's
  * vcvtph2ps where native (SIMDe 0.7 has no 512-bit form: emulated, two 256-bit halves through its
  * F16C emulation), bf16 a 16-bit shift. */
@@ -112,8 +117,7 @@ static inline vf vf_from_f16(const uint16_t *p) {
 #else
   const simde__m256 lo = simde_mm256_cvtph_ps(simde_mm256_castsi256_si128(h)),
                     hi = simde_mm256_cvtph_ps(simde_mm256_extracti128_si256(h, 1));
-  return simde_mm512_castpd_ps(
-      simde_mm512_insertf64x4(simde_mm512_castpd256_pd512(simde_mm256_castps_pd(lo)), simde_mm256_castps_pd(hi), 1));
+  return vf_join_(lo, hi);
 #endif
 }
 static inline vf vf_from_bf16(const uint16_t *p) {
@@ -125,8 +129,25 @@ static inline vf vf_from_bf16(const uint16_t *p) {
                      hi = simde_mm256_cvtepu16_epi32(simde_mm256_extracti128_si256(h, 1));
   const simde__m256 a = simde_mm256_castsi256_ps(simde_mm256_slli_epi32(lo, 16)),
                     b = simde_mm256_castsi256_ps(simde_mm256_slli_epi32(hi, 16));
-  return simde_mm512_castpd_ps(
-      simde_mm512_insertf64x4(simde_mm512_castpd256_pd512(simde_mm256_castps_pd(a)), simde_mm256_castps_pd(b), 1));
+  return vf_join_(a, b);
+#endif
+}
+/* (float)(a[i] - c[i]) of 16 doubles: the difference in double, one rounding to float (SIMDe 0.7
+ * has no 512-bit cvtpd_ps: emulated, four 256-bit conversions). */
+#if !ATTN_AVX512_NATIVE_
+static inline simde__m256 vf_f64_diff8_(const double *a, const double *c) {
+  const simde__m128 lo = simde_mm256_cvtpd_ps(simde_mm256_sub_pd(simde_mm256_loadu_pd(a), simde_mm256_loadu_pd(c)));
+  const simde__m128 hi =
+      simde_mm256_cvtpd_ps(simde_mm256_sub_pd(simde_mm256_loadu_pd(a + 4), simde_mm256_loadu_pd(c + 4)));
+  return simde_mm256_set_m128(hi, lo);
+}
+#endif
+static inline vf vf_from_f64_diff(const double *a, const double *c) {
+#if ATTN_AVX512_NATIVE_
+  return vf_join_(_mm512_cvtpd_ps(_mm512_sub_pd(_mm512_loadu_pd(a), _mm512_loadu_pd(c))),
+                  _mm512_cvtpd_ps(_mm512_sub_pd(_mm512_loadu_pd(a + 8), _mm512_loadu_pd(c + 8))));
+#else
+  return vf_join_(vf_f64_diff8_(a, c), vf_f64_diff8_(a + 8, c + 8));
 #endif
 }
 #include "simd/vf_common.h"

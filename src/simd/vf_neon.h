@@ -70,5 +70,11 @@ static inline void vf_hsum4(vf a, vf b, vf c, vf d, float *out) {
 static inline vf vf_from_bf16(const uint16_t *p) {
   return simde_vreinterpretq_f32_u32(simde_vshlq_n_u32(simde_vmovl_u16(simde_vld1_u16(p)), 16));
 }
+/* (float)(a[i] - c[i]) of 4 doubles: the difference in double, one rounding to float. */
+static inline vf vf_from_f64_diff(const double *a, const double *c) {
+  const simde_float32x2_t lo = simde_vcvt_f32_f64(simde_vsubq_f64(simde_vld1q_f64(a), simde_vld1q_f64(c)));
+  const simde_float32x2_t hi = simde_vcvt_f32_f64(simde_vsubq_f64(simde_vld1q_f64(a + 2), simde_vld1q_f64(c + 2)));
+  return simde_vcombine_f32(lo, hi);
+}
 #include "simd/vf_common.h"
 #endif

@@ -85,5 +85,11 @@ static inline vf vf_from_bf16(const uint16_t *p) {
   const vu32_ h = {p[0], p[1], p[2], p[3]};
   return (vf)(h << 16);
 }
+/* (float)(a[i] - c[i]) of ATTN_VL doubles: the difference in double, one rounding to float. */
+static inline vf vf_from_f64_diff(const double *a, const double *c) {
+  vf r;
+  for (int i = 0; i < ATTN_VL; i++) r[i] = (float)(a[i] - c[i]);
+  return r;
+}
 #include "simd/vf_common.h"
 #endif

@@ -1,0 +1,4 @@
+/* avx2 path: per-feature gate factors, chunkwise engine (src/simd/vexp_tmpl.h). */
+#include "simd/vf_avx2.h"
+#define ATTN_GATE_EXP_NAME attn_f32_gate_exp_ukernel__avx2
+#include "simd/vexp_tmpl.h"

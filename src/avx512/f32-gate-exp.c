@@ -1,0 +1,4 @@
+/* avx512 path: per-feature gate factors, chunkwise engine (src/simd/vexp_tmpl.h). */
+#include "simd/vf_avx512.h"
+#define ATTN_GATE_EXP_NAME attn_f32_gate_exp_ukernel__avx512
+#include "simd/vexp_tmpl.h"

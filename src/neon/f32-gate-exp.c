@@ -1,0 +1,4 @@
+/* neon path: per-feature gate factors, chunkwise engine (src/simd/vexp_tmpl.h). */
+#include "simd/vf_neon.h"
+#define ATTN_GATE_EXP_NAME attn_f32_gate_exp_ukernel__neon
+#include "simd/vexp_tmpl.h"

@@ -132,23 +132,20 @@ static inline vf vf_from_bf16(const uint16_t *p) {
   return vf_join_(a, b);
 #endif
 }
-/* (float)(a[i] - c[i]) of 16 doubles: the difference in double, one rounding to float (SIMDe 0.7
- * has no 512-bit cvtpd_ps: emulated, four 256-bit conversions). */
-#if !ATTN_AVX512_NATIVE_
-static inline simde__m256 vf_f64_diff8_(const double *a, const double *c) {
-  const simde__m128 lo = simde_mm256_cvtpd_ps(simde_mm256_sub_pd(simde_mm256_loadu_pd(a), simde_mm256_loadu_pd(c)));
-  const simde__m128 hi =
-      simde_mm256_cvtpd_ps(simde_mm256_sub_pd(simde_mm256_loadu_pd(a + 4), simde_mm256_loadu_pd(c + 4)));
-  return simde_mm256_set_m128(hi, lo);
-}
-#endif
-static inline vf vf_from_f64_diff(const double *a, const double *c) {
+/* 8 doubles rounded to floats: AVX-512F's vcvtpd2ps where native (SIMDe 0.7 has no 512-bit form:
+ * emulated, its two 256-bit halves). */
+static inline simde__m256 vf_cvtpd_ps_(simde__m512d d) {
 #if ATTN_AVX512_NATIVE_
-  return vf_join_(_mm512_cvtpd_ps(_mm512_sub_pd(_mm512_loadu_pd(a), _mm512_loadu_pd(c))),
-                  _mm512_cvtpd_ps(_mm512_sub_pd(_mm512_loadu_pd(a + 8), _mm512_loadu_pd(c + 8))));
+  return _mm512_cvtpd_ps(d);
 #else
-  return vf_join_(vf_f64_diff8_(a, c), vf_f64_diff8_(a + 8, c + 8));
+  return simde_mm256_set_m128(simde_mm256_cvtpd_ps(simde_mm512_extractf64x4_pd(d, 1)),
+                              simde_mm256_cvtpd_ps(simde_mm512_castpd512_pd256(d)));
 #endif
+}
+/* (float)(a[i] - c[i]) of 16 doubles: the difference in double, one rounding to float. */
+static inline vf vf_from_f64_diff(const double *a, const double *c) {
+  return vf_join_(vf_cvtpd_ps_(simde_mm512_sub_pd(simde_mm512_loadu_pd(a), simde_mm512_loadu_pd(c))),
+                  vf_cvtpd_ps_(simde_mm512_sub_pd(simde_mm512_loadu_pd(a + 8), simde_mm512_loadu_pd(c + 8))));
 }
 #include "simd/vf_common.h"
 #endif

@@ -63,7 +63,9 @@ for ((t = 2; t < cpus; t *= 2)); do counts+=",$t"; done
 # Then the seeds' claims, measured (bench/analyze): attn-analyze's full run, when the build found
 # LAPACK. Its tables go to a log; the summary is printed; a failed check fails the script.
 analysis="$root/bench-results/analysis"
-if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^bench/analyze/attn-analyze:'; then
+# (grep reads the whole list: with -q it could exit before ninja's last write, and pipefail would
+# turn ninja's SIGPIPE into "not built": seen in 11 of 300 tries)
+if ninja -C "$build" -t targets all 2>/dev/null | grep '^bench/analyze/attn-analyze:' >/dev/null; then
   ninja -C "$build" bench/analyze/attn-analyze >/dev/null
   mkdir -p "$analysis"
   rc=0

@@ -9,6 +9,17 @@
 /* ------------------------------------------------------------------------------------------ */
 /* Environment and main                                                                        */
 /* ------------------------------------------------------------------------------------------ */
+/* Under UBSan (scripts/test-all.sh sanitize and fuzz) the first report ends the process, so a
+ * test that runs into undefined behaviour fails. The builds keep UBSan's recoverable checks rather
+ * than -fno-sanitize-recover=all: with ASan, the non-recovering checks made clang take 4-8 minutes
+ * per GEMM micro-kernel file (src/simd/gemm_tmpl.h), some 25 of CI's minutes. The runtime reads
+ * this before UBSAN_OPTIONS, which can still add to it (the fuzz targets' print_stacktrace=1).
+ * Unused in other builds. */
+const char *__ubsan_default_options(void);
+__attribute__((visibility("default"), used)) const char *__ubsan_default_options(void) {
+  return "halt_on_error=1:print_stacktrace=1";
+}
+
 int tu_setup_isa(attn_isa *active) {
   const char *name = getenv("ATTN_ISA");
   const attn_isa want = (name && *name) ? attn_isa_from_name(name) : ATTN_ISA_AUTO;

@@ -496,11 +496,6 @@ static void blk_exp_keys(const blk_task *t, size_t hh, int64_t j0, size_t jn, in
   blk_accumulate(t, hh, j0, jn, masked, vb, NULL, p->shape->v.row_stride, bm);
 }
 
-/* U[k][p] = 1 for k < p: A U is the exclusive running sum along A's rows (8 columns). */
-static const float blk_upper8[64] = {0, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1,
-                                     1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0,
-                                     0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
-
 /* relu with NaN kept (a selection), branch-free: the bits of y, cleared where y <= 0 (random
  * signs would mispredict a branch half the time). */
 static inline float blk_relu(float y) {
@@ -511,14 +506,36 @@ static inline float blk_relu(float y) {
   return y;
 }
 
+/* The exclusive running sums along rows of length tn (fz[r][ti] = run[r] + sum of sel[r][k < ti];
+ * run[r] ends as the row's total), KEYS rows at a time: their chains of dependent adds are
+ * independent, and scalar (vectorised across rows, the loop would gather and scatter). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define BLK_SCALAR_LOOPS __attribute__((optimize("no-tree-vectorize")))
+#else
+#define BLK_SCALAR_LOOPS
+#endif
+static BLK_SCALAR_LOOPS void blk_running_sums(size_t jn, size_t tn, const float *sel, float *run, float *fz) {
+  enum { KEYS = 8 };
+  size_t k0 = 0;
+  for (; k0 + KEYS <= jn; k0 += KEYS) {
+    float acc[KEYS];
+    const float *sr = sel + k0 * tn;
+    float *fr = fz + k0 * tn;
+    for (size_t r = 0; r < KEYS; r++) acc[r] = run[k0 + r];
+    for (size_t ti = 0; ti < tn; ti++)
+      for (size_t r = 0; r < KEYS; r++) fr[r * tn + ti] = acc[r], acc[r] += sr[r * tn + ti];
+    for (size_t r = 0; r < KEYS; r++) run[k0 + r] = acc[r];
+  }
+  for (; k0 < jn; k0++)
+    for (size_t ti = 0; ti < tn; ti++) fz[k0 * tn + ti] = run[k0], run[k0] += sel[k0 * tn + ti];
+}
+
 /* Selection: F of the block's (key, token) pairs (fz, jn x tn) from head h_sel's scores (src:
  * row jj of key j0 + jj, its token ti at src[jj * ld + ti * step]): F_pj = sel_f[j] + the relu'd
- * scores of the block's earlier tokens k with j < k (none for j = 0). The running sums along a
- * key's tokens go 8 tokens at a time through the GEMM micro-kernel (the chunk times blk_upper8)
- * plus the sum carried from the chunks before; a block whose selections hold a NaN or an
- * infinity takes them one by one instead, so that a non-finite value reaches only the later
- * tokens (0 x NaN in the product would reach the earlier ones too). The last head group stores
- * each key's sum over all the block's tokens. */
+ * scores of the block's earlier tokens k with j < k (none for j = 0), summed in token order. The
+ * relu'd selections go key-major into scratch (a vector loop where contiguous), then through
+ * blk_running_sums. A NaN or an infinity reaches only the later tokens of its key. The last head
+ * group stores each key's sum over all the block's tokens. */
 static void blk_select_f(const blk_task *t, int64_t j0, size_t jn, const float *src, size_t ld, size_t step) {
   const attn_blocked_plan *p = t->p;
   const size_t tn = t->tn;
@@ -547,25 +564,7 @@ static void blk_select_f(const blk_task *t, int64_t j0, size_t jn, const float *
       for (size_t ti = first; ti < tn; ti++) o[ti] = blk_relu(x[ti * step]);
     run[jj] = f[j];
   }
-  for (size_t c0 = 0; c0 < tn; c0 += 8) {
-    const size_t cw = attn_min_sz(8, tn - c0);
-    t->uk->gemm(jn, cw, cw, sel + c0, tn, 1, blk_upper8, 8, fz + c0, tn, NULL, 0);
-    for (size_t jj = 0; jj < jn; jj++) {
-      float *fr = fz + jj * tn + c0;
-      const float base = run[jj];
-      for (size_t ti = 0; ti < cw; ti++) fr[ti] += base;
-      run[jj] = fr[cw - 1] + sel[jj * tn + c0 + cw - 1];
-    }
-  }
-  /* The selections are >= 0, so a key's total is finite exactly when all of them are (and the
-   * sum did not overflow): a NaN or +inf among them (integer flags: a vectorised reduction) takes
-   * the block's sums one by one instead. */
-  int bad = 0;
-  for (size_t jj = 0; jj < jn; jj++) bad |= !(run[jj] <= FLT_MAX);
-  for (size_t jj = 0; bad && jj < jn; jj++) {
-    run[jj] = f[j0 + (int64_t)jj];
-    for (size_t ti = 0; ti < tn; ti++) fz[jj * tn + ti] = run[jj], run[jj] += sel[jj * tn + ti];
-  }
+  blk_running_sums(jn, tn, sel, run, fz);
   if (t->last_group)
     for (size_t jj = 0; jj < jn; jj++) f[j0 + (int64_t)jj] = run[jj];
 }

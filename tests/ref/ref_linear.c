@@ -40,6 +40,25 @@ static int linear_visible(const ref_linear_problem *p, size_t i, size_t j) {
   return !p->causal || ref_visible(i, j, p->n_q, p->n_kv, REF_UNBOUNDED, 0, 0);
 }
 
+/* The keys query i sees, in ascending order, into vis (n_kv entries); returns their count. A row's
+ * keys are listed once and serve all its heads (visibility does not depend on the head). */
+static size_t visible_keys(const ref_linear_problem *p, size_t i, size_t *vis) {
+  size_t count = 0;
+  for (size_t j = 0; j < p->n_kv; ++j)
+    if (linear_visible(p, i, j)) vis[count++] = j;
+  return count;
+}
+
+/* Whether each of the n_kv rows of every head of x (heads, d floats each) is finite: [heads][n_kv]. */
+static unsigned char *rows_finite(const float *x, const ref_layout *l, size_t heads, size_t n, size_t d) {
+  unsigned char *fin = malloc(heads * n > 0 ? heads * n : 1);
+  if (!fin) abort();
+  for (size_t h = 0; h < heads; ++h)
+    for (size_t j = 0; j < n; ++j)
+      fin[h * n + j] = (unsigned char)ref_row_finite(x + j * l->row_stride + h * l->head_stride, d);
+  return fin;
+}
+
 static int exp_map(ref_feature_map fm) { return fm == REF_FM_EXP || fm == REF_FM_FAVOR || fm == REF_FM_DSOFTMAX; }
 
 static size_t feature_size(const ref_linear_problem *p) { return p->m ? p->m : p->d; }
@@ -55,11 +74,21 @@ static void *xmalloc(size_t count, size_t size) {
 /* Elementwise maps: identity, elu1, relu                                                      */
 /* ------------------------------------------------------------------------------------------ */
 static void linear_elementwise(const ref_linear_problem *p, double *o, double *oscale) {
-  const size_t H = max3(p->h_q, p->h_k, p->h_v), L = state_heads(p), m = p->d, w = p->dv + 2;
+  const size_t H = max3(p->h_q, p->h_k, p->h_v), L = state_heads(p), m = p->d, w = p->dv + 2, n = p->n_kv;
   double *phi = xmalloc(m, sizeof(double));
   double *num = xmalloc(p->dv, sizeof(double));
   double *anum = xmalloc(p->dv, sizeof(double));
+  /* psi(k_j) of every key of every key head, [h_k][n_kv][m], and which K and V rows are finite */
+  double *psi = xmalloc(p->h_k * n * m, sizeof(double));
+  for (size_t hk = 0; hk < p->h_k; ++hk)
+    for (size_t j = 0; j < n; ++j)
+      for (size_t t = 0; t < m; ++t)
+        psi[(hk * n + j) * m + t] =
+            ref_feature(p->feature_map, (double)p->k[j * p->lk.row_stride + hk * p->lk.head_stride + t]);
+  unsigned char *kfin = rows_finite(p->k, &p->lk, p->h_k, n, p->d), *vfin = rows_finite(p->v, &p->lv, p->h_v, n, p->dv);
+  size_t *vis = xmalloc(n, sizeof(size_t));
   for (size_t i = 0; i < p->n_q; ++i) {
+    const size_t nvis = visible_keys(p, i, vis);
     for (size_t h = 0; h < H; ++h) {
       const size_t hq = h / (H / p->h_q), hk = h / (H / p->h_k), hv = h / (H / p->h_v), hs = h / (H / L);
       const float *qi = p->q + i * p->lq.row_stride + hq * p->lq.head_stride;
@@ -80,16 +109,15 @@ static void linear_elementwise(const ref_linear_problem *p, double *o, double *o
           aden += fabs(phi[t] * s0[t * w + p->dv]);
         }
       }
-      for (size_t j = 0; j < p->n_kv; ++j) {
-        if (!linear_visible(p, i, j)) continue;
-        const float *kj = p->k + j * p->lk.row_stride + hk * p->lk.head_stride;
+      for (size_t x = 0; x < nvis; ++x) {
+        const size_t j = vis[x];
+        const double *pj = psi + (hk * n + j) * m;
         const float *vj = p->v + j * p->lv.row_stride + hv * p->lv.head_stride;
-        bad |= !ref_row_finite(kj, p->d) || !ref_row_finite(vj, p->dv);
+        bad |= !kfin[hk * n + j] || !vfin[hv * n + j];
         double a = 0.0, aa = 0.0;
         for (size_t t = 0; t < m; ++t) {
-          const double psi = ref_feature(p->feature_map, (double)kj[t]);
-          a += phi[t] * psi;
-          aa += fabs(phi[t] * psi);
+          a += phi[t] * pj[t];
+          aa += fabs(phi[t] * pj[t]);
         }
         for (size_t c = 0; c < p->dv; ++c) {
           num[c] += a * (double)vj[c];
@@ -120,6 +148,10 @@ static void linear_elementwise(const ref_linear_problem *p, double *o, double *o
   free(phi);
   free(num);
   free(anum);
+  free(psi);
+  free(kfin);
+  free(vfin);
+  free(vis);
 }
 
 static void state_elementwise(const ref_linear_problem *p, double *s, double *sscale) {
@@ -198,32 +230,62 @@ static void pre_features(const ref_linear_problem *p, const float *x, int key, d
   }
 }
 
-/* Features of every key of every key head: u and e [h_k][n_kv][m], and whether each key row is
- * finite. */
+/* Features of every key of every key head: u and e [h_k][n_kv][m], b = |u| + e (a key's share of
+ * the argument magnitude g), whether each key row is finite, and the exponentials exp(u_jf - c_f)
+ * at the offsets c of the row last asked for (key_exps). */
 typedef struct key_features {
-  double *u, *e;
+  double *u, *e, *b;
   unsigned char *finite;
+  double *x, *at; /* [h_k][n_kv][m]: x = exp(u - at), at the offset x was taken at (NaN: none yet) */
 } key_features;
 
 static void key_features_make(const ref_linear_problem *p, key_features *kf) {
   const size_t m = feature_size(p), n = p->n_kv;
   kf->u = xmalloc(p->h_k * n * m, sizeof(double));
   kf->e = xmalloc(p->h_k * n * m, sizeof(double));
+  kf->b = xmalloc(p->h_k * n * m, sizeof(double));
   kf->finite = xmalloc(p->h_k * n, 1);
+  kf->x = xmalloc(p->h_k * n * m, sizeof(double));
+  kf->at = xmalloc(p->h_k * n * m, sizeof(double));
   double *xp = xmalloc(p->d, sizeof(double));
   for (size_t hk = 0; hk < p->h_k; ++hk)
     for (size_t j = 0; j < n; ++j) {
       const float *kj = p->k + j * p->lk.row_stride + hk * p->lk.head_stride;
+      const size_t r = (hk * n + j) * m;
       kf->finite[hk * n + j] = (unsigned char)ref_row_finite(kj, p->d);
-      pre_features(p, kj, 1, kf->u + (hk * n + j) * m, kf->e + (hk * n + j) * m, xp);
+      pre_features(p, kj, 1, kf->u + r, kf->e + r, xp);
+      for (size_t f = 0; f < m; ++f) kf->b[r + f] = fabs(kf->u[r + f]) + kf->e[r + f];
     }
+  for (size_t e = 0; e < p->h_k * n * m; ++e) kf->at[e] = NAN;
   free(xp);
+}
+
+/* exp(u_jf - c_f) for the keys j of key head hk that a row sees (vis), [n_kv][m]. A row's terms
+ * are exp(a_f + u_jf - M) = exp(a_f + c_f - M) exp(u_jf - c_f), both factors at most 1 (c_f is the
+ * largest u_jf the row sees, M the largest a_f + c_f), so the product loses nothing to overflow or
+ * underflow that the single exponential would not. An entry is computed again only when its
+ * offset has changed since: never for bidirectional rows, when a new largest feature arrives for
+ * causal ones. Entries of keys the row does not see may hold anything (they are not read). */
+static const double *key_exps(key_features *kf, size_t hk, size_t n, size_t m, const double *c, const size_t *vis,
+                              size_t nvis) {
+  double *x = kf->x + hk * n * m, *at = kf->at + hk * n * m;
+  const double *u = kf->u + hk * n * m;
+  for (size_t v = 0; v < nvis; ++v)
+    for (size_t f = 0, e = vis[v] * m; f < m; ++f, ++e)
+      if (at[e] != c[f]) {
+        x[e] = exp(u[e] - c[f]);
+        at[e] = c[f];
+      }
+  return x;
 }
 
 static void key_features_free(key_features *kf) {
   free(kf->u);
   free(kf->e);
+  free(kf->b);
   free(kf->finite);
+  free(kf->x);
+  free(kf->at);
 }
 
 static void linear_exp_maps(const ref_linear_problem *p, double *o, double *oscale, double *oarg) {
@@ -236,19 +298,21 @@ static void linear_exp_maps(const ref_linear_problem *p, double *o, double *osca
   double *c = xmalloc(m, sizeof(double)), *z = xmalloc(m, sizeof(double)), *zg = xmalloc(m, sizeof(double));
   double *num = xmalloc(dv, sizeof(double)), *anum = xmalloc(dv, sizeof(double));
   double *gnum = xmalloc(dv, sizeof(double)), *vmax = xmalloc(dv, sizeof(double));
+  double *qx = xmalloc(m, sizeof(double)), *qg = xmalloc(m, sizeof(double));
+  unsigned char *vfin = rows_finite(p->v, &p->lv, p->h_v, n, dv);
+  size_t *vis = xmalloc(n, sizeof(size_t));
   for (size_t i = 0; i < p->n_q; ++i) {
+    const size_t nvis = visible_keys(p, i, vis);
     for (size_t h = 0; h < H; ++h) {
       const size_t hq = h / (H / p->h_q), hk = h / (H / p->h_k), hv = h / (H / p->h_v), hs = h / (H / L);
       const float *qi = p->q + i * p->lq.row_stride + hq * p->lq.head_stride;
       const double *s0 = uses_state(p) ? p->s0 + hs * m * w : NULL;
-      const double *U = kf.u + hk * n * m, *EK = kf.e + hk * n * m;
+      const double *U = kf.u + hk * n * m, *BK = kf.b + hk * n * m;
       const size_t out = (i * H + h) * dv;
       /* the non-finite policy: q_i, the incoming state of the head, every visible k_j and v_j */
       int bad = !ref_row_finite(qi, p->d);
       for (size_t e = 0; s0 && e < m * w; ++e) bad |= !isfinite(s0[e]);
-      for (size_t j = 0; j < n && !bad; ++j)
-        if (linear_visible(p, i, j))
-          bad = !kf.finite[hk * n + j] || !ref_row_finite(p->v + j * p->lv.row_stride + hv * p->lv.head_stride, dv);
+      for (size_t x = 0; x < nvis && !bad; ++x) bad = !kf.finite[hk * n + vis[x]] || !vfin[hv * n + vis[x]];
       if (bad) {
         for (size_t col = 0; col < dv; ++col) {
           o[out + col] = NAN;
@@ -259,9 +323,9 @@ static void linear_exp_maps(const ref_linear_problem *p, double *o, double *osca
       }
       /* offsets: the largest feature this row sees, the incoming state's included */
       for (size_t f = 0; f < m; ++f) c[f] = s0 && s0[f * w + dv] > 0.0 ? s0[f * w + dv + 1] : -INFINITY;
-      for (size_t j = 0; j < n; ++j)
-        if (linear_visible(p, i, j))
-          for (size_t f = 0; f < m; ++f) c[f] = fmax(c[f], U[j * m + f]);
+      for (size_t x = 0; x < nvis; ++x)
+        for (size_t f = 0; f < m; ++f) c[f] = U[vis[x] * m + f] > c[f] ? U[vis[x] * m + f] : c[f];
+      const double *X = key_exps(&kf, hk, n, m, c, vis, nvis); /* exp(u_jf - c_f) */
       for (size_t col = 0; col < dv; ++col) num[col] = anum[col] = gnum[col] = vmax[col] = 0.0;
       if (!dsm) {
         pre_features(p, qi, 0, a, eq, xp);
@@ -284,14 +348,19 @@ static void linear_exp_maps(const ref_linear_problem *p, double *o, double *osca
             aden += t * fabs(r[dv]);
             gden += t * g * fabs(r[dv]);
           }
-          for (size_t j = 0; j < n; ++j) {
-            if (!linear_visible(p, i, j)) continue;
+          /* a term is qx_f exp(u_jf - c_f), its argument magnitude qg_f + |u_jf| + e_jf */
+          for (size_t f = 0; f < m; ++f) {
+            qx[f] = c[f] > -INFINITY ? exp(a[f] + c[f] - M) : 0.0;
+            qg[f] = fabs(a[f]) + fabs(c[f]) + fabs(M) + eq[f];
+          }
+          for (size_t x = 0; x < nvis; ++x) {
+            const size_t j = vis[x];
             const float *vj = p->v + j * p->lv.row_stride + hv * p->lv.head_stride;
             double kw = 0.0, kg = 0.0; /* key j's weight sum_f phi_f psi_jf, and its g-weighted sum */
             for (size_t f = 0; f < m; ++f) {
-              const double t = exp(a[f] + U[j * m + f] - M);
+              const double t = qx[f] * X[j * m + f];
               kw += t;
-              kg += t * (fabs(a[f]) + fabs(U[j * m + f]) + fabs(c[f]) + fabs(M) + eq[f] + EK[j * m + f]);
+              kg += t * (qg[f] + BK[j * m + f]);
             }
             for (size_t col = 0; col < dv; ++col) {
               num[col] += kw * (double)vj[col];
@@ -330,22 +399,22 @@ static void linear_exp_maps(const ref_linear_problem *p, double *o, double *osca
         zg[f] += t * r[dv] * (fabs(r[dv + 1]) + fabs(c[f]));
         for (size_t col = 0; col < dv; ++col) vmax[col] = fmax(vmax[col], fabs(r[col]) / r[dv]);
       }
-      for (size_t j = 0; j < n; ++j) {
-        if (!linear_visible(p, i, j)) continue;
+      for (size_t x = 0; x < nvis; ++x) {
+        const size_t j = vis[x];
         const float *vj = p->v + j * p->lv.row_stride + hv * p->lv.head_stride;
         for (size_t col = 0; col < dv; ++col) vmax[col] = fmax(vmax[col], fabs((double)vj[col]));
         for (size_t f = 0; f < m; ++f) {
-          const double t = exp(U[j * m + f] - c[f]);
+          const double t = X[j * m + f];
           z[f] += t;
           zg[f] += t * (fabs(U[j * m + f]) + fabs(c[f]));
         }
       }
       /* the state's share: sum_f P_f e^(c0 - c) S0_f / Z_f */
-      double gsum = 0.0, qg = 0.0; /* sum_f P_f (Zg_f / Z_f), sum_f P_f Gq_f over present features */
+      double gsum = 0.0, qgs = 0.0; /* sum_f P_f (Zg_f / Z_f), sum_f P_f Gq_f over present features */
       for (size_t f = 0; f < m; ++f) {
         if (!(z[f] > 0.0)) continue; /* nothing visible: the feature contributes 0 */
         gsum += a[f] * zg[f] / z[f];
-        qg += a[f] * eq[f];
+        qgs += a[f] * eq[f];
         if (!s0 || !(s0[f * w + dv] > 0.0)) continue;
         const double *r = s0 + f * w;
         const double om = a[f] * exp(r[dv + 1] - c[f]) / z[f], g = fabs(r[dv + 1]) + fabs(c[f]);
@@ -355,12 +424,12 @@ static void linear_exp_maps(const ref_linear_problem *p, double *o, double *osca
           gnum[col] += om * g * fabs(r[col]);
         }
       }
-      for (size_t j = 0; j < n; ++j) {
-        if (!linear_visible(p, i, j)) continue;
+      for (size_t x = 0; x < nvis; ++x) {
+        const size_t j = vis[x];
         const float *vj = p->v + j * p->lv.row_stride + hv * p->lv.head_stride;
         double om = 0.0, omg = 0.0; /* key j's weight sum_f P_f e_jf / Z_f, and g-weighted */
         for (size_t f = 0; f < m; ++f) {
-          const double t = a[f] * exp(U[j * m + f] - c[f]) / z[f];
+          const double t = a[f] * X[j * m + f] / z[f];
           om += t;
           omg += t * (fabs(U[j * m + f]) + fabs(c[f]));
         }
@@ -375,11 +444,15 @@ static void linear_exp_maps(const ref_linear_problem *p, double *o, double *osca
         /* sum_j omega_j |v_j| bounds sum_f P_f |R_f| (R_f's own sums and quotient) and, with |o|,
          * the weights' sum_f P_f |R_f - o| */
         if (oscale) oscale[out + col] = anum[col] + fabs(num[col]);
-        if (oarg) oarg[out + col] = gnum[col] + vmax[col] * gsum + (vmax[col] + fabs(num[col])) * qg;
+        if (oarg) oarg[out + col] = gnum[col] + vmax[col] * gsum + (vmax[col] + fabs(num[col])) * qgs;
       }
     }
   }
   key_features_free(&kf);
+  free(qx);
+  free(qg);
+  free(vfin);
+  free(vis);
   free(a);
   free(eq);
   free(xp);

@@ -9,7 +9,8 @@
 #   pkg-config; build it again from a project that uses attn as a Meson subproject; and run the
 #   native suite against the shared library (-Ddefault_library=shared).
 #   fuzz: the libFuzzer targets of tests/fuzz (clang, ASan + UBSan, the library built with
-#   -fsanitize=fuzzer-no-link), each for ATTN_FUZZ_SECONDS seconds (default 60; the state and api
+#   -fsanitize=fuzzer-no-link: the sanitize suite's build, build-asan, which has them too; each
+#   suite runs its own tests), each for ATTN_FUZZ_SECONDS seconds (default 60; the state and api
 #   targets a third of it), two at a time: about 2.5 minutes. NaN/Inf inputs are injected and
 #   checked against the library's non-finite policy (-Dfuzz_nonfinite=false turns that off).
 #   tsan: tests/check_threads.c (first use racing from several threads; calls while another
@@ -49,7 +50,7 @@ setup_dir() { # build dir, meson setup args...: reconfigure a valid build tree, 
   else rm -rf "$dir" && meson setup "$dir" "$@" >/dev/null; fi
 }
 
-run_suite() { # name, build dir, meson setup args...; $only_suite (optional): run only that Meson suite
+run_suite() { # name, build dir, meson setup args...; $only_suite / $skip_suite (optional): run only / all but that Meson suite
   local name=$1 dir=$2 t0=$SECONDS; shift 2
   echo "== $name: meson setup $dir $*"
   # (set -e does not apply inside a function called from an || list: every step says || return 1)
@@ -57,7 +58,8 @@ run_suite() { # name, build dir, meson setup args...; $only_suite (optional): ru
   ninja -C "$dir" >/dev/null || return 1
   echo "== $name: built in $((SECONDS - t0)) s"
   local rc=0 t1=$SECONDS
-  meson test -C "$dir" --num-processes "$(nproc)" --print-errorlogs ${only_suite:+--suite "$only_suite"} || rc=$?
+  meson test -C "$dir" --num-processes "$(nproc)" --print-errorlogs ${only_suite:+--suite "$only_suite"} \
+    ${skip_suite:+--no-suite "$skip_suite"} || rc=$?
   echo "== $name: tests ran in $((SECONDS - t1)) s; Check summaries"
   grep -hE '^[0-9]+%: Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$dir/meson-logs/testlog.txt" | sort | uniq -c || true
   grep -E '^(Ok|Expected Fail|Fail|Unexpected Pass|Skipped|Timeout):' "$dir/meson-logs/testlog.txt" | sed "s/^/   $name /" || true
@@ -94,21 +96,22 @@ install_checks() {
   [ "$(nm -D --defined-only build-shared/src/libattn.so | grep -c ' T attn_f32_')" = 0 ] || { echo "kernels exported"; return 1; }
 }
 
+# sanitize and fuzz share one build (clang, ASan + UBSan, the library with fuzzer coverage)
+asan_args=(--buildtype=debugoptimized -Dbench=disabled -Db_sanitize=address,undefined -Db_lundef=false
+  -Dfuzz=true -Dfuzz_seconds="${ATTN_FUZZ_SECONDS:-60}")
 status=0
 for s in "${suites[@]}"; do
   case "$s" in
     native) run_suite native build-test --buildtype=debugoptimized -Dbench=disabled || status=1 ;;
     sanitize)
-      CC=clang run_suite sanitize build-asan --buildtype=debugoptimized -Dbench=disabled \
-        -Db_sanitize=address,undefined -Db_lundef=false || status=1 ;;
+      skip_suite=fuzz CC=clang run_suite sanitize build-asan "${asan_args[@]}" || status=1 ;;
     emul) run_suite emul build-emul --buildtype=debugoptimized -Dbench=disabled -Dsimde_no_native=true || status=1 ;;
     aarch64)
       run_suite aarch64 build-aarch64 --buildtype=debugoptimized -Dbench=disabled \
         --cross-file tests/cross/aarch64-linux-gnu.ini || status=1 ;;
     install) install_checks || status=1 ;;
     fuzz)
-      CC=clang run_suite fuzz build-fuzz --buildtype=debugoptimized -Dbench=disabled -Dfuzz=true \
-        -Dfuzz_seconds="${ATTN_FUZZ_SECONDS:-60}" -Db_sanitize=address,undefined -Db_lundef=false || status=1 ;;
+      only_suite=fuzz CC=clang run_suite fuzz build-asan "${asan_args[@]}" || status=1 ;;
     tsan)
       only_suite=threads CC=clang run_suite tsan build-tsan --buildtype=debugoptimized -Dbench=disabled \
         -Db_sanitize=thread -Db_lundef=false || status=1 ;;

@@ -40,6 +40,13 @@ static int linear_visible(const ref_linear_problem *p, size_t i, size_t j) {
   return !p->causal || ref_visible(i, j, p->n_q, p->n_kv, REF_UNBOUNDED, 0, 0);
 }
 
+static void *xmalloc(size_t count, size_t size) {
+  const size_t bytes = count * size;
+  void *ptr = malloc(bytes ? bytes : 1);
+  if (!ptr) abort();
+  return ptr;
+}
+
 /* The keys query i sees, in ascending order, into vis (n_kv entries); returns their count. A row's
  * keys are listed once and serve all its heads (visibility does not depend on the head). */
 static size_t visible_keys(const ref_linear_problem *p, size_t i, size_t *vis) {
@@ -51,8 +58,7 @@ static size_t visible_keys(const ref_linear_problem *p, size_t i, size_t *vis) {
 
 /* Whether each of the n_kv rows of every head of x (heads, d floats each) is finite: [heads][n_kv]. */
 static unsigned char *rows_finite(const float *x, const ref_layout *l, size_t heads, size_t n, size_t d) {
-  unsigned char *fin = malloc(heads * n > 0 ? heads * n : 1);
-  if (!fin) abort();
+  unsigned char *fin = xmalloc(heads * n, 1);
   for (size_t h = 0; h < heads; ++h)
     for (size_t j = 0; j < n; ++j)
       fin[h * n + j] = (unsigned char)ref_row_finite(x + j * l->row_stride + h * l->head_stride, d);
@@ -62,13 +68,6 @@ static unsigned char *rows_finite(const float *x, const ref_layout *l, size_t he
 static int exp_map(ref_feature_map fm) { return fm == REF_FM_EXP || fm == REF_FM_FAVOR || fm == REF_FM_DSOFTMAX; }
 
 static size_t feature_size(const ref_linear_problem *p) { return p->m ? p->m : p->d; }
-
-static void *xmalloc(size_t count, size_t size) {
-  const size_t bytes = count * size;
-  void *ptr = malloc(bytes ? bytes : 1);
-  if (!ptr) abort();
-  return ptr;
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Elementwise maps: identity, elu1, relu                                                      */
@@ -244,7 +243,7 @@ static void key_features_make(const ref_linear_problem *p, key_features *kf) {
   kf->u = xmalloc(p->h_k * n * m, sizeof(double));
   kf->e = xmalloc(p->h_k * n * m, sizeof(double));
   kf->b = xmalloc(p->h_k * n * m, sizeof(double));
-  kf->finite = xmalloc(p->h_k * n, 1);
+  kf->finite = rows_finite(p->k, &p->lk, p->h_k, n, p->d);
   kf->x = xmalloc(p->h_k * n * m, sizeof(double));
   kf->at = xmalloc(p->h_k * n * m, sizeof(double));
   double *xp = xmalloc(p->d, sizeof(double));
@@ -252,7 +251,6 @@ static void key_features_make(const ref_linear_problem *p, key_features *kf) {
     for (size_t j = 0; j < n; ++j) {
       const float *kj = p->k + j * p->lk.row_stride + hk * p->lk.head_stride;
       const size_t r = (hk * n + j) * m;
-      kf->finite[hk * n + j] = (unsigned char)ref_row_finite(kj, p->d);
       pre_features(p, kj, 1, kf->u + r, kf->e + r, xp);
       for (size_t f = 0; f < m; ++f) kf->b[r + f] = fabs(kf->u[r + f]) + kf->e[r + f];
     }

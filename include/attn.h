@@ -853,6 +853,10 @@ ATTN_API attn_status attn_gau(const attn_gau_desc *desc, const float *q, const v
  *   o_p^(h) = sum_{j <= p} softmax_j(s^(h)_pj - F_pj) v_j^(h) for every head, h_sel included.
  * F is carried as running column sums over the queries seen so far: the caller's array f, one
  * float per key (O(n) memory; no n x n buffer). Chunked prefill and decode continue from it.
+ * Within a prefill call, each key's sums over the call's queries are taken a vector of queries at
+ * a time (a running sum in registers, in each ISA path's own order of additions): the same bits
+ * for any thread count, and the exact sums within rounding (which may let a column fall by an ulp
+ * between consecutive queries); decode calls add one query's S to f in turn.
  * Non-finite values: as softmax attention's; a non-finite score of head h_sel (a NaN, or an
  * infinite q or k element) reaches F, and a later row whose logit meets a non-finite F gets NaN
  * (every column), as for any non-finite input it sees.

@@ -1206,6 +1206,88 @@ START_TEST(few_rows_shapes) {
 }
 END_TEST
 
+/* ---- selective attention's selection sums: exclusive running sums of relu'd rows ---- */
+/* The reference: row jj's first follower (tn for BOS, else d0 + jj clamped to [0, tn]), then
+ * fz = run + the relu'd values of the tokens before, in double. */
+static size_t sel_first(size_t jj, size_t tn, int64_t d0, int bos) {
+  const int64_t d = d0 + (int64_t)jj;
+  return bos && jj == 0 ? tn : d <= 0 ? 0 : d < (int64_t)tn ? (size_t)d : tn;
+}
+
+/* Every tn 1 .. 67 (each vector tail of every path), 1-5 rows, the first follower before, inside
+ * and after the block, BOS or not, rows contiguous (step 1) or a column of a head group (step 3)
+ * with padded rows, guard zones around fz and run. Pass 0: multiples of 1/8 in [-4, 4] and run in
+ * [0, 8]: every partial sum is exact in float (at most 67 terms of 2^-3 granularity below 2^10),
+ * so F must equal the reference bit for bit, whatever the path's order of additions; an off-by-one
+ * token, a lost carry or a relu that lets a negative through shows as a whole term. Pass 1:
+ * random floats in [-2, 2]: each F is a sum of at most tn + 1 non-negative floats, so any order
+ * is within (tn + 1) 2^-24 of the exact sum (the recursive-summation bound; all terms share a
+ * sign); that is asserted. */
+START_TEST(select_scan_values) {
+  enum { T = 67, STEP = 3, J = 5 };
+  const int exact = _i == 0;
+  for (size_t tn = 1; tn <= T; tn++)
+    for (size_t step = 1; step <= STEP; step += STEP - 1) {
+      const size_t jn = 1 + tn % J, ldx = tn * step + 2;
+      const int64_t d0s[] = {-3, 0, 1, (int64_t)tn / 2, (int64_t)tn - 1, (int64_t)tn + 2};
+      float *x = galloc(jn * ldx);
+      for (size_t e = 0; e < jn * ldx; e++)
+        x[e] = exact ? (float)((int)(tu_rng_next(&rng) % 65) - 32) / 8.0f : tu_rng_range(&rng, -2.0f, 2.0f);
+      for (size_t di = 0; di < sizeof d0s / sizeof d0s[0]; di++)
+        for (int bos = 0; bos < 2; bos++) {
+          float *fz = galloc(jn * tn), *run = galloc(jn), run0[J];
+          for (size_t jj = 0; jj < jn; jj++)
+            run[jj] = run0[jj] = exact ? (float)(tu_rng_next(&rng) % 65) / 8.0f : tu_rng_range(&rng, 0.0f, 8.0f);
+          uk->select_scan(jn, tn, x, ldx, step, d0s[di], bos, run, fz);
+          for (size_t jj = 0; jj < jn; jj++) {
+            const size_t first = sel_first(jj, tn, d0s[di], bos);
+            double acc = run0[jj];
+            for (size_t ti = 0; ti <= tn; ti++) {
+              const float got = ti < tn ? fz[jj * tn + ti] : run[jj];
+              const double tol = exact ? 0.0 : (double)(tn + 1) * 0x1p-24 * acc;
+              ck_assert_msg(fabs((double)got - acc) <= tol,
+                            "tn %zu step %zu d0 %lld bos %d row %zu token %zu: %.9g, want %.9g", tn, step,
+                            (long long)d0s[di], bos, jj, ti, (double)got, acc);
+              const float v = ti < tn ? x[jj * ldx + ti * step] : 0.0f;
+              if (ti >= first && v > 0.0f) acc += v;
+            }
+          }
+          gcheck_free(fz);
+          gcheck_free(run);
+        }
+      gcheck_free(x);
+    }
+}
+END_TEST
+
+/* Non-finite selections: +inf and NaN reach only the later tokens of their row (their own F
+ * leaves them out), -inf is a negative (relu: 0), and a NaN before the row's first follower is
+ * never read into F (the token does not follow the key). */
+START_TEST(select_scan_nonfinite) {
+  enum { TN = 37, JN = 3 };
+  for (size_t k = 0; k < TN; k += 5) {
+    float x[JN * TN], fz[JN * TN], run[JN] = {0.5f, 0.5f, 0.5f};
+    for (size_t e = 0; e < JN * TN; e++) x[e] = 0.25f;
+    x[0 * TN + k] = INFINITY, x[1 * TN + k] = NAN, x[2 * TN + k] = -INFINITY;
+    uk->select_scan(JN, TN, x, TN, 1, -2, 0, run, fz); /* every row followed from token 0 */
+    for (size_t ti = 0; ti < TN; ti++) {
+      const float a = fz[0 * TN + ti], b = fz[1 * TN + ti], c = fz[2 * TN + ti];
+      ck_assert_msg(ti <= k ? isfinite(a) : a == INFINITY, "inf at %zu: token %zu has %g", k, ti, (double)a);
+      ck_assert_msg(ti <= k ? isfinite(b) : isnan(b), "NaN at %zu: token %zu has %g", k, ti, (double)b);
+      ck_assert_msg(c == 0.5f + 0.25f * (float)(ti - (ti > k)), "-inf at %zu: token %zu has %g", k, ti, (double)c);
+    }
+    ck_assert(run[0] == INFINITY && isnan(run[1]) && run[2] == 0.5f + 0.25f * (TN - 1));
+    if (k == 0) continue;
+    x[k - 1] = NAN; /* row 0 alone, followed from token k: its NaN at k - 1 is never read */
+    run[0] = 0.5f;
+    uk->select_scan(1, TN, x, TN, 1, (int64_t)k, 0, run, fz);
+    for (size_t ti = 0; ti < TN; ti++)
+      ck_assert_msg(ti <= k ? fz[ti] == 0.5f : fz[ti] == INFINITY,
+                    "NaN before the first follower %zu: token %zu has %g", k, ti, (double)fz[ti]);
+  }
+}
+END_TEST
+
 static Suite *internal_suite(attn_isa active) {
   uk = attn_ukernels_for(active); /* not NULL: tu_main checked that the path runs here */
   tu_rng_seed(&rng, 1);
@@ -1220,6 +1302,8 @@ static Suite *internal_suite(attn_isa active) {
   tcase_add_test(t, vlog_error_bound);
   tcase_add_test(t, softcap_values);
   tcase_add_test(t, gate_exp_values);
+  tcase_add_loop_test(t, select_scan_values, 0, 2);
+  tcase_add_test(t, select_scan_nonfinite);
   suite_add_tcase(s, t);
   t = tu_tcase("cvt");
   tcase_add_loop_test(t, cvt_all_patterns, 0, 2);

@@ -124,6 +124,19 @@ typedef void attn_vlog_fn(size_t n, const float *x, float *y);
  * from non-finite inputs must still reach the row). One pass over x. */
 typedef void attn_softcap_fn(size_t n, float *x, float c);
 
+/* Selective attention's F over a block of the blocked engine (spec 6): for each key row jj < jn,
+ * with x_k = relu(x[jj * ldx + k * step]) (NaN kept, -0 and negatives 0) for first_jj <= k < tn
+ * and 0 before,
+ *   fz[jj * tn + ti] = run[jj] + x_0 + ... + x_(ti-1)   (exclusive: a token's own selection is not
+ *                                                         in its F),
+ * and run[jj] becomes run[jj] + x_0 + ... + x_(tn-1). first_jj = tn for row 0 when bos (BOS is
+ * never masked), else d0 + jj clamped to [0, tn] (the first token that follows the key). Sums
+ * are taken a vector of tokens at a time, an in-register running sum (simd/vf_*.h vf_prefix)
+ * plus the carry: each path's own rounding, the same for any jn, task split or thread count. An
+ * infinity or NaN reaches only later tokens of its row. fz overlaps neither x nor run. */
+typedef void attn_select_scan_fn(size_t jn, size_t tn, const float *x, size_t ldx, size_t step, int64_t d0, int bos,
+                                 float *run, float *fz);
+
 /* K/V element conversion (attn_shape.kv_type): rows x cols 16-bit patterns x (row stride ldx
  * elements) into fp32 y, contiguous (row stride cols). Exact on every path (every fp16 and bf16
  * value is a float): subnormals, infinities and signed zeros keep their values, a NaN stays a NaN
@@ -178,6 +191,8 @@ typedef void attn_few_pv_fn(attn_dtype type, const attn_few_heads *hd, size_t nq
   /* vector helpers: vexp, vlog (what the kernels inline, exposed for their tests);        \
      softcap (softmax's option, over a block of scores) */                                  \
   KERNEL(vexp) KERNEL(vlog) KERNEL(softcap)                                                 \
+  /* selective attention: F's running sums over a block of scores */                        \
+  KERNEL(select_scan)                                                                       \
   /* K/V conversion of fp16 / bf16 blocks into fp32 scratch */                              \
   KERNEL(f16_cvt) KERNEL(bf16_cvt)                                                          \
   /* few query rows: scores and P V over K/V in place (fp32, fp16, bf16) */                 \

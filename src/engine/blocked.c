@@ -104,7 +104,6 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   p->off_qs = attn_ws_take(&w, p->sel ? dtb : 0);
   p->off_ss = attn_ws_take(&w, p->sel ? bctb : 0);
   p->off_fz = attn_ws_take(&w, p->sel ? bctb : 0);
-  p->off_st2 = attn_ws_take(&w, p->sel ? bctb : 0);
   p->off_run = attn_ws_take(&w, p->sel ? p->bc : 0);
   /* half K/V: the block's converted rows (no scratch for fp32, read in place) */
   size_t bcd, bcdv;
@@ -506,40 +505,15 @@ static inline float blk_relu(float y) {
   return y;
 }
 
-/* The exclusive running sums along rows of length tn (fz[r][ti] = run[r] + sum of sel[r][k < ti];
- * run[r] ends as the row's total), KEYS rows at a time: their chains of dependent adds are
- * independent, and scalar (vectorised across rows, the loop would gather and scatter). */
-#if defined(__GNUC__) && !defined(__clang__)
-#define BLK_SCALAR_LOOPS __attribute__((optimize("no-tree-vectorize")))
-#else
-#define BLK_SCALAR_LOOPS
-#endif
-static BLK_SCALAR_LOOPS void blk_running_sums(size_t jn, size_t tn, const float *sel, float *run, float *fz) {
-  enum { KEYS = 8 };
-  size_t k0 = 0;
-  for (; k0 + KEYS <= jn; k0 += KEYS) {
-    float acc[KEYS];
-    const float *sr = sel + k0 * tn;
-    float *fr = fz + k0 * tn;
-    for (size_t r = 0; r < KEYS; r++) acc[r] = run[k0 + r];
-    for (size_t ti = 0; ti < tn; ti++)
-      for (size_t r = 0; r < KEYS; r++) fr[r * tn + ti] = acc[r], acc[r] += sr[r * tn + ti];
-    for (size_t r = 0; r < KEYS; r++) run[k0 + r] = acc[r];
-  }
-  for (; k0 < jn; k0++)
-    for (size_t ti = 0; ti < tn; ti++) fz[k0 * tn + ti] = run[k0], run[k0] += sel[k0 * tn + ti];
-}
-
 /* Selection: F of the block's (key, token) pairs (fz, jn x tn) from head h_sel's scores (src:
  * row jj of key j0 + jj, its token ti at src[jj * ld + ti * step]): F_pj = sel_f[j] + the relu'd
- * scores of the block's earlier tokens k with j < k (none for j = 0), summed in token order. The
- * relu'd selections go key-major into scratch (a vector loop where contiguous), then through
- * blk_running_sums. A NaN or an infinity reaches only the later tokens of its key. The last head
- * group stores each key's sum over all the block's tokens. */
+ * scores of the block's earlier tokens k with j < k (none for j = 0), through the path's
+ * select_scan kernel. A NaN or an infinity reaches only the later tokens of its key. The last
+ * head group stores each key's sum over all the block's tokens. */
 static void blk_select_f(const blk_task *t, int64_t j0, size_t jn, const float *src, size_t ld, size_t step) {
   const attn_blocked_plan *p = t->p;
   const size_t tn = t->tn;
-  float *sel = t->ws + p->off_st2, *fz = t->ws + p->off_fz, *run = t->ws + p->off_run, *f = t->io->sel_f;
+  float *fz = t->ws + p->off_fz, *run = t->ws + p->off_run, *f = t->io->sel_f;
   if (tn == 1) { /* a decode step: F is sel_f itself; keys 0 < j < p0 take the token's selection */
     const int64_t a = j0 > 1 ? j0 : 1, e = j0 + (int64_t)jn, b = t->p0 < e ? t->p0 : e;
     memcpy(fz, f + j0, jn * sizeof(float));
@@ -552,21 +526,10 @@ static void blk_select_f(const blk_task *t, int64_t j0, size_t jn, const float *
       for (size_t i = 0; i < n; i++) fa[i] += blk_relu(src[i * ld]);
     return;
   }
-  for (size_t jj = 0; jj < jn; jj++) {                     /* the relu'd selections, key-major */
-    const int64_t j = j0 + (int64_t)jj, d = j - t->p0 + 1; /* token ti selects key j when ti >= d */
-    const size_t first = j == 0 ? tn : d <= 0 ? 0 : (size_t)d < tn ? (size_t)d : tn;
-    const float *x = src + jj * ld;
-    float *o = sel + jj * tn;
-    for (size_t ti = 0; ti < first; ti++) o[ti] = 0.0f;
-    if (step == 1) /* contiguous: a vector loop */
-      for (size_t ti = first; ti < tn; ti++) o[ti] = blk_relu(x[ti]);
-    else
-      for (size_t ti = first; ti < tn; ti++) o[ti] = blk_relu(x[ti * step]);
-    run[jj] = f[j];
-  }
-  blk_running_sums(jn, tn, sel, run, fz);
-  if (t->last_group)
-    for (size_t jj = 0; jj < jn; jj++) f[j0 + (int64_t)jj] = run[jj];
+  memcpy(run, f + j0, jn * sizeof(float));
+  /* token ti selects key j when ti >= j - p0 + 1 */
+  t->uk->select_scan(jn, tn, src, ld, step, j0 - t->p0 + 1, j0 == 0, run, fz);
+  if (t->last_group) memcpy(f + j0, run, jn * sizeof(float));
 }
 
 /* Selection: F of keys [j0, j0 + jn) from head h_sel's scores: the columns of its key head's tile

@@ -132,7 +132,7 @@ typedef struct attn_blocked_plan {
   int sel;                       /* selective attention (attn_blocked_select) */
   size_t sel_kv, sel_gi;         /* its key head, and its place in that head's group */
   size_t off_qs, off_ss, off_fz; /* selection: scale Q_sel^T (d x tb), its scores, F (bc x tb) */
-  size_t off_st2, off_run;       /* selection: the relu'd selections (bc x tb); running sums (bc) */
+  size_t off_run;                /* selection: the keys' running sums (bc) */
   attn_fm_args fa;
   size_t m;    /* features (d without a map) */
   int xm, dsm; /* exponential map; dsoftmax */

@@ -79,5 +79,20 @@ static inline vf vf_from_f64_diff(const double *a, const double *c) {
       simde_mm256_cvtpd_ps(simde_mm256_sub_pd(simde_mm256_loadu_pd(a + 4), simde_mm256_loadu_pd(c + 4)));
   return simde_mm256_set_m128(hi, lo);
 }
+/* Running sums of the lanes (lane i: a[0] + ... + a[i], a log-step tree: lanes shifted by one and
+ * by two within each 128-bit half, then the low half's total added to the high half); [c's lane,
+ * a[0] .. a[6]] (a shifted up one lane, c's first lane entering; c a broadcast); a's last lane in
+ * every lane. Selective attention's selection sums (simd/select_tmpl.h). */
+static inline vf vf_prefix(vf a) {
+  a = simde_mm256_add_ps(a, simde_mm256_castsi256_ps(simde_mm256_slli_si256(simde_mm256_castps_si256(a), 4)));
+  a = simde_mm256_add_ps(a, simde_mm256_castsi256_ps(simde_mm256_slli_si256(simde_mm256_castps_si256(a), 8)));
+  const simde__m256 t = simde_mm256_permute_ps(a, 0xff);                 /* lane 3 of each half */
+  return simde_mm256_add_ps(a, simde_mm256_permute2f128_ps(t, t, 0x08)); /* low half 0, high half low's */
+}
+static inline vf vf_shift_in(vf a, vf c) {
+  const vf r = simde_mm256_permutevar8x32_ps(a, simde_mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6));
+  return simde_mm256_blend_ps(r, c, 0x01);
+}
+static inline vf vf_bcast_last(vf a) { return simde_mm256_permutevar8x32_ps(a, simde_mm256_set1_epi32(7)); }
 #include "simd/vf_common.h"
 #endif

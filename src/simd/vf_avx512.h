@@ -147,5 +147,21 @@ static inline vf vf_from_f64_diff(const double *a, const double *c) {
   return vf_join_(vf_cvtpd_ps_(simde_mm512_sub_pd(simde_mm512_loadu_pd(a), simde_mm512_loadu_pd(c))),
                   vf_cvtpd_ps_(simde_mm512_sub_pd(simde_mm512_loadu_pd(a + 8), simde_mm512_loadu_pd(c + 8))));
 }
+/* Running sums of the lanes (lane i: a[0] + ... + a[i], a log-step tree: a plus itself shifted up
+ * 1, 2, 4 and 8 lanes); [c's lane, a[0] .. a[14]] (a shifted up one lane, c's first lane entering;
+ * c a broadcast); a's last lane in every lane. Selective attention's selection sums
+ * (simd/select_tmpl.h). Lane shifts are permutes with zeroing masks (SIMDe 0.7 has no valignd). */
+static inline simde__m512i vf_lanes_down_(int k) { /* lane i: i - k (lanes below k are masked off) */
+  return simde_mm512_sub_epi32(simde_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                               simde_mm512_set1_epi32(k));
+}
+static inline vf vf_prefix(vf a) {
+  a = simde_mm512_add_ps(a, simde_mm512_maskz_permutexvar_ps(0xfffe, vf_lanes_down_(1), a));
+  a = simde_mm512_add_ps(a, simde_mm512_maskz_permutexvar_ps(0xfffc, vf_lanes_down_(2), a));
+  a = simde_mm512_add_ps(a, simde_mm512_maskz_permutexvar_ps(0xfff0, vf_lanes_down_(4), a));
+  return simde_mm512_add_ps(a, simde_mm512_maskz_permutexvar_ps(0xff00, vf_lanes_down_(8), a));
+}
+static inline vf vf_shift_in(vf a, vf c) { return simde_mm512_mask_permutexvar_ps(c, 0xfffe, vf_lanes_down_(1), a); }
+static inline vf vf_bcast_last(vf a) { return simde_mm512_permutexvar_ps(simde_mm512_set1_epi32(15), a); }
 #include "simd/vf_common.h"
 #endif

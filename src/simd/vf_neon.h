@@ -76,5 +76,14 @@ static inline vf vf_from_f64_diff(const double *a, const double *c) {
   const simde_float32x2_t hi = simde_vcvt_f32_f64(simde_vsubq_f64(simde_vld1q_f64(a + 2), simde_vld1q_f64(c + 2)));
   return simde_vcombine_f32(lo, hi);
 }
+/* Running sums of the lanes (lane i: a[0] + ... + a[i], a log-step tree: a plus itself shifted up
+ * one lane, then two); [c's last lane, a[0] .. a[2]] (c a broadcast); a's last lane in every lane.
+ * Selective attention's selection sums (simd/select_tmpl.h). */
+static inline vf vf_prefix(vf a) {
+  a = simde_vaddq_f32(a, simde_vextq_f32(vf_zero(), a, 3));
+  return simde_vaddq_f32(a, simde_vextq_f32(vf_zero(), a, 2));
+}
+static inline vf vf_shift_in(vf a, vf c) { return simde_vextq_f32(c, a, 3); }
+static inline vf vf_bcast_last(vf a) { return simde_vdupq_laneq_f32(a, 3); }
 #include "simd/vf_common.h"
 #endif

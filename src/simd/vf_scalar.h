@@ -91,5 +91,14 @@ static inline vf vf_from_f64_diff(const double *a, const double *c) {
   for (int i = 0; i < ATTN_VL; i++) r[i] = (float)(a[i] - c[i]);
   return r;
 }
+/* Running sums of the lanes (lane i: a[0] + ... + a[i], the log-step tree of the other shims: a
+ * plus itself shifted up one lane, then two); [c[0], a[0] .. a[2]]; a's last lane in every lane.
+ * Selective attention's selection sums (simd/select_tmpl.h). */
+static inline vf vf_prefix(vf a) {
+  a = a + (vf){0.0f, a[0], a[1], a[2]};
+  return a + (vf){0.0f, 0.0f, a[0], a[1]};
+}
+static inline vf vf_shift_in(vf a, vf c) { return (vf){c[0], a[0], a[1], a[2]}; }
+static inline vf vf_bcast_last(vf a) { return vf_set1(a[3]); }
 #include "simd/vf_common.h"
 #endif

@@ -1,0 +1,4 @@
+/* avx2 path: selective attention's selection sums (src/simd/select_tmpl.h). */
+#include "simd/vf_avx2.h"
+#define ATTN_SELECT_SCAN_NAME attn_f32_select_scan_ukernel__avx2
+#include "simd/select_tmpl.h"

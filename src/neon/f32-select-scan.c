@@ -1,0 +1,4 @@
+/* neon path: selective attention's selection sums (src/simd/select_tmpl.h). */
+#include "simd/vf_neon.h"
+#define ATTN_SELECT_SCAN_NAME attn_f32_select_scan_ukernel__neon
+#include "simd/select_tmpl.h"

@@ -1,0 +1,4 @@
+/* scalar path: selective attention's selection sums (src/simd/select_tmpl.h). */
+#include "simd/vf_scalar.h"
+#define ATTN_SELECT_SCAN_NAME attn_f32_select_scan_ukernel__scalar
+#include "simd/select_tmpl.h"

@@ -1,0 +1,53 @@
+/*
+ * Selective attention's selection sums (contract: attn_select_scan_fn in core/ukernels.h), written
+ * once against the vf_* shim: along each key's row of tokens, a vector of tokens at a time, the
+ * relu'd selections' running sum in registers (vf_prefix) plus the carry of the earlier tokens,
+ * shifted up one lane so that each token's F leaves out its own selection. Include the path's
+ * shim, define ATTN_SELECT_SCAN_NAME, then include.
+ */
+#include "core/ukernels.h"
+
+/* w tokens of a row from ti (stride step: a column of a head group's scores), the rest 0. */
+static inline vf attn_sel_load_(const float *xr, size_t ti, size_t step, size_t w) {
+  if (step == 1) return vf_load_w(xr + ti, w);
+  float t[ATTN_VL];
+  for (size_t i = 0; i < w; i++) t[i] = xr[(ti + i) * step];
+  return vf_load_w(t, w);
+}
+
+/* One vector of tokens from ti: relu (NaN fails the comparison and stays), tokens before first
+ * zeroed, the running sum from the carry c; *e gets the tokens' F, the return is the new carry. */
+static inline vf attn_sel_step_(vf v, vf c, size_t ti, size_t first, vf lanes, vf *e) {
+  const vf zero = vf_zero();
+  v = vf_select(vf_ge(zero, v), zero, v);
+  if (ti < first) v = vf_select(vf_ge(lanes, vf_set1((float)(first - ti))), v, zero);
+  const vf s = vf_add(c, vf_prefix(v));
+  *e = vf_shift_in(s, c);
+  return vf_bcast_last(s);
+}
+
+void ATTN_SELECT_SCAN_NAME(size_t jn, size_t tn, const float *x, size_t ldx, size_t step, int64_t d0, int bos,
+                           float *run, float *fz) {
+  static const float lane[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const vf lanes = vf_load(lane);
+  for (size_t jj = 0; jj < jn; jj++) {
+    const int64_t d = d0 + (int64_t)jj;
+    const size_t first = bos && jj == 0 ? tn : d <= 0 ? 0 : (uint64_t)d < tn ? (size_t)d : tn;
+    const float *xr = x + jj * ldx;
+    float *o = fz + jj * tn;
+    vf c = vf_set1(run[jj]), e;
+    size_t ti = 0;
+    for (; ti + ATTN_VL <= first; ti += ATTN_VL) vf_store(o + ti, c); /* before the key's first follower */
+    for (; ti + ATTN_VL <= tn; ti += ATTN_VL) {
+      c = attn_sel_step_(attn_sel_load_(xr, ti, step, ATTN_VL), c, ti, first, lanes, &e);
+      vf_store(o + ti, e);
+    }
+    if (ti < tn) { /* the last tn - ti tokens: lanes beyond them load as 0, so the carry is the total */
+      c = attn_sel_step_(attn_sel_load_(xr, ti, step, tn - ti), c, ti, first, lanes, &e);
+      vf_store_n(o + ti, e, tn - ti);
+    }
+    float t[ATTN_VL];
+    vf_store(t, c);
+    run[jj] = t[0];
+  }
+}

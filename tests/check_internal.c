@@ -581,7 +581,7 @@ START_TEST(expfeat_modes) {
 }
 END_TEST
 
-/* ---- the blocked engine's exponential modes: SCALED (given row offsets) and MAX (max-plus) ---- */
+/* ---- the blocked engine's exponential modes: SCALED (given row offsets), MAX (max-plus), RANGE ---- */
 START_TEST(expfeat_scaled_max) {
   const size_t rows = 7, m = 1 + (size_t)_i * 3; /* 1, 4, 7, 10, 13, 16, 19 */
   const size_t ldu = m + 3;
@@ -620,7 +620,73 @@ START_TEST(expfeat_scaled_max) {
       ck_assert_msg(run[0] == (float)ref, "MAX m %zu rows %zu: %g vs %g", m, k, run[0], ref);
     }
   gcheck_free(run);
+  /* RANGE: each feature's finite maximum and minimum over rows 0 .. k-1 (row 3 has a NaN; +inf
+   * and -inf added in rows 2 and 4 are skipped too), from starting values or from -inf / +inf,
+   * the minimum optional (out NULL); guard zones on both. */
+  u[2 * ldu + m - 1] = INFINITY, u[4 * ldu] = -INFINITY;
+  for (size_t k = 0; k <= rows; k++)
+    for (int start = 0; start < 3; start++) {
+      float *hi = galloc(m), *lo = galloc(m);
+      for (size_t f = 0; f < m; f++) hi[f] = start == 1 ? 5.0f : -INFINITY, lo[f] = start == 1 ? -5.0f : INFINITY;
+      float *want_hi = malloc(m * sizeof(float)), *want_lo = malloc(m * sizeof(float));
+      for (size_t f = 0; f < m; f++) {
+        want_hi[f] = hi[f], want_lo[f] = lo[f];
+        for (size_t r = 0; r < k; r++) {
+          const float x = u[r * ldu + f];
+          if (!isfinite(x)) continue;
+          want_hi[f] = x > want_hi[f] ? x : want_hi[f];
+          want_lo[f] = x < want_lo[f] ? x : want_lo[f];
+        }
+      }
+      uk->expfeat(ATTN_EXPF_RANGE, k, m, u, ldu, NULL, 0, hi, NULL, start == 2 ? NULL : lo, 0, 0);
+      for (size_t f = 0; f < m; f++) {
+        ck_assert_msg(hi[f] == want_hi[f], "RANGE m %zu rows %zu feature %zu: max %g, want %g", m, k, f, (double)hi[f],
+                      (double)want_hi[f]);
+        ck_assert_msg(start == 2 ? lo[f] == INFINITY : lo[f] == want_lo[f],
+                      "RANGE m %zu rows %zu feature %zu: min %g, want %g", m, k, f, (double)lo[f], (double)want_lo[f]);
+      }
+      gcheck_free(hi);
+      gcheck_free(lo);
+      free(want_hi), free(want_lo);
+    }
   free(u), free(c);
+}
+END_TEST
+
+/* ---- windowed linear attention's score step: -inf pairs hidden, weights scaled, column sums ---- */
+/* The contract promises the scalar loop's bits (each column's sum in key order, one product per
+ * weight), so the reference is that loop in float and the comparison is exact. Loop index: nk x
+ * nq from 1 x 1 to 43 x 73 (every path's four-strip loop and its tails) with padded rows (ld =
+ * nq + 3: the padding must stay untouched; guard zones cover only the ends, so the whole array is
+ * compared), -inf entries (masked pairs, or infinite inputs when unmasked: NaN), a NaN entry,
+ * fac NULL or not. */
+START_TEST(window_block_values) {
+  const size_t nk = 1 + (size_t)_i * 7, nq = 1 + (size_t)_i * 12, ld = nq + 3;
+  float *in = malloc(nk * ld * sizeof(float)), *fac = malloc(nq * sizeof(float)), *den0 = malloc(nq * sizeof(float));
+  for (size_t e = 0; e < nk * ld; e++) in[e] = e % 11 == 3 ? -INFINITY : 4.0f * frand();
+  in[(nk / 2) * ld + nq / 2] = NAN;
+  for (size_t c = 0; c < nq; c++) fac[c] = 3.0f * frand(), den0[c] = 2.0f * frand();
+  for (int masked = 0; masked < 2; masked++)
+    for (int use_fac = 0; use_fac < 2; use_fac++) {
+      float *st = galloc(nk * ld), *den = galloc(nq), *want = malloc(nk * ld * sizeof(float)), wden[80];
+      memcpy(st, in, nk * ld * sizeof(float));
+      memcpy(want, in, nk * ld * sizeof(float));
+      memcpy(den, den0, nq * sizeof(float));
+      memcpy(wden, den0, nq * sizeof(float));
+      for (size_t j = 0; j < nk; j++)
+        for (size_t c = 0; c < nq; c++) {
+          const float x = want[j * ld + c];
+          want[j * ld + c] = x == -INFINITY ? (masked ? 0.0f : NAN) : use_fac ? x * fac[c] : x;
+          wden[c] += want[j * ld + c];
+        }
+      uk->window_block(nk, nq, st, ld, use_fac ? fac : NULL, den, masked);
+      tu_assert_same_bits("window_block weights", want, st, nk * ld * sizeof(float));
+      tu_assert_same_bits("window_block sums", wden, den, nq * sizeof(float));
+      gcheck_free(st);
+      gcheck_free(den);
+      free(want);
+    }
+  free(in), free(fac), free(den0);
 }
 END_TEST
 
@@ -1319,6 +1385,7 @@ static Suite *internal_suite(attn_isa active) {
   tcase_add_loop_test(t, softmax_block_steps, 0, 11);
   tcase_add_loop_test(t, softmax_block_nonfinite, 0, 3);
   tcase_add_loop_test(t, gau_block_steps, 0, 11);
+  tcase_add_loop_test(t, window_block_values, 0, 7);
   suite_add_tcase(s, t);
   t = tu_tcase("linear_step");
   tcase_add_loop_test(t, linear_step_widths, 0, 12);

@@ -78,6 +78,10 @@ typedef void attn_featmap_fn(attn_feature_map map, size_t rows, size_t cols, flo
  *   SCALED:  out(r, f) = exp(u(r, f) + c[f] - run[r]) with run[r] given per row (0 when run[r] = -inf).
  *   MAX:     run[0] = max(run[0], max over r < rows, f < m of u(r, f) + c[f]); out and kin unused
  *            (the blocked engine's exact row offsets: u the keys' pre-features, c a query's).
+ *   RANGE:   per feature f, over the rows' finite u(r, f) (NaN and infinities skipped):
+ *            run[f] = max(run[f], max_r u(r, f)) and, out not NULL, out[f] = min(out[f], min_r
+ *            u(r, f)); c, kin, out_rs and out_cs unused (the blocked engine's key offsets and
+ *            spreads). The values are exact; a zero's sign may differ from a scalar loop's.
  * run: m floats, updated in place (running offsets or denominators), rows floats for SCALED, one
  * for MAX; c: m floats (-inf: a feature without offset, whose features are 0). A non-finite
  * u(r, f) makes out(r, f) NaN.
@@ -87,7 +91,8 @@ typedef enum attn_expfeat_mode {
   ATTN_EXPF_QUERY,
   ATTN_EXPF_SOFTMAX,
   ATTN_EXPF_SCALED,
-  ATTN_EXPF_MAX
+  ATTN_EXPF_MAX,
+  ATTN_EXPF_RANGE
 } attn_expfeat_mode;
 typedef void attn_expfeat_fn(attn_expfeat_mode mode, size_t rows, size_t m, const float *u, size_t ldu,
                              const float *kin, size_t ldk, float *run, const float *c, float *out, size_t out_rs,
@@ -123,6 +128,16 @@ typedef void attn_vlog_fn(size_t n, const float *x, float *y);
  * is 1 in float). Infinite and NaN x[i] stay as they are (-inf is a hidden pair; +inf and NaN
  * from non-finite inputs must still reach the row). One pass over x. */
 typedef void attn_softcap_fn(size_t n, float *x, float c);
+
+/* Windowed linear attention's score step (ops/linear.c) over a block of transposed weights ST (nk
+ * keys x nq query columns, row stride ldst): per column c and key j in order,
+ *   ST[j][c] = ST[j][c] == -inf ? hidden : ST[j][c] fac[c]   (fac NULL: ST[j][c] as it is),
+ *   den[c] += ST[j][c],
+ * hidden = 0 when masked (-inf marks a masked pair), NaN otherwise (an infinite input). Each
+ * column's sum runs over the keys in order, as the scalar loop it replaces: the same bits on
+ * every path. */
+typedef void attn_window_block_fn(size_t nk, size_t nq, float *st, size_t ldst, const float *fac, float *den,
+                                  int masked);
 
 /* Selective attention's F over a block of the blocked engine (spec 6): for each key row jj < jn,
  * with x_k = relu(x[jj * ldx + k * step]) (NaN kept, -0 and negatives 0) for first_jj <= k < tn
@@ -184,7 +199,7 @@ typedef void attn_few_pv_fn(attn_dtype type, const attn_few_heads *hd, size_t nq
   /* GEMM; gemm_nr: its register tile's columns */                                         \
   KERNEL(gemm) TUNING(gemm_nr)                                                              \
   /* blocked score engine: score steps; query rows and keys per block */                    \
-  KERNEL(softmax_block) KERNEL(gau_block) TUNING(q_block) TUNING(kv_block)                  \
+  KERNEL(softmax_block) KERNEL(gau_block) KERNEL(window_block) TUNING(q_block) TUNING(kv_block) \
   /* chunkwise engine: feature maps, one-token state step, per-feature gate factors;        \
      default causal chunk */                                                                \
   KERNEL(featmap) KERNEL(expfeat) KERNEL(linear_step) KERNEL(gate_exp) TUNING(linear_chunk) \

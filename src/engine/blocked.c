@@ -368,14 +368,11 @@ static void blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked
 
 /* Exponential maps: the end of the sub-block of u rows [a, jn) (m floats each) that starts at a,
  * where every feature's finite values spread at most ATTN_OFFSET_GUARD (at least one key). */
-static size_t blk_split(size_t m, const float *u, size_t a, size_t jn, float *mn, float *mx) {
+static size_t blk_split(const struct attn_ukernels *uk, size_t m, const float *u, size_t a, size_t jn, float *mn,
+                        float *mx) {
   for (size_t f = 0; f < m; f++) mn[f] = INFINITY, mx[f] = -INFINITY;
-  for (size_t j = a; j < jn; j++) /* the common case first: the whole rest within the guard */
-    for (size_t f = 0; f < m; f++) {
-      const float x = u[j * m + f];
-      mn[f] = x < mn[f] && x >= -FLT_MAX ? x : mn[f];
-      mx[f] = x > mx[f] && x <= FLT_MAX ? x : mx[f];
-    }
+  /* the common case first: the whole rest within the guard */
+  uk->expfeat(ATTN_EXPF_RANGE, jn - a, m, u + a * m, m, NULL, 0, mx, NULL, mn, 0, 0);
   int within = 1;
   for (size_t f = 0; f < m; f++) within &= !(mx[f] - mn[f] > ATTN_OFFSET_GUARD);
   if (within) return jn;
@@ -473,11 +470,8 @@ static void blk_exp_keys(const blk_task *t, size_t hh, int64_t j0, size_t jn, in
   const size_t m = p->m, rows = t->rows;
   float *kf = t->ws + p->off_kf, *cb = t->ws + p->off_cb;
   for (size_t f = 0; f < m; f++) cb[f] = -INFINITY;
-  for (size_t j = 0; j < jn; j++) /* the finite features' maxima: a non-finite key stays its own */
-    for (size_t f = 0; f < m; f++) {
-      const float x = ku[j * m + f];
-      cb[f] = x > cb[f] && x <= FLT_MAX ? x : cb[f];
-    }
+  /* the finite features' maxima: a non-finite key stays its own */
+  uk->expfeat(ATTN_EXPF_RANGE, jn, m, ku, m, NULL, 0, cb, NULL, NULL, 0, 0);
   uk->expfeat(ATTN_EXPF_KEYS, jn, m, ku, m, NULL, 0, NULL, cb, kf, m, 1);
   if (pass) {
     blk_column_sums(t, reg, j0, jn, masked, kf, cb);
@@ -611,7 +605,7 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
       if (p->xm) { /* sub-blocks of bounded spread where some row sees only part of the block */
         p->fm->apply(t->uk, &p->fa, 1, jn, D, m, kb, ldk, ku, m, 1, t->ws + p->off_fms);
         for (size_t a = 0, b; a < jn; a = b) {
-          b = masked ? blk_split(m, ku, a, jn, tmp, tmp + m) : jn;
+          b = masked ? blk_split(t->uk, m, ku, a, jn, tmp, tmp + m) : jn;
           blk_exp_keys(t, hh, j0 + (int64_t)a, b - a, masked, ku + a * m, vb + a * ldv, pass);
         }
         continue;

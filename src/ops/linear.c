@@ -67,16 +67,8 @@ static void lw_init(float *rs, size_t R, size_t rows, const attn_step_rows *w) {
 /* Masked pairs (-inf on boundary blocks) weigh 0; any other -inf (from an infinite input) is NaN,
  * as the engine's convention says. */
 static const float *lw_step(const struct attn_ukernels *uk, const attn_step_block *b, float *rs, size_t R) {
-  (void)uk, (void)R;
-  const float hidden = b->masked ? 0.0f : NAN;
-  for (size_t j = 0; j < b->nk; j++) {
-    float *row = b->st + j * b->ld;
-    for (size_t c = 0; c < b->nq; c++) {
-      const float x = row[c] == -INFINITY ? hidden : row[c];
-      row[c] = x;
-      rs[c] += x;
-    }
-  }
+  (void)R;
+  uk->window_block(b->nk, b->nq, b->st, b->ld, NULL, rs, b->masked);
   return NULL;
 }
 
@@ -106,7 +98,6 @@ static void lx_init(float *rs, size_t R, size_t rows, const attn_step_rows *w) {
 }
 
 static const float *lx_step(const struct attn_ukernels *uk, const attn_step_block *b, float *rs, size_t R) {
-  (void)uk;
   float *den = rs, *M = rs + R, *alpha = rs + 2 * R, *fac = rs + 3 * R;
   for (size_t c = 0; c < b->nq; c++) { /* a NaN bm (non-finite input) makes fac NaN, so the row NaN */
     const float x = b->bm[c], mn = x > M[c] ? x : M[c];
@@ -115,15 +106,7 @@ static const float *lx_step(const struct attn_ukernels *uk, const attn_step_bloc
     M[c] = mn;
     den[c] *= alpha[c];
   }
-  const float hidden = b->masked ? 0.0f : NAN;
-  for (size_t j = 0; j < b->nk; j++) {
-    float *row = b->st + j * b->ld;
-    for (size_t c = 0; c < b->nq; c++) {
-      const float x = row[c] == -INFINITY ? hidden : row[c] * fac[c];
-      row[c] = x;
-      den[c] += x;
-    }
-  }
+  uk->window_block(b->nk, b->nq, b->st, b->ld, fac, den, b->masked);
   return alpha;
 }
 

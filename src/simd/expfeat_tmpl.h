@@ -3,6 +3,7 @@
  * written once against the vf_* shim: the exp, favor and dsoftmax maps of the chunkwise engine.
  * Include the path's shim, define ATTN_EXPFEAT_NAME, then include.
  */
+#include <float.h>
 #include <math.h>
 
 #include "core/ukernels.h"
@@ -59,6 +60,21 @@ void ATTN_EXPFEAT_NAME(attn_expfeat_mode mode, size_t rows, size_t m, const floa
     }
     const float t = vf_hmax(vf_max(vf_max(mv, m1), vf_max(m2, m3)));
     run[0] = t > mx ? t : mx;
+    return;
+  }
+  if (mode == ATTN_EXPF_RANGE) { /* a strip of features at a time, down the rows */
+    const vf big = vf_set1(FLT_MAX), nbig = vf_set1(-FLT_MAX), inf = vf_set1(INFINITY), ninf = vf_set1(-INFINITY);
+    for (size_t f = 0; f < m; f += ATTN_VL) {
+      const size_t w = m - f < ATTN_VL ? m - f : ATTN_VL;
+      vf hi = vf_load_w(run + f, w), lo = out ? vf_load_w(out + f, w) : inf;
+      for (size_t r = 0; r < rows; r++) {
+        const vf x = vf_load_w(u + r * ldu + f, w);
+        hi = vf_max(hi, vf_select(vf_ge(big, x), x, ninf)); /* +inf and NaN fail: -inf */
+        lo = vf_min(lo, vf_select(vf_ge(x, nbig), x, inf)); /* -inf and NaN fail: +inf */
+      }
+      vf_store_w(run + f, hi, w);
+      if (out) vf_store_w(out + f, lo, w);
+    }
     return;
   }
   for (size_t r = 0; r < rows; r++) {

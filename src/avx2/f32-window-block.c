@@ -1,0 +1,4 @@
+/* avx2 path: windowed linear attention's score step (src/simd/window_tmpl.h). */
+#include "simd/vf_avx2.h"
+#define ATTN_WINDOW_BLOCK_NAME attn_f32_window_block_ukernel__avx2
+#include "simd/window_tmpl.h"

@@ -1,0 +1,4 @@
+/* avx512 path: windowed linear attention's score step (src/simd/window_tmpl.h). */
+#include "simd/vf_avx512.h"
+#define ATTN_WINDOW_BLOCK_NAME attn_f32_window_block_ukernel__avx512
+#include "simd/window_tmpl.h"

@@ -1,0 +1,4 @@
+/* neon path: windowed linear attention's score step (src/simd/window_tmpl.h). */
+#include "simd/vf_neon.h"
+#define ATTN_WINDOW_BLOCK_NAME attn_f32_window_block_ukernel__neon
+#include "simd/window_tmpl.h"

@@ -1288,13 +1288,14 @@ static size_t sel_first(size_t jj, size_t tn, int64_t d0, int bos) {
  * token, a lost carry or a relu that lets a negative through shows as a whole term. Pass 1:
  * random floats in [-2, 2]: each F is a sum of at most tn + 1 non-negative floats, so any order
  * is within (tn + 1) 2^-24 of the exact sum (the recursive-summation bound; all terms share a
- * sign); that is asserted. */
+ * sign); that is asserted. Each case runs again with y (F subtracted from every score of the
+ * token's group in place, x inside y, step 3 reading the group's middle column). */
 START_TEST(select_scan_values) {
   enum { T = 67, STEP = 3, J = 5 };
   const int exact = _i == 0;
   for (size_t tn = 1; tn <= T; tn++)
     for (size_t step = 1; step <= STEP; step += STEP - 1) {
-      const size_t jn = 1 + tn % J, ldx = tn * step + 2;
+      const size_t jn = 1 + tn % J, ldx = tn * step + 2, col = step / 2; /* x: column col of each group */
       const int64_t d0s[] = {-3, 0, 1, (int64_t)tn / 2, (int64_t)tn - 1, (int64_t)tn + 2};
       float *x = galloc(jn * ldx);
       for (size_t e = 0; e < jn * ldx; e++)
@@ -1304,7 +1305,7 @@ START_TEST(select_scan_values) {
           float *fz = galloc(jn * tn), *run = galloc(jn), run0[J];
           for (size_t jj = 0; jj < jn; jj++)
             run[jj] = run0[jj] = exact ? (float)(tu_rng_next(&rng) % 65) / 8.0f : tu_rng_range(&rng, 0.0f, 8.0f);
-          uk->select_scan(jn, tn, x, ldx, step, d0s[di], bos, run, fz);
+          uk->select_scan(jn, tn, x + col, ldx, step, d0s[di], bos, run, fz, NULL);
           for (size_t jj = 0; jj < jn; jj++) {
             const size_t first = sel_first(jj, tn, d0s[di], bos);
             double acc = run0[jj];
@@ -1314,10 +1315,29 @@ START_TEST(select_scan_values) {
               ck_assert_msg(fabs((double)got - acc) <= tol,
                             "tn %zu step %zu d0 %lld bos %d row %zu token %zu: %.9g, want %.9g", tn, step,
                             (long long)d0s[di], bos, jj, ti, (double)got, acc);
-              const float v = ti < tn ? x[jj * ldx + ti * step] : 0.0f;
+              const float v = ti < tn ? x[jj * ldx + col + ti * step] : 0.0f;
               if (ti >= first && v > 0.0f) acc += v;
             }
           }
+          /* again with y: the same F and sums, bit for bit, and every score of each token's group
+           * minus its F in place (x read from the tile it updates); the rows' padding untouched */
+          float *y = galloc(jn * ldx), *fz2 = galloc(jn * tn), *run2 = galloc(jn);
+          memcpy(y, x, jn * ldx * sizeof(float));
+          memcpy(run2, run0, jn * sizeof(float));
+          uk->select_scan(jn, tn, y + col, ldx, step, d0s[di], bos, run2, fz2, y);
+          tu_assert_same_bits("select_scan F with y", fz, fz2, jn * tn * sizeof(float));
+          tu_assert_same_bits("select_scan sums with y", run, run2, jn * sizeof(float));
+          for (size_t jj = 0; jj < jn; jj++)
+            for (size_t e = 0; e < ldx; e++) {
+              const size_t ti = e / step;
+              const float want = ti < tn ? x[jj * ldx + e] - fz[jj * tn + ti] : x[jj * ldx + e];
+              ck_assert_msg(!memcmp(&y[jj * ldx + e], &want, sizeof want),
+                            "tn %zu step %zu row %zu element %zu: %.9g, want %.9g", tn, step, jj, e,
+                            (double)y[jj * ldx + e], (double)want);
+            }
+          gcheck_free(y);
+          gcheck_free(fz2);
+          gcheck_free(run2);
           gcheck_free(fz);
           gcheck_free(run);
         }
@@ -1335,7 +1355,7 @@ START_TEST(select_scan_nonfinite) {
     float x[JN * TN], fz[JN * TN], run[JN] = {0.5f, 0.5f, 0.5f};
     for (size_t e = 0; e < JN * TN; e++) x[e] = 0.25f;
     x[0 * TN + k] = INFINITY, x[1 * TN + k] = NAN, x[2 * TN + k] = -INFINITY;
-    uk->select_scan(JN, TN, x, TN, 1, -2, 0, run, fz); /* every row followed from token 0 */
+    uk->select_scan(JN, TN, x, TN, 1, -2, 0, run, fz, NULL); /* every row followed from token 0 */
     for (size_t ti = 0; ti < TN; ti++) {
       const float a = fz[0 * TN + ti], b = fz[1 * TN + ti], c = fz[2 * TN + ti];
       ck_assert_msg(ti <= k ? isfinite(a) : a == INFINITY, "inf at %zu: token %zu has %g", k, ti, (double)a);
@@ -1346,7 +1366,7 @@ START_TEST(select_scan_nonfinite) {
     if (k == 0) continue;
     x[k - 1] = NAN; /* row 0 alone, followed from token k: its NaN at k - 1 is never read */
     run[0] = 0.5f;
-    uk->select_scan(1, TN, x, TN, 1, (int64_t)k, 0, run, fz);
+    uk->select_scan(1, TN, x, TN, 1, (int64_t)k, 0, run, fz, NULL);
     for (size_t ti = 0; ti < TN; ti++)
       ck_assert_msg(ti <= k ? fz[ti] == 0.5f : fz[ti] == INFINITY,
                     "NaN before the first follower %zu: token %zu has %g", k, ti, (double)fz[ti]);

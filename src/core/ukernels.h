@@ -148,9 +148,13 @@ typedef void attn_window_block_fn(size_t nk, size_t nq, float *st, size_t ldst, 
  * never masked), else d0 + jj clamped to [0, tn] (the first token that follows the key). Sums
  * are taken a vector of tokens at a time, an in-register running sum (simd/vf_*.h vf_prefix)
  * plus the carry: each path's own rounding, the same for any jn, task split or thread count. An
- * infinity or NaN reaches only later tokens of its row. fz overlaps neither x nor run. */
+ * infinity or NaN reaches only later tokens of its row. fz overlaps neither x nor run.
+ * y not NULL: each token's F is also subtracted from its group of step scores,
+ * y[jj * ldx + ti * step + i] -= fz[jj * tn + ti] for i < step, where x must be y + c for a
+ * column c < step (the blocked engine's tile of h_sel's key head, c h_sel's place in the group);
+ * each element of x is read before y's element at the same address is written. */
 typedef void attn_select_scan_fn(size_t jn, size_t tn, const float *x, size_t ldx, size_t step, int64_t d0, int bos,
-                                 float *run, float *fz);
+                                 float *run, float *fz, float *y);
 
 /* K/V element conversion (attn_shape.kv_type): rows x cols 16-bit patterns x (row stride ldx
  * elements) into fp32 y, contiguous (row stride cols). Exact on every path (every fp16 and bf16

@@ -504,7 +504,7 @@ static inline float blk_relu(float y) {
  * scores of the block's earlier tokens k with j < k (none for j = 0), through the path's
  * select_scan kernel. A NaN or an infinity reaches only the later tokens of its key. The last
  * head group stores each key's sum over all the block's tokens. */
-static void blk_select_f(const blk_task *t, int64_t j0, size_t jn, const float *src, size_t ld, size_t step) {
+static int blk_select_f(const blk_task *t, int64_t j0, size_t jn, const float *src, size_t ld, size_t step, float *y) {
   const attn_blocked_plan *p = t->p;
   const size_t tn = t->tn;
   float *fz = t->ws + p->off_fz, *run = t->ws + p->off_run, *f = t->io->sel_f;
@@ -518,26 +518,25 @@ static void blk_select_f(const blk_task *t, int64_t j0, size_t jn, const float *
       for (size_t i = 0; i < n; i++) fa[i] += blk_relu(src[i]);
     else
       for (size_t i = 0; i < n; i++) fa[i] += blk_relu(src[i * ld]);
-    return;
+    return 0;
   }
   memcpy(run, f + j0, jn * sizeof(float));
   /* token ti selects key j when ti >= j - p0 + 1 */
-  t->uk->select_scan(jn, tn, src, ld, step, j0 - t->p0 + 1, j0 == 0, run, fz);
+  t->uk->select_scan(jn, tn, src, ld, step, j0 - t->p0 + 1, j0 == 0, run, fz, y);
   if (t->last_group) memcpy(f + j0, run, jn * sizeof(float));
+  return y != NULL;
 }
 
 /* Selection: F of keys [j0, j0 + jn) from head h_sel's scores: the columns of its key head's tile
- * when the task holds it (st, already computed), else their own GEMM. */
-static void blk_select(const blk_task *t, int64_t j0, size_t jn, const float *st) {
+ * when the task holds it (st, already computed; F is then subtracted from that tile in the same
+ * pass, except in a decode step), else their own GEMM. Returns whether st has lost F. */
+static int blk_select(const blk_task *t, int64_t j0, size_t jn, float *st) {
   const attn_blocked_plan *p = t->p;
-  if (st) {
-    blk_select_f(t, j0, jn, st + p->sel_gi, t->rows, p->g);
-    return;
-  }
+  if (st) return blk_select_f(t, j0, jn, st + p->sel_gi, t->rows, p->g, st);
   float *ss = t->ws + p->off_ss;
   /* half K: converted into the K scratch, free again (the head's scores are done) */
   blk_scores(t, j0, jn, p->sel_kv, t->tn, t->ws + p->off_qs, t->tn, ss, t->tn);
-  blk_select_f(t, j0, jn, ss, t->tn, 1);
+  return blk_select_f(t, j0, jn, ss, t->tn, 1, NULL);
 }
 
 /* A row of ST (tn tokens x g heads) minus F of its key (tn floats), g a constant where inlined. */
@@ -620,8 +619,8 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
         blk_scores(t, j0, jn, t->h0 + hh, rows, reg + p->off_qt, rows, t->ws + p->off_st, rows);
       }
       if (p->sel) { /* the first head of the order is h_sel's key head when the task holds it */
-        if (hi_order == 0) blk_select(t, j0, jn, sel_here ? t->ws + p->off_st : NULL);
-        blk_select_apply(t, t->ws + p->off_st, jn);
+        const int applied = hi_order == 0 && blk_select(t, j0, jn, sel_here ? t->ws + p->off_st : NULL);
+        if (!applied) blk_select_apply(t, t->ws + p->off_st, jn);
       }
       blk_accumulate(t, hh, j0, jn, masked, vb, vh, ldv, NULL);
     }

@@ -26,26 +26,57 @@ static inline vf attn_sel_step_(vf v, vf c, size_t ti, size_t first, vf lanes, v
   return vf_bcast_last(s);
 }
 
+/* y's w tokens from ti minus their F, e: x's own scores (raw, already loaded) for a group of one,
+ * else every score of each token's group. */
+static inline __attribute__((always_inline)) void attn_sel_sub_(float *yr, size_t ti, size_t step, size_t w, vf raw,
+                                                                vf e) {
+  if (step == 1) {
+    vf_store_w(yr + ti, vf_sub(raw, e), w);
+    return;
+  }
+  float t[ATTN_VL];
+  vf_store(t, e);
+  for (size_t i = 0; i < w; i++)
+    for (size_t gi = 0; gi < step; gi++) yr[(ti + i) * step + gi] -= t[i];
+}
+
+/* One key's row (first: its first follower; c: the carry in, returned out), y's row yr or NULL;
+ * inlined with step 1 as a constant for the contiguous case. */
+static inline __attribute__((always_inline)) vf attn_sel_row_(size_t tn, const float *xr, size_t step, size_t first,
+                                                              vf c, vf lanes, float *o, float *yr) {
+  size_t ti = 0;
+  vf e;
+  for (; ti + ATTN_VL <= first; ti += ATTN_VL) { /* before the key's first follower: the carry */
+    vf_store(o + ti, c);
+    if (yr) attn_sel_sub_(yr, ti, step, ATTN_VL, step == 1 ? vf_load(yr + ti) : c, c);
+  }
+  for (; ti + ATTN_VL <= tn; ti += ATTN_VL) {
+    const vf raw = attn_sel_load_(xr, ti, step, ATTN_VL);
+    c = attn_sel_step_(raw, c, ti, first, lanes, &e);
+    vf_store(o + ti, e);
+    if (yr) attn_sel_sub_(yr, ti, step, ATTN_VL, raw, e);
+  }
+  if (ti < tn) { /* the last tn - ti tokens: lanes beyond them load as 0, so the carry is the total */
+    const vf raw = attn_sel_load_(xr, ti, step, tn - ti);
+    c = attn_sel_step_(raw, c, ti, first, lanes, &e);
+    vf_store_n(o + ti, e, tn - ti);
+    if (yr) attn_sel_sub_(yr, ti, step, tn - ti, raw, e);
+  }
+  return c;
+}
+
 void ATTN_SELECT_SCAN_NAME(size_t jn, size_t tn, const float *x, size_t ldx, size_t step, int64_t d0, int bos,
-                           float *run, float *fz) {
+                           float *run, float *fz, float *y) {
   static const float lane[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   const vf lanes = vf_load(lane);
   for (size_t jj = 0; jj < jn; jj++) {
     const int64_t d = d0 + (int64_t)jj;
     const size_t first = bos && jj == 0 ? tn : d <= 0 ? 0 : (uint64_t)d < tn ? (size_t)d : tn;
     const float *xr = x + jj * ldx;
-    float *o = fz + jj * tn;
-    vf c = vf_set1(run[jj]), e;
-    size_t ti = 0;
-    for (; ti + ATTN_VL <= first; ti += ATTN_VL) vf_store(o + ti, c); /* before the key's first follower */
-    for (; ti + ATTN_VL <= tn; ti += ATTN_VL) {
-      c = attn_sel_step_(attn_sel_load_(xr, ti, step, ATTN_VL), c, ti, first, lanes, &e);
-      vf_store(o + ti, e);
-    }
-    if (ti < tn) { /* the last tn - ti tokens: lanes beyond them load as 0, so the carry is the total */
-      c = attn_sel_step_(attn_sel_load_(xr, ti, step, tn - ti), c, ti, first, lanes, &e);
-      vf_store_n(o + ti, e, tn - ti);
-    }
+    float *o = fz + jj * tn, *yr = y ? y + jj * ldx : NULL;
+    const vf c0 = vf_set1(run[jj]);
+    const vf c = step == 1 ? attn_sel_row_(tn, xr, 1, first, c0, lanes, o, yr)
+                           : attn_sel_row_(tn, xr, step, first, c0, lanes, o, yr);
     float t[ATTN_VL];
     vf_store(t, c);
     run[jj] = t[0];

@@ -366,8 +366,9 @@ static void blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked
                 blk_head(t, 0) + p->off_acc, s->dv, alpha0);
 }
 
-/* Exponential maps: the end of the sub-block of u rows [a, jn) (m floats each) that starts at a,
- * where every feature's finite values spread at most ATTN_OFFSET_GUARD (at least one key). */
+/* Exponential maps: the end b of the sub-block of u rows [a, jn) (m floats each) that starts at a,
+ * where every feature's finite values spread at most ATTN_OFFSET_GUARD (at least one key: a
+ * single row spreads 0); mn and mx end as each feature's finite minimum and maximum over [a, b). */
 static size_t blk_split(const struct attn_ukernels *uk, size_t m, const float *u, size_t a, size_t jn, float *mn,
                         float *mx) {
   for (size_t f = 0; f < m; f++) mn[f] = INFINITY, mx[f] = -INFINITY;
@@ -460,18 +461,22 @@ static void blk_column_sums(const blk_task *t, float *reg, int64_t j0, size_t jn
 }
 
 /* Exponential maps: keys [j0, j0 + jn) of one sub-block, u(K) rows ku (attn_blocked_features in
- * engine/blocked.h): psi with the sub-block's offsets cb, then (pass 0) each row's offset bm,
- * phi, the scores and the step, or (pass 1, dsoftmax) the column sums. */
+ * engine/blocked.h): psi with the sub-block's offsets cb (the features' finite maxima: kmax when
+ * the caller has them, blk_split's), then (pass 0) each row's offset bm, phi, the scores and the
+ * step, or (pass 1, dsoftmax) the column sums. */
 static void blk_exp_keys(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked, const float *ku,
-                         const float *vb, int pass) {
+                         const float *vb, int pass, const float *kmax) {
   float *reg = blk_head(t, hh);
   const attn_blocked_plan *p = t->p;
   const struct attn_ukernels *uk = t->uk;
   const size_t m = p->m, rows = t->rows;
   float *kf = t->ws + p->off_kf, *cb = t->ws + p->off_cb;
-  for (size_t f = 0; f < m; f++) cb[f] = -INFINITY;
-  /* the finite features' maxima: a non-finite key stays its own */
-  uk->expfeat(ATTN_EXPF_RANGE, jn, m, ku, m, NULL, 0, cb, NULL, NULL, 0, 0);
+  if (kmax) { /* a copy: kmax lies in scratch that the column sums reuse */
+    memcpy(cb, kmax, m * sizeof(float));
+  } else { /* the finite features' maxima: a non-finite key stays its own */
+    for (size_t f = 0; f < m; f++) cb[f] = -INFINITY;
+    uk->expfeat(ATTN_EXPF_RANGE, jn, m, ku, m, NULL, 0, cb, NULL, NULL, 0, 0);
+  }
   uk->expfeat(ATTN_EXPF_KEYS, jn, m, ku, m, NULL, 0, NULL, cb, kf, m, 1);
   if (pass) {
     blk_column_sums(t, reg, j0, jn, masked, kf, cb);
@@ -605,7 +610,7 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
         p->fm->apply(t->uk, &p->fa, 1, jn, D, m, kb, ldk, ku, m, 1, t->ws + p->off_fms);
         for (size_t a = 0, b; a < jn; a = b) {
           b = masked ? blk_split(t->uk, m, ku, a, jn, tmp, tmp + m) : jn;
-          blk_exp_keys(t, hh, j0 + (int64_t)a, b - a, masked, ku + a * m, vb + a * ldv, pass);
+          blk_exp_keys(t, hh, j0 + (int64_t)a, b - a, masked, ku + a * m, vb + a * ldv, pass, masked ? tmp + m : NULL);
         }
         continue;
       }

@@ -7,14 +7,6 @@
  */
 #include "core/ukernels.h"
 
-/* w tokens of a row from ti (stride step: a column of a head group's scores), the rest 0. */
-static inline vf attn_sel_load_(const float *xr, size_t ti, size_t step, size_t w) {
-  if (step == 1) return vf_load_w(xr + ti, w);
-  float t[ATTN_VL];
-  for (size_t i = 0; i < w; i++) t[i] = xr[(ti + i) * step];
-  return vf_load_w(t, w);
-}
-
 /* One vector of tokens from ti: relu (NaN fails the comparison and stays), tokens before first
  * zeroed, the running sum from the carry c; *e gets the tokens' F, the return is the new carry. */
 static inline vf attn_sel_step_(vf v, vf c, size_t ti, size_t first, vf lanes, vf *e) {
@@ -51,13 +43,13 @@ static inline __attribute__((always_inline)) vf attn_sel_row_(size_t tn, const f
     if (yr) attn_sel_sub_(yr, ti, step, ATTN_VL, step == 1 ? vf_load(yr + ti) : c, c);
   }
   for (; ti + ATTN_VL <= tn; ti += ATTN_VL) {
-    const vf raw = attn_sel_load_(xr, ti, step, ATTN_VL);
+    const vf raw = vf_load_strided(xr + ti * step, step, ATTN_VL);
     c = attn_sel_step_(raw, c, ti, first, lanes, &e);
     vf_store(o + ti, e);
     if (yr) attn_sel_sub_(yr, ti, step, ATTN_VL, raw, e);
   }
   if (ti < tn) { /* the last tn - ti tokens: lanes beyond them load as 0, so the carry is the total */
-    const vf raw = attn_sel_load_(xr, ti, step, tn - ti);
+    const vf raw = vf_load_strided(xr + ti * step, step, tn - ti);
     c = attn_sel_step_(raw, c, ti, first, lanes, &e);
     vf_store_n(o + ti, e, tn - ti);
     if (yr) attn_sel_sub_(yr, ti, step, tn - ti, raw, e);

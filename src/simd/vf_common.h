@@ -37,6 +37,15 @@ static inline void vf_store_strided(float *p, size_t cs, vf v, size_t w) {
   }
 }
 
+/* Its twin: w floats from p[0], p[cs], p[2 cs], ... (the rest 0): a vector load when cs == 1,
+ * lane by lane otherwise. */
+static inline vf vf_load_strided(const float *p, size_t cs, size_t w) {
+  if (cs == 1) return vf_load_w(p, w);
+  float t[ATTN_VL];
+  for (size_t i = 0; i < w; i++) t[i] = p[i * cs];
+  return vf_load_w(t, w);
+}
+
 /* Largest lane (NaN lanes ignored unless lane 0 is NaN); once per row, so through memory. */
 static inline float vf_hmax(vf a) {
   float t[ATTN_VL];

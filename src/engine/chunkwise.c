@@ -227,12 +227,20 @@ static void cw_offsets_of(const attn_chunkwise_plan *p, const float *S, float *c
 
 /* Exponential maps, causal chunk of cn >= 2 keys (pre-exponential features in ku): the length of
  * the chunk to run, cut before the first key that raises an offset more than ATTN_OFFSET_GUARD
- * above its value at the chunk's start (the first key's feature, for a feature without one). */
-static size_t cw_guard(const cw_ctx *x, const float *S, size_t cn) {
+ * above its value at the chunk's start (the first key's feature, for a feature without one).
+ * kmax (or NULL): an upper bound of each feature over the keys (their maxima, +inf counted, NaN
+ * not: cw_scan_local's offsets); where no feature's bound passes the guard, no key can, and the
+ * keys are not read. */
+static size_t cw_guard(const cw_ctx *x, const float *S, size_t cn, const float *kmax) {
   const attn_chunkwise_plan *p = x->p;
   float *base = x->rn;
   cw_offsets_of(p, S, base);
-  for (size_t f = 0; f < p->m; f++) base[f] = (base[f] == -INFINITY ? x->ku[f] : base[f]) + ATTN_OFFSET_GUARD;
+  int pass = 0;
+  for (size_t f = 0; f < p->m; f++) {
+    base[f] = (base[f] == -INFINITY ? x->ku[f] : base[f]) + ATTN_OFFSET_GUARD;
+    pass |= kmax && kmax[f] > base[f];
+  }
+  if (kmax && !pass) return cn;
   for (size_t r = 1; r < cn; r++) {
     const float *u = x->ku + r * p->m;
     int raise = 0;
@@ -556,9 +564,11 @@ static size_t cw_pre_q(const attn_chunkwise_plan *p) {
 }
 
 /* Maps with offsets, the scan's update on rows [f0, f1): S and D (a chunk's local state, with its
- * own offsets) both move to the larger offsets, S = S exp(c_S - c) + D exp(c_D - c), c = max(c_S,
- * c_D) per row (an empty row's offset is -inf; a row empty in both stays empty, and a row whose z
- * underflows to 0 is emptied, as in cw_key_offsets); with keep, D gets S as it was. */
+ * own offsets) both move to the larger offsets, c = max(c_S, c_D) per row (an empty row's offset
+ * is -inf; a row empty in both stays empty). S moves first, as cw_raise moves it: scaled by
+ * exp(c_S - c), and emptied when its z underflows to 0; then S += D exp(c_D - c). So a row that a
+ * chunk's outputs already raised in place (cw_scan_outputs) merges to the same bits as one that was
+ * not raised. With keep, D gets S as it was. */
 static void cw_scan_merge(const attn_chunkwise_plan *p, float *S, float *D, size_t f0, size_t f1, int keep) {
   const size_t dv = p->shape->dv;
   for (size_t f = f0; f < f1; f++) {
@@ -568,17 +578,14 @@ static void cw_scan_merge(const attn_chunkwise_plan *p, float *S, float *D, size
     /* the larger side's factor is exactly 1 */
     const float a = c == -INFINITY ? 0.0f : cs == c ? 1.0f : expf(cs - c);
     const float b = c == -INFINITY ? 0.0f : cd == c ? 1.0f : expf(cd - c);
+    const int emptied = a * s[dv] == 0.0f; /* S's row at c holds nothing (cw_raise's rule) */
     const float os = s[dv + 1];
-    if (keep) {
-      for (size_t e = 0; e <= dv; e++) {
-        const float t = d[e], v = s[e];
-        d[e] = v;
-        s[e] = a * v + b * t;
-      }
-      d[dv + 1] = os;
-    } else {
-      for (size_t e = 0; e <= dv; e++) s[e] = a * s[e] + b * d[e];
+    for (size_t e = 0; e <= dv; e++) {
+      const float t = d[e], v = s[e];
+      if (keep) d[e] = v;
+      s[e] = (emptied ? 0.0f : a * v) + b * t;
     }
+    if (keep) d[dv + 1] = os;
     s[dv + 1] = c;
     if (s[dv] == 0.0f) memset(s, 0, (dv + 2) * sizeof(float));
   }
@@ -604,37 +611,38 @@ static void cw_scan_local(const cw_ctx *x, const float *KU, float *D, size_t cn,
 /* Maps with offsets, the outputs of a chunk (aligned tokens t0 .. t0+cn of state head h) from S,
  * the state before it, and its loaded keys (KU: pre-exponential features, VA: Va; va_finite as
  * cw_load_kv said; KL, dl: its features at its own offsets and those, cw_scan_local; KL may be
- * x0->kf), on T, a copy of S that is then dropped (the state moves by cw_scan_merge). When no key
- * raises an offset past the guard, the chunk runs at once: T rises to c = max(its offsets, dl)
- * and Kf = KL exp(dl - c) (no exponential per key again); otherwise the serial loop over the
- * chunk, cut where cw_guard says. */
-static void cw_scan_outputs(const cw_ctx *x0, const float *S, float *T, size_t h, size_t t0, size_t cn, float *KU,
+ * x0->kf). When no key raises an offset past the guard, the chunk runs at once on S itself: S
+ * rises to c = max(its offsets, dl) in place (cw_raise, the first step of cw_scan_merge, so S
+ * merges afterwards to the same bits as if it had not risen) and Kf = KL exp(dl - c) (no
+ * exponential per key again). Otherwise the serial loop over the chunk, cut where cw_guard says,
+ * on T, a copy of S that is then dropped (the state moves by cw_scan_merge). */
+static void cw_scan_outputs(const cw_ctx *x0, float *S, float *T, size_t h, size_t t0, size_t cn, float *KU,
                             const float *KL, const float *dl, float *VA, int va_finite) {
   const attn_chunkwise_plan *p = x0->p;
   const size_t m = p->m;
   cw_ctx x = *x0;
   const size_t q0 = cw_pre_q(p) + t0, k0 = cw_pre_k(p) + t0;
-  memcpy(T, S, m * p->lds * sizeof(float));
   x.ku = KU, x.va = VA;
-  if (cn > 1 && cw_guard(&x, T, cn) == cn) {
-    cw_offsets_of(p, T, x.cp);
+  if (cn > 1 && cw_guard(&x, S, cn, dl) == cn) {
+    cw_offsets_of(p, S, x.cp);
     float *restrict g = x.rn;
     for (size_t f = 0; f < m; f++) {
       x.cn[f] = dl[f] > x.cp[f] ? dl[f] : x.cp[f];
       g[f] = dl[f] == x.cn[f] ? 1.0f : expf(dl[f] - x.cn[f]);
     }
-    cw_raise(&x, T);
+    cw_raise(&x, S);
     if (KL != x.kf) memcpy(x.kf, KL, cn * m * sizeof(float));
     for (size_t r = 0; r < cn; r++) {
       float *kf = x.kf + r * m;
       for (size_t f = 0; f < m; f++) kf[f] *= g[f];
     }
-    for (size_t gi = 0; gi < p->per; gi++) cw_query(&x, T, h * p->per + gi, q0, cn, 1, va_finite);
+    for (size_t gi = 0; gi < p->per; gi++) cw_query(&x, S, h * p->per + gi, q0, cn, 1, va_finite);
     return;
   }
+  memcpy(T, S, m * p->lds * sizeof(float));
   for (size_t u0 = 0, len; u0 < cn; u0 += len) {
     x.ku = KU + u0 * p->m, x.va = VA + u0 * p->W;
-    len = cn - u0 > 1 ? cw_guard(&x, T, cn - u0) : 1;
+    len = cn - u0 > 1 ? cw_guard(&x, T, cn - u0, dl) : 1;
     if (len == 1) {
       cw_step_loaded(&x, T, h * p->per, q0 + u0, k0 + u0);
       continue;
@@ -683,7 +691,7 @@ void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels
     int va_finite = 1;
     if (cn > 1) {
       va_finite = cw_load_kv(&x, pre_k + t0, cn); /* of the whole chunk: conservative when cut */
-      if (p->fm->offsets) cn = cw_guard(&x, S, cn);
+      if (p->fm->offsets) cn = cw_guard(&x, S, cn, NULL);
     }
     if (cn == 1) {
       cw_step(&x, S, h0, pre_q + t0, pre_k + t0);
@@ -815,7 +823,7 @@ static void cw_scan_query(void *ctx, size_t task, size_t worker) {
   size_t h, t0, cn;
   float *S = cw_scan_chunk(c, task, worker, 1, &x, &h, &t0, &cn);
   const int finite = S[p->scan_fin] != 0.0f;
-  if (p->fm->offsets) { /* on a copy of S in the worker's scratch */
+  if (p->fm->offsets) { /* on the slot's S, raised in place, or (a chunk that is cut) on a copy in scratch */
     cw_scan_outputs(&x, S, c->ws + worker * p->worker_floats + p->off_s, h, t0, cn, S + p->scan_kf, S + p->scan_kl,
                     S + p->scan_dl, S + p->scan_va, finite);
     return;

@@ -50,11 +50,15 @@
  * are added (the last, incomplete round only keeps S in its slot); exclusive calls of one round
  * keep the serial loop. Maps with offsets: D_c carries its own offsets (the chunk's largest key
  * feature, so its largest term is 1) and S_{c+1} is the merge of S_c and D_c at the larger
- * offsets (cw_scan_merge, like two LSE partials); a chunk's outputs run the serial loop over the
- * chunk alone (cut where cw_guard says, which depends only on S_c and the chunk) on a copy of
- * S_c in the worker's scratch, which is then dropped; the slot keeps the chunk's pre-exponential
- * key features in Kf's place, and its Kf at its own offsets with those offsets (a chunk that is
- * not cut takes its Kf from them, one multiply per element, instead of its exponentials again).
+ * offsets (cw_scan_merge, like two LSE partials: S first moves to the larger offsets as
+ * cw_raise moves it, then D is added); a chunk's outputs run the serial loop over the chunk alone
+ * (cut where cw_guard says, which depends only on S_c and the chunk). A chunk that is not cut
+ * runs at once on S_c itself, raised in place to its offsets (the slot's S_c, or, by head groups,
+ * the state, whose merge then finds it already raised: the same bits); a chunk that is cut runs
+ * on a copy of S_c in the worker's scratch, which is then dropped. The slot keeps the chunk's
+ * pre-exponential key features in Kf's place, and its Kf at its own offsets with those offsets
+ * (a chunk that is not cut takes its Kf from them, one multiply per element, instead of its
+ * exponentials again; their maxima also spare cw_guard its scan of the keys).
  */
 #ifndef ATTN_ENGINE_CHUNKWISE_H
 #define ATTN_ENGINE_CHUNKWISE_H

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# One prepared run for a borrowed machine with more cores or wider vectors than the development
+# host (the lent "device" machine: an AVX-512 server CPU, 15 minutes of machine time in all, so
+# one call of about 6-8 minutes that leaves time for a second). It measures what the open
+# targets need, made for a shared, noisy guest (the same call moved by 1.5x between runs there):
+#   1. every prefill variant at n = 4k and 16k on the vector paths the CPU runs natively
+#      (AVX-512 and AVX2, or NEON), in ROUNDS rounds whose path order alternates, pinned to one
+#      core, without baselines; summary.md keeps each path's best median over the rounds and the
+#      ratio of the widest path to the next (AVX-512 over AVX2), with the widest path's fraction
+#      of the FMA peak that each run measures;
+#   2. one call's thread scaling (--scaling) of softmax and linear prefill, one head and 16 heads.
+# Every step runs under what is left of a time limit, and whatever finished is kept. OUT_DIR gets
+# four files (the device machine returns at most eight): summary.md, scaling.txt, machine.txt and
+# device-check.tgz, every invocation's output and CSV.
+# Usage: bash bench/device-check.sh [BENCH [OUT_DIR]]
+#   BENCH: an attn-bench built elsewhere (default build-release/bench/attn-bench); OUT_DIR:
+#   default $OUT when set (the device machine's), else device-results.
+# Environment: ROUNDS (3), SIZES (4k,16k), PIN (2), THREADS (1,2,4,8,16, capped at the CPUs),
+#   LIMIT (seconds in all, 420), LIB_DIR (libraries the bench needs that the machine lacks,
+#   such as libopenblas: put on LD_LIBRARY_PATH), QUICK=1 (a smoke test: n = 1k, one round,
+#   scaling 1,2, a few variants).
+set -uo pipefail
+
+bench=${1:-build-release/bench/attn-bench}
+out=${2:-${OUT:-device-results}}
+rounds=${ROUNDS:-3} sizes=${SIZES:-4k,16k} pin=${PIN:-2} limit=${LIMIT:-420}
+variants=prefill scal_variants=softmax_causal,linear_identity_causal,linear_elu1_causal scal_n=16k
+cpus=$(nproc)
+threads=${THREADS:-1,2,4,8,16}
+if [[ ${QUICK:-0} == 1 ]]; then
+  rounds=1 sizes=1k threads=1,2 scal_n=1k variants=softmax_causal,linear_identity_causal,linear_favor_causal
+fi
+threads=$(echo "$threads" | tr ',' '\n' | awk -v c="$cpus" '$1 <= c' | paste -sd,)
+[[ -n ${LIB_DIR:-} ]] && export LD_LIBRARY_PATH="$LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+mkdir -p "$out" || exit 1
+work=$(mktemp -d) || exit 1
+if ! "$bench" --help >/dev/null 2>&1; then
+  echo "device-check: $bench does not run here (missing libraries? see LIB_DIR):" >&2
+  "$bench" --help 2>&1 | head -3 >&2
+  exit 1
+fi
+
+# The paths, widest first: those the CPU runs natively (the bench would emulate the others).
+flags=$(grep -m1 -E '^(flags|Features)' /proc/cpuinfo 2>/dev/null)
+isas=()
+[[ " $flags " == *" avx512f "* ]] && isas+=(avx512)
+[[ " $flags " == *" avx2 "* && " $flags " == *" fma "* ]] && isas+=(avx2)
+[[ " $flags " == *" asimd "* ]] && isas+=(neon)
+((${#isas[@]})) || isas=(scalar)
+{
+  date -u
+  echo "cpus online: $cpus; paths: ${isas[*]}"
+  (lscpu 2>/dev/null || grep -m1 'model name' /proc/cpuinfo)
+  uptime
+} >"$work/machine.txt"
+echo "device-check: paths ${isas[*]}, $rounds rounds, n = $sizes, threads $threads, limit $limit s -> $out"
+
+start=$SECONDS
+left() { echo $((limit - (SECONDS - start))); }
+step() { # name, attn-bench arguments...: one invocation, under what is left of the limit
+  local name=$1 t
+  shift
+  t=$(left)
+  if ((t < 20)); then
+    echo "device-check: $name skipped, the time limit is spent"
+    return 1
+  fi
+  echo "device-check: $name ($((SECONDS - start)) s)"
+  timeout "$t" "$bench" "$@" --no-baselines --no-plot --out-dir "$work" >"$work/$name.txt" 2>&1 ||
+    echo "device-check: $name ended with status $?"
+  return 0
+}
+
+# 1. prefill rounds, the path order alternating
+for ((r = 1; r <= rounds; r++)); do
+  order=("${isas[@]}")
+  ((r % 2 == 0)) && mapfile -t order < <(printf "%s\n" "${isas[@]}" | tac)
+  for isa in "${order[@]}"; do
+    step "p$r-$isa" --variants "$variants" --sizes "$sizes" --isa "$isa" --pin "$pin" \
+      --min-time 0.15 --reps 3 --no-extend --csv "$work/p$r-$isa.csv" --json /dev/null --md /dev/null || break 2
+  done
+done
+
+# 2. thread scaling of one call on the widest path
+for heads in 1 16; do
+  step "scaling-h$heads" --scaling "$threads" --heads "$heads" --variants "$scal_variants" --sizes "$scal_n" \
+    --isa "${isas[0]}" || break
+done
+
+# summary.md: per variant and n, each path's best median over the rounds (ms), the widest path
+# over the next, and the widest path's fraction of its peak in its best run.
+shopt -s nullglob
+csvs=("$work"/p*-*.csv)
+if ((${#csvs[@]})); then
+  awk -F, -v wide="${isas[0]}" -v next_="${isas[1]:-}" '
+    /^#/ { next }
+    $1 == "variant" { for (i = 1; i <= NF; i++) col[$i] = i; next }
+    {
+      for (i = 1; i <= NF; i++) gsub(/"/, "", $i)
+      if ($col["state"] != "ok") next
+      k = $col["variant"] SUBSEP $col["n_q"]; isa = $col["isa"]; ms = $col["median_ns"] / 1e6
+      if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
+      if (!((k, isa) in best) || ms < best[k, isa]) { best[k, isa] = ms; peak[k, isa] = $col["frac_peak"] }
+      runs[k, isa]++
+    }
+    END {
+      if (next_ != "") {
+        printf "| variant | n | %s ms | %s ms | %s / %s | %s fraction of peak |\n", wide, next_, wide, next_, wide
+        print "|---|---:|---:|---:|---:|---:|"
+      } else {
+        printf "| variant | n | %s ms | %s fraction of peak |\n", wide, wide
+        print "|---|---:|---:|---:|"
+      }
+      for (i = 1; i <= nk; i++) {
+        split(keys[i], kv, SUBSEP); k = keys[i]
+        w = (k, wide) in best ? sprintf("%.3g (%d)", best[k, wide], runs[k, wide]) : "-"
+        x = next_ != "" && (k, next_) in best ? sprintf("%.3g (%d)", best[k, next_], runs[k, next_]) : "-"
+        ratio = next_ != "" && (k, wide) in best && (k, next_) in best ? sprintf("%.2fx", best[k, next_] / best[k, wide]) : "-"
+        fp = (k, wide) in best && peak[k, wide] != "" ? sprintf("%.0f%%", 100 * peak[k, wide]) : "-"
+        if (next_ != "") printf "| %s | %s | %s | %s | %s | %s |\n", kv[1], kv[2], w, x, ratio, fp
+        else printf "| %s | %s | %s | %s |\n", kv[1], kv[2], w, fp
+      }
+    }' "${csvs[@]}" >"$work/summary.md"
+  cat "$work/summary.md"
+fi
+for f in "$work"/scaling-h*.txt; do grep -E '^(Thread scaling|variant|softmax|linear|gau|selective)' "$f"; done |
+  tee "$work/scaling.txt"
+for f in summary.md scaling.txt machine.txt; do [[ -f $work/$f ]] && cp "$work/$f" "$out/"; done
+tar czf "$out/device-check.tgz" -C "$work" . && rm -rf "$work"
+echo "device-check: done in $((SECONDS - start)) s; $out: summary.md, scaling.txt, machine.txt, device-check.tgz"

@@ -145,6 +145,7 @@ typedef struct pcase {
   int state;            /* linear: keep a state (with a prefix absorbed first) */
   attn_dtype kv;        /* softmax, GAU: K and V's element type (F32: 0) */
   size_t xg;            /* linear: FLASH's exclusive_chunk (0: none) */
+  int jumps;            /* linear: keys [n_kv / 2, n_kv / 2 + 7) scaled by 300 (offsets leap) */
 } pcase;
 
 #define FULL \
@@ -152,48 +153,54 @@ typedef struct pcase {
 #define CAUSAL \
   { ATTN_UNBOUNDED, 0, 0 }
 static const pcase pcases[] = {
-    {"softmax prefill causal gqa", C_SOFTMAX, 301, 301, 4, 2, 24, 20, CAUSAL, 0, 0, ATTN_F32, 0},
-    {"softmax prefill full", C_SOFTMAX, 130, 200, 2, 2, 16, 16, FULL, 0, 0, ATTN_F32, 0},
-    {"softmax prefill window", C_SOFTMAX, 257, 257, 3, 1, 8, 8, {40, 3, 0}, 0, 0, ATTN_F32, 0},
-    {"softmax decode split", C_SOFTMAX, 1, 9000, 8, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
-    {"softmax 3 tokens split", C_SOFTMAX, 3, 20000, 2, 1, 8, 8, CAUSAL, 0, 0, ATTN_F32, 0},
-    {"softmax decode window split", C_SOFTMAX, 1, 12000, 4, 4, 8, 8, {6000, 0, 0}, 0, 0, ATTN_F32, 0},
-    {"softmax options prefill", C_SM_OPTS, 150, 150, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
-    {"softmax options decode split", C_SM_OPTS, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
-    {"softmax decode split fp16", C_SOFTMAX, 1, 9000, 8, 2, 16, 16, CAUSAL, 0, 0, ATTN_F16, 0},
-    {"softmax prefill bf16", C_SOFTMAX, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_BF16, 0},
-    {"gau decode split fp16", C_GAU, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F16, 0},
-    {"softmax stats prefill", C_SM_STATS, 150, 150, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
-    {"softmax stats decode split", C_SM_STATS, 2, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
-    {"gau prefill table", C_GAU, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
-    {"gau decode split", C_GAU, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
-    {"gau stats decode split", C_GAU_STATS, 1, 9000, 2, 1, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
-    {"linear causal state", C_LINEAR, 200, 200, 6, 3, 16, 12, CAUSAL, ATTN_FEATURE_ELU1, 1, ATTN_F32, 0},
-    {"linear full", C_LINEAR, 100, 150, 4, 4, 16, 16, FULL, ATTN_FEATURE_IDENTITY, 0, ATTN_F32, 0},
-    {"linear window exp", C_LINEAR, 180, 180, 2, 2, 8, 8, {31, 0, 0}, ATTN_FEATURE_EXP, 0, ATTN_F32, 0},
-    {"linear gated", C_GATED, 200, 200, 4, 4, 16, 16, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32, 0},
+    {"softmax prefill causal gqa", C_SOFTMAX, 301, 301, 4, 2, 24, 20, CAUSAL, 0, 0, ATTN_F32, 0, 0},
+    {"softmax prefill full", C_SOFTMAX, 130, 200, 2, 2, 16, 16, FULL, 0, 0, ATTN_F32, 0, 0},
+    {"softmax prefill window", C_SOFTMAX, 257, 257, 3, 1, 8, 8, {40, 3, 0}, 0, 0, ATTN_F32, 0, 0},
+    {"softmax decode split", C_SOFTMAX, 1, 9000, 8, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
+    {"softmax 3 tokens split", C_SOFTMAX, 3, 20000, 2, 1, 8, 8, CAUSAL, 0, 0, ATTN_F32, 0, 0},
+    {"softmax decode window split", C_SOFTMAX, 1, 12000, 4, 4, 8, 8, {6000, 0, 0}, 0, 0, ATTN_F32, 0, 0},
+    {"softmax options prefill", C_SM_OPTS, 150, 150, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
+    {"softmax options decode split", C_SM_OPTS, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
+    {"softmax decode split fp16", C_SOFTMAX, 1, 9000, 8, 2, 16, 16, CAUSAL, 0, 0, ATTN_F16, 0, 0},
+    {"softmax prefill bf16", C_SOFTMAX, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_BF16, 0, 0},
+    {"gau decode split fp16", C_GAU, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F16, 0, 0},
+    {"softmax stats prefill", C_SM_STATS, 150, 150, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
+    {"softmax stats decode split", C_SM_STATS, 2, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
+    {"gau prefill table", C_GAU, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
+    {"gau decode split", C_GAU, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
+    {"gau stats decode split", C_GAU_STATS, 1, 9000, 2, 1, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
+    {"linear causal state", C_LINEAR, 200, 200, 6, 3, 16, 12, CAUSAL, ATTN_FEATURE_ELU1, 1, ATTN_F32, 0, 0},
+    {"linear full", C_LINEAR, 100, 150, 4, 4, 16, 16, FULL, ATTN_FEATURE_IDENTITY, 0, ATTN_F32, 0, 0},
+    {"linear window exp", C_LINEAR, 180, 180, 2, 2, 8, 8, {31, 0, 0}, ATTN_FEATURE_EXP, 0, ATTN_F32, 0, 0},
+    {"linear gated", C_GATED, 200, 200, 4, 4, 16, 16, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32, 0, 0},
     /* the chunk scan: one state head (its chunks in waves), three (waves on 2 and 8 workers, per
      * head on 3), bottom-right with keys before the first query, a last chunk of one token */
-    {"linear scan one head", C_LINEAR, 700, 700, 1, 1, 16, 12, CAUSAL, ATTN_FEATURE_ELU1, 1, ATTN_F32, 0},
-    {"linear scan keys first", C_LINEAR, 321, 450, 2, 1, 8, 8, CAUSAL, ATTN_FEATURE_RELU, 0, ATTN_F32, 0},
-    {"linear scan gated one head", C_GATED, 577, 577, 1, 1, 16, 16, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32, 0},
-    {"linear scan feature gates beta", C_GATED_FEAT, 500, 500, 3, 3, 16, 16, CAUSAL, ATTN_FEATURE_ELU1, 1, ATTN_F32, 0},
-    /* maps with offsets: each chunk's outputs from a copy of the state before it, the states
-     * merged at their larger offsets */
-    {"linear scan exp one head", C_LINEAR, 700, 700, 1, 1, 16, 12, CAUSAL, ATTN_FEATURE_EXP, 1, ATTN_F32, 0},
-    {"linear scan favor heads", C_LINEAR, 300, 300, 3, 3, 8, 8, CAUSAL, ATTN_FEATURE_FAVOR, 0, ATTN_F32, 0},
-    {"linear scan dsoftmax keys first", C_LINEAR, 321, 450, 2, 1, 8, 8, CAUSAL, ATTN_FEATURE_DSOFTMAX, 0, ATTN_F32, 0},
+    {"linear scan one head", C_LINEAR, 700, 700, 1, 1, 16, 12, CAUSAL, ATTN_FEATURE_ELU1, 1, ATTN_F32, 0, 0},
+    {"linear scan keys first", C_LINEAR, 321, 450, 2, 1, 8, 8, CAUSAL, ATTN_FEATURE_RELU, 0, ATTN_F32, 0, 0},
+    {"linear scan gated one head", C_GATED, 577, 577, 1, 1, 16, 16, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32, 0, 0},
+    {"linear scan feature gates beta", C_GATED_FEAT, 500, 500, 3, 3, 16, 16, CAUSAL, ATTN_FEATURE_ELU1, 1, ATTN_F32, 0,
+     0},
+    /* maps with offsets: each chunk's outputs from the state before it (raised in place, or a
+     * copy where the guard cuts the chunk), the states merged at their larger offsets; with keys
+     * whose features leap by ~100 mid-sequence (chunks cut, rows emptied by the merge's raise) */
+    {"linear scan exp one head", C_LINEAR, 700, 700, 1, 1, 16, 12, CAUSAL, ATTN_FEATURE_EXP, 1, ATTN_F32, 0, 0},
+    {"linear scan exp jumps", C_LINEAR, 700, 700, 1, 1, 16, 12, CAUSAL, ATTN_FEATURE_EXP, 1, ATTN_F32, 0, 1},
+    {"linear scan dsoftmax jumps heads", C_LINEAR, 500, 500, 3, 3, 8, 8, CAUSAL, ATTN_FEATURE_DSOFTMAX, 0, ATTN_F32, 0,
+     1},
+    {"linear scan favor heads", C_LINEAR, 300, 300, 3, 3, 8, 8, CAUSAL, ATTN_FEATURE_FAVOR, 0, ATTN_F32, 0, 0},
+    {"linear scan dsoftmax keys first", C_LINEAR, 321, 450, 2, 1, 8, 8, CAUSAL, ATTN_FEATURE_DSOFTMAX, 0, ATTN_F32, 0,
+     0},
     /* FLASH's exclusive form, its rounds as a scan: one head (waves), rounds of more than one
      * engine chunk, with a state (two calls); three heads with keys first and a short last round */
-    {"linear flash one head", C_LINEAR, 700, 700, 1, 1, 16, 12, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32, 100},
-    {"linear flash heads keys first", C_LINEAR, 321, 470, 3, 3, 8, 8, CAUSAL, ATTN_FEATURE_RELU, 0, ATTN_F32, 45},
-    {"selective prefill", C_SELECTIVE, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
+    {"linear flash one head", C_LINEAR, 700, 700, 1, 1, 16, 12, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32, 100, 0},
+    {"linear flash heads keys first", C_LINEAR, 321, 470, 3, 3, 8, 8, CAUSAL, ATTN_FEATURE_RELU, 0, ATTN_F32, 45, 0},
+    {"selective prefill", C_SELECTIVE, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
     /* selection: each query block's keys in ranges run in parallel (2 .. 3 ranges at the end; 4
      * for the cache's step over 9000 slots), two or three head groups at d = 128 on SIMD paths */
-    {"selective prefill ranges", C_SELECTIVE, 800, 800, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
-    {"selective chunk ranges groups", C_SELECTIVE, 100, 700, 6, 6, 128, 128, CAUSAL, 0, 0, ATTN_F32, 0},
-    {"selective stats ranges", C_SEL_STATS, 600, 600, 2, 1, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
-    {"selective cache step ranges", C_SELCACHE, 9000, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0},
+    {"selective prefill ranges", C_SELECTIVE, 800, 800, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
+    {"selective chunk ranges groups", C_SELECTIVE, 100, 700, 6, 6, 128, 128, CAUSAL, 0, 0, ATTN_F32, 0, 0},
+    {"selective stats ranges", C_SEL_STATS, 600, 600, 2, 1, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
+    {"selective cache step ranges", C_SELCACHE, 9000, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
 };
 enum { NPCASES = sizeof pcases / sizeof pcases[0] };
 
@@ -208,6 +215,9 @@ static void inputs_make(const pcase *c, pinputs *in, size_t idx) {
   tu_rng rng;
   tu_rng_seed(&rng, 4242 + idx);
   tu_qkv_make(&in->x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
+  for (size_t j = c->n_kv / 2; c->jumps && j < c->n_kv / 2 + 7; j++) /* token-major rows */
+    for (size_t e = 0; e < c->h_kv * c->d; e++) in->x.k.data[j * c->h_kv * c->d + e] *= 300.0f;
+  if (c->jumps) tu_qkv_snapshot(&in->x);
   const size_t H = c->h_q;
   in->gates = malloc(sizeof(float) * c->n_kv * H * c->d); /* per-feature gates at most */
   in->beta = malloc(sizeof(float) * c->n_kv * H);

@@ -690,6 +690,53 @@ START_TEST(window_block_values) {
 }
 END_TEST
 
+/* ---- the chunkwise engine's rows element-wise: y = A y + B x, with keep; y = B x ---- */
+/* The contract promises a plain C loop's bits (products and the sum rounded on their own), so
+ * the reference is that loop, one rounding per statement, and the comparison is exact. Loop
+ * index: 1..8 rows, cols across every path's vector width and tails (1 .. 65), padded rows (the
+ * padding must stay untouched: whole arrays compared), A and B strided or NULL, every mode, and
+ * non-finite values: +inf in y (a zero A gives NaN: 0 inf), NaN in x, -0, a subnormal. */
+START_TEST(rows_axpby_values) {
+  static const size_t colsv[] = {1, 3, 8, 15, 16, 17, 33, 65};
+  const size_t rows = 1 + (size_t)_i, cols = colsv[_i], ldy = cols + 5, ldx = cols + 3, as = 2, bs = 3;
+  float *y0 = malloc(rows * ldy * sizeof(float)), *x0 = malloc(rows * ldx * sizeof(float));
+  float a[2 * 8], b[3 * 8];
+  for (size_t e = 0; e < rows * ldy; e++) y0[e] = 8.0f * frand() - 4.0f;
+  for (size_t e = 0; e < rows * ldx; e++) x0[e] = 8.0f * frand() - 4.0f;
+  for (size_t e = 0; e < 2 * 8; e++) a[e] = 2.0f * frand();
+  for (size_t e = 0; e < 3 * 8; e++) b[e] = 2.0f * frand() - 1.0f;
+  y0[0] = INFINITY, y0[(rows - 1) * ldy + cols / 2] = -0.0f, x0[(rows - 1) * ldx + cols - 1] = NAN;
+  x0[cols / 2] = 1e-40f;
+  a[0] = rows > 1 ? 0.5f : 0.0f, a[(rows - 1) * as] = 0.0f; /* a zero A: its row's +inf or values vanish or NaN */
+  for (int mode = 0; mode < 16; mode++) {
+    const int acc = mode & 1, keep = mode >> 1 & 1, use_a = mode >> 2 & 1, use_b = mode >> 3 & 1;
+    float *y = galloc(rows * ldy), *x = galloc(rows * ldx);
+    float *wy = malloc(rows * ldy * sizeof(float)), *wx = malloc(rows * ldx * sizeof(float));
+    memcpy(y, y0, rows * ldy * sizeof(float)), memcpy(wy, y0, rows * ldy * sizeof(float));
+    memcpy(x, x0, rows * ldx * sizeof(float)), memcpy(wx, x0, rows * ldx * sizeof(float));
+    for (size_t r = 0; r < rows; r++)
+      for (size_t c = 0; c < cols; c++) {
+        const float A = use_a ? a[r * as] : 1.0f, B = use_b ? b[r * bs] : 1.0f;
+        const float t = B * wx[r * ldx + c];
+        if (!acc) {
+          wy[r * ldy + c] = t;
+          continue;
+        }
+        const float v = wy[r * ldy + c], p = A * v;
+        if (keep) wx[r * ldx + c] = v;
+        wy[r * ldy + c] = p + t;
+      }
+    uk->rows_axpby(rows, cols, y, ldy, x, ldx, use_a ? a : NULL, as, use_b ? b : NULL, bs, acc, keep);
+    tu_assert_same_bits("rows_axpby y", wy, y, rows * ldy * sizeof(float));
+    tu_assert_same_bits("rows_axpby x", wx, x, rows * ldx * sizeof(float));
+    gcheck_free(y);
+    gcheck_free(x);
+    free(wy), free(wx);
+  }
+  free(y0), free(x0);
+}
+END_TEST
+
 /* ---- GAU's relu^2 block step: bias scalar / strided (negative stride too), masking, counts ---- */
 /* Loop index 0..7: 1 x 1 .. 36 x 22 with padding (ld = nq + 3); 8..10: one contiguous column
  * (nq = ld = 1, a decode step's own path) of 3, 16 and 37 keys. Each mode runs again with the
@@ -1409,6 +1456,7 @@ static Suite *internal_suite(attn_isa active) {
   suite_add_tcase(s, t);
   t = tu_tcase("linear_step");
   tcase_add_loop_test(t, linear_step_widths, 0, 12);
+  tcase_add_loop_test(t, rows_axpby_values, 0, 8);
   suite_add_tcase(s, t);
   t = tu_tcase("featmap");
   tcase_add_loop_test(t, featmap_maps, 0, 7);

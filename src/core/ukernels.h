@@ -139,6 +139,17 @@ typedef void attn_softcap_fn(size_t n, float *x, float c);
 typedef void attn_window_block_fn(size_t nk, size_t nq, float *st, size_t ldst, const float *fac, float *den,
                                   int masked);
 
+/* Rows element-wise (the chunkwise engine's state updates and merges, and its output rows): for
+ * r < rows, c < cols, with y(r, c) = y[r * ldy + c], x(r, c) = x[r * ldx + c], A = a[r * as]
+ * (a NULL: 1) and B = b[r * bs] (b NULL: 1),
+ *   accumulate:   y(r, c) = A y(r, c) + B x(r, c), and with keep x(r, c) = y(r, c) as it was;
+ *   otherwise:    y(r, c) = B x(r, c) (x read only; keep unused).
+ * Each product and the sum are rounded on their own (no FMA), as the plain C loops they replace
+ * (built without contraction) round them: the same bits on every path. A row of y must not
+ * overlap a row of x. */
+typedef void attn_rows_axpby_fn(size_t rows, size_t cols, float *y, size_t ldy, float *x, size_t ldx, const float *a,
+                                size_t as, const float *b, size_t bs, int accumulate, int keep);
+
 /* Selective attention's F over a block of the blocked engine (spec 6): for each key row jj < jn,
  * with x_k = relu(x[jj * ldx + k * step]) (NaN kept, -0 and negatives 0) for first_jj <= k < tn
  * and 0 before,
@@ -204,9 +215,10 @@ typedef void attn_few_pv_fn(attn_dtype type, const attn_few_heads *hd, size_t nq
   KERNEL(gemm) TUNING(gemm_nr)                                                              \
   /* blocked score engine: score steps; query rows and keys per block */                    \
   KERNEL(softmax_block) KERNEL(gau_block) KERNEL(window_block) TUNING(q_block) TUNING(kv_block) \
-  /* chunkwise engine: feature maps, one-token state step, per-feature gate factors;        \
-     default causal chunk */                                                                \
-  KERNEL(featmap) KERNEL(expfeat) KERNEL(linear_step) KERNEL(gate_exp) TUNING(linear_chunk) \
+  /* chunkwise engine: feature maps, one-token state step, per-feature gate factors, rows   \
+     element-wise (state updates, merges, output rows); default causal chunk */            \
+  KERNEL(featmap) KERNEL(expfeat) KERNEL(linear_step) KERNEL(gate_exp) KERNEL(rows_axpby)   \
+  TUNING(linear_chunk)                                                                      \
   /* vector helpers: vexp, vlog (what the kernels inline, exposed for their tests);        \
      softcap (softmax's option, over a block of scores) */                                  \
   KERNEL(vexp) KERNEL(vlog) KERNEL(softcap)                                                 \

@@ -287,13 +287,16 @@ static void cw_key_offsets(const cw_ctx *x, float *S, size_t cn) {
 static void cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn) {
   const attn_chunkwise_plan *p = x->p;
   const attn_shape *s = p->shape;
-  for (size_t i = 0; i < cn; i++) {
-    const float *src = x->oc + i * p->W;
-    float *dst = x->io->o + (t0 + i) * s->o.row_stride + h * s->o.head_stride;
-    const float den = p->divide ? p->out_scale * src[s->dv] + p->eps : 1.0f;
-    const float inv = den == 0.0f ? 0.0f : 1.0f / den;
-    const float f = p->out_scale * inv; /* with scale 1, exactly inv */
-    for (size_t c = 0; c < s->dv; c++) dst[c] = src[c] * f;
+  float f[64]; /* the rows' factors, 64 rows at a time */
+  for (size_t i0 = 0; i0 < cn; i0 += 64) {
+    const size_t rn = attn_min_sz(64, cn - i0);
+    for (size_t i = 0; i < rn; i++) {
+      const float den = p->divide ? p->out_scale * x->oc[(i0 + i) * p->W + s->dv] + p->eps : 1.0f;
+      const float inv = den == 0.0f ? 0.0f : 1.0f / den;
+      f[i] = p->out_scale * inv; /* with scale 1, exactly inv */
+    }
+    x->uk->rows_axpby(rn, s->dv, x->io->o + (t0 + i0) * s->o.row_stride + h * s->o.head_stride, s->o.row_stride,
+                      x->oc + i0 * p->W, p->W, NULL, 0, f, 1, 0, 0);
   }
 }
 
@@ -510,17 +513,11 @@ static void cw_step(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j) {
 /* The scan's state update on rows [f0, f1): S = dC (.) S + D (dC_f = g[f gs], or 1 when g is
  * NULL); with keep, D gets S as it was (the state before D's chunk). The same operations, in the
  * same order, whichever way the scan is scheduled. */
-static void cw_scan_update(const attn_chunkwise_plan *p, float *S, float *D, const float *g, size_t gs, size_t f0,
-                           size_t f1, int keep) {
-  for (size_t f = f0; f < f1; f++) {
-    float *restrict s = S + f * p->lds, *restrict d = D + f * p->lds;
-    const float a = g ? g[f * gs] : 1.0f;
-    for (size_t e = 0; e < p->W; e++) {
-      const float t = d[e], v = s[e];
-      if (keep) d[e] = v;
-      s[e] = a * v + t;
-    }
-  }
+static void cw_scan_update(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, float *S, float *D,
+                           const float *g, size_t gs, size_t f0, size_t f1, int keep) {
+  if (f1 > f0)
+    uk->rows_axpby(f1 - f0, p->W, S + f0 * p->lds, p->lds, D + f0 * p->lds, p->lds, g ? g + f0 * gs : NULL, gs, NULL, 0,
+                   1, keep);
 }
 
 /* The context of state head `task` on a worker's scratch ws. */
@@ -569,25 +566,45 @@ static size_t cw_pre_q(const attn_chunkwise_plan *p) {
  * exp(c_S - c), and emptied when its z underflows to 0; then S += D exp(c_D - c). So a row that a
  * chunk's outputs already raised in place (cw_scan_outputs) merges to the same bits as one that was
  * not raised. With keep, D gets S as it was. */
-static void cw_scan_merge(const attn_chunkwise_plan *p, float *S, float *D, size_t f0, size_t f1, int keep) {
-  const size_t dv = p->shape->dv;
-  for (size_t f = f0; f < f1; f++) {
-    float *restrict s = S + f * p->lds, *restrict d = D + f * p->lds;
-    const float cs = s[dv] == 0.0f ? -INFINITY : s[dv + 1], cd = d[dv] == 0.0f ? -INFINITY : d[dv + 1];
-    const float c = cd > cs ? cd : cs;
-    /* the larger side's factor is exactly 1 */
-    const float a = c == -INFINITY ? 0.0f : cs == c ? 1.0f : expf(cs - c);
-    const float b = c == -INFINITY ? 0.0f : cd == c ? 1.0f : expf(cd - c);
-    const int emptied = a * s[dv] == 0.0f; /* S's row at c holds nothing (cw_raise's rule) */
-    const float os = s[dv + 1];
-    for (size_t e = 0; e <= dv; e++) {
-      const float t = d[e], v = s[e];
-      if (keep) d[e] = v;
-      s[e] = (emptied ? 0.0f : a * v) + b * t;
+static void cw_scan_merge(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, float *S, float *D, size_t f0,
+                          size_t f1, int keep) {
+  const size_t dv = p->shape->dv, lds = p->lds;
+  float fa[64], fb[64], off[64]; /* 64 rows at a time: their factors and new offsets */
+  unsigned char done[64];        /* rows merged on their own (emptied) */
+  for (size_t g0 = f0; g0 < f1; g0 += 64) {
+    const size_t g1 = attn_min_sz(f1, g0 + 64);
+    for (size_t f = g0; f < g1; f++) {
+      float *restrict s = S + f * lds, *restrict d = D + f * lds;
+      const float cs = s[dv] == 0.0f ? -INFINITY : s[dv + 1], cd = d[dv] == 0.0f ? -INFINITY : d[dv + 1];
+      const float c = cd > cs ? cd : cs;
+      /* the larger side's factor is exactly 1 */
+      const float a = c == -INFINITY ? 0.0f : cs == c ? 1.0f : expf(cs - c);
+      const float b = c == -INFINITY ? 0.0f : cd == c ? 1.0f : expf(cd - c);
+      fa[f - g0] = a, fb[f - g0] = b, off[f - g0] = c;
+      done[f - g0] = a * s[dv] == 0.0f;
+      if (done[f - g0]) { /* S's row at c holds nothing (cw_raise's rule): 0 + b D */
+        for (size_t e = 0; e <= dv; e++) {
+          const float t = d[e], v = s[e];
+          if (keep) d[e] = v;
+          s[e] = 0.0f + b * t;
+        }
+        if (keep) d[dv + 1] = s[dv + 1];
+      }
     }
-    if (keep) d[dv + 1] = os;
-    s[dv + 1] = c;
-    if (s[dv] == 0.0f) memset(s, 0, (dv + 2) * sizeof(float));
+    for (size_t f = g0; f < g1;) { /* the other rows, runs of them at once */
+      size_t e = f;
+      while (e < g1 && !done[e - g0]) e++;
+      if (e > f) {
+        for (size_t r = f; keep && r < e; r++) D[r * lds + dv + 1] = S[r * lds + dv + 1];
+        uk->rows_axpby(e - f, dv + 1, S + f * lds, lds, D + f * lds, lds, fa + (f - g0), 1, fb + (f - g0), 1, 1, keep);
+      }
+      f = e + 1;
+    }
+    for (size_t f = g0; f < g1; f++) {
+      float *s = S + f * lds;
+      s[dv + 1] = off[f - g0];
+      if (s[dv] == 0.0f) memset(s, 0, (dv + 2) * sizeof(float));
+    }
   }
 }
 
@@ -801,9 +818,9 @@ static void cw_scan_combine(void *ctx, size_t task, size_t worker) {
       continue;
     }
     if (p->fm->offsets)
-      cw_scan_merge(p, S, D, f0, f1, 1);
+      cw_scan_merge(p, c->uk, S, D, f0, f1, 1);
     else
-      cw_scan_update(p, S, D, p->g.kind != ATTN_GATE_NONE ? D + p->shape->dv + 1 : NULL, p->lds, f0, f1, 1);
+      cw_scan_update(p, c->uk, S, D, p->g.kind != ATTN_GATE_NONE ? D + p->shape->dv + 1 : NULL, p->lds, f0, f1, 1);
   }
 }
 
@@ -850,7 +867,7 @@ static void cw_scan_heads(void *ctx, size_t task, size_t worker) {
       cw_xquery(&x, S, h, qa, qb);
       if (!full) continue;
       cw_xabsorb(&x, D, k, 0);
-      cw_scan_update(p, S, D, NULL, 1, 0, p->m, 0);
+      cw_scan_update(p, c->uk, S, D, NULL, 1, 0, p->m, 0);
     }
   for (size_t t0 = 0; !p->xg && t0 < aligned; t0 += C) {
     const size_t cn = attn_min_sz(C, aligned - t0);
@@ -861,13 +878,13 @@ static void cw_scan_heads(void *ctx, size_t task, size_t worker) {
       if (p->fm->offsets) { /* as the waves' phases 1, 3 and 2 */
         cw_scan_local(&x, x.ku, D, cn, ws + p->off_dl);
         cw_scan_outputs(&x, S, ws + p->off_s, h, t0, cn, x.ku, x.kf, ws + p->off_dl, x.va, va_finite);
-        cw_scan_merge(p, S, D, 0, p->m, 0);
+        cw_scan_merge(p, c->uk, S, D, 0, p->m, 0);
         continue;
       }
       if (cw_gated(p)) cw_gates(&x, pre_k + t0, cn, 1);
       for (size_t gi = 0; gi < p->per; gi++) cw_query(&x, S, h * p->per + gi, pre_q + t0, cn, 1, va_finite);
       cw_absorb_to(&x, x.kf, D, cn, 0);
-      cw_scan_update(p, S, D, p->g.kind != ATTN_GATE_NONE ? x.dc : NULL, 1, 0, p->m, 0);
+      cw_scan_update(p, c->uk, S, D, p->g.kind != ATTN_GATE_NONE ? x.dc : NULL, 1, 0, p->m, 0);
     }
   }
 }

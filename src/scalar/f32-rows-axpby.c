@@ -1,0 +1,4 @@
+/* scalar path: rows element-wise (src/simd/rows_tmpl.h). */
+#include "simd/vf_scalar.h"
+#define ATTN_ROWS_AXPBY_NAME attn_f32_rows_axpby_ukernel__scalar
+#include "simd/rows_tmpl.h"

@@ -1,0 +1,40 @@
+/*
+ * Rows element-wise (contract: attn_rows_axpby_fn in core/ukernels.h), written once against the
+ * vf_* shim: y = A y + B x (or y = B x) a vector of columns at a time, then the row's last
+ * columns one at a time (a state row is dv + 1 wide: a masked store per row costs more than the
+ * few scalar steps on AMD's cores). Products and sums are separate multiplies and adds, never
+ * fused. Include the path's vf_* shim, define ATTN_ROWS_AXPBY_NAME, then include.
+ */
+#include "core/ukernels.h"
+
+void ATTN_ROWS_AXPBY_NAME(size_t rows, size_t cols, float *y, size_t ldy, float *x, size_t ldx, const float *a,
+                          size_t as, const float *b, size_t bs, int accumulate, int keep) {
+  const size_t full = cols / ATTN_VL * ATTN_VL;
+  for (size_t r = 0; r < rows; r++) {
+    float *yr = y + r * ldy, *xr = x + r * ldx;
+    const float As = a ? a[r * as] : 1.0f, Bs = b ? b[r * bs] : 1.0f;
+    const vf A = vf_set1(As), B = vf_set1(Bs);
+    if (!accumulate) {
+      for (size_t c = 0; c < full; c += ATTN_VL) vf_store(yr + c, vf_mul(B, vf_load(xr + c)));
+      for (size_t c = full; c < cols; c++) yr[c] = Bs * xr[c];
+    } else if (keep) {
+      for (size_t c = 0; c < full; c += ATTN_VL) {
+        const vf t = vf_mul(B, vf_load(xr + c)), v = vf_load(yr + c);
+        vf_store(xr + c, v);
+        vf_store(yr + c, vf_add(vf_mul(A, v), t));
+      }
+      for (size_t c = full; c < cols; c++) {
+        const float t = Bs * xr[c], v = yr[c], p = As * v;
+        xr[c] = v;
+        yr[c] = p + t;
+      }
+    } else {
+      for (size_t c = 0; c < full; c += ATTN_VL)
+        vf_store(yr + c, vf_add(vf_mul(A, vf_load(yr + c)), vf_mul(B, vf_load(xr + c))));
+      for (size_t c = full; c < cols; c++) {
+        const float t = Bs * xr[c], p = As * yr[c];
+        yr[c] = p + t;
+      }
+    }
+  }
+}

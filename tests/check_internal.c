@@ -729,6 +729,12 @@ START_TEST(rows_axpby_values) {
     uk->rows_axpby(rows, cols, y, ldy, x, ldx, use_a ? a : NULL, as, use_b ? b : NULL, bs, acc, keep);
     tu_assert_same_bits("rows_axpby y", wy, y, rows * ldy * sizeof(float));
     tu_assert_same_bits("rows_axpby x", wx, x, rows * ldx * sizeof(float));
+    if (!acc) { /* in place: y = B y */
+      uk->rows_axpby(rows, cols, x, ldx, x, ldx, NULL, 0, use_b ? b : NULL, bs, 0, 0);
+      for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) wx[r * ldx + c] = (use_b ? b[r * bs] : 1.0f) * wx[r * ldx + c];
+      tu_assert_same_bits("rows_axpby in place", wx, x, rows * ldx * sizeof(float));
+    }
     gcheck_free(y);
     gcheck_free(x);
     free(wy), free(wx);

@@ -146,7 +146,7 @@ typedef void attn_window_block_fn(size_t nk, size_t nq, float *st, size_t ldst, 
  *   otherwise:    y(r, c) = B x(r, c) (x read only; keep unused).
  * Each product and the sum are rounded on their own (no FMA), as the plain C loops they replace
  * (built without contraction) round them: the same bits on every path. A row of y must not
- * overlap a row of x. */
+ * overlap a row of x, but without accumulate y may be x itself (y = x, ldy = ldx: y = B y). */
 typedef void attn_rows_axpby_fn(size_t rows, size_t cols, float *y, size_t ldy, float *x, size_t ldx, const float *a,
                                 size_t as, const float *b, size_t bs, int accumulate, int keep);
 

@@ -184,9 +184,8 @@ static void cw_absorb_to(const cw_ctx *x, float *kf, float *S, size_t cn, int ac
   if (p->g.kind == ATTN_GATE_FEATURE) { /* the scaled features go to the scratch's kf */
     for (size_t e = 0; e < cn * m; e++) x->kf[e] = kf[e] * x->kg[e];
     a = x->kf;
-  } else if (cw_gated(p)) {
-    for (size_t c = 0; c < cn; c++)
-      for (size_t f = 0; f < m; f++) x->kf[c * m + f] = kf[c * m + f] * x->dout[c];
+  } else if (cw_gated(p)) { /* row c scaled by dout[c] */
+    x->uk->rows_axpby(cn, m, x->kf, m, kf, m, NULL, 0, x->dout, 1, 0, 0);
     a = x->kf;
   }
   const float *dc = accumulate && p->g.kind != ATTN_GATE_NONE ? x->dc : NULL;

@@ -8,36 +8,64 @@
 
 enum { ATTN_STEP_NV = 4 }; /* column vectors per sweep down the state */
 
-/* The sweep, instantiated twice (decay or not, a compile-time constant after inlining): a test of
- * g inside the inner loop made the plain step ~1.6x slower. */
+/* One sweep down the state over nv whole vectors of columns from c0 (nv a compile-time constant
+ * after inlining, as decay: a test of g inside the inner loop made the plain step ~1.6x slower,
+ * and per-vector tests of the columns left cost as much). */
+static inline __attribute__((always_inline)) void attn_step_block_(size_t m, size_t c0, size_t nv, const float *qf,
+                                                                   const float *kf, const float *va, float a, float *s,
+                                                                   size_t lds, float *out, const float *g,
+                                                                   const int decay) {
+  vf acc[ATTN_STEP_NV], vv[ATTN_STEP_NV];
+  for (size_t v = 0; v < nv; v++) {
+    vv[v] = vf_load(va + c0 + v * ATTN_VL);
+    acc[v] = vf_mul(vf_set1(a), vv[v]);
+  }
+  for (size_t p = 0; p < m; p++) {
+    float *row = s + p * lds + c0;
+    const vf qp = vf_set1(qf[p]), kp = vf_set1(kf ? kf[p] : 0.0f), gp = vf_set1(decay ? g[p] : 1.0f);
+#pragma GCC unroll 4
+    for (size_t v = 0; v < nv; v++) {
+      float *sp = row + v * ATTN_VL;
+      vf sv = vf_load(sp);
+      acc[v] = vf_fma(qp, sv, acc[v]);
+      if (kf) {
+        sv = vf_fma(kp, vv[v], decay ? vf_mul(gp, sv) : sv);
+        vf_store(sp, sv);
+      }
+    }
+  }
+  for (size_t v = 0; v < nv; v++) vf_store(out + c0 + v * ATTN_VL, acc[v]);
+}
+
+/* Lane 0 of a vector. */
+static inline float attn_step_lane0_(vf x) {
+  float t[ATTN_VL];
+  vf_store(t, x);
+  return t[0];
+}
+
+/* The sweep, instantiated twice (decay or not): whole sweeps of ATTN_STEP_NV vectors, then one
+ * vector at a time, then the last w mod ATTN_VL columns (a normalised state row is dv + 1 wide)
+ * one at a time, each in lane 0 of the same vector operations (the same roundings as the other
+ * columns; masked loads and stores of a row's last element cost more, on AMD's cores above all). */
 static inline __attribute__((always_inline)) void attn_step_sweep_(size_t m, size_t w, const float *qf, const float *kf,
                                                                    const float *va, float a, float *s, size_t lds,
                                                                    float *out, const float *g, const int decay) {
-  for (size_t c0 = 0; c0 < w; c0 += ATTN_STEP_NV * ATTN_VL) {
-    size_t cnt[ATTN_STEP_NV];
-    vf acc[ATTN_STEP_NV], vv[ATTN_STEP_NV];
-    for (size_t v = 0; v < ATTN_STEP_NV; v++) {
-      const size_t c = c0 + v * ATTN_VL;
-      cnt[v] = c < w ? (w - c < ATTN_VL ? w - c : ATTN_VL) : 0;
-      vv[v] = vf_load_w(va + c, cnt[v]);
-      acc[v] = vf_mul(vf_set1(a), vv[v]);
-    }
+  const size_t full = w / ATTN_VL * ATTN_VL;
+  size_t c0 = 0;
+  for (; c0 + ATTN_STEP_NV * ATTN_VL <= full; c0 += ATTN_STEP_NV * ATTN_VL)
+    attn_step_block_(m, c0, ATTN_STEP_NV, qf, kf, va, a, s, lds, out, g, decay);
+  for (; c0 < full; c0 += ATTN_VL) attn_step_block_(m, c0, 1, qf, kf, va, a, s, lds, out, g, decay);
+  for (size_t c = full; c < w; c++) {
+    const vf vc = vf_set1(va[c]);
+    vf acc = vf_mul(vf_set1(a), vc);
     for (size_t p = 0; p < m; p++) {
-      float *row = s + p * lds + c0;
-      const vf qp = vf_set1(qf[p]), kp = vf_set1(kf ? kf[p] : 0.0f), gp = vf_set1(decay ? g[p] : 1.0f);
-#pragma GCC unroll 4
-      for (size_t v = 0; v < ATTN_STEP_NV; v++) {
-        if (!cnt[v]) break;
-        float *sp = row + v * ATTN_VL;
-        vf sv = vf_load_w(sp, cnt[v]);
-        acc[v] = vf_fma(qp, sv, acc[v]);
-        if (kf) {
-          sv = vf_fma(kp, vv[v], decay ? vf_mul(gp, sv) : sv);
-          vf_store_w(sp, sv, cnt[v]);
-        }
-      }
+      float *e = s + p * lds + c;
+      vf sv = vf_set1(*e);
+      acc = vf_fma(vf_set1(qf[p]), sv, acc);
+      if (kf) *e = attn_step_lane0_(vf_fma(vf_set1(kf[p]), vc, decay ? vf_mul(vf_set1(g[p]), sv) : sv));
     }
-    for (size_t v = 0; v < ATTN_STEP_NV && cnt[v]; v++) vf_store_w(out + c0 + v * ATTN_VL, acc[v], cnt[v]);
+    out[c] = attn_step_lane0_(acc);
   }
 }
 

@@ -2,6 +2,9 @@
  * gate. Every product is one call of the path's GEMM micro-kernel. */
 #include "engine/chunkwise.h"
 
+/* Rows per rows_axpby call where each row's factors are computed first (on the stack). */
+#define CW_ROW_BATCH 64
+
 static size_t gcd_sz(size_t a, size_t b) {
   while (b) {
     const size_t t = a % b;
@@ -286,9 +289,9 @@ static void cw_key_offsets(const cw_ctx *x, float *S, size_t cn) {
 static void cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn) {
   const attn_chunkwise_plan *p = x->p;
   const attn_shape *s = p->shape;
-  float f[64]; /* the rows' factors, 64 rows at a time */
-  for (size_t i0 = 0; i0 < cn; i0 += 64) {
-    const size_t rn = attn_min_sz(64, cn - i0);
+  float f[CW_ROW_BATCH]; /* the rows' factors */
+  for (size_t i0 = 0; i0 < cn; i0 += CW_ROW_BATCH) {
+    const size_t rn = attn_min_sz(CW_ROW_BATCH, cn - i0);
     for (size_t i = 0; i < rn; i++) {
       const float den = p->divide ? p->out_scale * x->oc[(i0 + i) * p->W + s->dv] + p->eps : 1.0f;
       const float inv = den == 0.0f ? 0.0f : 1.0f / den;
@@ -568,10 +571,10 @@ static size_t cw_pre_q(const attn_chunkwise_plan *p) {
 static void cw_scan_merge(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, float *S, float *D, size_t f0,
                           size_t f1, int keep) {
   const size_t dv = p->shape->dv, lds = p->lds;
-  float fa[64], fb[64], off[64]; /* 64 rows at a time: their factors and new offsets */
-  unsigned char done[64];        /* rows merged on their own (emptied) */
-  for (size_t g0 = f0; g0 < f1; g0 += 64) {
-    const size_t g1 = attn_min_sz(f1, g0 + 64);
+  float fa[CW_ROW_BATCH], fb[CW_ROW_BATCH], off[CW_ROW_BATCH]; /* the rows' factors and new offsets */
+  unsigned char done[CW_ROW_BATCH];                            /* rows merged on their own (emptied) */
+  for (size_t g0 = f0; g0 < f1; g0 += CW_ROW_BATCH) {
+    const size_t g1 = attn_min_sz(f1, g0 + CW_ROW_BATCH);
     for (size_t f = g0; f < g1; f++) {
       float *restrict s = S + f * lds, *restrict d = D + f * lds;
       const float cs = s[dv] == 0.0f ? -INFINITY : s[dv + 1], cd = d[dv] == 0.0f ? -INFINITY : d[dv + 1];

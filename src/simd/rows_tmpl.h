@@ -17,22 +17,15 @@ void ATTN_ROWS_AXPBY_NAME(size_t rows, size_t cols, float *y, size_t ldy, float 
     if (!accumulate) {
       for (size_t c = 0; c < full; c += ATTN_VL) vf_store(yr + c, vf_mul(B, vf_load(xr + c)));
       for (size_t c = full; c < cols; c++) yr[c] = Bs * xr[c];
-    } else if (keep) {
+    } else {
       for (size_t c = 0; c < full; c += ATTN_VL) {
         const vf t = vf_mul(B, vf_load(xr + c)), v = vf_load(yr + c);
-        vf_store(xr + c, v);
+        if (keep) vf_store(xr + c, v);
         vf_store(yr + c, vf_add(vf_mul(A, v), t));
       }
       for (size_t c = full; c < cols; c++) {
         const float t = Bs * xr[c], v = yr[c], p = As * v;
-        xr[c] = v;
-        yr[c] = p + t;
-      }
-    } else {
-      for (size_t c = 0; c < full; c += ATTN_VL)
-        vf_store(yr + c, vf_add(vf_mul(A, vf_load(yr + c)), vf_mul(B, vf_load(xr + c))));
-      for (size_t c = full; c < cols; c++) {
-        const float t = Bs * xr[c], p = As * yr[c];
+        if (keep) xr[c] = v;
         yr[c] = p + t;
       }
     }

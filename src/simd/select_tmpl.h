@@ -69,8 +69,6 @@ void ATTN_SELECT_SCAN_NAME(size_t jn, size_t tn, const float *x, size_t ldx, siz
     const vf c0 = vf_set1(run[jj]);
     const vf c = step == 1 ? attn_sel_row_(tn, xr, 1, first, c0, lanes, o, yr)
                            : attn_sel_row_(tn, xr, step, first, c0, lanes, o, yr);
-    float t[ATTN_VL];
-    vf_store(t, c);
-    run[jj] = t[0];
+    run[jj] = vf_first(c);
   }
 }

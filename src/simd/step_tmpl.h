@@ -37,13 +37,6 @@ static inline __attribute__((always_inline)) void attn_step_block_(size_t m, siz
   for (size_t v = 0; v < nv; v++) vf_store(out + c0 + v * ATTN_VL, acc[v]);
 }
 
-/* Lane 0 of a vector. */
-static inline float attn_step_lane0_(vf x) {
-  float t[ATTN_VL];
-  vf_store(t, x);
-  return t[0];
-}
-
 /* The sweep, instantiated twice (decay or not): whole sweeps of ATTN_STEP_NV vectors, then one
  * vector at a time, then the last w mod ATTN_VL columns (a normalised state row is dv + 1 wide)
  * one at a time, each in lane 0 of the same vector operations (the same roundings as the other
@@ -63,9 +56,9 @@ static inline __attribute__((always_inline)) void attn_step_sweep_(size_t m, siz
       float *e = s + p * lds + c;
       vf sv = vf_set1(*e);
       acc = vf_fma(vf_set1(qf[p]), sv, acc);
-      if (kf) *e = attn_step_lane0_(vf_fma(vf_set1(kf[p]), vc, decay ? vf_mul(vf_set1(g[p]), sv) : sv));
+      if (kf) *e = vf_first(vf_fma(vf_set1(kf[p]), vc, decay ? vf_mul(vf_set1(g[p]), sv) : sv));
     }
-    out[c] = attn_step_lane0_(acc);
+    out[c] = vf_first(acc);
   }
 }
 

@@ -46,6 +46,13 @@ static inline vf vf_load_strided(const float *p, size_t cs, size_t w) {
   return vf_load_w(t, w);
 }
 
+/* Lane 0 (through memory: where it is used, once per row or per column). */
+static inline float vf_first(vf a) {
+  float t[ATTN_VL];
+  vf_store(t, a);
+  return t[0];
+}
+
 /* Largest lane (NaN lanes ignored unless lane 0 is NaN); once per row, so through memory. */
 static inline float vf_hmax(vf a) {
   float t[ATTN_VL];

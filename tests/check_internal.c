@@ -126,39 +126,97 @@ START_TEST(vexp_edges) {
 }
 END_TEST
 
-/* ---- soft-cap: c tanh(x / c) in place, against double tanh ---- */
-/* Bound: |error| <= 2^-20 c. tanh = 1 - 2 / (e + 1) with e = exp(2x / c): exp's 2^-22 relative
- * error moves 2 / (e + 1) by at most 2^-22 * 2e / (e + 1)^2 <= 2^-23; the sum, quotient and
- * difference round by at most 2^-23 each (values up to 2); the argument's two roundings (2 / c,
+/* ---- logit options: the soft cap c tanh(x / c) and ALiBi, in place, against double ---- */
+/* The cap's bound: |error| <= 2^-20 c. tanh = 1 - 2 / (e + 1) with e = exp(2x / c): exp's 2^-22
+ * relative error moves 2 / (e + 1) by at most 2^-22 * 2e / (e + 1)^2 <= 2^-23; the sum, quotient
+ * and difference round by at most 2^-23 each (values up to 2); the argument's two roundings (2 / c,
  * the product) move tanh by at most 2^-23 |y| sech^2 y <= 2^-24; the final product by c, 2^-24 c.
- * About 5.5 x 2^-23 c in all; 8 x 2^-23 asserted. Lengths 1 .. 67 cover every vector tail, the
- * guard zones that no store passes n, and non-finite values stay as they were. */
-START_TEST(softcap_values) {
-  static const float caps[] = {30.0f, 1.0f, 0.37f, 1e-3f, 5e4f};
-  enum { N = 67 };
-  for (size_t ci = 0; ci < sizeof caps / sizeof caps[0]; ci++) {
-    const float c = caps[ci];
-    for (size_t n = 1; n <= N; n++) {
-      float *x = galloc(n), in[N];
-      for (size_t i = 0; i < n; i++) { /* -4c .. 4c, then the edges in turn */
-        static const float edge[] = {INFINITY, -INFINITY, NAN, 1e30f, -1e30f, FLT_MAX, 0.0f, -0.0f};
-        in[i] = i % 5 == 4 ? edge[(i / 5 + n) % 8] : c * tu_rng_range(&rng, -4.0f, 4.0f);
-        x[i] = in[i];
-      }
-      uk->softcap(n, x, c);
-      for (size_t i = 0; i < n; i++) {
-        if (!isfinite(in[i])) {
-          ck_assert_msg(isnan(in[i]) ? isnan(x[i]) : x[i] == in[i], "cap %g: %g became %g", c, in[i], x[i]);
-          continue;
+ * About 5.5 x 2^-23 c in all; 8 x 2^-23 asserted. ALiBi adds s (j + d0 - t), whose distance is an
+ * exact integer: one multiply-add, or a product and a sum where the path has no FMA, so at most
+ * 2^-23 (|x'| + |s dist|) beyond the capped x' (2^-22 asserted). Widths 1 .. 67 (every vector
+ * tail) over 3 rows spaced ld = nq + 5 apart: the gaps between rows and the guard zones stay as
+ * they were, and non-finite values stay (the cap) or take the sum (ALiBi: -inf stays -inf). */
+START_TEST(logit_opts_values) {
+  static const float caps[] = {30.0f, 1.0f, 0.37f, 1e-3f, 5e4f, 0.0f};
+  enum { N = 67, NK = 3, GAP = 5 };
+  for (size_t ci = 0; ci < sizeof caps / sizeof caps[0]; ci++)
+    for (int alibi = 0; alibi < 2; alibi++) {
+      const float c = caps[ci];
+      const int64_t d0 = alibi ? (int64_t)ci * 37 - 90 : 0;
+      for (size_t nq = 1; nq <= N; nq++) {
+        const size_t ld = nq + GAP, len = (NK - 1) * ld + nq;
+        float *x = galloc(len), *in = malloc(len * sizeof(float)), sl[N], tk[N];
+        for (size_t i = 0; i < nq; i++) sl[i] = tu_rng_range(&rng, -2.0f, 0.0f), tk[i] = (float)(i / 3);
+        for (size_t i = 0; i < len; i++) { /* -4c .. 4c (-4 .. 4 without a cap), then the edges in turn */
+          static const float edge[] = {INFINITY, -INFINITY, NAN, 1e30f, -1e30f, FLT_MAX, 0.0f, -0.0f};
+          in[i] = i % 5 == 4 ? edge[(i / 5 + nq) % 8] : (c > 0.0f ? c : 1.0f) * tu_rng_range(&rng, -4.0f, 4.0f);
+          x[i] = in[i];
         }
-        const double want = (double)c * tanh((double)in[i] / c);
-        ck_assert_msg(fabs((double)x[i] - want) <= 0x1p-20 * c, "cap %g, x %.9g: %.9g, want %.9g (n %zu, i %zu)",
-                      (double)c, (double)in[i], (double)x[i], want, n, i);
-        ck_assert_msg(fabsf(x[i]) <= c, "cap %g, x %.9g: %.9g beyond the cap", (double)c, (double)in[i], (double)x[i]);
+        uk->logit_opts(NK, nq, x, ld, c, alibi ? sl : NULL, tk, d0);
+        for (size_t i = 0; i < len; i++) {
+          const size_t j = i / ld, col = i % ld;
+          if (col >= nq) { /* a gap between rows */
+            ck_assert_msg(memcmp(&x[i], &in[i], sizeof x[i]) == 0, "cap %g: the gap at %zu changed", c, i);
+            continue;
+          }
+          double want = in[i], add = 0.0;
+          if (c > 0.0f && isfinite(in[i])) want = (double)c * tanh((double)in[i] / c);
+          if (alibi) add = (double)sl[col] * ((double)(d0 + (int64_t)j) - (double)tk[col]);
+          if (!isfinite(want)) {
+            const double w2 = want + add;
+            ck_assert_msg(isnan(w2) ? isnan(x[i]) : x[i] == w2, "cap %g: %g became %g", c, in[i], x[i]);
+            continue;
+          }
+          const double bound = (c > 0.0f ? 0x1p-20 * c : 0.0) + (alibi ? 0x1p-22 * (fabs(want) + fabs(add)) : 0.0);
+          ck_assert_msg(fabs((double)x[i] - (want + add)) <= bound,
+                        "cap %g, alibi %d, x %.9g: %.9g, want %.9g (nq %zu, i %zu)", (double)c, alibi, (double)in[i],
+                        (double)x[i], want + add, nq, i);
+          if (c > 0.0f && !alibi)
+            ck_assert_msg(fabsf(x[i]) <= c, "cap %g, x %.9g: %.9g beyond the cap", (double)c, (double)in[i],
+                          (double)x[i]);
+        }
+        gcheck_free(x);
+        free(in);
       }
-      gcheck_free(x);
     }
-  }
+}
+END_TEST
+
+/* ---- bias tensor: a row of keys per column, added to a block of scores ---- */
+/* Bit for bit against the scalar loop (one addition per element; -inf scores turned into NaN
+ * first, or not). Keys 1 .. 35 and columns
+ * 1 .. 37 (every tail of every path, tiles whole and cut), groups g = 1, 3 and 4, row and head
+ * strides 0 (broadcast) or not, rows spaced ld = nq + 3 apart (the gaps stay), non-finite values
+ * on both sides, guard zones around the block and the tensor (nothing past a column's nk keys). */
+START_TEST(bias_add_values) {
+  enum { NQ = 37, GAP = 3 };
+  static const size_t gs[] = {1, 3, 4};
+  const size_t NK = 2 * 16 + 3; /* the widest path's 16 lanes */
+  for (size_t gi = 0; gi < 3; gi++)
+    for (int bc = 0; bc < 4; bc++)
+      for (size_t nk = 1; nk <= NK; nk += 1 + (nk > 5))
+        for (size_t nq = gs[gi]; nq <= NQ; nq += gs[gi]) {
+          const size_t g = gs[gi], ld = nq + GAP, len = (nk - 1) * ld + nq;
+          const size_t hs = bc & 1 ? 0 : nk + 2, rs = bc & 2 ? 0 : g * (nk + 2) + 1;
+          const size_t blen = (nq / g - 1) * rs + (g - 1) * hs + nk;
+          float *st = galloc(len), *want = malloc(len * sizeof(float)), *b = galloc(blen);
+          for (size_t i = 0; i < blen; i++)
+            b[i] = i % 11 == 7 ? (i % 3 ? -INFINITY : NAN) : tu_rng_range(&rng, -3.0f, 3.0f);
+          for (size_t i = 0; i < len; i++)
+            st[i] = want[i] = i % 13 == 5 ? (i % 2 ? INFINITY : -INFINITY) : tu_rng_range(&rng, -10.0f, 10.0f);
+          const int nan_ninf = (int)(nk + nq) % 2;
+          for (size_t j = 0; j < nk; j++)
+            for (size_t c = 0; c < nq; c++) {
+              float *w = &want[j * ld + c];
+              if (nan_ninf && *w == -INFINITY) *w = NAN;
+              *w += b[c / g * rs + c % g * hs + j];
+            }
+          uk->bias_add(nk, nq, g, st, ld, b, rs, hs, nan_ninf);
+          tu_assert_same_bits("bias_add block", want, st, len * sizeof(float));
+          gcheck_free(st);
+          gcheck_free(b);
+          free(want);
+        }
 }
 END_TEST
 
@@ -1439,7 +1497,8 @@ static Suite *internal_suite(attn_isa active) {
   tcase_add_test(t, vexp_error_bound);
   tcase_add_test(t, vexp_edges);
   tcase_add_test(t, vlog_error_bound);
-  tcase_add_test(t, softcap_values);
+  tcase_add_test(t, logit_opts_values);
+  tcase_add_test(t, bias_add_values);
   tcase_add_test(t, gate_exp_values);
   tcase_add_loop_test(t, select_scan_values, 0, 2);
   tcase_add_test(t, select_scan_nonfinite);

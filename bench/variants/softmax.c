@@ -3,7 +3,8 @@
  * window masks, and decode (one query over a growing K/V cache). The prefill variants are
  * compared with naive attention through OpenBLAS and through oneDNN. softmax_causal_stats is
  * softmax_causal through attn_softmax_stats (entropy, sparsity and count of every row): the cost
- * of the statistics beside its plain row.
+ * of the statistics beside its plain row; softmax_causal_opts and softmax_causal_bias the cost of
+ * the options (sinks, cap and ALiBi; a bias tensor).
  */
 #include <math.h>
 #include <string.h>
@@ -32,6 +33,9 @@ static const bench_variant variants[] = {
      NULL, 0, "softmax_causal with sinks, a soft cap (30) and ALiBi slopes (the options' cost)", ATTN_GATE_NONE, 0, 0},
     {"softmax_decode_opts", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      NULL, 0, "softmax_decode with sinks, a soft cap (30) and ALiBi slopes (the options' cost)", ATTN_GATE_NONE, 0, 0},
+    {"softmax_causal_bias", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 1,
+     NULL, 0, "softmax_causal with a key-padding bias (one float per key, broadcast over queries and heads)",
+     ATTN_GATE_NONE, 0, 0},
 };
 
 /* The mask's bounds live in the shape (bottom-right aligned), where flops.h counts the visible
@@ -43,14 +47,15 @@ static bench_shape softmax_shape(const bench_variant *v, const bench_sweep *sw, 
   if (v->mode == BENCH_DECODE) s.n_q = 1;
   s.stats = v == &variants[3];
   s.kv_type = v == &variants[5] ? ATTN_F16 : v == &variants[6] ? ATTN_BF16 : ATTN_F32;
-  s.options = v == &variants[7] || v == &variants[8];
+  s.options = v == &variants[7] || v == &variants[8] ? 1 : v == &variants[9] ? 2 : 0;
   return s;
 }
 
 enum { BENCH_OPT_HEADS = 256 };
 
-/* The descriptor, and with statistics their arrays (three of n_q x h_q floats after it); with half
- * K/V, the cache's K and V as 16-bit patterns after those (kh, vh). */
+/* The descriptor, and with statistics their arrays (three of n_q x h_q floats after it); with a
+ * bias, its row of n_kv floats after those; with half K/V, the cache's K and V as 16-bit patterns
+ * after those (kh, vh). */
 typedef struct softmax_impl {
   attn_softmax_desc desc;
   attn_row_stats stats;
@@ -82,7 +87,9 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
   const size_t rows = s->n_q * s->h_q;
   const size_t nk = s->n_kv * s->h_kv * s->d, nv = s->n_kv * s->h_kv * s->dv;
   const size_t half = s->kv_type == ATTN_F32 ? 0 : (nk + nv) * sizeof(uint16_t);
-  softmax_impl *im = bench_work_impl(w, sizeof *im + (s->stats ? 3 * rows * sizeof(float) : 0) + half, err, errlen);
+  const size_t bias = s->options == 2 ? s->n_kv : 0; /* the bias row's floats, after the statistics */
+  softmax_impl *im = bench_work_impl(
+      w, sizeof *im + (s->stats ? 3 * rows * sizeof(float) : 0) + bias * sizeof(float) + half, err, errlen);
   if (!im) return -1;
   attn_softmax_desc *desc = &im->desc;
   attn_softmax_desc_init(desc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv);
@@ -94,13 +101,19 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
   }
   im->kh = im->vh = NULL;
   if (half) { /* the cache in 16 bits, converted once here (not timed) */
-    im->kh = (uint16_t *)(im->arrays + (s->stats ? 3 * rows : 0));
+    im->kh = (uint16_t *)(im->arrays + (s->stats ? 3 * rows : 0) + bias);
     im->vh = im->kh + nk;
     to_half(s->kv_type, w->k, im->kh, nk);
     to_half(s->kv_type, w->v, im->vh, nv);
   }
   desc->mask = attn_mask_window(s->window_left, s->window_right);
-  if (s->options) {
+  if (bias) { /* 0 for every key (a padding mask without padding): the bias path's whole cost */
+    float *row = im->arrays + (s->stats ? 3 * rows : 0);
+    memset(row, 0, bias * sizeof(float));
+    desc->bias = row;
+    desc->bias_layout = (attn_layout){0, 0};
+  }
+  if (s->options == 1) {
     if (s->h_q > BENCH_OPT_HEADS) return bench_work_fail(err, errlen, "options rows: more than 256 heads", ATTN_OK);
     for (size_t h = 0; h < s->h_q; h++) /* ALiBi's geometric slopes; sinks around the logits' size */
       im->slopes[h] = (float)pow(2.0, -8.0 * (double)(h + 1) / (double)s->h_q), im->sinks[h] = 1.0f;

@@ -123,11 +123,28 @@ typedef void attn_vexp_fn(size_t n, const float *x, float *y);
  * normal x[i]; finite for 0 and subnormals; other inputs unspecified. Exposed for its tests, as
  * vexp. */
 typedef void attn_vlog_fn(size_t n, const float *x, float *y);
-/* Softmax's logit soft-cap in place: x[i] = c tanh(x[i] / c) for finite x[i] (c > 0, finite),
- * through the vectorised exp: tanh y = 1 - 2 / (e^(2y) + 1), with 2y clamped to [-88, 88] (tanh 44
- * is 1 in float). Infinite and NaN x[i] stay as they are (-inf is a hidden pair; +inf and NaN
- * from non-finite inputs must still reach the row). One pass over x. */
-typedef void attn_softcap_fn(size_t n, float *x, float c);
+/* Softmax's logit options (attn.h's order) over a block of scores ST (nk keys x nq query columns,
+ * row stride ld), in place, one pass:
+ *   the soft cap, where c > 0 (finite): x = c tanh(x / c) for finite x, through the vectorised
+ *     exp: tanh y = 1 - 2 / (e^(2y) + 1), with 2y clamped to [-88, 88] (tanh 44 is 1 in float).
+ *     Infinite and NaN x stay as they are (-inf is a hidden pair; +inf and NaN from non-finite
+ *     inputs must still reach the row);
+ *   ALiBi, where sl is not NULL: x += sl[col] ((float)(d0 + j) - tk[col]) for key row j, one
+ *     multiply-add (fused where the path has FMA). With d0 + j = j - p of the column's first token
+ *     and tk[col] its token's offset from that one, the distance j - p_i is exact below 2^24.
+ * c = 0 and sl NULL change nothing. */
+typedef void attn_logit_opts_fn(size_t nk, size_t nq, float *st, size_t ld, float c, const float *sl, const float *tk,
+                                int64_t d0);
+/* Softmax's bias tensor added to a block of scores ST (nk keys x nq query columns, row stride ld),
+ * in place: column c (token c / g, head c % g of its group) reads the tensor's row at
+ * b + (c / g) rs + (c % g) hs, so
+ *   ST[j][c] = (nan_ninf && ST[j][c] == -inf ? NaN : ST[j][c]) + b[(c / g) rs + (c % g) hs + j],
+ * one addition each (a scalar loop's bits). nan_ninf: on a block the engine did not mask, a -inf
+ * score can only come from an infinite input and must end NaN, before a -inf bias can mean
+ * "hidden". rs and hs may be 0 (a row or head broadcast); g >= 1. Reads only those nk floats of
+ * each column's row. */
+typedef void attn_bias_add_fn(size_t nk, size_t nq, size_t g, float *st, size_t ld, const float *b, size_t rs,
+                              size_t hs, int nan_ninf);
 
 /* Windowed linear attention's score step (ops/linear.c) over a block of transposed weights ST (nk
  * keys x nq query columns, row stride ldst): per column c and key j in order,
@@ -220,8 +237,8 @@ typedef void attn_few_pv_fn(attn_dtype type, const attn_few_heads *hd, size_t nq
   KERNEL(featmap) KERNEL(expfeat) KERNEL(linear_step) KERNEL(gate_exp) KERNEL(rows_axpby)   \
   TUNING(linear_chunk)                                                                      \
   /* vector helpers: vexp, vlog (what the kernels inline, exposed for their tests);        \
-     softcap (softmax's option, over a block of scores) */                                  \
-  KERNEL(vexp) KERNEL(vlog) KERNEL(softcap)                                                 \
+     logit_opts and bias_add (softmax's options, over a block of scores) */                 \
+  KERNEL(vexp) KERNEL(vlog) KERNEL(logit_opts) KERNEL(bias_add)                             \
   /* selective attention: F's running sums over a block of scores */                        \
   KERNEL(select_scan)                                                                       \
   /* K/V conversion of fp16 / bf16 blocks into fp32 scratch */                              \

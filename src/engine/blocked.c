@@ -97,7 +97,7 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   p->off_cb = attn_ws_take(&w, p->xm ? m : 0);
   p->off_tmp = attn_ws_take(&w, p->xm ? 3 * m : 0);
   size_t strip;
-  if (!attn_mul_ok(p->bc + p->tb, p->g, &strip)) return ATTN_E_SIZE_OVERFLOW;
+  if (!attn_mul_ok(p->bc + 2 * p->tb, p->g, &strip)) return ATTN_E_SIZE_OVERFLOW;
   p->off_strip = attn_ws_take(&w, step->strip ? strip : 0);
   size_t dtb, bctb;
   if (!attn_mul_ok(s->d, p->tb, &dtb) || !attn_mul_ok(p->bc, p->tb, &bctb)) return ATTN_E_SIZE_OVERFLOW;

@@ -53,7 +53,7 @@ typedef struct attn_step_block {
   size_t g;           /* columns per query token (the GQA group) */
   size_t h, t;        /* column r is query head h + r % g of the call's token t + r / g */
   const void *params; /* the plan's step_params */
-  float *strip;       /* a step with `strip`: (keys per block + tokens per block) * g floats */
+  float *strip;       /* a step with `strip`: (keys per block + 2 tokens per block) * g floats */
   int stats;          /* the call wants statistics: the step's kernel accumulates them too */
 } attn_step_block;
 

@@ -105,47 +105,29 @@ static void sm_opt_init(float *rs, size_t R, size_t rows, const attn_step_rows *
   }
 }
 
-/* The options on a block of scores ST (nk keys x nq columns, contiguous rows: ld == nq), in the
- * order of attn.h; whole-block loops (the cap: the path's kernel over the block), so that a
- * decode's column of keys runs as one vector loop. */
+/* The options on a block of scores ST (nk keys x nq columns), in the order of attn.h, in the
+ * path's kernels: the cap and ALiBi (attn_logit_opts_fn), then the bias (attn_bias_add_fn). */
 static const float *sm_opt_step(const struct attn_ukernels *uk, const attn_step_block *b, float *rs, size_t R) {
   const sm_opts *op = b->params;
-  /* the strip holds (keys per block + tokens per block) g >= nk + nq floats */
+  /* the strip holds (keys per block + 2 tokens per block) g >= 2 nq floats */
   const size_t g = b->g, nq = b->nq, nk = b->nk, ld = b->ld, tn = nq / g;
   float *st = b->st;
   /* A -inf logit of a visible pair (an infinite input) must end NaN: on a block the engine did not
-   * mask the kernel does it, unless a bias can hide pairs (-inf then means hidden): first, here.
-   * The cap and ALiBi keep -inf as it is. */
+   * mask the softmax kernel does it, unless a bias can hide pairs (-inf then means hidden): then
+   * the bias kernel does, before it adds. The cap and ALiBi keep -inf as it is. */
   const int hide = b->masked || op->bias;
-  if (!b->masked && op->bias)
-    for (size_t jj = 0; jj < nk; jj++)
-      for (size_t c = 0; c < nq; c++) st[jj * ld + c] = st[jj * ld + c] == -INFINITY ? NAN : st[jj * ld + c];
-  if (op->softcap > 0.0f) uk->softcap(nk * nq, st, op->softcap); /* ld == nq: one vector loop */
-  if (op->alibi) { /* slope (j - p_i): the distance (j - p0) - ti in float is exact (integers below
-                      2^24), so one rounding, of the product; the tokens as floats in a table (the
-                      strip, free again) keep the loops free of conversions */
-    const float *sl = op->alibi + b->h;
-    float *tok = b->strip;
-    for (size_t ti = 0; ti < tn; ti++) tok[ti] = (float)ti;
-    for (size_t jj = 0; jj < nk; jj++) {
-      float *row = st + jj * ld;
-      const float dist0 = (float)(b->j0 + (int64_t)jj - b->p0); /* j - p_i of the first token */
-      if (g == 1) {
-        const float s0 = sl[0];
-        for (size_t c = 0; c < nq; c++) row[c] += s0 * (dist0 - tok[c]);
-      } else {
-        for (size_t ti = 0; ti < tn; ti++)
-          for (size_t gi = 0; gi < g; gi++) row[ti * g + gi] += sl[gi] * (dist0 - tok[ti]);
-      }
-    }
-  }
-  if (op->bias)
+  /* The cap and ALiBi in one pass of the path's kernel. ALiBi's slope (j - p_i) per column: the
+   * slope and the token's offset from the block's first (exact as floats) in two tables. */
+  float *sl = NULL, *tk = b->strip + nq;
+  if (op->alibi) {
+    sl = b->strip;
     for (size_t ti = 0; ti < tn; ti++)
-      for (size_t gi = 0; gi < g; gi++) {
-        const float *br = op->bias + (b->t + ti) * op->bl.row_stride + (b->h + gi) * op->bl.head_stride + b->j0;
-        float *col = st + ti * g + gi;
-        for (size_t jj = 0; jj < nk; jj++) col[jj * ld] += br[jj];
-      }
+      for (size_t gi = 0; gi < g; gi++) sl[ti * g + gi] = op->alibi[b->h + gi], tk[ti * g + gi] = (float)ti;
+  }
+  uk->logit_opts(nk, nq, st, ld, op->softcap, sl, tk, b->j0 - b->p0);
+  if (op->bias)
+    uk->bias_add(nk, nq, g, st, ld, op->bias + b->t * op->bl.row_stride + b->h * op->bl.head_stride + b->j0,
+                 op->bl.row_stride, op->bl.head_stride, !b->masked);
   uk->softmax_block(nk, nq, st, ld, rs, rs + R, rs + 2 * R, b->stats ? rs + 3 * R : NULL, R, hide);
   return rs + 2 * R;
 }

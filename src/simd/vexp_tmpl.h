@@ -1,8 +1,8 @@
 /*
- * Vector exp and log, softmax's soft-cap and the gates' factors (contracts: attn_vexp_fn,
- * attn_vlog_fn, attn_softcap_fn and attn_gate_exp_fn in core/ukernels.h) over the exp and log of
+ * Vector exp and log, softmax's logit options and the gates' factors (contracts: attn_vexp_fn,
+ * attn_vlog_fn, attn_logit_opts_fn and attn_gate_exp_fn in core/ukernels.h) over the exp and log of
  * exp_tmpl.h, written once against the vf_* shim. Include the path's shim, define ATTN_VEXP_NAME,
- * ATTN_VLOG_NAME, ATTN_SOFTCAP_NAME or ATTN_GATE_EXP_NAME, then include.
+ * ATTN_VLOG_NAME, ATTN_LOGIT_OPTS_NAME or ATTN_GATE_EXP_NAME, then include.
  */
 #include "core/ukernels.h"
 #include "simd/exp_tmpl.h"
@@ -47,16 +47,41 @@ void ATTN_GATE_EXP_NAME(size_t rows, size_t m, const double *a, size_t lda, cons
 }
 #endif
 
-#ifdef ATTN_SOFTCAP_NAME
-void ATTN_SOFTCAP_NAME(size_t n, float *x, float c) {
-  const vf k = vf_set1(2.0f / c), cv = vf_set1(c), lim = vf_set1(88.0f), one = vf_set1(1.0f), two = vf_set1(2.0f);
-  for (size_t i = 0; i < n; i += ATTN_VL) {
-    const size_t w = n - i < ATTN_VL ? n - i : ATTN_VL;
-    const vf v = vf_load_w(x + i, w);
-    const vmask fin = vf_eq(vf_sub(v, v), vf_zero()); /* x - x is 0 exactly when x is finite */
-    const vf y = vf_select(fin, vf_max(vf_min(vf_mul(v, k), lim), vf_sub(vf_zero(), lim)), vf_zero());
-    const vf t = vf_mul(cv, vf_sub(one, vf_div(two, vf_add(attn_vexp_(y), one))));
-    vf_store_w(x + i, vf_select(fin, t, v), w);
+#ifdef ATTN_LOGIT_OPTS_NAME
+/* c tanh(v / c) for finite lanes of v (k = 2 / c), the others as they are. */
+static inline vf attn_softcap_(vf v, vf k, vf cv) {
+  const vf lim = vf_set1(88.0f), one = vf_set1(1.0f), two = vf_set1(2.0f);
+  const vmask fin = vf_eq(vf_sub(v, v), vf_zero()); /* x - x is 0 exactly when x is finite */
+  const vf y = vf_select(fin, vf_max(vf_min(vf_mul(v, k), lim), vf_sub(vf_zero(), lim)), vf_zero());
+  const vf t = vf_mul(cv, vf_sub(one, vf_div(two, vf_add(attn_vexp_(y), one))));
+  return vf_select(fin, t, v);
+}
+
+/* The block's rows with the cap and ALiBi on or off (constants once inlined: no test per vector). */
+static inline __attribute__((always_inline)) void attn_logit_rows_(int cap, int alibi, size_t nk, size_t nq, float *st,
+                                                                   size_t ld, float c, const float *sl, const float *tk,
+                                                                   int64_t d0) {
+  const vf k = vf_set1(cap ? 2.0f / c : 0.0f), cv = vf_set1(c);
+  for (size_t j = 0; j < nk; j++) {
+    float *row = st + j * ld;
+    const vf dist = vf_set1((float)(d0 + (int64_t)j));
+    for (size_t i = 0; i < nq; i += ATTN_VL) {
+      const size_t w = nq - i < ATTN_VL ? nq - i : ATTN_VL;
+      vf v = vf_load_w(row + i, w);
+      if (cap) v = attn_softcap_(v, k, cv);
+      if (alibi) v = vf_fma(vf_load_w(sl + i, w), vf_sub(dist, vf_load_w(tk + i, w)), v);
+      vf_store_w(row + i, v, w);
+    }
   }
+}
+
+void ATTN_LOGIT_OPTS_NAME(size_t nk, size_t nq, float *st, size_t ld, float c, const float *sl, const float *tk,
+                          int64_t d0) {
+  if (c > 0.0f && sl)
+    attn_logit_rows_(1, 1, nk, nq, st, ld, c, sl, tk, d0);
+  else if (c > 0.0f)
+    attn_logit_rows_(1, 0, nk, nq, st, ld, c, sl, tk, d0);
+  else if (sl)
+    attn_logit_rows_(0, 1, nk, nq, st, ld, c, sl, tk, d0);
 }
 #endif

@@ -94,5 +94,25 @@ static inline vf vf_shift_in(vf a, vf c) {
   return simde_mm256_blend_ps(r, c, 0x01);
 }
 static inline vf vf_bcast_last(vf a) { return simde_mm256_permutevar8x32_ps(a, simde_mm256_set1_epi32(7)); }
+/* The 8 x 8 tile r[0 .. 8) transposed in place: lane v of r[u] becomes lane u of r[v] (softmax's
+ * bias tensor, simd/bias_tmpl.h): pairs of rows interleaved, fours gathered within each 128-bit
+ * half, then the halves exchanged. */
+static inline void vf_transpose(vf *r) {
+  simde__m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = simde_mm256_unpacklo_ps(r[i], r[i + 1]);     /* a0 b0 a1 b1 | a4 b4 a5 b5 */
+    t[i + 1] = simde_mm256_unpackhi_ps(r[i], r[i + 1]); /* a2 b2 a3 b3 | a6 b6 a7 b7 */
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = simde_mm256_shuffle_ps(t[i], t[i + 2], 0x44);     /* a0 b0 c0 d0 | a4 b4 c4 d4 */
+    u[i + 1] = simde_mm256_shuffle_ps(t[i], t[i + 2], 0xEE); /* column 1 | 5 */
+    u[i + 2] = simde_mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = simde_mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int k = 0; k < 4; k++) {
+    r[k] = simde_mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
+    r[k + 4] = simde_mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
+  }
+}
 #include "simd/vf_common.h"
 #endif

@@ -163,5 +163,31 @@ static inline vf vf_prefix(vf a) {
 }
 static inline vf vf_shift_in(vf a, vf c) { return simde_mm512_mask_permutexvar_ps(c, 0xfffe, vf_lanes_down_(1), a); }
 static inline vf vf_bcast_last(vf a) { return simde_mm512_permutexvar_ps(simde_mm512_set1_epi32(15), a); }
+/* The 16 x 16 tile r[0 .. 16) transposed in place: lane v of r[u] becomes lane u of r[v] (softmax's
+ * bias tensor, simd/bias_tmpl.h): pairs of rows interleaved, fours gathered within each 128-bit
+ * lane (AVX-512F: the pairs as doubles), then the lanes exchanged in two steps. */
+static inline void vf_transpose(vf *r) {
+  simde__m512 t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = simde_mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = simde_mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) /* u[i + k]: rows i .. i + 3 of columns k, k + 4, k + 8, k + 12 */
+    for (int h = 0; h < 2; h++) {
+      const simde__m512d x = simde_mm512_castps_pd(t[i + h]), y = simde_mm512_castps_pd(t[i + h + 2]);
+      u[i + 2 * h] = simde_mm512_castpd_ps(simde_mm512_unpacklo_pd(x, y));
+      u[i + 2 * h + 1] = simde_mm512_castpd_ps(simde_mm512_unpackhi_pd(x, y));
+    }
+  for (int k = 0; k < 4; k++) {
+    const simde__m512 v = simde_mm512_shuffle_f32x4(u[k], u[k + 4], 0x88),
+                      w = simde_mm512_shuffle_f32x4(u[k], u[k + 4], 0xDD);
+    const simde__m512 v2 = simde_mm512_shuffle_f32x4(u[k + 8], u[k + 12], 0x88),
+                      w2 = simde_mm512_shuffle_f32x4(u[k + 8], u[k + 12], 0xDD);
+    r[k] = simde_mm512_shuffle_f32x4(v, v2, 0x88);
+    r[k + 8] = simde_mm512_shuffle_f32x4(v, v2, 0xDD);
+    r[k + 4] = simde_mm512_shuffle_f32x4(w, w2, 0x88);
+    r[k + 12] = simde_mm512_shuffle_f32x4(w, w2, 0xDD);
+  }
+}
 #include "simd/vf_common.h"
 #endif

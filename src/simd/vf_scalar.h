@@ -100,5 +100,14 @@ static inline vf vf_prefix(vf a) {
 }
 static inline vf vf_shift_in(vf a, vf c) { return (vf){c[0], a[0], a[1], a[2]}; }
 static inline vf vf_bcast_last(vf a) { return vf_set1(a[3]); }
+/* The ATTN_VL x ATTN_VL tile r[0 .. VL) transposed in place: lane v of r[u] becomes lane u of r[v]
+ * (softmax's bias tensor, simd/bias_tmpl.h). */
+static inline void vf_transpose(vf *r) {
+  const vf a = r[0], b = r[1], c = r[2], d = r[3];
+  r[0] = (vf){a[0], b[0], c[0], d[0]};
+  r[1] = (vf){a[1], b[1], c[1], d[1]};
+  r[2] = (vf){a[2], b[2], c[2], d[2]};
+  r[3] = (vf){a[3], b[3], c[3], d[3]};
+}
 #include "simd/vf_common.h"
 #endif

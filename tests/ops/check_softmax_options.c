@@ -374,7 +374,8 @@ START_TEST(options_stats_with_sinks) {
 }
 END_TEST
 
-/* A non-finite q (the policy) still makes its row NaN through a cap and a bias. */
+/* A non-finite q or k (the policy) still makes its row NaN through a cap and a bias: a bias must
+ * not take a -inf score from an infinite input for a hidden pair. */
 START_TEST(options_nonfinite_input) {
   const size_t n = 12, H = 1, D = 4;
   tu_rng rng;
@@ -385,13 +386,13 @@ START_TEST(options_nonfinite_input) {
   tu_at(&x.k, 9, 0, 0)[0] = -INFINITY;
   tu_qkv_snapshot(&x);
   float bias[12 * 12] = {0}, o[12 * 4], lse[12];
-  for (int variant = 0; variant < 3; variant++) { /* cap and bias; cap alone; ALiBi alone */
+  for (int variant = 0; variant < 4; variant++) { /* cap and bias; cap alone; ALiBi alone; bias alone */
     float slopes[1] = {0.25f};
     attn_softmax_desc d;
     ck_assert_int_eq(attn_softmax_desc_init(&d, n, n, H, H, D, D), ATTN_OK);
     d.mask = variant == 0 ? attn_mask_causal() : attn_mask_full(); /* full: one unmasked block */
     d.softcap = variant < 2 ? 2.0f : 0.0f;
-    d.bias = variant == 0 ? bias : NULL;
+    d.bias = variant == 0 || variant == 3 ? bias : NULL; /* 3: on an unmasked block, a -inf score from k_9 */
     d.alibi_slopes = variant == 2 ? slopes : NULL;
     call_ok(&d, x.q.data, x.k.data, x.v.data, o, lse, NULL);
     for (size_t i = 0; i < n; i++) {

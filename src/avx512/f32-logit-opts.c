@@ -1,0 +1,4 @@
+/* avx512 path: softmax's logit options, the soft cap and ALiBi (src/simd/vexp_tmpl.h). */
+#include "simd/vf_avx512.h"
+#define ATTN_LOGIT_OPTS_NAME attn_f32_logit_opts_ukernel__avx512
+#include "simd/vexp_tmpl.h"

@@ -1,0 +1,4 @@
+/* scalar path: softmax's logit options, the soft cap and ALiBi (src/simd/vexp_tmpl.h). */
+#include "simd/vf_scalar.h"
+#define ATTN_LOGIT_OPTS_NAME attn_f32_logit_opts_ukernel__scalar
+#include "simd/vexp_tmpl.h"

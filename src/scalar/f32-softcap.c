@@ -1,4 +1,0 @@
-/* scalar path: softmax's logit soft-cap (src/simd/vexp_tmpl.h). */
-#include "simd/vf_scalar.h"
-#define ATTN_SOFTCAP_NAME attn_f32_softcap_ukernel__scalar
-#include "simd/vexp_tmpl.h"

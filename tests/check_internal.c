@@ -134,17 +134,20 @@ END_TEST
  * About 5.5 x 2^-23 c in all; 8 x 2^-23 asserted. ALiBi adds s (j + d0 - t), whose distance is an
  * exact integer: one multiply-add, or a product and a sum where the path has no FMA, so at most
  * 2^-23 (|x'| + |s dist|) beyond the capped x' (2^-22 asserted). Widths 1 .. 67 (every vector
- * tail) over 3 rows spaced ld = nq + 5 apart: the gaps between rows and the guard zones stay as
- * they were, and non-finite values stay (the cap) or take the sum (ALiBi: -inf stays -inf). */
+ * tail) over 3 or 37 rows, contiguous or spaced ld = nq + 5 apart: the gaps between rows and the
+ * guard zones stay as they were, and non-finite values stay (the cap) or take the sum (ALiBi:
+ * -inf stays -inf). */
 START_TEST(logit_opts_values) {
   static const float caps[] = {30.0f, 1.0f, 0.37f, 1e-3f, 5e4f, 0.0f};
-  enum { N = 67, NK = 3, GAP = 5 };
+  enum { N = 67, GAP = 5 };
   for (size_t ci = 0; ci < sizeof caps / sizeof caps[0]; ci++)
     for (int alibi = 0; alibi < 2; alibi++) {
       const float c = caps[ci];
       const int64_t d0 = alibi ? (int64_t)ci * 37 - 90 : 0;
       for (size_t nq = 1; nq <= N; nq++) {
-        const size_t ld = nq + GAP, len = (NK - 1) * ld + nq;
+        /* 3 or 37 key rows (a narrow block goes down its columns, a vector of keys at a time);
+         * rows apart, or contiguous (the cap alone then runs as one loop) */
+        const size_t nk = nq % 2 ? 3 : 37, ld = nq + (nq % 4 < 2 ? GAP : 0), len = (nk - 1) * ld + nq;
         float *x = galloc(len), *in = malloc(len * sizeof(float)), sl[N], tk[N];
         for (size_t i = 0; i < nq; i++) sl[i] = tu_rng_range(&rng, -2.0f, 0.0f), tk[i] = (float)(i / 3);
         for (size_t i = 0; i < len; i++) { /* -4c .. 4c (-4 .. 4 without a cap), then the edges in turn */
@@ -152,10 +155,10 @@ START_TEST(logit_opts_values) {
           in[i] = i % 5 == 4 ? edge[(i / 5 + nq) % 8] : (c > 0.0f ? c : 1.0f) * tu_rng_range(&rng, -4.0f, 4.0f);
           x[i] = in[i];
         }
-        uk->logit_opts(NK, nq, x, ld, c, alibi ? sl : NULL, tk, d0);
+        uk->logit_opts(nk, nq, x, ld, c, alibi ? sl : NULL, tk, d0);
         for (size_t i = 0; i < len; i++) {
-          const size_t j = i / ld, col = i % ld;
-          if (col >= nq) { /* a gap between rows */
+          const size_t j = i / ld, col = i % ld; /* ld >= nq: exact */
+          if (col >= nq) {                       /* a gap between rows */
             ck_assert_msg(memcmp(&x[i], &in[i], sizeof x[i]) == 0, "cap %g: the gap at %zu changed", c, i);
             continue;
           }

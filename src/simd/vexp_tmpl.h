@@ -57,20 +57,45 @@ static inline vf attn_softcap_(vf v, vf k, vf cv) {
   return vf_select(fin, t, v);
 }
 
-/* The block's rows with the cap and ALiBi on or off (constants once inlined: no test per vector). */
-static inline __attribute__((always_inline)) void attn_logit_rows_(int cap, int alibi, size_t nk, size_t nq, float *st,
-                                                                   size_t ld, float c, const float *sl, const float *tk,
-                                                                   int64_t d0) {
+/* The block with the cap and ALiBi on or off (constants once inlined: no test per vector). A
+ * decode's narrow block (fewer columns than a vector) goes down its columns, a vector of keys at a
+ * time (strided unless one column); a contiguous block with the cap alone, as one vector loop;
+ * otherwise along the rows. Each element gets the same operations in every order. */
+static inline __attribute__((always_inline)) void attn_logit_block_(int cap, int alibi, size_t nk, size_t nq, float *st,
+                                                                    size_t ld, float c, const float *sl,
+                                                                    const float *tk, int64_t d0) {
   const vf k = vf_set1(cap ? 2.0f / c : 0.0f), cv = vf_set1(c);
-  for (size_t j = 0; j < nk; j++) {
-    float *row = st + j * ld;
-    const vf dist = vf_set1((float)(d0 + (int64_t)j));
-    for (size_t i = 0; i < nq; i += ATTN_VL) {
-      const size_t w = nq - i < ATTN_VL ? nq - i : ATTN_VL;
-      vf v = vf_load_w(row + i, w);
-      if (cap) v = attn_softcap_(v, k, cv);
-      if (alibi) v = vf_fma(vf_load_w(sl + i, w), vf_sub(dist, vf_load_w(tk + i, w)), v);
-      vf_store_w(row + i, v, w);
+  if (!alibi && ld == nq) {
+    const size_t n = nk * nq;
+    for (size_t i = 0; i < n; i += ATTN_VL) {
+      const size_t w = n - i < ATTN_VL ? n - i : ATTN_VL;
+      vf_store_w(st + i, attn_softcap_(vf_load_w(st + i, w), k, cv), w);
+    }
+  } else if (nq < ATTN_VL) {
+    for (size_t col = 0; col < nq; col++)
+      for (size_t j0 = 0; j0 < nk; j0 += ATTN_VL) {
+        const size_t w = nk - j0 < ATTN_VL ? nk - j0 : ATTN_VL;
+        float *p = st + j0 * ld + col;
+        vf v = vf_load_strided(p, ld, w);
+        if (cap) v = attn_softcap_(v, k, cv);
+        if (alibi) {
+          float dist[ATTN_VL];
+          for (size_t i = 0; i < ATTN_VL; i++) dist[i] = (float)(d0 + (int64_t)(j0 + i));
+          v = vf_fma(vf_set1(sl[col]), vf_sub(vf_load(dist), vf_set1(tk[col])), v);
+        }
+        vf_store_strided(p, ld, v, w);
+      }
+  } else {
+    for (size_t j = 0; j < nk; j++) {
+      float *row = st + j * ld;
+      const vf dist = vf_set1((float)(d0 + (int64_t)j));
+      for (size_t i = 0; i < nq; i += ATTN_VL) {
+        const size_t w = nq - i < ATTN_VL ? nq - i : ATTN_VL;
+        vf v = vf_load_w(row + i, w);
+        if (cap) v = attn_softcap_(v, k, cv);
+        if (alibi) v = vf_fma(vf_load_w(sl + i, w), vf_sub(dist, vf_load_w(tk + i, w)), v);
+        vf_store_w(row + i, v, w);
+      }
     }
   }
 }
@@ -78,10 +103,10 @@ static inline __attribute__((always_inline)) void attn_logit_rows_(int cap, int 
 void ATTN_LOGIT_OPTS_NAME(size_t nk, size_t nq, float *st, size_t ld, float c, const float *sl, const float *tk,
                           int64_t d0) {
   if (c > 0.0f && sl)
-    attn_logit_rows_(1, 1, nk, nq, st, ld, c, sl, tk, d0);
+    attn_logit_block_(1, 1, nk, nq, st, ld, c, sl, tk, d0);
   else if (c > 0.0f)
-    attn_logit_rows_(1, 0, nk, nq, st, ld, c, sl, tk, d0);
+    attn_logit_block_(1, 0, nk, nq, st, ld, c, sl, tk, d0);
   else if (sl)
-    attn_logit_rows_(0, 1, nk, nq, st, ld, c, sl, tk, d0);
+    attn_logit_block_(0, 1, nk, nq, st, ld, c, sl, tk, d0);
 }
 #endif

@@ -185,41 +185,42 @@ START_TEST(logit_opts_values) {
 }
 END_TEST
 
-/* ---- bias tensor: a row of keys per column, added to a block of scores ---- */
-/* Bit for bit against the scalar loop (one addition per element; -inf scores turned into NaN
- * first, or not). Keys 1 .. 35 and columns
- * 1 .. 37 (every tail of every path, tiles whole and cut), groups g = 1, 3 and 4, row and head
- * strides 0 (broadcast) or not, rows spaced ld = nq + 3 apart (the gaps stay), non-finite values
- * on both sides, guard zones around the block and the tensor (nothing past a column's nk keys). */
-START_TEST(bias_add_values) {
+/* ---- transpose: rows of a matrix into a block's columns, copied or added ---- */
+/* Bit for bit against the scalar loop (a copy, or one addition per element with -inf turned into
+ * NaN first or not). Rows 1 .. 35 and columns 1 .. 37 (every tail of every path, tiles whole and
+ * cut, blocks narrower than a vector), groups g = 1, 3 and 4, row and head strides 0 (broadcast)
+ * or not, rows spaced ld = nq + 3 apart (the gaps stay), non-finite values on both sides, guard
+ * zones around the block and the source (nothing past a column's nk floats). */
+START_TEST(transpose_values) {
   enum { NQ = 37, GAP = 3 };
   static const size_t gs[] = {1, 3, 4};
   const size_t NK = 2 * 16 + 3; /* the widest path's 16 lanes */
-  for (size_t gi = 0; gi < 3; gi++)
-    for (int bc = 0; bc < 4; bc++)
-      for (size_t nk = 1; nk <= NK; nk += 1 + (nk > 5))
-        for (size_t nq = gs[gi]; nq <= NQ; nq += gs[gi]) {
-          const size_t g = gs[gi], ld = nq + GAP, len = (nk - 1) * ld + nq;
-          const size_t hs = bc & 1 ? 0 : nk + 2, rs = bc & 2 ? 0 : g * (nk + 2) + 1;
-          const size_t blen = (nq / g - 1) * rs + (g - 1) * hs + nk;
-          float *st = galloc(len), *want = malloc(len * sizeof(float)), *b = galloc(blen);
-          for (size_t i = 0; i < blen; i++)
-            b[i] = i % 11 == 7 ? (i % 3 ? -INFINITY : NAN) : tu_rng_range(&rng, -3.0f, 3.0f);
-          for (size_t i = 0; i < len; i++)
-            st[i] = want[i] = i % 13 == 5 ? (i % 2 ? INFINITY : -INFINITY) : tu_rng_range(&rng, -10.0f, 10.0f);
-          const int nan_ninf = (int)(nk + nq) % 2;
-          for (size_t j = 0; j < nk; j++)
-            for (size_t c = 0; c < nq; c++) {
-              float *w = &want[j * ld + c];
-              if (nan_ninf && *w == -INFINITY) *w = NAN;
-              *w += b[c / g * rs + c % g * hs + j];
-            }
-          uk->bias_add(nk, nq, g, st, ld, b, rs, hs, nan_ninf);
-          tu_assert_same_bits("bias_add block", want, st, len * sizeof(float));
-          gcheck_free(st);
-          gcheck_free(b);
-          free(want);
-        }
+  for (int mode = ATTN_TR_COPY; mode <= ATTN_TR_ADD_NAN_NINF; mode++)
+    for (size_t gi = 0; gi < 3; gi++)
+      for (int bc = 0; bc < 4; bc++)
+        for (size_t nk = 1; nk <= NK; nk += 1 + (nk > 5))
+          for (size_t nq = gs[gi]; nq <= NQ; nq += gs[gi]) {
+            const size_t g = gs[gi], ld = nq + GAP, len = (nk - 1) * ld + nq;
+            const size_t hs = bc & 1 ? 0 : nk + 2, rs = bc & 2 ? 0 : g * (nk + 2) + 1;
+            const size_t blen = (nq / g - 1) * rs + (g - 1) * hs + nk;
+            float *st = galloc(len), *want = malloc(len * sizeof(float)), *x = galloc(blen);
+            for (size_t i = 0; i < blen; i++)
+              x[i] = i % 11 == 7 ? (i % 3 ? -INFINITY : NAN) : tu_rng_range(&rng, -3.0f, 3.0f);
+            for (size_t i = 0; i < len; i++)
+              st[i] = want[i] = i % 13 == 5 ? (i % 2 ? INFINITY : -INFINITY) : tu_rng_range(&rng, -10.0f, 10.0f);
+            for (size_t j = 0; j < nk; j++)
+              for (size_t c = 0; c < nq; c++) {
+                float *w = &want[j * ld + c];
+                const float v = x[c / g * rs + c % g * hs + j];
+                if (mode == ATTN_TR_ADD_NAN_NINF && *w == -INFINITY) *w = NAN;
+                *w = mode == ATTN_TR_COPY ? v : *w + v;
+              }
+            uk->transpose((attn_transpose_mode)mode, nk, nq, g, st, ld, x, rs, hs);
+            tu_assert_same_bits("transpose block", want, st, len * sizeof(float));
+            gcheck_free(st);
+            gcheck_free(x);
+            free(want);
+          }
 }
 END_TEST
 
@@ -1501,7 +1502,7 @@ static Suite *internal_suite(attn_isa active) {
   tcase_add_test(t, vexp_edges);
   tcase_add_test(t, vlog_error_bound);
   tcase_add_test(t, logit_opts_values);
-  tcase_add_test(t, bias_add_values);
+  tcase_add_test(t, transpose_values);
   tcase_add_test(t, gate_exp_values);
   tcase_add_loop_test(t, select_scan_values, 0, 2);
   tcase_add_test(t, select_scan_nonfinite);

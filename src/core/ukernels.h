@@ -135,16 +135,19 @@ typedef void attn_vlog_fn(size_t n, const float *x, float *y);
  * c = 0 and sl NULL change nothing. */
 typedef void attn_logit_opts_fn(size_t nk, size_t nq, float *st, size_t ld, float c, const float *sl, const float *tk,
                                 int64_t d0);
-/* Softmax's bias tensor added to a block of scores ST (nk keys x nq query columns, row stride ld),
- * in place: column c (token c / g, head c % g of its group) reads the tensor's row at
- * b + (c / g) rs + (c % g) hs, so
- *   ST[j][c] = (nan_ninf && ST[j][c] == -inf ? NaN : ST[j][c]) + b[(c / g) rs + (c % g) hs + j],
- * one addition each (a scalar loop's bits). nan_ninf: on a block the engine did not mask, a -inf
- * score can only come from an infinite input and must end NaN, before a -inf bias can mean
- * "hidden". rs and hs may be 0 (a row or head broadcast); g >= 1. Reads only those nk floats of
- * each column's row. */
-typedef void attn_bias_add_fn(size_t nk, size_t nq, size_t g, float *st, size_t ld, const float *b, size_t rs,
-                              size_t hs, int nan_ninf);
+/* Rows of a matrix into the columns of a block ST (nk rows x nq columns, row stride ld), in place:
+ * column c takes the nk floats x_c = x + (c / g) rs + (c % g) hs, and
+ *   ATTN_TR_COPY:          ST[j][c] = x_c[j] (a transpose: GLA's query factors; g = 1, hs = 0);
+ *   ATTN_TR_ADD:           ST[j][c] += x_c[j] (softmax's bias tensor on a block of scores: column
+ *                          c is token c / g, head c % g of its group);
+ *   ATTN_TR_ADD_NAN_NINF:  the same after turning a -inf ST[j][c] into NaN (a score block the
+ *                          engine did not mask: a -inf score there comes from an infinite input
+ *                          and must end NaN, before a -inf bias can mean "hidden").
+ * One addition per element (a scalar loop's bits); COPY never reads ST. rs and hs may be 0 (a row
+ * or head broadcast); g >= 1. Reads only the nk floats of each column's row. */
+typedef enum attn_transpose_mode { ATTN_TR_COPY, ATTN_TR_ADD, ATTN_TR_ADD_NAN_NINF } attn_transpose_mode;
+typedef void attn_transpose_fn(attn_transpose_mode mode, size_t nk, size_t nq, size_t g, float *st, size_t ld,
+                               const float *x, size_t rs, size_t hs);
 
 /* Windowed linear attention's score step (ops/linear.c) over a block of transposed weights ST (nk
  * keys x nq query columns, row stride ldst): per column c and key j in order,
@@ -237,8 +240,9 @@ typedef void attn_few_pv_fn(attn_dtype type, const attn_few_heads *hd, size_t nq
   KERNEL(featmap) KERNEL(expfeat) KERNEL(linear_step) KERNEL(gate_exp) KERNEL(rows_axpby)   \
   TUNING(linear_chunk)                                                                      \
   /* vector helpers: vexp, vlog (what the kernels inline, exposed for their tests);        \
-     logit_opts and bias_add (softmax's options, over a block of scores) */                 \
-  KERNEL(vexp) KERNEL(vlog) KERNEL(logit_opts) KERNEL(bias_add)                             \
+     logit_opts (softmax's cap and ALiBi, over a block of scores); transpose (rows into a   \
+     block's columns: softmax's bias, GLA's query factors) */                               \
+  KERNEL(vexp) KERNEL(vlog) KERNEL(logit_opts) KERNEL(transpose)                            \
   /* selective attention: F's running sums over a block of scores */                        \
   KERNEL(select_scan)                                                                       \
   /* K/V conversion of fp16 / bf16 blocks into fp32 scratch */                              \

@@ -370,10 +370,9 @@ static void cw_query_feature(const cw_ctx *x, const float *S, size_t cn, int va_
         for (size_t f = 0; f < m; f++) ks[j * m + f] *= x->dout[j];
     }
     done = jn, ref = i0; /* jn >= i0 >= the rows made before */
-    /* query factors: phi_if exp(B_if - B_i0,f), then transposed */
+    /* query factors: phi_if exp(B_if - B_i0,f), then transposed (row i of tmp into column i) */
     uk->gate_exp(ni, m, B + i0 * m, m, Bn, 0, x->qt + i0 * m, m, tmp, m);
-    for (size_t i = 0; i < ni; i++)
-      for (size_t f = 0; f < m; f++) qs[f * ld + i] = tmp[i * m + f];
+    uk->transpose(ATTN_TR_COPY, m, ni, 1, qs, ld, tmp, m, 0);
     if (jn) uk->gemm(jn, ni, m, ks, m, 1, qs, ld, x->at, ld, NULL, 0); /* AT[j][i - i0], j < jn */
     for (size_t j = i0; j < i1; j++) {
       float *row = x->at + j * ld;

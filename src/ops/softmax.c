@@ -106,7 +106,7 @@ static void sm_opt_init(float *rs, size_t R, size_t rows, const attn_step_rows *
 }
 
 /* The options on a block of scores ST (nk keys x nq columns), in the order of attn.h, in the
- * path's kernels: the cap and ALiBi (attn_logit_opts_fn), then the bias (attn_bias_add_fn). */
+ * path's kernels: the cap and ALiBi (attn_logit_opts_fn), then the bias (attn_transpose_fn, adding). */
 static const float *sm_opt_step(const struct attn_ukernels *uk, const attn_step_block *b, float *rs, size_t R) {
   const sm_opts *op = b->params;
   /* the strip holds (keys per block + 2 tokens per block) g >= 2 nq floats */
@@ -126,8 +126,9 @@ static const float *sm_opt_step(const struct attn_ukernels *uk, const attn_step_
   }
   uk->logit_opts(nk, nq, st, ld, op->softcap, sl, tk, b->j0 - b->p0);
   if (op->bias)
-    uk->bias_add(nk, nq, g, st, ld, op->bias + b->t * op->bl.row_stride + b->h * op->bl.head_stride + b->j0,
-                 op->bl.row_stride, op->bl.head_stride, !b->masked);
+    uk->transpose(b->masked ? ATTN_TR_ADD : ATTN_TR_ADD_NAN_NINF, nk, nq, g, st, ld,
+                  op->bias + b->t * op->bl.row_stride + b->h * op->bl.head_stride + b->j0, op->bl.row_stride,
+                  op->bl.head_stride);
   uk->softmax_block(nk, nq, st, ld, rs, rs + R, rs + 2 * R, b->stats ? rs + 3 * R : NULL, R, hide);
   return rs + 2 * R;
 }

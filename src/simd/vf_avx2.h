@@ -94,8 +94,8 @@ static inline vf vf_shift_in(vf a, vf c) {
   return simde_mm256_blend_ps(r, c, 0x01);
 }
 static inline vf vf_bcast_last(vf a) { return simde_mm256_permutevar8x32_ps(a, simde_mm256_set1_epi32(7)); }
-/* The 8 x 8 tile r[0 .. 8) transposed in place: lane v of r[u] becomes lane u of r[v] (softmax's
- * bias tensor, simd/bias_tmpl.h): pairs of rows interleaved, fours gathered within each 128-bit
+/* The 8 x 8 tile r[0 .. 8) transposed in place: lane v of r[u] becomes lane u of r[v]
+ * (simd/transpose_tmpl.h): pairs of rows interleaved, fours gathered within each 128-bit
  * half, then the halves exchanged. */
 static inline void vf_transpose(vf *r) {
   simde__m256 t[8], u[8];

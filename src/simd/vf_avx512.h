@@ -163,8 +163,8 @@ static inline vf vf_prefix(vf a) {
 }
 static inline vf vf_shift_in(vf a, vf c) { return simde_mm512_mask_permutexvar_ps(c, 0xfffe, vf_lanes_down_(1), a); }
 static inline vf vf_bcast_last(vf a) { return simde_mm512_permutexvar_ps(simde_mm512_set1_epi32(15), a); }
-/* The 16 x 16 tile r[0 .. 16) transposed in place: lane v of r[u] becomes lane u of r[v] (softmax's
- * bias tensor, simd/bias_tmpl.h): pairs of rows interleaved, fours gathered within each 128-bit
+/* The 16 x 16 tile r[0 .. 16) transposed in place: lane v of r[u] becomes lane u of r[v]
+ * (simd/transpose_tmpl.h): pairs of rows interleaved, fours gathered within each 128-bit
  * lane (AVX-512F: the pairs as doubles), then the lanes exchanged in two steps. */
 static inline void vf_transpose(vf *r) {
   simde__m512 t[16], u[16];

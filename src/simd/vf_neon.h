@@ -85,8 +85,8 @@ static inline vf vf_prefix(vf a) {
 }
 static inline vf vf_shift_in(vf a, vf c) { return simde_vextq_f32(c, a, 3); }
 static inline vf vf_bcast_last(vf a) { return simde_vdupq_laneq_f32(a, 3); }
-/* The 4 x 4 tile r[0 .. 4) transposed in place: lane v of r[u] becomes lane u of r[v] (softmax's
- * bias tensor, simd/bias_tmpl.h): pairs of rows interleaved, then their halves joined. */
+/* The 4 x 4 tile r[0 .. 4) transposed in place: lane v of r[u] becomes lane u of r[v]
+ * (simd/transpose_tmpl.h): pairs of rows interleaved, then their halves joined. */
 static inline void vf_transpose(vf *r) {
   const simde_float32x4x2_t ab = simde_vtrnq_f32(r[0], r[1]), cd = simde_vtrnq_f32(r[2], r[3]);
   r[0] = simde_vcombine_f32(simde_vget_low_f32(ab.val[0]), simde_vget_low_f32(cd.val[0]));

@@ -101,7 +101,7 @@ static inline vf vf_prefix(vf a) {
 static inline vf vf_shift_in(vf a, vf c) { return (vf){c[0], a[0], a[1], a[2]}; }
 static inline vf vf_bcast_last(vf a) { return vf_set1(a[3]); }
 /* The ATTN_VL x ATTN_VL tile r[0 .. VL) transposed in place: lane v of r[u] becomes lane u of r[v]
- * (softmax's bias tensor, simd/bias_tmpl.h). */
+ * (simd/transpose_tmpl.h). */
 static inline void vf_transpose(vf *r) {
   const vf a = r[0], b = r[1], c = r[2], d = r[3];
   r[0] = (vf){a[0], b[0], c[0], d[0]};

@@ -1,0 +1,4 @@
+/* avx2 path: rows of a matrix into the columns of a block, copied or added (src/simd/transpose_tmpl.h). */
+#include "simd/vf_avx2.h"
+#define ATTN_TRANSPOSE_NAME attn_f32_transpose_ukernel__avx2
+#include "simd/transpose_tmpl.h"

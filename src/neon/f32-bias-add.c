@@ -1,4 +1,0 @@
-/* neon path: softmax's bias tensor added to a block of scores (src/simd/bias_tmpl.h). */
-#include "simd/vf_neon.h"
-#define ATTN_BIAS_ADD_NAME attn_f32_bias_add_ukernel__neon
-#include "simd/bias_tmpl.h"

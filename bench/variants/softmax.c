@@ -87,9 +87,8 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
   const size_t rows = s->n_q * s->h_q;
   const size_t nk = s->n_kv * s->h_kv * s->d, nv = s->n_kv * s->h_kv * s->dv;
   const size_t half = s->kv_type == ATTN_F32 ? 0 : (nk + nv) * sizeof(uint16_t);
-  const size_t bias = s->options == 2 ? s->n_kv : 0; /* the bias row's floats, after the statistics */
-  softmax_impl *im = bench_work_impl(
-      w, sizeof *im + (s->stats ? 3 * rows * sizeof(float) : 0) + bias * sizeof(float) + half, err, errlen);
+  const size_t stats = s->stats ? 3 * rows : 0, bias = s->options == 2 ? s->n_kv : 0; /* floats of each */
+  softmax_impl *im = bench_work_impl(w, sizeof *im + (stats + bias) * sizeof(float) + half, err, errlen);
   if (!im) return -1;
   attn_softmax_desc *desc = &im->desc;
   attn_softmax_desc_init(desc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv);
@@ -101,14 +100,14 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
   }
   im->kh = im->vh = NULL;
   if (half) { /* the cache in 16 bits, converted once here (not timed) */
-    im->kh = (uint16_t *)(im->arrays + (s->stats ? 3 * rows : 0) + bias);
+    im->kh = (uint16_t *)(im->arrays + stats + bias);
     im->vh = im->kh + nk;
     to_half(s->kv_type, w->k, im->kh, nk);
     to_half(s->kv_type, w->v, im->vh, nv);
   }
   desc->mask = attn_mask_window(s->window_left, s->window_right);
   if (bias) { /* 0 for every key (a padding mask without padding): the bias path's whole cost */
-    float *row = im->arrays + (s->stats ? 3 * rows : 0);
+    float *row = im->arrays + stats;
     memset(row, 0, bias * sizeof(float));
     desc->bias = row;
     desc->bias_layout = (attn_layout){0, 0};

@@ -130,9 +130,10 @@ typedef void attn_vlog_fn(size_t n, const float *x, float *y);
  *     Infinite and NaN x stay as they are (-inf is a hidden pair; +inf and NaN from non-finite
  *     inputs must still reach the row);
  *   ALiBi, where sl is not NULL: x += sl[col] ((float)(d0 + j) - tk[col]) for key row j, one
- *     multiply-add (fused where the path has FMA). With d0 + j = j - p of the column's first token
- *     and tk[col] its token's offset from that one, the distance j - p_i is exact below 2^24.
- * c = 0 and sl NULL change nothing. */
+ *     multiply-add (fused where the path has FMA). With d0 + j the key's position minus the
+ *     block's first token's and tk[col] the column's token offset from that token, the distance
+ *     j - p_i is exact below 2^24.
+ * c = 0 and sl NULL change nothing (tk is read only with sl). */
 typedef void attn_logit_opts_fn(size_t nk, size_t nq, float *st, size_t ld, float c, const float *sl, const float *tk,
                                 int64_t d0);
 /* Rows of a matrix into the columns of a block ST (nk rows x nq columns, row stride ld), in place:

@@ -118,9 +118,9 @@ static const float *sm_opt_step(const struct attn_ukernels *uk, const attn_step_
   const int hide = b->masked || op->bias;
   /* The cap and ALiBi in one pass of the path's kernel. ALiBi's slope (j - p_i) per column: the
    * slope and the token's offset from the block's first (exact as floats) in two tables. */
-  float *sl = NULL, *tk = b->strip + nq;
+  float *sl = NULL, *tk = NULL;
   if (op->alibi) {
-    sl = b->strip;
+    sl = b->strip, tk = b->strip + nq;
     for (size_t ti = 0; ti < tn; ti++)
       for (size_t gi = 0; gi < g; gi++) sl[ti * g + gi] = op->alibi[b->h + gi], tk[ti * g + gi] = (float)ti;
   }

@@ -151,9 +151,12 @@ static inline vf vf_from_f64_diff(const double *a, const double *c) {
  * 1, 2, 4 and 8 lanes); [c's lane, a[0] .. a[14]] (a shifted up one lane, c's first lane entering;
  * c a broadcast); a's last lane in every lane. Selective attention's selection sums
  * (simd/select_tmpl.h). Lane shifts are permutes with zeroing masks (SIMDe 0.7 has no valignd). */
-static inline simde__m512i vf_lanes_down_(int k) { /* lane i: i - k (lanes below k are masked off) */
-  return simde_mm512_sub_epi32(simde_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                               simde_mm512_set1_epi32(k));
+static inline simde__m512i vf_lanes_down_(int k) { /* lane i: i - k mod 16 (lanes below k are masked off) */
+  /* A load from a table: GCC 12 builds the equivalent setr_epi32 through SIMDe lane by lane, with
+   * a masked broadcast per lane, inside every loop that uses it (4.5x slower select_scan). */
+  static const int32_t idx[32] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+                                  0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  return simde_mm512_loadu_si512(idx + 16 - k);
 }
 static inline vf vf_prefix(vf a) {
   a = simde_mm512_add_ps(a, simde_mm512_maskz_permutexvar_ps(0xfffe, vf_lanes_down_(1), a));

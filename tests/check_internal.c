@@ -363,6 +363,41 @@ START_TEST(gemm_shapes) {
 }
 END_TEST
 
+/* The last column or two of a block, with A read transposed, run along the rows (gemm_tmpl.h):
+ * [V | 1]'s ones column of a normalised linear map. Against the float64 reference (gemm_case), and
+ * bit for bit against the same columns computed inside a wider block's tile. */
+START_TEST(gemm_last_columns) {
+  const size_t nr = uk->gemm_nr, ms[] = {1, 2, 5, 8, 15, 16, 17, 31, 33, 64, 65, 97};
+  const size_t m = ms[_i % (sizeof ms / sizeof ms[0])];
+  for (size_t q = 0; q < 3; q++)
+    for (size_t extra = 1; extra <= 2; extra++)
+      for (int mode = 0; mode < 3; mode++) {
+        const size_t ks[] = {1, 7, 64};
+        const size_t n = q * nr + extra, k = ks[(q + extra + (size_t)mode) % 3], wide = q * nr + nr / 2 + 3;
+        gemm_case(m, n, k, 1, mode);
+        /* the same product over `wide` columns: its first n columns in a tile */
+        const size_t ldat = m + 5, ldb = wide + 1, ldc = wide + 2;
+        float *a = malloc(k * ldat * sizeof(float)), *b = malloc(k * ldb * sizeof(float));
+        float *c1 = galloc(m * ldc), *c2 = galloc(m * ldc), *rs = malloc(m * sizeof(float));
+        for (size_t i = 0; i < k * ldat; i++) a[i] = frand();
+        for (size_t i = 0; i < k * ldb; i++) b[i] = frand();
+        for (size_t i = 0; i < m * ldc; i++) c1[i] = c2[i] = frand();
+        for (size_t i = 0; i < m; i++) rs[i] = frand();
+        uk->gemm(m, n, k, a, 1, ldat, b, ldb, c1, ldc, mode == 2 ? rs : NULL, mode != 0);
+        uk->gemm(m, wide, k, a, 1, ldat, b, ldb, c2, ldc, mode == 2 ? rs : NULL, mode != 0);
+        for (size_t i = 0; i < m; i++)
+          for (size_t j = 0; j < n; j++)
+            ck_assert_msg(c1[i * ldc + j] == c2[i * ldc + j], "m=%zu n=%zu k=%zu mode=%d (%zu,%zu): %a, tile %a", m, n,
+                          k, mode, i, j, (double)c1[i * ldc + j], (double)c2[i * ldc + j]);
+        gcheck_free(c1);
+        gcheck_free(c2);
+        free(a);
+        free(b);
+        free(rs);
+      }
+}
+END_TEST
+
 START_TEST(gemm_in_place_row) {
   /* merge relies on C == B for a one-row, k = 1 product: C = w * C */
   float *c = galloc(37);
@@ -1515,6 +1550,7 @@ static Suite *internal_suite(attn_isa active) {
   suite_add_tcase(s, t);
   t = tu_tcase("gemm");
   tcase_add_loop_test(t, gemm_shapes, 0, (int)NGS);
+  tcase_add_loop_test(t, gemm_last_columns, 0, 12);
   tcase_add_test(t, gemm_in_place_row);
   suite_add_tcase(s, t);
   t = tu_tcase("softmax_block");

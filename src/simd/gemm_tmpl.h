@@ -114,6 +114,65 @@ static void attn_gemm_dot_(size_t m, size_t k, const float *a, size_t rsa, const
   }
 }
 
+#if ATTN_VL > 1
+/* Columns [j0, n) (a few) when A is read transposed (rsa == 1: A's column p is contiguous along
+ * the rows): vectorised along the rows instead, acc(rows i..i+VL, j) += A(i.., p) B(p, j), a load
+ * and a broadcast per ATTN_GEMM_COLS_RV row vectors and column pair. Each element gets the same
+ * operations in the same order as in a tile (C = B is excluded by the caller), so the bits are
+ * the tile's. A normalised linear map's [V | 1] has dv + 1 columns: this is its last one, which
+ * a tile would compute as a full tile's broadcasts and FMAs for one lane. */
+#define ATTN_GEMM_COLS_RV 4
+static inline __attribute__((always_inline)) void attn_gemm_cols_rows_(size_t i0, const size_t *cnt, size_t j,
+                                                                       const int two, size_t k, const float *a,
+                                                                       size_t csa, const float *b, size_t ldb, float *c,
+                                                                       size_t ldc, const float *rs, int accumulate) {
+  vf acc[2][ATTN_GEMM_COLS_RV];
+#pragma GCC unroll 4
+  for (size_t v = 0; v < ATTN_GEMM_COLS_RV; v++) acc[0][v] = acc[1][v] = vf_zero();
+  for (size_t p = 0; p < k; p++) {
+    const float *ap = a + p * csa + i0;
+    const vf b0 = vf_set1(b[p * ldb + j]), b1 = two ? vf_set1(b[p * ldb + j + 1]) : b0;
+#pragma GCC unroll 4
+    for (size_t v = 0; v < ATTN_GEMM_COLS_RV; v++) {
+      if (!cnt[v]) break;
+      const vf av = cnt[v] == ATTN_VL ? vf_load(ap + v * ATTN_VL) : vf_load_n(ap + v * ATTN_VL, cnt[v]);
+      acc[0][v] = vf_fma(av, b0, acc[0][v]);
+      if (two) acc[1][v] = vf_fma(av, b1, acc[1][v]);
+    }
+  }
+  for (int t = 0; t <= two; t++)
+#pragma GCC unroll 4
+    for (size_t v = 0; v < ATTN_GEMM_COLS_RV; v++) {
+      if (!cnt[v]) break;
+      const size_t r0 = i0 + v * ATTN_VL;
+      float *cp = c + r0 * ldc + j + (size_t)t;
+      vf out = acc[t][v];
+      if (accumulate) {
+        const vf old = vf_load_strided(cp, ldc, cnt[v]);
+        out = rs ? vf_fma(old, vf_load_w(rs + r0, cnt[v]), out) : vf_add(old, out);
+      }
+      vf_store_strided(cp, ldc, out, cnt[v]);
+    }
+}
+static void attn_gemm_cols_(size_t m, size_t n, size_t j0, size_t k, const float *a, size_t csa, const float *b,
+                            size_t ldb, float *c, size_t ldc, const float *rs, int accumulate) {
+  for (size_t i0 = 0; i0 < m; i0 += ATTN_GEMM_COLS_RV * ATTN_VL) {
+    size_t cnt[ATTN_GEMM_COLS_RV];
+#pragma GCC unroll 4
+    for (size_t v = 0; v < ATTN_GEMM_COLS_RV; v++) {
+      const size_t r0 = i0 + v * ATTN_VL;
+      cnt[v] = m > r0 ? (m - r0 < ATTN_VL ? m - r0 : ATTN_VL) : 0;
+    }
+    for (size_t j = j0; j < n; j += 2) {
+      if (j + 1 < n)
+        attn_gemm_cols_rows_(i0, cnt, j, 1, k, a, csa, b, ldb, c, ldc, rs, accumulate);
+      else
+        attn_gemm_cols_rows_(i0, cnt, j, 0, k, a, csa, b, ldb, c, ldc, rs, accumulate);
+    }
+  }
+}
+#endif
+
 void ATTN_GEMM_NAME(size_t m, size_t n, size_t k, const float *a, size_t rsa, size_t csa, const float *b, size_t ldb,
                     float *c, size_t ldc, const float *row_scale, int accumulate) {
   if (n == 1 && csa == 1 && ldb == 1 && k >= ATTN_VL) {
@@ -122,6 +181,12 @@ void ATTN_GEMM_NAME(size_t m, size_t n, size_t k, const float *a, size_t rsa, si
   }
   for (size_t j0 = 0; j0 < n; j0 += GEMM_NR_) {
     const size_t nc = n - j0 < GEMM_NR_ ? n - j0 : GEMM_NR_;
+#if ATTN_VL > 1
+    if (nc <= 2 && rsa == 1 && m >= ATTN_VL && c != b) { /* the last column or two, along the rows */
+      attn_gemm_cols_(m, n, j0, k, a, csa, b, ldb, c, ldc, row_scale, accumulate);
+      break;
+    }
+#endif
     for (size_t i0 = 0; i0 < m; i0 += ATTN_GEMM_MR) {
       const size_t mv = m - i0 < ATTN_GEMM_MR ? m - i0 : ATTN_GEMM_MR;
       const float *ai = a + i0 * rsa;

@@ -671,6 +671,25 @@ static void cw_scan_outputs(const cw_ctx *x0, float *S, float *T, size_t h, size
   }
 }
 
+/* Software prefetch (into L2) of rows [t, t + cn) of the queries of output heads [h0, h0 + per)
+ * (tq; SIZE_MAX: none) and of x's keys and values (tk; SIZE_MAX: none): the next chunk's, issued
+ * while this one computes, so that its loads do not wait on memory. */
+static void cw_prefetch_rows(const cw_ctx *x, size_t h0, size_t tq, size_t tk, size_t cn) {
+  const attn_chunkwise_plan *p = x->p;
+  const attn_shape *s = p->shape;
+  for (size_t j = 0; tk != SIZE_MAX && j < cn; j++) {
+    const float *k = x->io->k + (tk + j) * s->k.row_stride + x->hk * s->k.head_stride;
+    const float *v = x->io->v + (tk + j) * s->v.row_stride + x->hv * s->v.head_stride;
+    for (size_t e = 0; e < s->d; e += 16) __builtin_prefetch(k + e, 0, 2);
+    for (size_t e = 0; e < s->dv; e += 16) __builtin_prefetch(v + e, 0, 2);
+  }
+  for (size_t j = 0; tq != SIZE_MAX && j < cn; j++)
+    for (size_t gi = 0; gi < p->per; gi++) {
+      const float *q = x->io->q + (tq + j) * s->q.row_stride + (h0 + gi) / p->qdiv * s->q.head_stride;
+      for (size_t e = 0; e < s->d; e += 16) __builtin_prefetch(q + e, 0, 2);
+    }
+}
+
 /* What comes before a causal call's aligned chunks (all of a non-causal call): the keys absorbed
  * before any query, then the queries that read only that state. */
 static void cw_lead(const cw_ctx *x, float *S, size_t h0) {
@@ -679,15 +698,17 @@ static void cw_lead(const cw_ctx *x, float *S, size_t h0) {
   const size_t C = p->C, absorb_end = p->causal ? cw_pre_k(p) : s->n_kv;
   for (size_t j0 = 0; j0 < absorb_end; j0 += C) {
     const size_t cn = attn_min_sz(C, absorb_end - j0);
+    if (j0 + C < absorb_end) cw_prefetch_rows(x, h0, SIZE_MAX, j0 + C, attn_min_sz(C, absorb_end - j0 - C));
     cw_load_kv(x, j0, cn);
     if (p->fm->offsets) cw_key_offsets(x, S, cn);
     if (cw_gated(p)) cw_gates(x, j0, cn, 0);
     cw_absorb(x, S, cn);
   }
   const size_t state_only_end = p->causal ? cw_pre_q(p) : s->n_q;
-  for (size_t gi = 0; gi < p->per; gi++)
-    for (size_t i0 = 0; i0 < state_only_end; i0 += C)
-      cw_query(x, S, h0 + gi, i0, attn_min_sz(C, state_only_end - i0), 0, 1);
+  for (size_t i0 = 0; i0 < state_only_end; i0 += C) {
+    if (i0 + C < state_only_end) cw_prefetch_rows(x, h0, i0 + C, SIZE_MAX, attn_min_sz(C, state_only_end - i0 - C));
+    for (size_t gi = 0; gi < p->per; gi++) cw_query(x, S, h0 + gi, i0, attn_min_sz(C, state_only_end - i0), 0, 1);
+  }
 }
 
 void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, const attn_chunkwise_io *io,
@@ -874,6 +895,8 @@ static void cw_scan_heads(void *ctx, size_t task, size_t worker) {
     const size_t cn = attn_min_sz(C, aligned - t0);
     for (size_t h = h0; h < h1; h++) {
       const cw_ctx x = cw_ctx_of(p, c->uk, c->io, h, ws);
+      if (t0 + C < aligned)
+        cw_prefetch_rows(&x, h * p->per, pre_q + t0 + C, pre_k + t0 + C, attn_min_sz(C, aligned - t0 - C));
       float *S = cw_scan_state(c, h);
       const int va_finite = cw_load_kv(&x, pre_k + t0, cn);
       if (p->fm->offsets) { /* as the waves' phases 1, 3 and 2 */

@@ -119,6 +119,9 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     /* ATTN_SCAN_SPREAD chunks per worker and wave, within ATTN_SCAN_FLOATS, at least one per head */
     const size_t want = (ATTN_SCAN_SPREAD * W + H - 1) / H, fit = ATTN_SCAN_FLOATS / hs;
     p->scan_wave = attn_min_sz(p->scan_chunks, attn_min_sz(want, fit ? fit : 1));
+    /* phase 2: each head's rows in as many blocks as the workers need (at least one per head) */
+    const size_t per_head = (W + H - 1) / H, rows = (p->m + per_head - 1) / per_head;
+    p->scan_rows = (rows + ATTN_SCAN_ROWS - 1) / ATTN_SCAN_ROWS * ATTN_SCAN_ROWS;
     if (!attn_mul_ok(hs, p->scan_wave, &slots)) return ATTN_E_SIZE_OVERFLOW;
     (void)attn_ws_take(&all, slots); /* then heads x scan_wave slots */
   }
@@ -768,6 +771,19 @@ static float *cw_scan_slot(const cw_par *c, size_t h, size_t i) {
   return c->ws + p->off_scan + p->heads * p->m * p->lds + (h * p->scan_wave + i) * p->scan_slot;
 }
 
+/* Software prefetch (into L2) of n floats from a, for reading or (write) for writing: a wave's
+ * slot, written in one phase and read in the next, mostly by another worker (its lines are then
+ * in that worker's cache: each fetch waits on the other core, so the task asks for all of them
+ * at once before it starts). */
+static void cw_prefetch_span(const float *a, size_t n, int write) {
+  for (size_t i = 0; i < n; i += 16) {
+    if (write)
+      __builtin_prefetch(a + i, 1, 2);
+    else
+      __builtin_prefetch(a + i, 0, 2);
+  }
+}
+
 /* A task of a wave's chunk phases: its head and chunk, a context on the worker's scratch whose
  * Kf and Va are the slot's, the chunk's first aligned token and length, its gates (with the
  * intra part's weights in phase 3). Returns the slot. */
@@ -778,6 +794,7 @@ static float *cw_scan_chunk(const cw_par *c, size_t task, size_t worker, int int
   *h = task % p->heads;
   *x = cw_ctx_of(p, c->uk, c->io, *h, c->ws + worker * p->worker_floats);
   float *slot = cw_scan_slot(c, *h, i);
+  cw_prefetch_span(slot, p->scan_slot, !intra); /* phase 1 writes the slot, phase 3 reads it */
   const size_t aligned = attn_min_sz(p->shape->n_q, p->shape->n_kv);
   *t0 = (c->c0 + i) * p->C, *cn = attn_min_sz(p->C, aligned - *t0);
   if (cw_gated(p)) cw_gates(x, cw_pre_k(p) + *t0, *cn, intra);
@@ -823,18 +840,19 @@ static void cw_scan_absorb(void *ctx, size_t task, size_t worker) {
   for (size_t f = 0; p->g.kind != ATTN_GATE_NONE && f < p->m; f++) D[f * p->lds + p->shape->dv + 1] = x.dc[f];
 }
 
-/* Phase 2, per head and block of ATTN_SCAN_ROWS state rows (rows are independent), in chunk
+/* Phase 2, per head and block of scan_rows state rows (rows are independent), in chunk
  * order: the slot gets the state before its chunk, the state moves past it, S = dC (.) S + D. */
 static void cw_scan_combine(void *ctx, size_t task, size_t worker) {
   const cw_par *c = ctx;
   const attn_chunkwise_plan *p = c->p;
   (void)worker;
-  const size_t blocks = (p->m + ATTN_SCAN_ROWS - 1) / ATTN_SCAN_ROWS, h = task / blocks;
-  const size_t f0 = task % blocks * ATTN_SCAN_ROWS, f1 = attn_min_sz(p->m, f0 + ATTN_SCAN_ROWS);
+  const size_t R = p->scan_rows, blocks = (p->m + R - 1) / R, h = task / blocks;
+  const size_t f0 = task % blocks * R, f1 = attn_min_sz(p->m, f0 + R);
   float *S = cw_scan_state(c, h);
   size_t qa, qb;
   for (size_t i = 0; i < c->wn; i++) {
     float *D = cw_scan_slot(c, h, i);
+    for (size_t f = f0; i + 1 < c->wn && f < f1; f++) cw_prefetch_span(D + p->scan_slot + f * p->lds, p->W + 2, 1);
     if (p->xg && !cw_xround(p, c->c0 + i, &qa, &qb)) { /* the exclusive form's last round: kept, not absorbed */
       for (size_t f = f0; f < f1; f++) memcpy(D + f * p->lds, S + f * p->lds, p->W * sizeof(float));
       continue;
@@ -926,7 +944,7 @@ void attn_chunkwise_run_all(const attn_chunkwise_plan *p, const struct attn_uker
     return;
   }
   attn_parallel(th, p->heads, cw_scan_lead, &c);
-  const size_t blocks = (p->m + ATTN_SCAN_ROWS - 1) / ATTN_SCAN_ROWS;
+  const size_t blocks = (p->m + p->scan_rows - 1) / p->scan_rows;
   for (; c.c0 < p->scan_chunks; c.c0 += c.wn) {
     c.wn = attn_min_sz(p->scan_wave, p->scan_chunks - c.c0);
     attn_parallel(th, p->heads * c.wn, cw_scan_absorb, &c);

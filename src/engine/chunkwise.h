@@ -40,7 +40,7 @@
  *  - in waves (otherwise): up to scan_wave chunks of every head at once, in three phases, each
  *    one parallel-for:
  *      1. per head and chunk: Kf and Va into the chunk's slot, D_c and dC;
- *      2. per head and block of ATTN_SCAN_ROWS state rows (rows are independent), in chunk
+ *      2. per head and block of scan_rows state rows (rows are independent), in chunk
  *         order: the slot gets S_c, then S = dC (.) S + D_c;
  *      3. per head and chunk: the chunk's outputs from its slot (S_c, Kf, Va).
  * Both run the same GEMMs as the serial loop plus one pass over each D_c; the waves compute the
@@ -79,7 +79,8 @@ typedef struct attn_chunkwise_gates {
  * slots (all heads), at least one chunk per head. */
 #define ATTN_SCAN_SPREAD 8
 #define ATTN_SCAN_FLOATS ((size_t)1 << 21)
-/* The scan's phase 2: state rows per task. */
+/* The scan's phase 2: state rows per task, a multiple of ATTN_SCAN_ROWS (plan scan_rows: the
+ * rows of a head shared among the workers, so that each task streams long runs of each slot). */
 #define ATTN_SCAN_ROWS 4
 
 /* Per-feature gates: the largest decay (natural log) a query block's own keys may span for the
@@ -105,6 +106,7 @@ typedef struct attn_chunkwise_plan {
   size_t off_b, off_wt, off_din, off_dout, off_dc, off_kg, off_ks; /* gates */
   size_t workers, worker_floats; /* scratch regions (attn_shape.threads; 1 without), floats of each */
   size_t scan_chunks, scan_wave; /* the scan: aligned chunks (0: no scan), chunks per wave (0: head groups) */
+  size_t scan_rows;              /* the waves' phase 2: state rows per task */
   size_t off_d;                  /* the scan by head groups: a chunk's local state, m x lds */
   size_t off_scan;               /* the scan's region: heads states (used without the caller's), then
                                     heads x scan_wave slots of scan_slot floats: m x lds (a chunk's

@@ -9,6 +9,10 @@
 #include "core/ukernels.h"
 #include "simd/exp_tmpl.h"
 
+/* Features per row up to which a transposed output goes through a tile on the stack
+ * (ATTN_VL x this floats: 16 KiB on AVX-512). */
+#define ATTN_EXPF_TILE_M 256
+
 /* max_f (u[f] + a[f]) (a NULL: max_f u[f]); -inf when every term is -inf. */
 static inline float attn_expfeat_rowmax_(size_t m, const float *u, const float *a) {
   vf mv = vf_set1(-INFINITY);
@@ -38,45 +42,12 @@ static inline void attn_expfeat_shifted_(size_t m, const float *ur, const float 
   }
 }
 
-void ATTN_EXPFEAT_NAME(attn_expfeat_mode mode, size_t rows, size_t m, const float *u, size_t ldu, const float *kin,
-                       size_t ldk, float *run, const float *c, float *out, size_t out_rs, size_t out_cs) {
-  if (mode == ATTN_EXPF_MAX) {                             /* one vector maximum over the rows, one horizontal step */
-    vf mv = vf_set1(-INFINITY), m1 = mv, m2 = mv, m3 = mv; /* four chains: vf_max's latency */
-    float mx = run[0];
-    for (size_t r = 0; r < rows; r++) {
-      const float *ur = u + r * ldu;
-      size_t f = 0;
-      for (; f + 4 * ATTN_VL <= m; f += 4 * ATTN_VL) {
-        mv = vf_max(mv, vf_add(vf_load(ur + f), vf_load(c + f)));
-        m1 = vf_max(m1, vf_add(vf_load(ur + f + ATTN_VL), vf_load(c + f + ATTN_VL)));
-        m2 = vf_max(m2, vf_add(vf_load(ur + f + 2 * ATTN_VL), vf_load(c + f + 2 * ATTN_VL)));
-        m3 = vf_max(m3, vf_add(vf_load(ur + f + 3 * ATTN_VL), vf_load(c + f + 3 * ATTN_VL)));
-      }
-      for (; f + ATTN_VL <= m; f += ATTN_VL) mv = vf_max(mv, vf_add(vf_load(ur + f), vf_load(c + f)));
-      for (; f < m; f++) {
-        const float t = ur[f] + c[f];
-        mx = t > mx ? t : mx;
-      }
-    }
-    const float t = vf_hmax(vf_max(vf_max(mv, m1), vf_max(m2, m3)));
-    run[0] = t > mx ? t : mx;
-    return;
-  }
-  if (mode == ATTN_EXPF_RANGE) { /* a strip of features at a time, down the rows */
-    const vf big = vf_set1(FLT_MAX), nbig = vf_set1(-FLT_MAX), inf = vf_set1(INFINITY), ninf = vf_set1(-INFINITY);
-    for (size_t f = 0; f < m; f += ATTN_VL) {
-      const size_t w = m - f < ATTN_VL ? m - f : ATTN_VL;
-      vf hi = vf_load_w(run + f, w), lo = out ? vf_load_w(out + f, w) : inf;
-      for (size_t r = 0; r < rows; r++) {
-        const vf x = vf_load_w(u + r * ldu + f, w);
-        hi = vf_max(hi, vf_select(vf_ge(big, x), x, ninf)); /* +inf and NaN fail: -inf */
-        lo = vf_min(lo, vf_select(vf_ge(x, nbig), x, inf)); /* -inf and NaN fail: +inf */
-      }
-      vf_store_w(run + f, hi, w);
-      if (out) vf_store_w(out + f, lo, w);
-    }
-    return;
-  }
+/* The row modes (KEYS, SCALED, QUERY, SOFTMAX) over rows [0, rows), in order (the running
+ * offsets and denominators take key row r before query row r). */
+static inline __attribute__((always_inline)) void attn_expfeat_rows_(attn_expfeat_mode mode, size_t rows, size_t m,
+                                                                     const float *u, size_t ldu, const float *kin,
+                                                                     size_t ldk, float *run, const float *c, float *out,
+                                                                     size_t out_rs, size_t out_cs) {
   for (size_t r = 0; r < rows; r++) {
     const float *ur = u + r * ldu;
     float *orow = out + r * out_rs;
@@ -131,4 +102,58 @@ void ATTN_EXPFEAT_NAME(attn_expfeat_mode mode, size_t rows, size_t m, const floa
       }
     }
   }
+}
+
+void ATTN_EXPFEAT_NAME(attn_expfeat_mode mode, size_t rows, size_t m, const float *u, size_t ldu, const float *kin,
+                       size_t ldk, float *run, const float *c, float *out, size_t out_rs, size_t out_cs) {
+  if (mode == ATTN_EXPF_MAX) {                             /* one vector maximum over the rows, one horizontal step */
+    vf mv = vf_set1(-INFINITY), m1 = mv, m2 = mv, m3 = mv; /* four chains: vf_max's latency */
+    float mx = run[0];
+    for (size_t r = 0; r < rows; r++) {
+      const float *ur = u + r * ldu;
+      size_t f = 0;
+      for (; f + 4 * ATTN_VL <= m; f += 4 * ATTN_VL) {
+        mv = vf_max(mv, vf_add(vf_load(ur + f), vf_load(c + f)));
+        m1 = vf_max(m1, vf_add(vf_load(ur + f + ATTN_VL), vf_load(c + f + ATTN_VL)));
+        m2 = vf_max(m2, vf_add(vf_load(ur + f + 2 * ATTN_VL), vf_load(c + f + 2 * ATTN_VL)));
+        m3 = vf_max(m3, vf_add(vf_load(ur + f + 3 * ATTN_VL), vf_load(c + f + 3 * ATTN_VL)));
+      }
+      for (; f + ATTN_VL <= m; f += ATTN_VL) mv = vf_max(mv, vf_add(vf_load(ur + f), vf_load(c + f)));
+      for (; f < m; f++) {
+        const float t = ur[f] + c[f];
+        mx = t > mx ? t : mx;
+      }
+    }
+    const float t = vf_hmax(vf_max(vf_max(mv, m1), vf_max(m2, m3)));
+    run[0] = t > mx ? t : mx;
+    return;
+  }
+  if (mode == ATTN_EXPF_RANGE) { /* a strip of features at a time, down the rows */
+    const vf big = vf_set1(FLT_MAX), nbig = vf_set1(-FLT_MAX), inf = vf_set1(INFINITY), ninf = vf_set1(-INFINITY);
+    for (size_t f = 0; f < m; f += ATTN_VL) {
+      const size_t w = m - f < ATTN_VL ? m - f : ATTN_VL;
+      vf hi = vf_load_w(run + f, w), lo = out ? vf_load_w(out + f, w) : inf;
+      for (size_t r = 0; r < rows; r++) {
+        const vf x = vf_load_w(u + r * ldu + f, w);
+        hi = vf_max(hi, vf_select(vf_ge(big, x), x, ninf)); /* +inf and NaN fail: -inf */
+        lo = vf_min(lo, vf_select(vf_ge(x, nbig), x, inf)); /* -inf and NaN fail: +inf */
+      }
+      vf_store_w(run + f, hi, w);
+      if (out) vf_store_w(out + f, lo, w);
+    }
+    return;
+  }
+  /* A transposed output (out_rs == 1: the intra product's phi(Q)^T) takes ATTN_VL rows at a time
+   * row-major on the stack, then stores them through vector transposes, not lane by lane. */
+  if (out_rs == 1 && out_cs != 1 && m <= ATTN_EXPF_TILE_M) {
+    float t[ATTN_VL * ATTN_EXPF_TILE_M];
+    for (size_t r0 = 0; r0 < rows; r0 += ATTN_VL) {
+      const size_t nr = rows - r0 < ATTN_VL ? rows - r0 : ATTN_VL;
+      attn_expfeat_rows_(mode, nr, m, u + r0 * ldu, ldu, kin ? kin + r0 * ldk : NULL, ldk,
+                         mode == ATTN_EXPF_SCALED ? run + r0 : run, c, t, m, 1);
+      vf_store_rows_transposed(t, m, nr, m, out + r0, out_cs);
+    }
+    return;
+  }
+  attn_expfeat_rows_(mode, rows, m, u, ldu, kin, ldk, run, c, out, out_rs, out_cs);
 }

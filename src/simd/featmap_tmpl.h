@@ -43,10 +43,29 @@ static inline __attribute__((always_inline)) void attn_featmap_rows_(attn_featur
   }
 }
 
-void ATTN_FEATMAP_NAME(attn_feature_map map, size_t rows, size_t cols, float a, const float *in, size_t in_rs,
-                       float *out, size_t out_rs, size_t out_cs) {
+static void attn_featmap_any_(attn_feature_map map, size_t rows, size_t cols, float a, const float *in, size_t in_rs,
+                              float *out, size_t out_rs, size_t out_cs) {
   if (a == 1.0f)
     attn_featmap_rows_(map, rows, cols, 1.0f, 0, in, in_rs, out, out_rs, out_cs);
   else
     attn_featmap_rows_(map, rows, cols, a, 1, in, in_rs, out, out_rs, out_cs);
+}
+
+/* Features per row up to which a transposed output goes through a tile on the stack. */
+#define ATTN_FEATMAP_TILE_M 256
+
+void ATTN_FEATMAP_NAME(attn_feature_map map, size_t rows, size_t cols, float a, const float *in, size_t in_rs,
+                       float *out, size_t out_rs, size_t out_cs) {
+  /* A transposed output (out_rs == 1: the intra product's phi(Q)^T) takes ATTN_VL rows at a time
+   * row-major on the stack, then stores them through vector transposes, not lane by lane. */
+  if (out_rs == 1 && out_cs != 1 && cols <= ATTN_FEATMAP_TILE_M) {
+    float t[ATTN_VL * ATTN_FEATMAP_TILE_M];
+    for (size_t r0 = 0; r0 < rows; r0 += ATTN_VL) {
+      const size_t nr = rows - r0 < ATTN_VL ? rows - r0 : ATTN_VL;
+      attn_featmap_any_(map, nr, cols, a, in + r0 * in_rs, in_rs, t, cols, 1);
+      vf_store_rows_transposed(t, cols, nr, cols, out + r0, out_cs);
+    }
+    return;
+  }
+  attn_featmap_any_(map, rows, cols, a, in, in_rs, out, out_rs, out_cs);
 }

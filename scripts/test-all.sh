@@ -40,8 +40,14 @@ fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== installing: ${missing[*]}"
   if [[ " ${missing[*]} " == *":arm64"* ]]; then as_root dpkg --add-architecture arm64; fi
-  as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  apt_log=$(mktemp) # apt's own lines (debconf's notes among them) only when it fails
+  if ! { as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } \
+    >"$apt_log" 2>&1; then
+    cat "$apt_log" >&2
+    rm -f "$apt_log"
+    exit 1
+  fi
+  rm -f "$apt_log"
 fi
 
 setup_dir() { # build dir, meson setup args...: reconfigure a valid build tree, else start afresh

@@ -59,12 +59,20 @@ void bench_baselines_init(bench_baseline_info out[BENCH_BASE_COUNT]) {
   static const char *const pre_avx2[] = {"Prescott",    "Core2",     "Penryn", "Dunnington",  "Nehalem",   "Atom",
                                          "Barcelona",   "Opteron",   "Bobcat", "Sandybridge", "Bulldozer", "Piledriver",
                                          "Steamroller", "Excavator", "Katmai", "Coppermine",  "Northwood"};
+  /* Likewise an AVX2 core on a CPU with AVX-512 (0.3.21 runs Haswell's kernels on a Zen 5; bench/run.sh
+   * sets OPENBLAS_CORETYPE=SkylakeX there). */
+  static const char *const with_avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
   const char *core = openblas_get_corename();
-  int old = 0, native = 0;
+  int old = 0, wide = 0, native = 0;
   for (size_t i = 0; core && i < sizeof pre_avx2 / sizeof pre_avx2[0]; i++) old |= strcasecmp(core, pre_avx2[i]) == 0;
+  for (size_t i = 0; core && i < sizeof with_avx512 / sizeof with_avx512[0]; i++)
+    wide |= strcasecmp(core, with_avx512[i]) == 0;
   const int avx2 = attn_isa_available(ATTN_ISA_AVX2, &native) && native;
+  const int avx512 = attn_isa_available(ATTN_ISA_AVX512, &native) && native;
   snprintf(blas->ran_on, sizeof blas->ran_on, "OpenBLAS core %s%s, %d thread%s (%s)", core ? core : "?",
-           old && avx2 ? " (older than this CPU: UNFAIR, set OPENBLAS_CORETYPE, e.g. Haswell or SkylakeX)" : "",
+           old && avx2       ? " (older than this CPU: UNFAIR, set OPENBLAS_CORETYPE, e.g. Haswell or SkylakeX)"
+           : avx512 && !wide ? " (without AVX-512 on an AVX-512 CPU: UNFAIR, set OPENBLAS_CORETYPE=SkylakeX)"
+                             : "",
            bench_call_workers, bench_call_workers > 1 ? "s" : "", openblas_get_config());
 #else
   snprintf(blas->absent, sizeof blas->absent, "built without OpenBLAS (install libopenblas-dev and reconfigure)");

@@ -579,7 +579,8 @@ END_TEST
 /* ---- feature maps, row-major and transposed output ---- */
 START_TEST(featmap_maps) {
   /* 37 rows: a transposed output in several tiles of rows and a partial one (featmap_tmpl.h) */
-  const size_t rows = _i % 2 ? 37 : 5, cols = 1 + (size_t)_i * 3; /* 1, 4, 7, 10, 13, 16, 19 */
+  /* cols 1 .. 19, and 131 / 140: wider than the kernels' transposing tile (lane by lane) */
+  const size_t rows = _i % 2 ? 37 : 5, cols = _i < 7 ? 1 + (size_t)_i * 3 : 131 + 9 * (size_t)(_i - 7);
   const size_t in_rs = cols + 2;
   float *in = malloc(rows * in_rs * sizeof(float));
   for (size_t i = 0; i < rows * in_rs; i++) in[i] = 6.0f * frand();
@@ -613,7 +614,7 @@ END_TEST
 
 /* ---- exponential features with offsets (exp, favor, dsoftmax): the three modes ---- */
 START_TEST(expfeat_modes) {
-  const size_t rows = _i % 2 ? 35 : 6, m = 1 + (size_t)_i * 3; /* 1, 4, 7, 10, 13, 16, 19 */
+  const size_t rows = _i % 2 ? 35 : 6, m = _i < 7 ? 1 + (size_t)_i * 3 : 131 + 9 * (size_t)(_i - 7); /* as above */
   const size_t ldu = m + 1, ldk = m + 2;
   float *u = malloc(rows * ldu * sizeof(float)), *kin = malloc(rows * ldk * sizeof(float));
   float *c = malloc(m * sizeof(float)), *run0 = malloc(m * sizeof(float));
@@ -681,7 +682,7 @@ END_TEST
 
 /* ---- the blocked engine's exponential modes: SCALED (given row offsets), MAX (max-plus), RANGE ---- */
 START_TEST(expfeat_scaled_max) {
-  const size_t rows = _i % 2 ? 37 : 7, m = 1 + (size_t)_i * 3; /* 1, 4, 7, 10, 13, 16, 19 */
+  const size_t rows = _i % 2 ? 37 : 7, m = _i < 7 ? 1 + (size_t)_i * 3 : 131 + 9 * (size_t)(_i - 7); /* as above */
   const size_t ldu = m + 3;
   float *u = malloc(rows * ldu * sizeof(float)), *c = malloc(m * sizeof(float)), *run = galloc(rows);
   for (size_t i = 0; i < rows * ldu; i++) u[i] = 60.0f * frand();
@@ -1565,9 +1566,9 @@ static Suite *internal_suite(attn_isa active) {
   tcase_add_loop_test(t, rows_axpby_values, 0, 8);
   suite_add_tcase(s, t);
   t = tu_tcase("featmap");
-  tcase_add_loop_test(t, featmap_maps, 0, 7);
-  tcase_add_loop_test(t, expfeat_modes, 0, 7);
-  tcase_add_loop_test(t, expfeat_scaled_max, 0, 7);
+  tcase_add_loop_test(t, featmap_maps, 0, 9);
+  tcase_add_loop_test(t, expfeat_modes, 0, 9);
+  tcase_add_loop_test(t, expfeat_scaled_max, 0, 9);
   suite_add_tcase(s, t);
   t = tu_tcase("favor");
   tcase_add_test(t, favor_log_vs_libm);

@@ -10,8 +10,8 @@
 #include "simd/exp_tmpl.h"
 
 /* Features per row up to which a transposed output goes through a tile on the stack
- * (ATTN_VL x this floats: 16 KiB on AVX-512). */
-#define ATTN_EXPF_TILE_M 256
+ * (ATTN_VL x this floats: 8 KiB of stack on AVX-512). */
+#define ATTN_EXPF_TILE_M 128
 
 /* max_f (u[f] + a[f]) (a NULL: max_f u[f]); -inf when every term is -inf. */
 static inline float attn_expfeat_rowmax_(size_t m, const float *u, const float *a) {

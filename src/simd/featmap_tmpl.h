@@ -51,8 +51,9 @@ static void attn_featmap_any_(attn_feature_map map, size_t rows, size_t cols, fl
     attn_featmap_rows_(map, rows, cols, a, 1, in, in_rs, out, out_rs, out_cs);
 }
 
-/* Features per row up to which a transposed output goes through a tile on the stack. */
-#define ATTN_FEATMAP_TILE_M 256
+/* Features per row up to which a transposed output goes through a tile on the stack (ATTN_VL x
+ * this floats: 8 KiB on AVX-512). */
+#define ATTN_FEATMAP_TILE_M 128
 
 void ATTN_FEATMAP_NAME(attn_feature_map map, size_t rows, size_t cols, float a, const float *in, size_t in_rs,
                        float *out, size_t out_rs, size_t out_cs) {

@@ -60,7 +60,7 @@ typedef struct options {
   int threads, pin, latency;
   size_t scaling[BENCH_MAX_SIZES], nscaling; /* --scaling: thread counts */
   double min_time, max_call_time, noisy;
-  unsigned reps, warmup, retries;
+  unsigned reps, warmup, retries, rounds;
   const char *out_dir, *csv, *json, *svg, *md;
   int baselines, plot, extend;
 } options;
@@ -108,6 +108,9 @@ static const opt_def opt_defs[] = {
     {"min-time", "S", "seconds of samples per point, at least (default 0.2)"},
     {"reps", "N", "samples per point, at least (default 3)"},
     {"warmup", "N", "untimed runs before sampling, at least (default 1)"},
+    {"rounds", "N",
+     "with --scaling: measure the thread counts in turn N times, keeping each\n"
+     "count's best median (default 1)"},
     {"retries", "N",
      "measure a noisy point again up to N times, keeping the steadiest attempt\n"
      "(default 1)"},
@@ -285,6 +288,7 @@ static void defaults(options *o) {
   o->reps = 3;
   o->warmup = 1;
   o->retries = 1;
+  o->rounds = 1;
   o->out_dir = "bench-results";
   o->baselines = 1;
   o->plot = 1;
@@ -360,6 +364,8 @@ static void parse_args(options *o, int argc, char **argv) {
       o->reps = (unsigned)parse_int(name, val, 1, 100000);
     else if (!strcmp(name, "warmup"))
       o->warmup = (unsigned)parse_int(name, val, 0, 1000);
+    else if (!strcmp(name, "rounds"))
+      o->rounds = (unsigned)parse_int(name, val, 1, 100);
     else if (!strcmp(name, "retries"))
       o->retries = (unsigned)parse_int(name, val, 0, 100);
     else if (!strcmp(name, "max-call-time"))
@@ -828,31 +834,41 @@ static int run_scaling(run_ctx *rc) {
           fprintf(md, "| %s | %s | %zu | %zu | %zu |", v->name, attn_isa_name((attn_isa)isa), sizes[si], o->d[di],
                   shape.h_q);
           fflush(stdout);
+          /* The thread counts in turn, o->rounds times, each keeping its best median: on a machine
+           * whose speed drifts, every count then sees the same stretches of it. */
+          double best[BENCH_MAX_SIZES];
+          char errs[BENCH_MAX_SIZES][160];
+          for (size_t t = 0; t < o->nscaling; t++) best[t] = NAN, errs[t][0] = '\0';
+          for (unsigned round = 0; round < o->rounds; round++)
+            for (size_t t = 0; t < o->nscaling; t++) {
+              attn_pool *pool = NULL;
+              attn_threads th;
+              bench_work w;
+              char *err = errs[t];
+              if (attn_isa_set((attn_isa)isa) != ATTN_OK || attn_pool_create(o->scaling[t], &pool) != ATTN_OK ||
+                  attn_pool_threads(pool, &th) != ATTN_OK) {
+                snprintf(err, sizeof errs[t], "no pool of %zu threads", o->scaling[t]);
+              } else {
+                bench_call_threads = &th;
+                if (!bench_work_init(&w, &shape, &v->adapter->call, 0, err, sizeof errs[t])) {
+                  void *ctx = &w;
+                  bench_stats st;
+                  bench_measure(rc->pool, &rc->res.timing, bench_work_run, &ctx, &st);
+                  if (w.status == ATTN_OK && !w.failure) {
+                    if (!(st.median * 1e3 >= best[t])) best[t] = st.median * 1e3; /* NaN: the first */
+                  } else {
+                    snprintf(err, sizeof errs[t], "call failed");
+                  }
+                  bench_work_free(&w);
+                }
+                bench_call_threads = NULL;
+              }
+              attn_pool_destroy(pool);
+            }
           double base = 0;
           for (size_t t = 0; t < o->nscaling; t++) {
-            attn_pool *pool = NULL;
-            attn_threads th;
-            bench_work w;
-            char err[160] = "";
-            double ms = NAN;
-            if (attn_isa_set((attn_isa)isa) != ATTN_OK || attn_pool_create(o->scaling[t], &pool) != ATTN_OK ||
-                attn_pool_threads(pool, &th) != ATTN_OK) {
-              snprintf(err, sizeof err, "no pool of %zu threads", o->scaling[t]);
-            } else {
-              bench_call_threads = &th;
-              if (!bench_work_init(&w, &shape, &v->adapter->call, 0, err, sizeof err)) {
-                void *ctx = &w;
-                bench_stats st;
-                bench_measure(rc->pool, &rc->res.timing, bench_work_run, &ctx, &st);
-                if (w.status == ATTN_OK && !w.failure)
-                  ms = st.median * 1e3;
-                else
-                  snprintf(err, sizeof err, "call failed");
-                bench_work_free(&w);
-              }
-              bench_call_threads = NULL;
-            }
-            attn_pool_destroy(pool);
+            const double ms = errs[t][0] ? NAN : best[t];
+            const char *err = errs[t];
             char cell[48];
             if (isnan(ms)) {
               snprintf(cell, sizeof cell, "failed");

@@ -8,7 +8,8 @@
 #      core, without baselines; summary.md keeps each path's best median over the rounds and the
 #      ratio of the widest path to the next (AVX-512 over AVX2), with the widest path's fraction
 #      of the FMA peak that each run measures;
-#   2. one call's thread scaling (--scaling) of softmax and linear prefill, one head and 16 heads.
+#   2. one call's thread scaling (--scaling, the thread counts in turn twice: --rounds 2) of softmax
+#      and linear prefill, one head and 16 heads.
 # Every step runs under what is left of a time limit, and whatever finished is kept. OUT_DIR gets
 # four files (the device machine returns at most eight): summary.md, scaling.txt, machine.txt and
 # device-check.tgz, every invocation's output and CSV.
@@ -83,7 +84,7 @@ done
 
 # 2. thread scaling of one call on the widest path
 for heads in 1 16; do
-  step "scaling-h$heads" --scaling "$threads" --heads "$heads" --variants "$scal_variants" --sizes "$scal_n" \
+  step "scaling-h$heads" --scaling "$threads" --rounds 2 --heads "$heads" --variants "$scal_variants" --sizes "$scal_n" \
     --isa "${isas[0]}" || break
 done
 

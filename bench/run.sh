@@ -60,12 +60,13 @@ fi
 "$build/bench/attn-bench" --out-dir "$root/bench-results" "$@"
 
 # Thread scaling: one call on 1, 2, 4, ... threads up to the CPUs online (attn_pool through
-# attn_shape.threads), 8 heads, prefill at 4k and decode over 64k and 128k cached tokens.
+# attn_shape.threads), 8 heads, prefill at 4k and decode over 64k and 128k cached tokens; the
+# counts measured in turn twice (--rounds 2), each keeping its best median.
 cpus=$(nproc)
 counts=1
 for ((t = 2; t < cpus; t *= 2)); do counts+=",$t"; done
 ((cpus > 1)) && counts+=",$cpus"
-"$build/bench/attn-bench" --out-dir "$root/bench-results" --scaling "$counts" --heads 8 --sizes 4k \
+"$build/bench/attn-bench" --out-dir "$root/bench-results" --scaling "$counts" --rounds 2 --heads 8 --sizes 4k \
   --cache-min 64k --cache-max 128k --no-baselines --no-plot \
   --variants softmax_causal,softmax_full,linear_elu1_causal,gau_causal,selective_causal,softmax_decode,gau_decode |
   sed -n '/^Thread scaling/,$p'

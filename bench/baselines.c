@@ -59,8 +59,8 @@ void bench_baselines_init(bench_baseline_info out[BENCH_BASE_COUNT]) {
   static const char *const pre_avx2[] = {"Prescott",    "Core2",     "Penryn", "Dunnington",  "Nehalem",   "Atom",
                                          "Barcelona",   "Opteron",   "Bobcat", "Sandybridge", "Bulldozer", "Piledriver",
                                          "Steamroller", "Excavator", "Katmai", "Coppermine",  "Northwood"};
-  /* Likewise an AVX2 core on a CPU with AVX-512 (0.3.21 runs Haswell's kernels on a Zen 5; bench/run.sh
-   * sets OPENBLAS_CORETYPE=SkylakeX there). */
+  /* Likewise an AVX2 core on a CPU with AVX-512 (an OPENBLAS_CORETYPE=Haswell in the environment of
+   * a Zen 5 guest, where 0.3.21 on its own picks Cooperlake). */
   static const char *const with_avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
   const char *core = openblas_get_corename();
   int old = 0, wide = 0, native = 0;

@@ -47,16 +47,6 @@ elif ((${#missing[@]})); then
 fi
 ninja -C "$build" bench/attn-bench
 
-# A fair OpenBLAS baseline uses the CPU's widest kernels. Debian's OpenBLAS (0.3.21) does not know
-# every AVX-512 CPU (it picks its Haswell kernels on a Zen 5): name its AVX-512 core where the CPU
-# has what that core uses, unless the caller chose one.
-flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
-if [[ -z ${OPENBLAS_CORETYPE:-} ]]; then
-  avx512=1
-  for f in avx512f avx512cd avx512bw avx512dq avx512vl; do [[ " $flags " == *" $f "* ]] || avx512=0; done
-  if ((avx512)); then export OPENBLAS_CORETYPE=SkylakeX; fi
-fi
-
 "$build/bench/attn-bench" --out-dir "$root/bench-results" "$@"
 
 # Thread scaling: one call on 1, 2, 4, ... threads up to the CPUs online (attn_pool through

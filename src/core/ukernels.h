@@ -20,7 +20,8 @@
 /*
  * GEMM: C[m x n] = A[m x k] * B[k x n]                                 (accumulate == 0)
  *       C[m x n] = diag(row_scale) C + A * B   (row_scale NULL: plain +=) (accumulate != 0)
- * A(i, p) = a[i * rsa + p * csa] (any strides: A is read one element at a time, broadcast);
+ * A(i, p) = a[i * rsa + p * csa] (any strides: A is read one element at a time, broadcast, or
+ * with rsa == 1 a vector of rows at a time; only A's m x k elements are read);
  * B(p, j) = b[p * ldb + j] (rows contiguous, loaded as vectors); C(i, j) = c[i * ldc + j].
  * k == 0 is allowed (C = 0, or C scaled). C must not overlap A. C may be B itself (the same
  * pointer, ldc == ldb) when k == 1: every tile loads its row of B before it stores C.

@@ -3,10 +3,12 @@
  * vf_* shim. Register tile ATTN_GEMM_MR rows x (ATTN_GEMM_NV vectors) columns: per step of k,
  * NV vector loads of a B row and MR broadcasts of A elements feed MR*NV FMAs. Row edges reuse the
  * last valid A row (nothing out of bounds is read; only valid rows are stored); column edges use
- * partial loads/stores; a block at most one vector wide uses a one-vector tile. Two shapes get
+ * partial loads/stores; a block at most one vector wide uses a one-vector tile. Three shapes get
  * their own loops: a single row (m == 1, the P V product of a
- * decode step) uses a one-row tile, and a single column with contiguous operands (n == 1,
- * csa == 1, ldb == 1: K q of a decode step) runs as dot products vectorised along k.
+ * decode step) uses a one-row tile; a single column with contiguous operands (n == 1,
+ * csa == 1, ldb == 1: K q of a decode step) runs as dot products vectorised along k; and a last
+ * block of one or two columns with A read transposed (rsa == 1: [V | 1]'s ones column) runs
+ * vectorised along the rows.
  * Include the path's vf_* shim, define ATTN_GEMM_NAME (a GEMM of src/ukernels.inc), then include;
  * the register tile is the one its row of the list gives.
  */

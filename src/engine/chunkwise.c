@@ -674,6 +674,19 @@ static void cw_scan_outputs(const cw_ctx *x0, float *S, float *T, size_t h, size
   }
 }
 
+/* Software prefetch (into L2) of n floats from a, for reading or (write) for writing: the next
+ * chunk's input rows (cw_prefetch_rows), or a wave's slot, written in one phase and read in the
+ * next, mostly by another worker (its lines are then in that worker's cache: each fetch waits on
+ * the other core, so the task asks for all of them at once before it starts). */
+static void cw_prefetch_span(const float *a, size_t n, int write) {
+  for (size_t i = 0; i < n; i += 16) {
+    if (write)
+      __builtin_prefetch(a + i, 1, 2);
+    else
+      __builtin_prefetch(a + i, 0, 2);
+  }
+}
+
 /* Software prefetch (into L2) of rows [t, t + cn) of the queries of output heads [h0, h0 + per)
  * (tq; SIZE_MAX: none) and of x's keys and values (tk; SIZE_MAX: none): the next chunk's, issued
  * while this one computes, so that its loads do not wait on memory. */
@@ -681,16 +694,12 @@ static void cw_prefetch_rows(const cw_ctx *x, size_t h0, size_t tq, size_t tk, s
   const attn_chunkwise_plan *p = x->p;
   const attn_shape *s = p->shape;
   for (size_t j = 0; tk != SIZE_MAX && j < cn; j++) {
-    const float *k = x->io->k + (tk + j) * s->k.row_stride + x->hk * s->k.head_stride;
-    const float *v = x->io->v + (tk + j) * s->v.row_stride + x->hv * s->v.head_stride;
-    for (size_t e = 0; e < s->d; e += 16) __builtin_prefetch(k + e, 0, 2);
-    for (size_t e = 0; e < s->dv; e += 16) __builtin_prefetch(v + e, 0, 2);
+    cw_prefetch_span(x->io->k + (tk + j) * s->k.row_stride + x->hk * s->k.head_stride, s->d, 0);
+    cw_prefetch_span(x->io->v + (tk + j) * s->v.row_stride + x->hv * s->v.head_stride, s->dv, 0);
   }
   for (size_t j = 0; tq != SIZE_MAX && j < cn; j++)
-    for (size_t gi = 0; gi < p->per; gi++) {
-      const float *q = x->io->q + (tq + j) * s->q.row_stride + (h0 + gi) / p->qdiv * s->q.head_stride;
-      for (size_t e = 0; e < s->d; e += 16) __builtin_prefetch(q + e, 0, 2);
-    }
+    for (size_t gi = 0; gi < p->per; gi++)
+      cw_prefetch_span(x->io->q + (tq + j) * s->q.row_stride + (h0 + gi) / p->qdiv * s->q.head_stride, s->d, 0);
 }
 
 /* What comes before a causal call's aligned chunks (all of a non-causal call): the keys absorbed
@@ -769,19 +778,6 @@ static float *cw_scan_state(const cw_par *c, size_t h) {
 static float *cw_scan_slot(const cw_par *c, size_t h, size_t i) {
   const attn_chunkwise_plan *p = c->p;
   return c->ws + p->off_scan + p->heads * p->m * p->lds + (h * p->scan_wave + i) * p->scan_slot;
-}
-
-/* Software prefetch (into L2) of n floats from a, for reading or (write) for writing: a wave's
- * slot, written in one phase and read in the next, mostly by another worker (its lines are then
- * in that worker's cache: each fetch waits on the other core, so the task asks for all of them
- * at once before it starts). */
-static void cw_prefetch_span(const float *a, size_t n, int write) {
-  for (size_t i = 0; i < n; i += 16) {
-    if (write)
-      __builtin_prefetch(a + i, 1, 2);
-    else
-      __builtin_prefetch(a + i, 0, 2);
-  }
 }
 
 /* A task of a wave's chunk phases: its head and chunk, a context on the worker's scratch whose

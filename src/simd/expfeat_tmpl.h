@@ -8,10 +8,7 @@
 
 #include "core/ukernels.h"
 #include "simd/exp_tmpl.h"
-
-/* Features per row up to which a transposed output goes through a tile on the stack
- * (ATTN_VL x this floats: 8 KiB of stack on AVX-512). */
-#define ATTN_EXPF_TILE_M 128
+#include "simd/transpose_tmpl.h"
 
 /* max_f (u[f] + a[f]) (a NULL: max_f u[f]); -inf when every term is -inf. */
 static inline float attn_expfeat_rowmax_(size_t m, const float *u, const float *a) {
@@ -145,13 +142,13 @@ void ATTN_EXPFEAT_NAME(attn_expfeat_mode mode, size_t rows, size_t m, const floa
   }
   /* A transposed output (out_rs == 1: the intra product's phi(Q)^T) takes ATTN_VL rows at a time
    * row-major on the stack, then stores them through vector transposes, not lane by lane. */
-  if (out_rs == 1 && out_cs != 1 && m <= ATTN_EXPF_TILE_M) {
-    float t[ATTN_VL * ATTN_EXPF_TILE_M];
+  if (out_rs == 1 && out_cs != 1 && m <= ATTN_TR_TILE_COLS) {
+    float t[ATTN_VL * ATTN_TR_TILE_COLS];
     for (size_t r0 = 0; r0 < rows; r0 += ATTN_VL) {
       const size_t nr = rows - r0 < ATTN_VL ? rows - r0 : ATTN_VL;
       attn_expfeat_rows_(mode, nr, m, u + r0 * ldu, ldu, kin ? kin + r0 * ldk : NULL, ldk,
                          mode == ATTN_EXPF_SCALED ? run + r0 : run, c, t, m, 1);
-      vf_store_rows_transposed(t, m, nr, m, out + r0, out_cs);
+      attn_tr_block_(ATTN_TR_COPY, m, nr, 1, out + r0, out_cs, t, m, 0);
     }
     return;
   }

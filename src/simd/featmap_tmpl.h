@@ -4,6 +4,7 @@
  */
 #include "core/ukernels.h"
 #include "simd/exp_tmpl.h"
+#include "simd/transpose_tmpl.h"
 
 /* Every map gives NaN for a non-finite input: y + 0 * x is y for finite x and NaN for an infinite
  * or NaN x (one FMA), so a NaN or an infinity in q or k reaches every output that uses it as NaN. */
@@ -51,20 +52,16 @@ static void attn_featmap_any_(attn_feature_map map, size_t rows, size_t cols, fl
     attn_featmap_rows_(map, rows, cols, a, 1, in, in_rs, out, out_rs, out_cs);
 }
 
-/* Features per row up to which a transposed output goes through a tile on the stack (ATTN_VL x
- * this floats: 8 KiB on AVX-512). */
-#define ATTN_FEATMAP_TILE_M 128
-
 void ATTN_FEATMAP_NAME(attn_feature_map map, size_t rows, size_t cols, float a, const float *in, size_t in_rs,
                        float *out, size_t out_rs, size_t out_cs) {
   /* A transposed output (out_rs == 1: the intra product's phi(Q)^T) takes ATTN_VL rows at a time
    * row-major on the stack, then stores them through vector transposes, not lane by lane. */
-  if (out_rs == 1 && out_cs != 1 && cols <= ATTN_FEATMAP_TILE_M) {
-    float t[ATTN_VL * ATTN_FEATMAP_TILE_M];
+  if (out_rs == 1 && out_cs != 1 && cols <= ATTN_TR_TILE_COLS) {
+    float t[ATTN_VL * ATTN_TR_TILE_COLS];
     for (size_t r0 = 0; r0 < rows; r0 += ATTN_VL) {
       const size_t nr = rows - r0 < ATTN_VL ? rows - r0 : ATTN_VL;
       attn_featmap_any_(map, nr, cols, a, in + r0 * in_rs, in_rs, t, cols, 1);
-      vf_store_rows_transposed(t, cols, nr, cols, out + r0, out_cs);
+      attn_tr_block_(ATTN_TR_COPY, cols, nr, 1, out + r0, out_cs, t, cols, 0);
     }
     return;
   }

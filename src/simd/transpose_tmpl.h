@@ -6,11 +6,20 @@
  * loaded as the columns' source rows, transposed in registers (vf_transpose) and stored to (or
  * added to) the block's rows, a vector each; the tails (fewer rows or columns than a vector) load
  * and store only the valid lanes. A block narrower than a vector (a decode's) goes down its
- * columns instead. Include the path's vf_* shim, define ATTN_TRANSPOSE_NAME, then include.
+ * columns instead. Include the path's vf_* shim, define ATTN_TRANSPOSE_NAME, then include; a
+ * kernel that writes a transposed output (featmap, expfeat) includes it without the name for
+ * attn_tr_block_ alone.
  */
+#ifndef ATTN_TRANSPOSE_TMPL_H
+#define ATTN_TRANSPOSE_TMPL_H
 #include <math.h>
 
 #include "core/ukernels.h"
+
+/* Features per row up to which featmap and expfeat write a transposed output (phi(Q)^T) through
+ * a row-major tile on the stack and attn_tr_block_ (ATTN_VL x this floats: 8 KiB on AVX-512);
+ * wider rows go lane by lane. */
+#define ATTN_TR_TILE_COLS 128
 
 /* The block's new value y from its old one (read only when adding) and the source's x. */
 static inline __attribute__((always_inline)) vf attn_tr_combine_(attn_transpose_mode mode, const float *p, size_t cs,
@@ -57,6 +66,9 @@ static inline __attribute__((always_inline)) void attn_tr_block_(attn_transpose_
   }
 }
 
+#endif /* ATTN_TRANSPOSE_TMPL_H */
+
+#ifdef ATTN_TRANSPOSE_NAME
 void ATTN_TRANSPOSE_NAME(attn_transpose_mode mode, size_t nk, size_t nq, size_t g, float *st, size_t ld, const float *x,
                          size_t rs, size_t hs) {
   if (mode == ATTN_TR_COPY)
@@ -66,3 +78,4 @@ void ATTN_TRANSPOSE_NAME(attn_transpose_mode mode, size_t nk, size_t nq, size_t 
   else
     attn_tr_block_(ATTN_TR_ADD_NAN_NINF, nk, nq, g, st, ld, x, rs, hs);
 }
+#endif

@@ -46,19 +46,6 @@ static inline vf vf_load_strided(const float *p, size_t cs, size_t w) {
   return vf_load_w(t, w);
 }
 
-/* nr (<= ATTN_VL) rows of m floats at t (row stride ldt) stored transposed: row i's element f to
- * p[f cs + i], each feature's nr values contiguous; VL x VL tiles through vf_transpose (a kernel
- * that writes a transposed matrix fills a few rows row-major first, instead of lane by lane). */
-static inline void vf_store_rows_transposed(const float *t, size_t ldt, size_t nr, size_t m, float *p, size_t cs) {
-  for (size_t f = 0; f < m; f += ATTN_VL) {
-    const size_t w = m - f < ATTN_VL ? m - f : ATTN_VL;
-    vf r[ATTN_VL];
-    for (size_t i = 0; i < ATTN_VL; i++) r[i] = i < nr ? vf_load_w(t + i * ldt + f, w) : vf_zero();
-    vf_transpose(r);
-    for (size_t j = 0; j < w; j++) vf_store_w(p + (f + j) * cs, r[j], nr);
-  }
-}
-
 /* Lane 0 (through memory: where it is used, once per row or per column). */
 static inline float vf_first(vf a) {
   float t[ATTN_VL];

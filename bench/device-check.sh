@@ -3,13 +3,14 @@
 # host (the lent "device" machine: an AVX-512 server CPU, 15 minutes of machine time in all, so
 # one call of about 6-8 minutes that leaves time for a second). It measures what the open
 # targets need, made for a shared, noisy guest (the same call moved by 1.5x between runs there):
-#   1. every prefill variant at n = 4k and 16k on the vector paths the CPU runs natively
+#   1. one call's thread scaling (--scaling, the thread counts in turn twice: --rounds 2) of
+#      softmax and causal linear prefill (identity, elu+1, GLA), one head and 16, n = 4k and 16k,
+#      and of one decode step over 64k and 128k cached tokens with fp32 and fp16 K/V, 8 heads;
+#   2. every prefill variant at n = 4k and 16k on the vector paths the CPU runs natively
 #      (AVX-512 and AVX2, or NEON), in ROUNDS rounds whose path order alternates, pinned to one
 #      core, without baselines; summary.md keeps each path's best median over the rounds and the
 #      ratio of the widest path to the next (AVX-512 over AVX2), with the widest path's fraction
-#      of the FMA peak that each run measures;
-#   2. one call's thread scaling (--scaling, the thread counts in turn twice: --rounds 2) of softmax
-#      and linear prefill, one head and 16 heads.
+#      of the FMA peak that each run measures.
 # Every step runs under what is left of a time limit, and whatever finished is kept. OUT_DIR gets
 # four files (the device machine returns at most eight): summary.md, scaling.txt, machine.txt and
 # device-check.tgz, every invocation's output and CSV.
@@ -25,11 +26,12 @@ set -uo pipefail
 bench=${1:-build-release/bench/attn-bench}
 out=${2:-${OUT:-device-results}}
 rounds=${ROUNDS:-3} sizes=${SIZES:-4k,16k} pin=${PIN:-2} limit=${LIMIT:-420}
-variants=prefill scal_variants=softmax_causal,linear_identity_causal,linear_elu1_causal scal_n=16k
+variants=prefill scal_variants=softmax_causal,linear_identity_causal,linear_elu1_causal,linear_gla_causal scal_n=4k,16k
+dec_variants=softmax_decode,softmax_decode_f16 dec_min=64k dec_max=128k
 cpus=$(nproc)
 threads=${THREADS:-1,2,4,8,16}
 if [[ ${QUICK:-0} == 1 ]]; then
-  rounds=1 sizes=1k threads=1,2 scal_n=1k variants=softmax_causal,linear_identity_causal,linear_favor_causal
+  rounds=1 sizes=1k threads=1,2 scal_n=1k dec_min=4k dec_max=4k variants=softmax_causal,linear_identity_causal,linear_favor_causal
 fi
 threads=$(echo "$threads" | tr ',' '\n' | awk -v c="$cpus" '$1 <= c' | paste -sd,)
 [[ -n ${LIB_DIR:-} ]] && export LD_LIBRARY_PATH="$LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -72,7 +74,17 @@ step() { # name, attn-bench arguments...: one invocation, under what is left of 
   return 0
 }
 
-# 1. prefill rounds, the path order alternating
+# 1. thread scaling of one call on the widest path (the thread targets first: the prefill rounds
+#    take what time is left): prefill, one head and 16; then one decode step over 64k and 128k
+#    cached tokens, fp32 and fp16 K/V, 8 heads
+for heads in 1 16; do
+  step "scaling-h$heads" --scaling "$threads" --rounds 2 --heads "$heads" --variants "$scal_variants" --sizes "$scal_n" \
+    --isa "${isas[0]}" || break
+done
+step scaling-decode --scaling "$threads" --rounds 2 --heads 8 --variants "$dec_variants" --cache-min "$dec_min" \
+  --cache-max "$dec_max" --isa "${isas[0]}"
+
+# 2. prefill rounds, the path order alternating
 for ((r = 1; r <= rounds; r++)); do
   order=("${isas[@]}")
   ((r % 2 == 0)) && mapfile -t order < <(printf "%s\n" "${isas[@]}" | tac)
@@ -80,12 +92,6 @@ for ((r = 1; r <= rounds; r++)); do
     step "p$r-$isa" --variants "$variants" --sizes "$sizes" --isa "$isa" --pin "$pin" \
       --min-time 0.15 --reps 3 --no-extend --csv "$work/p$r-$isa.csv" --json /dev/null --md /dev/null || break 2
   done
-done
-
-# 2. thread scaling of one call on the widest path
-for heads in 1 16; do
-  step "scaling-h$heads" --scaling "$threads" --rounds 2 --heads "$heads" --variants "$scal_variants" --sizes "$scal_n" \
-    --isa "${isas[0]}" || break
 done
 
 # summary.md: per variant and n, each path's best median over the rounds (ms), the widest path
@@ -124,7 +130,7 @@ if ((${#csvs[@]})); then
     }' "${csvs[@]}" >"$work/summary.md"
   cat "$work/summary.md"
 fi
-for f in "$work"/scaling-h*.txt; do grep -E '^(Thread scaling|variant|softmax|linear|gau|selective)' "$f"; done |
+for f in "$work"/scaling-*.txt; do grep -E '^(Thread scaling|variant|softmax|linear|gau|selective)' "$f"; done |
   tee "$work/scaling.txt"
 for f in summary.md scaling.txt machine.txt; do [[ -f $work/$f ]] && cp "$work/$f" "$out/"; done
 tar czf "$out/device-check.tgz" -C "$work" . && rm -rf "$work"

@@ -50,6 +50,14 @@ static inline size_t attn_dtype_size(attn_dtype t) {
  * one more head count (a gate's) that joins H = max(h_q, h_k, h_v, h_extra), or 0. */
 ATTN_INTERNAL attn_status attn_shape_check(const attn_shape *s, size_t h_extra, attn_spans *sp);
 
+/* A CPU pause for a spinning wait (the pool's, the grouped scan's). */
+static inline void attn_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+  __asm__ __volatile__("yield");
+#endif
+}
 /* Workers of a call's threads (1 without). */
 ATTN_INTERNAL size_t attn_workers(const attn_threads *th);
 /* fn(ctx, i, worker) for i in [0, tasks): in order on the calling thread as worker 0 without

@@ -19,14 +19,6 @@
 
 #define ATTN_POOL_SPIN 2000
 
-static inline void pool_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__) || defined(__arm__)
-  __asm__ __volatile__("yield");
-#endif
-}
-
 struct attn_pool {
   pthread_mutex_t call; /* one parallel_for at a time */
   pthread_mutex_t m;
@@ -63,7 +55,7 @@ static void *pool_main(void *arg) {
     for (int i = 0; i < ATTN_POOL_SPIN && atomic_load_explicit(&p->gen, memory_order_acquire) == seen &&
                     !atomic_load_explicit(&p->stop, memory_order_relaxed);
          i++)
-      pool_relax();
+      attn_cpu_relax();
     pthread_mutex_lock(&p->m);
     while (atomic_load_explicit(&p->gen, memory_order_relaxed) == seen && !atomic_load(&p->stop))
       pthread_cond_wait(&p->wake, &p->m);
@@ -95,7 +87,7 @@ static void pool_parallel_for(void *pool, attn_task_fn fn, void *context, size_t
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->m);
   pool_drain(p, 0);
-  for (int i = 0; i < ATTN_POOL_SPIN && atomic_load_explicit(&p->busy, memory_order_acquire); i++) pool_relax();
+  for (int i = 0; i < ATTN_POOL_SPIN && atomic_load_explicit(&p->busy, memory_order_acquire); i++) attn_cpu_relax();
   pthread_mutex_lock(&p->m);
   while (atomic_load_explicit(&p->busy, memory_order_acquire)) pthread_cond_wait(&p->done, &p->m);
   pthread_mutex_unlock(&p->m);

@@ -2,6 +2,8 @@
  * gate. Every product is one call of the path's GEMM micro-kernel. */
 #include "engine/chunkwise.h"
 
+#include <stdatomic.h>
+
 /* Rows per rows_axpby call where each row's factors are computed first (on the stack). */
 #define CW_ROW_BATCH 64
 
@@ -78,29 +80,21 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     p->off_cn = attn_ws_take(&w, p->m);
     p->off_run = attn_ws_take(&w, p->m);
   }
-  /* The scan (engine/chunkwise.h): a causal prefill of 2+ chunks with a map without offsets. */
+  /* The scan (engine/chunkwise.h): a causal prefill of 2+ chunks, or FLASH's exclusive form over 2+ rounds. */
   const attn_shape *s = p->shape;
   const size_t aligned = attn_min_sz(s->n_q, s->n_kv);
-  p->scan_chunks = p->scan_wave = 0;
+  p->scan_chunks = p->scan_wave = p->scan_group = p->scan_groups = 0;
   if (p->xg && s->n_kv > p->xg) /* FLASH's exclusive form: 2+ rounds */
     p->scan_chunks = (s->n_kv + p->xg - 1) / p->xg;
   else if (p->causal && !p->xg && aligned > p->C)
     p->scan_chunks = (aligned + p->C - 1) / p->C;
   if (p->scan_chunks) p->off_d = attn_ws_take(&w, ms);                      /* a chunk's local state, run per head */
   if (p->scan_chunks && p->fm->offsets) p->off_dl = attn_ws_take(&w, p->m); /* and its offsets */
-  p->worker_floats = w.floats;
   p->workers = attn_workers(p->shape->threads);
-  size_t total;
-  if (w.overflow || !attn_mul_ok(w.floats, p->workers, &total)) return ATTN_E_SIZE_OVERFLOW;
-  attn_ws all = {total, 0};
   /* Waves only where the heads alone would not keep the workers busy (results do not depend on it). */
   const size_t W = p->workers, H = p->heads;
-  size_t states;
-  if (p->scan_chunks) {
-    if (!attn_mul_ok(H, ms, &states)) return ATTN_E_SIZE_OVERFLOW;
-    p->off_scan = attn_ws_take(&all, states); /* the heads' states (without a caller's) */
-  }
-  if (p->scan_chunks && W > 1 && H % W && H < 4 * W) {
+  const int waves = p->scan_chunks && W > 1 && H % W && H < 4 * W;
+  if (waves) {
     attn_ws slot = {0, 0}; /* a chunk's slot: D (then S before it), Kf (maps with offsets: their
                               pre-exponential features), Va and Va's finiteness */
     (void)attn_ws_take(&slot, ms);
@@ -114,16 +108,35 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
       p->scan_dl = attn_ws_take(&slot, p->m);
     }
     p->scan_slot = slot.floats;
+    /* groups of ATTN_SCAN_PER_WORKER per worker and head, within [ATTN_SCAN_GROUP_MIN, _MAX] chunks */
+    size_t per, gc = (p->scan_chunks * H + ATTN_SCAN_PER_WORKER * W - 1) / (ATTN_SCAN_PER_WORKER * W);
+    gc = gc < ATTN_SCAN_GROUP_MIN ? ATTN_SCAN_GROUP_MIN : gc > ATTN_SCAN_GROUP_MAX ? ATTN_SCAN_GROUP_MAX : gc;
+    p->scan_group = attn_min_sz(gc, p->scan_chunks);
+    p->scan_groups = (p->scan_chunks + p->scan_group - 1) / p->scan_group;
+    if (slot.overflow || !attn_mul_ok(p->scan_group + 1, p->scan_slot, &per)) return ATTN_E_SIZE_OVERFLOW;
+    p->off_slots = attn_ws_take(&w, per); /* the group's chunks' slots, and one for a chunk run alone */
+    p->off_x = attn_ws_take(&w, ms);      /* the state moving through a group */
+  }
+  p->worker_floats = w.floats;
+  size_t total;
+  if (w.overflow || !attn_mul_ok(w.floats, p->workers, &total)) return ATTN_E_SIZE_OVERFLOW;
+  attn_ws all = {total, 0};
+  size_t states;
+  if (p->scan_chunks) {
+    if (!attn_mul_ok(H, ms, &states)) return ATTN_E_SIZE_OVERFLOW;
+    p->off_scan = attn_ws_take(&all, states); /* the heads' states (without a caller's) */
+  }
+  if (waves) { /* then heads x scan_wave groups' states after them and their statuses */
+    attn_ws after = {0, 0};
+    (void)attn_ws_take(&after, ms);
+    p->scan_status = attn_ws_take(&after, 1);
+    p->scan_after = after.floats;
     size_t hs, slots;
-    if (slot.overflow || !attn_mul_ok(H, p->scan_slot, &hs)) return ATTN_E_SIZE_OVERFLOW;
-    /* ATTN_SCAN_SPREAD chunks per worker and wave, within ATTN_SCAN_FLOATS, at least one per head */
-    const size_t want = (ATTN_SCAN_SPREAD * W + H - 1) / H, fit = ATTN_SCAN_FLOATS / hs;
-    p->scan_wave = attn_min_sz(p->scan_chunks, attn_min_sz(want, fit ? fit : 1));
-    /* phase 2: each head's rows in as many blocks as the workers need (at least one per head) */
-    const size_t per_head = (W + H - 1) / H, rows = (p->m + per_head - 1) / per_head;
-    p->scan_rows = (rows + ATTN_SCAN_ROWS - 1) / ATTN_SCAN_ROWS * ATTN_SCAN_ROWS;
+    if (after.overflow || !attn_mul_ok(H, p->scan_after, &hs)) return ATTN_E_SIZE_OVERFLOW;
+    const size_t fit = ATTN_SCAN_FLOATS / hs;
+    p->scan_wave = attn_min_sz(p->scan_groups, fit ? fit : 1);
     if (!attn_mul_ok(hs, p->scan_wave, &slots)) return ATTN_E_SIZE_OVERFLOW;
-    (void)attn_ws_take(&all, slots); /* then heads x scan_wave slots */
+    p->off_after = attn_ws_take(&all, slots);
   }
   return !all.overflow && attn_ws_bytes(&all, &p->scratch_bytes) ? ATTN_OK : ATTN_E_SIZE_OVERFLOW;
 }
@@ -145,10 +158,14 @@ typedef struct cw_ctx {
 /* ---- decay and gates (engine/chunkwise.h) ---- */
 static int cw_gated(const attn_chunkwise_plan *p) { return p->g.kind != ATTN_GATE_NONE || p->g.beta; }
 
+/* What a chunk's gates are computed for (cw_gates): its absorb, its outputs, or both. */
+enum { CW_FOR_ABSORB = 1, CW_FOR_QUERY = 2, CW_FOR_BOTH = 3 };
+
 /* The decay quantities of the chunk of keys j0 .. j0+cn: b (inclusive cumulative log gates, in
- * double: differences of sums of up to C terms keep their precision), and from it wt, din,
- * dout, dc (scalar gate, or beta alone with b = 0) or qg, kg, dc (per-feature gate). */
-static void cw_gates(const cw_ctx *x, size_t j0, size_t cn, int intra) {
+ * double: differences of sums of up to C terms keep their precision), and from it din, dout, dc
+ * and (for the outputs) wt (scalar gate, or beta alone with b = 0), or dout and (for the absorb)
+ * kg, dc (per-feature gate). The same values whatever `uses` adds. */
+static void cw_gates(const cw_ctx *x, size_t j0, size_t cn, int uses) {
   const attn_chunkwise_plan *p = x->p;
   const attn_chunkwise_gates *g = &p->g;
   const size_t m = p->m, grs = g->layout.row_stride, brs = g->blayout.row_stride;
@@ -158,16 +175,17 @@ static void cw_gates(const cw_ctx *x, size_t j0, size_t cn, int intra) {
   if (g->kind == ATTN_GATE_FEATURE) {
     for (size_t c = 0; c < cn; c++)
       for (size_t f = 0; f < m; f++) b[c * m + f] = (c ? b[(c - 1) * m + f] : 0.0) + lg[c * grs + f];
+    for (size_t c = 0; c < cn; c++) x->dout[c] = bt ? bt[c * brs] : 1.0f; /* beta, for the intra part */
+    if (!(uses & CW_FOR_ABSORB)) return;
     /* dC = exp(B_last), kg = exp(B_last - B) (the queries' exp(B) is cw_query_feature's) */
     x->uk->gate_exp(1, m, b + (cn - 1) * m, m, NULL, 0, NULL, 0, x->dc, m);
     x->uk->gate_exp(cn, m, b, m, b + (cn - 1) * m, 1, NULL, 0, x->kg, m);
-    for (size_t c = 0; c < cn; c++) x->dout[c] = bt ? bt[c * brs] : 1.0f; /* beta, for the intra part */
     for (size_t c = 0; bt && c < cn; c++)
       for (size_t f = 0; f < m; f++) x->kg[c * m + f] *= x->dout[c];
     return;
   }
   for (size_t c = 0; c < cn; c++) b[c] = (c ? b[c - 1] : 0.0) + (lg ? lg[c * grs] : 0.0f);
-  for (size_t j = 0; intra && j < cn; j++) { /* wt[j][i] = beta_j exp(b_i - b_j), i >= j */
+  for (size_t j = 0; (uses & CW_FOR_QUERY) && j < cn; j++) { /* wt[j][i] = beta_j exp(b_i - b_j), i >= j */
     float *row = x->wt + j * cn;
     for (size_t i = j; i < cn; i++) row[i] = (float)(b[i] - b[j]);
     x->uk->vexp(cn - j, row + j, row + j);
@@ -674,17 +692,9 @@ static void cw_scan_outputs(const cw_ctx *x0, float *S, float *T, size_t h, size
   }
 }
 
-/* Software prefetch (into L2) of n floats from a, for reading or (write) for writing: the next
- * chunk's input rows (cw_prefetch_rows), or a wave's slot, written in one phase and read in the
- * next, mostly by another worker (its lines are then in that worker's cache: each fetch waits on
- * the other core, so the task asks for all of them at once before it starts). */
-static void cw_prefetch_span(const float *a, size_t n, int write) {
-  for (size_t i = 0; i < n; i += 16) {
-    if (write)
-      __builtin_prefetch(a + i, 1, 2);
-    else
-      __builtin_prefetch(a + i, 0, 2);
-  }
+/* Software prefetch (into L2) of n floats from a, for reading: the next chunk's input rows. */
+static void cw_prefetch_span(const float *a, size_t n) {
+  for (size_t i = 0; i < n; i += 16) __builtin_prefetch(a + i, 0, 2);
 }
 
 /* Software prefetch (into L2) of rows [t, t + cn) of the queries of output heads [h0, h0 + per)
@@ -694,12 +704,12 @@ static void cw_prefetch_rows(const cw_ctx *x, size_t h0, size_t tq, size_t tk, s
   const attn_chunkwise_plan *p = x->p;
   const attn_shape *s = p->shape;
   for (size_t j = 0; tk != SIZE_MAX && j < cn; j++) {
-    cw_prefetch_span(x->io->k + (tk + j) * s->k.row_stride + x->hk * s->k.head_stride, s->d, 0);
-    cw_prefetch_span(x->io->v + (tk + j) * s->v.row_stride + x->hv * s->v.head_stride, s->dv, 0);
+    cw_prefetch_span(x->io->k + (tk + j) * s->k.row_stride + x->hk * s->k.head_stride, s->d);
+    cw_prefetch_span(x->io->v + (tk + j) * s->v.row_stride + x->hv * s->v.head_stride, s->dv);
   }
   for (size_t j = 0; tq != SIZE_MAX && j < cn; j++)
     for (size_t gi = 0; gi < p->per; gi++)
-      cw_prefetch_span(x->io->q + (tq + j) * s->q.row_stride + (h0 + gi) / p->qdiv * s->q.head_stride, s->d, 0);
+      cw_prefetch_span(x->io->q + (tq + j) * s->q.row_stride + (h0 + gi) / p->qdiv * s->q.head_stride, s->d);
 }
 
 /* What comes before a causal call's aligned chunks (all of a non-causal call): the keys absorbed
@@ -713,7 +723,7 @@ static void cw_lead(const cw_ctx *x, float *S, size_t h0) {
     if (j0 + C < absorb_end) cw_prefetch_rows(x, h0, SIZE_MAX, j0 + C, attn_min_sz(C, absorb_end - j0 - C));
     cw_load_kv(x, j0, cn);
     if (p->fm->offsets) cw_key_offsets(x, S, cn);
-    if (cw_gated(p)) cw_gates(x, j0, cn, 0);
+    if (cw_gated(p)) cw_gates(x, j0, cn, CW_FOR_ABSORB);
     cw_absorb(x, S, cn);
   }
   const size_t state_only_end = p->causal ? cw_pre_q(p) : s->n_q;
@@ -749,7 +759,7 @@ void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels
       continue;
     }
     if (p->fm->offsets) cw_key_offsets(&x, S, cn);
-    if (cw_gated(p)) cw_gates(&x, pre_k + t0, cn, 1);
+    if (cw_gated(p)) cw_gates(&x, pre_k + t0, cn, CW_FOR_BOTH);
     for (size_t gi = 0; gi < p->per; gi++) cw_query(&x, S, h0 + gi, pre_q + t0, cn, 1, va_finite);
     cw_absorb(&x, S, cn);
   }
@@ -760,7 +770,7 @@ typedef struct cw_par {
   const struct attn_ukernels *uk;
   const attn_chunkwise_io *io;
   float *ws;
-  size_t c0, wn; /* the scan: the wave's first chunk and its chunks */
+  size_t c0, wn; /* the scan's waves: the wave's first group and its groups */
 } cw_par;
 
 static void cw_par_task(void *ctx, size_t task, size_t worker) {
@@ -773,28 +783,77 @@ static float *cw_scan_state(const cw_par *c, size_t h) {
   const size_t slab = c->p->m * c->p->lds;
   return c->io->state ? c->io->state + h * slab : c->ws + c->p->off_scan + h * slab;
 }
-/* Slot i of head h's wave (chunk c0 + i): its local state, then the state before it; then its
- * Kf, Va and whether Va is finite, loaded in phase 1 and read in phase 3. */
-static float *cw_scan_slot(const cw_par *c, size_t h, size_t i) {
-  const attn_chunkwise_plan *p = c->p;
-  return c->ws + p->off_scan + p->heads * p->m * p->lds + (h * p->scan_wave + i) * p->scan_slot;
+
+/* Chunk k's first aligned token and length, and its gates on x (cw_gates' uses). */
+static void cw_slot_chunk(const attn_chunkwise_plan *p, cw_ctx *x, size_t k, int uses, size_t *t0, size_t *cn) {
+  const size_t aligned = attn_min_sz(p->shape->n_q, p->shape->n_kv);
+  *t0 = k * p->C, *cn = attn_min_sz(p->C, aligned - *t0);
+  if (cw_gated(p)) cw_gates(x, cw_pre_k(p) + *t0, *cn, uses);
 }
 
-/* A task of a wave's chunk phases: its head and chunk, a context on the worker's scratch whose
- * Kf and Va are the slot's, the chunk's first aligned token and length, its gates (with the
- * intra part's weights in phase 3). Returns the slot. */
-static float *cw_scan_chunk(const cw_par *c, size_t task, size_t worker, int intra, cw_ctx *x, size_t *h, size_t *t0,
-                            size_t *cn) {
-  const attn_chunkwise_plan *p = c->p;
-  const size_t i = task / p->heads;
-  *h = task % p->heads;
-  *x = cw_ctx_of(p, c->uk, c->io, *h, c->ws + worker * p->worker_floats);
-  float *slot = cw_scan_slot(c, *h, i);
-  cw_prefetch_span(slot, p->scan_slot, !intra); /* phase 1 writes the slot, phase 3 reads it */
-  const size_t aligned = attn_min_sz(p->shape->n_q, p->shape->n_kv);
-  *t0 = (c->c0 + i) * p->C, *cn = attn_min_sz(p->C, aligned - *t0);
-  if (cw_gated(p)) cw_gates(x, cw_pre_k(p) + *t0, *cn, intra);
-  return slot;
+/* Step 1 of chunk k of head h: its local state D = (Kf (.) dout)^T Va in the slot, with dC in
+ * column dv + 1 (maps with offsets: at its own offsets, and their pre-exponential Kf kept), its
+ * Kf and Va kept for step 3. */
+static void cw_slot_absorb(const cw_ctx *x0, float *slot, size_t k) {
+  const attn_chunkwise_plan *p = x0->p;
+  cw_ctx x = *x0;
+  if (p->xg) { /* the exclusive form: a complete round's D, through the worker's Kf and Va */
+    size_t qa, qb;
+    if (cw_xround(p, k, &qa, &qb)) cw_xabsorb(&x, slot, k, 0);
+    return;
+  }
+  size_t t0, cn;
+  float *D = slot, *kf = D + p->scan_kf;
+  cw_slot_chunk(p, &x, k, CW_FOR_ABSORB, &t0, &cn);
+  if (p->fm->offsets) { /* the pre-exponential features and Kf, kept for step 3; D at its own offsets */
+    x.ku = kf, x.va = D + p->scan_va, x.kf = D + p->scan_kl;
+    D[p->scan_fin] = (float)cw_load_kv(&x, cw_pre_k(p) + t0, cn);
+    cw_scan_local(&x, kf, D, cn, D + p->scan_dl);
+    return;
+  }
+  x.kf = kf, x.va = D + p->scan_va;
+  D[p->scan_fin] = (float)cw_load_kv(&x, cw_pre_k(p) + t0, cn);
+  x.kf = x0->kf; /* where a gated absorb scales the features */
+  cw_absorb_to(&x, kf, D, cn, 0);
+  for (size_t f = 0; p->g.kind != ATTN_GATE_NONE && f < p->m; f++) D[f * p->lds + p->shape->dv + 1] = x.dc[f];
+}
+
+/* Step 2 of chunk k: S moves past it, S = dC (.) S + D (maps with offsets: their merge); with
+ * keep, the slot gets S as it was, the state before the chunk. */
+static void cw_slot_combine(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, float *S, float *slot,
+                            size_t k, int keep) {
+  size_t qa, qb;
+  if (p->xg && !cw_xround(p, k, &qa, &qb)) { /* the exclusive form's last round: kept, not absorbed */
+    if (keep) memcpy(slot, S, p->m * p->lds * sizeof(float));
+    return;
+  }
+  if (p->fm->offsets)
+    cw_scan_merge(p, uk, S, slot, 0, p->m, keep);
+  else
+    cw_scan_update(p, uk, S, slot, p->g.kind != ATTN_GATE_NONE ? slot + p->shape->dv + 1 : NULL, p->lds, 0, p->m, keep);
+}
+
+/* Step 3 of chunk k of head h: its outputs from its slot (S before it, Kf, Va); maps with offsets
+ * may need a copy of S (m x lds floats of the worker's scratch). */
+static void cw_slot_query(const cw_ctx *x0, float *slot, size_t h, size_t k, float *copy) {
+  const attn_chunkwise_plan *p = x0->p;
+  cw_ctx x = *x0;
+  if (p->xg) { /* the exclusive form: the round's queries from the state before its keys */
+    size_t qa, qb;
+    (void)cw_xround(p, k, &qa, &qb);
+    cw_xquery(&x, slot, h, qa, qb);
+    return;
+  }
+  size_t t0, cn;
+  float *S = slot;
+  cw_slot_chunk(p, &x, k, CW_FOR_QUERY, &t0, &cn);
+  const int finite = S[p->scan_fin] != 0.0f;
+  if (p->fm->offsets) { /* on the slot's S, raised in place, or (a chunk that is cut) on a copy in scratch */
+    cw_scan_outputs(&x, S, copy, h, t0, cn, S + p->scan_kf, S + p->scan_kl, S + p->scan_dl, S + p->scan_va, finite);
+    return;
+  }
+  x.kf = S + p->scan_kf, x.va = S + p->scan_va; /* read only: maps without offsets */
+  for (size_t gi = 0; gi < p->per; gi++) cw_query(&x, S, h * p->per + gi, cw_pre_q(p) + t0, cn, 1, finite);
 }
 
 /* Phase 0, per head: the state (zeroed when the caller keeps none) and what precedes the chunks. */
@@ -807,82 +866,106 @@ static void cw_scan_lead(void *ctx, size_t h, size_t worker) {
   if (!p->xg) cw_lead(&x, S, h * p->per); /* the exclusive form's rounds start at key 0 */
 }
 
-/* Phase 1, per head and chunk: its local state D = (Kf (.) dout)^T Va, and its decay dC in the
- * slot's column dv + 1 (the offsets' column, unused by maps without offsets). */
-static void cw_scan_absorb(void *ctx, size_t task, size_t worker) {
-  const cw_par *c = ctx;
+/* ---- the waves: groups of chunks, each group's steps on one worker ---- */
+/* A group's status in a wave: nobody has started it, its state after it is being computed, known. */
+enum { CW_FREE, CW_BUSY, CW_DONE };
+
+/* The state after slot i's group of head h (of the wave), and its status. */
+static float *cw_wave_after(const cw_par *c, size_t h, size_t i) {
   const attn_chunkwise_plan *p = c->p;
-  if (p->xg) { /* the exclusive form: a complete round's D, through the worker's Kf and Va */
-    const size_t h = task % p->heads, k = c->c0 + task / p->heads;
-    size_t qa, qb;
-    const cw_ctx x = cw_ctx_of(p, c->uk, c->io, h, c->ws + worker * p->worker_floats);
-    if (cw_xround(p, k, &qa, &qb)) cw_xabsorb(&x, cw_scan_slot(c, h, task / p->heads), k, 0);
-    return;
-  }
-  cw_ctx x;
-  size_t h, t0, cn;
-  float *D = cw_scan_chunk(c, task, worker, 0, &x, &h, &t0, &cn), *kf = D + p->scan_kf;
-  if (p->fm->offsets) { /* the pre-exponential features and Kf, kept for phase 3; D at its own offsets */
-    x.ku = kf, x.va = D + p->scan_va, x.kf = D + p->scan_kl;
-    D[p->scan_fin] = (float)cw_load_kv(&x, cw_pre_k(p) + t0, cn);
-    cw_scan_local(&x, kf, D, cn, D + p->scan_dl);
-    return;
-  }
-  float *scratch_kf = x.kf;
-  x.kf = kf, x.va = D + p->scan_va;
-  D[p->scan_fin] = (float)cw_load_kv(&x, cw_pre_k(p) + t0, cn);
-  x.kf = scratch_kf; /* where a gated absorb scales the features */
-  cw_absorb_to(&x, kf, D, cn, 0);
-  for (size_t f = 0; p->g.kind != ATTN_GATE_NONE && f < p->m; f++) D[f * p->lds + p->shape->dv + 1] = x.dc[f];
+  return c->ws + p->off_after + (h * p->scan_wave + i) * p->scan_after;
+}
+static atomic_int *cw_wave_status(const cw_par *c, size_t h, size_t i) {
+  return (atomic_int *)(void *)(cw_wave_after(c, h, i) + c->p->scan_status);
 }
 
-/* Phase 2, per head and block of scan_rows state rows (rows are independent), in chunk
- * order: the slot gets the state before its chunk, the state moves past it, S = dC (.) S + D. */
-static void cw_scan_combine(void *ctx, size_t task, size_t worker) {
-  const cw_par *c = ctx;
+/* Chunks [*k0, *k1) of slot i's group. */
+static void cw_wave_span(const cw_par *c, size_t i, size_t *k0, size_t *k1) {
+  *k0 = (c->c0 + i) * c->p->scan_group, *k1 = attn_min_sz(c->p->scan_chunks, *k0 + c->p->scan_group);
+}
+
+/* X = the state before slot i's group of head h: the nearest earlier group's state after it that
+ * is known, or being computed by its task (waited for: that task waits only on earlier ones), or
+ * the wave's entry state; groups between that nobody has started are computed here (steps 1
+ * and 2 on the worker's spare slot) and published. The same bits whoever computes what. */
+static void cw_wave_before(const cw_par *c, const cw_ctx *x, size_t h, size_t i, float *X, float *spare) {
   const attn_chunkwise_plan *p = c->p;
-  (void)worker;
-  const size_t R = p->scan_rows, blocks = (p->m + R - 1) / R, h = task / blocks;
-  const size_t f0 = task % blocks * R, f1 = attn_min_sz(p->m, f0 + R);
-  float *S = cw_scan_state(c, h);
-  size_t qa, qb;
-  for (size_t i = 0; i < c->wn; i++) {
-    float *D = cw_scan_slot(c, h, i);
-    for (size_t f = f0; i + 1 < c->wn && f < f1; f++) cw_prefetch_span(D + p->scan_slot + f * p->lds, p->W + 2, 1);
-    if (p->xg && !cw_xround(p, c->c0 + i, &qa, &qb)) { /* the exclusive form's last round: kept, not absorbed */
-      for (size_t f = f0; f < f1; f++) memcpy(D + f * p->lds, S + f * p->lds, p->W * sizeof(float));
+  size_t j = i;
+  while (j > 0) {
+    atomic_int *st = cw_wave_status(c, h, j - 1);
+    int seen = CW_FREE;
+    if (atomic_compare_exchange_strong_explicit(st, &seen, CW_BUSY, memory_order_acq_rel, memory_order_acquire)) {
+      j--; /* nobody had started group j: computed below */
       continue;
     }
-    if (p->fm->offsets)
-      cw_scan_merge(p, c->uk, S, D, f0, f1, 1);
-    else
-      cw_scan_update(p, c->uk, S, D, p->g.kind != ATTN_GATE_NONE ? D + p->shape->dv + 1 : NULL, p->lds, f0, f1, 1);
+    while (seen != CW_DONE) {
+      attn_cpu_relax();
+      seen = atomic_load_explicit(st, memory_order_acquire);
+    }
+    break;
+  }
+  memcpy(X, j ? cw_wave_after(c, h, j - 1) : cw_scan_state(c, h), p->m * p->lds * sizeof(float));
+  for (; j < i; j++) {
+    size_t k0, k1;
+    cw_wave_span(c, j, &k0, &k1);
+    for (size_t k = k0; k < k1; k++) {
+      cw_slot_absorb(x, spare, k);
+      cw_slot_combine(p, x->uk, X, spare, k, 0);
+    }
+    memcpy(cw_wave_after(c, h, j), X, p->m * p->lds * sizeof(float));
+    atomic_store_explicit(cw_wave_status(c, h, j), CW_DONE, memory_order_release);
   }
 }
 
-/* Phase 3, per head and chunk: its outputs from the state before it and its own keys. */
-static void cw_scan_query(void *ctx, size_t task, size_t worker) {
+/* Software prefetch of chunk k + 1's key and value rows (step 1) or query rows (step 4). */
+static void cw_wave_prefetch(const cw_ctx *x, size_t h, size_t k, int queries) {
+  const attn_chunkwise_plan *p = x->p;
+  const size_t aligned = attn_min_sz(p->shape->n_q, p->shape->n_kv), t0 = (k + 1) * p->C;
+  if (p->xg || t0 >= aligned) return;
+  const size_t cn = attn_min_sz(p->C, aligned - t0);
+  cw_prefetch_rows(x, h * p->per, queries ? cw_pre_q(p) + t0 : SIZE_MAX, queries ? SIZE_MAX : cw_pre_k(p) + t0, cn);
+}
+
+/* A wave's task: head h's group c0 + i. Its chunks' local states first, in the worker's slots
+ * (nothing waits for this); then the state before the group (cw_wave_before), the slots get the
+ * state before each chunk as the state moves through them, the state after the group is
+ * published for the next group's task, and the chunks' outputs come from the slots. Only a
+ * group's state after it moves between workers. A group another task already computed (a task
+ * that ran first, out of order) runs its chunks one at a time on the spare slot. */
+static void cw_wave_task(void *ctx, size_t task, size_t worker) {
   const cw_par *c = ctx;
   const attn_chunkwise_plan *p = c->p;
-  if (p->xg) { /* the exclusive form: the round's queries from the state before its keys */
-    const size_t h = task % p->heads, i = task / p->heads;
-    size_t qa, qb;
-    const cw_ctx x = cw_ctx_of(p, c->uk, c->io, h, c->ws + worker * p->worker_floats);
-    (void)cw_xround(p, c->c0 + i, &qa, &qb);
-    cw_xquery(&x, cw_scan_slot(c, h, i), h, qa, qb);
+  const size_t i = task / p->heads, h = task % p->heads;
+  float *ws = c->ws + worker * p->worker_floats, *slots = ws + p->off_slots, *X = ws + p->off_x;
+  float *spare = slots + p->scan_group * p->scan_slot;
+  const cw_ctx x = cw_ctx_of(p, c->uk, c->io, h, ws);
+  atomic_int *st = cw_wave_status(c, h, i);
+  size_t k0, k1;
+  cw_wave_span(c, i, &k0, &k1);
+  int seen = CW_FREE;
+  if (!atomic_compare_exchange_strong_explicit(st, &seen, CW_BUSY, memory_order_acq_rel, memory_order_acquire)) {
+    cw_wave_before(c, &x, h, i, X, spare);
+    for (size_t k = k0; k < k1; k++) {
+      cw_slot_absorb(&x, spare, k);
+      cw_slot_combine(p, c->uk, X, spare, k, 1);
+      cw_slot_query(&x, spare, h, k, ws + p->off_s);
+    }
     return;
   }
-  cw_ctx x;
-  size_t h, t0, cn;
-  float *S = cw_scan_chunk(c, task, worker, 1, &x, &h, &t0, &cn);
-  const int finite = S[p->scan_fin] != 0.0f;
-  if (p->fm->offsets) { /* on the slot's S, raised in place, or (a chunk that is cut) on a copy in scratch */
-    cw_scan_outputs(&x, S, c->ws + worker * p->worker_floats + p->off_s, h, t0, cn, S + p->scan_kf, S + p->scan_kl,
-                    S + p->scan_dl, S + p->scan_va, finite);
-    return;
+  cw_wave_prefetch(&x, h, k0 - 1, 0); /* k0 - 1 wraps for k0 == 0: k + 1 is then 0 */
+  for (size_t k = k0; k < k1; k++) {
+    if (k + 1 < k1) cw_wave_prefetch(&x, h, k, 0);
+    cw_slot_absorb(&x, slots + (k - k0) * p->scan_slot, k);
   }
-  x.kf = S + p->scan_kf, x.va = S + p->scan_va; /* read only: maps without offsets */
-  for (size_t gi = 0; gi < p->per; gi++) cw_query(&x, S, h * p->per + gi, cw_pre_q(p) + t0, cn, 1, finite);
+  cw_wave_before(c, &x, h, i, X, spare);
+  for (size_t k = k0; k < k1; k++) cw_slot_combine(p, c->uk, X, slots + (k - k0) * p->scan_slot, k, 1);
+  memcpy(cw_wave_after(c, h, i), X, p->m * p->lds * sizeof(float));
+  atomic_store_explicit(st, CW_DONE, memory_order_release);
+  cw_wave_prefetch(&x, h, k0 - 1, 1);
+  for (size_t k = k0; k < k1; k++) {
+    if (k + 1 < k1) cw_wave_prefetch(&x, h, k, 1);
+    cw_slot_query(&x, slots + (k - k0) * p->scan_slot, h, k, ws + p->off_s);
+  }
 }
 
 /* The scan without waves, task t of G: heads [t H / G, (t+1) H / G) chunk after chunk, each chunk
@@ -913,13 +996,13 @@ static void cw_scan_heads(void *ctx, size_t task, size_t worker) {
         cw_prefetch_rows(&x, h * p->per, pre_q + t0 + C, pre_k + t0 + C, attn_min_sz(C, aligned - t0 - C));
       float *S = cw_scan_state(c, h);
       const int va_finite = cw_load_kv(&x, pre_k + t0, cn);
-      if (p->fm->offsets) { /* as the waves' phases 1, 3 and 2 */
+      if (p->fm->offsets) { /* as the waves' steps 1, 4 and 3 */
         cw_scan_local(&x, x.ku, D, cn, ws + p->off_dl);
         cw_scan_outputs(&x, S, ws + p->off_s, h, t0, cn, x.ku, x.kf, ws + p->off_dl, x.va, va_finite);
         cw_scan_merge(p, c->uk, S, D, 0, p->m, 0);
         continue;
       }
-      if (cw_gated(p)) cw_gates(&x, pre_k + t0, cn, 1);
+      if (cw_gated(p)) cw_gates(&x, pre_k + t0, cn, CW_FOR_BOTH);
       for (size_t gi = 0; gi < p->per; gi++) cw_query(&x, S, h * p->per + gi, pre_q + t0, cn, 1, va_finite);
       cw_absorb_to(&x, x.kf, D, cn, 0);
       cw_scan_update(p, c->uk, S, D, p->g.kind != ATTN_GATE_NONE ? x.dc : NULL, 1, 0, p->m, 0);
@@ -935,16 +1018,17 @@ void attn_chunkwise_run_all(const attn_chunkwise_plan *p, const struct attn_uker
     attn_parallel(th, p->heads, cw_par_task, &c);
     return;
   }
-  if (!p->scan_wave) {
+  if (!p->scan_group) {
     attn_parallel(th, attn_min_sz(p->workers, p->heads), cw_scan_heads, &c);
     return;
   }
   attn_parallel(th, p->heads, cw_scan_lead, &c);
-  const size_t blocks = (p->m + p->scan_rows - 1) / p->scan_rows;
-  for (; c.c0 < p->scan_chunks; c.c0 += c.wn) {
-    c.wn = attn_min_sz(p->scan_wave, p->scan_chunks - c.c0);
-    attn_parallel(th, p->heads * c.wn, cw_scan_absorb, &c);
-    attn_parallel(th, p->heads * blocks, cw_scan_combine, &c);
-    attn_parallel(th, p->heads * c.wn, cw_scan_query, &c);
+  for (; c.c0 < p->scan_groups; c.c0 += c.wn) {
+    c.wn = attn_min_sz(p->scan_wave, p->scan_groups - c.c0);
+    for (size_t h = 0; h < p->heads; h++)
+      for (size_t i = 0; i < c.wn; i++) atomic_init(cw_wave_status(&c, h, i), CW_FREE);
+    attn_parallel(th, c.wn * p->heads, cw_wave_task, &c);
+    for (size_t h = 0; h < p->heads; h++)
+      memcpy(cw_scan_state(&c, h), cw_wave_after(&c, h, c.wn - 1), p->m * p->lds * sizeof(float));
   }
 }

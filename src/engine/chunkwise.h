@@ -37,15 +37,26 @@
  *  - by head groups (one worker, or heads enough for the workers: a multiple of them or 4x as
  *    many): one group of adjacent heads per worker, chunk after chunk, each chunk for every head
  *    of the group (a token-major row's heads are read together), D_c in the worker's scratch;
- *  - in waves (otherwise): up to scan_wave chunks of every head at once, in three phases, each
- *    one parallel-for:
- *      1. per head and chunk: Kf and Va into the chunk's slot, D_c and dC;
- *      2. per head and block of scan_rows state rows (rows are independent), in chunk
- *         order: the slot gets S_c, then S = dC (.) S + D_c;
- *      3. per head and chunk: the chunk's outputs from its slot (S_c, Kf, Va).
+ *  - in waves (otherwise): the chunks in groups of scan_group (chosen for the workers: about
+ *    ATTN_SCAN_PER_WORKER groups each), a task per head and group, up to scan_wave groups of
+ *    every head per parallel-for. A task runs on one worker, with the group's chunks in slots of
+ *    its scratch:
+ *      1. per chunk: Kf and Va into the chunk's slot, D_c and dC (nothing waits for this);
+ *      2. the state before the group: the group before's state after it, published by that
+ *         group's task (waited for: a task waits only on earlier groups, so some task always
+ *         progresses), or, for groups no task has started (a parallel-for that runs tasks out of
+ *         order, or on fewer threads), computed here and published;
+ *      3. in chunk order: the slot gets S_c, then S = dC (.) S + D_c; the state after the group
+ *         is published (the next group's task is waiting for it: a few passes over S per group
+ *         are the only serial part);
+ *      4. per chunk: its outputs from its slot (S_c, Kf, Va).
+ *    Only each group's state after it moves between workers (the three phases per wave
+ *    that came before moved every chunk's D, S_c, Kf and Va between workers: 2 threads ran one
+ *    head 1.0-1.5x faster than one, the groups 1.5-2.0x). A task whose group another task already computed runs its chunks one at a
+ *    time (steps 1, 3 and 4 per chunk on a spare slot): the same bits.
  * Both run the same GEMMs as the serial loop plus one pass over each D_c; the waves compute the
- * gates' decays twice (the intra weights in phase 3 only) and move each chunk through memory
- * twice. FLASH's exclusive form over 2+ rounds (n_kv > xg) is the same scan without the intra
+ * gates' decays twice (the intra weights in step 4 only) and keep each chunk in a slot between
+ * steps. FLASH's exclusive form over 2+ rounds (n_kv > xg) is the same scan without the intra
  * part: round k's queries read S_k, D_k sums round k's keys C at a time, and only complete rounds
  * are added (the last, incomplete round only keeps S in its slot); exclusive calls of one round
  * keep the serial loop. Maps with offsets: D_c carries its own offsets (the chunk's largest key
@@ -75,13 +86,12 @@ typedef struct attn_chunkwise_gates {
   attn_layout layout, blayout; /* of the log gates and of beta */
 } attn_chunkwise_gates;
 
-/* The scan's waves: ATTN_SCAN_SPREAD chunks per worker, in at most ATTN_SCAN_FLOATS floats of
- * slots (all heads), at least one chunk per head. */
-#define ATTN_SCAN_SPREAD 8
-#define ATTN_SCAN_FLOATS ((size_t)1 << 21)
-/* The scan's phase 2: state rows per task, a multiple of ATTN_SCAN_ROWS (plan scan_rows: the
- * rows of a head shared among the workers, so that each task streams long runs of each slot). */
-#define ATTN_SCAN_ROWS 4
+/* The scan's waves: groups of ATTN_SCAN_GROUP_MIN .. _MAX chunks, about ATTN_SCAN_PER_WORKER
+ * groups (of all heads) per worker; their states after them in at most ATTN_SCAN_FLOATS floats. */
+#define ATTN_SCAN_PER_WORKER 8
+#define ATTN_SCAN_GROUP_MIN  2
+#define ATTN_SCAN_GROUP_MAX  8
+#define ATTN_SCAN_FLOATS     ((size_t)1 << 21)
 
 /* Per-feature gates: the largest decay (natural log) a query block's own keys may span for the
  * factorised product: its factors stay within e^+-60 of 1, far inside fp32's range. */
@@ -104,15 +114,20 @@ typedef struct attn_chunkwise_plan {
   size_t off_kf, off_va, off_qt, off_at, off_oc, off_s, off_fm;    /* scratch layout, in floats */
   size_t off_ku, off_qu, off_cp, off_cn, off_run;                  /* exponential maps */
   size_t off_b, off_wt, off_din, off_dout, off_dc, off_kg, off_ks; /* gates */
-  size_t workers, worker_floats; /* scratch regions (attn_shape.threads; 1 without), floats of each */
-  size_t scan_chunks, scan_wave; /* the scan: aligned chunks (0: no scan), chunks per wave (0: head groups) */
-  size_t scan_rows;              /* the waves' phase 2: state rows per task */
-  size_t off_d;                  /* the scan by head groups: a chunk's local state, m x lds */
-  size_t off_scan;               /* the scan's region: heads states (used without the caller's), then
-                                    heads x scan_wave slots of scan_slot floats: m x lds (a chunk's
-                                    D, then S before it), at scan_kf its Kf (C x m), at scan_va its
-                                    Va (C x W), at scan_fin whether Va is finite */
-  size_t scan_slot, scan_kf, scan_va, scan_fin;
+  size_t workers, worker_floats;             /* scratch regions (attn_shape.threads; 1 without), floats of each */
+  size_t scan_chunks;                        /* the scan: aligned chunks (FLASH's exclusive form: rounds; 0: no scan) */
+  size_t scan_group, scan_groups;            /* the waves: chunks per group (0: by head groups), groups */
+  size_t scan_wave;                          /* the waves: groups per wave */
+  size_t off_d;                              /* the scan by head groups: a chunk's local state, m x lds */
+  size_t off_scan;                           /* the scan's region: heads states (used without the caller's) */
+  size_t off_after, scan_after, scan_status; /* the waves, at off_after: heads x scan_wave groups'
+                                                states after them (m x lds) and at scan_status their
+                                                status (an atomic int), scan_after floats each */
+  size_t off_slots, off_x;                   /* the waves, in each worker's scratch: scan_group + 1 chunk slots
+                                   of scan_slot floats, and the state moving through a group */
+  size_t scan_slot, scan_kf, scan_va, scan_fin; /* a chunk's slot: m x lds (its D, then S before
+                                   it), at scan_kf its Kf (C x m), at scan_va its Va (C x W), at
+                                   scan_fin whether Va is finite */
   size_t scan_kl, scan_dl; /* maps with offsets: the chunk's Kf at its own offsets (C x m), those (m) */
   size_t off_dl;           /* maps with offsets, the scan by head groups: a chunk's own offsets (m) */
   size_t scratch_bytes;    /* the whole workspace: workers regions, then the scan's */
@@ -138,7 +153,7 @@ typedef struct attn_chunkwise_io {
 ATTN_INTERNAL void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels *uk,
                                       const attn_chunkwise_io *io, size_t task, float *scratch);
 /* Every state head of a plan, on the shape's threads (one task per head; each owns its state
- * slab and output heads; or the scan's phases), worker w on ws + w * worker_floats. */
+ * slab and output heads; or the scan's tasks), worker w on ws + w * worker_floats. */
 ATTN_INTERNAL void attn_chunkwise_run_all(const attn_chunkwise_plan *p, const struct attn_ukernels *uk,
                                           const attn_chunkwise_io *io, float *ws);
 

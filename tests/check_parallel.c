@@ -7,7 +7,11 @@
  *     each as a different worker of 5, so that a result depending on task order, on which worker's
  *     scratch a task used or on a scratch left over from another task would differ;
  *   - "spawn": a parallel-for that starts one pthread per worker for each call (another engine's
- *     pool: tasks claimed from an atomic counter).
+ *     pool: tasks claimed from an atomic counter);
+ *   - "backward": the same threads, each running a fixed share of the tasks (w, w + 4, ...) from
+ *     its last to its first, at the same time as the others: a task may run before, during or after
+ *     any task it depends on (the chunk scan's waves: a group whose task has not started is
+ *     computed by the task that needs it, never waited for).
  * The calls: softmax prefill (causal GQA with LSE, full, window) and short calls whose keys are
  * split into ranges (decode over 9000 keys, 3 tokens over 20000, a window), softmax and GAU
  * statistics, GAU with a table, linear attention (causal with a state, bidirectional, windowed,
@@ -26,8 +30,9 @@
 #include "test_util.h"
 
 /* ---- thread providers ---- */
-enum { PROVIDERS = 6 };
-static const char *const provider_names[PROVIDERS] = {"pool1", "pool2", "pool3", "pool8", "shuffle", "spawn"};
+enum { PROVIDERS = 7 };
+static const char *const provider_names[PROVIDERS] = {"pool1",   "pool2", "pool3",   "pool8",
+                                                      "shuffle", "spawn", "backward"};
 
 static void shuffle_for(void *pool, attn_task_fn fn, void *ctx, size_t tasks) {
   (void)pool;
@@ -44,22 +49,28 @@ typedef struct spawn_job {
   void *ctx;
   size_t tasks;
   atomic_size_t next;
+  int backward; /* each worker its own share, last task first */
 } spawn_job;
 typedef struct spawn_arg {
   spawn_job *job;
   size_t worker;
 } spawn_arg;
 
+enum { SPAWN_WORKERS = 4 };
 static void *spawn_main(void *a) {
   const spawn_arg *s = a;
-  for (size_t i; (i = atomic_fetch_add(&s->job->next, 1)) < s->job->tasks;) s->job->fn(s->job->ctx, i, s->worker);
+  const spawn_job *j = s->job;
+  if (j->backward) {
+    for (size_t k = (j->tasks + SPAWN_WORKERS - 1 - s->worker) / SPAWN_WORKERS; k-- > 0;)
+      j->fn(j->ctx, s->worker + k * SPAWN_WORKERS, s->worker);
+    return NULL;
+  }
+  for (size_t i; (i = atomic_fetch_add(&s->job->next, 1)) < j->tasks;) j->fn(j->ctx, i, s->worker);
   return NULL;
 }
 
-enum { SPAWN_WORKERS = 4 };
-static void spawn_for(void *pool, attn_task_fn fn, void *ctx, size_t tasks) {
-  (void)pool;
-  spawn_job job = {fn, ctx, tasks, 0};
+static void spawn_run(attn_task_fn fn, void *ctx, size_t tasks, int backward) {
+  spawn_job job = {fn, ctx, tasks, 0, backward};
   pthread_t th[SPAWN_WORKERS];
   spawn_arg args[SPAWN_WORKERS];
   for (size_t w = 0; w < SPAWN_WORKERS; w++) {
@@ -67,6 +78,14 @@ static void spawn_for(void *pool, attn_task_fn fn, void *ctx, size_t tasks) {
     ck_assert_int_eq(pthread_create(&th[w], NULL, spawn_main, &args[w]), 0);
   }
   for (size_t w = 0; w < SPAWN_WORKERS; w++) ck_assert_int_eq(pthread_join(th[w], NULL), 0);
+}
+static void spawn_for(void *pool, attn_task_fn fn, void *ctx, size_t tasks) {
+  (void)pool;
+  spawn_run(fn, ctx, tasks, 0);
+}
+static void backward_for(void *pool, attn_task_fn fn, void *ctx, size_t tasks) {
+  (void)pool;
+  spawn_run(fn, ctx, tasks, 1);
 }
 
 typedef struct provider {
@@ -84,7 +103,7 @@ static void provider_make(provider *p, int which) {
   } else if (which == 4) {
     p->th = (attn_threads){shuffle_for, NULL, 5};
   } else {
-    p->th = (attn_threads){spawn_for, NULL, SPAWN_WORKERS};
+    p->th = (attn_threads){which == 5 ? spawn_for : backward_for, NULL, SPAWN_WORKERS};
   }
 }
 

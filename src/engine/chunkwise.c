@@ -791,9 +791,9 @@ static void cw_slot_chunk(const attn_chunkwise_plan *p, cw_ctx *x, size_t k, int
   if (cw_gated(p)) cw_gates(x, cw_pre_k(p) + *t0, *cn, uses);
 }
 
-/* Step 1 of chunk k of head h: its local state D = (Kf (.) dout)^T Va in the slot, with dC in
- * column dv + 1 (maps with offsets: at its own offsets, and their pre-exponential Kf kept), its
- * Kf and Va kept for step 3. */
+/* Step 1 of chunk k (engine/chunkwise.h, the waves): its local state D = (Kf (.) dout)^T Va in
+ * the slot, with dC in column dv + 1 (maps with offsets: at its own offsets, and their
+ * pre-exponential Kf kept), its Kf and Va kept for step 4. */
 static void cw_slot_absorb(const cw_ctx *x0, float *slot, size_t k) {
   const attn_chunkwise_plan *p = x0->p;
   cw_ctx x = *x0;
@@ -805,7 +805,7 @@ static void cw_slot_absorb(const cw_ctx *x0, float *slot, size_t k) {
   size_t t0, cn;
   float *D = slot, *kf = D + p->scan_kf;
   cw_slot_chunk(p, &x, k, CW_FOR_ABSORB, &t0, &cn);
-  if (p->fm->offsets) { /* the pre-exponential features and Kf, kept for step 3; D at its own offsets */
+  if (p->fm->offsets) { /* the pre-exponential features and Kf, kept for step 4; D at its own offsets */
     x.ku = kf, x.va = D + p->scan_va, x.kf = D + p->scan_kl;
     D[p->scan_fin] = (float)cw_load_kv(&x, cw_pre_k(p) + t0, cn);
     cw_scan_local(&x, kf, D, cn, D + p->scan_dl);
@@ -818,7 +818,7 @@ static void cw_slot_absorb(const cw_ctx *x0, float *slot, size_t k) {
   for (size_t f = 0; p->g.kind != ATTN_GATE_NONE && f < p->m; f++) D[f * p->lds + p->shape->dv + 1] = x.dc[f];
 }
 
-/* Step 2 of chunk k: S moves past it, S = dC (.) S + D (maps with offsets: their merge); with
+/* Step 3 of chunk k: S moves past it, S = dC (.) S + D (maps with offsets: their merge); with
  * keep, the slot gets S as it was, the state before the chunk. */
 static void cw_slot_combine(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, float *S, float *slot,
                             size_t k, int keep) {
@@ -833,7 +833,7 @@ static void cw_slot_combine(const attn_chunkwise_plan *p, const struct attn_uker
     cw_scan_update(p, uk, S, slot, p->g.kind != ATTN_GATE_NONE ? slot + p->shape->dv + 1 : NULL, p->lds, 0, p->m, keep);
 }
 
-/* Step 3 of chunk k of head h: its outputs from its slot (S before it, Kf, Va); maps with offsets
+/* Step 4 of chunk k of head h: its outputs from its slot (S before it, Kf, Va); maps with offsets
  * may need a copy of S (m x lds floats of the worker's scratch). */
 static void cw_slot_query(const cw_ctx *x0, float *slot, size_t h, size_t k, float *copy) {
   const attn_chunkwise_plan *p = x0->p;
@@ -886,8 +886,8 @@ static void cw_wave_span(const cw_par *c, size_t i, size_t *k0, size_t *k1) {
 
 /* X = the state before slot i's group of head h: the nearest earlier group's state after it that
  * is known, or being computed by its task (waited for: that task waits only on earlier ones), or
- * the wave's entry state; groups between that nobody has started are computed here (steps 1
- * and 2 on the worker's spare slot) and published. The same bits whoever computes what. */
+ * the wave's entry state (step 2); groups between that nobody has started are computed here
+ * (steps 1 and 3 on the worker's spare slot) and published. The same bits whoever computes what. */
 static void cw_wave_before(const cw_par *c, const cw_ctx *x, size_t h, size_t i, float *X, float *spare) {
   const attn_chunkwise_plan *p = c->p;
   size_t j = i;

@@ -957,9 +957,9 @@ static void cw_wave_task(void *ctx, size_t task, size_t worker) {
     if (k + 1 < k1) cw_wave_prefetch(&x, h, k, 0);
     cw_slot_absorb(&x, slots + (k - k0) * p->scan_slot, k);
   }
-  cw_wave_before(c, &x, h, i, X, spare);
-  for (size_t k = k0; k < k1; k++) cw_slot_combine(p, c->uk, X, slots + (k - k0) * p->scan_slot, k, 1);
-  memcpy(cw_wave_after(c, h, i), X, p->m * p->lds * sizeof(float));
+  float *A = cw_wave_after(c, h, i); /* the state moves in place: nobody reads it before CW_DONE */
+  cw_wave_before(c, &x, h, i, A, spare);
+  for (size_t k = k0; k < k1; k++) cw_slot_combine(p, c->uk, A, slots + (k - k0) * p->scan_slot, k, 1);
   atomic_store_explicit(st, CW_DONE, memory_order_release);
   cw_wave_prefetch(&x, h, k0 - 1, 1);
   for (size_t k = k0; k < k1; k++) {

@@ -917,13 +917,14 @@ static void cw_wave_before(const cw_par *c, const cw_ctx *x, size_t h, size_t i,
   }
 }
 
-/* Software prefetch of chunk k + 1's key and value rows (step 1) or query rows (step 4). */
-static void cw_wave_prefetch(const cw_ctx *x, size_t h, size_t k, int queries) {
+/* Software prefetch of aligned chunk k's rows of head h: with `queries` its query rows, with
+ * `keys` its key and value rows (nothing past the aligned tokens; FLASH's rounds: none). */
+static void cw_prefetch_chunk(const cw_ctx *x, size_t h, size_t k, int queries, int keys) {
   const attn_chunkwise_plan *p = x->p;
-  const size_t aligned = attn_min_sz(p->shape->n_q, p->shape->n_kv), t0 = (k + 1) * p->C;
+  const size_t aligned = attn_min_sz(p->shape->n_q, p->shape->n_kv), t0 = k * p->C;
   if (p->xg || t0 >= aligned) return;
-  const size_t cn = attn_min_sz(p->C, aligned - t0);
-  cw_prefetch_rows(x, h * p->per, queries ? cw_pre_q(p) + t0 : SIZE_MAX, queries ? SIZE_MAX : cw_pre_k(p) + t0, cn);
+  cw_prefetch_rows(x, h * p->per, queries ? cw_pre_q(p) + t0 : SIZE_MAX, keys ? cw_pre_k(p) + t0 : SIZE_MAX,
+                   attn_min_sz(p->C, aligned - t0));
 }
 
 /* A wave's task: head h's group c0 + i. Its chunks' local states first, in the worker's slots
@@ -952,18 +953,18 @@ static void cw_wave_task(void *ctx, size_t task, size_t worker) {
     }
     return;
   }
-  cw_wave_prefetch(&x, h, k0 - 1, 0); /* k0 - 1 wraps for k0 == 0: k + 1 is then 0 */
+  cw_prefetch_chunk(&x, h, k0, 0, 1);
   for (size_t k = k0; k < k1; k++) {
-    if (k + 1 < k1) cw_wave_prefetch(&x, h, k, 0);
+    if (k + 1 < k1) cw_prefetch_chunk(&x, h, k + 1, 0, 1);
     cw_slot_absorb(&x, slots + (k - k0) * p->scan_slot, k);
   }
   float *A = cw_wave_after(c, h, i); /* the state moves in place: nobody reads it before CW_DONE */
   cw_wave_before(c, &x, h, i, A, spare);
   for (size_t k = k0; k < k1; k++) cw_slot_combine(p, c->uk, A, slots + (k - k0) * p->scan_slot, k, 1);
   atomic_store_explicit(st, CW_DONE, memory_order_release);
-  cw_wave_prefetch(&x, h, k0 - 1, 1);
+  cw_prefetch_chunk(&x, h, k0, 1, 0);
   for (size_t k = k0; k < k1; k++) {
-    if (k + 1 < k1) cw_wave_prefetch(&x, h, k, 1);
+    if (k + 1 < k1) cw_prefetch_chunk(&x, h, k + 1, 1, 0);
     cw_slot_query(&x, slots + (k - k0) * p->scan_slot, h, k, ws + p->off_s);
   }
 }
@@ -992,8 +993,7 @@ static void cw_scan_heads(void *ctx, size_t task, size_t worker) {
     const size_t cn = attn_min_sz(C, aligned - t0);
     for (size_t h = h0; h < h1; h++) {
       const cw_ctx x = cw_ctx_of(p, c->uk, c->io, h, ws);
-      if (t0 + C < aligned)
-        cw_prefetch_rows(&x, h * p->per, pre_q + t0 + C, pre_k + t0 + C, attn_min_sz(C, aligned - t0 - C));
+      cw_prefetch_chunk(&x, h, t0 / C + 1, 1, 1);
       float *S = cw_scan_state(c, h);
       const int va_finite = cw_load_kv(&x, pre_k + t0, cn);
       if (p->fm->offsets) { /* as the waves' steps 1, 4 and 3 */

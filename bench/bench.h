@@ -108,8 +108,17 @@ void bench_work_run(void *ctx, size_t iters);
 
 /* Helpers for the calls' setup and run. */
 
-/** 64-byte aligned, zeroed (first touch outside the timed region); NULL when out of memory. */
+/** 64-byte aligned, zeroed (first touch outside the timed region); NULL when out of memory. With
+ *  bench_hugepages, buffers of 2 MiB and more are 2 MiB aligned and advised MADV_HUGEPAGE (Linux
+ *  transparent huge pages) before that touch. */
 void *bench_alloc64(size_t bytes);
+/** --hugepages: set once, before the first allocation. */
+extern int bench_hugepages;
+/** Whether this build can advise huge pages (Linux's MADV_HUGEPAGE). */
+int bench_hugepages_supported(void);
+/** The kernel's transparent huge page mode (always, madvise, never; "unknown" without
+ *  /sys/kernel/mm/transparent_hugepage) into buf. */
+const char *bench_thp_mode(char *buf, size_t len);
 /** w->impl: `bytes` zeroed bytes for the call's own data; NULL (err says why) when out of memory. */
 void *bench_work_impl(bench_work *w, size_t bytes, char *err, size_t errlen);
 /** After the call's *_workspace_size query (status st, function `what`) filled
@@ -252,6 +261,7 @@ typedef struct bench_results {
   size_t nvars;
   int threads;
   int pin;
+  int hugepages;    /**< --hugepages: large buffers advised MADV_HUGEPAGE */
   int call_threads; /**< --latency: each attn call runs on this many threads (one sequence); 0: off */
   bench_timing timing;
   size_t window;

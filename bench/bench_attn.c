@@ -57,7 +57,7 @@ typedef struct options {
   size_t d[BENCH_MAX_SIZES], nd;
   size_t heads, kv_heads, window;
   int kv_head_major; /* --kv-layout head */
-  int threads, pin, latency;
+  int threads, pin, latency, hugepages;
   size_t scaling[BENCH_MAX_SIZES], nscaling; /* --scaling: thread counts */
   double min_time, max_call_time, noisy;
   unsigned reps, warmup, retries, rounds;
@@ -105,6 +105,10 @@ static const opt_def opt_defs[] = {
      "times and speedups over 1 thread measured in the same run; written to\n"
      "DIR/attn-scaling.md"},
     {"pin", "CPU", "pin thread t to CPU (CPU + t) mod online CPUs (default: no pinning)"},
+    {"hugepages", NULL,
+     "allocate buffers of 2 MiB and more 2 MiB aligned and advise MADV_HUGEPAGE\n"
+     "(Linux transparent huge pages, where the kernel's mode is madvise or\n"
+     "always): a decode over a large cache then pays fewer TLB misses"},
     {"min-time", "S", "seconds of samples per point, at least (default 0.2)"},
     {"reps", "N", "samples per point, at least (default 3)"},
     {"warmup", "N", "untimed runs before sampling, at least (default 1)"},
@@ -356,7 +360,10 @@ static void parse_args(options *o, int argc, char **argv) {
       o->latency = 1;
     else if (!strcmp(name, "scaling"))
       o->nscaling = parse_size_list(name, val, o->scaling);
-    else if (!strcmp(name, "pin"))
+    else if (!strcmp(name, "hugepages")) {
+      if (!bench_hugepages_supported()) die_usage("--hugepages: %s%s", "this system has no madvise(MADV_HUGEPAGE)", "");
+      o->hugepages = 1;
+    } else if (!strcmp(name, "pin"))
       o->pin = parse_int(name, val, 0, INT_MAX / 2);
     else if (!strcmp(name, "min-time"))
       o->min_time = parse_double(name, val, 0);
@@ -900,6 +907,7 @@ int main(int argc, char **argv) {
   bench_results *r = &rc.res;
   r->threads = o->nscaling ? 1 : o->threads;
   r->pin = o->pin;
+  r->hugepages = bench_hugepages = o->hugepages;
   r->window = o->window;
   r->vars = variants;
   r->nvars = nvariants;

@@ -131,6 +131,10 @@ void bench_print_header(FILE *f, const bench_results *r) {
     fprintf(f, "          %d thread%s%s, min-time %g s, reps >= %u, warm-up %u, load %.2f\n", r->threads,
             r->threads > 1 ? "s (independent sequences, aggregate throughput)" : "", r->pin >= 0 ? ", pinned" : "",
             r->timing.min_time, r->timing.min_reps, r->timing.warmup, i->load_start);
+  char thp[32];
+  fprintf(f, "memory:   %s (transparent huge pages: %s)\n",
+          r->hugepages ? "buffers of 2 MiB and more advised MADV_HUGEPAGE (--hugepages)" : "default pages",
+          bench_thp_mode(thp, sizeof thp));
   for (int b = 0; b < BENCH_BASE_COUNT; b++) {
     char text[512];
     fprintf(f, "%-9s %s\n", b ? "" : "baseline:", baseline_text(text, sizeof text, &r->base[b]));
@@ -592,6 +596,7 @@ int bench_write_json(const char *path, const bench_results *r) {
   json_str(f, "command", r->command, 1);
   json_num(f, "threads", r->threads, 1);
   json_num(f, "pin_cpu", r->pin, 1);
+  json_num(f, "hugepages", r->hugepages, 1);
   json_num(f, "min_time_s", r->timing.min_time, 1);
   json_num(f, "min_reps", r->timing.min_reps, 1);
   json_num(f, "warmup", r->timing.warmup, 1);

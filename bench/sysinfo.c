@@ -220,7 +220,7 @@ double bench_measure_bandwidth(bench_pool *pool, size_t bytes, double seconds) {
   int ok = c && ctx;
   const size_t words = bytes / sizeof(uint64_t) / (size_t)threads / 4 * 4;
   for (int t = 0; ok && t < threads; t++) {
-    uint64_t *p = aligned_alloc(64, words * sizeof *p);
+    uint64_t *p = bench_alloc64(words * sizeof *p); /* the calls' pages: huge with --hugepages */
     if (!p) {
       ok = 0;
       break;

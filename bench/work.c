@@ -1,16 +1,51 @@
 /* work.c: buffers of one measured call and the one kernel that repeats its call (an adapter's attn
  * call or a baseline's), and the helpers the calls' setups share. */
+#define _DEFAULT_SOURCE /* MADV_HUGEPAGE */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "bench.h"
 
+int bench_hugepages = 0;
+
+int bench_hugepages_supported(void) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+enum { BENCH_HUGE = 2u << 20 }; /* x86-64's and AArch64's (4 KiB granule) huge page */
+
 void *bench_alloc64(size_t bytes) {
-  size_t rounded = (bytes + 63) & ~(size_t)63;
-  void *p = aligned_alloc(64, rounded ? rounded : 64);
-  if (p) memset(p, 0, rounded ? rounded : 64); /* first touch outside the timed region */
+  const int huge = bench_hugepages && bytes >= BENCH_HUGE;
+  const size_t align = huge ? BENCH_HUGE : 64;
+  size_t rounded = (bytes + align - 1) & ~(align - 1);
+  void *p = aligned_alloc(align, rounded ? rounded : align);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (p && huge) (void)madvise(p, rounded, MADV_HUGEPAGE); /* advice: refused or ignored, the pages stay small */
+#endif
+  if (p) memset(p, 0, rounded ? rounded : align); /* first touch outside the timed region */
   return p;
+}
+
+const char *bench_thp_mode(char *buf, size_t len) {
+  snprintf(buf, len, "unknown");
+  FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  if (!f) return buf;
+  char line[128];
+  if (fgets(line, sizeof line, f)) { /* "always [madvise] never": the bracketed word */
+    const char *a = strchr(line, '['), *b = a ? strchr(a, ']') : NULL;
+    if (a && b) snprintf(buf, len, "%.*s", (int)(b - a - 1), a + 1);
+  }
+  fclose(f);
+  return buf;
 }
 
 /* Uniform floats in [-1, 1) from a xorshift32 stream: deterministic per seed. */

@@ -61,6 +61,18 @@ for ((t = 2; t < cpus; t *= 2)); do counts+=",$t"; done
   --variants softmax_causal,softmax_full,linear_elu1_causal,gau_causal,selective_causal,softmax_decode,gau_decode |
   sed -n '/^Thread scaling/,$p'
 
+# Decode over a large cache with the cache in transparent huge pages (--hugepages), beside the
+# sweep's decode rows (default pages): fp32, fp16 and bf16 K/V, 8 heads, 64k and 128k cached tokens.
+# Where the kernel has THP (its mode madvise or always).
+thp=/sys/kernel/mm/transparent_hugepage/enabled
+if [[ -r $thp ]] && ! grep -q '\[never\]' "$thp"; then
+  echo
+  echo "Decode with the K/V cache in huge pages (--hugepages; the sweep above used default pages):"
+  "$build/bench/attn-bench" --out-dir "$root/bench-results/hugepages" --hugepages --heads 8 --cache-min 64k \
+    --cache-max 128k --no-baselines --no-plot --variants softmax_decode,softmax_decode_f16,softmax_decode_bf16 |
+    grep -E '^(memory:| +variant|\[)' || true
+fi
+
 # Then the seeds' claims, measured (bench/analyze): attn-analyze's full run, when the build found
 # LAPACK. Its tables go to a log; the summary is printed; a failed check fails the script.
 analysis="$root/bench-results/analysis"

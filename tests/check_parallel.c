@@ -442,6 +442,19 @@ START_TEST(parallel_workspace_sizes) {
   d.shape.n_q = 5000, d.shape.n_kv = 100000;
   ck_assert_int_eq(attn_softmax_workspace_size(&d, &other), ATTN_OK);
   ck_assert_uint_eq(other, eight);
+  /* many heads: a call shorter than a query block groups more of them (blocked.c), in the same
+   * workspace, on every path */
+  static const size_t shapes[][3] = {{24, 24, 128}, {48, 12, 64}, {40, 40, 128}, {300, 300, 128}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    size_t first = 0, bytes = 0;
+    for (size_t n_q = 1; n_q <= 5000; n_q = n_q < 8 ? n_q + 1 : n_q * 5) {
+      ck_assert_int_eq(attn_softmax_desc_init(&d, n_q, 6000, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][2]),
+                       ATTN_OK);
+      ck_assert_int_eq(attn_softmax_workspace_size(&d, &bytes), ATTN_OK);
+      if (n_q == 1) first = bytes;
+      ck_assert_msg(bytes == first, "shape %zu: n_q %zu needs %zu bytes, n_q 1 %zu", i, n_q, bytes, first);
+    }
+  }
 }
 END_TEST
 

@@ -87,6 +87,12 @@ static const sm_case sm_cases[] = {
     {.name = "chunk_48_of_200", SIZES(48, 200, 64, 64), HEADS(1, 1), .mask = CAUSAL},
     {.name = "decode_1_of_97_gqa", SIZES(1, 97, 64, 64), HEADS(4, 2), .mask = CAUSAL},
     {.name = "decode_1_of_1", SIZES(1, 1, 16, 16), HEADS(2, 1), .mask = CAUSAL},
+    /* calls shorter than a query block lay each head's scratch out for their own rows, so more
+     * heads advance together: 24 wide heads in one group (3 per group with a block's rows on the
+     * AVX-512 path), 40 heads of 7 rows in two groups (36 + 4), GQA 48 / 12 with 2 tokens */
+    {.name = "decode_24_heads_together", SIZES(1, 300, 128, 128), HEADS(24, 24), .mask = CAUSAL},
+    {.name = "few7_40_heads_groups", SIZES(7, 150, 128, 128), HEADS(40, 40), .mask = CAUSAL},
+    {.name = "few2_gqa_48_12", SIZES(2, 150, 64, 64), HEADS(48, 12), .mask = CAUSAL},
     /* key splits (attn.h, threads: at most ATTN_SPLIT_TOKENS tokens over >= 2 ATTN_SPLIT_KEYS
      * keys): 2, 4 and 16 ranges, ranges a window empties for some rows, GQA, large logits */
     {.name = "split2_decode_4097", SIZES(1, 4097, 16, 16), HEADS(2, 1), .mask = CAUSAL},

@@ -412,14 +412,17 @@ END_TEST
 
 /* ---- online softmax block: against a double recurrence, with masked entries and columns ---- */
 /* Loop index 0..7: columns with padding (ld = nq + 3); 8..10: one contiguous column (nq = ld = 1,
- * a decode step's own path) over 3, 16 and 37 keys (a tail only, whole vectors, both). Every
+ * a decode step's own path) over 3, 16 and 37 keys (a tail only, whole vectors, both); 11..14:
+ * 2, 4, 8 and 4 contiguous columns (ld = nq: a GQA decode step's flat path where nq divides the
+ * vector) over 13, 13, 13 and 16 keys (a tail, whole vectors on some paths). Every
  * step runs twice, without and with the statistics (q2 and e, stride nq + 2): P, m, l and alpha
  * must be the same bits, and q2 = sum p^2, e = sum p (s - m) (p relative to the running max)
  * follow the double recurrence. */
 START_TEST(softmax_block_steps) {
-  const size_t nqs[] = {1, 3, 4, 5, 8, 9, 17, 48, 1, 1, 1}, nks[] = {3, 16, 37};
-  const int row = _i >= 8;
-  const size_t nq = nqs[_i], ld = row ? 1 : nq + 3, nk = row ? nks[_i - 8] : 13, lds = nq + 2;
+  const size_t nqs[] = {1, 3, 4, 5, 8, 9, 17, 48, 1, 1, 1, 2, 4, 8, 4}, nks[] = {3, 16, 37};
+  const int row = _i >= 8 && _i < 11, flat = _i >= 11;
+  const size_t nq = nqs[_i], ld = row ? 1 : flat ? nq : nq + 3, nk = row ? nks[_i - 8] : _i == 14 ? 16 : 13,
+               lds = nq + 2;
   float *m = galloc(nq), *l = galloc(nq), *al = galloc(nq), *st = galloc(nk * ld);
   float *m2 = galloc(nq), *l2 = galloc(nq), *al2 = galloc(nq), *st2 = galloc(nk * ld), *sts = galloc(2 * lds);
   double *rm = malloc(nq * sizeof(double)), *rl = malloc(nq * sizeof(double));
@@ -548,8 +551,10 @@ END_TEST
  * untouched by them ---- */
 START_TEST(softmax_block_nonfinite) {
   /* loop index 0: 7 keys x 11 columns (ld 13), the bad logit in column 5; 1, 2: one contiguous
-   * column (a decode step's path) of 19 keys, and of 3 (fewer than a vector), the bad logit in it */
-  const size_t NK = _i == 0 ? 7 : _i == 1 ? 19 : 3, NQ = _i ? 1 : 11, LD = _i ? 1 : 13, BC = _i ? 0 : 5;
+   * column (a decode step's path) of 19 keys, and of 3 (fewer than a vector), the bad logit in it;
+   * 3: 7 keys x 4 contiguous columns (the flat path), the bad logit in column 2 */
+  const size_t NK = _i == 0 ? 7 : _i == 1 ? 19 : _i == 3 ? 7 : 3, NQ = _i == 3 ? 4 : _i ? 1 : 11,
+               LD = _i == 3 ? 4 : _i ? 1 : 13, BC = _i == 3 ? 2 : _i ? 0 : 5;
   const float bad[] = {NAN, INFINITY, -INFINITY, 1.0f}; /* and a finite control */
   for (int masked = 0; masked < 2; masked++)
     for (size_t b = 0; b < 4; b++) {
@@ -1556,8 +1561,8 @@ static Suite *internal_suite(attn_isa active) {
   tcase_add_test(t, gemm_in_place_row);
   suite_add_tcase(s, t);
   t = tu_tcase("softmax_block");
-  tcase_add_loop_test(t, softmax_block_steps, 0, 11);
-  tcase_add_loop_test(t, softmax_block_nonfinite, 0, 3);
+  tcase_add_loop_test(t, softmax_block_steps, 0, 15);
+  tcase_add_loop_test(t, softmax_block_nonfinite, 0, 4);
   tcase_add_loop_test(t, gau_block_steps, 0, 11);
   tcase_add_loop_test(t, window_block_values, 0, 7);
   suite_add_tcase(s, t);

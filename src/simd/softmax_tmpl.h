@@ -110,8 +110,92 @@ static inline __attribute__((always_inline)) void attn_softmax_row_(size_t nk, f
   *alpha = a[0];
 }
 
+/* A few contiguous columns (ldst == nq, nq dividing ATTN_VL: a decode step with GQA, whose rows
+ * are the group's query heads): the block as one flat array, lane i of every vector in column
+ * i mod nq, so that each vector holds ATTN_VL / nq keys instead of nq of its lanes. The columns'
+ * max and sums fold the lanes of a column once per block. The same policy as the column path
+ * (a -inf entry with masked == 0 gives NaN through the running minimum); the same values, the sums
+ * in another order. Measured on a Zen 5 guest (GQA 32 / 8 heads, d = 64, two interleaved runs):
+ * the step took 22% of a decode's time with 4 of 16 lanes busy; the AVX-512 decode over 4k / 64k
+ * cached tokens went from 1.23-1.58 / 26.1-29.3 ms to 0.59-0.89 / 14.4-18.7 ms. */
+static inline __attribute__((always_inline)) void attn_softmax_flat_(size_t nk, size_t nq, float *st, float *m,
+                                                                     float *l, float *alpha, float *stats, size_t lds,
+                                                                     int masked, int with_stats) {
+  const size_t n = nk * nq;
+  const vf ninf = vf_set1(-__builtin_inff());
+  vf mx = ninf, mn = vf_set1(__FLT_MAX__); /* finite: a lane no entry reaches gives mn - mn = 0 */
+  size_t j = 0;
+  for (; j + ATTN_VL <= n; j += ATTN_VL) {
+    const vf x = vf_load(st + j);
+    mx = vf_max(mx, x);
+    if (!masked) mn = vf_min(mn, x);
+  }
+  _Alignas(64) float t[ATTN_VL], u[ATTN_VL];
+  if (j < n) { /* the tail (whole keys: lane i still in column i mod nq), padded as the row path */
+    for (size_t i = 0; i < ATTN_VL; i++) t[i] = j + i < n ? st[j + i] : -__builtin_inff();
+    mx = vf_max(mx, vf_load(t));
+    for (size_t i = n - j; !masked && i < ATTN_VL; i++) t[i] = __FLT_MAX__;
+    if (!masked) mn = vf_min(mn, vf_load(t));
+  }
+  float mnew[ATTN_VL], msafe[ATTN_VL];
+  vf_store(t, mx);
+  for (size_t c = 0; c < nq; c++) {
+    float b = t[c];
+    for (size_t i = c + nq; i < ATTN_VL; i += nq) b = t[i] > b ? t[i] : b;
+    mnew[c] = m[c] > b ? m[c] : b;
+    msafe[c] = mnew[c] == -__builtin_inff() ? 0.0f : mnew[c]; /* all masked so far: P = 0 */
+  }
+  for (size_t i = 0; i < ATTN_VL; i++) t[i] = msafe[i % nq], u[i] = m[i % nq];
+  const vf ms = vf_load(t), al = attn_vexp_(vf_sub(vf_load(u), ms));
+  vf sum = masked ? vf_zero() : vf_sub(mn, mn); /* 0, or NaN lanes for a -inf logit */
+  vf sq = vf_zero(), se = vf_zero(), xc;
+  for (j = 0; j + ATTN_VL <= n; j += ATTN_VL) {
+    const vf p = attn_vexp_xc_(vf_sub(vf_load(st + j), ms), &xc);
+    vf_store(st + j, p);
+    sum = vf_add(sum, p);
+    if (with_stats) sq = vf_fma(p, p, sq), se = vf_fma(p, xc, se);
+  }
+  if (j < n) {
+    const vf p = attn_vexp_xc_(vf_sub(vf_load_n(st + j, n - j), ms), &xc);
+    vf_store_n(st + j, p, n - j);
+    vf_store(t, p);
+    for (size_t i = n - j; i < ATTN_VL; i++) t[i] = 0.0f; /* the padding's exp(0 - M) */
+    const vf pt = vf_load(t);
+    sum = vf_add(sum, pt);
+    if (with_stats) sq = vf_fma(pt, pt, sq), se = vf_fma(pt, xc, se);
+  }
+  /* fold each column's lanes (lanes 0 .. nq - 1 of the results), then the column path's update */
+  float fs[3][ATTN_VL];
+  const vf parts[3] = {sum, sq, se};
+  for (int k = 0; k < (with_stats ? 3 : 1); k++) {
+    vf_store(t, parts[k]);
+    for (size_t c = 0; c < ATTN_VL; c++) fs[k][c] = 0.0f;
+    for (size_t c = 0; c < nq; c++) {
+      float a = t[c];
+      for (size_t i = c + nq; i < ATTN_VL; i += nq) a += t[i];
+      fs[k][c] = a;
+    }
+  }
+  const vf lo = vf_load_w(l, nq), mo = vf_load_w(m, nq), mn_ = vf_load_w(mnew, nq);
+  if (with_stats) attn_softmax_stats_(stats, stats + lds, lo, al, mo, mn_, vf_load(fs[1]), vf_load(fs[2]), nq);
+  vf_store_w(l, vf_fma(lo, al, vf_load(fs[0])), nq);
+  vf_store_w(m, mn_, nq);
+  vf_store_w(alpha, al, nq);
+}
+
 void ATTN_SOFTMAX_NAME(size_t nk, size_t nq, float *st, size_t ldst, float *m, float *l, float *alpha, float *stats,
                        size_t lds, int masked) {
+  if (nq > 1 && ldst == nq && ATTN_VL % nq == 0) {
+    if (stats && masked)
+      attn_softmax_flat_(nk, nq, st, m, l, alpha, stats, lds, 1, 1);
+    else if (stats)
+      attn_softmax_flat_(nk, nq, st, m, l, alpha, stats, lds, 0, 1);
+    else if (masked)
+      attn_softmax_flat_(nk, nq, st, m, l, alpha, NULL, 0, 1, 0);
+    else
+      attn_softmax_flat_(nk, nq, st, m, l, alpha, NULL, 0, 0, 0);
+    return;
+  }
   if (nq == 1 && ldst == 1) {
     if (stats && masked)
       attn_softmax_row_(nk, st, m, l, alpha, stats, lds, 1, 1);

@@ -419,10 +419,13 @@ END_TEST
  * must be the same bits, and q2 = sum p^2, e = sum p (s - m) (p relative to the running max)
  * follow the double recurrence. */
 START_TEST(softmax_block_steps) {
-  const size_t nqs[] = {1, 3, 4, 5, 8, 9, 17, 48, 1, 1, 1, 2, 4, 8, 4}, nks[] = {3, 16, 37};
+  static const size_t nqs[] = {1, 3, 4, 5, 8, 9, 17, 48, 1, 1, 1, 2, 4, 8, 4};
+  static const size_t nks[] = {13, 13, 13, 13, 13, 13, 13, 13, 3, 16, 37, 13, 13, 13, 16};
   const int row = _i >= 8 && _i < 11, flat = _i >= 11;
-  const size_t nq = nqs[_i], ld = row ? 1 : flat ? nq : nq + 3, nk = row ? nks[_i - 8] : _i == 14 ? 16 : 13,
-               lds = nq + 2;
+  const size_t nq = nqs[_i], nk = nks[_i], lds = nq + 2;
+  size_t ld = nq + 3;
+  if (row) ld = 1;
+  if (flat) ld = nq;
   float *m = galloc(nq), *l = galloc(nq), *al = galloc(nq), *st = galloc(nk * ld);
   float *m2 = galloc(nq), *l2 = galloc(nq), *al2 = galloc(nq), *st2 = galloc(nk * ld), *sts = galloc(2 * lds);
   double *rm = malloc(nq * sizeof(double)), *rl = malloc(nq * sizeof(double));
@@ -553,8 +556,8 @@ START_TEST(softmax_block_nonfinite) {
   /* loop index 0: 7 keys x 11 columns (ld 13), the bad logit in column 5; 1, 2: one contiguous
    * column (a decode step's path) of 19 keys, and of 3 (fewer than a vector), the bad logit in it;
    * 3: 7 keys x 4 contiguous columns (the flat path), the bad logit in column 2 */
-  const size_t NK = _i == 0 ? 7 : _i == 1 ? 19 : _i == 3 ? 7 : 3, NQ = _i == 3 ? 4 : _i ? 1 : 11,
-               LD = _i == 3 ? 4 : _i ? 1 : 13, BC = _i == 3 ? 2 : _i ? 0 : 5;
+  static const size_t shapes[][4] = {{7, 11, 13, 5}, {19, 1, 1, 0}, {3, 1, 1, 0}, {7, 4, 4, 2}};
+  const size_t NK = shapes[_i][0], NQ = shapes[_i][1], LD = shapes[_i][2], BC = shapes[_i][3];
   const float bad[] = {NAN, INFINITY, -INFINITY, 1.0f}; /* and a finite control */
   for (int masked = 0; masked < 2; masked++)
     for (size_t b = 0; b < 4; b++) {

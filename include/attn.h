@@ -255,10 +255,10 @@ typedef struct attn_layout {
  * the non-finite policy below applies to them.
  *
  * Performance: a decode step over a long cache reads every K and V row once and is bound by memory;
- * half K/V halve the bytes. Over caches of many MiB the page walks then weigh too: with 4 KiB pages
- * a half cache gained 1.6-1.8x over fp32 on a Zen 5 guest, with the cache in transparent huge
- * pages (Linux: a 2 MiB aligned buffer and madvise(MADV_HUGEPAGE) before its first touch)
- * 1.8-2.1x, the fp32 decode itself 5-15% faster (attn-bench --hugepages; README).
+ * half K/V halve the bytes. Over caches of many MiB the page walks then weigh too: on a Zen 5
+ * guest (8 heads, 64k-256k tokens) a half cache gained 1.4-2.4x over fp32 with 4 KiB pages (most
+ * runs 1.8-2.1x) and 1.8-2.6x with the cache in transparent huge pages (Linux: a 2 MiB aligned
+ * buffer and madvise(MADV_HUGEPAGE) before its first touch; attn-bench --hugepages; README).
  */
 typedef enum attn_dtype {
   ATTN_F32 = 0, /**< IEEE binary32 (float) */

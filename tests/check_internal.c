@@ -411,13 +411,13 @@ START_TEST(gemm_in_place_row) {
 END_TEST
 
 /* ---- online softmax block: against a double recurrence, with masked entries and columns ---- */
-/* Loop index 0..7: columns with padding (ld = nq + 3); 8..10: one contiguous column (nq = ld = 1,
- * a decode step's own path) over 3, 16 and 37 keys (a tail only, whole vectors, both); 11..14:
- * 2, 4, 8 and 4 contiguous columns (ld = nq: a GQA decode step's flat path where nq divides the
- * vector) over 13, 13, 13 and 16 keys (a tail, whole vectors on some paths). Every
- * step runs twice, without and with the statistics (q2 and e, stride nq + 2): P, m, l and alpha
- * must be the same bits, and q2 = sum p^2, e = sum p (s - m) (p relative to the running max)
- * follow the double recurrence. */
+/* Loop index 0..7: columns with padding (ld = nq + 3); 8..10: one contiguous column (nq = ld = 1:
+ * a decode step) over 3, 16 and 37 keys (a tail only, whole vectors, both); 11..14: 2, 4, 8 and 4
+ * contiguous columns (ld = nq: a GQA decode step) over 13, 13, 13 and 16 keys (a tail, whole
+ * vectors on some paths); 8..14 take the flat path where nq divides the vector. Every step runs
+ * twice, without and with the statistics (q2 and e, stride nq + 2): P, m, l and alpha must be the
+ * same bits, and q2 = sum p^2, e = sum p (s - m) (p relative to the running max) follow the
+ * double recurrence. */
 START_TEST(softmax_block_steps) {
   static const size_t nqs[] = {1, 3, 4, 5, 8, 9, 17, 48, 1, 1, 1, 2, 4, 8, 4};
   static const size_t nks[] = {13, 13, 13, 13, 13, 13, 13, 13, 3, 16, 37, 13, 13, 13, 16};

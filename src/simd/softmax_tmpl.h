@@ -58,64 +58,12 @@ static inline __attribute__((always_inline)) void attn_softmax_cols_(size_t nk, 
   }
 }
 
-/* One query with contiguous scores (nq == 1, ldst == 1: a decode step): vectors along the keys,
- * then one horizontal max and sum. The same policy: a NaN entry gives NaN in P and l (exp of it
- * is NaN); with masked == 0 a -inf entry gives l NaN through the running minimum, mn - mn. */
-static inline __attribute__((always_inline)) void attn_softmax_row_(size_t nk, float *s, float *m, float *l,
-                                                                    float *alpha, float *stats, size_t lds, int masked,
-                                                                    int with_stats) {
-  const vf ninf = vf_set1(-__builtin_inff());
-  vf mx = ninf, mn = vf_set1(__FLT_MAX__); /* finite: a lane no entry reaches gives mn - mn = 0 */
-  size_t j = 0;
-  for (; j + ATTN_VL <= nk; j += ATTN_VL) {
-    const vf x = vf_load(s + j);
-    mx = vf_max(mx, x);
-    if (!masked) mn = vf_min(mn, x);
-  }
-  if (j < nk) { /* the tail, padded with -inf (for the max) and FLT_MAX (for the minimum) */
-    float t[ATTN_VL];
-    for (size_t i = 0; i < ATTN_VL; i++) t[i] = j + i < nk ? s[j + i] : -__builtin_inff();
-    mx = vf_max(mx, vf_load(t));
-    for (size_t i = nk - j; !masked && i < ATTN_VL; i++) t[i] = __FLT_MAX__;
-    if (!masked) mn = vf_min(mn, vf_load(t));
-  }
-  const float mo = *m, bm = vf_hmax(mx), mnew = mo > bm ? mo : bm;
-  const vf msafe = vf_set1(mnew == -__builtin_inff() ? 0.0f : mnew); /* all masked so far: P = 0 */
-  vf sum = masked ? vf_zero() : vf_sub(mn, mn);                      /* 0, or NaN lanes for a -inf logit */
-  vf sq = vf_zero(), se = vf_zero(), xc;
-  for (j = 0; j + ATTN_VL <= nk; j += ATTN_VL) {
-    const vf p = attn_vexp_xc_(vf_sub(vf_load(s + j), msafe), &xc);
-    vf_store(s + j, p);
-    sum = vf_add(sum, p);
-    if (with_stats) sq = vf_fma(p, p, sq), se = vf_fma(p, xc, se);
-  }
-  if (j < nk) {
-    const vf p = attn_vexp_xc_(vf_sub(vf_load_n(s + j, nk - j), msafe), &xc);
-    vf_store_n(s + j, p, nk - j);
-    float t[ATTN_VL];
-    vf_store(t, p);
-    for (size_t i = nk - j; i < ATTN_VL; i++) t[i] = 0.0f; /* the padding's exp(0 - M) */
-    const vf pt = vf_load(t);
-    sum = vf_add(sum, pt);
-    if (with_stats) sq = vf_fma(pt, pt, sq), se = vf_fma(pt, xc, se);
-  }
-  float a[ATTN_VL];
-  vf_store(a, attn_vexp_(vf_sub(vf_set1(mo), msafe)));
-  const vf lo = vf_set1(*l), al = vf_set1(a[0]);
-  if (with_stats)
-    attn_softmax_stats_(stats, stats + lds, lo, al, vf_set1(mo), vf_set1(mnew), vf_set1(vf_hsum(sq)),
-                        vf_set1(vf_hsum(se)), 1);
-  vf_store_w(l, vf_fma(lo, al, vf_set1(vf_hsum(sum))), 1);
-  *m = mnew;
-  *alpha = a[0];
-}
-
-/* A few contiguous columns (ldst == nq, nq dividing ATTN_VL: a decode step with GQA, whose rows
- * are the group's query heads): the block as one flat array, lane i of every vector in column
- * i mod nq, so that each vector holds ATTN_VL / nq keys instead of nq of its lanes. The columns'
- * max and sums fold the lanes of a column once per block. The same policy as the column path
- * (a -inf entry with masked == 0 gives NaN through the running minimum); the same values, the sums
- * in another order. Measured on a Zen 5 guest (GQA 32 / 8 heads, d = 64, two interleaved runs):
+/* A few contiguous columns (ldst == nq, nq dividing ATTN_VL: a decode step, one query row or GQA's
+ * group of query heads): the block as one flat array, lane i of every vector in column i mod nq,
+ * so that each vector holds ATTN_VL / nq keys instead of nq of its lanes. The columns' max and
+ * sums fold the lanes of a column once per block. The same policy as the column path (a NaN entry
+ * gives NaN in P and l; with masked == 0 a -inf entry gives l NaN through the running minimum,
+ * mn - mn); the same values, the sums in another order. Measured on a Zen 5 guest (GQA 32 / 8 heads, d = 64, two interleaved runs):
  * the step took 22% of a decode's time with 4 of 16 lanes busy; the AVX-512 decode over 4k / 64k
  * cached tokens went from 1.23-1.58 / 26.1-29.3 ms to 0.59-0.89 / 14.4-18.7 ms. */
 static inline __attribute__((always_inline)) void attn_softmax_flat_(size_t nk, size_t nq, float *st, float *m,
@@ -185,7 +133,7 @@ static inline __attribute__((always_inline)) void attn_softmax_flat_(size_t nk, 
 
 void ATTN_SOFTMAX_NAME(size_t nk, size_t nq, float *st, size_t ldst, float *m, float *l, float *alpha, float *stats,
                        size_t lds, int masked) {
-  if (nq > 1 && ldst == nq && ATTN_VL % nq == 0) {
+  if (nq >= 1 && ldst == nq && ATTN_VL % nq == 0) {
     if (stats && masked)
       attn_softmax_flat_(nk, nq, st, m, l, alpha, stats, lds, 1, 1);
     else if (stats)
@@ -194,17 +142,6 @@ void ATTN_SOFTMAX_NAME(size_t nk, size_t nq, float *st, size_t ldst, float *m, f
       attn_softmax_flat_(nk, nq, st, m, l, alpha, NULL, 0, 1, 0);
     else
       attn_softmax_flat_(nk, nq, st, m, l, alpha, NULL, 0, 0, 0);
-    return;
-  }
-  if (nq == 1 && ldst == 1) {
-    if (stats && masked)
-      attn_softmax_row_(nk, st, m, l, alpha, stats, lds, 1, 1);
-    else if (stats)
-      attn_softmax_row_(nk, st, m, l, alpha, stats, lds, 0, 1);
-    else if (masked)
-      attn_softmax_row_(nk, st, m, l, alpha, NULL, 0, 1, 0);
-    else
-      attn_softmax_row_(nk, st, m, l, alpha, NULL, 0, 0, 0);
     return;
   }
   if (stats && masked)

@@ -181,6 +181,9 @@ static const pcase pcases[] = {
     {"softmax options prefill", C_SM_OPTS, 150, 150, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
     {"softmax options decode split", C_SM_OPTS, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
     {"softmax decode split fp16", C_SOFTMAX, 1, 9000, 8, 2, 16, 16, CAUSAL, 0, 0, ATTN_F16, 0, 0},
+    /* 16 heads advancing together in a decode step (15 per group with a block's rows on the
+     * AVX-512 path), their key ranges' states stored per group and folded */
+    {"softmax decode split 16 heads", C_SOFTMAX, 1, 4500, 16, 16, 32, 32, CAUSAL, 0, 0, ATTN_F32, 0, 0},
     {"softmax prefill bf16", C_SOFTMAX, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_BF16, 0, 0},
     {"gau decode split fp16", C_GAU, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F16, 0, 0},
     {"softmax stats prefill", C_SM_STATS, 150, 150, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
@@ -445,16 +448,19 @@ START_TEST(parallel_workspace_sizes) {
   /* many heads: a call shorter than a query block groups more of them (blocked.c), in the same
    * workspace, on every path */
   static const size_t shapes[][3] = {{24, 24, 128}, {48, 12, 64}, {40, 40, 128}, {300, 300, 128}};
-  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-    size_t first = 0, bytes = 0;
-    for (size_t n_q = 1; n_q <= 5000; n_q = n_q < 8 ? n_q + 1 : n_q * 5) {
-      ck_assert_int_eq(attn_softmax_desc_init(&d, n_q, 6000, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][2]),
-                       ATTN_OK);
-      ck_assert_int_eq(attn_softmax_workspace_size(&d, &bytes), ATTN_OK);
-      if (n_q == 1) first = bytes;
-      ck_assert_msg(bytes == first, "shape %zu: n_q %zu needs %zu bytes, n_q 1 %zu", i, n_q, bytes, first);
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    for (int threaded = 0; threaded < 2; threaded++) {
+      size_t first = 0, bytes = 0;
+      for (size_t n_q = 1; n_q <= 5000; n_q = n_q < 8 ? n_q + 1 : n_q * 5) {
+        ck_assert_int_eq(attn_softmax_desc_init(&d, n_q, 6000, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][2]),
+                         ATTN_OK);
+        d.shape.threads = threaded ? &th : NULL;
+        ck_assert_int_eq(attn_softmax_workspace_size(&d, &bytes), ATTN_OK);
+        if (n_q == 1) first = bytes;
+        ck_assert_msg(bytes == first, "shape %zu threads %d: n_q %zu needs %zu bytes, n_q 1 %zu", i, threaded, n_q,
+                      bytes, first);
+      }
     }
-  }
 }
 END_TEST
 

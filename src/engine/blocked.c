@@ -7,7 +7,10 @@
 
 enum {
   BLK_HEAD_GROUP_FLOATS = 65536, /* 256 KiB of per-head state for heads advancing together */
-  BLK_SPLIT_MAX = 16,            /* key ranges of a split call (or selection task), at most */
+  /* 256 KiB for the heads of a few-rows call shorter than a query block: each its region for the
+   * call's rows, its scores and its key ranges' folded state (blk_short_group) */
+  BLK_SHORT_GROUP_FLOATS = 65536,
+  BLK_SPLIT_MAX = 16, /* key ranges of a split call (or selection task), at most */
   /* Selection: each query block's keys in ranges of at least this many keys (whole key blocks),
    * so that a selective call's one sequential chain (its query blocks) still gives threads work;
    * a range's fold costs ~dv + 5 flops per row against ~2 (d + dv) per key and row. */
@@ -67,6 +70,15 @@ static size_t blk_head_floats(const attn_blocked_plan *p, size_t R, const attn_s
   attn_blocked_plan t = *p;
   return blk_head_layout(&t, R, step, tbm2) ? SIZE_MAX : t.head_floats;
 }
+/* Heads advancing together in a few-rows call of n_q < tb tokens: as many as
+ * BLK_SHORT_GROUP_FLOATS holds of regions for n_q g rows plus `more` floats each (scores, the
+ * folded state of a key range; at least one head). */
+static size_t blk_short_group(const attn_blocked_plan *p, size_t n_q, const attn_score_step *step, size_t tbm2,
+                              size_t more) {
+  const size_t hf = blk_head_floats(p, n_q * p->g, step, tbm2);
+  const size_t per = hf > SIZE_MAX - more ? SIZE_MAX : hf + more;
+  return attn_max_sz(1, attn_min_sz(p->shape->h_k, BLK_SHORT_GROUP_FLOATS / per));
+}
 
 attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, attn_mask mask, float scale,
                                    const attn_score_step *step, const void *step_params,
@@ -85,7 +97,7 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   if (sel) p->sel = 1, p->sel_kv = sel->h_sel / p->g, p->sel_gi = sel->h_sel % p->g;
   p->bc = uk->kv_block;
   const size_t m = p->m;
-  size_t mr, bcr, rdv, rsf, heads, bcm, tbm2, fr, fms;
+  size_t mr, bcr, rdv, rsf, bcm, tbm2, fr, fms;
   if (!attn_mul_ok(p->tb, p->g, &p->R) || !attn_mul_ok(m, p->R, &mr) || !attn_mul_ok(p->bc, p->R, &bcr) ||
       !attn_mul_ok(p->R, s->dv, &rdv) || !attn_mul_ok(p->R, step->row_floats + step->stats_floats, &rsf) ||
       !attn_mul_ok(p->bc, m, &bcm) || !attn_mul_ok(2 * p->tb, m, &tbm2) ||
@@ -94,27 +106,41 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   if (blk_head_layout(p, p->R, step, tbm2)) return ATTN_E_SIZE_OVERFLOW;
   /* Heads advance together when the call has fewer tokens than a block, and always with a
    * selection (its F is then computed once per key block for the whole group, not once per head
-   * group). The workspace does not depend on n_q (a prefill's serves the decode steps after it):
-   * it holds hg heads of R rows, or as many heads as BLK_HEAD_GROUP_FLOATS takes of one row per
-   * query head (hg_most, the most a shorter call can group; below). */
-  const size_t hg = attn_max_sz(1, attn_min_sz(s->h_k, BLK_HEAD_GROUP_FLOATS / p->head_floats));
-  const size_t hf = p->head_floats, hf_one = blk_head_floats(p, p->g, step, tbm2);
-  const size_t hg_most = attn_max_sz(hg, attn_min_sz(s->h_k, BLK_HEAD_GROUP_FLOATS / hf_one));
-  /* hg hf <= max(hf, BLK_HEAD_GROUP_FLOATS): no overflow */
-  const size_t heads_budget =
-      attn_max_sz(hg * hf, s->h_k <= BLK_HEAD_GROUP_FLOATS / hf ? s->h_k * hf : BLK_HEAD_GROUP_FLOATS);
-  const size_t R_block = p->R;
+   * group): hg heads of a block's rows within BLK_HEAD_GROUP_FLOATS. A few-rows call (n_q g <=
+   * BLK_FEW_ROWS, a decode step) lays each head's region out for its own rows and groups as many
+   * heads as BLK_SHORT_GROUP_FLOATS holds with their scores and folded states (blk_short_group):
+   * a decode step with all of a token's heads reads K and V along memory, where groups (7 + 1
+   * heads of 8 with a block's 64 rows on the AVX-512 path: 8.4k floats a head) each sweep the
+   * whole cache again for their share of every token's row. Measured on a Zen 5 guest (8 heads,
+   * token-major, 64k-256k cached tokens): fp32 decode 1.2-1.5x faster, fp16 1.25-1.55x. The
+   * workspace does not depend on n_q (a prefill's serves the decode steps after it): it is
+   * reserved for the largest of the groupings any n_q takes (heads_res floats of regions, hg_res
+   * heads, gh_res heads in whole groups). */
+  const size_t hf = p->head_floats, hg = attn_max_sz(1, attn_min_sz(s->h_k, BLK_HEAD_GROUP_FLOATS / hf));
+  const int few_heads = !p->fm && !sel && p->g <= BLK_FEW_ROWS; /* some n_q runs a few-rows plan */
+  const size_t st_head = few_heads ? p->bc * BLK_FEW_ROWS : 0;
+  /* a key range's folded state: cr rows of a head (ph floats; the products are checked below) */
+  const int can_split = step->merge && !p->fm;
+  const size_t row_arrays = step->row_floats + step->stats_floats;
+  p->cr = ATTN_SPLIT_TOKENS * p->g; /* g <= h_q: no overflow with the products below checked */
+  if (sel) p->cr = attn_max_sz(p->cr, p->R);
+  const size_t ph_est = can_split && p->cr <= SIZE_MAX / (s->dv + row_arrays + 1) ? p->cr * (s->dv + row_arrays) : 0;
+  size_t heads_res = hg * hf, hg_res = hg, gh_res = (s->h_k + hg - 1) / hg * hg; /* hg hf <= max(hf, BLK) */
+  for (size_t nq = 1; few_heads && nq < p->tb && nq * p->g <= BLK_FEW_ROWS; nq++) {
+    /* h f <= BLK_SHORT_GROUP_FLOATS, or h = 1 and f <= hf */
+    const size_t h = blk_short_group(p, nq, step, tbm2, st_head + ph_est),
+                 f = blk_head_floats(p, nq * p->g, step, tbm2);
+    heads_res = attn_max_sz(heads_res, h * f);
+    hg_res = attn_max_sz(hg_res, h);
+    gh_res = attn_max_sz(gh_res, (s->h_k + h - 1) / h * h);
+  }
   p->hg = sel ? hg : 1;
-  if (s->n_q < p->tb) {
-    /* Fewer tokens than a block: each head's region for the call's rows only, so that the heads
-     * budget takes more of them: a decode step with all of a token's heads together reads K and
-     * V along memory; in groups (say 7 + 1 heads of 8: 8.4k floats a head of 64 rows on the
-     * AVX-512 path) every group sweeps the whole cache again for its share of each token's row.
-     * Measured on a Zen 5 guest (8 heads, token-major, 64k-256k cached tokens): the fp32 decode
-     * 1.2-1.5x faster, fp16 1.25-1.55x. */
+  if (few_heads && s->n_q < p->tb && s->n_q * p->g <= BLK_FEW_ROWS) {
     p->R = attn_max_sz(1, s->n_q) * p->g;
     if (blk_head_layout(p, p->R, step, tbm2)) return ATTN_E_SIZE_OVERFLOW;
-    p->hg = attn_max_sz(1, attn_min_sz(hg_most, heads_budget / p->head_floats));
+    p->hg = blk_short_group(p, attn_max_sz(1, s->n_q), step, tbm2, st_head + ph_est);
+  } else if (s->n_q < p->tb) {
+    p->hg = hg;
   }
   p->groups = (s->h_k + p->hg - 1) / p->hg;
   p->qblocks = (s->n_q + p->tb - 1) / p->tb;
@@ -145,17 +171,14 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   p->off_kc = attn_ws_take(&w, half ? bcd / p->bc * attn_min_sz(p->bc, BLK_HALF_K_KEYS) : 0);
   p->off_vc = attn_ws_take(&w, half ? bcdv : 0);
   size_t sth; /* `few` blocks of several heads: every head's ST, BLK_FEW_ROWS rows at most (any n_q) */
-  if (!attn_mul_ok(hg_most, p->bc * BLK_FEW_ROWS, &sth)) return ATTN_E_SIZE_OVERFLOW;
-  p->off_sth = attn_ws_take(&w, !p->fm && !sel && p->g <= BLK_FEW_ROWS ? sth : 0);
+  if (!attn_mul_ok(hg_res, st_head, &sth)) return ATTN_E_SIZE_OVERFLOW;
+  p->off_sth = attn_ws_take(&w, sth);
   p->few = !p->fm && attn_min_sz(p->tb, s->n_q) * p->g <= BLK_FEW_ROWS;
-  heads = heads_budget;
-  p->off_heads = attn_ws_take(&w, heads);
+  p->off_heads = attn_ws_take(&w, heads_res);
   /* Key ranges: a step that can fold them and no map; one query block of at most
    * ATTN_SPLIT_TOKENS tokens, in ranges of whole key blocks, at least ATTN_SPLIT_KEYS keys each;
    * with a selection, every task (blk_ranges: up to BLK_SPLIT_MAX ranges, per query block). The
    * fold region (and, with threads, every range's state) is reserved whatever n_q and n_kv are. */
-  const int can_split = step->merge && !p->fm;
-  const size_t row_arrays = step->row_floats + step->stats_floats;
   p->split = sel && can_split ? BLK_SPLIT_MAX : 1;
   if (can_split && !sel && s->n_q <= ATTN_SPLIT_TOKENS && s->n_q <= p->tb) {
     const int64_t nkv = (int64_t)s->n_kv, p0 = nkv - (int64_t)s->n_q, p1 = nkv - 1;
@@ -164,19 +187,17 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
     p->split =
         attn_max_sz(1, attn_min_sz(BLK_SPLIT_MAX, attn_min_sz(span / ATTN_SPLIT_KEYS, (span + p->bc - 1) / p->bc)));
   }
-  p->cr = ATTN_SPLIT_TOKENS * p->g; /* g <= h_q: no overflow with the products below checked */
-  if (sel) p->cr = attn_max_sz(p->cr, R_block);
-  size_t slot = 0;
-  if (can_split && (!attn_mul_ok(p->cr, s->dv + row_arrays, &slot) || !attn_mul_ok(slot, hg_most, &slot)))
+  /* a range's state: cr rows of a head (ph floats); per worker a fold region of the largest
+   * group; with threads, every group's (p->hg heads, slot_floats) of every range */
+  size_t ph = 0, fold = 0;
+  if (can_split && (!attn_mul_ok(p->cr, s->dv + row_arrays, &ph) || !attn_mul_ok(ph, hg_res, &fold)))
     return ATTN_E_SIZE_OVERFLOW;
-  p->slot_floats = slot;
-  p->off_fold = attn_ws_take(&w, slot);
+  p->slot_floats = ph * p->hg; /* p->hg <= hg_res */
+  p->off_fold = attn_ws_take(&w, fold);
   p->worker_floats = w.floats;
   p->workers = attn_workers(s->threads);
   size_t total, slots = 0, bytes;
-  const size_t max_groups = (s->h_k + hg - 1) / hg;
-  if (can_split && p->workers > 1 &&
-      (!attn_mul_ok(slot, max_groups, &slots) || !attn_mul_ok(slots, BLK_SPLIT_MAX, &slots)))
+  if (can_split && p->workers > 1 && (!attn_mul_ok(ph, gh_res, &slots) || !attn_mul_ok(slots, BLK_SPLIT_MAX, &slots)))
     return ATTN_E_SIZE_OVERFLOW;
   if (w.overflow || !attn_mul_ok(w.floats, p->workers, &total)) return ATTN_E_SIZE_OVERFLOW;
   attn_ws all = {total, 0};

@@ -398,8 +398,10 @@ ATTN_API attn_status attn_softmax_desc_init(attn_softmax_desc *desc, size_t n_q,
  * *bytes. The value depends on d, dv, h_q, h_k, the path and shape.threads' workers (per worker
  * at most ~256 KiB of per-head state for d = dv = 64, one logits block and a key split's fold,
  * and when h_q / h_k <= 8 the logits of one key block for every head a worker holds in a decode
- * step, ~22 KiB for d = dv = 64 (since 0.6.0); with threads, each split range's state:
- * 16 x 4 tokens x h_q rows of dv + 5 floats), not on n_q or n_kv.
+ * step, ~22 KiB for d = dv = 64 (since 0.6.0); since 0.6.0 a decode step holds every head of a
+ * token together where ~256 KiB takes them with their logits and folds, so a worker may hold
+ * that much more; with threads, each split range's state: 16 x 4 tokens x h_q rows of dv + 5
+ * floats, rounded up to whole head groups), not on n_q or n_kv.
  * @retval ATTN_OK  and every validation status of attn_softmax (strides, heads, sizes, ISA).
  */
 ATTN_API attn_status attn_softmax_workspace_size(const attn_softmax_desc *desc, size_t *bytes);

@@ -8,18 +8,17 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+#define BENCH_HAVE_MADV_HUGEPAGE 1
+#else
+#define BENCH_HAVE_MADV_HUGEPAGE 0
+#endif
 
 #include "bench.h"
 
 int bench_hugepages = 0;
 
-int bench_hugepages_supported(void) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  return 1;
-#else
-  return 0;
-#endif
-}
+int bench_hugepages_supported(void) { return BENCH_HAVE_MADV_HUGEPAGE; }
 
 enum { BENCH_HUGE = 2u << 20 }; /* x86-64's and AArch64's (4 KiB granule) huge page */
 
@@ -28,7 +27,7 @@ void *bench_alloc64(size_t bytes) {
   const size_t align = huge ? BENCH_HUGE : 64;
   size_t rounded = (bytes + align - 1) & ~(align - 1);
   void *p = aligned_alloc(align, rounded ? rounded : align);
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
+#if BENCH_HAVE_MADV_HUGEPAGE
   if (p && huge) (void)madvise(p, rounded, MADV_HUGEPAGE); /* advice: refused or ignored, the pages stay small */
 #endif
   if (p) memset(p, 0, rounded ? rounded : align); /* first touch outside the timed region */

@@ -71,11 +71,9 @@ static size_t blk_head_floats(const attn_blocked_plan *p, size_t R, const attn_s
   return blk_head_layout(&t, R, step, tbm2) ? SIZE_MAX : t.head_floats;
 }
 /* Heads advancing together in a few-rows call of n_q < tb tokens: as many as
- * BLK_SHORT_GROUP_FLOATS holds of regions for n_q g rows plus `more` floats each (scores, the
- * folded state of a key range; at least one head). */
-static size_t blk_short_group(const attn_blocked_plan *p, size_t n_q, const attn_score_step *step, size_t tbm2,
-                              size_t more) {
-  const size_t hf = blk_head_floats(p, n_q * p->g, step, tbm2);
+ * BLK_SHORT_GROUP_FLOATS holds of regions of hf floats (n_q g rows) plus `more` floats each
+ * (scores, the folded state of a key range; at least one head). */
+static size_t blk_short_group(const attn_blocked_plan *p, size_t hf, size_t more) {
   const size_t per = hf > SIZE_MAX - more ? SIZE_MAX : hf + more;
   return attn_max_sz(1, attn_min_sz(p->shape->h_k, BLK_SHORT_GROUP_FLOATS / per));
 }
@@ -125,11 +123,11 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   p->cr = ATTN_SPLIT_TOKENS * p->g; /* g <= h_q: no overflow with the products below checked */
   if (sel) p->cr = attn_max_sz(p->cr, p->R);
   const size_t ph_est = can_split && p->cr <= SIZE_MAX / (s->dv + row_arrays + 1) ? p->cr * (s->dv + row_arrays) : 0;
+  const size_t more = st_head + ph_est; /* a head's floats beside its region in a short group */
   size_t heads_res = hg * hf, hg_res = hg, gh_res = (s->h_k + hg - 1) / hg * hg; /* hg hf <= max(hf, BLK) */
   for (size_t nq = 1; few_heads && nq < p->tb && nq * p->g <= BLK_FEW_ROWS; nq++) {
     /* h f <= BLK_SHORT_GROUP_FLOATS, or h = 1 and f <= hf */
-    const size_t h = blk_short_group(p, nq, step, tbm2, st_head + ph_est),
-                 f = blk_head_floats(p, nq * p->g, step, tbm2);
+    const size_t f = blk_head_floats(p, nq * p->g, step, tbm2), h = blk_short_group(p, f, more);
     heads_res = attn_max_sz(heads_res, h * f);
     hg_res = attn_max_sz(hg_res, h);
     gh_res = attn_max_sz(gh_res, (s->h_k + h - 1) / h * h);
@@ -138,7 +136,7 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   if (few_heads && s->n_q < p->tb && s->n_q * p->g <= BLK_FEW_ROWS) {
     p->R = attn_max_sz(1, s->n_q) * p->g;
     if (blk_head_layout(p, p->R, step, tbm2)) return ATTN_E_SIZE_OVERFLOW;
-    p->hg = blk_short_group(p, attn_max_sz(1, s->n_q), step, tbm2, st_head + ph_est);
+    p->hg = blk_short_group(p, p->head_floats, more);
   } else if (s->n_q < p->tb) {
     p->hg = hg;
   }

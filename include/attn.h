@@ -185,9 +185,10 @@ ATTN_API attn_isa attn_isa_get(void);
  * blocks one after another, as F runs along the tokens, but splits each block's keys into ranges
  * of at least 256 keys (ATTN_SPLIT_KEYS in calls of at most ATTN_SPLIT_TOKENS tokens: decode, the
  * cache's steps; whole key blocks, 16 ranges at most, with or without threads) that run in
- * parallel, every head group of a range in order on one worker, and are merged in range order. The recurrent decode step of linear attention is one task per state
- * head. A split's merge (softmax and selective: running maxima and sums rescaled like
- * attn_softmax_merge; GAU: sums) runs on the calling thread.
+ * parallel, every head group of a range in order on one worker, and are merged in range order.
+ * The recurrent decode step of linear attention is one task per state head. A split's merge
+ * (softmax and selective: running maxima and sums rescaled like attn_softmax_merge; GAU: sums)
+ * runs on the calling thread.
  * The workspace holds one scratch region per worker (*_workspace_size reads `workers`), plus, for
  * a split, each range's partial result, and for a linear scan in waves, the heads' states and a
  * wave's chunks (8 MiB at most, or one chunk per head): ask the size with the same shape as the
@@ -372,8 +373,9 @@ typedef struct attn_softmax_desc {
    * them together with one more part whose o rows are 0 and whose lse is the row's sink logit
    * (attn_softmax_merge then gives exactly this call's o and LSE); or give the sinks to exactly
    * one part. Statistics (attn_softmax_stats, attn_matrix_stats) stay the visible keys' (the
-   * sink's share left out, the keys' weights renormalised, count n visible keys). The tanh of softcap is 1 - 2 / (e^(2 s / softcap) + 1) on the path's
-   * vectorised exp: absolute error within 4e-7 softcap on the capped logit. */
+   * sink's share left out, the keys' weights renormalised, count n visible keys). The tanh of
+   * softcap is 1 - 2 / (e^(2 s / softcap) + 1) on the path's vectorised exp: absolute error
+   * within 4e-7 softcap on the capped logit. */
   const float *sinks;        /**< NULL, or h_q finite logits (ATTN_E_BAD_BIAS otherwise) */
   float softcap;             /**< 0: none; > 0 and finite (ATTN_E_BAD_SCALE otherwise) */
   const float *alibi_slopes; /**< NULL, or h_q finite slopes (ATTN_E_BAD_BIAS otherwise) */
@@ -678,8 +680,8 @@ ATTN_API attn_status attn_linear_state_copy(attn_linear_state *dst, const attn_l
 
 /**
  * The causal chunk size C that attn_linear uses for this descriptor on the active path, in *chunk:
- * desc->chunk when it is set, else the path's default (48 on the AVX2 and NEON paths, 64 on the
- * scalar path). For FLOP accounting of the chunkwise products. Validates desc.
+ * desc->chunk when it is set, else the path's default (48 on the AVX2, AVX-512 and NEON paths,
+ * 64 on the scalar path). For FLOP accounting of the chunkwise products. Validates desc.
  * @retval ATTN_OK, the validation statuses, ATTN_E_UNSUPPORTED_ISA.
  */
 ATTN_API attn_status attn_linear_chunk_size(const attn_linear_desc *desc, size_t *chunk);

@@ -6,11 +6,12 @@
  * memory-bound Xeon. Here a row is read in place, fp16 / bf16 converted in registers
  * (vf_from_f16 / vf_from_bf16), and used at once:
  *   scores: each key row's vectors along d, FMAs with KR keys x QR query rows of accumulators,
- *           the sums of a row's four keys reduced together (vf_hsum4);
+ *           the sums of a row's four keys reduced together (vf_hsum4; with four rows, each
+ *           key's four rows, adjacent in the scores);
  *   P V:    each value row's NV vectors along dv, FMAs with the QR rows' broadcast weights.
- * Several heads (attn_few_heads) go KR keys (scores) or JC keys (P V) of every head at a time:
- * measured on a 16-core Xeon (one thread, 8 heads, 64k-128k tokens), the fp16 decode went from
- * 13.7-37 ms to 10.7-26 ms token-major and from 12.5-35 ms to 7.9-17 ms with each head's rows
+ * Several heads (attn_few_heads) go KR keys (scores) or ATTN_HKV_JC keys (P V) of every head at
+ * a time: measured on a 16-core Xeon (one thread, 8 heads, 64k-128k tokens), the fp16 decode went
+ * from 13.7-37 ms to 10.7-26 ms token-major and from 12.5-35 ms to 7.9-17 ms with each head's rows
  * contiguous (several streams in flight instead of one). Tails (d or dv not a multiple of
  * ATTN_VL) convert a zero-padded copy, as cvt_tmpl.h does, and read only the valid elements.
  * Tiles fit the shim's register file (ATTN_VREGS).
@@ -28,6 +29,17 @@
 #define ATTN_HKV_NV 4
 #endif
 #define ATTN_HKV_KR 4
+/* P V over several heads goes ATTN_HKV_JC keys of a head (one query row) or ATTN_HKV_JC_ROWS (a
+ * group of rows: GQA) before the next head. One row is memory-bound and wants short steps (see
+ * above; 32 keys measured 3-5% slower fp32 and 25-45% slower fp16 over 64k tokens on Zen 5); a
+ * group feeds each key row qr times the FMAs and takes a tile's accumulators through memory once
+ * per call, so a path may take more keys there (src/avx512/few-rows.c). */
+#ifndef ATTN_HKV_JC
+#define ATTN_HKV_JC 8
+#endif
+#ifndef ATTN_HKV_JC_ROWS
+#define ATTN_HKV_JC_ROWS 8
+#endif
 #ifndef ATTN_HKV_PF
 #define ATTN_HKV_PF 8 /* fp32 rows ahead that each step prefetches (as cvt_tmpl.h) */
 #endif
@@ -103,6 +115,15 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(attn_hkv
     vf_hsum4(acc[0][0], acc[1][0], acc[2][0], acc[3][0], st);
     return;
   }
+#if ATTN_HKV_QR == 4
+  /* Four rows (a GQA group of four, or four rows of a larger one): each key's four sums are
+   * adjacent in st (rows are its columns), so reduced and stored at once. The same bits as a
+   * row's four keys reduced together: vf_hsum4 reduces each of its inputs the same way. */
+  if (qv == ATTN_HKV_QR) {
+    for (size_t i = 0; i < kv; i++) vf_hsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3], st + i * ldst);
+    return;
+  }
+#endif
   for (size_t r = 0; r < qv; r++) {
     float sum[4];
     vf_hsum4(acc[0][r], acc[1][r], acc[2][r], acc[3][r], sum);
@@ -217,6 +238,21 @@ void ATTN_FEW_SCORES_NAME(attn_dtype type, const attn_few_heads *hd, size_t nk, 
     attn_hkv_scores_(attn_hkv_f32_, 4, nh, hk, hq, hs, nk, nq, d, k, ldk, q, ldq, st, ldst);
 }
 
+/* P V of several heads, jc keys (a constant: the tile's key loop is compiled for it) of each head
+ * before the next head. */
+static inline __attribute__((always_inline)) void attn_hkv_pv_keys_(attn_hkv_conv_fn_ *conv, size_t es,
+                                                                    const attn_few_heads *hd, size_t nq, size_t dv,
+                                                                    size_t nk, const float *pt, size_t ldp,
+                                                                    const char *v, size_t ldv, float *acc, size_t lda,
+                                                                    const size_t jc) {
+  for (size_t j0 = 0; j0 < nk; j0 += jc) {
+    const size_t jn = nk - j0 < jc ? nk - j0 : jc;
+    for (size_t h = 0; h < hd->n; h++)
+      attn_hkv_pv_(conv, es, nq, dv, jn, pt + h * hd->p + j0 * ldp, ldp, v + (h * hd->v + j0 * ldv) * es, ldv,
+                   acc + h * hd->a, lda, NULL);
+  }
+}
+
 static inline __attribute__((always_inline)) void attn_hkv_pv_heads_(attn_hkv_conv_fn_ *conv, size_t es,
                                                                      const attn_few_heads *hd, size_t nq, size_t dv,
                                                                      size_t nk, const float *pt, size_t ldp,
@@ -235,13 +271,10 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_heads_(attn_hkv_co
         vf_store_w(cr + c, vf_mul(vf_load_w(cr + c, w), s), w);
       }
     }
-  enum { JC = 8 }; /* keys of a head before the next head */
-  for (size_t j0 = 0; j0 < nk; j0 += JC) {
-    const size_t jn = nk - j0 < JC ? nk - j0 : JC;
-    for (size_t h = 0; h < hd->n; h++)
-      attn_hkv_pv_(conv, es, nq, dv, jn, pt + h * hd->p + j0 * ldp, ldp, v + (h * hd->v + j0 * ldv) * es, ldv,
-                   acc + h * hd->a, lda, NULL);
-  }
+  if (nq == 1)
+    attn_hkv_pv_keys_(conv, es, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, ATTN_HKV_JC);
+  else
+    attn_hkv_pv_keys_(conv, es, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, ATTN_HKV_JC_ROWS);
 }
 
 void ATTN_FEW_PV_NAME(attn_dtype type, const attn_few_heads *hd, size_t nq, size_t dv, size_t nk, const float *pt,
@@ -257,5 +290,7 @@ void ATTN_FEW_PV_NAME(attn_dtype type, const attn_few_heads *hd, size_t nq, size
 #undef ATTN_HKV_QR
 #undef ATTN_HKV_NV
 #undef ATTN_HKV_KR
+#undef ATTN_HKV_JC
+#undef ATTN_HKV_JC_ROWS
 #undef ATTN_HKV_PF
 #undef ATTN_HKV_PREFETCH_

@@ -1409,12 +1409,14 @@ static void few_heads_case(attn_dtype ty, size_t nh, size_t nk, size_t nq, size_
 START_TEST(few_rows_heads) {
   const attn_dtype ty = _i == 0 ? ATTN_F32 : _i == 1 ? ATTN_F16 : ATTN_BF16;
   static const size_t nhs[] = {2, 3, 7};
-  static const size_t nks[] = {1, 5, 8, 17, 40};
+  /* key counts around a head's key steps in P V (8 keys for one row; 32 for several rows on the
+   * AVX-512 path): within one step, a step and a tail, several steps and a tail */
+  static const size_t nks[] = {1, 5, 8, 17, 40, 64, 97};
   static const size_t nqs[] = {1, 3, 4, 8};
   static const size_t ds[] = {3, 16, 33, 64, 72};
-  for (size_t a = 0; a < 3; a++)
-    for (size_t b = 0; b < 5; b++)
-      for (size_t c = 0; c < 4; c++)
+  for (size_t a = 0; a < sizeof nhs / sizeof nhs[0]; a++)
+    for (size_t b = 0; b < sizeof nks / sizeof nks[0]; b++)
+      for (size_t c = 0; c < sizeof nqs / sizeof nqs[0]; c++)
         few_heads_case(ty, nhs[a], nks[b], nqs[c], ds[(a + b + c) % 5], ds[(a + 2 * b + c + 1) % 5],
                        (int)((a + b + c) % 2));
 }

@@ -113,8 +113,10 @@ static const opt_def opt_defs[] = {
     {"reps", "N", "samples per point, at least (default 3)"},
     {"warmup", "N", "untimed runs before sampling, at least (default 1)"},
     {"rounds", "N",
-     "with --scaling: measure the thread counts in turn N times, keeping each\n"
-     "count's best median (default 1)"},
+     "measure in turn N times, keeping each row's best median (default 1): the sweep\n"
+     "then runs each point's paths and baselines one after the other (a ratio\n"
+     "between them sees the same stretch of a noisy machine); with --scaling, the\n"
+     "thread counts"},
     {"retries", "N",
      "measure a noisy point again up to N times, keeping the steadiest attempt\n"
      "(default 1)"},
@@ -552,8 +554,8 @@ done:
   free(ctx);
 }
 
-/* Run one planned row: skip or measure, then print it. */
-static void run_row(run_ctx *rc, size_t index) {
+/* Skip or measure one planned row (its first round). */
+static void start_row(run_ctx *rc, size_t index) {
   bench_row *row = &rc->res.rows[index];
   const bench_row *prev = NULL;
   for (size_t i = index; i-- > 0;)
@@ -566,9 +568,55 @@ static void run_row(run_ctx *rc, size_t index) {
     row->state = ROW_SKIPPED;
   else
     measure_row(rc, row);
+}
+
+/* A further round of a measured row: its best median is kept (a failure stays a failure). */
+static void remeasure_row(run_ctx *rc, bench_row *row) {
+  if (row->state != ROW_OK) return;
+  const bench_stats kept = row->st;
+  measure_row(rc, row);
+  if (row->state == ROW_OK && kept.median <= row->st.median) row->st = kept;
+}
+
+static void finish_row(run_ctx *rc, const bench_row *row) {
   if (row->state == ROW_FAILED) rc->failures++;
   bench_print_row(stdout, &rc->res, row, ++rc->done, rc->planned);
   fflush(stdout);
+}
+
+/* Run one planned row: skip or measure, then print it. */
+static void run_row(run_ctx *rc, size_t index) {
+  start_row(rc, index);
+  finish_row(rc, &rc->res.rows[index]);
+}
+
+static int same_point(const bench_row *a, const bench_row *b) {
+  return a->var == b->var && a->shape.d == b->shape.d && a->shape.n_q == b->shape.n_q && a->shape.n_kv == b->shape.n_kv;
+}
+
+/* The sweep with --rounds N > 1: each point (a variant at one d and n) on every selected path
+ * and baseline, those rows one after the other, N times; points in the order of their first
+ * row in the plan, so that each series still grows in n (the --max-call-time prediction). */
+static void run_rounds(run_ctx *rc) {
+  const size_t count = rc->res.count;
+  unsigned char *done = calloc(count ? count : 1, 1);
+  size_t *group = malloc((count ? count : 1) * sizeof *group);
+  if (!done || !group) {
+    fprintf(stderr, "attn-bench: out of memory\n");
+    exit(1);
+  }
+  for (size_t i = 0; i < count; i++) {
+    if (done[i]) continue;
+    size_t ng = 0;
+    for (size_t j = i; j < count; j++)
+      if (!done[j] && same_point(&rc->res.rows[i], &rc->res.rows[j])) group[ng++] = j, done[j] = 1;
+    for (size_t k = 0; k < ng; k++) start_row(rc, group[k]);
+    for (unsigned round = 1; round < rc->opt.rounds; round++)
+      for (size_t k = 0; k < ng; k++) remeasure_row(rc, &rc->res.rows[group[k]]);
+    for (size_t k = 0; k < ng; k++) finish_row(rc, &rc->res.rows[group[k]]);
+  }
+  free(done);
+  free(group);
 }
 
 /* All rows of the sweep, in series order (each series by growing n): every selected variant on
@@ -952,7 +1000,10 @@ int main(int argc, char **argv) {
   printf("\nSweep: %zu points\n", rc.planned);
   if (!rc.planned) fprintf(stderr, "attn-bench: warning: nothing to measure with these options\n");
   bench_print_row_header(stdout);
-  for (size_t i = 0; i < rc.planned; i++) run_row(&rc, i);
+  if (o->rounds > 1)
+    run_rounds(&rc);
+  else
+    for (size_t i = 0; i < rc.planned; i++) run_row(&rc, i);
 
   compute_crossovers(&rc);
   if (o->extend) {

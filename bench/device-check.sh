@@ -2,36 +2,44 @@
 # One prepared run for a borrowed machine with more cores or wider vectors than the development
 # host (the lent "device" machine: an AVX-512 server CPU, 15 minutes of machine time in all, so
 # one call of about 6-8 minutes that leaves time for a second). It measures what the open
-# targets need, made for a shared, noisy guest (the same call moved by 1.5x between runs there):
+# targets need, made for a shared, noisy guest (the same call moved by 1.5-1.9x between runs
+# there):
 #   1. one call's thread scaling (--scaling, the thread counts in turn twice: --rounds 2) of
-#      softmax and causal linear prefill (identity, elu+1, GLA), one head and 16, n = 4k and 16k,
-#      and of one decode step over 64k and 128k cached tokens with fp32 and fp16 K/V, 8 heads;
+#      softmax and causal linear prefill (identity, elu+1, GLA) with each of SCAL_HEADS heads,
+#      n = 4k and 16k, and of one decode step over 64k and 128k cached tokens with fp32 and fp16
+#      K/V, 8 heads;
 #   2. every prefill variant at n = 4k and 16k on the vector paths the CPU runs natively
-#      (AVX-512 and AVX2, or NEON), in ROUNDS rounds whose path order alternates, pinned to one
-#      core, without baselines; summary.md keeps each path's best median over the rounds and the
-#      ratio of the widest path to the next (AVX-512 over AVX2), with the widest path's fraction
-#      of the FMA peak that each run measures.
+#      (AVX-512 and AVX2, or NEON), pinned to one core, without baselines: one invocation per
+#      family with --rounds ROUNDS, so that each point's paths run one after the other, ROUNDS
+#      times, each keeping its best median, and a ratio between paths sees the same stretch of
+#      the machine; summary.md has each path's time, the widest path over the next (AVX-512 over
+#      AVX2) and the widest path's fraction of the FMA peak;
+#   3. softmax full and causal at n = 1k, 4k and 16k on the widest path against the naive
+#      baselines the bench has (OpenBLAS, oneDNN), --rounds ROUNDS (baselines.txt).
 # Every step runs under what is left of a time limit, and whatever finished is kept. OUT_DIR gets
-# four files (the device machine returns at most eight): summary.md, scaling.txt, machine.txt and
-# device-check.tgz, every invocation's output and CSV.
+# five files (the device machine returns at most eight): summary.md, scaling.txt, baselines.txt,
+# machine.txt and device-check.tgz, every invocation's output and CSV.
 # Usage: bash bench/device-check.sh [BENCH [OUT_DIR]]
 #   BENCH: an attn-bench built elsewhere (default build-release/bench/attn-bench); OUT_DIR:
 #   default $OUT when set (the device machine's), else device-results.
 # Environment: ROUNDS (3), SIZES (4k,16k), PIN (2), THREADS (1,2,4,8,16, capped at the CPUs),
-#   LIMIT (seconds in all, 420), LIB_DIR (libraries the bench needs that the machine lacks,
-#   such as libopenblas: put on LD_LIBRARY_PATH), QUICK=1 (a smoke test: n = 1k, one round,
-#   scaling 1,2, a few variants).
+#   SCAL_HEADS (the head counts of step 1: "1 16"), FAMILIES (step 2's families in order:
+#   "linear softmax gau selective"), LIMIT (seconds in all, 420), LIB_DIR (libraries the bench
+#   needs that the machine lacks, such as libopenblas: put on LD_LIBRARY_PATH), QUICK=1 (a smoke
+#   test: n = 1k, one round, scaling 1,2, a few variants).
 set -uo pipefail
 
 bench=${1:-build-release/bench/attn-bench}
 out=${2:-${OUT:-device-results}}
 rounds=${ROUNDS:-3} sizes=${SIZES:-4k,16k} pin=${PIN:-2} limit=${LIMIT:-420}
-variants=prefill scal_variants=softmax_causal,linear_identity_causal,linear_elu1_causal,linear_gla_causal scal_n=4k,16k
-dec_variants=softmax_decode,softmax_decode_f16 dec_min=64k dec_max=128k
+families=${FAMILIES:-linear softmax gau selective} scal_heads=${SCAL_HEADS:-1 16}
+scal_variants=softmax_causal,linear_identity_causal,linear_elu1_causal,linear_gla_causal scal_n=4k,16k
+dec_variants=softmax_decode,softmax_decode_f16 dec_min=64k dec_max=128k base_sizes=1k,4k,16k
 cpus=$(nproc)
 threads=${THREADS:-1,2,4,8,16}
-if [[ ${QUICK:-0} == 1 ]]; then
-  rounds=1 sizes=1k threads=1,2 scal_n=1k dec_min=4k dec_max=4k variants=softmax_causal,linear_identity_causal,linear_favor_causal
+quick=${QUICK:-0}
+if [[ $quick == 1 ]]; then
+  rounds=1 sizes=1k threads=1,2 scal_n=1k dec_min=4k dec_max=4k base_sizes=1k families=linear scal_heads=1
 fi
 threads=$(echo "$threads" | tr ',' '\n' | awk -v c="$cpus" '$1 <= c' | paste -sd,)
 [[ -n ${LIB_DIR:-} ]] && export LD_LIBRARY_PATH="$LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -42,6 +50,16 @@ if ! "$bench" --help >/dev/null 2>&1; then
   "$bench" --help 2>&1 | head -3 >&2
   exit 1
 fi
+
+# The prefill variants of a family (softmax, linear, gau, selective), from the bench's own list.
+prefill_of() {
+  if [[ $quick == 1 ]]; then
+    echo linear_identity_causal,linear_favor_causal
+    return
+  fi
+  "$bench" --help | awk -v f="$1" '/^Variants:/ { on = 1; next } on && $1 ~ "^" f "_" && $1 !~ /decode/ { print $1 }' |
+    paste -sd,
+}
 
 # The paths, widest first: those the CPU runs natively (the bench would emulate the others).
 flags=$(grep -m1 -E '^(flags|Features)' /proc/cpuinfo 2>/dev/null)
@@ -69,35 +87,38 @@ step() { # name, attn-bench arguments...: one invocation, under what is left of 
     return 1
   fi
   echo "device-check: $name ($((SECONDS - start)) s)"
-  timeout "$t" "$bench" "$@" --no-baselines --no-plot --out-dir "$work" >"$work/$name.txt" 2>&1 ||
+  timeout "$t" "$bench" "$@" --no-plot --out-dir "$work" >"$work/$name.txt" 2>&1 ||
     echo "device-check: $name ended with status $?"
   return 0
 }
 
 # 1. thread scaling of one call on the widest path (the thread targets first: the prefill rounds
-#    take what time is left): prefill, one head and 16; then one decode step over 64k and 128k
-#    cached tokens, fp32 and fp16 K/V, 8 heads
-for heads in 1 16; do
-  step "scaling-h$heads" --scaling "$threads" --rounds 2 --heads "$heads" --variants "$scal_variants" --sizes "$scal_n" \
-    --isa "${isas[0]}" || break
+#    take what time is left): prefill with each head count, then one decode step over 64k and
+#    128k cached tokens, fp32 and fp16 K/V, 8 heads
+for heads in $scal_heads; do
+  step "scaling-h$heads" --scaling "$threads" --rounds 2 --heads "$heads" --variants "$scal_variants" \
+    --sizes "$scal_n" --isa "${isas[0]}" --no-baselines || break
 done
 step scaling-decode --scaling "$threads" --rounds 2 --heads 8 --variants "$dec_variants" --cache-min "$dec_min" \
-  --cache-max "$dec_max" --isa "${isas[0]}"
+  --cache-max "$dec_max" --isa "${isas[0]}" --no-baselines
 
-# 2. prefill rounds, the path order alternating
-for ((r = 1; r <= rounds; r++)); do
-  order=("${isas[@]}")
-  ((r % 2 == 0)) && mapfile -t order < <(printf "%s\n" "${isas[@]}" | tac)
-  for isa in "${order[@]}"; do
-    step "p$r-$isa" --variants "$variants" --sizes "$sizes" --isa "$isa" --pin "$pin" \
-      --min-time 0.15 --reps 3 --no-extend --csv "$work/p$r-$isa.csv" --json /dev/null --md /dev/null || break 2
-  done
+# 2. every prefill, each point's paths in turn, a family per invocation (a CSV per finished family)
+isa_list=$(IFS=,; echo "${isas[*]}")
+for fam in $families; do
+  step "p-$fam" --variants "$(prefill_of "$fam")" --sizes "$sizes" --isa "$isa_list" --rounds "$rounds" \
+    --pin "$pin" --min-time 0.15 --reps 3 --no-extend --no-baselines --csv "$work/p-$fam.csv" --json /dev/null \
+    --md /dev/null || break
 done
 
+# 3. softmax prefill on the widest path against the naive baselines (the fraction-of-peak and
+#    OpenBLAS targets)
+step baselines --variants softmax_full,softmax_causal --sizes "$base_sizes" --isa "${isas[0]}" --rounds "$rounds" \
+  --pin "$pin" --min-time 0.15 --reps 3 --no-extend --csv "$work/baselines.csv" --json /dev/null --md /dev/null
+
 # summary.md: per variant and n, each path's best median over the rounds (ms), the widest path
-# over the next, and the widest path's fraction of its peak in its best run.
+# over the next, and the widest path's fraction of its peak.
 shopt -s nullglob
-csvs=("$work"/p*-*.csv)
+csvs=("$work"/p-*.csv)
 if ((${#csvs[@]})); then
   awk -F, -v wide="${isas[0]}" -v next_="${isas[1]:-}" '
     /^#/ { next }
@@ -108,7 +129,6 @@ if ((${#csvs[@]})); then
       k = $col["variant"] SUBSEP $col["n_q"]; isa = $col["isa"]; ms = $col["median_ns"] / 1e6
       if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
       if (!((k, isa) in best) || ms < best[k, isa]) { best[k, isa] = ms; peak[k, isa] = $col["frac_peak"] }
-      runs[k, isa]++
     }
     END {
       if (next_ != "") {
@@ -120,8 +140,8 @@ if ((${#csvs[@]})); then
       }
       for (i = 1; i <= nk; i++) {
         split(keys[i], kv, SUBSEP); k = keys[i]
-        w = (k, wide) in best ? sprintf("%.3g (%d)", best[k, wide], runs[k, wide]) : "-"
-        x = next_ != "" && (k, next_) in best ? sprintf("%.3g (%d)", best[k, next_], runs[k, next_]) : "-"
+        w = (k, wide) in best ? sprintf("%.3g", best[k, wide]) : "-"
+        x = next_ != "" && (k, next_) in best ? sprintf("%.3g", best[k, next_]) : "-"
         ratio = next_ != "" && (k, wide) in best && (k, next_) in best ? sprintf("%.2fx", best[k, next_] / best[k, wide]) : "-"
         fp = (k, wide) in best && peak[k, wide] != "" ? sprintf("%.0f%%", 100 * peak[k, wide]) : "-"
         if (next_ != "") printf "| %s | %s | %s | %s | %s | %s |\n", kv[1], kv[2], w, x, ratio, fp
@@ -132,6 +152,11 @@ if ((${#csvs[@]})); then
 fi
 for f in "$work"/scaling-*.txt; do grep -E '^(Thread scaling|variant|softmax|linear|gau|selective)' "$f"; done |
   tee "$work/scaling.txt"
+# The baselines' table: the sweep's rows, the speedup ranges and the FMA peaks.
+[[ -f $work/baselines.txt ]] && sed -n '/^Sweep/,/^wrote/p;/^Speedup ranges/,/^Run quality/p' "$work/baselines.txt" |
+  grep -v '^wrote' | tee "$work/baselines-table.txt"
 for f in summary.md scaling.txt machine.txt; do [[ -f $work/$f ]] && cp "$work/$f" "$out/"; done
+[[ -f $work/baselines-table.txt ]] && cp "$work/baselines-table.txt" "$out/baselines.txt"
 tar czf "$out/device-check.tgz" -C "$work" . && rm -rf "$work"
-echo "device-check: done in $((SECONDS - start)) s; $out: summary.md, scaling.txt, machine.txt, device-check.tgz"
+echo "device-check: done in $((SECONDS - start)) s; $out: summary.md, scaling.txt, baselines.txt, machine.txt," \
+  "device-check.tgz"

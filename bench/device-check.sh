@@ -24,15 +24,19 @@
 #   default $OUT when set (the device machine's), else device-results.
 # Environment: ROUNDS (3), SIZES (4k,16k), PIN (2), THREADS (1,2,4,8,16, capped at the CPUs),
 #   SCAL_HEADS (the head counts of step 1: "1 16"), FAMILIES (step 2's families in order:
-#   "linear softmax gau selective"), LIMIT (seconds in all, 420), LIB_DIR (libraries the bench
-#   needs that the machine lacks, such as libopenblas: put on LD_LIBRARY_PATH), QUICK=1 (a smoke
-#   test: n = 1k, one round, scaling 1,2, a few variants).
+#   "linear softmax gau selective"), STEPS (which of "scaling prefill baselines" to run: all),
+#   LIMIT (seconds in all, 420), LIB_DIR (libraries the bench needs that the machine lacks, such
+#   as libopenblas: put on LD_LIBRARY_PATH), QUICK=1 (a smoke test: n = 1k, one round, scaling
+#   1,2, a few variants). OPENBLAS_CORETYPE, when unset, names the CPU's widest core (SkylakeX
+#   with AVX-512, Haswell with AVX2): OpenBLAS 0.3.21 does not know the lent Xeon (family 6
+#   model 207) and ran its Prescott (SSE3) kernels there, an unfair baseline.
 set -uo pipefail
 
 bench=${1:-build-release/bench/attn-bench}
 out=${2:-${OUT:-device-results}}
 rounds=${ROUNDS:-3} sizes=${SIZES:-4k,16k} pin=${PIN:-2} limit=${LIMIT:-420}
 families=${FAMILIES:-linear softmax gau selective} scal_heads=${SCAL_HEADS:-1 16}
+steps=" ${STEPS:-scaling prefill baselines} "
 scal_variants=softmax_causal,linear_identity_causal,linear_elu1_causal,linear_gla_causal scal_n=4k,16k
 dec_variants=softmax_decode,softmax_decode_f16 dec_min=64k dec_max=128k base_sizes=1k,4k,16k
 cpus=$(nproc)
@@ -68,9 +72,13 @@ isas=()
 [[ " $flags " == *" avx2 "* && " $flags " == *" fma "* ]] && isas+=(avx2)
 [[ " $flags " == *" asimd "* ]] && isas+=(neon)
 ((${#isas[@]})) || isas=(scalar)
+if [[ -z ${OPENBLAS_CORETYPE:-} ]]; then
+  [[ ${isas[0]} == avx512 ]] && export OPENBLAS_CORETYPE=SkylakeX
+  [[ ${isas[0]} == avx2 ]] && export OPENBLAS_CORETYPE=Haswell
+fi
 {
   date -u
-  echo "cpus online: $cpus; paths: ${isas[*]}"
+  echo "cpus online: $cpus; paths: ${isas[*]}; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-}"
   (lscpu 2>/dev/null || grep -m1 'model name' /proc/cpuinfo)
   uptime
 } >"$work/machine.txt"
@@ -95,15 +103,19 @@ step() { # name, attn-bench arguments...: one invocation, under what is left of 
 # 1. thread scaling of one call on the widest path (the thread targets first: the prefill rounds
 #    take what time is left): prefill with each head count, then one decode step over 64k and
 #    128k cached tokens, fp32 and fp16 K/V, 8 heads
+[[ $steps == *" scaling "* ]] || scal_heads=
 for heads in $scal_heads; do
   step "scaling-h$heads" --scaling "$threads" --rounds 2 --heads "$heads" --variants "$scal_variants" \
     --sizes "$scal_n" --isa "${isas[0]}" --no-baselines || break
 done
-step scaling-decode --scaling "$threads" --rounds 2 --heads 8 --variants "$dec_variants" --cache-min "$dec_min" \
-  --cache-max "$dec_max" --isa "${isas[0]}" --no-baselines
+if [[ $steps == *" scaling "* ]]; then
+  step scaling-decode --scaling "$threads" --rounds 2 --heads 8 --variants "$dec_variants" --cache-min "$dec_min" \
+    --cache-max "$dec_max" --isa "${isas[0]}" --no-baselines
+fi
 
 # 2. every prefill, each point's paths in turn, a family per invocation (a CSV per finished family)
 isa_list=$(IFS=,; echo "${isas[*]}")
+[[ $steps == *" prefill "* ]] || families=
 for fam in $families; do
   step "p-$fam" --variants "$(prefill_of "$fam")" --sizes "$sizes" --isa "$isa_list" --rounds "$rounds" \
     --pin "$pin" --min-time 0.15 --reps 3 --no-extend --no-baselines --csv "$work/p-$fam.csv" --json /dev/null \
@@ -112,8 +124,10 @@ done
 
 # 3. softmax prefill on the widest path against the naive baselines (the fraction-of-peak and
 #    OpenBLAS targets)
-step baselines --variants softmax_full,softmax_causal --sizes "$base_sizes" --isa "${isas[0]}" --rounds "$rounds" \
-  --pin "$pin" --min-time 0.15 --reps 3 --no-extend --csv "$work/baselines.csv" --json /dev/null --md /dev/null
+if [[ $steps == *" baselines "* ]]; then
+  step baselines --variants softmax_full,softmax_causal --sizes "$base_sizes" --isa "${isas[0]}" --rounds "$rounds" \
+    --pin "$pin" --min-time 0.15 --reps 3 --no-extend --csv "$work/baselines.csv" --json /dev/null --md /dev/null
+fi
 
 # summary.md: per variant and n, each path's best median over the rounds (ms), the widest path
 # over the next, and the widest path's fraction of its peak.

@@ -846,6 +846,48 @@ START_TEST(linear_split_prefill_matches_one_call) {
 }
 END_TEST
 
+/* The layout changes addresses only: the same logical inputs token-major and head-major (each
+ * head's rows contiguous, outputs too) give the same outputs and state, bit for bit (attn.h's
+ * attn_linear notes head-major inputs as faster for several heads; the engine's order of
+ * operations does not depend on the strides). */
+START_TEST(linear_layout_bit_exact) {
+  const ln_prop_case *c = &ln_props[_i];
+  const tu_layout_kind kinds[2] = {T, H};
+  tu_qkv x[2];
+  tu_tensor o[2];
+  lu_state st[2];
+  attn_linear_desc d;
+  for (int k = 0; k < 2; ++k) {
+    tu_rng rng;
+    tu_rng_seed(&rng, 11500 + (uint64_t)_i); /* the same draws in the same logical order */
+    tu_qkv_make(&x[k], kinds[k], TU_DATA_UNIFORM, &rng, c->n, c->n, c->h_q, c->h_k, c->h_v, c->d, c->dv);
+    if (k == 0 && c->fm == FAV && c->wsrc == 2) {
+      const size_t count = (c->m ? c->m : 4 * c->d) * c->d;
+      ln_prop_w = malloc(sizeof(float) * count);
+      ck_assert_ptr_nonnull(ln_prop_w);
+      tu_fill_gauss(ln_prop_w, count, &rng, 1.0);
+    }
+    ln_prop_desc(&d, c, c->n, c->n);
+    lu_state_make(&st[k], &d);
+    ln_call(&d, &x[k].q, &x[k].k, &x[k].v, kinds[k], &st[k].s, 0, &o[k]);
+  }
+  const size_t heads = lu_out_heads(&d);
+  for (size_t t = 0; t < c->n; ++t)
+    for (size_t h = 0; h < heads; ++h)
+      tu_assert_same_bits("output row, token-major vs head-major", tu_at(&o[0], t, h, 0), tu_at(&o[1], t, h, 0),
+                          sizeof(float) * c->dv);
+  tu_assert_same_bits("state, token-major vs head-major inputs", st[0].s.data, st[1].s.data,
+                      sizeof(float) * lu_state_floats(&st[0].s));
+  for (int k = 0; k < 2; ++k) {
+    tu_tensor_free(&o[k]);
+    lu_state_free(&st[k]);
+    tu_qkv_free(&x[k]);
+  }
+  free(ln_prop_w);
+  ln_prop_w = NULL;
+}
+END_TEST
+
 /* elu1 accuracy through the public API: d = dv = 1, one key 0 (psi = 1) with value 1, so the
  * un-normalised bidirectional output is phi(q) itself; q sweeps [-87, 30] (exp branch below 0). */
 enum { ELU_SWEEP = 2001 };
@@ -3538,6 +3580,7 @@ static Suite *linear_suite(attn_isa isa) {
   tcase_add_loop_test(tc, linear_prefill_state_continues_decode, 0, (int)LN_NPROPS);
   tcase_add_loop_test(tc, linear_snapshot_restore_bit_exact, 0, (int)(2 * LN_NPROPS));
   tcase_add_loop_test(tc, linear_split_prefill_matches_one_call, 0, (int)LN_NPROPS);
+  tcase_add_loop_test(tc, linear_layout_bit_exact, 0, (int)LN_NPROPS);
   suite_add_tcase(s, tc);
   tc = tu_tcase("window");
   tcase_add_loop_test(tc, linear_window_matches_reference, 0, (int)lw_nsel);

@@ -162,15 +162,18 @@ static void recurrent_run(bench_work *w) {
   float *restrict va = psi + m, *restrict acc = va + cols, *restrict alpha = acc + group * cols;
   const attn_gate_kind gate = s->gate;
   /* The log gates of token t, gate head g (the gate head of key/value head g): lg[0] or lg[0..m) */
-  const attn_layout gl = bench_gate_layout(s);
+  const attn_layout gl = bench_gate_layout(s), ql = bench_qkv_layout(s, s->n_q, s->h_q, s->d),
+                    kl = bench_qkv_layout(s, s->n_kv, s->h_kv, s->d), vl = bench_qkv_layout(s, s->n_kv, s->h_kv, dv),
+                    ol = bench_qkv_layout(s, s->n_q, s->h_q, dv);
   if (s->n_q > 1) memset(state, 0, s->h_kv * m * cols * sizeof *state); /* a fresh prefill */
   if (s->normalize) va[dv] = 1.0f; /* [v 1]: the ones column yields z in the same product */
   for (size_t t = 0; t < s->n_q; t++) {
     for (size_t g = 0; g < s->h_kv; g++) {
       const size_t h0 = g * group; /* the group's first query head */
-      feature(psi, w->k + (t * s->h_kv + g) * s->d, m, s->map);
-      for (size_t j = 0; j < group; j++) feature(phi + j * m, w->q + (t * s->h_q + h0 + j) * s->d, m, s->map);
-      memcpy(va, w->v + (t * s->h_kv + g) * dv, dv * sizeof *va);
+      feature(psi, w->k + t * kl.row_stride + g * kl.head_stride, m, s->map);
+      for (size_t j = 0; j < group; j++)
+        feature(phi + j * m, w->q + t * ql.row_stride + (h0 + j) * ql.head_stride, m, s->map);
+      memcpy(va, w->v + t * vl.row_stride + g * vl.head_stride, dv * sizeof *va);
       memset(acc, 0, group * cols * sizeof *acc);
       const float *lg = gate != ATTN_GATE_NONE ? w->gate + t * gl.row_stride + g * gl.head_stride : NULL;
       const float gamma = gate == ATTN_GATE_SCALAR ? expf(lg[0]) : 1.0f;
@@ -193,7 +196,7 @@ static void recurrent_run(bench_work *w) {
       for (size_t j = 0; j < group; j++) { /* o = acc / (phi^T z + eps) */
         const float *aj = acc + j * cols;
         const float inv = s->normalize ? 1.0f / (aj[dv] + RECURRENT_EPS) : 1.0f;
-        float *ot = w->o + (t * s->h_q + h0 + j) * dv;
+        float *ot = w->o + t * ol.row_stride + (h0 + j) * ol.head_stride;
         for (size_t c = 0; c < dv; c++) ot[c] = aj[c] * inv;
       }
     }

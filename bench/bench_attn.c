@@ -56,7 +56,8 @@ typedef struct options {
   int n_max_set, quad_set;
   size_t d[BENCH_MAX_SIZES], nd;
   size_t heads, kv_heads, window;
-  int kv_head_major; /* --kv-layout head */
+  int kv_head_major;  /* --kv-layout head */
+  int qkv_head_major; /* --linear-layout head */
   int threads, pin, latency, hugepages;
   size_t scaling[BENCH_MAX_SIZES], nscaling; /* --scaling: thread counts */
   double min_time, max_call_time, noisy;
@@ -91,6 +92,9 @@ static const opt_def opt_defs[] = {
     {"kv-layout", "L",
      "softmax K/V layout: token ([n][heads][d], the default) or head ([heads][n][d]:\n"
      "each head's rows contiguous, as a per-head cache)"},
+    {"linear-layout", "L",
+     "linear Q, K, V and O layout: token ([n][heads][d], the default) or head\n"
+     "([heads][n][d]: each head's rows contiguous); the recurrent baseline reads the same"},
     {"threads", "T",
      "run T independent sequences at once, one per thread, each with its own\n"
      "buffers and workspace; results are aggregate (default 1). A library call\n"
@@ -356,6 +360,10 @@ static void parse_args(options *o, int argc, char **argv) {
     else if (!strcmp(name, "kv-layout")) {
       if (strcmp(val, "token") && strcmp(val, "head")) die_usage("--kv-layout: '%s' is not %s", val, "token or head");
       o->kv_head_major = !strcmp(val, "head");
+    } else if (!strcmp(name, "linear-layout")) {
+      if (strcmp(val, "token") && strcmp(val, "head"))
+        die_usage("--linear-layout: '%s' is not %s", val, "token or head");
+      o->qkv_head_major = !strcmp(val, "head");
     } else if (!strcmp(name, "threads"))
       o->threads = parse_int(name, val, 1, 1024);
     else if (!strcmp(name, "latency"))
@@ -453,8 +461,8 @@ static bench_row *push_row(bench_results *r) {
 
 /* What the options say about the shapes, for the adapters. */
 static bench_sweep sweep_of(const options *o) {
-  return (bench_sweep){o->sizes,     o->nsizes, o->n_min,    o->n_max,  o->quad_n_max,   o->cache_min,
-                       o->cache_max, o->heads,  o->kv_heads, o->window, o->kv_head_major};
+  return (bench_sweep){o->sizes,     o->nsizes, o->n_min,    o->n_max,  o->quad_n_max,    o->cache_min,
+                       o->cache_max, o->heads,  o->kv_heads, o->window, o->kv_head_major, o->qkv_head_major};
 }
 
 static bench_row *add_row(run_ctx *rc, const bench_variant *v, attn_isa isa, const char *baseline, bench_kind kind,

@@ -14,17 +14,19 @@
 #      times, each keeping its best median, and a ratio between paths sees the same stretch of
 #      the machine; summary.md has each path's time, the widest path over the next (AVX-512 over
 #      AVX2) and the widest path's fraction of the FMA peak;
-#   3. softmax full and causal at n = 1k, 4k and 16k on the widest path against the naive
+#   3. causal linear prefill (identity, elu+1) with 8 heads at n = 4k on the widest path, Q, K,
+#      V and O token-major then head-major (--linear-layout), twice (layout.txt);
+#   4. softmax full and causal at n = 1k, 4k and 16k on the widest path against the naive
 #      baselines the bench has (OpenBLAS, oneDNN), --rounds ROUNDS (baselines.txt).
 # Every step runs under what is left of a time limit, and whatever finished is kept. OUT_DIR gets
-# five files (the device machine returns at most eight): summary.md, scaling.txt, baselines.txt,
-# machine.txt and device-check.tgz, every invocation's output and CSV.
+# six files (the device machine returns at most eight): summary.md, scaling.txt, layout.txt,
+# baselines.txt, machine.txt and device-check.tgz, every invocation's output and CSV.
 # Usage: bash bench/device-check.sh [BENCH [OUT_DIR]]
 #   BENCH: an attn-bench built elsewhere (default build-release/bench/attn-bench); OUT_DIR:
 #   default $OUT when set (the device machine's), else device-results.
 # Environment: ROUNDS (3), SIZES (4k,16k), PIN (2), THREADS (1,2,4,8,16, capped at the CPUs),
 #   SCAL_HEADS (the head counts of step 1: "1 16"), FAMILIES (step 2's families in order:
-#   "linear softmax gau selective"), STEPS (which of "scaling prefill baselines" to run: all),
+#   "linear softmax gau selective"), STEPS (which of "scaling prefill layout baselines" to run: all),
 #   LIMIT (seconds in all, 420), LIB_DIR (libraries the bench needs that the machine lacks, such
 #   as libopenblas: put on LD_LIBRARY_PATH), QUICK=1 (a smoke test: n = 1k, one round, scaling
 #   1,2, a few variants). OPENBLAS_CORETYPE, when unset, names the CPU's widest core (SkylakeX
@@ -36,14 +38,14 @@ bench=${1:-build-release/bench/attn-bench}
 out=${2:-${OUT:-device-results}}
 rounds=${ROUNDS:-3} sizes=${SIZES:-4k,16k} pin=${PIN:-2} limit=${LIMIT:-420}
 families=${FAMILIES:-linear softmax gau selective} scal_heads=${SCAL_HEADS:-1 16}
-steps=" ${STEPS:-scaling prefill baselines} "
-scal_variants=softmax_causal,linear_identity_causal,linear_elu1_causal,linear_gla_causal scal_n=4k,16k
+steps=" ${STEPS:-scaling prefill layout baselines} "
+scal_variants=softmax_causal,linear_identity_causal,linear_elu1_causal,linear_gla_causal scal_n=4k,16k scal_n_one=4k
 dec_variants=softmax_decode,softmax_decode_f16 dec_min=64k dec_max=128k base_sizes=1k,4k,16k
 cpus=$(nproc)
 threads=${THREADS:-1,2,4,8,16}
 quick=${QUICK:-0}
 if [[ $quick == 1 ]]; then
-  rounds=1 sizes=1k threads=1,2 scal_n=1k dec_min=4k dec_max=4k base_sizes=1k families=linear scal_heads=1
+  rounds=1 sizes=1k threads=1,2 scal_n=1k scal_n_one=1k dec_min=4k dec_max=4k base_sizes=1k families=linear scal_heads=1
 fi
 threads=$(echo "$threads" | tr ',' '\n' | awk -v c="$cpus" '$1 <= c' | paste -sd,)
 [[ -n ${LIB_DIR:-} ]] && export LD_LIBRARY_PATH="$LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -122,7 +124,18 @@ for fam in $families; do
     --md /dev/null || break
 done
 
-# 3. softmax prefill on the widest path against the naive baselines (the fraction-of-peak and
+# 3. the layout of a linear prefill's Q, K, V and O with several heads, in turn
+if [[ $steps == *" layout "* ]]; then
+  for r in 1 2; do
+    for layout in token head; do
+      step "layout-$r-$layout" --variants linear_identity_causal,linear_elu1_causal --heads 8 --sizes "$scal_n_one" \
+        --isa "${isas[0]}" --linear-layout "$layout" --pin "$pin" --min-time 0.15 --reps 3 --no-extend --no-baselines \
+        --csv /dev/null --json /dev/null --md /dev/null || break 2
+    done
+  done
+fi
+
+# 4. softmax prefill on the widest path against the naive baselines (the fraction-of-peak and
 #    OpenBLAS targets)
 if [[ $steps == *" baselines "* ]]; then
   step baselines --variants softmax_full,softmax_causal --sizes "$base_sizes" --isa "${isas[0]}" --rounds "$rounds" \
@@ -166,11 +179,13 @@ if ((${#csvs[@]})); then
 fi
 for f in "$work"/scaling-*.txt; do grep -E '^(Thread scaling|variant|softmax|linear|gau|selective)' "$f"; done |
   tee "$work/scaling.txt"
+# The layouts' rows, invocation by invocation.
+for f in "$work"/layout-*.txt; do echo "${f##*/}"; grep -E '^\[' "$f"; done | tee "$work/layout.txt"
 # The baselines' table: the sweep's rows, the speedup ranges and the FMA peaks.
 [[ -f $work/baselines.txt ]] && sed -n '/^Sweep/,/^wrote/p;/^Speedup ranges/,/^Run quality/p' "$work/baselines.txt" |
   grep -v '^wrote' | tee "$work/baselines-table.txt"
-for f in summary.md scaling.txt machine.txt; do [[ -f $work/$f ]] && cp "$work/$f" "$out/"; done
+for f in summary.md scaling.txt layout.txt machine.txt; do [[ -f $work/$f ]] && cp "$work/$f" "$out/"; done
 [[ -f $work/baselines-table.txt ]] && cp "$work/baselines-table.txt" "$out/baselines.txt"
 tar czf "$out/device-check.tgz" -C "$work" . && rm -rf "$work"
-echo "device-check: done in $((SECONDS - start)) s; $out: summary.md, scaling.txt, baselines.txt, machine.txt," \
-  "device-check.tgz"
+echo "device-check: done in $((SECONDS - start)) s; $out: summary.md, scaling.txt, layout.txt, baselines.txt," \
+  "machine.txt, device-check.tgz"

@@ -78,6 +78,8 @@ typedef struct bench_shape {
   int stats;                        /**< softmax, GAU, selective: the *_stats call (per-row statistics) */
   attn_dtype kv_type;               /**< softmax: K and V's element type (ATTN_F32 unless a half row) */
   int kv_head_major;                /**< softmax: K and V [heads][n][d] (--kv-layout head), else [n][heads][d] */
+  int qkv_head_major;               /**< linear and recurrent: Q, K, V and O [heads][n][d] (--linear-layout
+                                         head), else [n][heads][d] */
   int options;                      /**< softmax: 1 sinks, soft cap 30 and ALiBi slopes, 2 a key-padding
                                          bias row (the options' cost; their few flops per pair are not
                                          counted) */

@@ -28,6 +28,7 @@ bench_shape bench_shape_start(const bench_variant *v, const bench_sweep *sw, ben
   s.h_q = sw->heads;
   s.h_kv = sw->kv_heads;
   s.kv_head_major = sw->kv_head_major;
+  s.qkv_head_major = sw->qkv_head_major;
   s.d = s.dv = d;
   s.map = v->map;
   s.causal = v->causal;

@@ -65,7 +65,8 @@ typedef struct bench_sweep {
   size_t nsizes;
   size_t n_min, n_max, quad_n_max, cache_min, cache_max;
   size_t heads, kv_heads, window;
-  int kv_head_major; /**< --kv-layout head: softmax K/V [heads][n][d] */
+  int kv_head_major;  /**< --kv-layout head: softmax K/V [heads][n][d] */
+  int qkv_head_major; /**< --linear-layout head: linear Q, K, V and O [heads][n][d] */
 } bench_sweep;
 
 /** A family of variants and how to measure them. */

@@ -735,11 +735,11 @@ ATTN_API attn_status attn_linear_favor_matrix(const attn_linear_desc *desc, floa
  *         (FAVOR+: a caller's W that is NULL or not finite, an unknown source), ATTN_E_NULL_POINTER
  *         (a desc with a gate or beta: call attn_linear_gated).
  *         On any error neither o nor the state is written.
- * Performance: the layout changes addresses only (the results are the same bit for bit), but a
- * causal prefill with several heads reads each head's rows a chunk at a time, and head-major
- * inputs (each head's rows contiguous: row_stride d, head_stride n d) ran 1.4-1.5x faster than
- * token-major ones on a 16-core Intel Xeon guest (8 heads, n = 4k, elu+1; 1.1-1.35x on a Zen 5
- * guest): a caller that can choose the layout of Q, K and V should give each head its own rows.
+ * Performance: a causal prefill with several heads reads each head's rows a chunk at a time;
+ * head-major inputs (each head's rows contiguous: row_stride d, head_stride n d) ran 1.4-1.5x
+ * faster than token-major ones on a 16-core Intel Xeon guest (8 heads, n = 4k, elu+1; 1.1-1.35x
+ * on a Zen 5 guest), with the same outputs and state bit for bit: a caller that can choose the
+ * layout of Q, K and V should give each head its own rows.
  */
 ATTN_API attn_status attn_linear(const attn_linear_desc *desc, const float *q, const float *k, const float *v, float *o,
                                  attn_linear_state *state, void *workspace, size_t workspace_size);

@@ -162,9 +162,10 @@ static void recurrent_run(bench_work *w) {
   float *restrict va = psi + m, *restrict acc = va + cols, *restrict alpha = acc + group * cols;
   const attn_gate_kind gate = s->gate;
   /* The log gates of token t, gate head g (the gate head of key/value head g): lg[0] or lg[0..m) */
-  const attn_layout gl = bench_gate_layout(s), ql = bench_qkv_layout(s, s->n_q, s->h_q, s->d),
-                    kl = bench_qkv_layout(s, s->n_kv, s->h_kv, s->d), vl = bench_qkv_layout(s, s->n_kv, s->h_kv, dv),
-                    ol = bench_qkv_layout(s, s->n_q, s->h_q, dv);
+  const attn_layout gl = bench_gate_layout(s), ql = bench_layout(s->qkv_head_major, s->n_q, s->h_q, s->d),
+                    kl = bench_layout(s->qkv_head_major, s->n_kv, s->h_kv, s->d),
+                    vl = bench_layout(s->qkv_head_major, s->n_kv, s->h_kv, dv),
+                    ol = bench_layout(s->qkv_head_major, s->n_q, s->h_q, dv);
   if (s->n_q > 1) memset(state, 0, s->h_kv * m * cols * sizeof *state); /* a fresh prefill */
   if (s->normalize) va[dv] = 1.0f; /* [v 1]: the ones column yields z in the same product */
   for (size_t t = 0; t < s->n_q; t++) {

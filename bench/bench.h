@@ -98,11 +98,12 @@ static inline attn_layout bench_gate_layout(const bench_shape *s) {
   return s->fixed_decay ? (attn_layout){0, 1} : (attn_layout){s->h_kv * width, width};
 }
 
-/** The layout of a linear call's Q, K, V or O in bench_work's buffers (heads of width w over n
- *  tokens): [n][heads][w], or [heads][n][w] with --linear-layout head (each head's rows
- *  contiguous). The recurrent baseline reads the same layout. */
-static inline attn_layout bench_qkv_layout(const bench_shape *s, size_t n, size_t heads, size_t w) {
-  return s->qkv_head_major ? (attn_layout){w, n * w} : (attn_layout){heads * w, w};
+/** The layout of a tensor in bench_work's buffers (heads of width w over n tokens): [n][heads][w],
+ *  or [heads][n][w] with head_major (each head's rows contiguous: --kv-layout head for softmax's
+ *  K and V, --linear-layout head for a linear call's Q, K, V and O, which the recurrent baseline
+ *  reads the same way). The same elements either way. */
+static inline attn_layout bench_layout(int head_major, size_t n, size_t heads, size_t w) {
+  return head_major ? (attn_layout){w, n * w} : (attn_layout){heads * w, w};
 }
 
 /** Allocate and fill the buffers of one call (and its log gates, when s has a gate), then set up

@@ -75,10 +75,10 @@ static const bench_variant variants[] = {
 static void linear_desc(const bench_shape *s, attn_linear_desc *desc) {
   attn_linear_desc_init(desc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv, s->map);
   desc->shape.threads = bench_call_threads;
-  desc->shape.q = bench_qkv_layout(s, s->n_q, s->h_q, s->d);
-  desc->shape.k = bench_qkv_layout(s, s->n_kv, s->h_kv, s->d);
-  desc->shape.v = bench_qkv_layout(s, s->n_kv, s->h_kv, s->dv);
-  desc->shape.o = bench_qkv_layout(s, s->n_q, s->h_q, s->dv);
+  desc->shape.q = bench_layout(s->qkv_head_major, s->n_q, s->h_q, s->d);
+  desc->shape.k = bench_layout(s->qkv_head_major, s->n_kv, s->h_kv, s->d);
+  desc->shape.v = bench_layout(s->qkv_head_major, s->n_kv, s->h_kv, s->dv);
+  desc->shape.o = bench_layout(s->qkv_head_major, s->n_q, s->h_q, s->dv);
   desc->mask = s->window_left != ATTN_UNBOUNDED ? attn_mask_window(s->window_left, s->window_right)
                : s->causal                      ? attn_mask_causal()
                                                 : attn_mask_full();

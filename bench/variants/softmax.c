@@ -94,10 +94,8 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
   attn_softmax_desc_init(desc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv);
   desc->shape.threads = bench_call_threads;
   desc->shape.kv_type = s->kv_type;
-  if (s->kv_head_major) { /* the same elements, each head's rows contiguous */
-    desc->shape.k = (attn_layout){s->d, s->n_kv * s->d};
-    desc->shape.v = (attn_layout){s->dv, s->n_kv * s->dv};
-  }
+  desc->shape.k = bench_layout(s->kv_head_major, s->n_kv, s->h_kv, s->d);
+  desc->shape.v = bench_layout(s->kv_head_major, s->n_kv, s->h_kv, s->dv);
   im->kh = im->vh = NULL;
   if (half) { /* the cache in 16 bits, converted once here (not timed) */
     im->kh = (uint16_t *)(im->arrays + stats + bias);

@@ -635,6 +635,15 @@ static const ln_prop_case ln_props[] = {
 /* The caller's W of the current property case (wsrc 2), shared by every call of the case. */
 static float *ln_prop_w;
 
+/* The case's W (wsrc 2: Gaussian, m x d, drawn from r after the inputs); nothing otherwise. */
+static void ln_prop_w_make(const ln_prop_case *c, tu_rng *r) {
+  if (c->fm != FAV || c->wsrc != 2) return;
+  const size_t count = (c->m ? c->m : 4 * c->d) * c->d;
+  ln_prop_w = malloc(sizeof(float) * count);
+  ck_assert_ptr_nonnull(ln_prop_w);
+  tu_fill_gauss(ln_prop_w, count, r, 1.0);
+}
+
 static void ln_prop_desc(attn_linear_desc *d, const ln_prop_case *c, size_t n_q, size_t n_kv) {
   ln_desc(d, n_q, n_kv, c->h_q, c->h_k, c->h_v, c->d, c->dv, c->fm, CAUSAL, c->normalize, c->chunk);
   if (c->scale != 0.0f) d->scale = c->scale;
@@ -667,12 +676,7 @@ static void ln_full_make(ln_full *f, const ln_prop_case *c, uint64_t seed) {
   f->q = tu_rows_view(&f->x.q, 0, c->n);
   f->k = tu_rows_view(&f->x.k, 0, c->n);
   f->v = tu_rows_view(&f->x.v, 0, c->n);
-  if (c->fm == FAV && c->wsrc == 2) {
-    const size_t count = (c->m ? c->m : 4 * c->d) * c->d;
-    ln_prop_w = malloc(sizeof(float) * count);
-    ck_assert_ptr_nonnull(ln_prop_w);
-    tu_fill_gauss(ln_prop_w, count, &rng, 1.0);
-  }
+  ln_prop_w_make(c, &rng);
   ln_prop_desc(&f->d, c, c->n, c->n);
   f->m = lu_feature_size(&f->d);
   lu_state_make(&f->st, &f->d);
@@ -861,12 +865,7 @@ START_TEST(linear_layout_bit_exact) {
     tu_rng rng;
     tu_rng_seed(&rng, 11500 + (uint64_t)_i); /* the same draws in the same logical order */
     tu_qkv_make(&x[k], kinds[k], TU_DATA_UNIFORM, &rng, c->n, c->n, c->h_q, c->h_k, c->h_v, c->d, c->dv);
-    if (k == 0 && c->fm == FAV && c->wsrc == 2) {
-      const size_t count = (c->m ? c->m : 4 * c->d) * c->d;
-      ln_prop_w = malloc(sizeof(float) * count);
-      ck_assert_ptr_nonnull(ln_prop_w);
-      tu_fill_gauss(ln_prop_w, count, &rng, 1.0);
-    }
+    if (k == 0) ln_prop_w_make(c, &rng);
     ln_prop_desc(&d, c, c->n, c->n);
     lu_state_make(&st[k], &d);
     ln_call(&d, &x[k].q, &x[k].k, &x[k].v, kinds[k], &st[k].s, 0, &o[k]);

@@ -94,6 +94,22 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
   /* Waves only where the heads alone would not keep the workers busy (results do not depend on it). */
   const size_t W = p->workers, H = p->heads;
   const int waves = p->scan_chunks && W > 1 && H % W && H < 4 * W;
+  /* The scan by head groups gathers token-major rows (a head's rows further apart than its heads)
+   * where each head has its own query, key and value head and a group has 2+ heads. The scratch
+   * is kept whatever the layout, so that the workspace size depends on the shape alone. */
+  const size_t group_heads = H ? (H + attn_min_sz(W, H) - 1) / attn_min_sz(W, H) : 0;
+  p->gather = p->off_g = 0;
+  p->gathered =
+      s->q.head_stride < s->q.row_stride && s->k.head_stride < s->k.row_stride && s->v.head_stride < s->v.row_stride;
+  if (p->scan_chunks && !waves && !p->xg && p->per == 1 && p->qdiv == 1 && p->kdiv == 1 && p->vdiv == 1 &&
+      group_heads >= 2) {
+    size_t g;
+    p->gather = attn_min_sz(group_heads, ATTN_GATHER);
+    if (!attn_mul_ok(p->C, 2 * s->d + s->dv, &g) || !attn_mul_ok(g + 3 * ATTN_GATHER_PAD, p->gather, &g))
+      return ATTN_E_SIZE_OVERFLOW;
+    g += 3 * ATTN_GATHER_PAD; /* cw_gather_block of d, d and dv */
+    p->off_g = attn_ws_take(&w, g);
+  }
   if (waves) {
     attn_ws slot = {0, 0}; /* a chunk's slot: D (then S before it), Kf (maps with offsets: their
                               pre-exponential features), Va and Va's finiteness */
@@ -146,14 +162,30 @@ typedef struct cw_ctx {
   const struct attn_ukernels *uk;
   const attn_chunkwise_io *io;
   float *kf, *va, *qt, *at, *oc, *fs;
-  float *ku, *qu;      /* exponential maps: pre-exponential key and query features (C x m) */
-  float *cp, *cn, *rn; /* exponential maps: offsets before and after the chunk, running row (m) */
-  double *b;           /* gates: the chunk's cumulative log gates (C, or C x m per-feature) */
-  float *wt, *din;     /* gates: intra weights (C x C), state-product row scales (C) */
-  float *dout, *dc;    /* gates: absorb key-row scales (C), state row scales (m) */
-  float *kg, *ks;      /* per-feature gates: beta exp(B_last - B), block factors */
-  size_t hk, hv, hg;   /* key, value and gate heads of the task's state head */
+  float *ku, *qu;            /* exponential maps: pre-exponential key and query features (C x m) */
+  float *cp, *cn, *rn;       /* exponential maps: offsets before and after the chunk, running row (m) */
+  double *b;                 /* gates: the chunk's cumulative log gates (C, or C x m per-feature) */
+  float *wt, *din;           /* gates: intra weights (C x C), state-product row scales (C) */
+  float *dout, *dc;          /* gates: absorb key-row scales (C), state row scales (m) */
+  float *kg, *ks;            /* per-feature gates: beta exp(B_last - B), block factors */
+  size_t hk, hv, hg;         /* key, value and gate heads of the task's state head */
+  const float *gq, *gk, *gv; /* gathered rows of the head (cw_gather; NULL: the inputs in place): */
+  size_t g0q, g0k;           /* query row t at gq + (t - g0q) d, key row j at gk + (j - g0k) d */
 } cw_ctx;
+
+/* Row j of the task's key and value heads, row t of query head hq: in place, or gathered. */
+static const float *cw_k_row(const cw_ctx *x, size_t j) {
+  const attn_shape *s = x->p->shape;
+  return x->gk ? x->gk + (j - x->g0k) * s->d : x->io->k + j * s->k.row_stride + x->hk * s->k.head_stride;
+}
+static const float *cw_v_row(const cw_ctx *x, size_t j) {
+  const attn_shape *s = x->p->shape;
+  return x->gv ? x->gv + (j - x->g0k) * s->dv : x->io->v + j * s->v.row_stride + x->hv * s->v.head_stride;
+}
+static const float *cw_q_row(const cw_ctx *x, size_t hq, size_t t) {
+  const attn_shape *s = x->p->shape;
+  return x->gq ? x->gq + (t - x->g0q) * s->d : x->io->q + t * s->q.row_stride + hq * s->q.head_stride;
+}
 
 /* ---- decay and gates (engine/chunkwise.h) ---- */
 static int cw_gated(const attn_chunkwise_plan *p) { return p->g.kind != ATTN_GATE_NONE || p->g.beta; }
@@ -225,12 +257,12 @@ static void cw_absorb(const cw_ctx *x, float *S, size_t cn) { cw_absorb_to(x, x-
 static int cw_load_kv(const cw_ctx *x, size_t j0, size_t cn) {
   const attn_chunkwise_plan *p = x->p;
   const attn_shape *s = p->shape;
-  p->fm->apply(x->uk, &p->fa, 1, cn, s->d, p->m, x->io->k + j0 * s->k.row_stride + x->hk * s->k.head_stride,
-               s->k.row_stride, p->fm->offsets ? x->ku : x->kf, p->m, 1, x->fs);
+  p->fm->apply(x->uk, &p->fa, 1, cn, s->d, p->m, cw_k_row(x, j0), x->gk ? s->d : s->k.row_stride,
+               p->fm->offsets ? x->ku : x->kf, p->m, 1, x->fs);
   int finite = 1;
   for (size_t j = 0; j < cn; j++) {
     float *row = x->va + j * p->W;
-    const float *src = x->io->v + (j0 + j) * s->v.row_stride + x->hv * s->v.head_stride;
+    const float *src = cw_v_row(x, j0 + j);
     if (attn_copy_finite(row, src, s->dv)) {
       if (p->normalize) row[s->dv] = 1.0f;
     } else {
@@ -330,13 +362,14 @@ static void cw_load_q(const cw_ctx *x, const float *S, size_t h, size_t t0, size
                       int intra) {
   const attn_chunkwise_plan *p = x->p;
   const attn_shape *s = p->shape;
-  const float *q = x->io->q + t0 * s->q.row_stride + h / p->qdiv * s->q.head_stride;
+  const float *q = cw_q_row(x, h / p->qdiv, t0);
+  const size_t ldq = x->gq ? s->d : s->q.row_stride;
   if (!p->fm->offsets) {
-    p->fm->apply(x->uk, &p->fa, 0, cn, s->d, p->m, q, s->q.row_stride, x->qt, rs, cs, x->fs);
+    p->fm->apply(x->uk, &p->fa, 0, cn, s->d, p->m, q, ldq, x->qt, rs, cs, x->fs);
     return;
   }
   const size_t m = p->m;
-  p->fm->apply(x->uk, &p->fa, 0, cn, s->d, m, q, s->q.row_stride, x->qu, m, 1, x->fs);
+  p->fm->apply(x->uk, &p->fa, 0, cn, s->d, m, q, ldq, x->qu, m, 1, x->fs);
   if (p->fm->query == ATTN_EXPF_SOFTMAX) { /* running denominators: z, then the chunk's keys */
     for (size_t f = 0; f < m; f++) x->rn[f] = S[f * p->lds + s->dv];
     x->uk->expfeat(ATTN_EXPF_SOFTMAX, cn, m, x->qu, m, intra ? x->kf : NULL, m, x->rn, NULL, x->qt, rs, cs);
@@ -568,7 +601,12 @@ static cw_ctx cw_ctx_of(const attn_chunkwise_plan *p, const struct attn_ukernels
                   ws + p->off_ks,
                   task / p->kdiv,
                   task / p->vdiv,
-                  task / p->gdiv};
+                  task / p->gdiv,
+                  NULL,
+                  NULL,
+                  NULL,
+                  0,
+                  0};
 }
 
 /* Causal bottom-right alignment: keys before the first query's position, queries before the
@@ -969,6 +1007,47 @@ static void cw_wave_task(void *ctx, size_t task, size_t worker) {
   }
 }
 
+/* Floats of a gathered head's rows of width w, and of a gathered tensor (gather heads), each
+ * followed by ATTN_GATHER_PAD floats (so that the blocks do not start at the same offset in a
+ * 4 KiB page: 2-3% faster on a Zen 5 guest). */
+static size_t cw_gather_head(const attn_chunkwise_plan *p, size_t w) { return p->C * w + ATTN_GATHER_PAD; }
+static size_t cw_gather_block(const attn_chunkwise_plan *p, size_t w) {
+  return p->gather * cw_gather_head(p, w) + ATTN_GATHER_PAD;
+}
+
+/* Gather the query, key and value rows of aligned chunk [t0, t0 + cn) of heads [a, b) (each head
+ * its own query, key and value head) into g: the rows in order, each head's slices copied to the
+ * head's contiguous rows (cw_gather_block floats of queries, then of keys, then of values). */
+static void cw_gather(const cw_ctx *x0, float *g, size_t a, size_t b, size_t t0, size_t cn) {
+  const attn_chunkwise_plan *p = x0->p;
+  const attn_shape *s = p->shape;
+  const size_t pre_k = cw_pre_k(p), pre_q = cw_pre_q(p);
+  float *gq = g, *gk = gq + cw_gather_block(p, s->d), *gv = gk + cw_gather_block(p, s->d);
+  const size_t sq = cw_gather_head(p, s->d), sv = cw_gather_head(p, s->dv);
+  for (size_t j = 0; j < cn; j++) {
+    const float *q = x0->io->q + (pre_q + t0 + j) * s->q.row_stride,
+                *k = x0->io->k + (pre_k + t0 + j) * s->k.row_stride,
+                *v = x0->io->v + (pre_k + t0 + j) * s->v.row_stride;
+    for (size_t h = a; h < b; h++) {
+      memcpy(gq + (h - a) * sq + j * s->d, q + h * s->q.head_stride, s->d * sizeof(float));
+      memcpy(gk + (h - a) * sq + j * s->d, k + h * s->k.head_stride, s->d * sizeof(float));
+      memcpy(gv + (h - a) * sv + j * s->dv, v + h * s->v.head_stride, s->dv * sizeof(float));
+    }
+  }
+}
+
+/* x for head h of a gathered group starting at head a (cw_gather's blocks in g). */
+static void cw_gathered(cw_ctx *x, const float *g, size_t a, size_t h, size_t t0) {
+  const attn_chunkwise_plan *p = x->p;
+  const attn_shape *s = p->shape;
+  const size_t bq = cw_gather_block(p, s->d);
+  x->gq = g + (h - a) * cw_gather_head(p, s->d);
+  x->gk = g + bq + (h - a) * cw_gather_head(p, s->d);
+  x->gv = g + 2 * bq + (h - a) * cw_gather_head(p, s->dv);
+  x->g0q = cw_pre_q(p) + t0;
+  x->g0k = cw_pre_k(p) + t0;
+}
+
 /* The scan without waves, task t of G: heads [t H / G, (t+1) H / G) chunk after chunk, each chunk
  * for every head of the group before the next (token-major inputs: the heads of a row are
  * adjacent, so a row's lines are used while they are in cache, not fetched once per head). */
@@ -991,9 +1070,17 @@ static void cw_scan_heads(void *ctx, size_t task, size_t worker) {
     }
   for (size_t t0 = 0; !p->xg && t0 < aligned; t0 += C) {
     const size_t cn = attn_min_sz(C, aligned - t0);
-    for (size_t h = h0; h < h1; h++) {
-      const cw_ctx x = cw_ctx_of(p, c->uk, c->io, h, ws);
-      cw_prefetch_chunk(&x, h, t0 / C + 1, 1, 1);
+    for (size_t h = h0, a = h0; h < h1; h++) {
+      cw_ctx x = cw_ctx_of(p, c->uk, c->io, h, ws);
+      if (!p->gather || !p->gathered) {
+        cw_prefetch_chunk(&x, h, t0 / C + 1, 1, 1);
+      } else { /* the group's heads ATTN_GATHER at a time, their rows gathered first */
+        if (h == a + p->gather || h == h0) {
+          a = h;
+          cw_gather(&x, ws + p->off_g, a, attn_min_sz(h1, a + p->gather), t0, cn);
+        }
+        cw_gathered(&x, ws + p->off_g, a, h, t0);
+      }
       float *S = cw_scan_state(c, h);
       const int va_finite = cw_load_kv(&x, pre_k + t0, cn);
       if (p->fm->offsets) { /* as the waves' steps 1, 4 and 3 */

@@ -15,7 +15,9 @@
 #      the machine; summary.md has each path's time, the widest path over the next (AVX-512 over
 #      AVX2) and the widest path's fraction of the FMA peak;
 #   3. causal linear prefill (identity, elu+1) with 8 heads at n = 4k on the widest path, Q, K,
-#      V and O token-major then head-major (--linear-layout), twice (layout.txt);
+#      V and O token-major then head-major (--linear-layout), twice, then one call's scaling on
+#      1 and 2 threads in each layout (layout.txt: on a Zen 5 guest two threads ran 1.25-1.67x
+#      faster than one with token-major inputs, 1.87-2.11x with head-major ones);
 #   4. softmax full and causal at n = 1k, 4k and 16k on the widest path against the naive
 #      baselines the bench has (OpenBLAS, oneDNN), --rounds ROUNDS (baselines.txt).
 # Every step runs under what is left of a time limit, and whatever finished is kept. OUT_DIR gets
@@ -133,6 +135,10 @@ if [[ $steps == *" layout "* ]]; then
         --csv /dev/null --json /dev/null --md /dev/null || break 2
     done
   done
+  for layout in token head; do # and one call on 1 and 2 threads in each layout
+    step "layout-scaling-$layout" --scaling 1,2 --rounds 2 --variants linear_identity_causal,linear_elu1_causal \
+      --heads 8 --sizes "$scal_n_one" --isa "${isas[0]}" --linear-layout "$layout" --no-baselines || break
+  done
 fi
 
 # 4. softmax prefill on the widest path against the naive baselines (the fraction-of-peak and
@@ -180,7 +186,7 @@ fi
 for f in "$work"/scaling-*.txt; do grep -E '^(Thread scaling|variant|softmax|linear|gau|selective)' "$f"; done |
   tee "$work/scaling.txt"
 # The layouts' rows, invocation by invocation.
-for f in "$work"/layout-*.txt; do echo "${f##*/}"; grep -E '^\[' "$f"; done | tee "$work/layout.txt"
+for f in "$work"/layout-*.txt; do echo "${f##*/}"; grep -E '^(\[|variant|linear)' "$f"; done | tee "$work/layout.txt"
 # The baselines' table: the sweep's rows, the speedup ranges and the FMA peaks.
 [[ -f $work/baselines.txt ]] && sed -n '/^Sweep/,/^wrote/p;/^Speedup ranges/,/^Run quality/p' "$work/baselines.txt" |
   grep -v '^wrote' | tee "$work/baselines-table.txt"

@@ -773,7 +773,8 @@ static void blk_begin(const blk_task *t, int first, int queries) {
   /* selection by a task without h_sel's key head: scale Q_sel^T for its own GEMM (blk_select) */
   const int sel_gemm = queries && p->sel && !(p->sel_kv >= t->h0 && p->sel_kv < t->h0 + t->hn);
   if (sel_gemm)
-    blk_pack_qt(t, ws + p->off_qs, tn, 1, io->q + t0 * s->q.row_stride + (p->sel_kv * g + p->sel_gi) * s->q.head_stride);
+    blk_pack_qt(t, ws + p->off_qs, tn, 1,
+                io->q + t0 * s->q.row_stride + (p->sel_kv * g + p->sel_gi) * s->q.head_stride);
   for (size_t hh = 0; hh < t->hn; hh++) {
     float *reg = blk_head(t, hh);
     float *qt = reg + p->off_qt, *acc = reg + p->off_acc;
@@ -785,16 +786,17 @@ static void blk_begin(const blk_task *t, int first, int queries) {
       else
         p->fm->apply(t->uk, &p->fa, 0, tn, D, D, qh, s->q.row_stride, qt + gi, g, rows, NULL);
     }
-    const float *qh = io->q + t0 * s->q.row_stride + (t->h0 + hh) * g * s->q.head_stride;
-    if (queries && !p->fm && !p->few) {
-      blk_pack_qt(t, qt, rows, g, qh);
-    } else {
-      for (size_t ti = 0; queries && !p->fm && ti < tn; ti++) /* few: row r of R x d */
-        for (size_t gi = 0; gi < g; gi++) {
-          const float *qr = qh + ti * s->q.row_stride + gi * s->q.head_stride;
-          float *row = qt + (ti * g + gi) * D;
-          for (size_t x = 0; x < D; x++) row[x] = qr[x] * p->scale;
-        }
+    if (queries && !p->fm) { /* column r = ti g + gi of d x rows; few: row r of R x d */
+      const float *qh = io->q + t0 * s->q.row_stride + (t->h0 + hh) * g * s->q.head_stride;
+      if (!p->few)
+        blk_pack_qt(t, qt, rows, g, qh);
+      else
+        for (size_t ti = 0; ti < tn; ti++)
+          for (size_t gi = 0; gi < g; gi++) {
+            const float *qr = qh + ti * s->q.row_stride + gi * s->q.head_stride;
+            float *row = qt + (ti * g + gi) * D;
+            for (size_t x = 0; x < D; x++) row[x] = qr[x] * p->scale;
+          }
     }
     const attn_step_rows w = {p->step_params, (t->h0 + hh) * g, g, first};
     float *srs = reg + p->off_rs + sp->row_floats * R; /* the statistics' sums start at 0 (init may */

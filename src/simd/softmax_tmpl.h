@@ -39,13 +39,13 @@ static inline __attribute__((always_inline)) void attn_softmax_cols_(size_t nk, 
     }
     const vf mnew = vf_max(mo, mx);
     const vf msafe = vf_select(vf_eq(mnew, ninf), zero, mnew); /* all masked so far: P = 0 */
-    const vf al = attn_vexp_(vf_sub(mo, msafe));
+    const vf al = attn_vexp_np_(vf_sub(mo, msafe));
     vf sum = masked ? zero : vf_sub(mn, mn); /* 0, or NaN for a -inf logit */
     vf sq = zero, se = zero;
     for (size_t j = 0; j < nk; j++) {
       float *sp = st + j * ldst + c;
       vf xc;
-      const vf p = attn_vexp_xc_(vf_sub(vf_load_w(sp, w), msafe), &xc);
+      const vf p = attn_vexp_np_xc_(vf_sub(vf_load_w(sp, w), msafe), &xc);
       vf_store_w(sp, p, w);
       sum = vf_add(sum, p);
       if (with_stats) sq = vf_fma(p, p, sq), se = vf_fma(p, xc, se);
@@ -94,17 +94,17 @@ static inline __attribute__((always_inline)) void attn_softmax_flat_(size_t nk, 
     msafe[c] = mnew[c] == -__builtin_inff() ? 0.0f : mnew[c]; /* all masked so far: P = 0 */
   }
   for (size_t i = 0; i < ATTN_VL; i++) t[i] = msafe[i % nq], u[i] = m[i % nq];
-  const vf ms = vf_load(t), al = attn_vexp_(vf_sub(vf_load(u), ms));
+  const vf ms = vf_load(t), al = attn_vexp_np_(vf_sub(vf_load(u), ms));
   vf sum = masked ? vf_zero() : vf_sub(mn, mn); /* 0, or NaN lanes for a -inf logit */
   vf sq = vf_zero(), se = vf_zero(), xc;
   for (j = 0; j + ATTN_VL <= n; j += ATTN_VL) {
-    const vf p = attn_vexp_xc_(vf_sub(vf_load(st + j), ms), &xc);
+    const vf p = attn_vexp_np_xc_(vf_sub(vf_load(st + j), ms), &xc);
     vf_store(st + j, p);
     sum = vf_add(sum, p);
     if (with_stats) sq = vf_fma(p, p, sq), se = vf_fma(p, xc, se);
   }
   if (j < n) {
-    const vf p = attn_vexp_xc_(vf_sub(vf_load_n(st + j, n - j), ms), &xc);
+    const vf p = attn_vexp_np_xc_(vf_sub(vf_load_n(st + j, n - j), ms), &xc);
     vf_store_n(st + j, p, n - j);
     vf_store(t, p);
     for (size_t i = n - j; i < ATTN_VL; i++) t[i] = 0.0f; /* the padding's exp(0 - M) */

@@ -31,11 +31,10 @@ static inline void vf_store_n(float *p, vf v, size_t n) {
   static inline vf vf_##op(vf a, vf b) { return simde_mm256_##op##_ps(a, b); }
 static inline vf vf_fma(vf a, vf b, vf c) { return simde_mm256_fmadd_ps(a, b, c); }
 static inline vf vf_div(vf a, vf b) { return simde_mm256_div_ps(a, b); }
-static inline vf vf_round(vf x) {
-  return simde_mm256_round_ps(x, SIMDE_MM_FROUND_TO_NEAREST_INT | SIMDE_MM_FROUND_NO_EXC);
-}
-static inline vf vf_pow2i(vf n) {
-  const simde__m256i e = simde_mm256_add_epi32(simde_mm256_cvtps_epi32(n), simde_mm256_set1_epi32(127));
+/* 2^n from nb = n + 1.5 * 2^23 (n integral in [-126, 127]): nb's bits less those of 1.5 * 2^23
+ * are n (no conversion). */
+static inline vf vf_pow2b(vf nb) {
+  const simde__m256i e = simde_mm256_add_epi32(simde_mm256_castps_si256(nb), simde_mm256_set1_epi32(127 - 0x4B400000));
   return simde_mm256_castsi256_ps(simde_mm256_slli_epi32(e, 23));
 }
 /* x = z 2^k with z in [0.69921875, 1.3984375) (OFF = 0x3f330000 shifts the binade's cut), for

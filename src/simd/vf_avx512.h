@@ -50,21 +50,23 @@ static inline void vf_store_n(float *p, vf v, size_t n) {
   static inline vf vf_##op(vf a, vf b) { return simde_mm512_##op##_ps(a, b); }
 static inline vf vf_fma(vf a, vf b, vf c) { return simde_mm512_fmadd_ps(a, b, c); }
 static inline vf vf_div(vf a, vf b) { return simde_mm512_div_ps(a, b); }
-static inline vf vf_round(vf x) {
-  return simde_mm512_roundscale_ps(x, SIMDE_MM_FROUND_TO_NEAREST_INT | SIMDE_MM_FROUND_NO_EXC);
+/* exp's scaling (simd/exp_tmpl.h): vscalefps takes any n, so exp clamps none below (vf_exp_nclamp
+ * is x itself), and its zero mask (x not below lo: NaN kept) clears the lanes below lo: y 2^n
+ * there, +0 elsewhere, in two instructions. */
+#define ATTN_VF_EXP_SCALE 1
+static inline vf vf_exp_nclamp(vf x, vf lo) {
+  (void)lo;
+  return x;
 }
-/* 2^n for integral n in [-126, 127]: n + 1.5 * 2^23 holds n in its low mantissa bits (exact for
- * |n| < 2^22), so its bits minus those of 1.5 * 2^23 are n as an int32 (no conversion needed). */
-static inline vf vf_pow2i(vf n) {
-  const simde__m512i b = simde_mm512_castps_si512(simde_mm512_add_ps(n, simde_mm512_set1_ps(12582912.0f)));
-  const simde__m512i e = simde_mm512_add_epi32(b, simde_mm512_set1_epi32(127 - 0x4B400000));
-  return simde_mm512_castsi512_ps(simde_mm512_slli_epi32(e, 23));
+static inline vf vf_exp_scale(vf y, vf n, vf nb, vf x, vf lo) {
+  (void)nb;
+  return simde_mm512_maskz_scalef_ps(simde_mm512_cmp_ps_mask(x, lo, SIMDE_CMP_NLT_UQ), y, n);
 }
 /* x = z 2^k with z in [0.69921875, 1.3984375) (OFF = 0x3f330000 shifts the binade's cut), for
  * positive normal x: z, and k as a float in *k; finite for 0 and subnormals (as vf_avx2.h's).
  * SIMDe 0.7 has neither the 512-bit arithmetic shift nor the int32 to float conversion: t's
  * sign bit flipped and shifted logically is k + 256 in [0, 511], and that integer is made a float
- * exactly through the 1.5 * 2^23 mantissa trick of vf_pow2i. */
+ * exactly through the mantissa trick: its bits plus those of 1.5 * 2^23, less 1.5 * 2^23 + 256. */
 static inline vf vf_logsplit(vf x, vf *k) {
   const simde__m512i b = simde_mm512_castps_si512(x), t = simde_mm512_sub_epi32(b, simde_mm512_set1_epi32(0x3f330000));
   const simde__m512i u = simde_mm512_srli_epi32(simde_mm512_xor_si512(t, simde_mm512_set1_epi32(INT32_MIN)), 23);

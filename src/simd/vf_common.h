@@ -15,6 +15,17 @@ ATTN_VF_BINARY(max)
 ATTN_VF_BINARY(min)
 #endif
 
+/* exp's scaling (simd/exp_tmpl.h), unless the shim has its own (ATTN_VF_EXP_SCALE): n from x
+ * clamped below at lo (vf_pow2b needs n >= -126), then y 2^n where x >= lo (or NaN), +0 where
+ * x < lo (n integral, in [-126, 127]; nb = n + 1.5 * 2^23, whose bits hold it). */
+#ifndef ATTN_VF_EXP_SCALE
+static inline vf vf_exp_nclamp(vf x, vf lo) { return vf_max(x, lo); }
+static inline vf vf_exp_scale(vf y, vf n, vf nb, vf x, vf lo) {
+  (void)n;
+  return vf_select(vf_lt(x, lo), vf_zero(), vf_mul(y, vf_pow2b(nb)));
+}
+#endif
+
 /* w (1 .. ATTN_VL) floats: a full vector, or the first w lanes with the rest 0 (never reading or
  * writing past p[w-1]). */
 static inline vf vf_load_w(const float *p, size_t w) { return w == ATTN_VL ? vf_load(p) : vf_load_n(p, w); }

@@ -40,9 +40,10 @@ static inline vf vf_div(vf a, vf b) {
   return simde_vld1q_f32(x);
 #endif
 }
-static inline vf vf_round(vf x) { return simde_vrndnq_f32(x); }
-static inline vf vf_pow2i(vf n) {
-  const simde_int32x4_t e = simde_vaddq_s32(simde_vcvtq_s32_f32(n), simde_vdupq_n_s32(127));
+/* 2^n from nb = n + 1.5 * 2^23 (n integral in [-126, 127]): nb's bits less those of 1.5 * 2^23
+ * are n (no conversion). */
+static inline vf vf_pow2b(vf nb) {
+  const simde_int32x4_t e = simde_vaddq_s32(simde_vreinterpretq_s32_f32(nb), simde_vdupq_n_s32(127 - 0x4B400000));
   return simde_vreinterpretq_f32_s32(simde_vshlq_n_s32(e, 23));
 }
 /* x = z 2^k with z in [0.69921875, 1.3984375) (OFF = 0x3f330000 shifts the binade's cut), for

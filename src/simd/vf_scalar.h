@@ -41,17 +41,9 @@ static inline vf vf_select(vmask m, vf t, vf f) { return (vf)(((vmask)t & m) | (
 /* a > b ? a : b and a < b ? a : b per lane: b when either is NaN, as on x86 */
 static inline vf vf_max(vf a, vf b) { return vf_select(a > b, a, b); }
 static inline vf vf_min(vf a, vf b) { return vf_select(a < b, a, b); }
-/* Round to nearest even for |x| < 2^22 (the 1.5 * 2^23 trick; exact in round-to-nearest mode;
- * IEEE rules forbid folding (x + big) - big to x). */
-static inline vf vf_round(vf x) {
-  const vf big = vf_set1(12582912.0f);
-  return (x + big) - big;
-}
-/* 2^n for integral n in [-126, 127]. */
-static inline vf vf_pow2i(vf n) {
-  const vmask e = (__builtin_convertvector(n, vmask) + 127) << 23;
-  return (vf)e;
-}
+/* 2^n from nb = n + 1.5 * 2^23 (n integral in [-126, 127], held in nb's low mantissa bits):
+ * nb's bits less those of 1.5 * 2^23 are n, so no conversion is needed. */
+static inline vf vf_pow2b(vf nb) { return (vf)(((vmask)nb + (127 - 0x4B400000)) << 23); }
 /* x = z 2^k with z in [0.69921875, 1.3984375) (OFF = 0x3f330000 shifts the binade's cut), for
  * positive normal x: z, and k as a float in *k; finite for 0 and subnormals. */
 static inline vf vf_logsplit(vf x, vf *k) {

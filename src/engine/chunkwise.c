@@ -217,17 +217,26 @@ static void cw_gates(const cw_ctx *x, size_t j0, size_t cn, int uses) {
     return;
   }
   for (size_t c = 0; c < cn; c++) b[c] = (c ? b[c - 1] : 0.0) + (lg ? lg[c * grs] : 0.0f);
+  /* One gate for every token (grs 0: RetNet's fixed decay), or none: wt[j][i] depends on i - j
+   * alone, so row 0's exps serve every row (b_i - b_j taken as b_(i-j) - b_0). */
+  const int toeplitz = !lg || grs == 0;
   for (size_t j = 0; (uses & CW_FOR_QUERY) && j < cn; j++) { /* wt[j][i] = beta_j exp(b_i - b_j), i >= j */
     float *row = x->wt + j * cn;
-    for (size_t i = j; i < cn; i++) row[i] = (float)(b[i] - b[j]);
-    x->uk->vexp(cn - j, row + j, row + j);
-    if (bt)
-      for (size_t i = j; i < cn; i++) row[i] *= bt[j * brs];
+    if (toeplitz && j) {
+      memcpy(row + j, x->wt, (cn - j) * sizeof(float));
+    } else {
+      for (size_t i = j; i < cn; i++) row[i] = (float)(b[i] - b[j]);
+      x->uk->vexp(cn - j, row + j, row + j);
+    }
   }
-  for (size_t c = 0; c < cn; c++) {
-    x->din[c] = expf((float)b[c]);
-    x->dout[c] = (bt ? bt[c * brs] : 1.0f) * expf((float)(b[cn - 1] - b[c]));
-  }
+  for (size_t j = 0; (uses & CW_FOR_QUERY) && bt && j < cn; j++) /* after the copies of row 0 */
+    for (size_t i = j; i < cn; i++) x->wt[j * cn + i] *= bt[j * brs];
+  /* din = exp(b), dout = beta exp(b_last - b), through the path's vector exp (not libm's expf,
+   * two calls per token) */
+  for (size_t c = 0; c < cn; c++) x->din[c] = (float)b[c], x->dout[c] = (float)(b[cn - 1] - b[c]);
+  x->uk->vexp(cn, x->din, x->din);
+  x->uk->vexp(cn, x->dout, x->dout);
+  for (size_t c = 0; bt && c < cn; c++) x->dout[c] *= bt[c * brs];
   for (size_t f = 0; f < m; f++) x->dc[f] = x->din[cn - 1];
 }
 

@@ -346,7 +346,7 @@ static inline int attn_mask_is_causal(attn_mask m) { return m.right == 0 && m.le
  * accumulation; memory O(n) and work proportional to the visible pairs (plus at most one query
  * block by one key block of padding per block row): key blocks the mask hides from a whole query
  * block are never read. A row with no visible key gets zeros and LSE = -inf. Non-finite inputs:
- * see the conventions. exp is vectorised (Cody-Waite reduction, then a degree-7 polynomial in the
+ * see the conventions. exp is vectorised (Cody-Waite reduction, then a degree-6 polynomial in the
  * reduced argument): relative error at most 2^-22 (2 to 4 ulp) for arguments in [-87.33, 0],
  * asserted on every path by the tests; smaller arguments give 0, so weights below e^-87.33
  * relative to the row's largest are 0.

@@ -19,16 +19,22 @@
 #      1 and 2 threads in each layout (layout.txt: on a Zen 5 guest two threads ran 1.25-1.67x
 #      faster than one with token-major inputs, 1.87-2.11x with head-major ones);
 #   4. softmax full and causal at n = 1k, 4k and 16k on the widest path against the naive
-#      baselines the bench has (OpenBLAS, oneDNN), --rounds ROUNDS (baselines.txt).
+#      baselines the bench has (OpenBLAS, oneDNN), --rounds ROUNDS (baselines.txt);
+#   5. softmax causal against full at n = 1k, 2k, 3k and 4k on the widest path: each n in an
+#      invocation of its own (fresh buffers), then all four in one, then 8 heads at 1k and 2k
+#      (cliff.txt). On the lent Xeon causal ran at 44-59% of the peak at 1k-2k and 60-66% from 3k
+#      (full: 61-69%; AVX2's causal dropped likewise below 4k), on the Zen 5 guest at 69-75%
+#      throughout: whether the drop follows the size, the buffers' history or the call's length.
 # Every step runs under what is left of a time limit, and whatever finished is kept. OUT_DIR gets
-# six files (the device machine returns at most eight): summary.md, scaling.txt, layout.txt,
-# baselines.txt, machine.txt and device-check.tgz, every invocation's output and CSV.
+# seven files (the device machine returns at most eight): summary.md, scaling.txt, layout.txt,
+# baselines.txt, cliff.txt, machine.txt and device-check.tgz, every invocation's output and CSV.
 # Usage: bash bench/device-check.sh [BENCH [OUT_DIR]]
 #   BENCH: an attn-bench built elsewhere (default build-release/bench/attn-bench); OUT_DIR:
 #   default $OUT when set (the device machine's), else device-results.
 # Environment: ROUNDS (3), SIZES (4k,16k), PIN (2), THREADS (1,2,4,8,16, capped at the CPUs),
 #   SCAL_HEADS (the head counts of step 1: "1 16"), FAMILIES (step 2's families in order:
-#   "linear softmax gau selective"), STEPS (which of "scaling prefill layout baselines" to run: all),
+#   "linear softmax gau selective"), STEPS (which of "scaling prefill layout baselines cliff" to
+#   run: all),
 #   LIMIT (seconds in all, 420), LIB_DIR (libraries the bench needs that the machine lacks, such
 #   as libopenblas: put on LD_LIBRARY_PATH), QUICK=1 (a smoke test: n = 1k, one round, scaling
 #   1,2, a few variants). OPENBLAS_CORETYPE, when unset, names the CPU's widest core (SkylakeX
@@ -40,7 +46,7 @@ bench=${1:-build-release/bench/attn-bench}
 out=${2:-${OUT:-device-results}}
 rounds=${ROUNDS:-3} sizes=${SIZES:-4k,16k} pin=${PIN:-2} limit=${LIMIT:-420}
 families=${FAMILIES:-linear softmax gau selective} scal_heads=${SCAL_HEADS:-1 16}
-steps=" ${STEPS:-scaling prefill layout baselines} "
+steps=" ${STEPS:-scaling prefill layout baselines cliff} "
 scal_variants=softmax_causal,linear_identity_causal,linear_elu1_causal,linear_gla_causal scal_n=4k,16k scal_n_one=4k
 dec_variants=softmax_decode,softmax_decode_f16 dec_min=64k dec_max=128k base_sizes=1k,4k,16k
 cpus=$(nproc)
@@ -148,6 +154,29 @@ if [[ $steps == *" baselines "* ]]; then
     --pin "$pin" --min-time 0.15 --reps 3 --no-extend --csv "$work/baselines.csv" --json /dev/null --md /dev/null
 fi
 
+# 5. softmax causal against full below 4k: each n alone, then together, then 8 heads
+if [[ $steps == *" cliff "* ]]; then
+  cliff_step() { # name, attn-bench arguments...: softmax full and causal on the widest path, a CSV
+    local name=$1
+    shift
+    step "$name" --variants softmax_full,softmax_causal --isa "${isas[0]}" --rounds 2 --pin "$pin" --min-time 0.15 \
+      --reps 3 --no-extend --no-baselines --csv "$work/$name.csv" --json /dev/null --md /dev/null "$@"
+  }
+  for n in 1k 2k 3k 4k; do cliff_step "cliff-alone-$n" --sizes "$n" || break; done
+  cliff_step cliff-together --sizes 1k,2k,3k,4k && cliff_step cliff-heads8 --sizes 1k,2k --heads 8
+  for f in "$work"/cliff-*.csv; do
+    [[ -f $f ]] || continue
+    awk -F, -v run="$(basename "$f" .csv)" '
+      /^#/ { next }
+      $1 == "variant" { for (i = 1; i <= NF; i++) col[$i] = i; next }
+      { for (i = 1; i <= NF; i++) gsub(/"/, "", $i)
+        if ($col["state"] == "ok")
+          printf "%-16s %-16s n %6s heads %2s %9.3f ms %6.1f GFLOP/s %3.0f%% of peak\n", run, $col["variant"],
+            $col["n_q"], $col["heads"], $col["median_ns"] / 1e6, $col["gflops"], 100 * $col["frac_peak"] }' "$f"
+  done >"$work/cliff.txt"
+  cat "$work/cliff.txt"
+fi
+
 # summary.md: per variant and n, each path's best median over the rounds (ms), the widest path
 # over the next, and the widest path's fraction of its peak.
 shopt -s nullglob
@@ -190,8 +219,8 @@ for f in "$work"/layout-*.txt; do echo "${f##*/}"; grep -E '^(\[|variant|linear)
 # The baselines' table: the sweep's rows, the speedup ranges and the FMA peaks.
 [[ -f $work/baselines.txt ]] && sed -n '/^Sweep/,/^wrote/p;/^Speedup ranges/,/^Run quality/p' "$work/baselines.txt" |
   grep -v '^wrote' | tee "$work/baselines-table.txt"
-for f in summary.md scaling.txt layout.txt machine.txt; do [[ -f $work/$f ]] && cp "$work/$f" "$out/"; done
+for f in summary.md scaling.txt layout.txt cliff.txt machine.txt; do [[ -f $work/$f ]] && cp "$work/$f" "$out/"; done
 [[ -f $work/baselines-table.txt ]] && cp "$work/baselines-table.txt" "$out/baselines.txt"
 tar czf "$out/device-check.tgz" -C "$work" . && rm -rf "$work"
 echo "device-check: done in $((SECONDS - start)) s; $out: summary.md, scaling.txt, layout.txt, baselines.txt," \
-  "machine.txt, device-check.tgz"
+  "cliff.txt, machine.txt, device-check.tgz"

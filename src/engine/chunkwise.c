@@ -193,6 +193,12 @@ static int cw_gated(const attn_chunkwise_plan *p) { return p->g.kind != ATTN_GAT
 /* What a chunk's gates are computed for (cw_gates): its absorb, its outputs, or both. */
 enum { CW_FOR_ABSORB = 1, CW_FOR_QUERY = 2, CW_FOR_BOTH = 3 };
 
+/* cur = prev + g, m doubles (g floats): rows apart, so that the loop vectorises (GCC would not
+ * along b's rows, m floats apart, without knowing m). */
+static void cw_sum_row(size_t m, double *restrict cur, const double *restrict prev, const float *restrict g) {
+  for (size_t f = 0; f < m; f++) cur[f] = prev[f] + g[f];
+}
+
 /* The decay quantities of the chunk of keys j0 .. j0+cn: b (inclusive cumulative log gates, in
  * double: differences of sums of up to C terms keep their precision), and from it din, dout, dc
  * and (for the outputs) wt (scalar gate, or beta alone with b = 0), or dout and (for the absorb)
@@ -205,8 +211,8 @@ static void cw_gates(const cw_ctx *x, size_t j0, size_t cn, int uses) {
   const float *bt = g->beta ? x->io->beta + j0 * brs + x->hg * g->blayout.head_stride : NULL;
   double *b = x->b;
   if (g->kind == ATTN_GATE_FEATURE) {
-    for (size_t c = 0; c < cn; c++)
-      for (size_t f = 0; f < m; f++) b[c * m + f] = (c ? b[(c - 1) * m + f] : 0.0) + lg[c * grs + f];
+    for (size_t f = 0; f < m; f++) b[f] = lg[f];
+    for (size_t c = 1; c < cn; c++) cw_sum_row(m, b + c * m, b + (c - 1) * m, lg + c * grs);
     for (size_t c = 0; c < cn; c++) x->dout[c] = bt ? bt[c * brs] : 1.0f; /* beta, for the intra part */
     if (!(uses & CW_FOR_ABSORB)) return;
     /* dC = exp(B_last), kg = exp(B_last - B) (the queries' exp(B) is cw_query_feature's) */
@@ -419,7 +425,10 @@ static void cw_query_feature(const cw_ctx *x, const float *S, size_t cn, int va_
     const size_t i1 = attn_min_sz(cn, i0 + ld), ni = i1 - i0;
     const double *Bn = B + i0 * m;
     double span = 0.0;
-    for (size_t f = 0; f < m; f++) span = fmax(span, Bn[f] - B[(i1 - 1) * m + f]);
+    for (size_t f = 0; f < m; f++) { /* fmax's choice (a NaN difference is passed over), inlined */
+      const double d = Bn[f] - B[(i1 - 1) * m + f];
+      span = d > span ? d : span;
+    }
     /* The block's own keys join the factorised product only while their factors stay in range. */
     const size_t jn = span <= ATTN_GATE_SPAN ? i1 : i0;
     if (done && ref != i0) { /* move the kept rows' reference to i0 */
@@ -439,15 +448,12 @@ static void cw_query_feature(const cw_ctx *x, const float *S, size_t cn, int va_
     if (jn) uk->gemm(jn, ni, m, ks, m, 1, qs, ld, x->at, ld, NULL, 0); /* AT[j][i - i0], j < jn */
     for (size_t j = i0; j < i1; j++) {
       float *row = x->at + j * ld;
-      for (size_t i = i0; i < i1; i++) {
-        if (j > i) {
-          row[i - i0] = 0.0f;
-        } else if (jn == i0) { /* per element: every exponent <= 0 */
-          uk->gate_exp(1, m, B + i * m, m, B + j * m, 0, NULL, 0, tmp, m);
-          float a = 0.0f;
-          for (size_t f = 0; f < m; f++) a += x->qt[i * m + f] * x->kf[j * m + f] * tmp[f];
-          row[i - i0] = a * x->dout[j];
-        }
+      memset(row, 0, (j - i0) * sizeof(float));     /* i < j */
+      for (size_t i = j; jn == i0 && i < i1; i++) { /* per element: every exponent <= 0 */
+        uk->gate_exp(1, m, B + i * m, m, B + j * m, 0, NULL, 0, tmp, m);
+        float a = 0.0f;
+        for (size_t f = 0; f < m; f++) a += x->qt[i * m + f] * x->kf[j * m + f] * tmp[f];
+        row[i - i0] = a * x->dout[j];
       }
     }
     if (va_finite) {

@@ -195,7 +195,8 @@ static void check_results(const attn_linear_desc *d, const lin_shape *sh, const 
   const int xmap = is_xmap(d->feature_map);
   for (size_t r = 0; r < rows; ++r) ones[r] = 1.0;
   for (size_t e = 0; e < count; ++e) /* the bound itself, in place of the scale */
-    oscale[e] *= xmap ? tol_linear_xp_o(n_tokens, m, oscale[e], oarg[e]) : tol_linear_o(n_tokens, m);
+    oscale[e] *= (xmap ? tol_linear_xp_o(n_tokens, m, oscale[e], oarg[e]) : tol_linear_o(n_tokens, m)) +
+                 tol_equal_terms(n_tokens + m);
   char what[320];
   describe(what, sizeof what, "linear o", d, sh->mode);
   unsigned char *odd_rows = lu_windowed(d->mask) ? empty_rows_nonfinite_q(d, x) : NULL;
@@ -219,7 +220,8 @@ static void check_results(const attn_linear_desc *d, const lin_shape *sh, const 
           sscale[e] *= f;
           sarg[e] *= f;
         }
-        sscale[e] *= xmap ? tol_linear_xp_state(n_tokens, sscale[e], sarg[e]) : tol_linear_state(n_tokens);
+        sscale[e] *= (xmap ? tol_linear_xp_state(n_tokens, sscale[e], sarg[e]) : tol_linear_state(n_tokens)) +
+                     tol_equal_terms(n_tokens);
       }
     }
     tu_tensor view = {st->s.data, L, m, ld, {slab, ld}, sfloats, NULL, 0};
@@ -301,7 +303,7 @@ static void check_results_gated(const attn_linear_desc *d, const lin_shape *sh, 
   ref_gated(&p, ro, &sc);
   for (size_t r = 0; r < (rows > L * m ? rows : L * m); ++r) ones[r] = 1.0;
   for (size_t e = 0; e < count; ++e) /* the bound itself, in place of the scale */
-    sc.abs[e] *= tol_gated(n_tokens, m, sc.abs[e], sc.log[e], sc.step[e], sc.tiny[e]);
+    sc.abs[e] *= tol_gated(n_tokens, m, sc.abs[e], sc.log[e], sc.step[e], sc.tiny[e]) + tol_equal_terms(n_tokens + m);
   char what[320];
   describe(what, sizeof what, "gated o", d, sh->mode);
   fz_compare(what, o, ro, sc.abs, ones, NULL);
@@ -310,7 +312,7 @@ static void check_results_gated(const attn_linear_desc *d, const lin_shape *sh, 
     ref_gated_scales ss = {rs + sfloats, rs + 2 * sfloats, rs + 3 * sfloats, rs + 4 * sfloats};
     ref_gated_state(&p, rs, &ss);
     for (size_t e = 0; e < sfloats; ++e)
-      ss.abs[e] *= tol_gated(n_tokens, 0, ss.abs[e], ss.log[e], ss.step[e], ss.tiny[e]);
+      ss.abs[e] *= tol_gated(n_tokens, 0, ss.abs[e], ss.log[e], ss.step[e], ss.tiny[e]) + tol_equal_terms(n_tokens);
     tu_tensor view = lu_state_view(&st->s);
     unsigned char *free_rows = fz_nonfinite() ? poisoned_state_rows(s, L, m, x, s0) : NULL;
     describe(what, sizeof what, "gated state", d, sh->mode);

@@ -193,8 +193,8 @@ static int cw_gated(const attn_chunkwise_plan *p) { return p->g.kind != ATTN_GAT
 /* What a chunk's gates are computed for (cw_gates): its absorb, its outputs, or both. */
 enum { CW_FOR_ABSORB = 1, CW_FOR_QUERY = 2, CW_FOR_BOTH = 3 };
 
-/* cur = prev + g, m doubles (g floats): rows apart, so that the loop vectorises (GCC would not
- * along b's rows, m floats apart, without knowing m). */
+/* cur = prev + g, m doubles (g floats), in a function of its own so that the loop vectorises
+ * (GCC did not along b's rows, m doubles apart, without knowing m). */
 static void cw_sum_row(size_t m, double *restrict cur, const double *restrict prev, const float *restrict g) {
   for (size_t f = 0; f < m; f++) cur[f] = prev[f] + g[f];
 }

@@ -3,7 +3,7 @@
  *
  * Cody-Waite range reduction x = n ln2 + r, |r| <= ln2/2, with ln2 split in two (C1 exact in
  * 9 bits, so n*C1 is exact for |n| <= 2^15), then e^r by a polynomial of degree 6, then scaling
- * by 2^n (vf_scale2z: the exponent field, or AVX-512's vscalefps). n comes from x clamped to
+ * by 2^n (vf_exp_scale: the exponent field, or AVX-512's vscalefps). n comes from x clamped to
  * [lo, hi] (so the integer conversion never sees NaN or a huge value, whatever vf_min/vf_max do
  * with NaN on a path; AVX-512 clamps to hi only: vscalefps takes any n, and its zero mask clears
  * the lanes below lo), but r from x itself, so a NaN input stays NaN and values above hi overflow
@@ -61,7 +61,7 @@ static inline __attribute__((always_inline)) vf attn_vexp_np_xc_(vf x, vf *xc_ou
 }
 static inline vf attn_vexp_np_(vf x) {
   vf xc;
-  return attn_vexp_core_(x, &xc, 1);
+  return attn_vexp_np_xc_(x, &xc);
 }
 
 static inline vf attn_vexp_(vf x) {

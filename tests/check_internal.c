@@ -850,6 +850,40 @@ START_TEST(rows_axpby_values) {
 }
 END_TEST
 
+/* ---- the chunkwise engine's value rows: y = x, and whether every x is finite ---- */
+/* Loop index: 0..8 rows, cols across every path's vector width, its four-vector steps and tails
+ * (1 .. 130), padded rows (y's padding must stay untouched: whole arrays compared; x's is NaN,
+ * which must not be read). The copy is exact (same bits, -0 and a subnormal included) and the answer is 1; then one non-finite value
+ * (+inf, -inf, NaN) at each of several places (first element, a middle lane, the last column,
+ * the last row) makes it 0 with the copy still exact. */
+START_TEST(rows_copy_values) {
+  static const size_t colsv[] = {1, 3, 8, 15, 17, 33, 64, 65, 130};
+  const size_t rows = (size_t)_i, cols = colsv[_i], ldy = cols + 5, ldx = cols + 3;
+  const size_t nx = (rows ? rows : 1) * ldx, ny = (rows ? rows : 1) * ldy;
+  float *x = galloc(nx), *y = galloc(ny), *want = malloc(ny * sizeof(float));
+  for (size_t e = 0; e < nx; e++) x[e] = 8.0f * frand() - 4.0f;
+  x[0] = -0.0f, x[cols / 2] = 1e-40f;
+  for (size_t e = 0; e < nx; e++) /* past each row: NaN, which must not be read */
+    if (e % ldx >= cols) x[e] = NAN;
+  const float bad[3] = {INFINITY, -INFINITY, NAN};
+  const size_t at[4] = {0, cols / 2, cols - 1, rows ? (rows - 1) * ldx + cols / 3 : 0};
+  for (int t = -1; t < 12; t++) { /* t = -1: every value finite */
+    const size_t e = t < 0 ? 0 : at[t / 3];
+    const float keep = x[e];
+    if (t >= 0) x[e] = bad[t % 3];
+    for (size_t q = 0; q < ny; q++) y[q] = want[q] = (float)q; /* the padding's values */
+    for (size_t r = 0; r < rows; r++) memcpy(want + r * ldy, x + r * ldx, cols * sizeof(float));
+    const int finite = uk->rows_copy(rows, cols, y, ldy, x, ldx);
+    tu_assert_same_bits("rows_copy y", want, y, ny * sizeof(float));
+    ck_assert_int_eq(finite, t < 0 || rows == 0);
+    x[e] = keep;
+  }
+  gcheck_free(x);
+  gcheck_free(y);
+  free(want);
+}
+END_TEST
+
 /* ---- GAU's relu^2 block step: bias scalar / strided (negative stride too), masking, counts ---- */
 /* Loop index 0..7: 1 x 1 .. 36 x 22 with padding (ld = nq + 3); 8..10: one contiguous column
  * (nq = ld = 1, a decode step's own path) of 3, 16 and 37 keys. Each mode runs again with the
@@ -1574,6 +1608,7 @@ static Suite *internal_suite(attn_isa active) {
   t = tu_tcase("linear_step");
   tcase_add_loop_test(t, linear_step_widths, 0, 12);
   tcase_add_loop_test(t, rows_axpby_values, 0, 8);
+  tcase_add_loop_test(t, rows_copy_values, 0, 9);
   suite_add_tcase(s, t);
   t = tu_tcase("featmap");
   tcase_add_loop_test(t, featmap_maps, 0, 9);

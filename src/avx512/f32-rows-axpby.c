@@ -1,4 +1,5 @@
-/* avx512 path: rows element-wise (src/simd/rows_tmpl.h). */
+/* avx512 path: rows element-wise and their copy (src/simd/rows_tmpl.h). */
 #include "simd/vf_avx512.h"
 #define ATTN_ROWS_AXPBY_NAME attn_f32_rows_axpby_ukernel__avx512
+#define ATTN_ROWS_COPY_NAME  attn_f32_rows_copy_ukernel__avx512
 #include "simd/rows_tmpl.h"

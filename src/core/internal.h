@@ -102,15 +102,6 @@ static inline int attn_rows_finite(const float *x, size_t rows, size_t cols, siz
     for (size_t c = 0; c < cols; c++) any |= attn_nonfinite_bit_(x + r * ld + c);
   return !(any & 0x80000000u);
 }
-/* dst[0 .. n) = src[0 .. n) in one pass; returns 1 when every value is finite. */
-static inline int attn_copy_finite(float *restrict dst, const float *restrict src, size_t n) {
-  uint32_t any = 0;
-  for (size_t c = 0; c < n; c++) {
-    any |= attn_nonfinite_bit_(src + c);
-    dst[c] = src[c];
-  }
-  return !(any & 0x80000000u);
-}
 static inline void attn_fill_nan(float *x, size_t n) {
   for (size_t i = 0; i < n; i++) x[i] = NAN;
 }

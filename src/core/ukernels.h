@@ -172,6 +172,12 @@ typedef void attn_window_block_fn(size_t nk, size_t nq, float *st, size_t ldst, 
 typedef void attn_rows_axpby_fn(size_t rows, size_t cols, float *y, size_t ldy, float *x, size_t ldx, const float *a,
                                 size_t as, const float *b, size_t bs, int accumulate, int keep);
 
+/* Rows copied with a finiteness test (the chunkwise engine's value rows): y(r, c) = x(r, c) for
+ * r < rows, c < cols, the same bits (a row of y must not overlap a row of x; y's other elements
+ * are not written). Returns 1 when every x(r, c) is finite, 0 when some is infinite or NaN (y is
+ * the copy either way). */
+typedef int attn_rows_copy_fn(size_t rows, size_t cols, float *y, size_t ldy, const float *x, size_t ldx);
+
 /* Selective attention's F over a block of the blocked engine (spec 6): for each key row jj < jn,
  * with x_k = relu(x[jj * ldx + k * step]) (NaN kept, -0 and negatives 0) for first_jj <= k < tn
  * and 0 before,
@@ -238,8 +244,10 @@ typedef void attn_few_pv_fn(attn_dtype type, const attn_few_heads *hd, size_t nq
   /* blocked score engine: score steps; query rows and keys per block */                    \
   KERNEL(softmax_block) KERNEL(gau_block) KERNEL(window_block) TUNING(q_block) TUNING(kv_block) \
   /* chunkwise engine: feature maps, one-token state step, per-feature gate factors, rows   \
-     element-wise (state updates, merges, output rows); default causal chunk */            \
+     element-wise (state updates, merges, output rows), rows copied with a finiteness test  \
+     (value rows); default causal chunk */                                                  \
   KERNEL(featmap) KERNEL(expfeat) KERNEL(linear_step) KERNEL(gate_exp) KERNEL(rows_axpby)   \
+  KERNEL(rows_copy)                                                                         \
   TUNING(linear_chunk)                                                                      \
   /* vector helpers: vexp, vlog (what the kernels inline, exposed for their tests);        \
      logit_opts (softmax's cap and ALiBi, over a block of scores); transpose (rows into a   \

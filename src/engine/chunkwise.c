@@ -274,17 +274,12 @@ static int cw_load_kv(const cw_ctx *x, size_t j0, size_t cn) {
   const attn_shape *s = p->shape;
   p->fm->apply(x->uk, &p->fa, 1, cn, s->d, p->m, cw_k_row(x, j0), x->gk ? s->d : s->k.row_stride,
                p->fm->offsets ? x->ku : x->kf, p->m, 1, x->fs);
-  int finite = 1;
-  for (size_t j = 0; j < cn; j++) {
-    float *row = x->va + j * p->W;
-    const float *src = cw_v_row(x, j0 + j);
-    if (attn_copy_finite(row, src, s->dv)) {
-      if (p->normalize) row[s->dv] = 1.0f;
-    } else {
-      attn_fill_nan(row, p->W);
-      finite = 0;
-    }
-  }
+  const float *v = cw_v_row(x, j0);
+  const size_t ldv = x->gv ? s->dv : s->v.row_stride;
+  const int finite = x->uk->rows_copy(cn, s->dv, x->va, p->W, v, ldv);
+  for (size_t j = 0; p->normalize && j < cn; j++) x->va[j * p->W + s->dv] = 1.0f;
+  for (size_t j = 0; !finite && j < cn; j++) /* the rows with a non-finite value */
+    if (!attn_rows_finite(v + j * ldv, 1, s->dv, 0)) attn_fill_nan(x->va + j * p->W, p->W);
   return finite;
 }
 

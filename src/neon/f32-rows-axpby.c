@@ -1,4 +1,5 @@
-/* neon path: rows element-wise (src/simd/rows_tmpl.h). */
+/* neon path: rows element-wise and their copy (src/simd/rows_tmpl.h). */
 #include "simd/vf_neon.h"
 #define ATTN_ROWS_AXPBY_NAME attn_f32_rows_axpby_ukernel__neon
+#define ATTN_ROWS_COPY_NAME  attn_f32_rows_copy_ukernel__neon
 #include "simd/rows_tmpl.h"

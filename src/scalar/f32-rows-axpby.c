@@ -1,4 +1,5 @@
-/* scalar path: rows element-wise (src/simd/rows_tmpl.h). */
+/* scalar path: rows element-wise and their copy (src/simd/rows_tmpl.h). */
 #include "simd/vf_scalar.h"
 #define ATTN_ROWS_AXPBY_NAME attn_f32_rows_axpby_ukernel__scalar
+#define ATTN_ROWS_COPY_NAME  attn_f32_rows_copy_ukernel__scalar
 #include "simd/rows_tmpl.h"

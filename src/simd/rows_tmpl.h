@@ -3,7 +3,10 @@
  * vf_* shim: y = A y + B x (or y = B x) a vector of columns at a time, then the row's last
  * columns one at a time (a state row is dv + 1 wide: a masked store per row costs more than the
  * few scalar steps on AMD's cores). Products and sums are separate multiplies and adds, never
- * fused. Include the path's vf_* shim, define ATTN_ROWS_AXPBY_NAME, then include.
+ * fused. Also the rows' copy with a finiteness test (attn_rows_copy_fn): each value joins one of
+ * four running sums as x * 0 (0 for a finite x, NaN for an infinite or NaN one), four so that the
+ * sums' latency does not bound the copy. Include the path's vf_* shim, define
+ * ATTN_ROWS_AXPBY_NAME and ATTN_ROWS_COPY_NAME, then include.
  */
 #include "core/ukernels.h"
 
@@ -30,4 +33,33 @@ void ATTN_ROWS_AXPBY_NAME(size_t rows, size_t cols, float *y, size_t ldy, float 
       }
     }
   }
+}
+
+int ATTN_ROWS_COPY_NAME(size_t rows, size_t cols, float *y, size_t ldy, const float *x, size_t ldx) {
+  const size_t full = cols / ATTN_VL * ATTN_VL;
+  const vf zero = vf_zero();
+  vf acc[4] = {zero, zero, zero, zero};
+  float tail = 0.0f;
+  for (size_t r = 0; r < rows; r++) {
+    float *yr = y + r * ldy;
+    const float *xr = x + r * ldx;
+    size_t c = 0;
+    for (; c + 4 * ATTN_VL <= full; c += 4 * ATTN_VL)
+#pragma GCC unroll 4
+      for (size_t u = 0; u < 4; u++) {
+        const vf v = vf_load(xr + c + u * ATTN_VL);
+        vf_store(yr + c + u * ATTN_VL, v);
+        acc[u] = vf_fma(v, zero, acc[u]);
+      }
+    for (; c < full; c += ATTN_VL) {
+      const vf v = vf_load(xr + c);
+      vf_store(yr + c, v);
+      acc[0] = vf_fma(v, zero, acc[0]);
+    }
+    for (; c < cols; c++) {
+      yr[c] = xr[c];
+      tail += xr[c] * 0.0f;
+    }
+  }
+  return vf_hsum(vf_add(vf_add(acc[0], acc[1]), vf_add(acc[2], acc[3]))) + tail == 0.0f;
 }

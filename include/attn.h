@@ -764,8 +764,10 @@ ATTN_API attn_status attn_linear(const attn_linear_desc *desc, const float *q, c
  * (n_q > n_kv) sees S0 undecayed. States: one per distinct (key, value, gate) head triple,
  * lcm(h_k, h_v, h_g). Chunkwise prefill uses the chunk-local cumulative log gates (never a
  * cumulative sum over the sequence), so nothing overflows for log gates down to -20 per token and
- * beyond, and a chunk whose decay underflows below e^-300 is still exact; per-feature gates use
- * sub-chunks with per-element exponentials on the diagonal blocks.
+ * beyond, and a chunk whose decay underflows below e^-300 is still exact; a scalar gate (or beta
+ * alone) takes its intra-chunk weights as a product of a key factor and a query factor while the
+ * chunk decays by at most e^-60 (both factors then in range), element by element beyond; per-feature
+ * gates use sub-chunks with per-element exponentials on the diagonal blocks.
  * Mamba2 (SSD): q = C, k = B, v = x, beta = dt, log gamma = dt A_h, scale = 1, un-normalised,
  * identity map, h_q = h_k = groups, h_v = h_g = heads (the caller adds D x).
  * @param log_gate  desc->gate != NONE: log gates, finite and <= 0 (layout desc->gate_layout);

@@ -165,7 +165,7 @@ typedef struct cw_ctx {
   float *ku, *qu;            /* exponential maps: pre-exponential key and query features (C x m) */
   float *cp, *cn, *rn;       /* exponential maps: offsets before and after the chunk, running row (m) */
   double *b;                 /* gates: the chunk's cumulative log gates (C, or C x m per-feature) */
-  float *wt, *din;           /* gates: intra weights (C x C), state-product row scales (C) */
+  float *wt, *din;           /* gates: intra weights (C x C; factored: cw_factored), state-product row scales (C) */
   float *dout, *dc;          /* gates: absorb key-row scales (C), state row scales (m) */
   float *kg, *ks;            /* per-feature gates: beta exp(B_last - B), block factors */
   size_t hk, hv, hg;         /* key, value and gate heads of the task's state head */
@@ -199,6 +199,18 @@ static void cw_sum_row(size_t m, double *restrict cur, const double *restrict pr
   for (size_t f = 0; f < m; f++) cur[f] = prev[f] + g[f];
 }
 
+/* Whether a chunk's intra weights (scalar gate or beta alone) come factored (cw_gates' b of its
+ * cn keys): beta_j exp(b_i - b_j) = dout_j exp(b_i - b_last), the keys' factor dout_j (<= beta_j,
+ * the absorb's) on the rows of the block's scores and the queries' g_i = exp(b_i - b_last) (>= 1)
+ * on the output rows, with the state's part scaled by exp(b_last) (not din_i) before it: no C x C
+ * exps or copies and no element-wise pass over the weights. Only while the chunk's decay stays
+ * within ATTN_GATE_SPAN (as the per-feature gates' factors), so that no factor overflows or
+ * becomes subnormal; beyond it, the weights one by one (wt). The same choice whatever the
+ * threads: it depends on the chunk alone. */
+static int cw_factored(const cw_ctx *x, size_t cn) {
+  return x->p->g.kind != ATTN_GATE_FEATURE && x->b[cn - 1] >= -ATTN_GATE_SPAN;
+}
+
 /* The decay quantities of the chunk of keys j0 .. j0+cn: b (inclusive cumulative log gates, in
  * double: differences of sums of up to C terms keep their precision), and from it din, dout, dc
  * and (for the outputs) wt (scalar gate, or beta alone with b = 0), or dout and (for the absorb)
@@ -223,10 +235,11 @@ static void cw_gates(const cw_ctx *x, size_t j0, size_t cn, int uses) {
     return;
   }
   for (size_t c = 0; c < cn; c++) b[c] = (c ? b[c - 1] : 0.0) + (lg ? lg[c * grs] : 0.0f);
+  const int factored = (uses & CW_FOR_QUERY) && cw_factored(x, cn);
   /* One gate for every token (grs 0: RetNet's fixed decay), or none: wt[j][i] depends on i - j
    * alone, so row 0's exps serve every row (b_i - b_j taken as b_(i-j) - b_0). */
   const int toeplitz = !lg || grs == 0;
-  for (size_t j = 0; (uses & CW_FOR_QUERY) && j < cn; j++) { /* wt[j][i] = beta_j exp(b_i - b_j), i >= j */
+  for (size_t j = 0; (uses & CW_FOR_QUERY) && !factored && j < cn; j++) { /* wt[j][i] = beta_j exp(b_i - b_j), i >= j */
     float *row = x->wt + j * cn;
     if (toeplitz && j) {
       memcpy(row + j, x->wt, (cn - j) * sizeof(float));
@@ -235,7 +248,7 @@ static void cw_gates(const cw_ctx *x, size_t j0, size_t cn, int uses) {
       x->uk->vexp(cn - j, row + j, row + j);
     }
   }
-  for (size_t j = 0; (uses & CW_FOR_QUERY) && bt && j < cn; j++) /* after the copies of row 0 */
+  for (size_t j = 0; (uses & CW_FOR_QUERY) && !factored && bt && j < cn; j++) /* after the copies of row 0 */
     for (size_t i = j; i < cn; i++) x->wt[j * cn + i] *= bt[j * brs];
   /* din = exp(b), dout = beta exp(b_last - b), through the path's vector exp (not libm's expf,
    * two calls per token) */
@@ -244,6 +257,11 @@ static void cw_gates(const cw_ctx *x, size_t j0, size_t cn, int uses) {
   x->uk->vexp(cn, x->dout, x->dout);
   for (size_t c = 0; bt && c < cn; c++) x->dout[c] *= bt[c * brs];
   for (size_t f = 0; f < m; f++) x->dc[f] = x->din[cn - 1];
+  if (factored) { /* g_i = exp(b_i - b_last) in wt[0, cn), exp(b_last) in wt[C, C + cn) */
+    float *g = x->wt, *e = x->wt + p->C;
+    for (size_t c = 0; c < cn; c++) g[c] = (float)(b[c] - b[cn - 1]), e[c] = x->din[cn - 1];
+    x->uk->vexp(cn, g, g);
+  }
 }
 
 /* S = dC (.) S + (Kf (.) dout)^T Va for a chunk of cn keys (Kf is scaled in place); with
@@ -346,19 +364,20 @@ static void cw_key_offsets(const cw_ctx *x, float *S, size_t cn) {
   x->uk->expfeat(ATTN_EXPF_KEYS, cn, m, x->ku, m, NULL, 0, NULL, x->cn, x->kf, m, 1);
 }
 
-/* o rows t0 .. t0+cn of output head h from the chunk's O rows: s O[0:dv] / (s O[dv] + eps), or
- * s O[0:dv]. A denominator of exactly 0 (eps = 0 and no visible key, or features orthogonal to z)
+/* o rows t0 .. t0+cn of output head h from the chunk's O rows (each first multiplied by g[i] when
+ * g is not NULL: cw_factored): s O[0:dv] / (s O[dv] + eps), or s O[0:dv]. A denominator of exactly 0 (eps = 0 and no visible key, or features orthogonal to z)
  * gives 0. */
-static void cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn) {
+static void cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn, const float *g) {
   const attn_chunkwise_plan *p = x->p;
   const attn_shape *s = p->shape;
   float f[CW_ROW_BATCH]; /* the rows' factors */
   for (size_t i0 = 0; i0 < cn; i0 += CW_ROW_BATCH) {
     const size_t rn = attn_min_sz(CW_ROW_BATCH, cn - i0);
     for (size_t i = 0; i < rn; i++) {
-      const float den = p->divide ? p->out_scale * x->oc[(i0 + i) * p->W + s->dv] + p->eps : 1.0f;
+      const float gi = g ? g[i0 + i] : 1.0f;
+      const float den = p->divide ? p->out_scale * (gi * x->oc[(i0 + i) * p->W + s->dv]) + p->eps : 1.0f;
       const float inv = den == 0.0f ? 0.0f : 1.0f / den;
-      f[i] = p->out_scale * inv; /* with scale 1, exactly inv */
+      f[i] = g ? p->out_scale * inv * gi : p->out_scale * inv; /* with scale 1 and no g, exactly inv */
     }
     x->uk->rows_axpby(rn, s->dv, x->io->o + (t0 + i0) * s->o.row_stride + h * s->o.head_stride, s->o.row_stride,
                       x->oc + i0 * p->W, p->W, NULL, 0, f, 1, 0, 0);
@@ -392,8 +411,13 @@ static void cw_load_q(const cw_ctx *x, const float *S, size_t h, size_t t0, size
 }
 
 /* Intra weights of query block [i0, i1) (AT[j][i], j < i1): zero where j > i, and with gates or
- * beta, weighted by wt[j][i]. */
-static void cw_intra_weights(const cw_ctx *x, size_t cn, size_t i0, size_t i1) {
+ * beta, weighted by wt[j][i], or (factored) row j by dout_j. */
+static void cw_intra_weights(const cw_ctx *x, size_t cn, size_t i0, size_t i1, int factored) {
+  if (factored) {
+    x->uk->rows_axpby(i1, i1 - i0, x->at + i0, cn, x->at + i0, cn, NULL, 0, x->dout, 1, 0, 0);
+    for (size_t j = i0 + 1; j < i1; j++) memset(x->at + j * cn + i0, 0, (j - i0) * sizeof(float));
+    return;
+  }
   const int gated = cw_gated(x->p);
   for (size_t j = 0; j < i1; j++) {
     float *row = x->at + j * cn;
@@ -474,19 +498,21 @@ static void cw_query(const cw_ctx *x, const float *S, size_t h, size_t t0, size_
   cw_load_q(x, S, h, t0, cn, qrs, qcs, intra);
   if (feat) {
     cw_query_feature(x, S, cn, va_finite);
-    cw_store(x, h, t0, cn);
+    cw_store(x, h, t0, cn, NULL);
     return;
   }
   /* The state's part first; the causal part adds onto it, scaling it by din (the decay from the
-   * chunk's start to each row) through the GEMM's row scale. */
+   * chunk's start to each row) through the GEMM's row scale; factored (cw_factored), by
+   * exp(b_last), and the rows by g at the store. */
   uk->gemm(cn, p->W, p->m, x->qt, qrs, qcs, S, p->lds, x->oc, p->W, NULL, 0);
-  const float *din = intra && p->g.kind != ATTN_GATE_NONE ? x->din : NULL;
+  const int factored = intra && cw_gated(p) && cw_factored(x, cn);
+  const float *din = factored ? x->wt + p->C : intra && p->g.kind != ATTN_GATE_NONE ? x->din : NULL;
   /* Causal part, in query blocks [i0, i1) of one GEMM tile width: block i0 needs only keys j < i1
    * (AT[j][i] = psi(k_j).phi(q_i) for j <= i), so the zero triangle is mostly never computed. */
   for (size_t i0 = 0; intra && i0 < cn; i0 += uk->gemm_nr) {
     const size_t i1 = attn_min_sz(cn, i0 + uk->gemm_nr);
     uk->gemm(i1, i1 - i0, p->m, x->kf, p->m, 1, x->qt + i0, cn, x->at + i0, cn, NULL, 0);
-    cw_intra_weights(x, cn, i0, i1);
+    cw_intra_weights(x, cn, i0, i1, factored);
     if (va_finite)
       uk->gemm(i1 - i0, p->W, i1, x->at + i0, 1, cn, x->va, p->W, x->oc + i0 * p->W, p->W, din ? din + i0 : NULL, 1);
   }
@@ -494,7 +520,7 @@ static void cw_query(const cw_ctx *x, const float *S, size_t h, size_t t0, size_
    * its zero weight (0 * NaN). */
   for (size_t i = 0; intra && !va_finite && i < cn; i++)
     uk->gemm(1, p->W, i + 1, x->at + i, 1, cn, x->va, p->W, x->oc + i * p->W, p->W, din ? din + i : NULL, 1);
-  cw_store(x, h, t0, cn);
+  cw_store(x, h, t0, cn, factored ? x->wt : NULL);
 }
 
 /* FLASH's chunk-exclusive causal form (plan xg = G), round k: the queries at key positions
@@ -565,7 +591,7 @@ static void cw_step_loaded(const cw_ctx *x, float *S, size_t h0, size_t i, size_
     x->uk->gemm(1, 1, m, x->qt, m, 1, x->kf, 1, &a, 1, NULL, 0); /* phi(q) . psi(k) */
     for (size_t f = 0; gr && f < m; f++) x->qt[f] *= gr[f];
     x->uk->linear_step(m, p->W, x->qt, gi + 1 == p->per ? x->kf : NULL, x->va, a, S, p->lds, x->oc, gr);
-    cw_store(x, h0 + gi, i, 1);
+    cw_store(x, h0 + gi, i, 1, NULL);
   }
 }
 

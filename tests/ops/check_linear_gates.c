@@ -366,7 +366,8 @@ typedef struct gt_case {
   gt_glayout glayout;
   tu_layout_kind layout;
   tu_data data;
-  float scale; /* 0: the default 1 */
+  float scale;  /* 0: the default 1 */
+  float gconst; /* not 0: this log gate for every token (and feature) */
 } gt_case;
 
 #define SIZES(nq, nkv, dd, ddv) .n_q = (nq), .n_kv = (nkv), .d = (dd), .dv = (ddv)
@@ -454,6 +455,16 @@ static const gt_case gt_cases[] = {
     {.name = "chunk64_scalar", SIZES(200, 200, 16, 16), HEADS(1, 1, 1, 0), MILD, .chunk = 64},
     {.name = "chunk256_feature", SIZES(300, 300, 8, 8), HEADS(1, 1, 1, 0), FEAT, MILD, .chunk = 256},
     {.name = "chunk_default_relu_feature", SIZES(97, 97, 16, 16), HEADS(1, 1, 1, 0), .map = M_RELU, FEAT, BETA},
+    /* a chunk of 16 decaying by e^-59.5 (scalar gate: the weights factored, factors up to
+     * e^59.5) and by e^-61.5 (beyond ATTN_GATE_SPAN: element by element) */
+    {.name = "span_59.5_c16_beta", SIZES(100, 100, 16, 16), HEADS(1, 1, 1, 0), BETA, .chunk = 16, .gconst = -3.71875f},
+    {.name = "span_59.5_c16_elu_norm",
+     SIZES(100, 100, 8, 8),
+     HEADS(1, 1, 1, 0),
+     .map = M_ELU,
+     .chunk = 16,
+     .gconst = -3.71875f},
+    {.name = "span_61.5_c16", SIZES(100, 100, 16, 16), HEADS(1, 1, 1, 0), .chunk = 16, .gconst = -3.84375f},
     /* no gate, through attn_linear_gated: beta alone, and nothing (plain linear attention) */
     {.name = "beta_only", SIZES(70, 70, 8, 8), HEADS(2, 2, 2, 0), .gate = K_NONE, BETA},
     {.name = "beta_only_elu_prefix",
@@ -481,8 +492,10 @@ static gt_gatespec gt_case_spec(const gt_case *c, gt_glayout layout) {
   const gt_gatespec s = {.kind = gt_kind(c->gate),
                          .beta = c->beta,
                          .layout = layout,
-                         .fill = GF_UNIFORM,
-                         .lo = c->mild ? -0.05f : -3.0f,
+                         .fill = c->gconst != 0.0f ? GF_CONST : GF_UNIFORM,
+                         .lo = c->gconst != 0.0f ? c->gconst
+                               : c->mild         ? -0.05f
+                                                 : -3.0f,
                          .hi = 0.0f};
   return s;
 }

@@ -68,7 +68,6 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     p->off_din = attn_ws_take(&w, p->C);
     p->off_dout = attn_ws_take(&w, p->C);
     p->off_dc = attn_ws_take(&w, p->m);
-    p->off_kg = attn_ws_take(&w, feat ? cm : 0);
     p->off_ks = attn_ws_take(&w, feat ? cm : 0); /* key factors, then query factors and their exponents */
     (void)attn_ws_take(&w, feat ? cm : 0);
     (void)attn_ws_take(&w, feat ? cm : 0);
@@ -167,7 +166,7 @@ typedef struct cw_ctx {
   double *b;                 /* gates: the chunk's cumulative log gates (C, or C x m per-feature) */
   float *wt, *din;           /* gates: intra weights (C x C; factored: cw_factored), state-product row scales (C) */
   float *dout, *dc;          /* gates: absorb key-row scales (C), state row scales (m) */
-  float *kg, *ks;            /* per-feature gates: beta exp(B_last - B), block factors */
+  float *ks;                 /* per-feature gates: block factors */
   size_t hk, hv, hg;         /* key, value and gate heads of the task's state head */
   const float *gq, *gk, *gv; /* gathered rows of the head (cw_gather; NULL: the inputs in place): */
   size_t g0q, g0k;           /* query row t at gq + (t - g0q) d, key row j at gk + (j - g0k) d */
@@ -214,7 +213,8 @@ static int cw_factored(const cw_ctx *x, size_t cn) {
 /* The decay quantities of the chunk of keys j0 .. j0+cn: b (inclusive cumulative log gates, in
  * double: differences of sums of up to C terms keep their precision), and from it din, dout, dc
  * and (for the outputs) wt (scalar gate, or beta alone with b = 0), or dout and (for the absorb)
- * kg, dc (per-feature gate). The same values whatever `uses` adds. */
+ * dc (per-feature gate; the absorb takes its key factors from b). The same values whatever `uses`
+ * adds. */
 static void cw_gates(const cw_ctx *x, size_t j0, size_t cn, int uses) {
   const attn_chunkwise_plan *p = x->p;
   const attn_chunkwise_gates *g = &p->g;
@@ -225,13 +225,12 @@ static void cw_gates(const cw_ctx *x, size_t j0, size_t cn, int uses) {
   if (g->kind == ATTN_GATE_FEATURE) {
     for (size_t f = 0; f < m; f++) b[f] = lg[f];
     for (size_t c = 1; c < cn; c++) cw_sum_row(m, b + c * m, b + (c - 1) * m, lg + c * grs);
-    for (size_t c = 0; c < cn; c++) x->dout[c] = bt ? bt[c * brs] : 1.0f; /* beta, for the intra part */
+    /* beta: the intra part's and the absorb's row factors */
+    for (size_t c = 0; c < cn; c++) x->dout[c] = bt ? bt[c * brs] : 1.0f;
     if (!(uses & CW_FOR_ABSORB)) return;
-    /* dC = exp(B_last), kg = exp(B_last - B) (the queries' exp(B) is cw_query_feature's) */
+    /* dC = exp(B_last) (the keys' exp(B_last - B) is cw_absorb_to's, the queries' exp(B)
+     * cw_query_feature's) */
     x->uk->gate_exp(1, m, b + (cn - 1) * m, m, NULL, 0, NULL, 0, x->dc, m);
-    x->uk->gate_exp(cn, m, b, m, b + (cn - 1) * m, 1, NULL, 0, x->kg, m);
-    for (size_t c = 0; bt && c < cn; c++)
-      for (size_t f = 0; f < m; f++) x->kg[c * m + f] *= x->dout[c];
     return;
   }
   for (size_t c = 0; c < cn; c++) b[c] = (c ? b[c - 1] : 0.0) + (lg ? lg[c * grs] : 0.0f);
@@ -270,8 +269,9 @@ static void cw_absorb_to(const cw_ctx *x, float *kf, float *S, size_t cn, int ac
   const attn_chunkwise_plan *p = x->p;
   const size_t m = p->m;
   const float *a = kf;
-  if (p->g.kind == ATTN_GATE_FEATURE) { /* the scaled features go to the scratch's kf */
-    for (size_t e = 0; e < cn * m; e++) x->kf[e] = kf[e] * x->kg[e];
+  if (p->g.kind == ATTN_GATE_FEATURE) { /* Kf (.) exp(B_last - B), rows times beta, in the scratch's kf */
+    x->uk->gate_exp(cn, m, x->b, m, x->b + (cn - 1) * m, 1, kf, m, x->kf, m);
+    if (p->g.beta) x->uk->rows_axpby(cn, m, x->kf, m, x->kf, m, NULL, 0, x->dout, 1, 0, 0);
     a = x->kf;
   } else if (cw_gated(p)) { /* row c scaled by dout[c] */
     x->uk->rows_axpby(cn, m, x->kf, m, kf, m, NULL, 0, x->dout, 1, 0, 0);
@@ -633,7 +633,6 @@ static cw_ctx cw_ctx_of(const attn_chunkwise_plan *p, const struct attn_ukernels
                   ws + p->off_din,
                   ws + p->off_dout,
                   ws + p->off_dc,
-                  ws + p->off_kg,
                   ws + p->off_ks,
                   task / p->kdiv,
                   task / p->vdiv,

@@ -125,9 +125,9 @@ typedef struct attn_chunkwise_plan {
   size_t heads, per;       /* state heads, output heads per state head */
   size_t qdiv, kdiv, vdiv; /* output head / qdiv = query head; state head / kdiv, / vdiv */
   size_t gdiv;             /* state head / gdiv = gate head */
-  size_t off_kf, off_va, off_qt, off_at, off_oc, off_s, off_fm;    /* scratch layout, in floats */
-  size_t off_ku, off_qu, off_cp, off_cn, off_run;                  /* exponential maps */
-  size_t off_b, off_wt, off_din, off_dout, off_dc, off_kg, off_ks; /* gates */
+  size_t off_kf, off_va, off_qt, off_at, off_oc, off_s, off_fm; /* scratch layout, in floats */
+  size_t off_ku, off_qu, off_cp, off_cn, off_run;               /* exponential maps */
+  size_t off_b, off_wt, off_din, off_dout, off_dc, off_ks;      /* gates */
   size_t workers, worker_floats;             /* scratch regions (attn_shape.threads; 1 without), floats of each */
   size_t scan_chunks;                        /* the scan: aligned chunks (FLASH's exclusive form: rounds; 0: no scan) */
   size_t scan_group, scan_groups;            /* the waves: chunks per group (0: by head groups), groups */

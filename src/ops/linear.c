@@ -312,15 +312,17 @@ static attn_status lin_check_gates(const attn_linear_desc *d, const attn_chunkwi
     const float *x = which ? beta : lg;
     if (!x) continue;
     const lin_gate_tensor g = lin_gate_of(d, p, which);
+    /* packed heads and rows (the default layouts) as one run, so the loop vectorises over it */
+    const int packed = g.l.head_stride == g.width && g.l.row_stride == p->g.h_g * g.width;
+    const size_t runs = packed ? 1 : g.rows * p->g.h_g, len = packed ? g.rows * p->g.h_g * g.width : g.width;
     int ok = 1;
-    for (size_t t = 0; t < g.rows; t++)
-      for (size_t h = 0; h < p->g.h_g; h++) {
-        const float *e = x + t * g.l.row_stride + h * g.l.head_stride;
-        if (which)
-          for (size_t f = 0; f < g.width; f++) ok &= (e[f] > 0.0f) & (e[f] <= FLT_MAX);
-        else
-          for (size_t f = 0; f < g.width; f++) ok &= (e[f] <= 0.0f) & (e[f] >= -FLT_MAX);
-      }
+    for (size_t i = 0; i < runs; i++) {
+      const float *e = x + i / p->g.h_g * g.l.row_stride + i % p->g.h_g * g.l.head_stride;
+      if (which)
+        for (size_t f = 0; f < len; f++) ok &= (e[f] > 0.0f) & (e[f] <= FLT_MAX);
+      else
+        for (size_t f = 0; f < len; f++) ok &= (e[f] <= 0.0f) & (e[f] >= -FLT_MAX);
+    }
     if (!ok) return ATTN_E_BAD_GATE;
   }
   return ATTN_OK;

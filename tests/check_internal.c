@@ -884,6 +884,44 @@ START_TEST(rows_copy_values) {
 }
 END_TEST
 
+/* ---- rows against a vector of their columns: y = x (.) v per column; v = running column max ---- */
+/* The plain loops are the reference, compared bit for bit. Loop index: 1..9 rows, cols across
+ * every path's vector width and tails (1 .. 130), padded rows (y's padding untouched; x's NaN,
+ * never read), SCALE out of place and in place, MAX with NaN (passed over), +inf, -inf, -0 against
+ * +0 (the comparison keeps the running value) and a subnormal. */
+START_TEST(rows_cols_values) {
+  static const size_t colsv[] = {1, 3, 8, 15, 17, 33, 64, 65, 130};
+  const size_t rows = 1 + (size_t)_i, cols = colsv[_i], ldy = cols + 5, ldx = cols + 3;
+  float *x = galloc(rows * ldx), *y = galloc(rows * ldy), *v = galloc(cols);
+  float *want = malloc(rows * ldy * sizeof(float)), *wv = malloc(cols * sizeof(float));
+  for (size_t e = 0; e < rows * ldx; e++) x[e] = e % ldx >= cols ? NAN : 8.0f * frand() - 4.0f;
+  for (size_t c = 0; c < cols; c++) v[c] = 2.0f * frand() - 1.0f;
+  x[cols / 2] = NAN, x[cols - 1] = INFINITY, x[(rows - 1) * ldx] = -INFINITY, x[(rows - 1) * ldx + cols / 3] = 1e-40f;
+  v[0] = 0.0f, x[0] = -0.0f;                                                /* -0 > +0 is false: +0 kept */
+  if (cols > 2) v[cols - 2] = -0.0f, x[(rows - 1) * ldx + cols - 2] = 0.0f; /* and -0 kept against +0 */
+  /* SCALE, out of place, then in place */
+  for (size_t q = 0; q < rows * ldy; q++) y[q] = want[q] = (float)q;
+  for (size_t r = 0; r < rows; r++)
+    for (size_t c = 0; c < cols; c++) want[r * ldy + c] = x[r * ldx + c] * v[c];
+  uk->rows_cols(ATTN_COLS_SCALE, rows, cols, y, ldy, x, ldx, v);
+  tu_assert_same_bits("rows_cols scale", want, y, rows * ldy * sizeof(float));
+  for (size_t r = 0; r < rows; r++)
+    for (size_t c = 0; c < cols; c++) want[r * ldy + c] = y[r * ldy + c] * v[c];
+  uk->rows_cols(ATTN_COLS_SCALE, rows, cols, y, ldy, y, ldy, v);
+  tu_assert_same_bits("rows_cols scale in place", want, y, rows * ldy * sizeof(float));
+  /* MAX */
+  memcpy(wv, v, cols * sizeof(float));
+  for (size_t r = 0; r < rows; r++)
+    for (size_t c = 0; c < cols; c++) wv[c] = x[r * ldx + c] > wv[c] ? x[r * ldx + c] : wv[c];
+  uk->rows_cols(ATTN_COLS_MAX, rows, cols, NULL, 0, x, ldx, v);
+  tu_assert_same_bits("rows_cols max", wv, v, cols * sizeof(float));
+  gcheck_free(x);
+  gcheck_free(y);
+  gcheck_free(v);
+  free(want), free(wv);
+}
+END_TEST
+
 /* ---- GAU's relu^2 block step: bias scalar / strided (negative stride too), masking, counts ---- */
 /* Loop index 0..7: 1 x 1 .. 36 x 22 with padding (ld = nq + 3); 8..10: one contiguous column
  * (nq = ld = 1, a decode step's own path) of 3, 16 and 37 keys. Each mode runs again with the
@@ -1609,6 +1647,7 @@ static Suite *internal_suite(attn_isa active) {
   tcase_add_loop_test(t, linear_step_widths, 0, 12);
   tcase_add_loop_test(t, rows_axpby_values, 0, 8);
   tcase_add_loop_test(t, rows_copy_values, 0, 9);
+  tcase_add_loop_test(t, rows_cols_values, 0, 9);
   suite_add_tcase(s, t);
   t = tu_tcase("featmap");
   tcase_add_loop_test(t, featmap_maps, 0, 9);

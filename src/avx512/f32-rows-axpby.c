@@ -1,5 +1,6 @@
-/* avx512 path: rows element-wise and their copy (src/simd/rows_tmpl.h). */
+/* avx512 path: rows element-wise, their copy and against a vector of columns (src/simd/rows_tmpl.h). */
 #include "simd/vf_avx512.h"
 #define ATTN_ROWS_AXPBY_NAME attn_f32_rows_axpby_ukernel__avx512
 #define ATTN_ROWS_COPY_NAME  attn_f32_rows_copy_ukernel__avx512
+#define ATTN_ROWS_COLS_NAME  attn_f32_rows_cols_ukernel__avx512
 #include "simd/rows_tmpl.h"

@@ -178,6 +178,16 @@ typedef void attn_rows_axpby_fn(size_t rows, size_t cols, float *y, size_t ldy, 
  * the copy either way). */
 typedef int attn_rows_copy_fn(size_t rows, size_t cols, float *y, size_t ldy, const float *x, size_t ldx);
 
+/* Rows against a vector of their columns (the chunkwise engine's per-feature factors and offsets),
+ * for r < rows, c < cols, x(r, c) = x[r * ldx + c]:
+ *   SCALE: y[r * ldy + c] = x(r, c) * v[c] (y may be x with the same stride);
+ *   MAX:   v[c] = x(r, c) > v[c] ? x(r, c) : v[c], row after row (a NaN x passed over, +inf
+ *          taken); y unused.
+ * Exactly the plain loops' values on every path. */
+typedef enum attn_cols_mode { ATTN_COLS_SCALE, ATTN_COLS_MAX } attn_cols_mode;
+typedef void attn_rows_cols_fn(attn_cols_mode mode, size_t rows, size_t cols, float *y, size_t ldy, const float *x,
+                               size_t ldx, float *v);
+
 /* Selective attention's F over a block of the blocked engine (spec 6): for each key row jj < jn,
  * with x_k = relu(x[jj * ldx + k * step]) (NaN kept, -0 and negatives 0) for first_jj <= k < tn
  * and 0 before,
@@ -245,9 +255,9 @@ typedef void attn_few_pv_fn(attn_dtype type, const attn_few_heads *hd, size_t nq
   KERNEL(softmax_block) KERNEL(gau_block) KERNEL(window_block) TUNING(q_block) TUNING(kv_block) \
   /* chunkwise engine: feature maps, one-token state step, per-feature gate factors, rows   \
      element-wise (state updates, merges, output rows), rows copied with a finiteness test  \
-     (value rows); default causal chunk */                                                  \
+     (value rows), rows against a vector of columns; default causal chunk */               \
   KERNEL(featmap) KERNEL(expfeat) KERNEL(linear_step) KERNEL(gate_exp) KERNEL(rows_axpby)   \
-  KERNEL(rows_copy)                                                                         \
+  KERNEL(rows_copy) KERNEL(rows_cols)                                                       \
   TUNING(linear_chunk)                                                                      \
   /* vector helpers: vexp, vlog (what the kernels inline, exposed for their tests);        \
      logit_opts (softmax's cap and ALiBi, over a block of scores); transpose (rows into a   \

@@ -452,8 +452,7 @@ static void cw_query_feature(const cw_ctx *x, const float *S, size_t cn, int va_
     const size_t jn = span <= ATTN_GATE_SPAN ? i1 : i0;
     if (done && ref != i0) { /* move the kept rows' reference to i0 */
       uk->gate_exp(1, m, Bn, m, B + ref * m, 0, NULL, 0, tmp, m);
-      for (size_t j = 0; j < done; j++)
-        for (size_t f = 0; f < m; f++) ks[j * m + f] *= tmp[f];
+      uk->rows_cols(ATTN_COLS_SCALE, done, m, ks, m, ks, m, tmp);
     }
     if (jn > done) { /* new rows: beta_j psi_jf exp(B_i0,f - B_jf) */
       uk->gate_exp(jn - done, m, B + done * m, m, Bn, 1, x->kf + done * m, m, ks + done * m, m);
@@ -709,12 +708,8 @@ static void cw_scan_merge(const attn_chunkwise_plan *p, const struct attn_ukerne
 static void cw_scan_local(const cw_ctx *x, const float *KU, float *D, size_t cn, float *c) {
   const attn_chunkwise_plan *p = x->p;
   const size_t m = p->m;
-  float *restrict cm = c;
-  for (size_t f = 0; f < m; f++) cm[f] = -INFINITY;
-  for (size_t r = 0; r < cn; r++) {
-    const float *restrict u = KU + r * m;
-    for (size_t f = 0; f < m; f++) cm[f] = u[f] > cm[f] ? u[f] : cm[f];
-  }
+  for (size_t f = 0; f < m; f++) c[f] = -INFINITY;
+  x->uk->rows_cols(ATTN_COLS_MAX, cn, m, NULL, 0, KU, m, c);
   x->uk->expfeat(ATTN_EXPF_KEYS, cn, m, KU, m, NULL, 0, NULL, c, x->kf, m, 1);
   x->uk->gemm(m, p->W, cn, x->kf, 1, m, x->va, p->W, D, p->lds, NULL, 0);
   for (size_t f = 0; f < m; f++) D[f * p->lds + p->shape->dv + 1] = c[f];
@@ -743,11 +738,7 @@ static void cw_scan_outputs(const cw_ctx *x0, float *S, float *T, size_t h, size
       g[f] = dl[f] == x.cn[f] ? 1.0f : expf(dl[f] - x.cn[f]);
     }
     cw_raise(&x, S);
-    if (KL != x.kf) memcpy(x.kf, KL, cn * m * sizeof(float));
-    for (size_t r = 0; r < cn; r++) {
-      float *kf = x.kf + r * m;
-      for (size_t f = 0; f < m; f++) kf[f] *= g[f];
-    }
+    x.uk->rows_cols(ATTN_COLS_SCALE, cn, m, x.kf, m, KL, m, g);
     for (size_t gi = 0; gi < p->per; gi++) cw_query(&x, S, h * p->per + gi, q0, cn, 1, va_finite);
     return;
   }

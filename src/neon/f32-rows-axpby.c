@@ -1,5 +1,6 @@
-/* neon path: rows element-wise and their copy (src/simd/rows_tmpl.h). */
+/* neon path: rows element-wise, their copy and against a vector of columns (src/simd/rows_tmpl.h). */
 #include "simd/vf_neon.h"
 #define ATTN_ROWS_AXPBY_NAME attn_f32_rows_axpby_ukernel__neon
 #define ATTN_ROWS_COPY_NAME  attn_f32_rows_copy_ukernel__neon
+#define ATTN_ROWS_COLS_NAME  attn_f32_rows_cols_ukernel__neon
 #include "simd/rows_tmpl.h"

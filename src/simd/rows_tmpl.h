@@ -5,8 +5,10 @@
  * few scalar steps on AMD's cores). Products and sums are separate multiplies and adds, never
  * fused. Also the rows' copy with a finiteness test (attn_rows_copy_fn): each value joins one of
  * four running sums as x * 0 (0 for a finite x, NaN for an infinite or NaN one), four so that the
- * sums' latency does not bound the copy. Include the path's vf_* shim, define
- * ATTN_ROWS_AXPBY_NAME and ATTN_ROWS_COPY_NAME, then include.
+ * sums' latency does not bound the copy. And rows against a vector of their columns
+ * (attn_rows_cols_fn: a product, or a running maximum through a comparison and a select, so that
+ * a NaN is passed over on every path as in the plain loop). Include the path's vf_* shim, define
+ * ATTN_ROWS_AXPBY_NAME, ATTN_ROWS_COPY_NAME and ATTN_ROWS_COLS_NAME, then include.
  */
 #include "core/ukernels.h"
 
@@ -62,4 +64,28 @@ int ATTN_ROWS_COPY_NAME(size_t rows, size_t cols, float *y, size_t ldy, const fl
     }
   }
   return vf_hsum(vf_add(vf_add(acc[0], acc[1]), vf_add(acc[2], acc[3]))) + tail == 0.0f;
+}
+
+void ATTN_ROWS_COLS_NAME(attn_cols_mode mode, size_t rows, size_t cols, float *y, size_t ldy, const float *x,
+                         size_t ldx, float *v) {
+  const size_t full = cols / ATTN_VL * ATTN_VL;
+  if (mode == ATTN_COLS_MAX) {
+    for (size_t c = 0; c < full; c += ATTN_VL) {
+      vf run = vf_load(v + c);
+      for (size_t r = 0; r < rows; r++) {
+        const vf u = vf_load(x + r * ldx + c);
+        run = vf_select(vf_lt(run, u), u, run); /* u > run: NaN passed over */
+      }
+      vf_store(v + c, run);
+    }
+    for (size_t c = full; c < cols; c++)
+      for (size_t r = 0; r < rows; r++) v[c] = x[r * ldx + c] > v[c] ? x[r * ldx + c] : v[c];
+    return;
+  }
+  for (size_t r = 0; r < rows; r++) {
+    float *yr = y + r * ldy;
+    const float *xr = x + r * ldx;
+    for (size_t c = 0; c < full; c += ATTN_VL) vf_store(yr + c, vf_mul(vf_load(xr + c), vf_load(v + c)));
+    for (size_t c = full; c < cols; c++) yr[c] = xr[c] * v[c];
+  }
 }

@@ -853,9 +853,9 @@ END_TEST
 /* ---- the chunkwise engine's value rows: y = x, and whether every x is finite ---- */
 /* Loop index: 0..8 rows, cols across every path's vector width, its four-vector steps and tails
  * (1 .. 130), padded rows (y's padding must stay untouched: whole arrays compared; x's is NaN,
- * which must not be read). The copy is exact (same bits, -0 and a subnormal included) and the answer is 1; then one non-finite value
- * (+inf, -inf, NaN) at each of several places (first element, a middle lane, the last column,
- * the last row) makes it 0 with the copy still exact. */
+ * which must not be read). The copy is exact (same bits, -0 and a subnormal included) and the
+ * answer is 1; then one non-finite value (+inf, -inf, NaN) at each of several places (first
+ * element, a middle lane, the last column, the last row) makes it 0 with the copy still exact. */
 START_TEST(rows_copy_values) {
   static const size_t colsv[] = {1, 3, 8, 15, 17, 33, 64, 65, 130};
   const size_t rows = (size_t)_i, cols = colsv[_i], ldy = cols + 5, ldx = cols + 3;

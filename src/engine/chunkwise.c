@@ -365,8 +365,8 @@ static void cw_key_offsets(const cw_ctx *x, float *S, size_t cn) {
 }
 
 /* o rows t0 .. t0+cn of output head h from the chunk's O rows (each first multiplied by g[i] when
- * g is not NULL: cw_factored): s O[0:dv] / (s O[dv] + eps), or s O[0:dv]. A denominator of exactly 0 (eps = 0 and no visible key, or features orthogonal to z)
- * gives 0. */
+ * g is not NULL: cw_factored): s O[0:dv] / (s O[dv] + eps), or s O[0:dv]. A denominator of
+ * exactly 0 (eps = 0 and no visible key, or features orthogonal to z) gives 0. */
 static void cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn, const float *g) {
   const attn_chunkwise_plan *p = x->p;
   const attn_shape *s = p->shape;

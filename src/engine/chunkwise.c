@@ -456,8 +456,8 @@ static void cw_query_feature(const cw_ctx *x, const float *S, size_t cn, int va_
     }
     if (jn > done) { /* new rows: beta_j psi_jf exp(B_i0,f - B_jf) */
       uk->gate_exp(jn - done, m, B + done * m, m, Bn, 1, x->kf + done * m, m, ks + done * m, m);
-      for (size_t j = done; p->g.beta && j < jn; j++)
-        for (size_t f = 0; f < m; f++) ks[j * m + f] *= x->dout[j];
+      if (p->g.beta) /* rows times beta, as the absorb's */
+        uk->rows_axpby(jn - done, m, ks + done * m, m, ks + done * m, m, NULL, 0, x->dout + done, 1, 0, 0);
     }
     done = jn, ref = i0; /* jn >= i0 >= the rows made before */
     /* query factors: phi_if exp(B_if - B_i0,f), then transposed (row i of tmp into column i) */

@@ -555,32 +555,35 @@ END_TEST
 START_TEST(softmax_block_nonfinite) {
   /* loop index 0: 7 keys x 11 columns (ld 13), the bad logit in column 5; 1, 2: one contiguous
    * column (a decode step's path) of 19 keys, and of 3 (fewer than a vector), the bad logit in it;
-   * 3: 7 keys x 4 contiguous columns (the flat path), the bad logit in column 2 */
-  static const size_t shapes[][4] = {{7, 11, 13, 5}, {19, 1, 1, 0}, {3, 1, 1, 0}, {7, 4, 4, 2}};
+   * 3: 7 keys x 4 contiguous columns (the flat path), the bad logit in column 2; 4: 13 keys x 11
+   * columns (the column path's max chains, a tail row after them). The bad logit sits in each row
+   * in turn (the chains see it first, last or in the tail). */
+  static const size_t shapes[][4] = {{7, 11, 13, 5}, {19, 1, 1, 0}, {3, 1, 1, 0}, {7, 4, 4, 2}, {13, 11, 13, 5}};
   const size_t NK = shapes[_i][0], NQ = shapes[_i][1], LD = shapes[_i][2], BC = shapes[_i][3];
   const float bad[] = {NAN, INFINITY, -INFINITY, 1.0f}; /* and a finite control */
-  for (int masked = 0; masked < 2; masked++)
-    for (size_t b = 0; b < 4; b++) {
-      float *m = galloc(NQ), *l = galloc(NQ), *al = galloc(NQ), *st = galloc(NK * LD);
-      for (size_t c = 0; c < NQ; c++) {
-        m[c] = -INFINITY;
-        l[c] = 0;
-      }
-      for (int step = 0; step < 2; step++) {
-        for (size_t i = 0; i < NK * LD; i++) st[i] = 4.0f * frand();
-        if (step == 0) st[(NK - 1) / 2 * LD + BC] = bad[b]; /* column BC, first step only */
-        uk->softmax_block(NK, NQ, st, LD, m, l, al, NULL, 0, masked);
+  for (size_t row = 0; row < NK; row++)
+    for (int masked = 0; masked < 2; masked++)
+      for (size_t b = 0; b < 4; b++) {
+        float *m = galloc(NQ), *l = galloc(NQ), *al = galloc(NQ), *st = galloc(NK * LD);
         for (size_t c = 0; c < NQ; c++) {
-          const int poisoned = c == BC && b < 3 && !(masked && b == 2); /* masked -inf: a masked pair */
-          ck_assert_msg(poisoned ? isnan(l[c]) : isfinite(l[c]) && l[c] > 0, "masked %d bad %zu step %d col %zu: l %g",
-                        masked, b, step, c, l[c]);
+          m[c] = -INFINITY;
+          l[c] = 0;
         }
+        for (int step = 0; step < 2; step++) {
+          for (size_t i = 0; i < NK * LD; i++) st[i] = 4.0f * frand();
+          if (step == 0) st[row * LD + BC] = bad[b]; /* column BC, first step only */
+          uk->softmax_block(NK, NQ, st, LD, m, l, al, NULL, 0, masked);
+          for (size_t c = 0; c < NQ; c++) {
+            const int poisoned = c == BC && b < 3 && !(masked && b == 2); /* masked -inf: a masked pair */
+            ck_assert_msg(poisoned ? isnan(l[c]) : isfinite(l[c]) && l[c] > 0,
+                          "masked %d bad %zu in row %zu step %d col %zu: l %g", masked, b, row, step, c, l[c]);
+          }
+        }
+        gcheck_free(m);
+        gcheck_free(l);
+        gcheck_free(al);
+        gcheck_free(st);
       }
-      gcheck_free(m);
-      gcheck_free(l);
-      gcheck_free(al);
-      gcheck_free(st);
-    }
 }
 END_TEST
 
@@ -1639,7 +1642,7 @@ static Suite *internal_suite(attn_isa active) {
   suite_add_tcase(s, t);
   t = tu_tcase("softmax_block");
   tcase_add_loop_test(t, softmax_block_steps, 0, 15);
-  tcase_add_loop_test(t, softmax_block_nonfinite, 0, 4);
+  tcase_add_loop_test(t, softmax_block_nonfinite, 0, 5);
   tcase_add_loop_test(t, gau_block_steps, 0, 11);
   tcase_add_loop_test(t, window_block_values, 0, 7);
   suite_add_tcase(s, t);

@@ -9,8 +9,10 @@
 
 /* masked and with_stats are compile-time constants in each instantiation. When masked is 0, a -inf
  * entry is a logit from non-finite input: the max pass also tracks the column minimum, whose
- * mn - mn is NaN exactly when some entry is -inf (or NaN), and that NaN is added to l (an
- * independent chain beside the max's, so it costs no time). When 1, -inf marks a masked pair.
+ * mn - mn is NaN when some entry is -inf, and that NaN is added to l (chains beside the max's,
+ * so they cost no time). A NaN entry needs no such help: its p is NaN, and so is l. (Where a
+ * path's max or min passes a NaN over, as x86's do, a chain may drop it and a -inf before it;
+ * the column's l is NaN all the same.) When 1, -inf marks a masked pair.
  * With stats, two more chains: sum p^2 and sum p (s - M'), the latter from exp's clamped
  * argument (0 for a masked or underflowing p, never 0 x -inf), two FMAs per element. */
 
@@ -24,6 +26,11 @@ static inline __attribute__((always_inline)) void attn_softmax_stats_(float *q2,
   vf_store_w(q2, vf_fma(vf_mul(al, al), vf_load_w(q2, w), sq), w);
 }
 
+/* The max pass's independent chains per column vector (a power of two): one vf_max per key row
+ * in a single chain waits on its latency (4 cycles on Intel cores) where the load and the
+ * max issue in one; the chains' results are folded at the end. */
+#define ATTN_SOFTMAX_CHAINS 4
+
 static inline __attribute__((always_inline)) void attn_softmax_cols_(size_t nk, size_t nq, float *st, size_t ldst,
                                                                      float *m, float *l, float *alpha, float *stats,
                                                                      size_t lds, int masked, int with_stats) {
@@ -31,12 +38,26 @@ static inline __attribute__((always_inline)) void attn_softmax_cols_(size_t nk, 
   for (size_t c = 0; c < nq; c += ATTN_VL) {
     const size_t w = nq - c < ATTN_VL ? nq - c : ATTN_VL;
     const vf mo = vf_load_w(m + c, w);
-    vf mx = ninf, mn = vf_set1(__builtin_inff());
-    for (size_t j = 0; j < nk; j++) {
+    vf mxs[ATTN_SOFTMAX_CHAINS], mns[ATTN_SOFTMAX_CHAINS];
+    for (size_t u = 0; u < ATTN_SOFTMAX_CHAINS; u++) mxs[u] = ninf, mns[u] = vf_set1(__builtin_inff());
+    size_t j = 0;
+    for (; j + ATTN_SOFTMAX_CHAINS <= nk; j += ATTN_SOFTMAX_CHAINS)
+#pragma GCC unroll 8
+      for (size_t u = 0; u < ATTN_SOFTMAX_CHAINS; u++) {
+        const vf s = vf_load_w(st + (j + u) * ldst + c, w);
+        mxs[u] = vf_max(mxs[u], s);
+        if (!masked) mns[u] = vf_min(mns[u], s);
+      }
+    for (; j < nk; j++) {
       const vf s = vf_load_w(st + j * ldst + c, w);
-      mx = vf_max(mx, s);
-      if (!masked) mn = vf_min(mn, s);
+      mxs[0] = vf_max(mxs[0], s);
+      if (!masked) mns[0] = vf_min(mns[0], s);
     }
+#pragma GCC unroll 8
+    for (size_t u = ATTN_SOFTMAX_CHAINS / 2; u >= 1; u /= 2)
+#pragma GCC unroll 8
+      for (size_t i = 0; i < u; i++) mxs[i] = vf_max(mxs[i], mxs[i + u]), mns[i] = vf_min(mns[i], mns[i + u]);
+    const vf mx = mxs[0], mn = mns[0];
     const vf mnew = vf_max(mo, mx);
     const vf msafe = vf_select(vf_eq(mnew, ninf), zero, mnew); /* all masked so far: P = 0 */
     const vf al = attn_vexp_np_(vf_sub(mo, msafe));

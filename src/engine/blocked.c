@@ -16,6 +16,9 @@ enum {
    * a range's fold costs ~dv + 5 flops per row against ~2 (d + dv) per key and row. */
   BLK_SEL_RANGE_KEYS = 256
 };
+/* Boundary blocks of a plan without selection, feature map or few-rows scores: keys taken this
+ * many at a time, each sub-block with only the tokens that see some of its keys (blk_boundary). */
+enum { BLK_BOUNDARY_KEYS = 32 };
 /* Half K: keys converted at a time for the scores (a multiple of every GEMM tile's rows: 4, 6, 8),
  * so that the converted rows stay in L1 (12 KiB at d = 128) between the conversion and the GEMM. */
 enum { BLK_HALF_K_KEYS = 24 };
@@ -172,6 +175,7 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   if (!attn_mul_ok(hg_res, st_head, &sth)) return ATTN_E_SIZE_OVERFLOW;
   p->off_sth = attn_ws_take(&w, sth);
   p->few = !p->fm && attn_min_sz(p->tb, s->n_q) * p->g <= BLK_FEW_ROWS;
+  p->views = !p->fm && !p->sel && !p->few;
   p->off_heads = attn_ws_take(&w, heads_res);
   /* Key ranges: a step that can fold them and no map; one query block of at most
    * ATTN_SPLIT_TOKENS tokens, in ranges of whole key blocks, at least ATTN_SPLIT_KEYS keys each;
@@ -299,6 +303,10 @@ typedef struct blk_task {
   size_t h0, hn, tn, rows, t0; /* key heads h0 .. h0 + hn - 1; tokens t0 .. t0 + tn - 1 of the call */
   int64_t p0, p1;
   int last_group; /* the last head group of its query block (selection: it stores F) */
+  /* A view (blk_boundary) of tokens t0 .. t0 + tn - 1 within its task: its first row among the
+   * head regions' rows (Q^T columns, row state, accumulator rows), and the task's rows (Q^T's
+   * row stride). A whole task: 0 and rows. */
+  size_t c0, ldq;
 } blk_task;
 
 static float *blk_head(const blk_task *t, size_t hh) { return t->ws + t->p->off_heads + hh * t->p->head_floats; }
@@ -361,7 +369,7 @@ static const float *blk_step(const blk_task *t, size_t hh, int64_t j0, size_t jn
                              p->step_params,
                              t->ws + p->off_strip,
                              t->io->stats != NULL};
-  return p->step->step(t->uk, &b, blk_head(t, hh) + p->off_rs, p->R);
+  return p->step->step(t->uk, &b, blk_head(t, hh) + p->off_rs + t->c0, p->R);
 }
 
 /* acc (head hh) = alpha acc + P V from P^T at st: V rows vb (fp32, row stride ldv), or vh (rows of
@@ -370,7 +378,7 @@ static void blk_pv(const blk_task *t, size_t hh, int64_t j0, size_t jn, int mask
                    const float *vb, const void *vh, size_t ldv) {
   const attn_blocked_plan *p = t->p;
   const size_t rows = t->rows, DV = p->shape->dv;
-  float *acc = blk_head(t, hh) + p->off_acc;
+  float *acc = blk_head(t, hh) + p->off_acc + t->c0 * DV;
   if (vh)
     t->uk->few_pv(p->kv_type, NULL, rows, DV, jn, st, rows, vh, ldv, acc, DV, alpha);
   else if (masked && !blk_hidden_v_finite(p, vb, ldv, j0, jn, t->p0, t->p1))
@@ -630,6 +638,34 @@ static void blk_select_apply(const blk_task *t, float *st, size_t jn) {
   }
 }
 
+/* A boundary block of head hh (plans with p->views): its keys BLK_BOUNDARY_KEYS at a time, each
+ * sub-block with a view of the tokens that see some of its keys, [first(a), last(b)] for keys
+ * [a, b] (a key's tokens are a range whose ends grow with the key, so no token outside sees
+ * one); a sub-block no token sees is skipped. The tokens left out would take P = 0 for every key,
+ * alpha = 1 and l + 0, a step that changes no bit of their state (nor GAU's counts and sums); the
+ * others take the block as smaller blocks (the same values up to rounding, the same bits for any
+ * thread count: the sub-blocks follow the keys and the mask alone). What is saved: the scores of
+ * pairs no token sees, under a causal mask about half the diagonal's (measured on an Intel Xeon
+ * guest, AVX-512, d = 64: causal prefill 4.6% faster at n = 1k, 2-3% at 2k; a window of 256
+ * keys, 8-11%). */
+static void blk_boundary(const blk_task *t, size_t hh, int64_t j0, size_t jn, const float *vb, size_t ldv) {
+  const attn_blocked_plan *p = t->p;
+  const size_t g = p->g;
+  for (size_t a = 0, b; a < jn; a = b) {
+    b = attn_min_sz(jn, a + BLK_BOUNDARY_KEYS);
+    const int64_t ka = j0 + (int64_t)a, kb = j0 + (int64_t)b - 1;
+    const int64_t ta = clamp64(mask_lo(p, ka, p->right) - t->p0, 0, (int64_t)t->tn),
+                  tb = clamp64(mask_hi(p, kb, p->left) - t->p0 + 1, ta, (int64_t)t->tn);
+    if (tb == ta) continue;
+    blk_task v = *t;
+    v.t0 = t->t0 + (size_t)ta, v.tn = (size_t)(tb - ta), v.rows = v.tn * g;
+    v.p0 = t->p0 + ta, v.p1 = v.p0 + (int64_t)v.tn - 1, v.c0 = t->c0 + (size_t)ta * g;
+    const int masked = ka < vis_lo(p, v.p1) || kb > vis_hi(p, v.p0);
+    blk_scores(&v, ka, b - a, v.h0 + hh, v.rows, blk_head(&v, hh) + p->off_qt + v.c0, v.ldq, v.ws + p->off_st, v.rows);
+    blk_accumulate(&v, hh, ka, b - a, masked, vb + a * ldv, NULL, ldv, NULL);
+  }
+}
+
 /* One pass over the key blocks some row of the task sees (pass 1: dsoftmax's column sums). */
 static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
   const attn_blocked_plan *p = t->p;
@@ -665,6 +701,10 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
         }
         continue;
       }
+      if (masked && p->views) {
+        blk_boundary(t, hh, j0, jn, vb, ldv);
+        continue;
+      }
       if (p->fm) { /* psi(K_blk), read in place otherwise */
         p->fm->apply(t->uk, &p->fa, 1, jn, D, D, kb, ldk, kf, D, 1, NULL);
         t->uk->gemm(jn, rows, D, kf, D, 1, reg + p->off_qt, rows, t->ws + p->off_st, rows, NULL, 0);
@@ -672,7 +712,7 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
         t->uk->few_scores(p->kv_type, NULL, jn, rows, D, blk_row(t, t->io->k, s->k, j0, t->h0 + hh), ldk,
                           reg + p->off_qt, D, t->ws + p->off_st, rows);
       } else {
-        blk_scores(t, j0, jn, t->h0 + hh, rows, reg + p->off_qt, rows, t->ws + p->off_st, rows);
+        blk_scores(t, j0, jn, t->h0 + hh, rows, reg + p->off_qt, t->ldq, t->ws + p->off_st, rows);
       }
       if (p->sel) { /* the first head of the order is h_sel's key head when the task holds it */
         const int applied = hi_order == 0 && blk_select(t, j0, jn, sel_here ? t->ws + p->off_st : NULL);
@@ -716,7 +756,9 @@ static blk_task blk_task_of(const attn_blocked_plan *p, const struct attn_ukerne
                     t0,
                     p0,
                     p0 + (int64_t)tn - 1,
-                    task % p->groups == p->groups - 1};
+                    task % p->groups == p->groups - 1,
+                    0,
+                    tn * p->g};
 }
 
 /* The keys some row of the task sees: [*lo, *hi] (empty when hi < lo). */

@@ -153,6 +153,8 @@ typedef struct attn_blocked_plan {
                                and an unmasked block's P V by few_pv, K and V read in place (half: a
                                masked block's V converted for the GEMM); a head's off_qt holds the
                                scaled query rows (R x d) instead of their transpose */
+  int views;                /* no feature map, selection or few-rows scores: a boundary block's keys in
+                               sub-blocks, each with the tokens that see it (blk_boundary) */
   const float *stats_sinks; /* softmax with sinks (per query head): the sums hold the sink's weight
                                w = e^(sink - m) too (row state array 0 is m); the statistics take
                                w, w^2 and w (sink - m) back out: the keys' only */

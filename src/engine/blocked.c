@@ -638,6 +638,14 @@ static void blk_select_apply(const blk_task *t, float *st, size_t jn) {
   }
 }
 
+/* 1 when some token at [p0, p1] cannot see some key of [ka, kb]: a boundary block (masked). */
+static int blk_masked(const attn_blocked_plan *p, int64_t p0, int64_t p1, int64_t ka, int64_t kb) {
+  return ka < vis_lo(p, p1) || kb > vis_hi(p, p0);
+}
+
+/* Head hh's scaled Q^T from the task's (or view's) first row: d x rows, row stride t->ldq. */
+static const float *blk_qt(const blk_task *t, size_t hh) { return blk_head(t, hh) + t->p->off_qt + t->c0; }
+
 /* A boundary block of head hh (plans with p->views): its keys BLK_BOUNDARY_KEYS at a time, each
  * sub-block with a view of the tokens that see some of its keys, [first(a), last(b)] for keys
  * [a, b] (a key's tokens are a range whose ends grow with the key, so no token outside sees
@@ -660,8 +668,8 @@ static void blk_boundary(const blk_task *t, size_t hh, int64_t j0, size_t jn, co
     blk_task v = *t;
     v.t0 = t->t0 + (size_t)ta, v.tn = (size_t)(tb - ta), v.rows = v.tn * g;
     v.p0 = t->p0 + ta, v.p1 = v.p0 + (int64_t)v.tn - 1, v.c0 = t->c0 + (size_t)ta * g;
-    const int masked = ka < vis_lo(p, v.p1) || kb > vis_hi(p, v.p0);
-    blk_scores(&v, ka, b - a, v.h0 + hh, v.rows, blk_head(&v, hh) + p->off_qt + v.c0, v.ldq, v.ws + p->off_st, v.rows);
+    const int masked = blk_masked(p, v.p0, v.p1, ka, kb);
+    blk_scores(&v, ka, b - a, v.h0 + hh, v.rows, blk_qt(&v, hh), v.ldq, v.ws + p->off_st, v.rows);
     blk_accumulate(&v, hh, ka, b - a, masked, vb + a * ldv, NULL, ldv, NULL);
   }
 }
@@ -671,11 +679,10 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
   const attn_blocked_plan *p = t->p;
   const attn_shape *s = p->shape;
   const size_t D = s->d, m = p->m, rows = t->rows;
-  const int64_t full_lo = vis_lo(p, t->p1), full_hi = vis_hi(p, t->p0); /* keys every row of the block sees */
   float *ku = t->ws + p->off_ku, *kf = t->ws + p->off_kf, *tmp = t->ws + p->off_tmp;
   for (int64_t j0 = lo; j0 <= hi; j0 += (int64_t)p->bc) {
     const size_t jn = (size_t)(hi + 1 - j0 < (int64_t)p->bc ? hi + 1 - j0 : (int64_t)p->bc);
-    const int masked = j0 < full_lo || j0 + (int64_t)jn - 1 > full_hi;
+    const int masked = blk_masked(p, t->p0, t->p1, j0, j0 + (int64_t)jn - 1);
     if (p->few && !p->sel && t->hn > 1) {
       blk_block_heads(t, j0, jn, masked);
       continue;
@@ -712,7 +719,7 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
         t->uk->few_scores(p->kv_type, NULL, jn, rows, D, blk_row(t, t->io->k, s->k, j0, t->h0 + hh), ldk,
                           reg + p->off_qt, D, t->ws + p->off_st, rows);
       } else {
-        blk_scores(t, j0, jn, t->h0 + hh, rows, reg + p->off_qt, t->ldq, t->ws + p->off_st, rows);
+        blk_scores(t, j0, jn, t->h0 + hh, rows, blk_qt(t, hh), t->ldq, t->ws + p->off_st, rows);
       }
       if (p->sel) { /* the first head of the order is h_sel's key head when the task holds it */
         const int applied = hi_order == 0 && blk_select(t, j0, jn, sel_here ? t->ws + p->off_st : NULL);

@@ -1110,6 +1110,36 @@ START_TEST(favor_golden_bits) {
 }
 END_TEST
 
+START_TEST(favor_redraw_bits) {
+  /* Seeds where the generator redraws a row (it fell within 1e-3 of the span of the rows before
+   * it), found by a search over seeds with the row-at-a-time generator of 0.6.0, whose W these
+   * hashes are. The generator now draws rows eight at a time ahead of their projections, and a
+   * redraw must take the Gaussians the rows after it had drawn, exactly as one row at a time:
+   * d = 3, row 1 redrawn (row 2's early draws dropped; chi and sqrt(d) norms, the second call
+   * with a cut second block); d = 9, row 7 redrawn, the last of a full group of eight; d = 10,
+   * row 8 redrawn after a full group (row 9's early draws dropped), a cut second block. */
+  static const struct {
+    uint64_t seed;
+    size_t m, d;
+    int sqrt_d;
+    uint64_t fnv;
+  } cases[] = {
+      {137086, 3, 3, 0, UINT64_C(0xa7ed2fe33a9cea1d)},
+      {137086, 5, 3, 1, UINT64_C(0xbef3763263518da6)},
+      {12042, 9, 9, 0, UINT64_C(0xd4f5d65c4055d60b)},
+      {13609, 13, 10, 0, UINT64_C(0x84e67c49655280b2)},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    float *w = favor_w(cases[c].m, cases[c].d, cases[c].seed, cases[c].sqrt_d);
+    const uint64_t h = favor_fnv1a(w, cases[c].m * cases[c].d);
+    ck_assert_msg(h == cases[c].fnv, "seed %llu, m %zu, d %zu: FNV-1a %016llx, want %016llx",
+                  (unsigned long long)cases[c].seed, cases[c].m, cases[c].d, (unsigned long long)h,
+                  (unsigned long long)cases[c].fnv);
+    gcheck_free(w);
+  }
+}
+END_TEST
+
 START_TEST(favor_blocks_orthogonal) {
   /* m = 3d + 5: three full blocks and one cut at 5 rows. Rows of one block are orthogonal (the
    * float rounding of W leaves about 1e-7 of |w_r||w_s|); rows of different blocks are not (they
@@ -1660,6 +1690,7 @@ static Suite *internal_suite(attn_isa active) {
   t = tu_tcase("favor");
   tcase_add_test(t, favor_log_vs_libm);
   tcase_add_test(t, favor_golden_bits);
+  tcase_add_test(t, favor_redraw_bits);
   tcase_add_test(t, favor_blocks_orthogonal);
   tcase_add_test(t, favor_chi_norms);
   tcase_add_test(t, favor_prefix_and_seeds);

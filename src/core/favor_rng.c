@@ -20,10 +20,13 @@
 #endif
 
 /* ---- uniform numbers: xoshiro256** seeded by splitmix64 (Vigna's reference algorithms) ---- */
+/* Gaussian pairs the sampler makes at a time (gaussian below). */
+#define FAVOR_PAIRS 32
+
 typedef struct favor_rng {
-  uint64_t s[4]; /* xoshiro256** state */
-  double spare;  /* the second Gaussian of the last polar pair, handed out next */
-  int has_spare;
+  uint64_t s[4];                  /* xoshiro256** state */
+  double normal[2 * FAVOR_PAIRS]; /* Gaussians made ahead, handed out in order from `next` */
+  size_t next;
 } favor_rng;
 
 static uint64_t splitmix64(uint64_t *state) {
@@ -50,8 +53,7 @@ static uint64_t xoshiro_next(uint64_t s[4]) {
  * counter, so they are distinct and the state is never the all-zero one xoshiro must avoid. */
 static void rng_seed(favor_rng *r, uint64_t seed) {
   for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
-  r->spare = 0;
-  r->has_spare = 0;
+  r->next = 2 * FAVOR_PAIRS; /* none made yet */
 }
 
 /* Uniform in [0, 1): the top 53 bits, scaled exactly. */
@@ -84,10 +86,10 @@ double attn_favor_log(double x) {
   b = (b & UINT64_C(0x000fffffffffffff)) | UINT64_C(0x3ff0000000000000); /* the mantissa, in [1, 2) */
   double m;
   memcpy(&m, &b, sizeof m);
-  if (m > sqrt2) { /* into [sqrt(1/2), sqrt(2)] (exact) */
-    m *= 0.5;
-    e++;
-  }
+  static const double halve[2] = {1.0, 0.5};
+  const int big = m > sqrt2; /* into [sqrt(1/2), sqrt(2)] (exact), without a branch (half the time each way) */
+  m *= halve[big];
+  e += big;
   const double f = m - 1.0, t = f / (2.0 + f), z = t * t, hfsq = 0.5 * f * f;
   double p = c[10];
   for (int k = 9; k >= 0; k--) p = c[k] + z * p;
@@ -97,21 +99,34 @@ double attn_favor_log(double x) {
 }
 
 /* ---- standard Gaussians: Marsaglia's polar method ---- */
-static double gaussian(favor_rng *r) {
-  if (r->has_spare) {
-    r->has_spare = 0;
-    return r->spare;
+/*
+ * The sequence: pairs of uniforms u then v mapped to [-1, 1), a pair with s = u^2 + v^2 >= 1 or
+ * s == 0 rejected, and for each accepted one the two Gaussians u f, then v f, with
+ * f = sqrt(-2 ln(s) / s). They are made FAVOR_PAIRS pairs at a time: first the accepted pairs
+ * (the rejection branch-free: a pair is written, and kept by moving on past it), then their
+ * factors in a loop with no branch and no dependence between pairs, so the pairs' logs overlap
+ * (one at a time, each waited on its log's chain of eleven multiply-adds and a mispredicted
+ * rejection). The same operations on the same uniforms: the same Gaussians, in the same order.
+ */
+static void rng_refill(favor_rng *r) {
+  double u[FAVOR_PAIRS], v[FAVOR_PAIRS], s[FAVOR_PAIRS];
+  for (size_t n = 0; n < FAVOR_PAIRS;) {
+    const double a = 2.0 * uniform(r) - 1.0; /* u then v: separate statements fix the order of the draws */
+    const double b = 2.0 * uniform(r) - 1.0;
+    u[n] = a, v[n] = b, s[n] = a * a + b * b;
+    n += (s[n] < 1.0) & (s[n] != 0.0);
   }
-  double u, v, s;
-  do { /* u then v: separate statements fix the order of the draws */
-    u = 2.0 * uniform(r) - 1.0;
-    v = 2.0 * uniform(r) - 1.0;
-    s = u * u + v * v;
-  } while (s >= 1.0 || s == 0.0);
-  const double f = sqrt(-2.0 * attn_favor_log(s) / s);
-  r->spare = v * f;
-  r->has_spare = 1;
-  return u * f;
+  for (size_t i = 0; i < FAVOR_PAIRS; i++) {
+    const double f = sqrt(-2.0 * attn_favor_log(s[i]) / s[i]);
+    r->normal[2 * i] = u[i] * f;
+    r->normal[2 * i + 1] = v[i] * f;
+  }
+  r->next = 0;
+}
+
+static double gaussian(favor_rng *r) {
+  if (r->next == 2 * FAVOR_PAIRS) rng_refill(r);
+  return r->normal[r->next++];
 }
 
 static double sum_squares(const double *x, size_t n) {
@@ -127,6 +142,77 @@ size_t attn_favor_scratch_doubles(size_t d) {
   return n;
 }
 
+/* Rows per group of the Gram-Schmidt below: that many independent sums in flight. */
+#define FAVOR_GROUP 8
+
+/* Row x minus its projection onto row y (one step of modified Gram-Schmidt): the dot product in
+ * k order, then x[k] - dot y[k]. */
+static void favor_project(double *restrict x, const double *restrict y, size_t d) {
+  double dot = 0;
+  for (size_t k = 0; k < d; k++) dot += x[k] * y[k];
+  for (size_t k = 0; k < d; k++) x[k] -= dot * y[k];
+}
+
+/* favor_project of rows x, x + d, ... (FAVOR_GROUP of them) onto y, their sums interleaved: the
+ * same operations in the same order for each row, so the same bits as one row at a time, but
+ * eight dependency chains instead of one (the sums are bound by the adder's latency). */
+static void favor_project_group(double *restrict x, const double *restrict y, size_t d) {
+  const double *x0 = x, *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d, *x4 = x3 + d, *x5 = x4 + d, *x6 = x5 + d,
+               *x7 = x6 + d;
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0; /* in registers, not memory */
+  for (size_t k = 0; k < d; k++) {
+    const double yk = y[k];
+    s0 += x0[k] * yk, s1 += x1[k] * yk, s2 += x2[k] * yk, s3 += x3[k] * yk;
+    s4 += x4[k] * yk, s5 += x5[k] * yk, s6 += x6[k] * yk, s7 += x7[k] * yk;
+  }
+  const double dot[FAVOR_GROUP] = {s0, s1, s2, s3, s4, s5, s6, s7};
+  for (size_t g = 0; g < FAVOR_GROUP; g++) {
+    double *restrict xg = x + g * d;
+    const double c = dot[g];
+    for (size_t k = 0; k < d; k++) xg[k] -= c * y[k];
+  }
+}
+
+/* The d orthonormal rows of a block, in q (d x d). Each row takes d Gaussians, is projected onto
+ * every earlier row in order (modified Gram-Schmidt: each projection uses the row as the earlier
+ * ones left it) and normalised; a row (nearly) in the span of the earlier ones is redrawn, and so
+ * is an all-zero row (before == after == 0), which has no direction to normalise. That is the
+ * definition; it runs FAVOR_GROUP rows at a time: a group's rows are drawn one after another (the
+ * generator's state after each kept), projected together onto the rows before the group
+ * (favor_project_group), then each onto the group's earlier rows in order and tested. A row that
+ * fails ends the group there: the next group starts at it with the generator as its own draws
+ * left it, which is where its redraw takes its Gaussians (the later rows' speculative draws are
+ * dropped). So each row sees the draws and the operations of the row-at-a-time definition. */
+static void favor_block(favor_rng *r, size_t d, double *q) {
+  for (size_t i = 0; i < d;) {
+    const size_t n = attn_min_sz(FAVOR_GROUP, d - i);
+    favor_rng drawn[FAVOR_GROUP];
+    double before[FAVOR_GROUP];
+    for (size_t g = 0; g < n; g++) {
+      double *x = q + (i + g) * d;
+      for (size_t k = 0; k < d; k++) x[k] = gaussian(r);
+      before[g] = sqrt(sum_squares(x, d));
+      drawn[g] = *r;
+    }
+    for (size_t j = 0; j < i; j++) {
+      if (n == FAVOR_GROUP)
+        favor_project_group(q + i * d, q + j * d, d);
+      else
+        for (size_t g = 0; g < n; g++) favor_project(q + (i + g) * d, q + j * d, d);
+    }
+    size_t g = 0;
+    for (; g < n; g++) {
+      double *x = q + (i + g) * d;
+      for (size_t j = i; j < i + g; j++) favor_project(x, q + j * d, d);
+      const double after = sqrt(sum_squares(x, d));
+      if (!(after >= 1e-3 * before[g] && after > 0)) break;
+      for (size_t k = 0; k < d; k++) x[k] /= after;
+    }
+    if (g < n) *r = drawn[g]; /* row i + g is redrawn, from the draws after its own */
+    i += g;
+  }
+}
+
 void attn_favor_generate(size_t m, size_t d, uint64_t seed, int sqrt_d_norms, float *w, double *scratch) {
   favor_rng r;
   rng_seed(&r, seed);
@@ -135,27 +221,7 @@ void attn_favor_generate(size_t m, size_t d, uint64_t seed, int sqrt_d_norms, fl
   for (size_t b0 = 0; b0 < m; b0 += d) {
     const size_t rows = attn_min_sz(d, m - b0); /* the last block is cut here, after all its draws */
     /* Every row of the block, even past the cut: its redraws come before the norms' Gaussians. */
-    for (size_t i = 0; i < d; i++) {
-      double *qi = q + i * d;
-      for (;;) {
-        for (size_t k = 0; k < d; k++) qi[k] = gaussian(&r);
-        const double before = sqrt(sum_squares(qi, d));
-        /* Modified Gram-Schmidt: each projection uses the row as the earlier ones left it. */
-        for (size_t j = 0; j < i; j++) {
-          const double *qj = q + j * d;
-          double dot = 0;
-          for (size_t k = 0; k < d; k++) dot += qi[k] * qj[k];
-          for (size_t k = 0; k < d; k++) qi[k] -= dot * qj[k];
-        }
-        const double after = sqrt(sum_squares(qi, d));
-        /* A row (nearly) in the span of the earlier ones is redrawn; so is an all-zero row
-         * (before == after == 0), which has no direction to normalise. */
-        if (after >= 1e-3 * before && after > 0) {
-          for (size_t k = 0; k < d; k++) qi[k] /= after;
-          break;
-        }
-      }
-    }
+    favor_block(&r, d, q);
     /* The norms, one per row of the block (all d drawn, as documented, even when it is cut). */
     for (size_t i = 0; i < d; i++) {
       double norm = sqrt_d;

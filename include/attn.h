@@ -186,7 +186,9 @@ ATTN_API attn_isa attn_isa_get(void);
  * of at least 256 keys (ATTN_SPLIT_KEYS in calls of at most ATTN_SPLIT_TOKENS tokens: decode, the
  * cache's steps; whole key blocks, 16 ranges at most, with or without threads) that run in
  * parallel, every head group of a range in order on one worker, and are merged in range order.
- * The recurrent decode step of linear attention is one task per state head. A split's merge
+ * The recurrent decode step of linear attention is one task per state head. attn_linear_gated's
+ * check of its log gates and beta (a pass over each before anything is written) runs in slices of
+ * a fixed size on the workers too. A split's merge
  * (softmax and selective: running maxima and sums rescaled like attn_softmax_merge; GAU: sums)
  * runs on the calling thread.
  * The workspace holds one scratch region per worker (*_workspace_size reads `workers`), plus, for

@@ -490,6 +490,58 @@ START_TEST(parallel_rejects_bad_threads) {
 }
 END_TEST
 
+/* Bad gates with threads: the check reads the gates in slices on the call's workers (16384
+ * elements each), so a gate tensor of several slices, packed and strided (each row followed by
+ * NaN padding the check must not read), has one bad value put in turn at its first element, in a
+ * middle slice and at its last element (a log gate: +0.5, NaN, -inf; a beta: 0, NaN): every
+ * provider answers ATTN_E_BAD_GATE with o untouched, and the good tensors ATTN_OK. */
+START_TEST(parallel_rejects_bad_gates) {
+  enum { N = 300, H = 2, D = 64, PAD = 5 };
+  tu_rng rng;
+  tu_rng_seed(&rng, 17);
+  tu_qkv x;
+  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, N, N, H, H, H, D, D);
+  static float gates[N * (H * D + PAD)], beta[N * H], o[N * H * D];
+  for (int strided = 0; strided < 2; strided++) {
+    const size_t grs = H * D + (strided ? PAD : 0);
+    for (size_t t = 0; t < N; t++)
+      for (size_t e = 0; e < grs; e++) gates[t * grs + e] = e < H * D ? tu_rng_range(&rng, -0.2f, 0.0f) : NAN;
+    for (size_t e = 0; e < N * H; e++) beta[e] = tu_rng_range(&rng, 0.5f, 1.0f);
+    const size_t last = (N - 1) * grs + H * D - 1, at[] = {0, 20000 / grs * grs + 7, last};
+    const float bad_gate[] = {0.5f, NAN, -INFINITY}, bad_beta[] = {0.0f, NAN};
+    for (int which = 0; which < PROVIDERS; which++) {
+      provider pr;
+      provider_make(&pr, which);
+      attn_linear_desc d;
+      ck_assert_int_eq(attn_linear_desc_init(&d, N, N, H, H, D, D, ATTN_FEATURE_ELU1), ATTN_OK);
+      d.gate = ATTN_GATE_FEATURE;
+      d.gate_layout = (attn_layout){grs, D};
+      d.beta = 1;
+      d.shape.threads = &pr.th;
+      size_t bytes;
+      ck_assert_int_eq(attn_linear_workspace_size(&d, &bytes), ATTN_OK);
+      void *ws = malloc(bytes);
+      ck_assert_ptr_nonnull(ws);
+      for (size_t c = 0; c < 3 * 3 + 3 * 2 + 1; c++) {
+        const int on_beta = c >= 9 && c < 15, good = c == 15;
+        const size_t i = good ? 0 : on_beta ? (c == 9 || c == 12 ? 0 : c == 10 || c == 13 ? N : N * H - 1) : at[c % 3];
+        float *slot = on_beta ? beta + i : gates + i, keep = *slot;
+        if (!good) *slot = on_beta ? bad_beta[(c - 9) / 3] : bad_gate[c / 3];
+        for (size_t e = 0; e < N * H * D; e++) o[e] = 7.0f;
+        const attn_status st = attn_linear_gated(&d, x.q.data, x.k.data, x.v.data, gates, beta, o, NULL, ws, bytes);
+        *slot = keep;
+        ck_assert_msg(st == (good ? ATTN_OK : ATTN_E_BAD_GATE), "%s, strided %d, case %zu: status %d",
+                      provider_names[which], strided, c, (int)st);
+        for (size_t e = 0; !good && e < N * H * D; e++) ck_assert_float_eq(o[e], 7.0f);
+      }
+      free(ws);
+      provider_free(&pr);
+    }
+  }
+  tu_qkv_free(&x);
+}
+END_TEST
+
 static void count_task(void *ctx, size_t i, size_t w) {
   atomic_int *hits = ctx;
   ck_assert_uint_lt(w, 3);
@@ -532,6 +584,7 @@ static Suite *parallel_suite(attn_isa active) {
   tc = tu_tcase("api");
   tcase_add_test(tc, parallel_workspace_sizes);
   tcase_add_test(tc, parallel_rejects_bad_threads);
+  tcase_add_test(tc, parallel_rejects_bad_gates);
   tcase_add_test(tc, pool_api);
   suite_add_tcase(s, tc);
   return s;

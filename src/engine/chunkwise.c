@@ -82,7 +82,7 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
   /* The scan (engine/chunkwise.h): a causal prefill of 2+ chunks, or FLASH's exclusive form over 2+ rounds. */
   const attn_shape *s = p->shape;
   const size_t aligned = attn_min_sz(s->n_q, s->n_kv);
-  p->scan_chunks = p->scan_wave = p->scan_group = p->scan_groups = 0;
+  p->scan_chunks = p->scan_wave = p->scan_group = p->scan_groups = p->scan_b = 0;
   if (p->xg && s->n_kv > p->xg) /* FLASH's exclusive form: 2+ rounds */
     p->scan_chunks = (s->n_kv + p->xg - 1) / p->xg;
   else if (p->causal && !p->xg && aligned > p->C)
@@ -122,6 +122,7 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
       p->scan_kl = attn_ws_take(&slot, cm);
       p->scan_dl = attn_ws_take(&slot, p->m);
     }
+    if (!p->xg && p->g.kind == ATTN_GATE_FEATURE) p->scan_b = attn_ws_take(&slot, 2 * cm); /* doubles */
     p->scan_slot = slot.floats;
     /* groups of ATTN_SCAN_PER_WORKER per worker and head, within [ATTN_SCAN_GROUP_MIN, _MAX] chunks */
     size_t per, gc = (p->scan_chunks * H + ATTN_SCAN_PER_WORKER * W - 1) / (ATTN_SCAN_PER_WORKER * W);
@@ -189,8 +190,9 @@ static const float *cw_q_row(const cw_ctx *x, size_t hq, size_t t) {
 /* ---- decay and gates (engine/chunkwise.h) ---- */
 static int cw_gated(const attn_chunkwise_plan *p) { return p->g.kind != ATTN_GATE_NONE || p->g.beta; }
 
-/* What a chunk's gates are computed for (cw_gates): its absorb, its outputs, or both. */
-enum { CW_FOR_ABSORB = 1, CW_FOR_QUERY = 2, CW_FOR_BOTH = 3 };
+/* What a chunk's gates are computed for (cw_gates): its absorb, its outputs, or both; with
+ * CW_B_KEPT, a per-feature gate's b is already in x->b (the waves' slot keeps it from the absorb). */
+enum { CW_FOR_ABSORB = 1, CW_FOR_QUERY = 2, CW_FOR_BOTH = 3, CW_B_KEPT = 4 };
 
 /* cur = prev + g, m doubles (g floats), in a function of its own so that the loop vectorises
  * (GCC did not along b's rows, m doubles apart, without knowing m). */
@@ -223,8 +225,8 @@ static void cw_gates(const cw_ctx *x, size_t j0, size_t cn, int uses) {
   const float *bt = g->beta ? x->io->beta + j0 * brs + x->hg * g->blayout.head_stride : NULL;
   double *b = x->b;
   if (g->kind == ATTN_GATE_FEATURE) {
-    for (size_t f = 0; f < m; f++) b[f] = lg[f];
-    for (size_t c = 1; c < cn; c++) cw_sum_row(m, b + c * m, b + (c - 1) * m, lg + c * grs);
+    for (size_t f = 0; !(uses & CW_B_KEPT) && f < m; f++) b[f] = lg[f];
+    for (size_t c = 1; !(uses & CW_B_KEPT) && c < cn; c++) cw_sum_row(m, b + c * m, b + (c - 1) * m, lg + c * grs);
     /* beta: the intra part's and the absorb's row factors */
     for (size_t c = 0; c < cn; c++) x->dout[c] = bt ? bt[c * brs] : 1.0f;
     if (!(uses & CW_FOR_ABSORB)) return;
@@ -848,10 +850,16 @@ static float *cw_scan_state(const cw_par *c, size_t h) {
   return c->io->state ? c->io->state + h * slab : c->ws + c->p->off_scan + h * slab;
 }
 
-/* Chunk k's first aligned token and length, and its gates on x (cw_gates' uses). */
-static void cw_slot_chunk(const attn_chunkwise_plan *p, cw_ctx *x, size_t k, int uses, size_t *t0, size_t *cn) {
+/* Chunk k's first aligned token and length, and its gates on x (cw_gates' uses); a per-feature
+ * gate's b in the slot's (the absorb makes it, the outputs read it). */
+static void cw_slot_chunk(const attn_chunkwise_plan *p, cw_ctx *x, float *slot, size_t k, int uses, size_t *t0,
+                          size_t *cn) {
   const size_t aligned = attn_min_sz(p->shape->n_q, p->shape->n_kv);
   *t0 = k * p->C, *cn = attn_min_sz(p->C, aligned - *t0);
+  if (p->scan_b) {
+    x->b = (double *)(void *)(slot + p->scan_b);
+    if (uses == CW_FOR_QUERY) uses |= CW_B_KEPT;
+  }
   if (cw_gated(p)) cw_gates(x, cw_pre_k(p) + *t0, *cn, uses);
 }
 
@@ -868,7 +876,7 @@ static void cw_slot_absorb(const cw_ctx *x0, float *slot, size_t k) {
   }
   size_t t0, cn;
   float *D = slot, *kf = D + p->scan_kf;
-  cw_slot_chunk(p, &x, k, CW_FOR_ABSORB, &t0, &cn);
+  cw_slot_chunk(p, &x, slot, k, CW_FOR_ABSORB, &t0, &cn);
   if (p->fm->offsets) { /* the pre-exponential features and Kf, kept for step 4; D at its own offsets */
     x.ku = kf, x.va = D + p->scan_va, x.kf = D + p->scan_kl;
     D[p->scan_fin] = (float)cw_load_kv(&x, cw_pre_k(p) + t0, cn);
@@ -910,7 +918,7 @@ static void cw_slot_query(const cw_ctx *x0, float *slot, size_t h, size_t k, flo
   }
   size_t t0, cn;
   float *S = slot;
-  cw_slot_chunk(p, &x, k, CW_FOR_QUERY, &t0, &cn);
+  cw_slot_chunk(p, &x, slot, k, CW_FOR_QUERY, &t0, &cn);
   const int finite = S[p->scan_fin] != 0.0f;
   if (p->fm->offsets) { /* on the slot's S, raised in place, or (a chunk that is cut) on a copy in scratch */
     cw_scan_outputs(&x, S, copy, h, t0, cn, S + p->scan_kf, S + p->scan_kl, S + p->scan_dl, S + p->scan_va, finite);

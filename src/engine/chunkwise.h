@@ -65,8 +65,9 @@
  *    head 1.0-1.5x faster than one, the groups 1.5-2.0x). A task whose group another task already computed runs its chunks one at a
  *    time (steps 1, 3 and 4 per chunk on a spare slot): the same bits.
  * Both run the same GEMMs as the serial loop plus one pass over each D_c; the waves compute the
- * gates' decays twice (the intra weights in step 4 only) and keep each chunk in a slot between
- * steps. FLASH's exclusive form over 2+ rounds (n_kv > xg) is the same scan without the intra
+ * gates' decays twice (the intra weights in step 4 only; a per-feature gate's cumulative log gates
+ * b, C x m doubles, are kept in the slot by step 1 for step 4, where summing them again took a
+ * tenth of GLA's work on 2 threads) and keep each chunk in a slot between steps. FLASH's exclusive form over 2+ rounds (n_kv > xg) is the same scan without the intra
  * part: round k's queries read S_k, D_k sums round k's keys C at a time, and only complete rounds
  * are added (the last, incomplete round only keeps S in its slot); exclusive calls of one round
  * keep the serial loop. Maps with offsets: D_c carries its own offsets (the chunk's largest key
@@ -143,6 +144,8 @@ typedef struct attn_chunkwise_plan {
                                    it), at scan_kf its Kf (C x m), at scan_va its Va (C x W), at
                                    scan_fin whether Va is finite */
   size_t scan_kl, scan_dl; /* maps with offsets: the chunk's Kf at its own offsets (C x m), those (m) */
+  size_t scan_b;           /* per-feature gates: the chunk's cumulative log gates (C x m doubles), made
+                              by its absorb and read by its outputs (0: none kept) */
   size_t off_dl;           /* maps with offsets, the scan by head groups: a chunk's own offsets (m) */
   size_t gather, off_g;    /* the scan by head groups: heads gathered at once (0: none) and, at
                               off_g, their chunk's query, key and value rows (cw_gather) */

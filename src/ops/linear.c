@@ -4,6 +4,7 @@
  * validation, and the caller-owned state (S | z | offset rows per state head, engine/chunkwise.h).
  */
 #include <float.h>
+#include <stdatomic.h>
 
 #include "core/favor_rng.h"
 #include "engine/blocked.h"
@@ -305,27 +306,55 @@ static void lin_transpose(size_t rows, size_t cols, const float *restrict w, flo
     }
 }
 
-/* Every log gate finite and <= 0, every beta finite and > 0 (NaN fails both comparisons). */
+/* Elements of a gate tensor one task of lin_check_gates reads. */
+#define LIN_CHECK_SLICE 16384
+
+/* lin_check_gates' tensors, each as runs of len elements (a run: a head's row, or every element
+ * of packed heads and rows), cut into slices of LIN_CHECK_SLICE elements, a task each. */
+typedef struct lin_check {
+  const float *x[2]; /* log gates, beta (NULL: none) */
+  attn_layout l[2];
+  size_t h_g, runs[2], len[2], tasks[2];
+  atomic_int bad;
+} lin_check;
+
+static void lin_check_task(void *ctx, size_t task, size_t worker) {
+  (void)worker;
+  lin_check *c = ctx;
+  const int which = task >= c->tasks[0];
+  const size_t len = c->len[which], total = c->runs[which] * len;
+  const size_t a = (which ? task - c->tasks[0] : task) * LIN_CHECK_SLICE, b = attn_min_sz(total, a + LIN_CHECK_SLICE);
+  int ok = 1;
+  for (size_t i = a; i < b;) {
+    const size_t run = i / len, f0 = i % len, f1 = attn_min_sz(len, f0 + (b - i));
+    const float *e = c->x[which] + run / c->h_g * c->l[which].row_stride + run % c->h_g * c->l[which].head_stride;
+    if (which)
+      for (size_t f = f0; f < f1; f++) ok &= (e[f] > 0.0f) & (e[f] <= FLT_MAX);
+    else
+      for (size_t f = f0; f < f1; f++) ok &= (e[f] <= 0.0f) & (e[f] >= -FLT_MAX);
+    i += f1 - f0;
+  }
+  if (!ok) atomic_store_explicit(&c->bad, 1, memory_order_relaxed);
+}
+
+/* Every log gate finite and <= 0, every beta finite and > 0 (NaN fails both comparisons); on the
+ * call's threads (a pass over every gate, before anything is written). */
 static attn_status lin_check_gates(const attn_linear_desc *d, const attn_chunkwise_plan *p, const float *lg,
                                    const float *beta) {
+  lin_check c = {{lg, beta}, {{0, 0}, {0, 0}}, p->g.h_g, {0, 0}, {0, 0}, {0, 0}, 0};
+  atomic_init(&c.bad, 0);
   for (int which = 0; which < 2; which++) {
-    const float *x = which ? beta : lg;
-    if (!x) continue;
+    if (!c.x[which]) continue;
     const lin_gate_tensor g = lin_gate_of(d, p, which);
     /* packed heads and rows (the default layouts) as one run, so the loop vectorises over it */
     const int packed = g.l.head_stride == g.width && g.l.row_stride == p->g.h_g * g.width;
-    const size_t runs = packed ? 1 : g.rows * p->g.h_g, len = packed ? g.rows * p->g.h_g * g.width : g.width;
-    int ok = 1;
-    for (size_t i = 0; i < runs; i++) {
-      const float *e = x + i / p->g.h_g * g.l.row_stride + i % p->g.h_g * g.l.head_stride;
-      if (which)
-        for (size_t f = 0; f < len; f++) ok &= (e[f] > 0.0f) & (e[f] <= FLT_MAX);
-      else
-        for (size_t f = 0; f < len; f++) ok &= (e[f] <= 0.0f) & (e[f] >= -FLT_MAX);
-    }
-    if (!ok) return ATTN_E_BAD_GATE;
+    c.l[which] = g.l;
+    c.runs[which] = packed ? 1 : g.rows * p->g.h_g;
+    c.len[which] = packed ? g.rows * p->g.h_g * g.width : g.width;
+    c.tasks[which] = (c.runs[which] * c.len[which] + LIN_CHECK_SLICE - 1) / LIN_CHECK_SLICE;
   }
-  return ATTN_OK;
+  attn_parallel(d->shape.threads, c.tasks[0] + c.tasks[1], lin_check_task, &c);
+  return atomic_load_explicit(&c.bad, memory_order_relaxed) ? ATTN_E_BAD_GATE : ATTN_OK;
 }
 
 attn_status attn_linear(const attn_linear_desc *d, const float *q, const float *k, const float *v, float *o,

@@ -908,7 +908,11 @@ static int run_scaling(run_ctx *rc) {
               attn_threads th;
               bench_work w;
               char *err = errs[t];
-              if (attn_isa_set((attn_isa)isa) != ATTN_OK || attn_pool_create(o->scaling[t], &pool) != ATTN_OK ||
+              /* with --pin, the pool's threads on CPUs pin .. pin + T - 1, not all on the caller's one */
+              bench_pool_span(rc->pool, (int)o->scaling[t]);
+              const attn_status made = attn_pool_create(o->scaling[t], &pool);
+              bench_pool_repin(rc->pool);
+              if (attn_isa_set((attn_isa)isa) != ATTN_OK || made != ATTN_OK ||
                   attn_pool_threads(pool, &th) != ATTN_OK) {
                 snprintf(err, sizeof errs[t], "no pool of %zu threads", o->scaling[t]);
               } else {

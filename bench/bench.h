@@ -61,12 +61,8 @@ typedef struct bench_pool bench_pool;
 bench_pool *bench_pool_create(int threads, int pin_cpu, char *err, size_t errlen);
 void bench_pool_destroy(bench_pool *pool);
 int bench_pool_threads(const bench_pool *pool);
-/** With pinning, the calling thread (worker 0) allowed CPUs (pin_cpu + t) mod (CPUs online) for
- *  t < count, so that the threads it starts now (an attn_pool's, which inherit its CPUs) spread
- *  over them, where pinned to one CPU they would all share it; bench_pool_repin pins it back.
- *  Without pinning neither does anything. */
-void bench_pool_span(const bench_pool *pool, int count);
-void bench_pool_repin(const bench_pool *pool);
+/** CPUs online (at least 1). */
+int bench_online_cpus(void);
 
 /** Time fn on every worker at once (ctx[t] for worker t): calibrate calls per sample, warm up,
  *  then sample until the timing's limits are met. A sample is wall time from the release of all

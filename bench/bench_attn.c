@@ -108,7 +108,9 @@ static const opt_def opt_defs[] = {
      "variant at each size on each of these thread counts (e.g. 1,2,4,8,16),\n"
      "times and speedups over 1 thread measured in the same run; written to\n"
      "DIR/attn-scaling.md"},
-    {"pin", "CPU", "pin thread t to CPU (CPU + t) mod online CPUs (default: no pinning)"},
+    {"pin", "CPU",
+     "pin thread t to CPU (CPU + t) mod online CPUs (default: no pinning); with\n"
+     "--latency or --scaling, worker t of the call's attn_pool likewise (attn_pool_pin)"},
     {"hugepages", NULL,
      "allocate buffers of 2 MiB and more 2 MiB aligned and advise MADV_HUGEPAGE\n"
      "(Linux transparent huge pages, where the kernel's mode is madvise or\n"
@@ -850,6 +852,19 @@ static void judge_noise(run_ctx *rc) {
            r->info.load_end);
 }
 
+/* With --pin CPU, a call pool's workers 1 .. T - 1 pinned to CPUs CPU + 1 .. CPU + T - 1 (mod the
+ * CPUs online), as --threads pins its own; worker 0, the calling thread, is on CPU. Unpinned, the
+ * pool's threads would inherit the caller's one CPU where the caller pinned itself first. */
+static attn_status pin_call_pool(const options *o, attn_pool *pool, size_t threads) {
+  if (o->pin < 0 || threads < 2) return ATTN_OK;
+  static int cpus[ATTN_MAX_WORKERS];
+  const int ncpu = bench_online_cpus();
+  for (size_t t = 1; t < threads; t++) cpus[t - 1] = (int)(((size_t)o->pin + t) % (size_t)ncpu);
+  const attn_status st = attn_pool_pin(pool, cpus, threads - 1);
+  if (st) fprintf(stderr, "attn-bench: cannot pin the call pool's threads: %s\n", attn_status_string(st));
+  return st;
+}
+
 /* --scaling: one call of each selected variant, size and path on each thread count (an attn_pool
  * per count, given through attn_shape.threads), in one run; a table of median times and speedups
  * over one thread, printed and written to DIR/attn-scaling.md. */
@@ -908,12 +923,8 @@ static int run_scaling(run_ctx *rc) {
               attn_threads th;
               bench_work w;
               char *err = errs[t];
-              /* with --pin, the pool's threads on CPUs pin .. pin + T - 1, not all on the caller's one */
-              bench_pool_span(rc->pool, (int)o->scaling[t]);
-              const attn_status made = attn_pool_create(o->scaling[t], &pool);
-              bench_pool_repin(rc->pool);
-              if (attn_isa_set((attn_isa)isa) != ATTN_OK || made != ATTN_OK ||
-                  attn_pool_threads(pool, &th) != ATTN_OK) {
+              if (attn_isa_set((attn_isa)isa) != ATTN_OK || attn_pool_create(o->scaling[t], &pool) != ATTN_OK ||
+                  pin_call_pool(o, pool, o->scaling[t]) != ATTN_OK || attn_pool_threads(pool, &th) != ATTN_OK) {
                 snprintf(err, sizeof errs[t], "no pool of %zu threads", o->scaling[t]);
               } else {
                 bench_call_threads = &th;
@@ -987,6 +998,7 @@ int main(int argc, char **argv) {
   attn_threads call_threads;
   if (o->latency && o->threads > 1 && !o->nscaling) { /* one sequence; each call on its own pool */
     if (attn_pool_create((size_t)o->threads, &call_pool) != ATTN_OK ||
+        pin_call_pool(o, call_pool, (size_t)o->threads) != ATTN_OK ||
         attn_pool_threads(call_pool, &call_threads) != ATTN_OK) {
       fprintf(stderr, "attn-bench: cannot start a pool of %d threads\n", o->threads);
       return 1;

@@ -4,7 +4,8 @@
 # one call of about 6-8 minutes that leaves time for a second). It measures what the open
 # targets need, made for a shared, noisy guest (the same call moved by 1.5-1.9x between runs
 # there):
-#   1. one call's thread scaling (--scaling, the thread counts in turn twice: --rounds 2) of
+#   1. one call's thread scaling (--scaling, the thread counts in turn twice: --rounds 2; the
+#      pool's workers pinned from CPU PIN on, attn_pool_pin) of
 #      softmax and causal linear prefill (identity, elu+1, GLA) with each of SCAL_HEADS heads,
 #      n = 4k and 16k, and of one decode step over 64k and 128k cached tokens with fp32 and fp16
 #      K/V, 8 heads;
@@ -116,11 +117,11 @@ step() { # name, attn-bench arguments...: one invocation, under what is left of 
 [[ $steps == *" scaling "* ]] || scal_heads=
 for heads in $scal_heads; do
   step "scaling-h$heads" --scaling "$threads" --rounds 2 --heads "$heads" --variants "$scal_variants" \
-    --sizes "$scal_n" --isa "${isas[0]}" --no-baselines || break
+    --sizes "$scal_n" --isa "${isas[0]}" --pin "$pin" --no-baselines || break
 done
 if [[ $steps == *" scaling "* ]]; then
   step scaling-decode --scaling "$threads" --rounds 2 --heads 8 --variants "$dec_variants" --cache-min "$dec_min" \
-    --cache-max "$dec_max" --isa "${isas[0]}" --no-baselines
+    --cache-max "$dec_max" --isa "${isas[0]}" --pin "$pin" --no-baselines
 fi
 
 # 2. every prefill, each point's paths in turn, a family per invocation (a CSV per finished family)
@@ -143,7 +144,7 @@ if [[ $steps == *" layout "* ]]; then
   done
   for layout in token head; do # and one call on 1 and 2 threads in each layout
     step "layout-scaling-$layout" --scaling 1,2 --rounds 2 --variants linear_identity_causal,linear_elu1_causal \
-      --heads 8 --sizes "$scal_n_one" --isa "${isas[0]}" --linear-layout "$layout" --no-baselines || break
+      --heads 8 --sizes "$scal_n_one" --isa "${isas[0]}" --linear-layout "$layout" --pin "$pin" --no-baselines || break
   done
 fi
 

@@ -64,22 +64,9 @@ static int pin_to(pthread_t thread, int cpu) {
   return pthread_setaffinity_np(thread, sizeof set, &set);
 }
 
-static int online_cpus(void) {
+int bench_online_cpus(void) {
   const long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n < 1 ? 1 : n > INT_MAX / 2 ? INT_MAX / 2 : (int)n;
-}
-
-void bench_pool_span(const bench_pool *pool, int count) {
-  if (pool->pin_cpu < 0) return;
-  const int ncpu = online_cpus();
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int t = 0; t < count && t < ncpu; t++) CPU_SET((pool->pin_cpu + t) % ncpu, &set);
-  (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* pinned as before on failure */
-}
-
-void bench_pool_repin(const bench_pool *pool) {
-  if (pool->pin_cpu >= 0) (void)pin_to(pthread_self(), pool->pin_cpu % online_cpus());
 }
 
 static void *worker_main(void *p) {
@@ -109,7 +96,7 @@ bench_pool *bench_pool_create(int threads, int pin_cpu, char *err, size_t errlen
     snprintf(err, errlen, "cannot create the thread barriers");
     return NULL; /* the caller exits */
   }
-  const int ncpu = online_cpus();
+  const int ncpu = bench_online_cpus();
   if (pin_cpu >= 0) {
     int rc = pin_to(pthread_self(), pin_cpu % (int)ncpu);
     if (rc) {

@@ -234,6 +234,22 @@ ATTN_API attn_status attn_pool_create(size_t threads, attn_pool **pool);
 ATTN_API void attn_pool_destroy(attn_pool *pool);
 
 /**
+ * Pin the pool's background workers to CPUs (Linux; since 0.6.0): worker w (1 .. threads - 1)
+ * runs only on CPU cpus[(w - 1) % count] from now on. Worker 0 is the thread that calls
+ * parallel_for, which pins itself if it wants (say, to a CPU none of the workers has). Unpinned
+ * workers go where the system puts them: on a 2-vCPU Xeon guest, 2 threads ran elu+1 causal
+ * prefill (8 heads, n = 4k) 1.55-1.78x faster than one unpinned and 1.95x pinned (medians of
+ * interleaved pairs). Pinning only moves threads: results are the same bits either way. Safe to
+ * call while the pool runs a parallel_for (a worker moves when the system next schedules it);
+ * cpus is read during the call only.
+ * @retval ATTN_OK  @retval ATTN_E_NULL_POINTER pool or cpus is NULL  @retval ATTN_E_ZERO_SIZE count is 0
+ * @retval ATTN_E_BAD_ARGUMENT a CPU number is negative or past the system's CPU set size (nothing moved)
+ * @retval ATTN_E_SYSTEM the system refused (a CPU it does not have or the process may not use;
+ *         workers before the refused one stay moved), or this platform has no thread affinity.
+ */
+ATTN_API attn_status attn_pool_pin(attn_pool *pool, const int *cpus, size_t count);
+
+/**
  * The attn_threads of a pool, for attn_shape.threads. Its parallel_for may be called from any
  * thread; calls from several threads at once run one after another. A task must not call it.
  * @retval ATTN_OK  @retval ATTN_E_NULL_POINTER pool or threads is NULL.

@@ -21,7 +21,13 @@
  * in ranges run in parallel) and the pool's own statuses. Run under
  * ThreadSanitizer by `scripts/test-all.sh tsan` (suite threads).
  */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* sched_getcpu, sched_getaffinity (pool_pin) */
+#endif
 #include <pthread.h>
+#if defined(__linux__)
+#include <sched.h>
+#endif
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -575,6 +581,75 @@ START_TEST(pool_api) {
 }
 END_TEST
 
+#if defined(__linux__)
+typedef struct pin_seen {
+  atomic_int bad; /* a task of worker w > 0 ran off its CPU */
+  int cpu[2];     /* the CPUs the two workers (1, 2) were pinned to */
+} pin_seen;
+
+static void pin_task(void *ctx, size_t i, size_t w) {
+  pin_seen *s = ctx;
+  (void)i;
+  volatile double x = 0; /* long enough that both workers take tasks */
+  for (int k = 0; k < 20000; k++) x += k;
+  const int cpu = sched_getcpu(); /* -1 where the system cannot tell (an emulator): not checked */
+  if (w > 0 && cpu >= 0 && cpu != s->cpu[(w - 1) % 2]) atomic_store(&s->bad, 1);
+}
+#endif
+
+/* attn_pool_pin: statuses; pinned workers run their tasks on their CPUs (chosen among those this
+ * process may use: a container's cpuset need not hold CPU 0). */
+START_TEST(pool_pin) {
+  attn_pool *p = NULL;
+  const int one[] = {0}, neg[] = {0, -1};
+  ck_assert_int_eq(attn_pool_pin(NULL, one, 1), ATTN_E_NULL_POINTER);
+  ck_assert_int_eq(attn_pool_create(3, &p), ATTN_OK);
+  ck_assert_int_eq(attn_pool_pin(p, NULL, 1), ATTN_E_NULL_POINTER);
+  ck_assert_int_eq(attn_pool_pin(p, one, 0), ATTN_E_ZERO_SIZE);
+  ck_assert_int_eq(attn_pool_pin(p, neg, 2), ATTN_E_BAD_ARGUMENT);
+#if defined(__linux__)
+  const int huge[] = {CPU_SETSIZE};
+  ck_assert_int_eq(attn_pool_pin(p, huge, 1), ATTN_E_BAD_ARGUMENT);
+  cpu_set_t allowed;
+  ck_assert_int_eq(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  pin_seen seen = {0, {-1, -1}};
+  for (int c = 0, k = 0; c < CPU_SETSIZE && k < 2; c++)
+    if (CPU_ISSET(c, &allowed)) seen.cpu[k++] = c;
+  if (seen.cpu[1] < 0) seen.cpu[1] = seen.cpu[0]; /* one CPU: both workers on it */
+  ck_assert_int_eq(attn_pool_pin(p, seen.cpu, 2), ATTN_OK);
+  attn_threads th;
+  ck_assert_int_eq(attn_pool_threads(p, &th), ATTN_OK);
+  for (int round = 0; round < 20; round++) th.parallel_for(th.pool, pin_task, &seen, 64);
+  ck_assert_msg(!atomic_load(&seen.bad), "a pinned worker ran a task off its CPU (%d, %d)", seen.cpu[0], seen.cpu[1]);
+  /* pinned or not, the same bits: a pinned pool's softmax against an unpinned one's */
+  tu_rng rng;
+  tu_rng_seed(&rng, 23);
+  tu_qkv x;
+  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, 200, 200, 4, 2, 2, 16, 16);
+  attn_pool *free_pool = NULL;
+  attn_threads fth;
+  ck_assert_int_eq(attn_pool_create(3, &free_pool), ATTN_OK);
+  ck_assert_int_eq(attn_pool_threads(free_pool, &fth), ATTN_OK);
+  static float o[2][200 * 4 * 16];
+  for (int k = 0; k < 2; k++) {
+    attn_softmax_desc d;
+    ck_assert_int_eq(attn_softmax_desc_init(&d, 200, 200, 4, 2, 16, 16), ATTN_OK);
+    d.shape.threads = k ? &fth : &th;
+    size_t bytes;
+    ck_assert_int_eq(attn_softmax_workspace_size(&d, &bytes), ATTN_OK);
+    void *ws = malloc(bytes);
+    ck_assert_ptr_nonnull(ws);
+    ck_assert_int_eq(attn_softmax(&d, x.q.data, x.k.data, x.v.data, o[k], NULL, ws, bytes), ATTN_OK);
+    free(ws);
+  }
+  tu_assert_same_bits("pinned against unpinned", o[0], o[1], sizeof o[0]);
+  attn_pool_destroy(free_pool);
+  tu_qkv_free(&x);
+#endif
+  attn_pool_destroy(p);
+}
+END_TEST
+
 static Suite *parallel_suite(attn_isa active) {
   (void)active;
   Suite *s = suite_create("parallel");
@@ -586,6 +661,7 @@ static Suite *parallel_suite(attn_isa active) {
   tcase_add_test(tc, parallel_rejects_bad_threads);
   tcase_add_test(tc, parallel_rejects_bad_gates);
   tcase_add_test(tc, pool_api);
+  tcase_add_test(tc, pool_pin);
   suite_add_tcase(s, tc);
   return s;
 }

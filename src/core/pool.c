@@ -11,7 +11,13 @@
  * phases, a split's ranges then its merge) are not each charged a sleep and a wake-up. A sleeper
  * is woken under the mutex as before, so nothing is missed whichever way a wait ends.
  */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* pthread_setaffinity_np, CPU_SET (attn_pool_pin) */
+#endif
 #include <pthread.h>
+#if defined(__linux__)
+#include <sched.h>
+#endif
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -154,6 +160,26 @@ attn_status attn_pool_threads(attn_pool *pool, attn_threads *threads) {
   if (!pool || !threads) return ATTN_E_NULL_POINTER;
   *threads = (attn_threads){pool_parallel_for, pool, pool->threads};
   return ATTN_OK;
+}
+
+attn_status attn_pool_pin(attn_pool *pool, const int *cpus, size_t count) {
+  if (!pool || !cpus) return ATTN_E_NULL_POINTER;
+  if (!count) return ATTN_E_ZERO_SIZE;
+#if defined(__linux__)
+  for (size_t i = 0; i < count; i++)
+    if (cpus[i] < 0 || cpus[i] >= CPU_SETSIZE) return ATTN_E_BAD_ARGUMENT;
+  for (size_t w = 1; w < pool->threads; w++) { /* worker w is thread tid[w - 1] */
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpus[(w - 1) % count], &set);
+    if (pthread_setaffinity_np(pool->tid[w - 1], sizeof set, &set)) return ATTN_E_SYSTEM;
+  }
+  return ATTN_OK;
+#else
+  for (size_t i = 0; i < count; i++)
+    if (cpus[i] < 0) return ATTN_E_BAD_ARGUMENT;
+  return ATTN_E_SYSTEM; /* no thread affinity here */
+#endif
 }
 
 size_t attn_workers(const attn_threads *th) { return th ? th->workers : 1; }

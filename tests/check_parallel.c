@@ -29,6 +29,7 @@
 #include <sched.h>
 #endif
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -548,6 +549,85 @@ START_TEST(parallel_rejects_bad_gates) {
 }
 END_TEST
 
+/* Packed K/V (engine/blocked.h): where a head's K/V rows are not contiguous fp32 (token-major
+ * with several heads, or half types) and a call has several query blocks, each worker copies the
+ * first 4096 keys of a head into its scratch. The same values in the same order: token-major
+ * calls (packed) give the bits of the same data head-major (fp32: read in place), with and
+ * without threads, for softmax (with its LSE) and GAU, fp32 / fp16 / bf16, GQA, every mask kind,
+ * a chunk of queries after a prefix (n_q < n_kv) and n_kv past the packed keys (4096 + 211). */
+enum { PK_NQ = 300, PK_NKV = 4096 + 211, PK_HQ = 4, PK_HK = 2, PK_D = 16 };
+
+/* Token-major [n][h][w] elements (4-byte or 2-byte) to head-major [h][n][w]. */
+static void *pk_head_major(const void *x, size_t n, size_t h, size_t w, size_t es) {
+  char *y = malloc(n * h * w * es);
+  ck_assert_ptr_nonnull(y);
+  for (size_t t = 0; t < n; t++)
+    for (size_t c = 0; c < h; c++) memcpy(y + ((c * n + t) * w) * es, (const char *)x + ((t * h + c) * w) * es, w * es);
+  return y;
+}
+
+START_TEST(packed_kv_same_bits) {
+  const int dtype = _i % 3, variant = _i / 3 % 2, mask_kind = _i / 6;
+  tu_rng rng;
+  tu_rng_seed(&rng, 31 + (uint64_t)_i);
+  const size_t nk = (size_t)PK_NKV * PK_HK * PK_D;
+  float *q = malloc((size_t)PK_NQ * PK_HQ * PK_D * sizeof(float)), *kf = malloc(nk * sizeof(float)),
+        *vf = malloc(nk * sizeof(float));
+  uint16_t *kh = malloc(nk * sizeof(uint16_t)), *vh = malloc(nk * sizeof(uint16_t));
+  ck_assert(q && kf && vf && kh && vh);
+  for (size_t e = 0; e < (size_t)PK_NQ * PK_HQ * PK_D; e++) q[e] = tu_rng_range(&rng, -1.5f, 1.5f);
+  for (size_t e = 0; e < nk; e++) {
+    kf[e] = tu_rng_range(&rng, -1.5f, 1.5f), vf[e] = tu_rng_range(&rng, -1.0f, 1.0f);
+    kh[e] = dtype == 1 ? hr_f16_bits(kf[e]) : hr_bf16_bits(kf[e]);
+    vh[e] = dtype == 1 ? hr_f16_bits(vf[e]) : hr_bf16_bits(vf[e]);
+  }
+  const size_t es = dtype ? sizeof(uint16_t) : sizeof(float);
+  const void *k_tm = dtype ? (const void *)kh : (const void *)kf, *v_tm = dtype ? (const void *)vh : (const void *)vf;
+  void *k_hm = pk_head_major(k_tm, PK_NKV, PK_HK, PK_D, es), *v_hm = pk_head_major(v_tm, PK_NKV, PK_HK, PK_D, es);
+  const attn_mask masks[] = {attn_mask_causal(), attn_mask_full(), attn_mask_window(700, 0), {ATTN_UNBOUNDED, 0, 128}};
+  provider pr;
+  provider_make(&pr, 2); /* pool3 */
+  enum { OUTS = PK_NQ * PK_HQ * PK_D };
+  static float o[3][OUTS], lse[3][PK_NQ * PK_HQ];
+  for (int run = 0; run < 3; run++) { /* token-major, head-major, token-major on 3 threads */
+    attn_shape sh;
+    ck_assert_int_eq(attn_shape_init(&sh, PK_NQ, PK_NKV, PK_HQ, PK_HK, PK_HK, PK_D, PK_D), ATTN_OK);
+    sh.kv_type = (attn_dtype)dtype;
+    if (run == 1) sh.k = sh.v = (attn_layout){PK_D, (size_t)PK_NKV * PK_D};
+    if (run == 2) sh.threads = &pr.th;
+    const void *k = run == 1 ? k_hm : k_tm, *v = run == 1 ? v_hm : v_tm;
+    size_t bytes;
+    void *ws;
+    for (size_t e = 0; e < OUTS; e++) o[run][e] = -7.0f;
+    if (variant == 0) {
+      attn_softmax_desc d;
+      ck_assert_int_eq(attn_softmax_desc_init(&d, PK_NQ, PK_NKV, PK_HQ, PK_HK, PK_D, PK_D), ATTN_OK);
+      d.shape = sh, d.mask = masks[mask_kind];
+      ck_assert_int_eq(attn_softmax_workspace_size(&d, &bytes), ATTN_OK);
+      ck_assert_ptr_nonnull(ws = malloc(bytes));
+      ck_assert_int_eq(attn_softmax(&d, q, k, v, o[run], lse[run], ws, bytes), ATTN_OK);
+    } else {
+      attn_gau_desc d;
+      ck_assert_int_eq(attn_gau_desc_init(&d, PK_NQ, PK_NKV, PK_HQ, PK_HK, PK_D, PK_D), ATTN_OK);
+      d.shape = sh, d.mask = masks[mask_kind], d.normalize = 1;
+      ck_assert_int_eq(attn_gau_workspace_size(&d, &bytes), ATTN_OK);
+      ck_assert_ptr_nonnull(ws = malloc(bytes));
+      ck_assert_int_eq(attn_gau(&d, q, k, v, o[run], ws, bytes), ATTN_OK);
+    }
+    free(ws);
+  }
+  char what[96];
+  for (int run = 1; run < 3; run++) {
+    snprintf(what, sizeof what, "dtype %d variant %d mask %d: %s", dtype, variant, mask_kind,
+             run == 1 ? "token-major against head-major" : "3 threads against none");
+    tu_assert_same_bits(what, o[0], o[run], sizeof o[0]);
+    if (variant == 0) tu_assert_same_bits(what, lse[0], lse[run], sizeof lse[0]);
+  }
+  provider_free(&pr);
+  free(k_hm), free(v_hm), free(q), free(kf), free(vf), free(kh), free(vh);
+}
+END_TEST
+
 static void count_task(void *ctx, size_t i, size_t w) {
   atomic_int *hits = ctx;
   ck_assert_uint_lt(w, 3);
@@ -655,6 +735,7 @@ static Suite *parallel_suite(attn_isa active) {
   Suite *s = suite_create("parallel");
   TCase *tc = tu_tcase("bit_identical");
   tcase_add_loop_test(tc, parallel_bit_identical, 0, NPCASES);
+  tcase_add_loop_test(tc, packed_kv_same_bits, 0, 3 * 2 * 4);
   suite_add_tcase(s, tc);
   tc = tu_tcase("api");
   tcase_add_test(tc, parallel_workspace_sizes);

@@ -22,6 +22,10 @@ enum { BLK_BOUNDARY_KEYS = 32 };
 /* Half K: keys converted at a time for the scores (a multiple of every GEMM tile's rows: 4, 6, 8),
  * so that the converted rows stay in L1 (12 KiB at d = 128) between the conversion and the GEMM. */
 enum { BLK_HALF_K_KEYS = 24 };
+/* Packed K/V (engine/blocked.h): the keys of a head a worker holds packed (2 MiB of fp32 K and V
+ * at d = dv = 64), and the query blocks a call needs for packing to pay (each packed key is read
+ * by up to that many of them). */
+enum { BLK_PACK_KEYS = 4096, BLK_PACK_MIN_QBLOCKS = 8 };
 /* Rows per task up to which scores and P V read K and V in place, half ones converted in registers
  * (decode steps: the GQA group of a token); more rows reuse a block enough to pay for a GEMM tile
  * and, half, a conversion into scratch. */
@@ -176,6 +180,18 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   p->off_sth = attn_ws_take(&w, sth);
   p->few = !p->fm && attn_min_sz(p->tb, s->n_q) * p->g <= BLK_FEW_ROWS;
   p->views = !p->fm && !p->sel && !p->few;
+  /* Packed K/V: reserved for every call that may pack (no map, no selection: whatever n_q and
+   * n_kv, as the workspace depends on neither); used where a head's rows are not contiguous fp32
+   * and several query blocks read them. */
+  size_t pkd, pkdv;
+  const int may_pack = !p->fm && !p->sel;
+  if (!attn_mul_ok(BLK_PACK_KEYS, s->d, &pkd) || !attn_mul_ok(BLK_PACK_KEYS, s->dv, &pkdv)) return ATTN_E_SIZE_OVERFLOW;
+  p->off_pk = attn_ws_take(&w, may_pack ? pkd : 0);
+  p->off_pv = attn_ws_take(&w, may_pack ? pkdv : 0);
+  p->off_ptag = attn_ws_take(&w, may_pack ? sizeof(size_t) : 0); /* floats enough for a size_t */
+  p->pack_keys = attn_min_sz(s->n_kv, BLK_PACK_KEYS);
+  const int scattered = half || s->k.row_stride != s->d || s->v.row_stride != s->dv;
+  p->pack = may_pack && p->views && p->hg == 1 && p->qblocks >= BLK_PACK_MIN_QBLOCKS && scattered;
   p->off_heads = attn_ws_take(&w, heads_res);
   /* Key ranges: a step that can fold them and no map; one query block of at most
    * ATTN_SPLIT_TOKENS tokens, in ranges of whole key blocks, at least ATTN_SPLIT_KEYS keys each;
@@ -317,18 +333,52 @@ static const void *blk_row(const blk_task *t, const void *x, attn_layout l, int6
   return t->p->kv_type == ATTN_F32 ? (const void *)((const float *)x + e) : (const void *)((const uint16_t *)x + e);
 }
 
-/* Rows [j0, j0 + jn) of key/value head h of x (K or V, layout l, rows of w elements) as fp32:
- * in place for fp32 (*ld: the layout's row stride), else converted into the scratch region at
- * `off` (bc x w floats, *ld = w) by the path's conversion kernel. */
-static const float *blk_kv(const blk_task *t, const void *x, attn_layout l, int64_t j0, size_t jn, size_t h, size_t w,
-                           size_t off, size_t *ld) {
-  const void *row = blk_row(t, x, l, j0, h);
-  if (t->p->kv_type == ATTN_F32) {
+/* The worker's packed K (value 0) or V (value 1) and whether it holds key head h (blk_pack). */
+static size_t *blk_pack_tag(const blk_task *t) { return (size_t *)(void *)(t->ws + t->p->off_ptag); }
+
+/* Pack keys [0, pack_keys) of the task's key head into the worker's scratch (fp32, rows of d and
+ * dv floats), unless it holds them already (a plan with p->pack: one key head per task). */
+static void blk_pack(const blk_task *t) {
+  const attn_blocked_plan *p = t->p;
+  const attn_shape *s = p->shape;
+  size_t *tag = blk_pack_tag(t);
+  if (*tag == t->h0 + 1) return;
+  const size_t n = p->pack_keys;
+  const void *k = blk_row(t, t->io->k, s->k, 0, t->h0), *v = blk_row(t, t->io->v, s->v, 0, t->h0);
+  float *pk = t->ws + p->off_pk, *pv = t->ws + p->off_pv;
+  if (p->kv_type == ATTN_F32) {
+    for (size_t j = 0; j < n; j++) {
+      memcpy(pk + j * s->d, (const float *)k + j * s->k.row_stride, s->d * sizeof(float));
+      memcpy(pv + j * s->dv, (const float *)v + j * s->v.row_stride, s->dv * sizeof(float));
+    }
+  } else {
+    attn_f16_cvt_fn *cvt = p->kv_type == ATTN_F16 ? t->uk->f16_cvt : t->uk->bf16_cvt;
+    cvt(n, s->d, k, s->k.row_stride, pk);
+    cvt(n, s->dv, v, s->v.row_stride, pv);
+  }
+  *tag = t->h0 + 1;
+}
+
+/* Rows [j0, j0 + jn) of key (value 0) or value (value 1) head h as fp32: from the worker's packed
+ * rows where they hold them (*ld: d or dv); else in place for fp32 (*ld: the layout's row
+ * stride), converted by the path's conversion kernel into the scratch at off_kc / off_vc (bc x w
+ * floats, *ld = w) for half types. */
+static const float *blk_kv(const blk_task *t, int value, int64_t j0, size_t jn, size_t h, size_t *ld) {
+  const attn_blocked_plan *p = t->p;
+  const attn_shape *s = p->shape;
+  const size_t w = value ? s->dv : s->d;
+  if (p->pack && j0 >= 0 && (size_t)j0 + jn <= p->pack_keys && *blk_pack_tag(t) == h + 1) {
+    *ld = w;
+    return t->ws + (value ? p->off_pv : p->off_pk) + (size_t)j0 * w;
+  }
+  const attn_layout l = value ? s->v : s->k;
+  const void *row = blk_row(t, value ? t->io->v : t->io->k, l, j0, h);
+  if (p->kv_type == ATTN_F32) {
     *ld = l.row_stride;
     return row;
   }
-  float *dst = t->ws + off;
-  (t->p->kv_type == ATTN_F16 ? t->uk->f16_cvt : t->uk->bf16_cvt)(jn, w, row, l.row_stride, dst);
+  float *dst = t->ws + (value ? p->off_vc : p->off_kc);
+  (p->kv_type == ATTN_F16 ? t->uk->f16_cvt : t->uk->bf16_cvt)(jn, w, row, l.row_stride, dst);
   *ld = w;
   return dst;
 }
@@ -343,7 +393,7 @@ static void blk_scores(const blk_task *t, int64_t j0, size_t jn, size_t h, size_
   for (size_t a = 0; a < jn; a += step) {
     const size_t cn = attn_min_sz(step, jn - a);
     size_t ldk;
-    const float *kb = blk_kv(t, t->io->k, s->k, j0 + (int64_t)a, cn, h, s->d, t->p->off_kc, &ldk);
+    const float *kb = blk_kv(t, 0, j0 + (int64_t)a, cn, h, &ldk);
     t->uk->gemm(cn, n, s->d, kb, ldk, 1, b, ldb, st + a * ldst, ldst, NULL, 0);
   }
 }
@@ -414,7 +464,7 @@ static void blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked
     if (hh == 0) alpha0 = alpha;
     if (masked) {
       size_t ldv;
-      const float *vb = blk_kv(t, t->io->v, s->v, j0, jn, t->h0 + hh, s->dv, p->off_vc, &ldv);
+      const float *vb = blk_kv(t, 1, j0, jn, t->h0 + hh, &ldv);
       blk_pv(t, hh, j0, jn, masked, sth + hh * hs, alpha, vb, NULL, ldv);
     }
   }
@@ -699,7 +749,7 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
       const float *kb = p->fm ? blk_row(t, t->io->k, s->k, j0, t->h0 + hh) : NULL;
       const int vfew = p->few && !masked; /* V in place: a masked block's P V needs fp32 rows */
       const void *vh = vfew ? blk_row(t, t->io->v, s->v, j0, t->h0 + hh) : NULL;
-      const float *vb = vfew ? NULL : blk_kv(t, t->io->v, s->v, j0, jn, t->h0 + hh, s->dv, p->off_vc, &ldv);
+      const float *vb = vfew ? NULL : blk_kv(t, 1, j0, jn, t->h0 + hh, &ldv);
       if (p->xm) { /* sub-blocks of bounded spread where some row sees only part of the block */
         p->fm->apply(t->uk, &p->fa, 1, jn, D, m, kb, ldk, ku, m, 1, t->ws + p->off_fms);
         for (size_t a = 0, b; a < jn; a = b) {
@@ -922,6 +972,7 @@ static void blk_run_task(const attn_blocked_plan *p, const struct attn_ukernels 
   const blk_task t = blk_task_of(p, uk, io, task, ws);
   int64_t lo, hi;
   blk_task_keys(&t, &lo, &hi);
+  if (p->pack && lo < (int64_t)p->pack_keys && lo <= hi) blk_pack(&t);
   blk_begin(&t, 1, 1);
   blk_keys(&t, lo, hi);
   blk_end(&t, NULL);
@@ -993,7 +1044,10 @@ static void blk_par_task(void *ctx, size_t i, size_t worker) {
   const attn_blocked_plan *p = c->p;
   float *ws = c->ws + worker * p->worker_floats;
   if (p->split == 1) { /* the last query blocks first: under a causal mask they cost the most */
-    blk_run_task(p, c->uk, c->io, p->qblocks * p->groups - 1 - i, ws);
+    const size_t last = p->qblocks - 1;
+    /* packed K/V: head by head, so that a worker packs a head once for its run of its tasks */
+    blk_run_task(p, c->uk, c->io,
+                 p->pack ? (last - i % p->qblocks) * p->groups + i / p->qblocks : p->qblocks * p->groups - 1 - i, ws);
     return;
   }
   blk_par_range(c, i / p->split, i % p->split, ws); /* one query block: task = head group */
@@ -1028,6 +1082,8 @@ static void blk_run_select(const attn_blocked_plan *p, const struct attn_ukernel
 void attn_blocked_run_all(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
                           float *ws) {
   const size_t tasks = p->qblocks * p->groups, S = p->split;
+  for (size_t w = 0; p->pack && w < p->workers; w++) /* no worker holds a packed head yet */
+    *(size_t *)(void *)(ws + w * p->worker_floats + p->off_ptag) = 0;
   if (p->sel) {
     blk_run_select(p, uk, io, ws);
     return;
@@ -1039,13 +1095,15 @@ void attn_blocked_run_all(const attn_blocked_plan *p, const struct attn_ukernels
     return;
   }
   /* Tasks are independent (the same bits in any order). Where a head's key rows lie closer
-   * together than a token's heads (head-major K/V), one head group's query blocks after another,
-   * so that its K and V stay in L2 across them where they fit; token-major, by query block (the
-   * rows of one head there fill only a fraction of the cache's sets, and the heads of a token
-   * share its pages). Measured on an Intel Xeon guest (8 heads, n = 1k, causal, AVX-512): head
-   * by head 6% faster with head-major K/V, 1.5% slower token-major. */
+   * together than a token's heads (head-major K/V), or its K and V are packed, one head group's
+   * query blocks after another, so that its K and V stay in L2 across them where they fit (and a
+   * head is packed once); otherwise (token-major in place: a plan that does not pack, such as a
+   * few query blocks) by query block (the rows of one head there fill only a fraction of the
+   * cache's sets, and the heads of a token share its pages). Measured on an Intel Xeon guest (8
+   * heads, n = 1k, causal, AVX-512): head by head 6% faster with head-major K/V, 1.5% slower
+   * token-major in place. */
   const attn_shape *s = p->shape;
-  if (s->k.row_stride < s->k.head_stride) {
+  if (s->k.row_stride < s->k.head_stride || p->pack) {
     for (size_t G = 0; G < p->groups; G++)
       for (size_t qb = 0; qb < p->qblocks; qb++) blk_run_serial(p, uk, io, qb * p->groups + G, ws);
     return;

@@ -10,6 +10,8 @@
  * count of busy workers, so a compute call's parallel-fors in quick succession (a chunk scan's
  * phases, a split's ranges then its merge) are not each charged a sleep and a wake-up. A sleeper
  * is woken under the mutex as before, so nothing is missed whichever way a wait ends.
+ * attn_pool_pin pins the background workers (Linux's thread affinity); the caller, worker 0,
+ * pins itself.
  */
 #if defined(__linux__) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE /* pthread_setaffinity_np, CPU_SET (attn_pool_pin) */

@@ -333,7 +333,8 @@ static const void *blk_row(const blk_task *t, const void *x, attn_layout l, int6
   return t->p->kv_type == ATTN_F32 ? (const void *)((const float *)x + e) : (const void *)((const uint16_t *)x + e);
 }
 
-/* The worker's packed K (value 0) or V (value 1) and whether it holds key head h (blk_pack). */
+/* Which key head the worker's packed K and V hold (blk_pack): that head + 1, 0 for none (reset
+ * by attn_blocked_run_all at every call). */
 static size_t *blk_pack_tag(const blk_task *t) { return (size_t *)(void *)(t->ws + t->p->off_ptag); }
 
 /* Pack keys [0, pack_keys) of the task's key head into the worker's scratch (fp32, rows of d and

@@ -106,8 +106,9 @@ static const opt_def opt_defs[] = {
     {"scaling", "LIST",
      "thread-scaling table instead of the sweep: one call of each selected\n"
      "variant at each size on each of these thread counts (e.g. 1,2,4,8,16),\n"
-     "times and speedups over 1 thread measured in the same run; written to\n"
-     "DIR/attn-scaling.md"},
+     "times and speedups over 1 thread measured in the same run, and each count's\n"
+     "speedup from calls alternating with 1-thread ones (~5 ms a side, the\n"
+     "median of the pairs' ratios); written to DIR/attn-scaling.md"},
     {"pin", "CPU",
      "pin thread t to CPU (CPU + t) mod online CPUs (default: no pinning); with\n"
      "--latency or --scaling, worker t of the call's attn_pool likewise (attn_pool_pin)"},
@@ -865,6 +866,82 @@ static attn_status pin_call_pool(const options *o, attn_pool *pool, size_t threa
   return st;
 }
 
+/* A call pool of `threads` workers (pinned as pin_call_pool says) and a work on it for `shape`;
+ * 0 on success, else err says why (and nothing is left allocated). */
+static int scaling_work(const options *o, const bench_variant *v, const bench_shape *shape, size_t threads,
+                        attn_pool **pool, attn_threads *th, bench_work *w, char *err, size_t errlen) {
+  *pool = NULL;
+  if (attn_pool_create(threads, pool) != ATTN_OK || pin_call_pool(o, *pool, threads) != ATTN_OK ||
+      attn_pool_threads(*pool, th) != ATTN_OK) {
+    snprintf(err, errlen, "no pool of %zu threads", threads);
+    attn_pool_destroy(*pool);
+    return 1;
+  }
+  bench_call_threads = th;
+  const int bad = bench_work_init(w, shape, &v->adapter->call, 0, err, errlen);
+  bench_call_threads = NULL;
+  if (bad) attn_pool_destroy(*pool);
+  return bad;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The speedup of T = counts[t] over T = counts[0] from the two in alternation, for about
+ * `seconds` and at least SCALING_PAIRS_MIN pairs: the median of the pairs' time ratios. A pair is
+ * k calls on one side, then k on the other (sides alternating which goes first), each side's
+ * median of its k; k is such that a side takes ~5 ms (1 for longer calls, at most 16), so that the
+ * pool's wake-up from its sleep between sides (tens of microseconds) stays out of the medians.
+ * The two sides of a pair run milliseconds apart, so a machine whose speed changes for seconds at
+ * a time slows both sides of most pairs alike (the table's medians compare calls measured
+ * seconds apart). NAN when a call fails. */
+enum { SCALING_PAIRS_MIN = 3, SCALING_PAIRS_MAX = 4096, SCALING_SIDE_MAX = 16 };
+static double scaling_pairs(const options *o, const bench_variant *v, const bench_shape *shape, size_t t,
+                            double seconds) {
+  attn_pool *pool[2];
+  attn_threads th[2];
+  bench_work w[2];
+  char err[160];
+  if (scaling_work(o, v, shape, o->scaling[0], &pool[0], &th[0], &w[0], err, sizeof err)) return NAN;
+  if (scaling_work(o, v, shape, o->scaling[t], &pool[1], &th[1], &w[1], err, sizeof err)) {
+    bench_work_free(&w[0]);
+    attn_pool_destroy(pool[0]);
+    return NAN;
+  }
+  static double ratio[SCALING_PAIRS_MAX];
+  double side[2][SCALING_SIDE_MAX], one = 0;
+  for (int i = 0; i < 2; i++) { /* warm: buffers touched, pools started; the 1-thread call's time */
+    const double a = bench_now();
+    bench_work_run(&w[i], 1);
+    if (i == 0) one = bench_now() - a;
+  }
+  const size_t want = one >= 5e-3 ? 1 : (size_t)(5e-3 / (one > 1e-6 ? one : 1e-6)) + 1;
+  const size_t k = want < SCALING_SIDE_MAX ? want : SCALING_SIDE_MAX;
+  size_t n = 0;
+  const double start = bench_now();
+  while (n < SCALING_PAIRS_MAX && (n < SCALING_PAIRS_MIN || bench_now() - start < seconds)) {
+    double med[2];
+    for (int s = 0; s < 2; s++) {
+      const int i = (int)(n & 1) ^ s; /* alternate which side goes first */
+      for (size_t c = 0; c < k; c++) {
+        const double a = bench_now();
+        bench_work_run(&w[i], 1);
+        side[i][c] = bench_now() - a;
+      }
+      qsort(side[i], k, sizeof side[i][0], cmp_double);
+      med[i] = k % 2 ? side[i][k / 2] : 0.5 * (side[i][k / 2 - 1] + side[i][k / 2]);
+    }
+    ratio[n++] = med[0] / med[1];
+  }
+  const int ok = w[0].status == ATTN_OK && !w[0].failure && w[1].status == ATTN_OK && !w[1].failure;
+  for (int i = 0; i < 2; i++) bench_work_free(&w[i]), attn_pool_destroy(pool[i]);
+  if (!ok) return NAN;
+  qsort(ratio, n, sizeof ratio[0], cmp_double);
+  return n % 2 ? ratio[n / 2] : 0.5 * (ratio[n / 2 - 1] + ratio[n / 2]);
+}
+
 /* --scaling: one call of each selected variant, size and path on each thread count (an attn_pool
  * per count, given through attn_shape.threads), in one run; a table of median times and speedups
  * over one thread, printed and written to DIR/attn-scaling.md. */
@@ -885,9 +962,12 @@ static int run_scaling(run_ctx *rc) {
           i->date, i->cpu, i->cores, rc->res.command);
   fprintf(md,
           "One call on T threads (the library's attn_pool through attn_shape.threads); median time per call, "
-          "and in parentheses the speedup over T = 1 measured in the same run.\n\n| variant | path | n | d | "
-          "heads |");
-  printf("\nThread scaling: one call on T threads (attn_pool); median ms per call (speedup over T = 1)\n");
+          "and in parentheses the speedup over T = 1 measured in the same run. Paired: the median of the "
+          "time ratios T = 1 / T of calls made in alternation (a few at a time, ~5 ms a side), robust to a "
+          "machine whose speed changes for seconds at a time.\n\n| variant | path | n | d | heads |");
+  printf(
+      "\nThread scaling: one call on T threads (attn_pool); median ms per call (speedup over T = 1);\n"
+      "paired: the median of T = 1 / T time ratios of calls in alternation\n");
   printf("%-24s %-7s %7s %4s %5s", "variant", "path", "n", "d", "heads");
   for (size_t t = 0; t < o->nscaling; t++) {
     char h[32];
@@ -895,9 +975,15 @@ static int run_scaling(run_ctx *rc) {
     printf("  %16s", h);
     fprintf(md, " T = %zu |", o->scaling[t]);
   }
+  for (size_t t = 1; t < o->nscaling; t++) {
+    char h[32];
+    snprintf(h, sizeof h, "paired %zu", o->scaling[t]);
+    printf("  %10s", h);
+    fprintf(md, " paired, T = %zu |", o->scaling[t]);
+  }
   printf("\n");
   fprintf(md, "\n|---|---|---|---|---|");
-  for (size_t t = 0; t < o->nscaling; t++) fprintf(md, "---|");
+  for (size_t t = 0; t < 2 * o->nscaling - 1; t++) fprintf(md, "---|");
   fprintf(md, "\n");
   int failures = 0;
   size_t sizes[BENCH_MAX_SIZES];
@@ -919,29 +1005,24 @@ static int run_scaling(run_ctx *rc) {
           for (size_t t = 0; t < o->nscaling; t++) best[t] = NAN, errs[t][0] = '\0';
           for (unsigned round = 0; round < o->rounds; round++)
             for (size_t t = 0; t < o->nscaling; t++) {
-              attn_pool *pool = NULL;
+              attn_pool *pool;
               attn_threads th;
               bench_work w;
               char *err = errs[t];
-              if (attn_isa_set((attn_isa)isa) != ATTN_OK || attn_pool_create(o->scaling[t], &pool) != ATTN_OK ||
-                  pin_call_pool(o, pool, o->scaling[t]) != ATTN_OK || attn_pool_threads(pool, &th) != ATTN_OK) {
-                snprintf(err, sizeof errs[t], "no pool of %zu threads", o->scaling[t]);
-              } else {
-                bench_call_threads = &th;
-                if (!bench_work_init(&w, &shape, &v->adapter->call, 0, err, sizeof errs[t])) {
-                  void *ctx = &w;
-                  bench_stats st;
-                  bench_measure(rc->pool, &rc->res.timing, bench_work_run, &ctx, &st);
-                  if (w.status == ATTN_OK && !w.failure) {
-                    if (!(st.median * 1e3 >= best[t])) best[t] = st.median * 1e3; /* NaN: the first */
-                  } else {
-                    snprintf(err, sizeof errs[t], "call failed");
-                  }
-                  bench_work_free(&w);
+              if (attn_isa_set((attn_isa)isa) != ATTN_OK) {
+                snprintf(err, sizeof errs[t], "the path does not run here");
+              } else if (!scaling_work(o, v, &shape, o->scaling[t], &pool, &th, &w, err, sizeof errs[t])) {
+                void *ctx = &w;
+                bench_stats st;
+                bench_measure(rc->pool, &rc->res.timing, bench_work_run, &ctx, &st);
+                if (w.status == ATTN_OK && !w.failure) {
+                  if (!(st.median * 1e3 >= best[t])) best[t] = st.median * 1e3; /* NaN: the first */
+                } else {
+                  snprintf(err, sizeof errs[t], "call failed");
                 }
-                bench_call_threads = NULL;
+                bench_work_free(&w);
+                attn_pool_destroy(pool);
               }
-              attn_pool_destroy(pool);
             }
           double base = 0;
           for (size_t t = 0; t < o->nscaling; t++) {
@@ -957,6 +1038,15 @@ static int run_scaling(run_ctx *rc) {
               snprintf(cell, sizeof cell, "%.3g (%.2fx)", ms, base > 0 ? base / ms : NAN);
             }
             printf("  %16s", cell);
+            fprintf(md, " %s |", cell);
+            fflush(stdout);
+          }
+          for (size_t t = 1; t < o->nscaling; t++) { /* the same path is still set */
+            const double r =
+                errs[0][0] || errs[t][0] ? NAN : scaling_pairs(o, v, &shape, t, 2 * o->rounds * o->min_time);
+            char cell[32];
+            snprintf(cell, sizeof cell, isnan(r) ? "-" : "%.2fx", r);
+            printf("  %10s", cell);
             fprintf(md, " %s |", cell);
             fflush(stdout);
           }

@@ -4,8 +4,9 @@
 # one call of about 6-8 minutes that leaves time for a second). It measures what the open
 # targets need, made for a shared, noisy guest (the same call moved by 1.5-1.9x between runs
 # there):
-#   1. one call's thread scaling (--scaling, the thread counts in turn twice: --rounds 2; the
-#      pool's workers pinned from CPU PIN on, attn_pool_pin) of
+#   1. one call's thread scaling (--scaling, the thread counts in turn twice: --rounds 2, then
+#      each count in alternation with one thread, the "paired" columns; the pool's workers pinned
+#      from CPU PIN on, attn_pool_pin) of
 #      softmax and causal linear prefill (identity, elu+1, GLA) with each of SCAL_HEADS heads,
 #      n = 4k and 16k, and of one decode step over 64k and 128k cached tokens with fp32 and fp16
 #      K/V, 8 heads;

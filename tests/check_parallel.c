@@ -567,6 +567,7 @@ static void *pk_head_major(const void *x, size_t n, size_t h, size_t w, size_t e
 }
 
 START_TEST(packed_kv_same_bits) {
+  if (tu_small() && _i % 4) return; /* under qemu: 6 of the 24 cases, every type, variant and mask among them */
   const int dtype = _i % 3, variant = _i / 3 % 2, mask_kind = _i / 6;
   tu_rng rng;
   tu_rng_seed(&rng, 31 + (uint64_t)_i);

@@ -942,6 +942,54 @@ static double scaling_pairs(const options *o, const bench_variant *v, const benc
   return n % 2 ? ratio[n / 2] : 0.5 * (ratio[n / 2 - 1] + ratio[n / 2]);
 }
 
+/* The machine's own scaling, the first rows of the --scaling table: for each thread count T, the
+ * FMA peak of each selected path that runs natively and the read bandwidth, all T threads at once
+ * on the CPUs the call pools use (bench_pool pins as pin_call_pool does), each cell the total and
+ * its ratio to T = 1. A call's speedup is bounded by these rather than by T: a guest whose vCPUs
+ * share cores or whose clock falls with more cores busy runs T FMA loops at less than T times one,
+ * and a decode step reads its cache at what T readers get. The bandwidth buffer (SCALING_BW_BYTES
+ * in all, split between the threads) is that of a decode step over 128k cached fp32 tokens of 8
+ * heads, larger than the last-level caches of today's server parts. 0 on success. */
+#define SCALING_BW_BYTES ((size_t)512 << 20)
+static int scaling_machine(const options *o, FILE *md) {
+  double peak[BENCH_MAX_SIZES][ATTN_ISA_COUNT], bw[BENCH_MAX_SIZES];
+  for (size_t t = 0; t < o->nscaling; t++) {
+    char err[256];
+    bench_pool *pool = bench_pool_create((int)o->scaling[t], o->pin, err, sizeof err);
+    if (!pool) {
+      fprintf(stderr, "attn-bench: %s\n", err);
+      return 1;
+    }
+    bench_limits l = {0};
+    bench_measure_peaks(pool, &l);
+    for (int isa = 0; isa < ATTN_ISA_COUNT; isa++) peak[t][isa] = l.peak[isa];
+    bw[t] = bench_measure_bandwidth(pool, SCALING_BW_BYTES, 0.3);
+    bench_pool_destroy(pool);
+  }
+  for (int isa = -1; isa < ATTN_ISA_COUNT; isa++) { /* -1: the bandwidth row */
+    if (isa >= 0 && !(o->isa_on[isa] && peak[0][isa] > 0)) continue;
+    char name[48];
+    if (isa < 0)
+      snprintf(name, sizeof name, "read GB/s");
+    else
+      snprintf(name, sizeof name, "FMA GFLOP/s, %s", attn_isa_name((attn_isa)isa));
+    printf("machine: %-42s", name);
+    fprintf(md, "| machine: %s | | | | |", name);
+    for (size_t t = 0; t < o->nscaling; t++) {
+      const double x = isa < 0 ? bw[t] : peak[t][isa], x1 = isa < 0 ? bw[0] : peak[0][isa];
+      char cell[48];
+      snprintf(cell, sizeof cell, x > 0 && x1 > 0 ? "%.4g (%.2fx)" : "-", x, x / x1);
+      printf("  %16s", cell);
+      fprintf(md, " %s |", cell);
+    }
+    for (size_t t = 1; t < o->nscaling; t++) fprintf(md, " |");
+    printf("\n");
+    fprintf(md, "\n");
+  }
+  fflush(stdout);
+  return 0;
+}
+
 /* --scaling: one call of each selected variant, size and path on each thread count (an attn_pool
  * per count, given through attn_shape.threads), in one run; a table of median times and speedups
  * over one thread, printed and written to DIR/attn-scaling.md. */
@@ -964,7 +1012,9 @@ static int run_scaling(run_ctx *rc) {
           "One call on T threads (the library's attn_pool through attn_shape.threads); median time per call, "
           "and in parentheses the speedup over T = 1 measured in the same run. Paired: the median of the "
           "time ratios T = 1 / T of calls made in alternation (a few at a time, ~5 ms a side), robust to a "
-          "machine whose speed changes for seconds at a time.\n\n| variant | path | n | d | heads |");
+          "machine whose speed changes for seconds at a time. The machine rows: the FMA peak of each path "
+          "and the read bandwidth (a 512 MiB buffer) with all T threads running on the same CPUs, the "
+          "bounds of a compute-bound and of a memory-bound call's speedup.\n\n| variant | path | n | d | heads |");
   printf(
       "\nThread scaling: one call on T threads (attn_pool); median ms per call (speedup over T = 1);\n"
       "paired: the median of T = 1 / T time ratios of calls in alternation\n");
@@ -985,6 +1035,10 @@ static int run_scaling(run_ctx *rc) {
   fprintf(md, "\n|---|---|---|---|---|");
   for (size_t t = 0; t < 2 * o->nscaling - 1; t++) fprintf(md, "---|");
   fprintf(md, "\n");
+  if (scaling_machine(o, md)) {
+    fclose(md);
+    return 1;
+  }
   int failures = 0;
   size_t sizes[BENCH_MAX_SIZES];
   for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)

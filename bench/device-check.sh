@@ -214,7 +214,7 @@ if ((${#csvs[@]})); then
     }' "${csvs[@]}" >"$work/summary.md"
   cat "$work/summary.md"
 fi
-for f in "$work"/scaling-*.txt; do grep -E '^(Thread scaling|variant|softmax|linear|gau|selective)' "$f"; done |
+for f in "$work"/scaling-*.txt; do grep -E '^(Thread scaling|variant|machine: (read|FMA)|softmax|linear|gau|selective)' "$f"; done |
   tee "$work/scaling.txt"
 # The layouts' rows, invocation by invocation.
 for f in "$work"/layout-*.txt; do echo "${f##*/}"; grep -E '^(\[|variant|linear)' "$f"; done | tee "$work/layout.txt"

@@ -89,6 +89,9 @@ typedef struct bench_work {
   float *scratch;      /**< baselines: score matrix, or recurrent state + features */
   attn_status status;  /**< first failure seen by an attn call (ATTN_OK otherwise) */
   const char *failure; /**< first failure seen by a baseline (NULL otherwise) */
+  /* decode: copies of the K/V cache that the calls take in turn (bench_work_copy_cache) */
+  char *copies; /**< `ncopies` copies of K (kbytes) then V (vbytes); NULL: the call's own */
+  size_t ncopies, turn, kbytes, vbytes;
 } bench_work;
 
 /** Floats per token and head of s's log gates: m for per-feature gates, 1 for scalar ones. */
@@ -136,6 +139,25 @@ void *bench_work_impl(bench_work *w, size_t bytes, char *err, size_t errlen);
 int bench_work_workspace(bench_work *w, attn_status st, const char *what, char *err, size_t errlen);
 /** "what: status" in err; returns -1. */
 int bench_work_fail(char *err, size_t errlen, const char *what, attn_status st);
+/** Decode rows read their K/V cache from memory, as an engine's decode step does (each layer's
+ *  cache read once per step, the other layers' in between): a decode work keeps copies of its
+ *  cache and each call reads the next one. bench_decode_copies: the copies wanted (--decode-copies;
+ *  0, the default: as many as make twice the last-level cache together with the other works
+ *  measured at once, bench_concurrent_works; 1: one cache that every call reads again, served
+ *  from L2 / L3 where it fits). */
+extern size_t bench_decode_copies;
+extern size_t bench_concurrent_works;
+/** The largest CPU cache's bytes (sysfs; 32 MiB where it cannot be read). */
+size_t bench_llc_bytes(void);
+/** Copies of a cache of `bytes` for one work: bench_decode_copies, or its rule when 0. */
+size_t bench_cache_copies(size_t bytes);
+/** Set up w's copies of a cache whose K (kbytes from k) and V (vbytes from v) a decode call
+ *  reads, in the stored type (bench_cache_copies of them; one: none made, the call reads k and v).
+ *  0 on success; otherwise err says why. */
+int bench_work_copy_cache(bench_work *w, const void *k, size_t kbytes, const void *v, size_t vbytes, char *err,
+                          size_t errlen);
+/** The K and V this call reads: *k and *v themselves without copies, else the next copy's. */
+void bench_work_cache(bench_work *w, const void **k, const void **v);
 /** Record the first failing status of w's attn calls. */
 static inline void bench_work_status(bench_work *w, attn_status st) {
   if (st != ATTN_OK && w->status == ATTN_OK) w->status = st;

@@ -116,6 +116,11 @@ static const opt_def opt_defs[] = {
      "allocate buffers of 2 MiB and more 2 MiB aligned and advise MADV_HUGEPAGE\n"
      "(Linux transparent huge pages, where the kernel's mode is madvise or\n"
      "always): a decode over a large cache then pays fewer TLB misses"},
+    {"decode-copies", "N",
+     "decode rows keep N copies of their K/V cache and each call reads the next\n"
+     "(default 0: as many as make twice the last-level cache, so that every call\n"
+     "reads its cache from memory as an engine's step does; 1: one cache, read\n"
+     "again by every call, from L2 / L3 where it fits)"},
     {"min-time", "S", "seconds of samples per point, at least (default 0.2)"},
     {"reps", "N", "samples per point, at least (default 3)"},
     {"warmup", "N", "untimed runs before sampling, at least (default 1)"},
@@ -373,6 +378,8 @@ static void parse_args(options *o, int argc, char **argv) {
       o->latency = 1;
     else if (!strcmp(name, "scaling"))
       o->nscaling = parse_size_list(name, val, o->scaling);
+    else if (!strcmp(name, "decode-copies"))
+      bench_decode_copies = (size_t)parse_int(name, val, 0, 1 << 20);
     else if (!strcmp(name, "hugepages")) {
       if (!bench_hugepages_supported()) die_usage("--hugepages: %s%s", "this system has no madvise(MADV_HUGEPAGE)", "");
       o->hugepages = 1;
@@ -817,7 +824,9 @@ static void limits(run_ctx *rc) {
   printf("Measuring this machine's limits (%d thread%s)...\n", rc->opt.threads, rc->opt.threads > 1 ? "s" : "");
   fflush(stdout);
   bench_measure_peaks(rc->pool, l);
-  l->bw = bench_measure_bandwidth(rc->pool, (size_t)128 << 20, 0.3);
+  /* a buffer larger than the last-level cache (twice it; 128 MiB at least): memory's bandwidth */
+  const size_t llc2 = 2 * bench_llc_bytes();
+  l->bw = bench_measure_bandwidth(rc->pool, llc2 > ((size_t)128 << 20) ? llc2 : (size_t)128 << 20, 0.3);
 }
 
 /* The run is noisy when a probe's FMA peak moved by more than 5% between start and end, a fifth
@@ -1123,6 +1132,7 @@ int main(int argc, char **argv) {
   r->threads = o->nscaling ? 1 : o->threads;
   r->pin = o->pin;
   r->hugepages = bench_hugepages = o->hugepages;
+  bench_concurrent_works = o->nscaling ? 1 : (size_t)o->threads; /* decode caches' copies share 2 LLC */
   r->window = o->window;
   r->vars = variants;
   r->nvars = nvariants;

@@ -59,15 +59,21 @@ static int gau_setup(bench_work *w, char *err, size_t errlen) {
     desc->bias_table = g->table;
     desc->bias_len = L;
   }
+  const size_t nk = s->n_kv * s->h_kv;
+  if (s->n_q == 1 &&
+      bench_work_copy_cache(w, w->k, nk * s->d * sizeof(float), w->v, nk * s->dv * sizeof(float), err, errlen))
+    return -1;
   return bench_work_workspace(w, attn_gau_workspace_size(desc, &w->workspace_bytes), "attn_gau_workspace_size", err,
                               errlen);
 }
 
 static void gau_run(bench_work *w) {
   const gau_impl *g = w->impl;
-  bench_work_status(
-      w, w->s.stats ? attn_gau_stats(&g->desc, w->q, w->k, w->v, w->o, &g->stats, w->workspace, w->workspace_bytes)
-                    : attn_gau(&g->desc, w->q, w->k, w->v, w->o, w->workspace, w->workspace_bytes));
+  const void *k = w->k, *v = w->v;
+  bench_work_cache(w, &k, &v);
+  bench_work_status(w, w->s.stats
+                           ? attn_gau_stats(&g->desc, w->q, k, v, w->o, &g->stats, w->workspace, w->workspace_bytes)
+                           : attn_gau(&g->desc, w->q, k, v, w->o, w->workspace, w->workspace_bytes));
 }
 
 const bench_adapter bench_gau_adapter = {

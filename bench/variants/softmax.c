@@ -117,17 +117,21 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
     desc->sinks = im->sinks, desc->alibi_slopes = im->slopes, desc->softcap = 30.0f;
   }
   attn_row_stats_init(&im->stats, s->h_q, im->arrays, im->arrays + rows, im->arrays + 2 * rows);
+  const size_t es = half ? sizeof(uint16_t) : sizeof(float);
+  if (s->n_q == 1 && bench_work_copy_cache(w, half ? (const void *)im->kh : (const void *)w->k, nk * es,
+                                           half ? (const void *)im->vh : (const void *)w->v, nv * es, err, errlen))
+    return -1;
   return bench_work_workspace(w, attn_softmax_workspace_size(desc, &w->workspace_bytes), "attn_softmax_workspace_size",
                               err, errlen);
 }
 
 static void softmax_run(bench_work *w) {
   const softmax_impl *im = w->impl;
-  bench_work_status(
-      w, w->s.stats
-             ? attn_softmax_stats(&im->desc, w->q, w->k, w->v, w->o, NULL, &im->stats, w->workspace, w->workspace_bytes)
-             : attn_softmax(&im->desc, w->q, im->kh ? (const void *)im->kh : w->k, im->vh ? (const void *)im->vh : w->v,
-                            w->o, NULL, w->workspace, w->workspace_bytes));
+  const void *k = im->kh ? (const void *)im->kh : w->k, *v = im->vh ? (const void *)im->vh : w->v;
+  bench_work_cache(w, &k, &v);
+  bench_work_status(w, w->s.stats ? attn_softmax_stats(&im->desc, w->q, k, v, w->o, NULL, &im->stats, w->workspace,
+                                                       w->workspace_bytes)
+                                  : attn_softmax(&im->desc, w->q, k, v, w->o, NULL, w->workspace, w->workspace_bytes));
 }
 
 const bench_adapter bench_softmax_adapter = {

@@ -826,8 +826,9 @@ int bench_write_markdown(const char *path, const bench_results *r) {
                "One query over a cache: tokens/s, GB/s (fraction of read bandwidth)");
   fprintf(f,
           "\nThe fraction is of the read bandwidth measured above (a plain loop over a buffer larger than the "
-          "last-level cache). Each call reads its cache from memory (copies taken in turn) unless the run says "
-          "otherwise (--decode-copies 1: the cache read again, from L2/L3 where it fits, can exceed 100%%).\n");
+          "last-level cache). Each softmax or GAU decode call reads its cache from memory (copies taken in turn) "
+          "unless the run says otherwise (--decode-copies 1: the cache read again, from L2/L3 where it fits, can "
+          "exceed 100%%); a selective decode steps one pruning cache.\n");
   fprintf(f,
           "\nLinear attention recurrent step (O(1) in the context length):\n\n"
           "| variant | path | d | time | tokens/s | state GB/s | vs recurrent loop "

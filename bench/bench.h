@@ -71,6 +71,8 @@ void bench_measure(bench_pool *pool, const bench_timing *timing, bench_kernel fn
 
 /** CLOCK_MONOTONIC in seconds. */
 double bench_now(void);
+/** The median of v[0 .. n) (n >= 1), which it sorts in place (bench_measure's quantile). */
+double bench_median(double *v, size_t n);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Work: buffers and the kernel for one measured call (work.c)                                  */
@@ -147,8 +149,6 @@ int bench_work_fail(char *err, size_t errlen, const char *what, attn_status st);
  *  from L2 / L3 where it fits). */
 extern size_t bench_decode_copies;
 extern size_t bench_concurrent_works;
-/** The largest CPU cache's bytes (sysfs; 32 MiB where it cannot be read). */
-size_t bench_llc_bytes(void);
 /** Copies of a cache of `bytes` for one work: bench_decode_copies, or its rule when 0. */
 size_t bench_cache_copies(size_t bytes);
 /** Set up w's copies of a cache whose K (kbytes from k) and V (vbytes from v) a decode call
@@ -220,6 +220,11 @@ typedef struct bench_sysinfo {
 
 void bench_sysinfo_fill(bench_sysinfo *info);
 double bench_loadavg(void);
+/** The largest CPU cache's bytes (sysfs; 32 MiB where it cannot be read). */
+size_t bench_llc_bytes(void);
+/** Bytes that a pass over comes from memory rather than a cache: twice the last-level cache,
+ *  128 MiB at least (the read-bandwidth probes' buffers, the decode rows' copies in all). */
+size_t bench_memory_bytes(void);
 
 /** One FMA peak probe: a path's (scalar, avx2, avx512, neon) or a machine probe, measured at
  *  the start and again at the end of the run. */

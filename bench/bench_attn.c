@@ -824,9 +824,7 @@ static void limits(run_ctx *rc) {
   printf("Measuring this machine's limits (%d thread%s)...\n", rc->opt.threads, rc->opt.threads > 1 ? "s" : "");
   fflush(stdout);
   bench_measure_peaks(rc->pool, l);
-  /* a buffer larger than the last-level cache (twice it; 128 MiB at least): memory's bandwidth */
-  const size_t llc2 = 2 * bench_llc_bytes();
-  l->bw = bench_measure_bandwidth(rc->pool, llc2 > ((size_t)128 << 20) ? llc2 : (size_t)128 << 20, 0.3);
+  l->bw = bench_measure_bandwidth(rc->pool, bench_memory_bytes(), 0.3); /* memory's, not a cache's */
 }
 
 /* The run is noisy when a probe's FMA peak moved by more than 5% between start and end, a fifth
@@ -893,11 +891,6 @@ static int scaling_work(const options *o, const bench_variant *v, const bench_sh
   return bad;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* The speedup of T = counts[t] over T = counts[0] from the two in alternation, for about
  * `seconds` and at least SCALING_PAIRS_MIN pairs: the median of the pairs' time ratios. A pair is
  * k calls on one side, then k on the other (sides alternating which goes first), each side's
@@ -939,16 +932,14 @@ static double scaling_pairs(const options *o, const bench_variant *v, const benc
         bench_work_run(&w[i], 1);
         side[i][c] = bench_now() - a;
       }
-      qsort(side[i], k, sizeof side[i][0], cmp_double);
-      med[i] = k % 2 ? side[i][k / 2] : 0.5 * (side[i][k / 2 - 1] + side[i][k / 2]);
+      med[i] = bench_median(side[i], k);
     }
     ratio[n++] = med[0] / med[1];
   }
   const int ok = w[0].status == ATTN_OK && !w[0].failure && w[1].status == ATTN_OK && !w[1].failure;
   for (int i = 0; i < 2; i++) bench_work_free(&w[i]), attn_pool_destroy(pool[i]);
   if (!ok) return NAN;
-  qsort(ratio, n, sizeof ratio[0], cmp_double);
-  return n % 2 ? ratio[n / 2] : 0.5 * (ratio[n / 2 - 1] + ratio[n / 2]);
+  return bench_median(ratio, n);
 }
 
 /* The machine's own scaling, the first rows of the --scaling table: for each thread count T, the
@@ -956,10 +947,8 @@ static double scaling_pairs(const options *o, const bench_variant *v, const benc
  * on the CPUs the call pools use (bench_pool pins as pin_call_pool does), each cell the total and
  * its ratio to T = 1. A call's speedup is bounded by these rather than by T: a guest whose vCPUs
  * share cores or whose clock falls with more cores busy runs T FMA loops at less than T times one,
- * and a decode step reads its cache at what T readers get. The bandwidth buffer (SCALING_BW_BYTES
- * in all, split between the threads) is that of a decode step over 128k cached fp32 tokens of 8
- * heads, larger than the last-level caches of today's server parts. 0 on success. */
-#define SCALING_BW_BYTES ((size_t)512 << 20)
+ * and a decode step reads its cache at what T readers get. The bandwidth buffer, split between the
+ * threads, is the sweep's probe's (bench_memory_bytes). 0 on success. */
 static int scaling_machine(const options *o, FILE *md) {
   double peak[BENCH_MAX_SIZES][ATTN_ISA_COUNT], bw[BENCH_MAX_SIZES];
   for (size_t t = 0; t < o->nscaling; t++) {
@@ -972,7 +961,7 @@ static int scaling_machine(const options *o, FILE *md) {
     bench_limits l = {0};
     bench_measure_peaks(pool, &l);
     for (int isa = 0; isa < ATTN_ISA_COUNT; isa++) peak[t][isa] = l.peak[isa];
-    bw[t] = bench_measure_bandwidth(pool, SCALING_BW_BYTES, 0.3);
+    bw[t] = bench_measure_bandwidth(pool, bench_memory_bytes(), 0.3);
     bench_pool_destroy(pool);
   }
   for (int isa = -1; isa < ATTN_ISA_COUNT; isa++) { /* -1: the bandwidth row */
@@ -1017,13 +1006,14 @@ static int run_scaling(run_ctx *rc) {
   const bench_sysinfo *i = &rc->res.info;
   fprintf(md, "# attn thread scaling\n\nattn %s (git %s), %s; %s, %d CPUs online; `%s`\n\n", i->version, i->git,
           i->date, i->cpu, i->cores, rc->res.command);
-  fprintf(md,
-          "One call on T threads (the library's attn_pool through attn_shape.threads); median time per call, "
-          "and in parentheses the speedup over T = 1 measured in the same run. Paired: the median of the "
-          "time ratios T = 1 / T of calls made in alternation (a few at a time, ~5 ms a side), robust to a "
-          "machine whose speed changes for seconds at a time. The machine rows: the FMA peak of each path "
-          "and the read bandwidth (a 512 MiB buffer) with all T threads running on the same CPUs, the "
-          "bounds of a compute-bound and of a memory-bound call's speedup.\n\n| variant | path | n | d | heads |");
+  fprintf(
+      md,
+      "One call on T threads (the library's attn_pool through attn_shape.threads); median time per call, "
+      "and in parentheses the speedup over T = 1 measured in the same run. Paired: the median of the "
+      "time ratios T = 1 / T of calls made in alternation (a few at a time, ~5 ms a side), robust to a "
+      "machine whose speed changes for seconds at a time. The machine rows: the FMA peak of each path "
+      "and the read bandwidth (a buffer twice the last-level cache) with all T threads running on the same CPUs, the "
+      "bounds of a compute-bound and of a memory-bound call's speedup.\n\n| variant | path | n | d | heads |");
   printf(
       "\nThread scaling: one call on T threads (attn_pool); median ms per call (speedup over T = 1);\n"
       "paired: the median of T = 1 / T time ratios of calls in alternation\n");

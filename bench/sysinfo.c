@@ -192,6 +192,32 @@ void bench_measure_peaks_end(bench_pool *pool, bench_limits *l) {
   }
 }
 
+size_t bench_llc_bytes(void) {
+  static size_t llc; /* read once */
+  if (llc) return llc;
+  size_t best = 0;
+  for (int i = 0; i < 16; i++) { /* cpu0's caches: the largest (the last level, shared) */
+    char path[96], line[64];
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    if (fgets(line, sizeof line, f)) {
+      char *end;
+      unsigned long long x = strtoull(line, &end, 10);
+      x *= *end == 'K' ? 1024ull : *end == 'M' ? 1048576ull : *end == 'G' ? 1073741824ull : 1ull;
+      if (x > best && x <= SIZE_MAX) best = (size_t)x;
+    }
+    fclose(f);
+  }
+  llc = best ? best : (size_t)32 << 20;
+  return llc;
+}
+
+size_t bench_memory_bytes(void) {
+  const size_t llc2 = 2 * bench_llc_bytes(), floor = (size_t)128 << 20;
+  return llc2 > floor ? llc2 : floor;
+}
+
 typedef struct bw_ctx {
   const uint64_t *p;
   size_t words;

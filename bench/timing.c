@@ -169,6 +169,11 @@ static double quantile(const double *v, unsigned n, double q) {
   return v[i] + (pos - (double)i) * (v[i + 1] - v[i]);
 }
 
+double bench_median(double *v, size_t n) {
+  qsort(v, n, sizeof *v, cmp_double);
+  return quantile(v, (unsigned)n, 0.5);
+}
+
 void bench_measure(bench_pool *pool, const bench_timing *timing, bench_kernel fn, void *const *ctx, bench_stats *out) {
   /* Calibrate: grow the calls per sample until one sample lasts target seconds. A sample of at
    * least 1/20 of the minimum time keeps timer and barrier overhead negligible and still gives

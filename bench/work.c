@@ -116,36 +116,15 @@ int bench_work_init(bench_work *w, const bench_shape *s, const bench_call *call,
 
 size_t bench_decode_copies = 0, bench_concurrent_works = 1;
 
-size_t bench_llc_bytes(void) {
-  static size_t llc; /* read once */
-  if (llc) return llc;
-  size_t best = 0;
-  for (int i = 0; i < 16; i++) { /* cpu0's caches: the largest (the last level, shared) */
-    char path[96], line[64];
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-    FILE *f = fopen(path, "r");
-    if (!f) continue;
-    if (fgets(line, sizeof line, f)) {
-      char *end;
-      unsigned long long x = strtoull(line, &end, 10);
-      x *= *end == 'K' ? 1024ull : *end == 'M' ? 1048576ull : *end == 'G' ? 1073741824ull : 1ull;
-      if (x > best && x <= SIZE_MAX) best = (size_t)x;
-    }
-    fclose(f);
-  }
-  llc = best ? best : (size_t)32 << 20;
-  return llc;
-}
-
-/* At most this many bytes of copies per work, whatever the rule asks (the rule's 2 LLC is 520-600
- * MiB on today's 260-300 MiB L3 servers). */
+/* At most this many bytes of copies per work, whatever the rule asks (the rule's bench_memory_bytes
+ * is 520-600 MiB on today's 260-300 MiB L3 servers). */
 #define BENCH_COPIES_MAX_BYTES ((size_t)3 << 30)
 size_t bench_cache_copies(size_t bytes) {
   if (!bytes) return 1;
   size_t c = bench_decode_copies;
-  if (!c) { /* twice the LLC across the works running at once */
+  if (!c) { /* bench_memory_bytes across the works running at once */
     const size_t works = bench_concurrent_works ? bench_concurrent_works : 1;
-    const size_t want = 2 * bench_llc_bytes() / works;
+    const size_t want = bench_memory_bytes() / works;
     c = (want + bytes - 1) / bytes;
   }
   if (c > BENCH_COPIES_MAX_BYTES / bytes) c = BENCH_COPIES_MAX_BYTES / bytes;

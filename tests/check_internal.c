@@ -186,8 +186,8 @@ START_TEST(logit_opts_values) {
 END_TEST
 
 /* ---- transpose: rows of a matrix into a block's columns, copied or added ---- */
-/* Bit for bit against the scalar loop (a copy, or one addition per element with -inf turned into
- * NaN first or not). Rows 1 .. 35 and columns 1 .. 37 (every tail of every path, tiles whole and
+/* Bit for bit against the scalar loop (a copy, or one addition per element, with -inf turned into
+ * NaN first or kept as it is whatever is added). Rows 1 .. 35 and columns 1 .. 37 (every tail of every path, tiles whole and
  * cut, blocks narrower than a vector), groups g = 1, 3 and 4, row and head strides 0 (broadcast)
  * or not, rows spaced ld = nq + 3 apart (the gaps stay), non-finite values on both sides, guard
  * zones around the block and the source (nothing past a column's nk floats). */
@@ -212,6 +212,7 @@ START_TEST(transpose_values) {
               for (size_t c = 0; c < nq; c++) {
                 float *w = &want[j * ld + c];
                 const float v = x[c / g * rs + c % g * hs + j];
+                if (mode == ATTN_TR_ADD_MASKED && *w == -INFINITY) continue; /* hidden: stays */
                 if (mode == ATTN_TR_ADD_NAN_NINF && *w == -INFINITY) *w = NAN;
                 *w = mode == ATTN_TR_COPY ? v : *w + v;
               }
@@ -1614,8 +1615,8 @@ START_TEST(select_scan_values) {
 END_TEST
 
 /* Non-finite selections: +inf and NaN reach only the later tokens of their row (their own F
- * leaves them out), -inf is a negative (relu: 0), and a NaN before the row's first follower is
- * never read into F (the token does not follow the key). */
+ * leaves them out), -inf (a score from an infinite input) reaches them as NaN, and a NaN or -inf
+ * before the row's first follower (a masked pair) is never read into F. */
 START_TEST(select_scan_nonfinite) {
   enum { TN = 37, JN = 3 };
   for (size_t k = 0; k < TN; k += 5) {
@@ -1627,16 +1628,18 @@ START_TEST(select_scan_nonfinite) {
       const float a = fz[0 * TN + ti], b = fz[1 * TN + ti], c = fz[2 * TN + ti];
       ck_assert_msg(ti <= k ? isfinite(a) : a == INFINITY, "inf at %zu: token %zu has %g", k, ti, (double)a);
       ck_assert_msg(ti <= k ? isfinite(b) : isnan(b), "NaN at %zu: token %zu has %g", k, ti, (double)b);
-      ck_assert_msg(c == 0.5f + 0.25f * (float)(ti - (ti > k)), "-inf at %zu: token %zu has %g", k, ti, (double)c);
+      ck_assert_msg(ti <= k ? c == 0.5f + 0.25f * (float)ti : isnan(c), "-inf at %zu: token %zu has %g", k, ti, (double)c);
     }
-    ck_assert(run[0] == INFINITY && isnan(run[1]) && run[2] == 0.5f + 0.25f * (TN - 1));
+    ck_assert(run[0] == INFINITY && isnan(run[1]) && isnan(run[2]));
     if (k == 0) continue;
-    x[k - 1] = NAN; /* row 0 alone, followed from token k: its NaN at k - 1 is never read */
-    run[0] = 0.5f;
-    uk->select_scan(1, TN, x, TN, 1, (int64_t)k, 0, run, fz, NULL);
-    for (size_t ti = 0; ti < TN; ti++)
-      ck_assert_msg(ti <= k ? fz[ti] == 0.5f : fz[ti] == INFINITY,
-                    "NaN before the first follower %zu: token %zu has %g", k, ti, (double)fz[ti]);
+    for (int bad = 0; bad < 2; bad++) {
+      x[k - 1] = bad ? -INFINITY : NAN; /* row 0 alone, followed from token k: k - 1 is never read */
+      run[0] = 0.5f;
+      uk->select_scan(1, TN, x, TN, 1, (int64_t)k, 0, run, fz, NULL);
+      for (size_t ti = 0; ti < TN; ti++)
+        ck_assert_msg(ti <= k ? fz[ti] == 0.5f : fz[ti] == INFINITY, "%g before the first follower %zu: token %zu has %g",
+                      (double)x[k - 1], k, ti, (double)fz[ti]);
+    }
   }
 }
 END_TEST

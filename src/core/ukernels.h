@@ -140,14 +140,16 @@ typedef void attn_logit_opts_fn(size_t nk, size_t nq, float *st, size_t ld, floa
 /* Rows of a matrix into the columns of a block ST (nk rows x nq columns, row stride ld), in place:
  * column c takes the nk floats x_c = x + (c / g) rs + (c % g) hs, and
  *   ATTN_TR_COPY:          ST[j][c] = x_c[j] (a transpose: GLA's query factors; g = 1, hs = 0);
- *   ATTN_TR_ADD:           ST[j][c] += x_c[j] (softmax's bias tensor on a block of scores: column
- *                          c is token c / g, head c % g of its group);
+ *   ATTN_TR_ADD_MASKED:    ST[j][c] += x_c[j] where ST[j][c] is not -inf (softmax's bias tensor
+ *                          on a block the engine masked: -inf marks a hidden pair, which stays
+ *                          -inf whatever the bias holds there, NaN and infinities included;
+ *                          column c is token c / g, head c % g of its group);
  *   ATTN_TR_ADD_NAN_NINF:  the same after turning a -inf ST[j][c] into NaN (a score block the
  *                          engine did not mask: a -inf score there comes from an infinite input
  *                          and must end NaN, before a -inf bias can mean "hidden").
  * One addition per element (a scalar loop's bits); COPY never reads ST. rs and hs may be 0 (a row
  * or head broadcast); g >= 1. Reads only the nk floats of each column's row. */
-typedef enum attn_transpose_mode { ATTN_TR_COPY, ATTN_TR_ADD, ATTN_TR_ADD_NAN_NINF } attn_transpose_mode;
+typedef enum attn_transpose_mode { ATTN_TR_COPY, ATTN_TR_ADD_MASKED, ATTN_TR_ADD_NAN_NINF } attn_transpose_mode;
 typedef void attn_transpose_fn(attn_transpose_mode mode, size_t nk, size_t nq, size_t g, float *st, size_t ld,
                                const float *x, size_t rs, size_t hs);
 

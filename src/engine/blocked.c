@@ -604,9 +604,10 @@ static void blk_exp_keys(const blk_task *t, size_t hh, int64_t j0, size_t jn, in
   blk_accumulate(t, hh, j0, jn, masked, vb, NULL, p->shape->v.row_stride, bm);
 }
 
-/* relu with NaN kept (a selection), branch-free: the bits of y, cleared where y <= 0 (random
- * signs would mispredict a branch half the time). */
+/* relu with NaN kept and -inf made NaN (a selection: a non-finite score reaches F), branch-free:
+ * the bits of y, cleared where y <= 0 (random signs would mispredict a branch half the time). */
 static inline float blk_relu(float y) {
+  y = y == -INFINITY ? NAN : y;
   uint32_t u;
   memcpy(&u, &y, sizeof u);
   u &= (uint32_t)0 - (uint32_t) !(y <= 0.0f);

@@ -126,7 +126,7 @@ static const float *sm_opt_step(const struct attn_ukernels *uk, const attn_step_
   }
   uk->logit_opts(nk, nq, st, ld, op->softcap, sl, tk, b->j0 - b->p0);
   if (op->bias)
-    uk->transpose(b->masked ? ATTN_TR_ADD : ATTN_TR_ADD_NAN_NINF, nk, nq, g, st, ld,
+    uk->transpose(b->masked ? ATTN_TR_ADD_MASKED : ATTN_TR_ADD_NAN_NINF, nk, nq, g, st, ld,
                   op->bias + b->t * op->bl.row_stride + b->h * op->bl.head_stride + b->j0, op->bl.row_stride,
                   op->bl.head_stride);
   uk->softmax_block(nk, nq, st, ld, rs, rs + R, rs + 2 * R, b->stats ? rs + 3 * R : NULL, R, hide);

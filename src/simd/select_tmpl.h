@@ -5,12 +5,16 @@
  * shifted up one lane so that each token's F leaves out its own selection. Include the path's
  * shim, define ATTN_SELECT_SCAN_NAME, then include.
  */
+#include <math.h>
+
 #include "core/ukernels.h"
 
-/* One vector of tokens from ti: relu (NaN fails the comparison and stays), tokens before first
- * zeroed, the running sum from the carry c; *e gets the tokens' F, the return is the new carry. */
+/* One vector of tokens from ti: relu (NaN fails the comparison and stays; -inf, a score from an
+ * infinite input, becomes NaN first), tokens before first zeroed, the running sum from the carry
+ * c; *e gets the tokens' F, the return is the new carry. */
 static inline vf attn_sel_step_(vf v, vf c, size_t ti, size_t first, vf lanes, vf *e) {
   const vf zero = vf_zero();
+  v = vf_select(vf_eq(v, vf_set1(-INFINITY)), vf_set1(NAN), v);
   v = vf_select(vf_ge(zero, v), zero, v);
   if (ti < first) v = vf_select(vf_ge(lanes, vf_set1((float)(first - ti))), v, zero);
   const vf s = vf_add(c, vf_prefix(v));

@@ -26,8 +26,9 @@ static inline __attribute__((always_inline)) vf attn_tr_combine_(attn_transpose_
                                                                  size_t w, vf x) {
   if (mode == ATTN_TR_COPY) return x;
   vf y = vf_load_strided(p, cs, w);
-  if (mode == ATTN_TR_ADD_NAN_NINF) y = vf_select(vf_eq(y, vf_set1(-INFINITY)), vf_set1(NAN), y);
-  return vf_add(y, x);
+  const vmask ninf = vf_eq(y, vf_set1(-INFINITY));
+  if (mode == ATTN_TR_ADD_MASKED) return vf_select(ninf, y, vf_add(y, x)); /* hidden stays hidden */
+  return vf_add(vf_select(ninf, vf_set1(NAN), y), x);
 }
 
 /* The block in one mode (a constant once inlined: no test per vector). */
@@ -73,8 +74,8 @@ void ATTN_TRANSPOSE_NAME(attn_transpose_mode mode, size_t nk, size_t nq, size_t 
                          size_t rs, size_t hs) {
   if (mode == ATTN_TR_COPY)
     attn_tr_block_(ATTN_TR_COPY, nk, nq, g, st, ld, x, rs, hs);
-  else if (mode == ATTN_TR_ADD)
-    attn_tr_block_(ATTN_TR_ADD, nk, nq, g, st, ld, x, rs, hs);
+  else if (mode == ATTN_TR_ADD_MASKED)
+    attn_tr_block_(ATTN_TR_ADD_MASKED, nk, nq, g, st, ld, x, rs, hs);
   else
     attn_tr_block_(ATTN_TR_ADD_NAN_NINF, nk, nq, g, st, ld, x, rs, hs);
 }

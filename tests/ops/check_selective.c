@@ -367,9 +367,9 @@ START_TEST(selective_hand_computed) {
 END_TEST
 
 /* Non-finite inputs: softmax's policy (a row that uses a non-finite q_i or k_j is NaN, a
- * non-finite v_j makes o NaN), and through F: a NaN score of head h_sel reaches F, so every later
- * row that sees the selected keys is NaN; an infinite one is +inf in F (that key's weight is 0
- * for the later rows) or 0 (relu). h_sel is the last head (the one tu_qkv_poison poisons) or 0. */
+ * non-finite v_j makes o NaN), and through F: a NaN or -inf score of head h_sel reaches F as NaN,
+ * so every later row that sees the selected keys is NaN; a +inf one is +inf in F (checked apart).
+ * h_sel is the last head (the one tu_qkv_poison poisons) or 0. */
 typedef struct nf_case {
   const char *name;
   size_t n_q, n_kv, h_q, h_kv, d, h_sel;
@@ -401,10 +401,12 @@ START_TEST(selective_nonfinite_policy) {
     tu_qkv_assert_unchanged(&x);
     sel_ref ref;
     sel_ref_compute(&d, &x.q, &x.k, &x.v, f0, &ref);
-    /* an infinite selection (F = +inf: the key's weight is exactly 0 for the later rows) is not
-     * covered by attn.h's policy: selective_infinite_selection_is_nan states it apart */
+    /* an infinite selection (F = +inf for a later row: the reference gives the key weight 0,
+     * attn.h's policy NaN) is stated apart by selective_infinite_selection_is_nan; an infinite k
+     * selects +inf for some queries and NaN (-inf scores) for others, so look at F row by row */
     int inf_f = 0;
     for (size_t j = 0; j < c->n_kv; ++j) inf_f |= ref.f[j] == INFINITY;
+    for (size_t e = 0; e < c->n_q * c->n_kv; ++e) inf_f |= ref.F[e] == INFINITY;
     if (inf_f) {
       sel_ref_free(&ref);
       sel_res_free(&res);
@@ -423,19 +425,20 @@ START_TEST(selective_nonfinite_policy) {
 }
 END_TEST
 
-/* An infinite score of head h_sel: q_10 of h_sel is +inf and every key of its key head positive,
- * so S_10,j = +inf for 0 < j < 10 and F_pj = +inf for p > 10, f[1..9] = +inf (as the reference).
- * attn.h's policy: a non-finite score of h_sel reaches F, and a row whose logit meets a non-finite
- * F is NaN (as for any non-finite input it sees; the definition's limit would give those keys
- * weight 0). So: rows before 10 equal the reference, row 10 is NaN in head h_sel only (its own q),
- * and every head of every later row is NaN (each sees keys 1..9). */
+/* An infinite score of head h_sel: q_10 of h_sel is +inf (loop 0) or -inf (loop 1) and every key
+ * of its key head positive, so the scores s_10,j are +inf or -inf for 0 < j < 10. attn.h's policy:
+ * a non-finite score of h_sel reaches F (+inf: S = +inf, F = +inf; -inf, an infinite input like
+ * any other, not relu's limit 0: S = NaN, F = NaN; f[1..9] as the reference), and a row whose
+ * logit meets a non-finite F is NaN (as for any non-finite input it sees; the definition's limit
+ * would give those keys weight 0). So: rows before 10 equal the reference, row 10 is NaN in head
+ * h_sel only (its own q), and every head of every later row is NaN (each sees keys 1..9). */
 START_TEST(selective_infinite_selection_is_nan) {
   enum { N = 40, HQ = 2, HKV = 2, DD = 8, HS = 1, PQ = 10 };
   tu_rng rng;
   tu_rng_seed(&rng, 9100);
   tu_qkv x;
   tu_qkv_make(&x, T, TU_DATA_POSITIVE, &rng, N, N, HQ, HKV, HKV, DD, DD);
-  for (size_t e = 0; e < DD; ++e) *tu_at(&x.q, PQ, HS, e) = INFINITY;
+  for (size_t e = 0; e < DD; ++e) *tu_at(&x.q, PQ, HS, e) = _i ? -INFINITY : INFINITY;
   tu_qkv_snapshot(&x);
   attn_selective_desc d;
   sel_desc(&d, N, N, HQ, HKV, DD, DD, HS);
@@ -443,7 +446,7 @@ START_TEST(selective_infinite_selection_is_nan) {
   sel_run(&d, &x.q, &x.k, &x.v, T, 1, NULL, 0, &res);
   sel_ref ref;
   sel_ref_compute(&d, &x.q, &x.k, &x.v, NULL, &ref);
-  for (size_t j = 1; j < PQ; ++j) ck_assert(ref.f[j] == INFINITY);
+  for (size_t j = 1; j < PQ; ++j) ck_assert(_i ? isnan(ref.f[j]) : ref.f[j] == INFINITY);
   sel_compare_f("f after an infinite selection", N, DD, res.f, N, ref.f, ref.f, ref.fg, 1.0);
   const tu_tensor before = tu_rows_view(&res.o, 0, PQ), lb = tu_rows_view(&res.lse, 0, PQ);
   sel_compare("rows before the infinite selection", N, DD, &before, &lb, ref.o, ref.lse, sel_scales_at(&ref, 0, HQ, DD),
@@ -460,6 +463,34 @@ START_TEST(selective_infinite_selection_is_nan) {
   sel_ref_free(&ref);
   sel_res_free(&res);
   tu_qkv_free(&x);
+}
+END_TEST
+
+/* 0.6.0's audit case, in one prefill call and in five decode calls carrying f: 5 tokens, d = 1,
+ * every k 1, q = {1, 1, 1, x, 1}. x = +inf, NaN and -inf all make row 3 (its own q) and row 4 (F
+ * of keys 1 and 2 non-finite) NaN; rows 0-2 stay finite. Before 0.6.1 x = -inf selected nothing
+ * (relu's limit), and row 4 was finite. */
+START_TEST(selective_neg_inf_selection_reaches_f) {
+  enum { N = 5 };
+  static const float xs[3] = {INFINITY, NAN, -INFINITY};
+  for (int xi = 0; xi < 3; ++xi)
+    for (int decode = 0; decode < 2; ++decode) {
+      float q[N] = {1, 1, 1, xs[xi], 1}, k[N] = {1, 1, 1, 1, 1}, v[N] = {0.5f, -1, 2, 3, -4}, o[N], lse[N], f[N] = {0};
+      for (size_t i = decode ? 0 : N - 1; i < N; ++i) {
+        attn_selective_desc d;
+        const size_t nq = decode ? 1 : N, nkv = decode ? i + 1 : N;
+        sel_desc(&d, nq, nkv, 1, 1, 1, 1, 0);
+        size_t ws;
+        ck_assert_int_eq(attn_selective_workspace_size(&d, &ws), ATTN_OK);
+        void *w = malloc(ws);
+        ck_assert_int_eq(attn_selective(&d, decode ? q + i : q, k, v, decode ? o + i : o, decode ? lse + i : lse, f, w, ws),
+                         ATTN_OK);
+        free(w);
+      }
+      for (size_t i = 0; i < N; ++i)
+        ck_assert_msg(isnan(o[i]) == (i >= 3), "x %g, %s: row %zu o %g", (double)xs[xi], decode ? "decode" : "prefill", i,
+                      (double)o[i]);
+    }
 }
 END_TEST
 
@@ -1668,7 +1699,8 @@ static Suite *selective_suite(attn_isa isa) {
   suite_add_tcase(s, tc);
   tc = tu_tcase("nonfinite");
   tcase_add_loop_test(tc, selective_nonfinite_policy, 0, (int)NF_NCASES);
-  tcase_add_test(tc, selective_infinite_selection_is_nan);
+  tcase_add_loop_test(tc, selective_infinite_selection_is_nan, 0, 2);
+  tcase_add_test(tc, selective_neg_inf_selection_reaches_f);
   suite_add_tcase(s, tc);
   tc = tu_tcase("properties");
   tcase_add_test(tc, selective_f_structure_through_decode);

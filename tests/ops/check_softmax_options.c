@@ -406,6 +406,64 @@ START_TEST(options_nonfinite_input) {
 }
 END_TEST
 
+/* A bias of NaN, +inf or -inf at a pair the mask hides changes nothing (attn.h: hidden pairs never
+ * count): the same bits as a bias of 0 there, over causal, window, two-sided and chunk-local masks,
+ * chunked prefill, more queries than keys, a 3-token decode and a one-token one over a split key
+ * range (0.6.0's audit: a partly masked block added the bias to the mask's -inf). */
+START_TEST(options_bias_hidden_nonfinite) {
+  static const struct {
+    size_t n_q, n_kv, h_q, h_kv, d;
+    attn_mask mask;
+  } sh[] = {
+      {2, 2, 1, 1, 1, CAUSAL},        {45, 45, 2, 1, 8, CAUSAL},   {70, 70, 2, 2, 8, {5, 0, 0}},
+      {61, 61, 2, 2, 8, {6, 3, 0}},   {60, 60, 2, 1, 8, {ATTN_UNBOUNDED, 0, 16}},
+      {37, 140, 4, 2, 8, CAUSAL},     {30, 12, 2, 2, 8, CAUSAL},   {3, 200, 2, 1, 16, CAUSAL},
+      {1, 5000, 2, 1, 8, {3000, 0, 0}},
+  };
+  static const float poison[3] = {NAN, INFINITY, -INFINITY};
+  for (size_t c = 0; c < sizeof sh / sizeof sh[0]; c++) {
+    const size_t nq = sh[c].n_q, nkv = sh[c].n_kv, H = sh[c].h_q, D = sh[c].d;
+    tu_rng rng;
+    tu_rng_seed(&rng, 5700 + (uint64_t)c);
+    tu_qkv x;
+    tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, nq, nkv, H, sh[c].h_kv, sh[c].h_kv, D, D);
+    if (c == 0) x.q.data[0] = x.q.data[1] = x.k.data[0] = x.k.data[1] = 1.0f, x.v.data[0] = 3.0f, x.v.data[1] = 5.0f;
+    const size_t nb = nq * H * nkv;
+    float *bias = malloc(sizeof(float) * nb), *o0 = malloc(sizeof(float) * nq * H * D), *o1 = malloc(sizeof(float) * nq * H * D);
+    float *l0 = malloc(sizeof(float) * nq * H), *l1 = malloc(sizeof(float) * nq * H);
+    for (size_t e = 0; e < nb; e++) bias[e] = c == 0 ? 0.0f : tu_rng_range(&rng, -2.0f, 2.0f);
+    attn_softmax_desc d;
+    ck_assert_int_eq(attn_softmax_desc_init(&d, nq, nkv, H, sh[c].h_kv, D, D), ATTN_OK);
+    d.mask = sh[c].mask;
+    d.bias = bias;
+    d.bias_layout = (attn_layout){H * nkv, nkv};
+    for (int pz = -1; pz < 3; pz++) { /* -1: 0 at the hidden pairs, the bits every poison must give */
+      for (size_t i = 0; i < nq; i++)
+        for (size_t j = 0; j < nkv; j++)
+          if (!ref_visible(i, j, nq, nkv, d.mask.left, d.mask.right, d.mask.chunk))
+            for (size_t h = 0; h < H; h++) bias[(i * H + h) * nkv + j] = pz < 0 ? 0.0f : poison[pz];
+      call_ok(&d, x.q.data, x.k.data, x.v.data, pz < 0 ? o0 : o1, pz < 0 ? l0 : l1, NULL);
+      if (pz < 0) {
+        for (size_t e = 0; e < nq * H * D; e++) ck_assert_msg(isfinite(o0[e]), "case %zu: o[%zu] %g", c, e, o0[e]);
+        continue;
+      }
+      for (size_t e = 0; e < nq * H * D; e++)
+        ck_assert_msg(memcmp(&o0[e], &o1[e], sizeof(float)) == 0, "case %zu, hidden bias %g: o[%zu] %g, expected %g", c,
+                      (double)poison[pz], e, (double)o1[e], (double)o0[e]);
+      for (size_t r = 0; r < nq * H; r++)
+        ck_assert_msg(memcmp(&l0[r], &l1[r], sizeof(float)) == 0, "case %zu, hidden bias %g: lse[%zu] %g, expected %g",
+                      c, (double)poison[pz], r, (double)l1[r], (double)l0[r]);
+    }
+    if (c == 0) { /* the audit's case: row 0 sees key 0 alone */
+      ck_assert_float_eq(o1[0], 3.0f);
+      ck_assert_float_eq_tol(l1[0], 1.0f, 1e-6f);
+    }
+    free(bias), free(o0), free(o1), free(l0), free(l1);
+    tu_qkv_free(&x);
+  }
+}
+END_TEST
+
 /* Bad options: their status, outputs untouched. */
 START_TEST(options_reject_bad_input) {
   const size_t n = 6, H = 2, D = 4;
@@ -497,6 +555,7 @@ static Suite *options_suite(attn_isa active) {
   tcase_add_test(tc, options_merge_with_sinks);
   tcase_add_test(tc, options_stats_with_sinks);
   tcase_add_test(tc, options_nonfinite_input);
+  tcase_add_test(tc, options_bias_hidden_nonfinite);
   suite_add_tcase(s, tc);
   tc = tu_tcase("api");
   tcase_add_test(tc, options_reject_bad_input);

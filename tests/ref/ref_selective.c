@@ -6,8 +6,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* relu that keeps a NaN (a NaN score of head h_sel reaches F). */
-static double relu(double x) { return x > 0.0 ? x : x <= 0.0 ? 0.0 : x; }
+/* relu that keeps a NaN and turns -inf into NaN (attn.h: a non-finite score of head h_sel, from a
+ * non-finite input, reaches F; -inf is such a score, not relu's limit 0). */
+static double relu(double x) { return x > 0.0 ? x : x == -INFINITY ? NAN : x <= 0.0 ? 0.0 : x; }
 
 /* scale a . b in double and its magnitude |scale| sum_t |a_t b_t|. */
 static void ref_dot(const float *a, const float *b, size_t d, double scale, double *s, double *g) {

@@ -16,7 +16,8 @@
  *   [n][3][H][d] is passed as q = buf, k = buf + H*d, v = buf + 2*H*d with row stride 3*H*d.
  * - Heads: h_q query heads, h_k key heads and h_v value heads (attn_shape); with GQA / MQA,
  *   h_k = h_v = H_kv divides h_q and query head h reads key/value head h / (h_q / H_kv).
- * - Causal alignment is bottom-right: query i sits at absolute position p_i = (n_kv - n_q) + i.
+ * - Causal alignment is bottom-right: query i sits at absolute position p_i = (n_kv - n_q) + i
+ *   (PyTorch's is_causal is top-left, p_i = i: the two agree only when n_q = n_kv).
  *   Decode is n_q = 1 over a cache of n_kv rows; chunked prefill is 1 < n_q < n_kv. When
  *   n_q > n_kv the first n_q - n_kv queries have negative positions and see no key.
  * - Input strides: a row stride (when the count of rows is > 1) and a head stride (when the count
@@ -28,8 +29,10 @@
  *   (ATTN_E_ALIASING).
  * - Non-finite values: a NaN or an infinity in an input that a row uses makes EVERY element of
  *   that row's output NaN, on every ISA path. A row uses q_i, and the k_j and v_j of every key j
- *   it can see; keys it cannot see (masked by causality or a window) never affect it, whatever
- *   they hold. Softmax: lse_i is NaN too when the value is in q_i or a visible k_j (v does not
+ *   it can see; keys it cannot see (masked by causality or a window) never bring a NaN or an
+ *   infinity into it, whatever they hold, and never change its bits, except with the exponential
+ *   maps of linear attention, where they may move its last bits within rounding (see "Exact
+ *   stabilisation"). Softmax: lse_i is NaN too when the value is in q_i or a visible k_j (v does not
  *   enter the LSE). Linear attention: a non-finite k or v poisons the state, so every later row
  *   (and decode step) that sees it is NaN; a non-finite incoming state makes every row NaN.
  *   Logits are formed in fp32: one that overflows to +-inf (|scale q.k| > 3.4e38) counts as
@@ -69,9 +72,9 @@ extern "C" {
  * ------------------------------------------------------------------------------------------- */
 #define ATTN_VERSION_MAJOR  0
 #define ATTN_VERSION_MINOR  6
-#define ATTN_VERSION_PATCH  0
+#define ATTN_VERSION_PATCH  1
 #define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
-#define ATTN_VERSION_STRING "0.6.0"
+#define ATTN_VERSION_STRING "0.6.1"
 
 /** Version of the library actually linked, as ATTN_VERSION_NUMBER. Thread-safe. */
 ATTN_API unsigned attn_version_number(void);
@@ -179,8 +182,9 @@ ATTN_API attn_isa attn_isa_get(void);
  * being the scan's): each chunk's own state is computed apart and the states are summed in chunk
  * order (exp, favor and dsoftmax: at their larger per-feature offsets), so that when the state
  * heads alone cannot keep the workers busy (fewer than 4 per worker and not a multiple of the
- * workers) the chunks of each head run in parallel, in waves of three parallel-fors (chunk
- * states; their prefix sums; outputs); otherwise a head's chunks run one after another; either
+ * workers) the chunks of each head run in parallel, in waves of groups of chunks (each group's
+ * state, the state before it and its outputs on one worker), one parallel-for per wave, plus one
+ * over the heads before the first wave when there are two or more; otherwise a head's chunks run one after another; either
  * way the same arithmetic, hence the same bits. Selective attention (since 0.6.0) runs its query
  * blocks one after another, as F runs along the tokens, but splits each block's keys into ranges
  * of at least 256 keys (ATTN_SPLIT_KEYS in calls of at most ATTN_SPLIT_TOKENS tokens: decode, the
@@ -204,8 +208,9 @@ typedef void (*attn_task_fn)(void *context, size_t task, size_t worker);
  * parallel_for(pool, fn, context, tasks) must call fn(context, i, w) exactly once for every i in
  * [0, tasks), in any order and on any threads, with w < workers naming the worker that runs it
  * (two calls never run at the same time with the same w), and return once all have returned.
- * The library calls it a few times per compute call (a linear chunk scan in waves: three times
- * per wave of about 8 chunks per worker; selective attention: once per query block that sees
+ * The library calls it a few times per compute call (a linear chunk scan: once per wave, one
+ * wave unless its states pass 8 MiB, plus once before the waves with two or more heads;
+ * selective attention: once per query block that sees
  * 512 keys or more, 4096 in decode), from the calling thread, never from inside a task.
  */
 typedef struct attn_threads {
@@ -381,8 +386,12 @@ typedef struct attn_softmax_desc {
    *   s = scale q_i . k_j;   s = softcap tanh(s / softcap)   (softcap > 0: Gemma 2, Grok);
    *   s += alibi_slopes[h] (j - p_i)                          (ALiBi: <= 0 for the keys before);
    *   s += bias[i][h][j]                                      (an additive bias or mask tensor);
-   * then the mask: pairs it hides never count, and a bias of -inf hides a pair too. A row whose
-   * every key is hidden has o = 0 and LSE -inf (with a sink: o = 0, LSE = the sink). A NaN or +inf
+   * With a mask that shows keys after the query, ALiBi's term slope (j - p_i) keeps growing for
+   * them (not the symmetric -slope |j - p_i|); BLOOM's key-position form slope j gives the same o
+   * and an LSE larger by slope p_i. Sinks are not soft-capped. Then the mask: pairs it hides never
+   * count, whatever the bias holds there (NaN and infinities included), and a bias of -inf hides
+   * a pair too. A row whose every key is hidden has o = 0 and LSE -inf (with a sink: o = 0, LSE =
+   * the sink; PyTorch's attention gives NaN there). A NaN or +inf
    * bias of a visible pair makes its row NaN (the non-finite policy), and a key hidden only by a
    * -inf bias is still read: its non-finite k makes the row (o and LSE) NaN, its non-finite v o. With sinks, each row's
    * weights are e^s_j / (e^sink_h + sum_j e^s_j): a virtual key of logit sink_h and value 0 (the
@@ -543,11 +552,14 @@ ATTN_API attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts, co
  *   most 1 and the largest is 1: no input overflows, and no key a row relies on underflows, for
  *   features up to +-150 and beyond (where the float64 value is finite, so is the output). In
  *   chunkwise prefill a chunk whose keys would raise an offset by more than 40 above the chunk's
- *   start is split there, so a query never loses precision to a later key it cannot see. With
+ *   start is split there, so a query never loses precision to a later key it cannot see. The
+ *   offsets are shared by the rows of a chunk (causal) or of a query block (windows), so a key
+ *   one of those rows cannot see may still move the row's offsets: the row's value then moves
+ *   within rounding (its last bits), never by a NaN or an infinity, whatever the key holds. With
  *   eps = 0 a row with at least one visible key has a denominator >= 1.
  *   Windowed (since 0.4.0): the same definition with each row's offsets over the keys its window
- *   shows it (c_f = max of k'_jf over them), so eps meets the same stabilised sums; keys a row
- *   cannot see never move its offsets, and no row loses a term to them. Cost: per key block a
+ *   shows it (c_f = max of k'_jf over them, up to the block sharing above), so eps meets the same
+ *   stabilised sums, and no row loses a term to a key it cannot see. Cost: per key block a
  *   row sees, the products of identity plus O((keys + rows) m) exponentials, plus an O(rows x
  *   visible keys x m) max pass on the blocks at the window's edges; dsoftmax reads its window
  *   twice (the column sums first).
@@ -792,7 +804,9 @@ ATTN_API attn_status attn_linear(const attn_linear_desc *desc, const float *q, c
  * chunk decays by at most e^-60 (both factors then in range), element by element beyond; per-feature
  * gates use sub-chunks with per-element exponentials on the diagonal blocks.
  * Mamba2 (SSD): q = C, k = B, v = x, beta = dt, log gamma = dt A_h, scale = 1, un-normalised,
- * identity map, h_q = h_k = groups, h_v = h_g = heads (the caller adds D x).
+ * identity map, h_q = h_k = groups, h_v = h_g = heads (the caller adds D x). A state head's S
+ * is N rows (state size) of P columns (head dim) in rows of ld = P + 2 (attn_linear_state): the
+ * transpose of mamba_ssm's and fla's [P][N].
  * @param log_gate  desc->gate != NONE: log gates, finite and <= 0 (layout desc->gate_layout);
  *                  NULL otherwise.
  * @param beta      desc->beta: input scales, finite and > 0 (layout desc->beta_layout); NULL otherwise.
@@ -906,7 +920,9 @@ ATTN_API attn_status attn_gau(const attn_gau_desc *desc, const float *q, const v
  * between consecutive queries); decode calls add one query's S to f in turn.
  * Non-finite values: as softmax attention's; a non-finite score of head h_sel (a NaN, or an
  * infinite q or k element) reaches F, and a later row whose logit meets a non-finite F gets NaN
- * (every column), as for any non-finite input it sees.
+ * (every column), as for any non-finite input it sees. A score of -inf is such a score too, not
+ * relu's limit 0 (since 0.6.1: it reached F as 0 before), as a -inf logit from an infinite input
+ * makes a softmax row NaN.
  */
 typedef struct attn_selective_desc {
   attn_shape shape; /**< sizes and strides; h_k == h_v, dividing h_q */

@@ -1,11 +1,11 @@
 /*
  * attn: SIMD-optimised CPU attention kernels.
  *
- * One public header. Every entry point validates its arguments and answers with an attn_status;
- * the library never prints, never aborts, never allocates on a compute path and never writes
- * outside the buffers the caller passes. This header is the whole contract: the conventions
- * every variant shares are below, and each variant's exact mathematics stands beside its
- * functions.
+ * One public header. Every entry point validates its arguments and answers with an attn_status
+ * (attn_last_error() then says which argument was wrong and why); the library never prints,
+ * never aborts, never allocates on a compute path and never writes outside the buffers the
+ * caller passes. This header is the whole contract: the conventions every variant shares are
+ * below, and each variant's exact mathematics stands beside its functions.
  *
  * Conventions used throughout
  * ---------------------------
@@ -119,6 +119,19 @@ typedef enum attn_status {
 
 /** A short English description of a status; "unknown status" for values not listed. Never NULL. */
 ATTN_API const char *attn_status_string(attn_status status);
+/** The enumerator's name of a status ("ATTN_E_BAD_STRIDE"); "ATTN_UNKNOWN_STATUS" for values not
+ *  listed. Never NULL; a string constant. Thread-safe. Since 0.6.1. */
+ATTN_API const char *attn_status_name(attn_status status);
+/**
+ * What the last call on this thread that returned an error status found wrong: the argument or
+ * field, its value and what was expected, e.g. "shape.k.row_stride 7 < d 8" or
+ * "workspace_size 1000 B < 1024 B needed". "" until a call on this thread fails. A call that
+ * succeeds leaves it as it is (the success path does not touch it), so read it right after the
+ * status says the call failed. The wording is for people and may change between versions.
+ * Thread-local: never NULL, valid until this thread's next failing call or its exit; other
+ * threads' calls do not change it. Since 0.6.1.
+ */
+ATTN_API const char *attn_last_error(void);
 
 /* ---------------------------------------------------------------------------------------------
  * ISA paths and runtime dispatch
@@ -131,7 +144,8 @@ ATTN_API const char *attn_status_string(attn_status status);
  * A path that is compiled but not the CPU's own (NEON on x86, AVX2 on AArch64) runs through SIMDe
  * emulation: it is "available" but not "native", and is selected only when forced.
  * If ATTN_ISA names an unknown path or one this CPU cannot run, every compute call returns
- * ATTN_E_UNSUPPORTED_ISA until attn_isa_set() picks a runnable one.
+ * ATTN_E_UNSUPPORTED_ISA until attn_isa_set() picks a runnable one; attn_last_error() then names
+ * the variable, its value and the path names it takes.
  * ------------------------------------------------------------------------------------------- */
 typedef enum attn_isa {
   ATTN_ISA_NONE = -1, /**< no usable path (ATTN_ISA named one that cannot run) */
@@ -242,9 +256,8 @@ ATTN_API void attn_pool_destroy(attn_pool *pool);
  * Pin the pool's background workers to CPUs (Linux; since 0.6.0): worker w (1 .. threads - 1)
  * runs only on CPU cpus[(w - 1) % count] from now on. Worker 0 is the thread that calls
  * parallel_for, which pins itself if it wants (say, to a CPU none of the workers has). Unpinned
- * workers go where the system puts them: on a 2-vCPU Xeon guest, 2 threads ran elu+1 causal
- * prefill (8 heads, n = 4k) 1.55-1.78x faster than one unpinned and 1.95x pinned (medians of
- * interleaved pairs). Pinning only moves threads: results are the same bits either way. Safe to
+ * workers go where the system puts them, which can leave two on one core for a while. Pinning
+ * only moves threads: results are the same bits either way. Safe to
  * call while the pool runs a parallel_for (a worker moves when the system next schedules it);
  * cpus is read during the call only.
  * @retval ATTN_OK  @retval ATTN_E_NULL_POINTER pool or cpus is NULL  @retval ATTN_E_ZERO_SIZE count is 0
@@ -279,16 +292,41 @@ typedef struct attn_layout {
  * the non-finite policy below applies to them.
  *
  * Performance: a decode step over a long cache reads every K and V row once and is bound by memory;
- * half K/V halve the bytes. Over caches of many MiB the page walks then weigh too: on a Zen 5
- * guest (8 heads, 64k-256k tokens) a half cache gained 1.4-2.4x over fp32 with 4 KiB pages (most
- * runs 1.8-2.1x) and 1.8-2.6x with the cache in transparent huge pages (Linux: a 2 MiB aligned
- * buffer and madvise(MADV_HUGEPAGE) before its first touch; attn-bench --hugepages; README).
+ * half K/V halve the bytes. Over caches of many MiB the page walks then weigh too: a cache in
+ * transparent huge pages (Linux: a 2 MiB aligned buffer and madvise(MADV_HUGEPAGE) before its
+ * first touch) avoids most of them.
  */
 typedef enum attn_dtype {
   ATTN_F32 = 0, /**< IEEE binary32 (float) */
   ATTN_F16 = 1, /**< IEEE binary16 (half): 1 sign, 5 exponent, 10 fraction bits */
   ATTN_BF16 = 2 /**< bfloat16: the upper 16 bits of a binary32 */
 } attn_dtype;
+
+/**
+ * Row converters between fp32 and the half types (K/V caches; since 0.6.1): n elements of x into
+ * n of y (one contiguous row each), on the active ISA path, with the same bits on every path.
+ * attn_f32_to_f16 / attn_f32_to_bf16 round to nearest, ties to even (IEEE): fp16 overflows to
+ * +-inf from 65520 (the midpoint above 65504) and gives subnormals down to 2^-24, bf16 rounds the
+ * 16 dropped bits (up to +-inf); signed zeros stay. A NaN stays a quiet NaN, never infinity, with
+ * its sign and its fraction's top bits: fp16 0x7e00 | fraction >> 13, bf16 (bits >> 16) | 0x0040
+ * (the result of F16C, NEON and AVX-512 BF16). For the default rounding mode, as the whole library.
+ * attn_f16_to_f32 / attn_bf16_to_f32 are exact (every fp16 and bf16 value is a float). bf16 is the
+ * upper half of the float: every pattern keeps its bits, NaNs too; an fp16 NaN keeps its sign and
+ * payload and is made quiet (as F16C and NEON do).
+ * @retval ATTN_OK                 n == 0 writes nothing.
+ * @retval ATTN_E_NULL_POINTER     x or y is NULL and n > 0.
+ * @retval ATTN_E_SIZE_OVERFLOW    n elements span more than PTRDIFF_MAX bytes.
+ * @retval ATTN_E_ALIASING         x and y overlap (their bytes).
+ * @retval ATTN_E_UNSUPPORTED_ISA  the forced path cannot run here.
+ * On an error y is untouched. Thread-safe; no allocation.
+ */
+ATTN_API attn_status attn_f32_to_f16(const float *x, uint16_t *y, size_t n);
+/** fp16 bits to fp32, exactly (attn_f32_to_f16 above). Since 0.6.1. */
+ATTN_API attn_status attn_f16_to_f32(const uint16_t *x, float *y, size_t n);
+/** fp32 to bfloat16 bits, to nearest even (attn_f32_to_f16 above). Since 0.6.1. */
+ATTN_API attn_status attn_f32_to_bf16(const float *x, uint16_t *y, size_t n);
+/** bfloat16 bits to fp32, exactly (attn_f32_to_f16 above). Since 0.6.1. */
+ATTN_API attn_status attn_bf16_to_f32(const uint16_t *x, float *y, size_t n);
 
 /**
  * Sizes and strides of one call: the first member of every descriptor.
@@ -434,8 +472,7 @@ ATTN_API attn_status attn_softmax_desc_init(attn_softmax_desc *desc, size_t n_q,
  * 4096 keys' K and V rows as fp32 (4096 (d + dv) floats: 2 MiB at d = dv = 64), where a call of 8
  * or more query blocks whose key rows of a head are not contiguous fp32 (token-major K/V with
  * several heads, or fp16 / bf16) copies each head's first 4096 keys once and reads them from
- * there (1.08-1.18x faster prefill with 8 heads token-major on an Intel Xeon; the same bits);
- * other calls leave that region untouched.
+ * there (the same bits); other calls leave that region untouched.
  * @retval ATTN_OK  and every validation status of attn_softmax (strides, heads, sizes, ISA).
  */
 ATTN_API attn_status attn_softmax_workspace_size(const attn_softmax_desc *desc, size_t *bytes);
@@ -767,21 +804,16 @@ ATTN_API attn_status attn_linear_favor_matrix(const attn_linear_desc *desc, floa
  *         use), ATTN_E_BAD_WINDOW (a window with a gate), ATTN_E_STATE_MISMATCH,
  *         ATTN_E_BAD_ARGUMENT (normalize not 0/1, chunk above ATTN_LINEAR_MAX_CHUNK),
  *         ATTN_E_BAD_NORMALIZATION (exp, favor or dsoftmax un-normalised), ATTN_E_BAD_FEATURE_MATRIX
- *         (FAVOR+: a caller's W that is NULL or not finite, an unknown source), ATTN_E_NULL_POINTER
- *         (a desc with a gate or beta: call attn_linear_gated).
+ *         (FAVOR+: a caller's W that is NULL or not finite, an unknown source), ATTN_E_BAD_ARGUMENT
+ *         (a desc with a gate or beta: call attn_linear_gated; ATTN_E_NULL_POINTER before 0.6.1).
  *         On any error neither o nor the state is written.
  * Performance: a causal prefill with several heads reads each head's rows a chunk at a time.
- * Token-major inputs (a head's rows a whole row of heads apart) ran 1.4-1.5x slower than
- * head-major ones (row_stride d, head_stride n d) on a 16-core Intel Xeon guest (8 heads, n = 4k,
- * elu+1; 1.1-1.35x on a Zen 5 guest). Since then, where every head has its own query, key and
- * value head, the library gathers token-major rows a chunk at a time into its workspace (on the
- * Zen 5 guest: 8-10% faster on AVX-512, 20% on AVX2, as fast as head-major; not yet measured on
- * the Xeon); with grouped query or key heads it reads them in place, and there a caller that can
- * choose should give each head its own rows. With threads, each worker takes a group of heads, so
- * with token-major inputs every core reads part of every row: on the Zen 5 guest two threads ran
- * 1.25-1.67x faster than one with token-major inputs and 1.87-2.11x with head-major ones (8 heads,
- * n = 1k and 4k), so a threaded caller that can choose should give each head its own rows. Either
- * layout gives the same outputs and state bit for bit.
+ * Where every head has its own query, key and value head, the library gathers token-major rows
+ * (a head's rows a whole row of heads apart) a chunk at a time into its workspace; with grouped
+ * query or key heads it reads them in place. With threads, each worker takes a group of heads,
+ * so with token-major inputs every core reads part of every row. A caller that can choose, and
+ * above all a threaded one, should give each head its own rows (head-major: row_stride d,
+ * head_stride n d). Either layout gives the same outputs and state bit for bit.
  */
 ATTN_API attn_status attn_linear(const attn_linear_desc *desc, const float *q, const float *k, const float *v, float *o,
                                  attn_linear_state *state, void *workspace, size_t workspace_size);
@@ -1088,8 +1120,8 @@ ATTN_API attn_status attn_row_stats_init(attn_row_stats *stats, size_t heads, fl
 
 /**
  * attn_softmax, attn_gau and attn_selective with per-row statistics, computed in the same
- * streamed pass (no n x n buffer, no second pass over K or V; measured cost in the bench's
- * *_stats rows). Outputs o, lse and f exactly as the plain calls; the workspace is theirs
+ * streamed pass (no n x n buffer, no second pass over K or V; the bench's *_stats rows give
+ * their cost). Outputs o, lse and f exactly as the plain calls; the workspace is theirs
  * (*_workspace_size covers the statistics since 0.5.0).
  * @retval the plain call's statuses, plus ATTN_E_NULL_POINTER (stats NULL, or all three arrays
  *         NULL), ATTN_E_BAD_STRIDE (a stats layout that overlaps itself), ATTN_E_ALIASING (a

@@ -4,13 +4,15 @@
  *   ATTN_TEST_EXPECT=unsupported  ATTN_ISA names an unknown path (bogus) or one this CPU cannot
  *                                 run (avx2 under qemu -cpu Nehalem): attn_isa_get() is NONE,
  *                                 every compute call and workspace query answers
- *                                 ATTN_E_UNSUPPORTED_ISA without writing, and attn_isa_set
+ *                                 ATTN_E_UNSUPPORTED_ISA without writing (attn_last_error names
+ *                                 the variable and its value), and attn_isa_set
  *                                 (ATTN_ISA_AUTO) recovers.
  *   ATTN_TEST_EXPECT=<path name>  the active path must be that one (e.g. scalar for ATTN_ISA=auto
  *                                 on a CPU without AVX2), paths this CPU cannot run are refused
  *                                 by attn_isa_set, and results are correct.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,6 +107,24 @@ static void assert_results_correct(void) {
 /* ------------------------------------------------------------------------------------------ */
 /* ATTN_TEST_EXPECT=unsupported                                                                */
 /* ------------------------------------------------------------------------------------------ */
+/* The detail of a call refused for the environment (attn_last_error): the variable's value, and
+ * for a value that is no path's name every name it takes. */
+static void assert_env_detail(void) {
+  const char *env = getenv("ATTN_ISA");
+  char want[256];
+  if (attn_isa_from_name(env) == ATTN_ISA_NONE) {
+    char names[128] = "";
+    for (int i = ATTN_ISA_AUTO + 1; i < ATTN_ISA_COUNT; ++i) {
+      strcat(names, attn_isa_name((attn_isa)i));
+      strcat(names, ", ");
+    }
+    snprintf(want, sizeof want, "ATTN_ISA=%s: not a path name (%sauto)", env, names);
+  } else {
+    snprintf(want, sizeof want, "ATTN_ISA=%s: this CPU cannot run that path", env);
+  }
+  ck_assert_str_eq(attn_last_error(), want);
+}
+
 START_TEST(unsupported_active_path_is_none) {
   ck_assert_int_eq(attn_isa_get(), ATTN_ISA_NONE);
   const char *env = getenv("ATTN_ISA");
@@ -113,6 +133,9 @@ START_TEST(unsupported_active_path_is_none) {
   if (named != ATTN_ISA_NONE) { /* a real path this CPU cannot run */
     ck_assert_int_eq(attn_isa_available(named, NULL), 0);
     ck_assert_int_eq(attn_isa_set(named), ATTN_E_UNSUPPORTED_ISA);
+    char want[96];
+    snprintf(want, sizeof want, "isa %s: this CPU cannot run that path", env);
+    ck_assert_str_eq(attn_last_error(), want);
     ck_assert_int_eq(attn_isa_get(), ATTN_ISA_NONE);
   }
 }
@@ -134,6 +157,7 @@ START_TEST(unsupported_every_call_refused) {
   ck_assert_int_eq(attn_softmax_workspace_size(&sd, &bytes), ATTN_E_UNSUPPORTED_ISA);
   ck_assert_int_eq(attn_softmax(&sd, x.q.data, x.k.data, x.v.data, o.data, lse.data, ws, WS_BYTES),
                    ATTN_E_UNSUPPORTED_ISA);
+  assert_env_detail();
 
   const float *op[2] = {x.q.data, x.k.data}, *lp[2] = {x.v.data, x.v.data + 100};
   ck_assert_int_eq(attn_softmax_merge(N, D, 2, op, D, lp, 1, o.data, D, lse.data, 1), ATTN_E_UNSUPPORTED_ISA);
@@ -143,6 +167,7 @@ START_TEST(unsupported_every_call_refused) {
   ck_assert_int_eq(attn_linear_workspace_size(&ld, &bytes), ATTN_E_UNSUPPORTED_ISA);
   ck_assert_int_eq(attn_linear_chunk_size(&ld, &bytes), ATTN_E_UNSUPPORTED_ISA);
   ck_assert_int_eq(attn_linear(&ld, x.q.data, x.k.data, x.v.data, o.data, NULL, ws, WS_BYTES), ATTN_E_UNSUPPORTED_ISA);
+  assert_env_detail();
   ld.mask = attn_mask_full();
   ck_assert_int_eq(attn_linear(&ld, x.q.data, x.k.data, x.v.data, o.data, NULL, ws, WS_BYTES), ATTN_E_UNSUPPORTED_ISA);
 

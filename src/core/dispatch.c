@@ -6,6 +6,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,10 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static uint32_t cpu_features;
 static struct attn_ukernels tables[ATTN_ISA_COUNT];
 static _Atomic(const struct attn_ukernels *) active;
+/* Why ATTN_ISA left no path active (for attn_fail_isa): its value, and 1 when it names no path,
+ * 2 when it names one this CPU cannot run. Written once, inside init_all. */
+static char env_value[40];
+static int env_refused;
 
 static int is_path(attn_isa isa) { return isa > ATTN_ISA_AUTO && isa < ATTN_ISA_COUNT; }
 
@@ -80,7 +85,25 @@ static void init_all(void) {
   const char *env = getenv("ATTN_ISA");
   if (env && *env && strcmp(env, "auto") != 0) pick = attn_isa_from_name(env);
   const struct attn_ukernels *t = (is_path(pick) && runnable(pick, cpu_features, NULL)) ? &tables[pick] : NULL;
+  if (!t) {
+    env_refused = is_path(pick) ? 2 : 1;
+    snprintf(env_value, sizeof env_value, "%s", env);
+  }
   atomic_store_explicit(&active, t, memory_order_release);
+}
+
+attn_status attn_fail_isa(void) {
+  if (env_refused == 1) { /* every name ATTN_ISA takes, in path id order, then auto */
+    char names[128] = "";
+    for (int i = ATTN_ISA_AUTO + 1; i < ATTN_ISA_COUNT; i++) {
+      strncat(names, attn_isa_name((attn_isa)i), sizeof names - strlen(names) - 1);
+      strncat(names, ", ", sizeof names - strlen(names) - 1);
+    }
+    return attn_fail(ATTN_E_UNSUPPORTED_ISA, "ATTN_ISA=%s: not a path name (%sauto)", env_value, names);
+  }
+  if (env_refused == 2)
+    return attn_fail(ATTN_E_UNSUPPORTED_ISA, "ATTN_ISA=%s: this CPU cannot run that path", env_value);
+  return attn_fail(ATTN_E_UNSUPPORTED_ISA, "no ISA path is active");
 }
 
 const struct attn_ukernels *attn_dispatch(void) {
@@ -131,9 +154,12 @@ int attn_isa_available(attn_isa isa, int *is_native) {
 
 attn_status attn_isa_set(attn_isa isa) {
   pthread_once(&init_once, init_all);
-  if (isa != ATTN_ISA_AUTO && !is_path(isa)) return ATTN_E_BAD_ARGUMENT;
+  if (isa != ATTN_ISA_AUTO && !is_path(isa))
+    return attn_fail(ATTN_E_BAD_ARGUMENT, "isa %d: not ATTN_ISA_AUTO or a path id (1 .. %d)", (int)isa,
+                     ATTN_ISA_COUNT - 1);
   if (isa == ATTN_ISA_AUTO) isa = best_native(cpu_features);
-  if (!runnable(isa, cpu_features, NULL)) return ATTN_E_UNSUPPORTED_ISA;
+  if (!runnable(isa, cpu_features, NULL))
+    return attn_fail(ATTN_E_UNSUPPORTED_ISA, "isa %s: this CPU cannot run that path", attn_isa_name(isa));
   atomic_store_explicit(&active, &tables[isa], memory_order_release);
   return ATTN_OK;
 }

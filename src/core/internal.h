@@ -31,11 +31,44 @@ ATTN_INTERNAL uint32_t attn_cpu_features(void);
  * (only meaningful when OSXSAVE, leaf1_ecx bit 27, is set). */
 ATTN_INTERNAL uint32_t attn_cpu_decode_x86(uint32_t max_leaf, uint32_t leaf1_ecx, uint32_t leaf7_ebx, uint64_t xcr0);
 
+/* ---- error details (attn_last_error; src/core/status.c, validate.c, dispatch.c) ----
+ * A failing check returns attn_fail(status, ...) or one of the helpers below, which write the
+ * thread's detail (naming the argument or field, its value and what was expected) and return the
+ * status. They are cold and called only on error branches: a successful call runs none of them
+ * and leaves the detail as it is. */
+#if defined(__GNUC__)
+#define ATTN_COLD              __attribute__((cold, noinline))
+#define ATTN_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define ATTN_COLD
+#define ATTN_PRINTF(fmt, args)
+#endif
+/* The detail, printf-style (truncated to the buffer); returns st. */
+ATTN_INTERNAL ATTN_COLD attn_status attn_fail(attn_status st, const char *fmt, ...) ATTN_PRINTF(2, 3);
+/* Appends to the detail attn_fail wrote; returns st. */
+ATTN_INTERNAL ATTN_COLD attn_status attn_fail_more(attn_status st, const char *fmt, ...) ATTN_PRINTF(2, 3);
+/* ATTN_E_NULL_POINTER naming the first NULL of p (one at least is), whose names are the
+ * space-separated words of names: attn_fail_null("q k v", (const void *[]){q, k, v}). */
+ATTN_INTERNAL ATTN_COLD attn_status attn_fail_null(const char *names, const void *const *p);
+/* ATTN_E_WORKSPACE_TOO_SMALL: "<what> <have> B < <need> B needed". */
+ATTN_INTERNAL ATTN_COLD attn_status attn_fail_ws(const char *what, size_t have, size_t need);
+/* Word i of space-separated names in *name; returns its length (the last word past the end). */
+ATTN_INTERNAL size_t attn_name_at(const char *names, size_t i, const char **name);
+/* Index of the first non-finite element of x[0 .. n), or n. */
+ATTN_INTERNAL ATTN_COLD size_t attn_first_nonfinite(const float *x, size_t n);
+/* ATTN_E_UNSUPPORTED_ISA, saying why no path is active (ATTN_ISA unknown, or not runnable). */
+ATTN_INTERNAL ATTN_COLD attn_status attn_fail_isa(void);
+
 /* ---- argument validation (src/core/validate.c) ---- */
 /* A [rows x heads x width] tensor: element span (one past the last element) in *span. */
 ATTN_INTERNAL attn_status attn_check_input(size_t rows, size_t heads, size_t width, attn_layout l, size_t *span);
 /* As above, and the layout must not overlap itself. */
 ATTN_INTERNAL attn_status attn_check_output(size_t rows, size_t heads, size_t width, attn_layout l, size_t *span);
+/* These two checks set no detail (some callers only want a validated span): on their failure st,
+ * the caller's error branch describes it, naming the tensor (name, e.g. "shape.k") and its row
+ * width (wname, e.g. "d"; NULL: the width alone). Returns st. */
+ATTN_INTERNAL ATTN_COLD attn_status attn_fail_layout(attn_status st, const char *name, const char *wname, size_t rows,
+                                                     size_t heads, size_t width, attn_layout l);
 /* Element spans of a shape's tensors and its output heads H = max(h_q, h_k, h_v). */
 typedef struct attn_spans {
   size_t q, k, v, o, H;
@@ -68,6 +101,11 @@ ATTN_INTERNAL void attn_parallel(const attn_threads *th, size_t tasks, attn_task
  * bytes) or another output. */
 ATTN_INTERNAL attn_status attn_check_io(const attn_spans *sp, const float *q, const void *k, const void *v,
                                         void *const *out, const size_t *out_bytes, size_t n_out);
+/* Its failure described: which output (names: the outputs', space-separated) overlaps which
+ * input or output. Returns ATTN_E_ALIASING. */
+ATTN_INTERNAL ATTN_COLD attn_status attn_fail_io(const char *names, const attn_spans *sp, const float *q, const void *k,
+                                                 const void *v, void *const *out, const size_t *out_bytes,
+                                                 size_t n_out);
 /* 1 when the float ranges [a, a+na) and [b, b+nb) overlap. */
 ATTN_INTERNAL int attn_overlap(const void *a, size_t na_bytes, const void *b, size_t nb_bytes);
 /* Per-row statistics (attn.h, analysis): at least one array, a layout of n_q x heads single

@@ -117,17 +117,18 @@ static void pool_stop(attn_pool *p) {
 }
 
 attn_status attn_pool_create(size_t threads, attn_pool **pool) {
-  if (!pool) return ATTN_E_NULL_POINTER;
-  if (!threads) return ATTN_E_ZERO_SIZE;
-  if (threads > ATTN_MAX_WORKERS) return ATTN_E_BAD_ARGUMENT;
+  if (!pool) return attn_fail(ATTN_E_NULL_POINTER, "pool is NULL");
+  if (!threads) return attn_fail(ATTN_E_ZERO_SIZE, "threads is 0");
+  if (threads > ATTN_MAX_WORKERS)
+    return attn_fail(ATTN_E_BAD_ARGUMENT, "threads %zu > ATTN_MAX_WORKERS %d", threads, ATTN_MAX_WORKERS);
   attn_pool *p = calloc(1, sizeof *p);
-  if (!p) return ATTN_E_SYSTEM;
+  if (!p) return attn_fail(ATTN_E_SYSTEM, "no memory for the pool");
   p->threads = threads;
   p->tid = calloc(threads, sizeof *p->tid);
   if (!p->tid || pthread_mutex_init(&p->call, NULL)) {
     free(p->tid);
     free(p);
-    return ATTN_E_SYSTEM;
+    return attn_fail(ATTN_E_SYSTEM, "no memory or mutex for the pool");
   }
   pthread_mutex_init(&p->m, NULL);
   pthread_cond_init(&p->wake, NULL);
@@ -147,8 +148,9 @@ attn_status attn_pool_create(size_t threads, attn_pool **pool) {
     p->started++;
   }
   if (p->started != threads - 1) {
+    const size_t started = p->started;
     pool_stop(p);
-    return ATTN_E_SYSTEM;
+    return attn_fail(ATTN_E_SYSTEM, "the system gave %zu of the pool's %zu threads", started + 1, threads);
   }
   *pool = p;
   return ATTN_OK;
@@ -159,28 +161,30 @@ void attn_pool_destroy(attn_pool *pool) {
 }
 
 attn_status attn_pool_threads(attn_pool *pool, attn_threads *threads) {
-  if (!pool || !threads) return ATTN_E_NULL_POINTER;
+  if (!pool || !threads) return attn_fail_null("pool threads", (const void *[]){pool, threads});
   *threads = (attn_threads){pool_parallel_for, pool, pool->threads};
   return ATTN_OK;
 }
 
 attn_status attn_pool_pin(attn_pool *pool, const int *cpus, size_t count) {
-  if (!pool || !cpus) return ATTN_E_NULL_POINTER;
-  if (!count) return ATTN_E_ZERO_SIZE;
+  if (!pool || !cpus) return attn_fail_null("pool cpus", (const void *[]){pool, cpus});
+  if (!count) return attn_fail(ATTN_E_ZERO_SIZE, "count is 0");
 #if defined(__linux__)
   for (size_t i = 0; i < count; i++)
-    if (cpus[i] < 0 || cpus[i] >= CPU_SETSIZE) return ATTN_E_BAD_ARGUMENT;
+    if (cpus[i] < 0 || cpus[i] >= CPU_SETSIZE)
+      return attn_fail(ATTN_E_BAD_ARGUMENT, "cpus[%zu] = %d: not 0 .. %d", i, cpus[i], CPU_SETSIZE - 1);
   for (size_t w = 1; w < pool->threads; w++) { /* worker w is thread tid[w - 1] */
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpus[(w - 1) % count], &set);
-    if (pthread_setaffinity_np(pool->tid[w - 1], sizeof set, &set)) return ATTN_E_SYSTEM;
+    if (pthread_setaffinity_np(pool->tid[w - 1], sizeof set, &set))
+      return attn_fail(ATTN_E_SYSTEM, "the system refused CPU %d for worker %zu", cpus[(w - 1) % count], w);
   }
   return ATTN_OK;
 #else
   for (size_t i = 0; i < count; i++)
-    if (cpus[i] < 0) return ATTN_E_BAD_ARGUMENT;
-  return ATTN_E_SYSTEM; /* no thread affinity here */
+    if (cpus[i] < 0) return attn_fail(ATTN_E_BAD_ARGUMENT, "cpus[%zu] = %d: negative", i, cpus[i]);
+  return attn_fail(ATTN_E_SYSTEM, "no thread affinity on this system");
 #endif
 }
 

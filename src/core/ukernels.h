@@ -209,11 +209,20 @@ typedef void attn_select_scan_fn(size_t jn, size_t tn, const float *x, size_t ld
 
 /* K/V element conversion (attn_shape.kv_type): rows x cols 16-bit patterns x (row stride ldx
  * elements) into fp32 y, contiguous (row stride cols). Exact on every path (every fp16 and bf16
- * value is a float): subnormals, infinities and signed zeros keep their values, a NaN stays a NaN
- * (its payload need not be kept). x and y must not overlap. f16: IEEE binary16; bf16: the upper
- * half of a binary32 (a 16-bit shift). */
+ * value is a float): subnormals, infinities and signed zeros keep their values. x and y must not
+ * overlap. f16: IEEE binary16, a NaN keeping its sign and payload, made quiet (F16C's and NEON's
+ * result; the other paths set the quiet bit); bf16: the upper half of a binary32 (a 16-bit shift,
+ * NaNs too). The same bits on every path (attn_f16_to_f32 / attn_bf16_to_f32 promise them). */
 typedef void attn_f16_cvt_fn(size_t rows, size_t cols, const uint16_t *x, size_t ldx, float *y);
 typedef void attn_bf16_cvt_fn(size_t rows, size_t cols, const uint16_t *x, size_t ldx, float *y);
+/* The other way, one row (attn_f32_to_f16 / attn_f32_to_bf16): n floats x rounded to 16-bit
+ * patterns y, to nearest, ties to even (fp16: overflow to infinity at 65520, subnormals rounded
+ * as any value; bf16: to infinity from the midpoint above its largest value). A NaN keeps its sign
+ * and its fraction's top bits, made quiet (fp16 0x7e00 | frac >> 13, bf16 0x0040 | bits >> 16):
+ * hardware conversions' result. The same bits on every path (in the default rounding mode, which
+ * an emulated path's subnormals rely on). x and y must not overlap. */
+typedef void attn_f32_f16_cvt_fn(size_t n, const float *x, uint16_t *y);
+typedef void attn_f32_bf16_cvt_fn(size_t n, const float *x, uint16_t *y);
 
 /*
  * Scores and P V for few query rows (the blocked engine's decode steps, up to BLK_FEW_ROWS rows:
@@ -267,8 +276,8 @@ typedef void attn_few_pv_fn(attn_dtype type, const attn_few_heads *hd, size_t nq
   KERNEL(vexp) KERNEL(vlog) KERNEL(logit_opts) KERNEL(transpose)                            \
   /* selective attention: F's running sums over a block of scores */                        \
   KERNEL(select_scan)                                                                       \
-  /* K/V conversion of fp16 / bf16 blocks into fp32 scratch */                              \
-  KERNEL(f16_cvt) KERNEL(bf16_cvt)                                                          \
+  /* K/V conversion of fp16 / bf16 blocks into fp32 scratch; fp32 rows to fp16 / bf16 */     \
+  KERNEL(f16_cvt) KERNEL(bf16_cvt) KERNEL(f32_f16_cvt) KERNEL(f32_bf16_cvt)                 \
   /* few query rows: scores and P V over K/V in place (fp32, fp16, bf16) */                 \
   KERNEL(few_scores) KERNEL(few_pv)
 /* clang-format on */

@@ -85,6 +85,12 @@ static size_t blk_short_group(const attn_blocked_plan *p, size_t hf, size_t more
   return attn_max_sz(1, attn_min_sz(p->shape->h_k, BLK_SHORT_GROUP_FLOATS / per));
 }
 
+/* A plan whose workspace does not fit in size_t. */
+static ATTN_COLD attn_status blk_overflow(const attn_shape *s) {
+  return attn_fail(ATTN_E_SIZE_OVERFLOW, "the workspace of n_q %zu, h_q %zu, d %zu, dv %zu overflows size_t", s->n_q,
+                   s->h_q, s->d, s->dv);
+}
+
 attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, attn_mask mask, float scale,
                                    const attn_score_step *step, const void *step_params,
                                    const attn_blocked_features *feat, const attn_blocked_select *sel,
@@ -107,8 +113,8 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
       !attn_mul_ok(p->R, s->dv, &rdv) || !attn_mul_ok(p->R, step->row_floats + step->stats_floats, &rsf) ||
       !attn_mul_ok(p->bc, m, &bcm) || !attn_mul_ok(2 * p->tb, m, &tbm2) ||
       !attn_mul_ok(attn_max_sz(p->bc, p->tb), s->d, &fr) || m > SIZE_MAX / 4)
-    return ATTN_E_SIZE_OVERFLOW;
-  if (blk_head_layout(p, p->R, step, tbm2)) return ATTN_E_SIZE_OVERFLOW;
+    return blk_overflow(s);
+  if (blk_head_layout(p, p->R, step, tbm2)) return blk_overflow(s);
   /* Heads advance together when the call has fewer tokens than a block, and always with a
    * selection (its F is then computed once per key block for the whole group, not once per head
    * group): hg heads of a block's rows within BLK_HEAD_GROUP_FLOATS. A few-rows call (n_q g <=
@@ -142,7 +148,7 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   p->hg = sel ? hg : 1;
   if (few_heads && s->n_q < p->tb && s->n_q * p->g <= BLK_FEW_ROWS) {
     p->R = attn_max_sz(1, s->n_q) * p->g;
-    if (blk_head_layout(p, p->R, step, tbm2)) return ATTN_E_SIZE_OVERFLOW;
+    if (blk_head_layout(p, p->R, step, tbm2)) return blk_overflow(s);
     p->hg = blk_short_group(p, p->head_floats, more);
   } else if (s->n_q < p->tb) {
     p->hg = hg;
@@ -160,10 +166,10 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   p->off_cb = attn_ws_take(&w, p->xm ? m : 0);
   p->off_tmp = attn_ws_take(&w, p->xm ? 3 * m : 0);
   size_t strip;
-  if (!attn_mul_ok(p->bc + 2 * p->tb, p->g, &strip)) return ATTN_E_SIZE_OVERFLOW;
+  if (!attn_mul_ok(p->bc + 2 * p->tb, p->g, &strip)) return blk_overflow(s);
   p->off_strip = attn_ws_take(&w, step->strip ? strip : 0);
   size_t dtb, bctb;
-  if (!attn_mul_ok(s->d, p->tb, &dtb) || !attn_mul_ok(p->bc, p->tb, &bctb)) return ATTN_E_SIZE_OVERFLOW;
+  if (!attn_mul_ok(s->d, p->tb, &dtb) || !attn_mul_ok(p->bc, p->tb, &bctb)) return blk_overflow(s);
   p->off_qs = attn_ws_take(&w, p->sel ? dtb : 0);
   p->off_ss = attn_ws_take(&w, p->sel ? bctb : 0);
   p->off_fz = attn_ws_take(&w, p->sel ? bctb : 0);
@@ -172,11 +178,11 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
   size_t bcd, bcdv;
   p->kv_type = s->kv_type;
   const int half = s->kv_type != ATTN_F32;
-  if (!attn_mul_ok(p->bc, s->d, &bcd) || !attn_mul_ok(p->bc, s->dv, &bcdv)) return ATTN_E_SIZE_OVERFLOW;
+  if (!attn_mul_ok(p->bc, s->d, &bcd) || !attn_mul_ok(p->bc, s->dv, &bcdv)) return blk_overflow(s);
   p->off_kc = attn_ws_take(&w, half ? bcd / p->bc * attn_min_sz(p->bc, BLK_HALF_K_KEYS) : 0);
   p->off_vc = attn_ws_take(&w, half ? bcdv : 0);
   size_t sth; /* `few` blocks of several heads: every head's ST, BLK_FEW_ROWS rows at most (any n_q) */
-  if (!attn_mul_ok(hg_res, st_head, &sth)) return ATTN_E_SIZE_OVERFLOW;
+  if (!attn_mul_ok(hg_res, st_head, &sth)) return blk_overflow(s);
   p->off_sth = attn_ws_take(&w, sth);
   p->few = !p->fm && attn_min_sz(p->tb, s->n_q) * p->g <= BLK_FEW_ROWS;
   p->views = !p->fm && !p->sel && !p->few;
@@ -185,7 +191,7 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
    * and several query blocks read them. */
   size_t pkd, pkdv;
   const int may_pack = !p->fm && !p->sel;
-  if (!attn_mul_ok(BLK_PACK_KEYS, s->d, &pkd) || !attn_mul_ok(BLK_PACK_KEYS, s->dv, &pkdv)) return ATTN_E_SIZE_OVERFLOW;
+  if (!attn_mul_ok(BLK_PACK_KEYS, s->d, &pkd) || !attn_mul_ok(BLK_PACK_KEYS, s->dv, &pkdv)) return blk_overflow(s);
   p->off_pk = attn_ws_take(&w, may_pack ? pkd : 0);
   p->off_pv = attn_ws_take(&w, may_pack ? pkdv : 0);
   p->off_ptag = attn_ws_take(&w, may_pack ? sizeof(size_t) : 0); /* floats enough for a size_t */
@@ -209,18 +215,18 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
    * group; with threads, every group's (p->hg heads, slot_floats) of every range */
   size_t ph = 0, fold = 0;
   if (can_split && (!attn_mul_ok(p->cr, s->dv + row_arrays, &ph) || !attn_mul_ok(ph, hg_res, &fold)))
-    return ATTN_E_SIZE_OVERFLOW;
+    return blk_overflow(s);
   p->slot_floats = ph * p->hg; /* p->hg <= hg_res */
   p->off_fold = attn_ws_take(&w, fold);
   p->worker_floats = w.floats;
   p->workers = attn_workers(s->threads);
   size_t total, slots = 0, bytes;
   if (can_split && p->workers > 1 && (!attn_mul_ok(ph, gh_res, &slots) || !attn_mul_ok(slots, BLK_SPLIT_MAX, &slots)))
-    return ATTN_E_SIZE_OVERFLOW;
-  if (w.overflow || !attn_mul_ok(w.floats, p->workers, &total)) return ATTN_E_SIZE_OVERFLOW;
+    return blk_overflow(s);
+  if (w.overflow || !attn_mul_ok(w.floats, p->workers, &total)) return blk_overflow(s);
   attn_ws all = {total, 0};
   p->off_slots = attn_ws_take(&all, slots);
-  if (!attn_ws_bytes(&all, &bytes)) return ATTN_E_SIZE_OVERFLOW;
+  if (!attn_ws_bytes(&all, &bytes)) return blk_overflow(s);
   p->scratch_bytes = bytes;
   return ATTN_OK;
 }
@@ -1117,10 +1123,16 @@ attn_status attn_blocked_call_check(attn_blocked_call *c, const attn_shape *s, f
   attn_status st;
   c->aux_span = 0;
   if ((st = attn_shape_check(s, 0, &c->sp))) return st;
-  if (s->h_k != s->h_v || c->sp.H != s->h_q) return ATTN_E_BAD_HEADS;
-  if (!isfinite(scale)) return ATTN_E_BAD_SCALE;
-  if (aux && (st = attn_check_output(s->n_q, s->h_q, 1, *aux, &c->aux_span))) return st;
-  return (c->uk = attn_dispatch()) ? ATTN_OK : ATTN_E_UNSUPPORTED_ISA;
+  if (s->h_k != s->h_v)
+    return attn_fail(ATTN_E_BAD_HEADS, "shape.h_k %zu != shape.h_v %zu: this variant needs one value head per key head",
+                     s->h_k, s->h_v);
+  if (c->sp.H != s->h_q)
+    return attn_fail(ATTN_E_BAD_HEADS, "shape.h_q %zu < shape.h_k %zu: key heads must divide the query heads", s->h_q,
+                     s->h_k);
+  if (!isfinite(scale)) return attn_fail(ATTN_E_BAD_SCALE, "desc.scale %g: must be finite", (double)scale);
+  if (aux && (st = attn_check_output(s->n_q, s->h_q, 1, *aux, &c->aux_span)))
+    return attn_fail_layout(st, "desc.lse", NULL, s->n_q, s->h_q, 1, *aux);
+  return (c->uk = attn_dispatch()) ? ATTN_OK : attn_fail_isa();
 }
 
 attn_status attn_blocked_stats_outputs(const attn_blocked_call *c, const attn_row_stats *stats, void **out,

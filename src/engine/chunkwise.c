@@ -16,6 +16,12 @@ static size_t gcd_sz(size_t a, size_t b) {
   return a;
 }
 
+/* A plan whose state or workspace does not fit in size_t. */
+static ATTN_COLD attn_status cw_overflow(const attn_chunkwise_plan *p, const char *what) {
+  return attn_fail(ATTN_E_SIZE_OVERFLOW, "the %s of m %zu, dv %zu, chunk %zu overflows size_t", what, p->m,
+                   p->shape->dv, p->C);
+}
+
 attn_status attn_chunkwise_shape(attn_chunkwise_plan *p, const attn_shape *s, size_t H, const attn_featmap *fm,
                                  size_t m_req, int causal, int normalize, float scale, float eps,
                                  const attn_chunkwise_gates *g) {
@@ -30,7 +36,9 @@ attn_status attn_chunkwise_shape(attn_chunkwise_plan *p, const attn_shape *s, si
                              .divide = normalize && fm->divide,
                              .out_scale = fm->offsets ? 1.0f : scale,
                              .eps = eps};
-  if (!(p->m = fm->size(s->d, m_req))) return ATTN_E_BAD_FEATURE_MAP;
+  if (!(p->m = fm->size(s->d, m_req)))
+    return attn_fail(ATTN_E_BAD_FEATURE_MAP, "desc.m %zu: feature_map %d cannot use it (all but favor take 0 or d %zu)",
+                     m_req, (int)fm->id, s->d);
   p->heads = s->h_k / gcd_sz(s->h_k, s->h_v) * s->h_v; /* lcm: divides H, so no overflow */
   p->heads = p->heads / gcd_sz(p->heads, g->h_g) * g->h_g;
   p->per = H / p->heads;
@@ -43,7 +51,7 @@ attn_status attn_chunkwise_shape(attn_chunkwise_plan *p, const attn_shape *s, si
   size_t hm;
   if (!attn_mul_ok(p->heads, p->m, &hm) || !attn_mul_ok(hm, p->lds, &p->state_floats) ||
       p->state_floats > SIZE_MAX / sizeof(float))
-    return ATTN_E_SIZE_OVERFLOW;
+    return cw_overflow(p, "state");
   return ATTN_OK;
 }
 
@@ -52,7 +60,7 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
   size_t cm, cw, cc, ms;
   if (!attn_mul_ok(p->C, p->m, &cm) || !attn_mul_ok(p->C, p->W, &cw) || !attn_mul_ok(p->C, p->C, &cc) ||
       !attn_mul_ok(p->m, p->lds, &ms))
-    return ATTN_E_SIZE_OVERFLOW;
+    return cw_overflow(p, "workspace");
   attn_ws w = {0, 0};
   p->off_kf = attn_ws_take(&w, cm);
   p->off_va = attn_ws_take(&w, cw);
@@ -105,7 +113,7 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     size_t g;
     p->gather = attn_min_sz(group_heads, ATTN_GATHER);
     if (!attn_mul_ok(p->C, 2 * s->d + s->dv, &g) || !attn_mul_ok(g + 3 * ATTN_GATHER_PAD, p->gather, &g))
-      return ATTN_E_SIZE_OVERFLOW;
+      return cw_overflow(p, "workspace");
     g += 3 * ATTN_GATHER_PAD; /* cw_gather_block of d, d and dv */
     p->off_g = attn_ws_take(&w, g);
   }
@@ -129,17 +137,17 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     gc = gc < ATTN_SCAN_GROUP_MIN ? ATTN_SCAN_GROUP_MIN : gc > ATTN_SCAN_GROUP_MAX ? ATTN_SCAN_GROUP_MAX : gc;
     p->scan_group = attn_min_sz(gc, p->scan_chunks);
     p->scan_groups = (p->scan_chunks + p->scan_group - 1) / p->scan_group;
-    if (slot.overflow || !attn_mul_ok(p->scan_group + 1, p->scan_slot, &per)) return ATTN_E_SIZE_OVERFLOW;
+    if (slot.overflow || !attn_mul_ok(p->scan_group + 1, p->scan_slot, &per)) return cw_overflow(p, "workspace");
     p->off_slots = attn_ws_take(&w, per); /* the group's chunks' slots, and one for a chunk run alone */
     p->off_x = attn_ws_take(&w, ms);      /* the state moving through a group */
   }
   p->worker_floats = w.floats;
   size_t total;
-  if (w.overflow || !attn_mul_ok(w.floats, p->workers, &total)) return ATTN_E_SIZE_OVERFLOW;
+  if (w.overflow || !attn_mul_ok(w.floats, p->workers, &total)) return cw_overflow(p, "workspace");
   attn_ws all = {total, 0};
   size_t states;
   if (p->scan_chunks) {
-    if (!attn_mul_ok(H, ms, &states)) return ATTN_E_SIZE_OVERFLOW;
+    if (!attn_mul_ok(H, ms, &states)) return cw_overflow(p, "workspace");
     p->off_scan = attn_ws_take(&all, states); /* the heads' states (without a caller's) */
   }
   if (waves) { /* then heads x scan_wave groups' states after them and their statuses */
@@ -148,13 +156,13 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     p->scan_status = attn_ws_take(&after, 1);
     p->scan_after = after.floats;
     size_t hs, slots;
-    if (after.overflow || !attn_mul_ok(H, p->scan_after, &hs)) return ATTN_E_SIZE_OVERFLOW;
+    if (after.overflow || !attn_mul_ok(H, p->scan_after, &hs)) return cw_overflow(p, "workspace");
     const size_t fit = ATTN_SCAN_FLOATS / hs;
     p->scan_wave = attn_min_sz(p->scan_groups, fit ? fit : 1);
-    if (!attn_mul_ok(hs, p->scan_wave, &slots)) return ATTN_E_SIZE_OVERFLOW;
+    if (!attn_mul_ok(hs, p->scan_wave, &slots)) return cw_overflow(p, "workspace");
     p->off_after = attn_ws_take(&all, slots);
   }
-  return !all.overflow && attn_ws_bytes(&all, &p->scratch_bytes) ? ATTN_OK : ATTN_E_SIZE_OVERFLOW;
+  return !all.overflow && attn_ws_bytes(&all, &p->scratch_bytes) ? ATTN_OK : cw_overflow(p, "workspace");
 }
 
 typedef struct cw_ctx {

@@ -12,7 +12,7 @@
 
 attn_status attn_gau_desc_init(attn_gau_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dim,
                                size_t dv) {
-  if (!d) return ATTN_E_NULL_POINTER;
+  if (!d) return attn_fail(ATTN_E_NULL_POINTER, "desc is NULL");
   *d = (attn_gau_desc){0};
   attn_shape_init(&d->shape, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
   d->mask = attn_mask_full();
@@ -97,12 +97,20 @@ typedef struct gau_call {
 static attn_status gau_bias(const attn_gau_desc *d, gau_call *c) {
   c->gp = (gau_params){d->beta, NULL, 0, 1, d->normalize};
   c->table_floats = 0;
-  if (d->bias == ATTN_GAU_BIAS_SCALAR) return isfinite(d->beta) ? ATTN_OK : ATTN_E_BAD_BIAS;
-  if ((unsigned)d->bias > ATTN_GAU_BIAS_TWO_SIDED || !d->bias_table || d->bias_len == 0) return ATTN_E_BAD_BIAS;
+  if (d->bias == ATTN_GAU_BIAS_SCALAR)
+    return isfinite(d->beta) ? ATTN_OK : attn_fail(ATTN_E_BAD_BIAS, "desc.beta %g: must be finite", (double)d->beta);
+  if ((unsigned)d->bias > ATTN_GAU_BIAS_TWO_SIDED)
+    return attn_fail(ATTN_E_BAD_BIAS, "desc.bias %d: not an attn_gau_bias kind", (int)d->bias);
+  if (!d->bias_table) return attn_fail(ATTN_E_BAD_BIAS, "desc.bias_table is NULL with a table bias");
+  if (d->bias_len == 0) return attn_fail(ATTN_E_BAD_BIAS, "desc.bias_len is 0 with a table bias");
   const int two = d->bias == ATTN_GAU_BIAS_TWO_SIDED;
-  if (d->bias_len > (SIZE_MAX / sizeof(float) + 1) / 2 || d->bias_len > (size_t)INT64_MAX / 2) return ATTN_E_BAD_BIAS;
+  if (d->bias_len > (SIZE_MAX / sizeof(float) + 1) / 2 || d->bias_len > (size_t)INT64_MAX / 2)
+    return attn_fail(ATTN_E_BAD_BIAS, "desc.bias_len %zu: too long for a table", d->bias_len);
   c->table_floats = two ? 2 * d->bias_len - 1 : d->bias_len;
-  if (!attn_rows_finite(d->bias_table, 1, c->table_floats, 0)) return ATTN_E_BAD_BIAS;
+  if (!attn_rows_finite(d->bias_table, 1, c->table_floats, 0)) {
+    const size_t i = attn_first_nonfinite(d->bias_table, c->table_floats);
+    return attn_fail(ATTN_E_BAD_BIAS, "desc.bias_table[%zu] = %g: must be finite", i, (double)d->bias_table[i]);
+  }
   c->gp.table = d->bias_table;
   c->gp.len = (int64_t)c->table_floats;
   c->gp.shift = two ? (int64_t)d->bias_len - 1 : 0;
@@ -111,9 +119,10 @@ static attn_status gau_bias(const attn_gau_desc *d, gau_call *c) {
 
 static attn_status gau_prepare(const attn_gau_desc *d, gau_call *c) {
   attn_status st;
-  if (!d) return ATTN_E_NULL_POINTER;
+  if (!d) return attn_fail(ATTN_E_NULL_POINTER, "desc is NULL");
   if ((st = attn_blocked_call_check(&c->b, &d->shape, d->scale, NULL))) return st;
-  if (d->normalize != 0 && d->normalize != 1) return ATTN_E_BAD_ARGUMENT;
+  if (d->normalize != 0 && d->normalize != 1)
+    return attn_fail(ATTN_E_BAD_ARGUMENT, "desc.normalize %d: must be 0 or 1", d->normalize);
   if ((st = gau_bias(d, c))) return st;
   return attn_blocked_plan_make(&c->b.plan, &d->shape, d->mask, d->scale, &gau_score_step, &c->gp, NULL, NULL, c->b.uk);
 }
@@ -122,7 +131,7 @@ attn_status attn_gau_workspace_size(const attn_gau_desc *d, size_t *bytes) {
   gau_call c;
   attn_status st = gau_prepare(d, &c);
   if (st) return st;
-  if (!bytes) return ATTN_E_NULL_POINTER;
+  if (!bytes) return attn_fail(ATTN_E_NULL_POINTER, "bytes is NULL");
   *bytes = c.b.plan.scratch_bytes;
   return ATTN_OK;
 }
@@ -133,15 +142,23 @@ static attn_status gau_run(const attn_gau_desc *d, const float *q, const void *k
   gau_call c;
   attn_status st = gau_prepare(d, &c);
   if (st) return st;
-  if (!q || !k || !v || !o || !workspace) return ATTN_E_NULL_POINTER;
-  if (workspace_size < c.b.plan.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
+  if (!q || !k || !v || !o || !workspace)
+    return attn_fail_null("q k v o workspace", (const void *[]){q, k, v, o, workspace});
+  if (workspace_size < c.b.plan.scratch_bytes)
+    return attn_fail_ws("workspace_size", workspace_size, c.b.plan.scratch_bytes);
   void *out[5] = {o, workspace};
   size_t out_bytes[5] = {c.b.sp.o * sizeof(float), workspace_size}, n = 2;
   if (want && (st = attn_blocked_stats_outputs(&c.b, stats, out, out_bytes, &n))) return st;
-  if ((st = attn_check_io(&c.b.sp, q, k, v, out, out_bytes, n))) return st;
+  static const char out_names[] = "o workspace stats.entropy stats.sparsity stats.count";
+  if ((st = attn_check_io(&c.b.sp, q, k, v, out, out_bytes, n)))
+    return attn_fail_io(out_names, &c.b.sp, q, k, v, out, out_bytes, n);
   const size_t tb = c.table_floats * sizeof(float); /* the table is an input too */
   for (size_t i = 0; tb && i < n; i++)
-    if (out[i] && attn_overlap(d->bias_table, tb, out[i], out_bytes[i])) return ATTN_E_ALIASING;
+    if (out[i] && attn_overlap(d->bias_table, tb, out[i], out_bytes[i])) {
+      const char *name;
+      const int len = (int)attn_name_at(out_names, i, &name);
+      return attn_fail(ATTN_E_ALIASING, "%.*s overlaps input desc.bias_table", len, name);
+    }
   const attn_blocked_io io = {q, k, v, o, NULL, {0, 0}, NULL, want ? stats : NULL};
   attn_blocked_run_all(&c.b.plan, c.b.uk, &io, attn_ws_base(workspace));
   return ATTN_OK;

@@ -78,11 +78,14 @@ static attn_status mx_variant(const attn_call *c, const mx_desc *d, const float 
  * the default [n_q][H][n_kv] output layout). with_matrix: the workspace holds the matrix too.
  */
 static attn_status mx_prepare(const attn_call *c, int with_matrix, mx_plan *p) {
-  if (!c || !c->desc) return ATTN_E_NULL_POINTER;
-  if ((unsigned)c->kind > ATTN_KIND_SELECTIVE) return ATTN_E_BAD_ARGUMENT;
+  if (!c || !c->desc) return attn_fail(ATTN_E_NULL_POINTER, "%s is NULL", c ? "call->desc" : "call");
+  if ((unsigned)c->kind > ATTN_KIND_SELECTIVE)
+    return attn_fail(ATTN_E_BAD_ARGUMENT, "call->kind %d: not an attn_kind", (int)c->kind);
   const attn_shape *cs = c->desc;
-  if (cs->n_kv > ATTN_MATRIX_MAX_KV) return ATTN_E_TOO_LARGE;
-  if (cs->kv_type != ATTN_F32) return ATTN_E_BAD_DTYPE; /* k is read as floats (attn_call.k) */
+  if (cs->n_kv > ATTN_MATRIX_MAX_KV)
+    return attn_fail(ATTN_E_TOO_LARGE, "shape.n_kv %zu > ATTN_MATRIX_MAX_KV %d", cs->n_kv, ATTN_MATRIX_MAX_KV);
+  if (cs->kv_type != ATTN_F32) /* k is read as floats (attn_call.k) */
+    return attn_fail(ATTN_E_BAD_DTYPE, "shape.kv_type %d: the analysis takes ATTN_F32 K only", (int)cs->kv_type);
   memset(p, 0, sizeof *p);
   memcpy(&p->d, c->desc, mx_desc_bytes[c->kind]);
   attn_shape *s = &p->d.shape;
@@ -110,7 +113,9 @@ static attn_status mx_prepare(const attn_call *c, int with_matrix, mx_plan *p) {
   p->off_tape = attn_ws_take(&w, p->tape);
   p->off_f = attn_ws_take(&w, c->kind == ATTN_KIND_SELECTIVE ? n : 0);
   p->off_ws = w.floats;
-  if (!attn_ws_bytes(&w, &p->bytes) || !attn_add_ok(p->bytes, var_bytes, &p->bytes)) return ATTN_E_SIZE_OVERFLOW;
+  if (!attn_ws_bytes(&w, &p->bytes) || !attn_add_ok(p->bytes, var_bytes, &p->bytes))
+    return attn_fail(ATTN_E_SIZE_OVERFLOW, "the analysis workspace of n_q %zu x H %zu x n_kv %zu overflows size_t",
+                     p->n_q, p->H, n);
   return ATTN_OK;
 }
 
@@ -169,6 +174,25 @@ static mx_inputs mx_inputs_of(const attn_call *c, const mx_plan *p) {
   return in;
 }
 
+/* Output o of attn_matrix (n_out 2) or attn_matrix_stats (4), in mx_check_io's order. */
+static ATTN_COLD const char *mx_out_name(size_t n_out, size_t o) {
+  static const char *const names[] = {"a", "workspace", "stats.entropy", "stats.sparsity", "stats.count", "workspace"};
+  return names[(n_out == 2 ? 0 : 2) + o];
+}
+
+/* Input i of mx_inputs_of: q, k, then the kind's own in its order. */
+static ATTN_COLD const char *mx_input_name(const attn_call *c, size_t i) {
+  if (i < 2) return i ? "call->k" : "call->q";
+  if (c->kind == ATTN_KIND_GAU) return "desc.bias_table";
+  if (c->kind == ATTN_KIND_SELECTIVE) return "call->f";
+  const attn_linear_desc *l = (const attn_linear_desc *)(const void *)c->desc;
+  static const char *const lin[] = {"call->log_gate", "call->beta", "desc.favor_w"};
+  i -= 2;
+  if (l->gate == ATTN_GATE_NONE) i++;
+  if (i == 1 && !l->beta) i++;
+  return lin[i];
+}
+
 /*
  * The checks of a call's pointers, in order: q, k and the workspace (and a gate or beta the
  * descriptor asks for) NULL, the workspace's size, then the outputs (NULL entries skipped; the
@@ -176,17 +200,22 @@ static mx_inputs mx_inputs_of(const attn_call *c, const mx_plan *p) {
  */
 static attn_status mx_check_io(const attn_call *c, const mx_plan *p, void *const *out, const size_t *out_bytes,
                                size_t n_out, size_t workspace_size) {
-  if (!c->q || !c->k || !out[n_out - 1]) return ATTN_E_NULL_POINTER;
-  if (mx_gated(c->kind, &p->d) && ((p->d.lin.gate != ATTN_GATE_NONE && !c->log_gate) || (p->d.lin.beta && !c->beta)))
-    return ATTN_E_NULL_POINTER;
-  if (workspace_size < p->bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
+  if (!c->q || !c->k || !out[n_out - 1])
+    return attn_fail_null("call->q call->k workspace", (const void *[]){c->q, c->k, out[n_out - 1]});
+  if (mx_gated(c->kind, &p->d) && p->d.lin.gate != ATTN_GATE_NONE && !c->log_gate)
+    return attn_fail(ATTN_E_NULL_POINTER, "call->log_gate is NULL with a gate");
+  if (mx_gated(c->kind, &p->d) && p->d.lin.beta && !c->beta)
+    return attn_fail(ATTN_E_NULL_POINTER, "call->beta is NULL with desc.beta 1");
+  if (workspace_size < p->bytes) return attn_fail_ws("workspace_size", workspace_size, p->bytes);
   const mx_inputs in = mx_inputs_of(c, p);
   for (size_t o = 0; o < n_out; o++) {
     if (!out[o]) continue;
     for (size_t i = 0; i < in.n; i++)
-      if (attn_overlap(out[o], out_bytes[o], in.p[i], in.bytes[i])) return ATTN_E_ALIASING;
+      if (attn_overlap(out[o], out_bytes[o], in.p[i], in.bytes[i]))
+        return attn_fail(ATTN_E_ALIASING, "%s overlaps input %s", mx_out_name(n_out, o), mx_input_name(c, i));
     for (size_t o2 = o + 1; o2 < n_out; o2++)
-      if (out[o2] && attn_overlap(out[o], out_bytes[o], out[o2], out_bytes[o2])) return ATTN_E_ALIASING;
+      if (out[o2] && attn_overlap(out[o], out_bytes[o], out[o2], out_bytes[o2]))
+        return attn_fail(ATTN_E_ALIASING, "%s overlaps output %s", mx_out_name(n_out, o), mx_out_name(n_out, o2));
   }
   return ATTN_OK;
 }
@@ -210,7 +239,7 @@ static attn_status mx_workspace_bytes(const attn_call *call, int with_matrix, si
   mx_plan p;
   attn_status st = mx_prepare(call, with_matrix, &p);
   if (st) return st;
-  if (!bytes) return ATTN_E_NULL_POINTER;
+  if (!bytes) return attn_fail(ATTN_E_NULL_POINTER, "bytes is NULL");
   *bytes = p.bytes;
   return ATTN_OK;
 }
@@ -224,8 +253,9 @@ attn_status attn_matrix(const attn_call *call, float *a, attn_layout layout, voi
   attn_status st = mx_prepare(call, 0, &p);
   if (st) return st;
   size_t span;
-  if ((st = attn_check_output(p.n_q, p.H, p.n_kv, layout, &span))) return st;
-  if (!a) return ATTN_E_NULL_POINTER;
+  if ((st = attn_check_output(p.n_q, p.H, p.n_kv, layout, &span)))
+    return attn_fail_layout(st, "layout", "n_kv", p.n_q, p.H, p.n_kv, layout);
+  if (!a) return attn_fail(ATTN_E_NULL_POINTER, "a is NULL");
   p.d.shape.o = layout;
   void *out[] = {a, workspace};
   const size_t out_bytes[] = {span * sizeof(float), workspace_size};

@@ -3,30 +3,44 @@
 
 #include "engine/blocked.h"
 
+/* A row stride (rows of width floats) that attn_check_input / _output refused with st. */
+static ATTN_COLD attn_status merge_stride(attn_status st, const char *name, size_t stride, size_t width, size_t rows) {
+  if (st == ATTN_E_BAD_STRIDE) return attn_fail(st, "%s %zu < the row's %zu floats", name, stride, width);
+  return attn_fail(st, "%s %zu: the span of %zu rows overflows", name, stride, rows);
+}
+
 static attn_status merge_validate(size_t rows, size_t dv, size_t parts, const float *const *o_parts, size_t o_stride,
                                   const float *const *lse_parts, size_t lse_stride, float *o, size_t out_stride,
                                   float *lse_out, size_t lse_out_stride) {
-  if (!o_parts || !lse_parts || !o) return ATTN_E_NULL_POINTER;
-  if (!rows || !dv || !parts) return ATTN_E_ZERO_SIZE;
+  if (!o_parts || !lse_parts || !o)
+    return attn_fail_null("o_parts lse_parts o", (const void *[]){o_parts, lse_parts, o});
+  if (!rows || !dv || !parts) return attn_fail(ATTN_E_ZERO_SIZE, "%s is 0", !rows ? "rows" : !dv ? "dv" : "parts");
   for (size_t c = 0; c < parts; c++)
-    if (!o_parts[c] || !lse_parts[c]) return ATTN_E_NULL_POINTER;
+    if (!o_parts[c] || !lse_parts[c])
+      return attn_fail(ATTN_E_NULL_POINTER, "%s[%zu] is NULL", !o_parts[c] ? "o_parts" : "lse_parts", c);
   const attn_layout lo = {o_stride, 0}, lout = {out_stride, 0}, ll = {lse_stride, 0}, llo = {lse_out_stride, 0};
   size_t so, sout, sl, slo = 0;
   attn_status st;
-  if ((st = attn_check_input(rows, 1, dv, lo, &so)) || (st = attn_check_output(rows, 1, dv, lout, &sout)) ||
-      (st = attn_check_input(rows, 1, 1, ll, &sl)) || (lse_out && (st = attn_check_output(rows, 1, 1, llo, &slo))))
-    return st;
+  if ((st = attn_check_input(rows, 1, dv, lo, &so))) return merge_stride(st, "o_stride", o_stride, dv, rows);
+  if ((st = attn_check_output(rows, 1, dv, lout, &sout))) return merge_stride(st, "out_stride", out_stride, dv, rows);
+  if ((st = attn_check_input(rows, 1, 1, ll, &sl))) return merge_stride(st, "lse_stride", lse_stride, 1, rows);
+  if (lse_out && (st = attn_check_output(rows, 1, 1, llo, &slo)))
+    return merge_stride(st, "lse_out_stride", lse_out_stride, 1, rows);
   const size_t F = sizeof(float);
   for (size_t c = 0; c < parts; c++) {
     const int o_same = o == o_parts[c] && out_stride == o_stride;
     const int l_same = lse_out == lse_parts[c] && lse_out_stride == lse_stride;
-    if ((!o_same && attn_overlap(o, sout * F, o_parts[c], so * F)) || attn_overlap(o, sout * F, lse_parts[c], sl * F))
-      return ATTN_E_ALIASING;
-    if (lse_out && ((!l_same && attn_overlap(lse_out, slo * F, lse_parts[c], sl * F)) ||
-                    attn_overlap(lse_out, slo * F, o_parts[c], so * F)))
-      return ATTN_E_ALIASING;
+    if (!o_same && attn_overlap(o, sout * F, o_parts[c], so * F))
+      return attn_fail(ATTN_E_ALIASING, "o overlaps input o_parts[%zu] (other than as the same rows)", c);
+    if (attn_overlap(o, sout * F, lse_parts[c], sl * F))
+      return attn_fail(ATTN_E_ALIASING, "o overlaps input lse_parts[%zu]", c);
+    if (lse_out && !l_same && attn_overlap(lse_out, slo * F, lse_parts[c], sl * F))
+      return attn_fail(ATTN_E_ALIASING, "lse_out overlaps input lse_parts[%zu] (other than as the same rows)", c);
+    if (lse_out && attn_overlap(lse_out, slo * F, o_parts[c], so * F))
+      return attn_fail(ATTN_E_ALIASING, "lse_out overlaps input o_parts[%zu]", c);
   }
-  if (lse_out && attn_overlap(lse_out, slo * F, o, sout * F)) return ATTN_E_ALIASING;
+  if (lse_out && attn_overlap(lse_out, slo * F, o, sout * F))
+    return attn_fail(ATTN_E_ALIASING, "lse_out overlaps output o");
   return ATTN_OK;
 }
 
@@ -37,7 +51,7 @@ attn_status attn_softmax_merge(size_t rows, size_t dv, size_t parts, const float
       merge_validate(rows, dv, parts, o_parts, o_stride, lse_parts, lse_stride, o, out_stride, lse_out, lse_out_stride);
   if (st) return st;
   const struct attn_ukernels *uk = attn_dispatch();
-  if (!uk) return ATTN_E_UNSUPPORTED_ISA;
+  if (!uk) return attn_fail_isa();
   /* The parts that are the output itself (in place; validation allowed only the exact same rows)
    * must be read before anything is written over them: their weights are summed into the first
    * term, which scales the row in place, and the other parts are added after it. */

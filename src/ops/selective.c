@@ -10,7 +10,7 @@
 
 attn_status attn_selective_desc_init(attn_selective_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv,
                                      size_t dim, size_t dv) {
-  if (!d) return ATTN_E_NULL_POINTER;
+  if (!d) return attn_fail(ATTN_E_NULL_POINTER, "desc is NULL");
   *d = (attn_selective_desc){0};
   attn_shape_init(&d->shape, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
   d->scale = dim ? (float)(1.0 / sqrt((double)dim)) : 1.0f;
@@ -21,9 +21,11 @@ attn_status attn_selective_desc_init(attn_selective_desc *d, size_t n_q, size_t 
 /* The descriptor's checks (attn_blocked_call_check and h_sel), without a plan. */
 static attn_status sel_check(const attn_selective_desc *d, attn_blocked_call *c) {
   attn_status st;
-  if (!d) return ATTN_E_NULL_POINTER;
+  if (!d) return attn_fail(ATTN_E_NULL_POINTER, "desc is NULL");
   if ((st = attn_blocked_call_check(c, &d->shape, d->scale, &d->lse))) return st;
-  return d->h_sel < d->shape.h_q ? ATTN_OK : ATTN_E_BAD_HEADS;
+  if (d->h_sel >= d->shape.h_q)
+    return attn_fail(ATTN_E_BAD_HEADS, "desc.h_sel %zu >= shape.h_q %zu", d->h_sel, d->shape.h_q);
+  return ATTN_OK;
 }
 
 static attn_status sel_prepare(const attn_selective_desc *d, attn_blocked_call *c) {
@@ -38,7 +40,7 @@ attn_status attn_selective_workspace_size(const attn_selective_desc *d, size_t *
   attn_blocked_call c;
   attn_status st = sel_prepare(d, &c);
   if (st) return st;
-  if (!bytes) return ATTN_E_NULL_POINTER;
+  if (!bytes) return attn_fail(ATTN_E_NULL_POINTER, "bytes is NULL");
   *bytes = c.plan.scratch_bytes;
   return ATTN_OK;
 }
@@ -50,13 +52,17 @@ static attn_status sel_run(const attn_selective_desc *d, const float *q, const v
   attn_blocked_call c;
   attn_status st = sel_prepare(d, &c);
   if (st) return st;
-  if (!q || !k || !v || !o || !f || !workspace) return ATTN_E_NULL_POINTER;
-  if (workspace_size < c.plan.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
+  if (!q || !k || !v || !o || !f || !workspace)
+    return attn_fail_null("q k v o f workspace", (const void *[]){q, k, v, o, f, workspace});
+  if (workspace_size < c.plan.scratch_bytes)
+    return attn_fail_ws("workspace_size", workspace_size, c.plan.scratch_bytes);
   const size_t nkv = d->shape.n_kv, f_bytes = nkv * sizeof(float); /* nkv <= span of k: no overflow */
   void *out[7] = {o, lse, workspace, f};
   size_t out_bytes[7] = {c.sp.o * sizeof(float), c.aux_span * sizeof(float), workspace_size, f_bytes}, n = 4;
   if (want && (st = attn_blocked_stats_outputs(&c, stats, out, out_bytes, &n))) return st;
-  if ((st = attn_check_io(&c.sp, q, k, v, out, out_bytes, n))) return st;
+  if ((st = attn_check_io(&c.sp, q, k, v, out, out_bytes, n)))
+    return attn_fail_io("o lse workspace f stats.entropy stats.sparsity stats.count", &c.sp, q, k, v, out, out_bytes,
+                        n);
   /* the call's own keys start with F = 0 (no query before them has selected them) */
   const size_t first_new = d->shape.n_q < nkv ? nkv - d->shape.n_q : 0;
   for (size_t j = first_new; j < nkv; j++) f[j] = 0.0f;
@@ -89,12 +95,14 @@ typedef struct sc_view {
 
 static attn_status sc_bytes(size_t capacity, size_t h_kv, size_t d, size_t dv, size_t *bytes) {
   size_t rk, rv, row, fl, b;
-  if (!capacity || !h_kv || !d || !dv) return ATTN_E_ZERO_SIZE;
+  if (!capacity || !h_kv || !d || !dv)
+    return attn_fail(ATTN_E_ZERO_SIZE, "%s is 0", !capacity ? "capacity" : !h_kv ? "h_kv" : !d ? "d" : "dv");
   if (!attn_mul_ok(h_kv, d, &rk) || !attn_mul_ok(h_kv, dv, &rv) || !attn_add_ok(rk, rv, &row) ||
       !attn_add_ok(row, 1, &row) || !attn_mul_ok(capacity, row, &fl) || !attn_mul_ok(fl, sizeof(float), &b) ||
       capacity > SIZE_MAX / sizeof(uint64_t) || !attn_add_ok(b, capacity * sizeof(uint64_t), bytes) ||
       *bytes > (size_t)PTRDIFF_MAX)
-    return ATTN_E_SIZE_OVERFLOW;
+    return attn_fail(ATTN_E_SIZE_OVERFLOW, "a cache of capacity %zu, h_kv %zu, d %zu, dv %zu overflows", capacity, h_kv,
+                     d, dv);
   return ATTN_OK;
 }
 
@@ -116,7 +124,7 @@ attn_status attn_selcache_size(size_t capacity, size_t h_kv, size_t d, size_t dv
   size_t b;
   attn_status st = sc_bytes(capacity, h_kv, d, dv, &b);
   if (st) return st;
-  if (!bytes) return ATTN_E_NULL_POINTER;
+  if (!bytes) return attn_fail(ATTN_E_NULL_POINTER, "bytes is NULL");
   *bytes = b;
   return ATTN_OK;
 }
@@ -126,16 +134,20 @@ attn_status attn_selcache_init(attn_selcache *c, size_t capacity, size_t h_kv, s
   size_t need;
   attn_status st = sc_bytes(capacity, h_kv, d, dv, &need);
   if (st) return st;
-  if (!c || !memory) return ATTN_E_NULL_POINTER;
-  if (bytes < need) return ATTN_E_WORKSPACE_TOO_SMALL;
-  if (isnan(tau) || budget == 1 || (budget && budget > capacity - 1) || (uintptr_t)memory % sizeof(float))
-    return ATTN_E_BAD_ARGUMENT;
+  if (!c || !memory) return attn_fail_null("cache memory", (const void *[]){c, memory});
+  if (bytes < need) return attn_fail_ws("bytes", bytes, need);
+  if (isnan(tau)) return attn_fail(ATTN_E_BAD_ARGUMENT, "tau is NaN");
+  if (budget == 1 || (budget && budget > capacity - 1))
+    return attn_fail(ATTN_E_BAD_ARGUMENT, "budget %zu: must be 0 (none) or 2 .. capacity - 1 = %zu", budget,
+                     capacity - 1);
+  if ((uintptr_t)memory % sizeof(float))
+    return attn_fail(ATTN_E_BAD_ARGUMENT, "memory %p is not float-aligned", memory);
   *c = (attn_selcache){capacity, h_kv, d, dv, tau, budget, 0, 0, 0, memory};
   return ATTN_OK;
 }
 
 attn_status attn_selcache_live_bytes(const attn_selcache *c, size_t *bytes) {
-  if (!c || !bytes) return ATTN_E_NULL_POINTER;
+  if (!c || !bytes) return attn_fail_null("cache bytes", (const void *[]){c, bytes});
   *bytes = c->live * ((c->h_kv * (c->d + c->dv) + 1) * sizeof(float) + sizeof(uint64_t));
   return ATTN_OK;
 }
@@ -240,6 +252,25 @@ static int sc_valid(const attn_selcache *c) {
   return c->memory && !sc_bytes(c->capacity, c->h_kv, c->d, c->dv, &b) && c->live <= c->capacity;
 }
 
+/* Why sc_valid refused the cache `name`. */
+static ATTN_COLD attn_status sc_invalid(const char *name, const attn_selcache *c) {
+  if (!c->memory) return attn_fail(ATTN_E_BAD_ARGUMENT, "%s->memory is NULL: not initialised", name);
+  if (c->live > c->capacity)
+    return attn_fail(ATTN_E_BAD_ARGUMENT, "%s->live %zu > %s->capacity %zu", name, c->live, name, c->capacity);
+  return attn_fail(ATTN_E_BAD_ARGUMENT, "%s: capacity %zu, h_kv %zu, d %zu, dv %zu are not a cache's sizes", name,
+                   c->capacity, c->h_kv, c->d, c->dv);
+}
+
+/* Why sc_matches refused the cache for desc. */
+static ATTN_COLD attn_status sc_mismatch(const attn_selcache *c, const attn_selective_desc *d) {
+  const size_t have[] = {c->h_kv, c->d, c->dv}, want[] = {d->shape.h_k, d->shape.d, d->shape.dv};
+  size_t i = 0;
+  while (i < 2 && have[i] == want[i]) i++;
+  static const char *const names[] = {"h_kv", "d", "dv"}, *const fields[] = {"h_k", "d", "dv"};
+  return attn_fail(ATTN_E_STATE_MISMATCH, "cache has %s %zu, the call's shape.%s is %zu", names[i], have[i], fields[i],
+                   want[i]);
+}
+
 /* Copy n token rows of h heads x w elements from a tensor (layout l, elements of type ty) into
  * slots [s0, s0 + n): fp32 copied, fp16 / bf16 converted (exactly) by the path's kernel. */
 static void sc_put(const struct attn_ukernels *uk, float *dst, size_t rows_floats, size_t s0, const void *src,
@@ -260,18 +291,23 @@ attn_status attn_selcache_load(attn_selcache *c, const attn_selective_desc *d, c
   attn_blocked_call call;
   attn_status st = sel_prepare(d, &call);
   if (st) return st;
-  if (!c || !k || !v || !f) return ATTN_E_NULL_POINTER;
-  if (!sc_valid(c)) return ATTN_E_BAD_ARGUMENT;
-  if (!sc_matches(c, d)) return ATTN_E_STATE_MISMATCH;
+  if (!c || !k || !v || !f) return attn_fail_null("cache k v f", (const void *[]){c, k, v, f});
+  if (!sc_valid(c)) return sc_invalid("cache", c);
+  if (!sc_matches(c, d)) return sc_mismatch(c, d);
   const size_t n = d->shape.n_kv;
-  if (n > c->capacity - c->live) return ATTN_E_WORKSPACE_TOO_SMALL;
+  if (n > c->capacity - c->live)
+    return attn_fail(ATTN_E_WORKSPACE_TOO_SMALL, "shape.n_kv %zu > the cache's %zu free slots (capacity %zu)", n,
+                     c->capacity - c->live, c->capacity);
   size_t mem, fn;
   (void)sc_bytes(c->capacity, c->h_kv, c->d, c->dv, &mem);
-  if (!attn_add_ok(c->tokens, n, &fn) || fn > (size_t)PTRDIFF_MAX / sizeof(float)) return ATTN_E_SIZE_OVERFLOW;
-  if (attn_overlap(c->memory, mem, k, call.sp.k * call.sp.kv_elem) ||
-      attn_overlap(c->memory, mem, v, call.sp.v * call.sp.kv_elem) ||
-      attn_overlap(c->memory, mem, f, fn * sizeof(float)))
-    return ATTN_E_ALIASING;
+  if (!attn_add_ok(c->tokens, n, &fn) || fn > (size_t)PTRDIFF_MAX / sizeof(float))
+    return attn_fail(ATTN_E_SIZE_OVERFLOW, "cache->tokens %zu + shape.n_kv %zu overflows", c->tokens, n);
+  if (attn_overlap(c->memory, mem, k, call.sp.k * call.sp.kv_elem))
+    return attn_fail(ATTN_E_ALIASING, "cache memory overlaps input k");
+  if (attn_overlap(c->memory, mem, v, call.sp.v * call.sp.kv_elem))
+    return attn_fail(ATTN_E_ALIASING, "cache memory overlaps input v");
+  if (attn_overlap(c->memory, mem, f, fn * sizeof(float)))
+    return attn_fail(ATTN_E_ALIASING, "cache memory overlaps input f");
   const sc_view w = sc_view_of(c);
   for (size_t e = 0; e < c->live; e++) w.f[e] = f[sc_pos(&w, e)]; /* the live tokens' F now */
   sc_put(call.uk, w.k, w.rk, c->live, k, d->shape.k, d->shape.kv_type, n, c->h_kv, c->d);
@@ -297,33 +333,39 @@ static attn_selective_desc sc_step_desc(const attn_selective_desc *d, const attn
 }
 
 attn_status attn_selcache_workspace_size(const attn_selective_desc *d, const attn_selcache *c, size_t *bytes) {
-  if (!d || !c) return ATTN_E_NULL_POINTER;
-  if (!sc_valid(c)) return ATTN_E_BAD_ARGUMENT;
-  if (!sc_matches(c, d)) return ATTN_E_STATE_MISMATCH;
+  if (!d || !c) return attn_fail_null("desc cache", (const void *[]){d, c});
+  if (!sc_valid(c)) return sc_invalid("cache", c);
+  if (!sc_matches(c, d)) return sc_mismatch(c, d);
   const attn_selective_desc s = sc_step_desc(d, c, c->capacity);
   return attn_selective_workspace_size(&s, bytes);
 }
 
 attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, const float *q, const void *k,
                                const void *v, float *o, float *lse, void *workspace, size_t workspace_size) {
-  if (!d || !c) return ATTN_E_NULL_POINTER;
+  if (!d || !c) return attn_fail_null("desc cache", (const void *[]){d, c});
   attn_blocked_call in; /* the new token's tensors, checked as a one-token call of desc (no plan) */
   attn_status st = sel_check(d, &in);
   if (st) return st;
-  if (d->shape.n_q != 1 || d->shape.n_kv != 1) return ATTN_E_BAD_ARGUMENT;
-  if (!sc_valid(c)) return ATTN_E_BAD_ARGUMENT;
-  if (!sc_matches(c, d)) return ATTN_E_STATE_MISMATCH;
-  if (!q || !k || !v || !o || !workspace) return ATTN_E_NULL_POINTER;
-  if (c->live >= c->capacity) return ATTN_E_WORKSPACE_TOO_SMALL;
+  if (d->shape.n_q != 1 || d->shape.n_kv != 1)
+    return attn_fail(ATTN_E_BAD_ARGUMENT, "shape.n_q %zu, shape.n_kv %zu: a cache step takes one token (1, 1)",
+                     d->shape.n_q, d->shape.n_kv);
+  if (!sc_valid(c)) return sc_invalid("cache", c);
+  if (!sc_matches(c, d)) return sc_mismatch(c, d);
+  if (!q || !k || !v || !o || !workspace)
+    return attn_fail_null("q k v o workspace", (const void *[]){q, k, v, o, workspace});
+  if (c->live >= c->capacity)
+    return attn_fail(ATTN_E_WORKSPACE_TOO_SMALL, "the cache is full: live %zu = capacity %zu", c->live, c->capacity);
   const attn_selective_desc s = sc_step_desc(d, c, c->live + 1);
   attn_blocked_call call;
   if ((st = sel_prepare(&s, &call))) return st;
-  if (workspace_size < call.plan.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
+  if (workspace_size < call.plan.scratch_bytes)
+    return attn_fail_ws("workspace_size", workspace_size, call.plan.scratch_bytes);
   size_t mem;
   (void)sc_bytes(c->capacity, c->h_kv, c->d, c->dv, &mem);
   void *out[] = {o, lse, workspace, c->memory};
   const size_t out_bytes[] = {in.sp.o * sizeof(float), in.aux_span * sizeof(float), workspace_size, mem};
-  if ((st = attn_check_io(&in.sp, q, k, v, out, out_bytes, 4))) return st;
+  if ((st = attn_check_io(&in.sp, q, k, v, out, out_bytes, 4)))
+    return attn_fail_io("o lse workspace cache_memory", &in.sp, q, k, v, out, out_bytes, 4);
   /* (1) the new token in the next slot, F = 0; attention over the live slots with the current F,
    * (2) whose selection the engine adds to F of every slot but BOS (slot 0) and the new one */
   const sc_view w = sc_view_of(c);
@@ -340,14 +382,18 @@ attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, c
 }
 
 attn_status attn_selcache_copy(attn_selcache *dst, const attn_selcache *src) {
-  if (!dst || !src) return ATTN_E_NULL_POINTER;
-  if (!sc_valid(dst) || !sc_valid(src)) return ATTN_E_BAD_ARGUMENT;
+  if (!dst || !src) return attn_fail_null("dst src", (const void *[]){dst, src});
+  if (!sc_valid(dst)) return sc_invalid("dst", dst);
+  if (!sc_valid(src)) return sc_invalid("src", src);
   if (dst->capacity != src->capacity || dst->h_kv != src->h_kv || dst->d != src->d || dst->dv != src->dv)
-    return ATTN_E_STATE_MISMATCH;
+    return attn_fail(ATTN_E_STATE_MISMATCH,
+                     "dst (capacity %zu, h_kv %zu, d %zu, dv %zu) and src (%zu, %zu, %zu, %zu) differ", dst->capacity,
+                     dst->h_kv, dst->d, dst->dv, src->capacity, src->h_kv, src->d, src->dv);
   if (dst->memory != src->memory) {
     size_t mem;
     (void)sc_bytes(src->capacity, src->h_kv, src->d, src->dv, &mem);
-    if (attn_overlap(dst->memory, mem, src->memory, mem)) return ATTN_E_ALIASING;
+    if (attn_overlap(dst->memory, mem, src->memory, mem))
+      return attn_fail(ATTN_E_ALIASING, "dst->memory overlaps src->memory (and is not the same)");
     memcpy(dst->memory, src->memory, mem);
   }
   void *keep = dst->memory;

@@ -145,7 +145,7 @@ static const attn_score_step sm_opt_step_def = {3, 1, sm_opt_init, sm_opt_step, 
 
 attn_status attn_softmax_desc_init(attn_softmax_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dim,
                                    size_t dv) {
-  if (!d) return ATTN_E_NULL_POINTER;
+  if (!d) return attn_fail(ATTN_E_NULL_POINTER, "desc is NULL");
   *d = (attn_softmax_desc){0};
   attn_shape_init(&d->shape, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
   d->mask = attn_mask_full();
@@ -162,29 +162,37 @@ typedef struct sm_call {
   size_t bias_floats; /* the bias tensor's span (0: none) */
 } sm_call;
 
+/* A sink or slope array (h_q floats, name) that is not finite: its first bad element. */
+static ATTN_COLD attn_status sm_bad_array(const char *name, const float *x, size_t n) {
+  const size_t i = attn_first_nonfinite(x, n);
+  return attn_fail(ATTN_E_BAD_BIAS, "desc.%s[%zu] = %g: must be finite", name, i, (double)x[i]);
+}
+
 /* The options' checks: softcap (ATTN_E_BAD_SCALE), sinks and slopes (ATTN_E_BAD_BIAS), the bias
  * tensor's span (ATTN_E_SIZE_OVERFLOW). */
 static attn_status sm_options(const attn_softmax_desc *d, sm_call *c) {
   const attn_shape *s = &d->shape;
   c->op = (sm_opts){d->sinks, d->alibi_slopes, d->bias, d->bias_layout, d->softcap};
   c->bias_floats = 0;
-  if (!(d->softcap >= 0.0f) || !isfinite(d->softcap)) return ATTN_E_BAD_SCALE;
-  if ((d->sinks && !attn_rows_finite(d->sinks, 1, s->h_q, 0)) ||
-      (d->alibi_slopes && !attn_rows_finite(d->alibi_slopes, 1, s->h_q, 0)))
-    return ATTN_E_BAD_BIAS;
+  if (!(d->softcap >= 0.0f) || !isfinite(d->softcap))
+    return attn_fail(ATTN_E_BAD_SCALE, "desc.softcap %g: must be 0 (none) or positive and finite", (double)d->softcap);
+  if (d->sinks && !attn_rows_finite(d->sinks, 1, s->h_q, 0)) return sm_bad_array("sinks", d->sinks, s->h_q);
+  if (d->alibi_slopes && !attn_rows_finite(d->alibi_slopes, 1, s->h_q, 0))
+    return sm_bad_array("alibi_slopes", d->alibi_slopes, s->h_q);
   if (d->bias) {
     size_t a, b, e;
     if (!attn_mul_ok(s->n_q - 1, d->bias_layout.row_stride, &a) ||
         !attn_mul_ok(s->h_q - 1, d->bias_layout.head_stride, &b) || !attn_add_ok(a, b, &e) ||
         !attn_add_ok(e, s->n_kv, &c->bias_floats) || c->bias_floats > PTRDIFF_MAX / sizeof(float))
-      return ATTN_E_SIZE_OVERFLOW;
+      return attn_fail(ATTN_E_SIZE_OVERFLOW, "desc.bias_layout {%zu, %zu}: the bias tensor's span overflows",
+                       d->bias_layout.row_stride, d->bias_layout.head_stride);
   }
   return ATTN_OK;
 }
 
 static attn_status sm_prepare(const attn_softmax_desc *d, sm_call *c) {
   attn_status st;
-  if (!d) return ATTN_E_NULL_POINTER;
+  if (!d) return attn_fail(ATTN_E_NULL_POINTER, "desc is NULL");
   if ((st = attn_blocked_call_check(&c->b, &d->shape, d->scale, &d->lse))) return st;
   if ((st = sm_options(d, c))) return st;
   const int on = sm_opts_on(d);
@@ -200,7 +208,7 @@ attn_status attn_softmax_workspace_size(const attn_softmax_desc *d, size_t *byte
   sm_call c;
   attn_status st = sm_prepare(d, &c);
   if (st) return st;
-  if (!bytes) return ATTN_E_NULL_POINTER;
+  if (!bytes) return attn_fail(ATTN_E_NULL_POINTER, "bytes is NULL");
   *bytes = c.b.plan.scratch_bytes;
   return ATTN_OK;
 }
@@ -211,19 +219,30 @@ static attn_status sm_run(const attn_softmax_desc *d, const float *q, const void
   sm_call c;
   attn_status st = sm_prepare(d, &c);
   if (st) return st;
-  if (!q || !k || !v || !o || !workspace) return ATTN_E_NULL_POINTER;
-  if (workspace_size < c.b.plan.scratch_bytes) return ATTN_E_WORKSPACE_TOO_SMALL;
+  if (!q || !k || !v || !o || !workspace)
+    return attn_fail_null("q k v o workspace", (const void *[]){q, k, v, o, workspace});
+  if (workspace_size < c.b.plan.scratch_bytes)
+    return attn_fail_ws("workspace_size", workspace_size, c.b.plan.scratch_bytes);
   void *out[6] = {o, lse, workspace};
   size_t out_bytes[6] = {c.b.sp.o * sizeof(float), c.b.aux_span * sizeof(float), workspace_size}, n = 3;
   if (want && (st = attn_blocked_stats_outputs(&c.b, stats, out, out_bytes, &n))) return st;
-  if ((st = attn_check_io(&c.b.sp, q, k, v, out, out_bytes, n))) return st;
+  static const char out_names[] = "o lse workspace stats.entropy stats.sparsity stats.count";
+  if ((st = attn_check_io(&c.b.sp, q, k, v, out, out_bytes, n)))
+    return attn_fail_io(out_names, &c.b.sp, q, k, v, out, out_bytes, n);
   /* the option arrays are inputs too */
   const void *opt_in[3] = {d->sinks, d->alibi_slopes, d->bias};
   const size_t opt_bytes[3] = {d->shape.h_q * sizeof(float), d->shape.h_q * sizeof(float),
                                c.bias_floats * sizeof(float)};
   for (size_t i = 0; i < 3; i++)
     for (size_t a = 0; opt_in[i] && a < n; a++)
-      if (out[a] && attn_overlap(opt_in[i], opt_bytes[i], out[a], out_bytes[a])) return ATTN_E_ALIASING;
+      if (out[a] && attn_overlap(opt_in[i], opt_bytes[i], out[a], out_bytes[a])) {
+        const char *name;
+        const int len = (int)attn_name_at(out_names, a, &name);
+        return attn_fail(ATTN_E_ALIASING, "%.*s overlaps input desc.%s", len, name,
+                         i == 0   ? "sinks"
+                         : i == 1 ? "alibi_slopes"
+                                  : "bias");
+      }
   const attn_blocked_io io = {q, k, v, o, lse, d->lse, NULL, want ? stats : NULL};
   attn_blocked_run_all(&c.b.plan, c.b.uk, &io, attn_ws_base(workspace));
   return ATTN_OK;

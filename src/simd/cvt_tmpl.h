@@ -7,8 +7,12 @@
  * ahead (an address computed as an integer: it may lie past the source, which a prefetch never
  * faults on): the engine converts a head's narrow slice of every token row, a pattern the hardware
  * prefetchers follow poorly, and a decode over half K/V measured ~1.4x faster with it (AVX2, d =
- * 128, 64k tokens, 8 heads; busy machine). Include the path's shim, define
- * ATTN_F16_CVT_NAME and/or ATTN_BF16_CVT_NAME, then include.
+ * 128, 64k tokens, 8 heads; busy machine).
+ * The other direction (contracts: attn_f32_f16_cvt_fn and attn_f32_bf16_cvt_fn) rounds one row of
+ * floats to 16-bit patterns with vf_to_f16 / vf_to_bf16 (simd/vf_common.h, or the shim's own
+ * instruction), its tail through a zero-padded copy as above.
+ * Include the path's shim, define any of ATTN_F16_CVT_NAME, ATTN_BF16_CVT_NAME,
+ * ATTN_F32_F16_CVT_NAME and ATTN_F32_BF16_CVT_NAME, then include.
  */
 #include "core/ukernels.h"
 #include "simd/half.h"
@@ -39,3 +43,29 @@ ATTN_CVT_(ATTN_F16_CVT_NAME, vf_from_f16)
 ATTN_CVT_(ATTN_BF16_CVT_NAME, vf_from_bf16)
 #endif
 #undef ATTN_CVT_
+
+#define ATTN_CVT_OUT_(name, conv)                         \
+  void name(size_t n, const float *x, uint16_t *y) {      \
+    size_t i = 0;                                         \
+    for (; i + 2 * ATTN_VL <= n; i += 2 * ATTN_VL) {      \
+      conv(y + i, vf_load(x + i));                        \
+      conv(y + i + ATTN_VL, vf_load(x + i + ATTN_VL));    \
+    }                                                     \
+    for (; i < n; i += ATTN_VL) {                         \
+      const size_t w = n - i < ATTN_VL ? n - i : ATTN_VL; \
+      if (w == ATTN_VL) {                                 \
+        conv(y + i, vf_load(x + i));                      \
+      } else {                                            \
+        uint16_t t[ATTN_VL];                              \
+        conv(t, vf_load_n(x + i, w));                     \
+        memcpy(y + i, t, w * sizeof(uint16_t));           \
+      }                                                   \
+    }                                                     \
+  }
+#ifdef ATTN_F32_F16_CVT_NAME
+ATTN_CVT_OUT_(ATTN_F32_F16_CVT_NAME, vf_to_f16)
+#endif
+#ifdef ATTN_F32_BF16_CVT_NAME
+ATTN_CVT_OUT_(ATTN_F32_BF16_CVT_NAME, vf_to_bf16)
+#endif
+#undef ATTN_CVT_OUT_

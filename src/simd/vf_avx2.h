@@ -63,9 +63,17 @@ static inline void vf_hsum4(vf a, vf b, vf c, vf d, float *out) {
   simde_mm_storeu_ps(out, simde_mm_add_ps(simde_mm256_castps256_ps128(t), simde_mm256_extractf128_ps(t, 1)));
 }
 /* 8 fp16 / bf16 values (16-bit patterns) as floats, exactly (K/V storage): F16C's vcvtph2ps
- * (the path needs F16C: -mf16c, and cpu.c checks it with AVX2), bf16 a 16-bit shift. */
+ * (the path needs F16C: -mf16c, and cpu.c checks it with AVX2), bf16 a 16-bit shift. Emulated,
+ * SIMDe's conversion leaves a signalling NaN signalling: made quiet here, as vcvtph2ps makes it. */
 static inline vf vf_from_f16(const uint16_t *p) {
-  return simde_mm256_cvtph_ps(simde_mm_loadu_si128((const simde__m128i *)(const void *)p));
+  const simde__m256 v = simde_mm256_cvtph_ps(simde_mm_loadu_si128((const simde__m128i *)(const void *)p));
+#if defined(SIMDE_X86_F16C_NATIVE)
+  return v;
+#else
+  const simde__m256i q = simde_mm256_and_si256(simde_mm256_castps_si256(simde_mm256_cmp_ps(v, v, SIMDE_CMP_UNORD_Q)),
+                                               simde_mm256_set1_epi32(0x00400000));
+  return simde_mm256_or_ps(v, simde_mm256_castsi256_ps(q));
+#endif
 }
 static inline vf vf_from_bf16(const uint16_t *p) {
   const simde__m256i w = simde_mm256_cvtepu16_epi32(simde_mm_loadu_si128((const simde__m128i *)(const void *)p));
@@ -113,5 +121,30 @@ static inline void vf_transpose(vf *r) {
     r[k + 4] = simde_mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
   }
 }
+/* 32-bit lanes as unsigned integers (vf_common.h's fp16 / bf16 rounding). */
+typedef simde__m256i vu;
+static inline vu vu_of(vf a) { return simde_mm256_castps_si256(a); }
+static inline vf vf_of(vu a) { return simde_mm256_castsi256_ps(a); }
+static inline vu vu_set1(uint32_t x) { return simde_mm256_set1_epi32((int32_t)x); }
+static inline vu vu_add(vu a, vu b) { return simde_mm256_add_epi32(a, b); }
+static inline vu vu_and(vu a, vu b) { return simde_mm256_and_si256(a, b); }
+static inline vu vu_or(vu a, vu b) { return simde_mm256_or_si256(a, b); }
+#define vu_srl(a, n) simde_mm256_srli_epi32(a, n)
+/* a > b ? t : f per lane (a signed comparison: lanes below 2^31). */
+static inline vu vu_gt_select(vu a, vu b, vu t, vu f) {
+  return simde_mm256_blendv_epi8(f, t, simde_mm256_cmpgt_epi32(a, b));
+}
+/* The low 16 bits of each lane (values below 2^16: the unsigned saturation keeps them) to p[0 .. 8). */
+static inline void vu_store_u16(uint16_t *p, vu a) {
+  const simde__m256i w = simde_mm256_permute4x64_epi64(simde_mm256_packus_epi32(a, a), 0x08);
+  simde_mm_storeu_si128((simde__m128i *)(void *)p, simde_mm256_castsi256_si128(w));
+}
+/* F16C's vcvtps2ph where native, rounding to nearest even by its immediate (not MXCSR's mode). */
+#if defined(SIMDE_X86_F16C_NATIVE)
+#define ATTN_VF_TO_F16 1
+static inline void vf_to_f16(uint16_t *p, vf x) {
+  simde_mm_storeu_si128((simde__m128i *)(void *)p, simde_mm256_cvtps_ph(x, SIMDE_MM_FROUND_TO_NEAREST_INT));
+}
+#endif
 #include "simd/vf_common.h"
 #endif

@@ -117,9 +117,13 @@ static inline vf vf_from_f16(const uint16_t *p) {
 #if ATTN_AVX512_NATIVE_
   return _mm512_cvtph_ps(h);
 #else
-  const simde__m256 lo = simde_mm256_cvtph_ps(simde_mm256_castsi256_si128(h)),
-                    hi = simde_mm256_cvtph_ps(simde_mm256_extracti128_si256(h, 1));
-  return vf_join_(lo, hi);
+  /* SIMDe's conversion leaves a signalling NaN signalling: made quiet, as vcvtph2ps makes it. */
+  simde__m256 v[2] = {simde_mm256_cvtph_ps(simde_mm256_castsi256_si128(h)),
+                      simde_mm256_cvtph_ps(simde_mm256_extracti128_si256(h, 1))};
+  for (int i = 0; i < 2; i++)
+    v[i] = simde_mm256_or_ps(v[i], simde_mm256_and_ps(simde_mm256_cmp_ps(v[i], v[i], SIMDE_CMP_UNORD_Q),
+                                                      simde_mm256_castsi256_ps(simde_mm256_set1_epi32(0x00400000))));
+  return vf_join_(v[0], v[1]);
 #endif
 }
 static inline vf vf_from_bf16(const uint16_t *p) {
@@ -194,5 +198,37 @@ static inline void vf_transpose(vf *r) {
     r[k + 12] = simde_mm512_shuffle_f32x4(w, w2, 0xDD);
   }
 }
+/* 32-bit lanes as unsigned integers (vf_common.h's fp16 / bf16 rounding). */
+typedef simde__m512i vu;
+static inline vu vu_of(vf a) { return simde_mm512_castps_si512(a); }
+static inline vf vf_of(vu a) { return simde_mm512_castsi512_ps(a); }
+static inline vu vu_set1(uint32_t x) { return simde_mm512_set1_epi32((int32_t)x); }
+static inline vu vu_add(vu a, vu b) { return simde_mm512_add_epi32(a, b); }
+static inline vu vu_and(vu a, vu b) { return simde_mm512_and_si512(a, b); }
+static inline vu vu_or(vu a, vu b) { return simde_mm512_or_si512(a, b); }
+#define vu_srl(a, n) simde_mm512_srli_epi32(a, n)
+/* a > b ? t : f per lane (a signed comparison: lanes below 2^31). */
+static inline vu vu_gt_select(vu a, vu b, vu t, vu f) {
+  return simde_mm512_mask_blend_epi32(simde_mm512_cmpgt_epi32_mask(a, b), f, t);
+}
+/* The low 16 bits of each lane to p[0 .. 16): AVX-512F's vpmovdw where native (SIMDe 0.7 has no
+ * truncating form: emulated, through memory). */
+static inline void vu_store_u16(uint16_t *p, vu a) {
+#if ATTN_AVX512_NATIVE_
+  _mm256_storeu_si256((__m256i *)(void *)p, _mm512_cvtepi32_epi16(a));
+#else
+  uint32_t t[16];
+  simde_mm512_storeu_si512(t, a);
+  for (int i = 0; i < 16; i++) p[i] = (uint16_t)t[i];
+#endif
+}
+/* AVX-512F's vcvtps2ph where native, rounding to nearest even by its immediate (not MXCSR's mode),
+ * exceptions suppressed. */
+#if ATTN_AVX512_NATIVE_
+#define ATTN_VF_TO_F16 1
+static inline void vf_to_f16(uint16_t *p, vf x) {
+  _mm256_storeu_si256((__m256i *)(void *)p, _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+#endif
 #include "simd/vf_common.h"
 #endif

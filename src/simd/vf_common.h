@@ -26,6 +26,41 @@ static inline vf vf_exp_scale(vf y, vf n, vf nb, vf x, vf lo) {
 }
 #endif
 
+/* Rounding to fp16 and bf16 (the f32_f16_cvt / f32_bf16_cvt kernels, simd/cvt_tmpl.h): ATTN_VL
+ * floats into ATTN_VL 16-bit patterns at p, to nearest, ties to even, written once on the shim's
+ * 32-bit integer lanes (vu_*: lanes below 2^31 compare alike signed or not). A NaN keeps its sign
+ * and its payload's leading bits and is made quiet, as F16C's and NEON's conversions do, so a shim
+ * with its own instruction (ATTN_VF_TO_F16) gives the same bits. fp16, per |x| (a = its bits):
+ *   a < 2^-14 (subnormal or zero):  |x| + 0.5 rounds |x| to a multiple of 2^-24 in the float
+ *                                   addition itself (the default rounding mode), and the sum's low
+ *                                   bits are that multiple (F. Giesen's method);
+ *   2^-14 <= a < 65520:             rebias the exponent (127 -> 15) and round the 13 dropped bits
+ *                                   in integers: + 0xfff, + the kept lowest bit (ties to even);
+ *                                   a carry moves into the exponent, as it should;
+ *   65520 (the midpoint above 65504) <= a <= inf: infinity;  NaN: 0x7e00 | the fraction's top
+ *                                   10 bits. */
+#ifndef ATTN_VF_TO_F16
+static inline void vf_to_f16(uint16_t *p, vf x) {
+  const vu u = vu_of(x), a = vu_and(u, vu_set1(0x7fffffffu));
+  const vu sub = vu_add(vu_of(vf_add(vf_of(a), vf_set1(0.5f))), vu_set1(0u - 0x3f000000u));
+  const vu odd = vu_and(vu_srl(a, 13), vu_set1(1u));
+  const vu nrm = vu_srl(vu_add(vu_add(a, vu_set1(0xfffu - 0x38000000u)), odd), 13);
+  vu h = vu_gt_select(vu_set1(0x38800000u), a, sub, nrm);
+  h = vu_gt_select(a, vu_set1(0x477fefffu), vu_set1(0x7c00u), h);
+  h = vu_gt_select(a, vu_set1(0x7f800000u), vu_or(vu_and(vu_srl(a, 13), vu_set1(0x3ffu)), vu_set1(0x7e00u)), h);
+  vu_store_u16(p, vu_or(h, vu_and(vu_srl(u, 16), vu_set1(0x8000u))));
+}
+#endif
+/* bf16: the upper half of the float rounded on the lower (+ 0x7fff, + the kept lowest bit; a
+ * carry into the exponent is right, up to infinity), except NaN: its upper half made quiet (a
+ * rounding carry could turn it into infinity). No ISA of the paths has a bf16 conversion in its
+ * flags (AVX-512 BF16 is not AVX-512F), so every path uses this. */
+static inline void vf_to_bf16(uint16_t *p, vf x) {
+  const vu u = vu_of(x), a = vu_and(u, vu_set1(0x7fffffffu)), hi = vu_srl(u, 16);
+  const vu r = vu_srl(vu_add(vu_add(u, vu_set1(0x7fffu)), vu_and(hi, vu_set1(1u))), 16);
+  vu_store_u16(p, vu_gt_select(a, vu_set1(0x7f800000u), vu_or(hi, vu_set1(0x40u)), r));
+}
+
 /* w (1 .. ATTN_VL) floats: a full vector, or the first w lanes with the rest 0 (never reading or
  * writing past p[w-1]). */
 static inline vf vf_load_w(const float *p, size_t w) { return w == ATTN_VL ? vf_load(p) : vf_load_n(p, w); }

@@ -60,9 +60,12 @@ static inline vf vf_select(vmask m, vf t, vf f) { return simde_vbslq_f32(m, t, f
 /* Sum of the lanes. */
 static inline float vf_hsum(vf a) { return simde_vaddvq_f32(a); }
 /* 4 fp16 / bf16 values (16-bit patterns) as floats, exactly (K/V storage): NEON's vcvt_f32_f16
- * (SIMDe's bit conversion where emulated), bf16 a 16-bit shift. */
+ * (SIMDe's bit conversion where emulated), bf16 a 16-bit shift. A NaN is made quiet (SIMDe's
+ * conversion leaves a signalling one signalling; the instruction's is quiet already). */
 static inline vf vf_from_f16(const uint16_t *p) {
-  return simde_vcvt_f32_f16(simde_vreinterpret_f16_u16(simde_vld1_u16(p)));
+  const vf v = simde_vcvt_f32_f16(simde_vreinterpret_f16_u16(simde_vld1_u16(p)));
+  const simde_uint32x4_t q = simde_vbicq_u32(simde_vdupq_n_u32(0x00400000u), simde_vceqq_f32(v, v));
+  return simde_vreinterpretq_f32_u32(simde_vorrq_u32(simde_vreinterpretq_u32_f32(v), q));
 }
 /* The lane sums of a, b, c and d into out[0..3] (few-rows scores: four keys at once). */
 static inline void vf_hsum4(vf a, vf b, vf c, vf d, float *out) {
@@ -95,5 +98,24 @@ static inline void vf_transpose(vf *r) {
   r[2] = simde_vcombine_f32(simde_vget_high_f32(ab.val[0]), simde_vget_high_f32(cd.val[0]));
   r[3] = simde_vcombine_f32(simde_vget_high_f32(ab.val[1]), simde_vget_high_f32(cd.val[1]));
 }
+/* 32-bit lanes as unsigned integers (vf_common.h's fp16 / bf16 rounding). */
+typedef simde_uint32x4_t vu;
+static inline vu vu_of(vf a) { return simde_vreinterpretq_u32_f32(a); }
+static inline vf vf_of(vu a) { return simde_vreinterpretq_f32_u32(a); }
+static inline vu vu_set1(uint32_t x) { return simde_vdupq_n_u32(x); }
+static inline vu vu_add(vu a, vu b) { return simde_vaddq_u32(a, b); }
+static inline vu vu_and(vu a, vu b) { return simde_vandq_u32(a, b); }
+static inline vu vu_or(vu a, vu b) { return simde_vorrq_u32(a, b); }
+#define vu_srl(a, n) simde_vshrq_n_u32(a, n)
+/* a > b ? t : f per lane. */
+static inline vu vu_gt_select(vu a, vu b, vu t, vu f) { return simde_vbslq_u32(simde_vcgtq_u32(a, b), t, f); }
+/* The low 16 bits of each lane to p[0 .. 4). */
+static inline void vu_store_u16(uint16_t *p, vu a) { simde_vst1_u16(p, simde_vmovn_u32(a)); }
+/* AArch64's fcvtn where native: IEEE rounding by FPCR's mode (to nearest in the default
+ * environment), a NaN made quiet with its sign and payload's top bits, as F16C. */
+#if defined(SIMDE_ARM_NEON_A64V8_NATIVE)
+#define ATTN_VF_TO_F16 1
+static inline void vf_to_f16(uint16_t *p, vf x) { vst1_u16(p, vreinterpret_u16_f16(vcvt_f16_f32(x))); }
+#endif
 #include "simd/vf_common.h"
 #endif

@@ -64,6 +64,7 @@ static inline vf vf_from_f16(const uint16_t *p) {
   const vu32_ em = (h & 0x7fffu) << 13, e = em & 0x0f800000u;
   vu32_ o = em + (112u << 23);
   o += (vu32_)(e == e_inf) & (112u << 23); /* inf, NaN: the all-ones exponent */
+  o |= (vu32_)(em > e_inf) & 0x00400000u;  /* NaN: quiet, as F16C and NEON make it */
   const vu32_ zs = (vu32_)(e == 0u);       /* zero, subnormal: 2^-14 (1 + f / 1024) - 2^-14 */
   const vf sub = (vf)(o + (1u << 23)) - vf_set1(0x1p-14f);
   o = (zs & (vu32_)sub) | (~zs & o);
@@ -76,6 +77,24 @@ static inline void vf_hsum4(vf a, vf b, vf c, vf d, float *out) {
 static inline vf vf_from_bf16(const uint16_t *p) {
   const vu32_ h = {p[0], p[1], p[2], p[3]};
   return (vf)(h << 16);
+}
+/* 32-bit lanes as unsigned integers (vf_common.h's fp16 / bf16 rounding). */
+typedef vu32_ vu;
+static inline vu vu_of(vf a) { return (vu)a; }
+static inline vf vf_of(vu a) { return (vf)a; }
+static inline vu vu_set1(uint32_t x) { return (vu){x, x, x, x}; }
+static inline vu vu_add(vu a, vu b) { return a + b; }
+static inline vu vu_and(vu a, vu b) { return a & b; }
+static inline vu vu_or(vu a, vu b) { return a | b; }
+#define vu_srl(a, n) ((a) >> (n))
+/* a > b ? t : f per lane. */
+static inline vu vu_gt_select(vu a, vu b, vu t, vu f) {
+  const vu m = (vu)(a > b);
+  return (t & m) | (f & ~m);
+}
+/* The low 16 bits of each lane to p[0 .. ATTN_VL). */
+static inline void vu_store_u16(uint16_t *p, vu a) {
+  for (int i = 0; i < ATTN_VL; i++) p[i] = (uint16_t)a[i];
 }
 /* (float)(a[i] - c[i]) of ATTN_VL doubles: the difference in double, one rounding to float. */
 static inline vf vf_from_f64_diff(const double *a, const double *c) {

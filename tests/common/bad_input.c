@@ -3,7 +3,9 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define HUGE_N (SIZE_MAX / 2)
 
@@ -95,8 +97,18 @@ void tu_bad_make(tu_bad *b, tu_rng *r, const attn_shape *s, size_t room, int wit
   b->desc_null = 0;
 }
 
+/* The thread's error detail (attn_last_error) set by a failure no row makes, so that a rejected
+ * call that sets no detail of its own shows as this one left behind. */
+static char primed[256];
+static void prime_detail(void) {
+  ck_assert_int_eq(attn_isa_set((attn_isa)-9), ATTN_E_BAD_ARGUMENT);
+  snprintf(primed, sizeof primed, "%s", attn_last_error());
+  ck_assert(primed[0] != '\0');
+}
+
 void tu_bad_apply(tu_bad *b, int fault, attn_shape *s, float *scale, attn_layout *lse) {
   const size_t n_q = s->n_q, d = s->d, dv = s->dv;
+  prime_detail();
   switch ((tu_bad_fault)fault) {
     case TU_BAD_DESC_NULL:
       b->desc_null = 1;
@@ -255,6 +267,10 @@ void tu_bad_apply(tu_bad *b, int fault, attn_shape *s, float *scale, attn_layout
 void tu_bad_assert_status(const tu_bad_case *c, const char *call, attn_status got) {
   ck_assert_msg(got == c->expect, "%s: %s answered %d (%s), expected %d (%s)", c->name, call, (int)got,
                 attn_status_string(got), (int)c->expect, attn_status_string(c->expect));
+  const char *detail = attn_last_error();
+  ck_assert_msg(detail[0] != '\0' && strcmp(detail, primed) != 0, "%s: %s set no error detail of its own", c->name,
+                call);
+  prime_detail(); /* for the next call of the row */
 }
 
 void tu_bad_assert_query(const tu_bad_case *c, const char *query, attn_status got, size_t bytes) {

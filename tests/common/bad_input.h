@@ -119,7 +119,8 @@ void tu_bad_make(tu_bad *b, tu_rng *r, const attn_shape *s, size_t room, int wit
 /** Applies a shared fault to the call's arguments, the descriptor's shape s, its scale and its
  *  lse layout (NULL: none); a suite's own fault (>= TU_BAD_OWN) changes nothing. */
 void tu_bad_apply(tu_bad *b, int fault, attn_shape *s, float *scale, attn_layout *lse);
-/** Asserts that the call answered the row's status (the message names the row). */
+/** Asserts that the call answered the row's status (the message names the row) and set an error
+ *  detail of its own (attn_last_error: tu_bad_apply and this function leave one no call makes). */
 void tu_bad_assert_status(const tu_bad_case *c, const char *call, attn_status got);
 /** For a descriptor-level row: the size query answered the row's status and left its output at
  *  TU_BAD_UNTOUCHED. Other rows: nothing. */

@@ -1213,8 +1213,8 @@ static const gb_case gb_cases[] = {
     {.name = "FEATURE gate head stride m - 1", GB(GB_FEAT_HEAD_STRIDE, ATTN_E_BAD_STRIDE, 1)},
     {.name = "FEATURE gate row stride m - 1 (not 0)", GB(GB_FEAT_ROW_STRIDE, ATTN_E_BAD_STRIDE, 1)},
     {.name = "a state made with another h_g (L 2, not 4)", GB(GB_STATE_HG, ATTN_E_STATE_MISMATCH, 0)},
-    {.name = "attn_linear with a gate", GB(GB_UNGATED_GATE, ATTN_E_NULL_POINTER, 0)},
-    {.name = "attn_linear with beta", GB(GB_UNGATED_BETA, ATTN_E_NULL_POINTER, 0)},
+    {.name = "attn_linear with a gate", GB(GB_UNGATED_GATE, ATTN_E_BAD_ARGUMENT, 0)},
+    {.name = "attn_linear with beta", GB(GB_UNGATED_BETA, ATTN_E_BAD_ARGUMENT, 0)},
     {.name = "o inside the log gates", GB(GB_O_IN_GATE, ATTN_E_ALIASING, 0)},
 };
 #define GB_NCASES (sizeof gb_cases / sizeof gb_cases[0])

@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
-# Builds and runs every test suite of attn: native x86-64 (or whatever this host is), the same
-# under ASan + UBSan, every path through SIMDe's portable code (-DSIMDE_NO_NATIVE), and AArch64
-# under qemu-user (NEON native there, AVX2 through SIMDe). Installs its own Debian packages when
-# run as root (or with sudo) on a machine that lacks them. Prints Check's summary lines.
+# Builds and runs every test suite of attn: native x86-64 (or whatever this host is; plus a CPU
+# without AVX2 under qemu-x86_64 -cpu Nehalem), the same under ASan + UBSan, every path through
+# SIMDe's portable code (-DSIMDE_NO_NATIVE), AArch64 under qemu-user (NEON native there, AVX2 and
+# AVX-512 through SIMDe), install checks, libFuzzer targets and ThreadSanitizer. Installs its own
+# Debian packages when run as root (or with sudo) on a machine that lacks them. Prints Check's
+# summary lines.
 # Usage: bash scripts/test-all.sh [native|sanitize|emul|aarch64|install|fuzz|tsan ...]
 #   (default: all seven)
-#   install: meson install to a scratch prefix, then build docs/example.c against it with
-#   pkg-config; build it again from a project that uses attn as a Meson subproject; and run the
-#   native suite against the shared library (-Ddefault_library=shared).
+#   Every build is made first, one after another (each on every core); then the suites' tests
+#   run in two lanes side by side, one test at a time in each, the longest suite first, so that
+#   both cores stay busy until the end. Each suite's output is printed when it ends.
+#   install: a release build of the static and shared library installed into a scratch prefix;
+#   docs/example.c built against it with pkg-config and by a CMake project (find_package);
+#   every ATTN_API function exported by the shared library and nothing else, and the examples
+#   run on it; attn as a Meson subproject (its tests and bench off by default).
 #   fuzz: the libFuzzer targets of tests/fuzz (clang, ASan + UBSan, the library built with
 #   -fsanitize=fuzzer-no-link: the sanitize suite's build, build-asan, which has them too; each
-#   suite runs its own tests), each for ATTN_FUZZ_SECONDS seconds (default 60; the state and api
-#   targets a third of it), two at a time: about 2.5 minutes. NaN/Inf inputs are injected and
-#   checked against the library's non-finite policy (-Dfuzz_nonfinite=false turns that off).
+#   suite runs its own tests), each for ATTN_FUZZ_SECONDS seconds (default 20; the state and api
+#   targets a third of it). NaN/Inf inputs are injected and checked against the library's
+#   non-finite policy (-Dfuzz_nonfinite=false turns that off).
 #   tsan: tests/check_threads.c (first use racing from several threads; calls while another
-#   thread switches the ISA path) under ThreadSanitizer, with no suppressions.
+#   thread switches the ISA path) and the parallel suite under ThreadSanitizer, no suppressions.
+# Environment: ATTN_TEST_LANES (default: the CPUs online, at most 2 and at least 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +34,7 @@ for s in "${suites[@]}"; do
     sanitize | fuzz | tsan) need_pkgs+=(clang libclang-rt-14-dev) ;;
     aarch64) need_pkgs+=(qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;;
     native) need_pkgs+=(qemu-user libopenblas-dev) ;; # qemu -cpu Nehalem: the no-AVX2 test; LAPACK: suite analyze
+    install) need_pkgs+=(cmake) ;;
   esac
 done
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else "$@"; fi; }
@@ -56,73 +64,142 @@ setup_dir() { # build dir, meson setup args...: reconfigure a valid build tree, 
   else rm -rf "$dir" && meson setup "$dir" "$@" >/dev/null; fi
 }
 
-run_suite() { # name, build dir, meson setup args...; $only_suite / $skip_suite (optional): run only / all but that Meson suite
-  local name=$1 dir=$2 t0=$SECONDS; shift 2
+build_suite() { # name, build dir, [targets...] --, meson setup args...
+  local name=$1 dir=$2 t0=$SECONDS targets=(); shift 2
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do targets+=("$1"); shift; done
+  shift
   echo "== $name: meson setup $dir $*"
-  # (set -e does not apply inside a function called from an || list: every step says || return 1)
   setup_dir "$dir" "$@" || return 1
-  ninja -C "$dir" >/dev/null || return 1
+  ninja -C "$dir" "${targets[@]}" >"$dir/build.log" 2>&1 || { cat "$dir/build.log"; return 1; }
   echo "== $name: built in $((SECONDS - t0)) s"
-  local rc=0 t1=$SECONDS
-  meson test -C "$dir" --num-processes "$(nproc)" --print-errorlogs ${only_suite:+--suite "$only_suite"} \
-    ${skip_suite:+--no-suite "$skip_suite"} || rc=$?
-  echo "== $name: tests ran in $((SECONDS - t1)) s; Check summaries"
-  grep -hE '^[0-9]+%: Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$dir/meson-logs/testlog.txt" | sort | uniq -c || true
-  grep -E '^(Ok|Expected Fail|Fail|Unexpected Pass|Skipped|Timeout):' "$dir/meson-logs/testlog.txt" | sed "s/^/   $name /" || true
+}
+
+test_suite() { # name, build dir, extra meson test args...: one test at a time (a lane)
+  local name=$1 dir=$2 t0=$SECONDS rc=0; shift 2
+  # (a log of its own: sanitize and fuzz run in one build directory at the same time)
+  meson test -C "$dir" --no-rebuild --num-processes 1 --print-errorlogs --logbase "$name" "$@" || rc=$?
+  echo "== $name: tests ran in $((SECONDS - t0)) s; Check summaries"
+  grep -hE '^[0-9]+%: Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$dir/meson-logs/$name.txt" | sort | uniq -c || true
+  grep -E '^(Ok|Expected Fail|Fail|Unexpected Pass|Skipped|Timeout):' "$dir/meson-logs/$name.txt" | sed "s/^/   $name /" || true
   return $rc
 }
 
 install_checks() {
-  local prefix dir=build-install
+  # One release build of both library kinds (the same objects), installed into a scratch prefix.
+  local prefix dir=build-install t0=$SECONDS
   prefix=$(mktemp -d)
-  echo "== install: meson install into $prefix, example against pkg-config"
-  setup_dir "$dir" --prefix "$prefix" --libdir lib -Dtests=disabled -Dbench=disabled || return 1
+  echo "== install: meson install into $prefix (static and shared), example against pkg-config"
+  setup_dir "$dir" --prefix "$prefix" --libdir lib -Ddefault_library=both -Dtests=disabled -Dbench=disabled || return 1
   ninja -C "$dir" >/dev/null && meson install -C "$dir" >/dev/null || return 1
   local flags
   flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs --static attn) || return 1
   cc -std=c11 -Wall -Wextra -Werror docs/example.c $flags -o "$prefix/example" || return 1
-  "$prefix/example" || return 1
-  echo "== install: attn as a Meson subproject"
+  "$prefix/example" >/dev/null || return 1
+  echo "== install: a CMake project finds the package (find_package(attn), attn::attn)"
+  cmake -S tests/consumer-cmake -B "$prefix/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DATTN_EXAMPLE="$PWD/docs/example.c" >"$prefix/cmake.log" 2>&1 &&
+    cmake --build "$prefix/cmake-build" >>"$prefix/cmake.log" 2>&1 || { cat "$prefix/cmake.log"; return 1; }
+  "$prefix/cmake-build/example" >/dev/null || return 1
+  echo "== install: the shared library: every ATTN_API function exported, nothing else; the examples run on it"
+  local so="$prefix/lib/libattn.so" declared exported missing bad
+  declared=$(grep -A1 '^ATTN_API' include/attn.h | grep -oE '\battn_[a-z0-9_]+\(' | tr -d '(' | sort -u)
+  exported=$(nm -D --defined-only "$so" | awk '$2 == "T" {print $3}' | sort -u)
+  missing=$(comm -23 <(echo "$declared") <(echo "$exported"))
+  [ -z "$missing" ] || { echo "declared but not exported: $missing"; return 1; }
+  bad=$(nm -D --defined-only "$so" | awk '$2 ~ /^[TDBR]$/ && $3 !~ /^attn_/ {print $3}' |
+    grep -vE '^(_init|_fini|__bss_start|_edata|_end)$' || true)
+  [ -z "$bad" ] || { echo "unexpected exported symbols: $bad"; return 1; }
+  [ "$(nm -D --defined-only "$so" | grep -c ' T attn_f32_.*ukernel')" = 0 ] || { echo "kernels exported"; return 1; }
+  flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs attn) || return 1
+  local ex n=0
+  for ex in docs/example.c examples/*.c; do
+    [ -f "$ex" ] || continue
+    cc -std=c11 -O1 -fopenmp "$ex" $flags -lm -o "$prefix/ex" || return 1
+    LD_LIBRARY_PATH="$prefix/lib" "$prefix/ex" >/dev/null || { echo "$ex failed on the shared library"; return 1; }
+    n=$((n + 1))
+  done
+  echo "== install: $n programs ran on the shared library"
+  echo "== install: attn as a Meson subproject (its tests and bench off by default there)"
   local cons
   cons=$(mktemp -d)
   cp tests/consumer/meson.build "$cons/"
   mkdir -p "$cons/subprojects" "$cons/docs"
   ln -s "$PWD" "$cons/subprojects/attn"
   ln -s "$PWD/docs/example.c" "$cons/docs/example.c"
-  (cd "$cons" && meson setup build -Dattn:tests=disabled -Dattn:bench=disabled >/dev/null && ninja -C build >/dev/null &&
-    meson test -C build) || return 1
+  (cd "$cons" && meson setup build >"$cons/setup.log" 2>&1 || { cat "$cons/setup.log"; exit 1; }
+    # the subproject's own targets: the library alone (no check_*, attn-bench or attn-analyze)
+    if ninja -C build -t targets all | grep -qE 'check_|attn-bench|attn-analyze'; then
+      echo "the subproject built its tests or bench"; exit 1
+    fi
+    ninja -C build >/dev/null && meson test -C build >/dev/null) || return 1
   rm -rf "$prefix" "$cons"
-  echo "== install: shared library build, native suite"
-  run_suite shared build-shared --buildtype=debugoptimized -Dbench=disabled -Ddefault_library=shared || return 1
-  echo "== install: shared library exports only the API"
-  local bad
-  bad=$(nm -D --defined-only build-shared/src/libattn.so | awk '$2 ~ /^[TDBR]$/ && $3 !~ /^attn_/ {print $3}' |
-    grep -vE '^(_init|_fini|__bss_start|_edata|_end)$' || true)
-  [ -z "$bad" ] || { echo "unexpected exported symbols: $bad"; return 1; }
-  [ "$(nm -D --defined-only build-shared/src/libattn.so | grep -c ' T attn_f32_')" = 0 ] || { echo "kernels exported"; return 1; }
+  echo "== install: passed in $((SECONDS - t0)) s"
 }
 
 # sanitize and fuzz share one build (clang, ASan + UBSan, the library with fuzzer coverage)
 asan_args=(--buildtype=debugoptimized -Dbench=disabled -Db_sanitize=address,undefined -Db_lundef=false
-  -Dfuzz=true -Dfuzz_seconds="${ATTN_FUZZ_SECONDS:-60}")
-status=0
+  -Dfuzz=true -Dfuzz_seconds="${ATTN_FUZZ_SECONDS:-20}")
+want() { [[ " ${suites[*]} " == *" $1 "* ]]; }
 for s in "${suites[@]}"; do
-  case "$s" in
-    native) run_suite native build-test --buildtype=debugoptimized -Dbench=disabled || status=1 ;;
-    sanitize)
-      skip_suite=fuzz CC=clang run_suite sanitize build-asan "${asan_args[@]}" || status=1 ;;
-    emul) run_suite emul build-emul --buildtype=debugoptimized -Dbench=disabled -Dsimde_no_native=true || status=1 ;;
-    aarch64)
-      run_suite aarch64 build-aarch64 --buildtype=debugoptimized -Dbench=disabled \
-        --cross-file tests/cross/aarch64-linux-gnu.ini || status=1 ;;
-    install) install_checks || status=1 ;;
-    fuzz)
-      only_suite=fuzz CC=clang run_suite fuzz build-asan "${asan_args[@]}" || status=1 ;;
-    tsan)
-      only_suite=threads CC=clang run_suite tsan build-tsan --buildtype=debugoptimized -Dbench=disabled \
-        -Db_sanitize=thread -Db_lundef=false || status=1 ;;
+  case "$s" in native | sanitize | emul | aarch64 | install | fuzz | tsan) ;;
     *) echo "unknown suite: $s (native|sanitize|emul|aarch64|install|fuzz|tsan)" >&2; exit 2 ;;
   esac
 done
+t_all=$SECONDS
+status=0
+
+# 1. The builds, one after another, each on every core. A suite whose build failed is not run.
+declare -A built
+build_one() { if build_suite "$@"; then built[$1]=1; else status=1; fi; }
+if want aarch64; then
+  build_one aarch64 build-aarch64 -- --buildtype=debugoptimized -Dbench=disabled \
+    --cross-file tests/cross/aarch64-linux-gnu.ini
+fi
+if want sanitize || want fuzz; then CC=clang build_one sanitize build-asan -- "${asan_args[@]}"; fi
+want native && build_one native build-test -- --buildtype=debugoptimized -Dbench=disabled
+want emul && build_one emul build-emul -- --buildtype=debugoptimized -Dbench=disabled -Dsimde_no_native=true
+if want tsan; then
+  CC=clang build_one tsan build-tsan tests/check_threads tests/check_parallel -- --buildtype=debugoptimized \
+    -Dbench=disabled -Db_sanitize=thread -Db_lundef=false
+fi
+
+# 2. The tests, in lanes: each job's output goes to its log, printed whole when it ends.
+jobs=() # name:function arguments, longest first
+want aarch64 && [ -n "${built[aarch64]:-}" ] && jobs+=("aarch64|test_suite aarch64 build-aarch64 --timeout-multiplier 3")
+[ -n "${built[sanitize]:-}" ] && want sanitize && jobs+=("sanitize|test_suite sanitize build-asan --no-suite fuzz --timeout-multiplier 2")
+want native && [ -n "${built[native]:-}" ] && jobs+=("native|test_suite native build-test --timeout-multiplier 2")
+[ -n "${built[sanitize]:-}" ] && want fuzz && jobs+=("fuzz|test_suite fuzz build-asan --suite fuzz")
+want emul && [ -n "${built[emul]:-}" ] && jobs+=("emul|test_suite emul build-emul --timeout-multiplier 2")
+want tsan && [ -n "${built[tsan]:-}" ] && jobs+=("tsan|test_suite tsan build-tsan --suite threads --timeout-multiplier 3")
+want install && jobs+=("install|install_checks")
+lanes=${ATTN_TEST_LANES:-$(nproc 2>/dev/null || echo 1)}
+[ "$lanes" -gt 2 ] && lanes=2
+[ "$lanes" -lt 1 ] && lanes=1
+logs=$(mktemp -d)
+declare -A pid_of_job
+running=0
+finish_one() { # wait for any job, print its log, record its status
+  local pid rc=0 name
+  wait -n -p pid || rc=$?
+  for name in "${!pid_of_job[@]}"; do
+    if [ "${pid_of_job[$name]}" = "$pid" ]; then
+      cat "$logs/$name.log"
+      [ $rc = 0 ] || { echo "== $name: FAILED (exit $rc)"; status=1; }
+      unset "pid_of_job[$name]"
+    fi
+  done
+  running=$((running - 1))
+}
+for j in "${jobs[@]}"; do
+  name=${j%%|*}
+  [ $running -lt "$lanes" ] || finish_one
+  # ${j#*|} is a command line of this script's functions and fixed words: split on spaces
+  (eval "${j#*|}") >"$logs/$name.log" 2>&1 &
+  pid_of_job[$name]=$!
+  running=$((running + 1))
+done
+while [ $running -gt 0 ]; do finish_one; done
+rm -rf "$logs"
+echo "== every suite ran in $((SECONDS - t_all)) s"
 [ $status = 0 ] && echo "== all suites passed" || echo "== SOME SUITES FAILED"
 exit $status

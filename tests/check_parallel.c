@@ -423,6 +423,9 @@ START_TEST(parallel_bit_identical) {
   outs alone = {0};
   run_case(c, &in, NULL, &alone);
   for (int pv = 0; pv < PROVIDERS; pv++) {
+    /* under qemu (ATTN_TEST_SCALE=small): 3 workers, 8, and the shuffled order; every provider
+     * runs natively, in the emulation build and under the sanitizers */
+    if (tu_small() && pv != 2 && pv != 3 && pv != 4) continue;
     provider p;
     provider_make(&p, pv);
     outs got = {0};

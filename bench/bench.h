@@ -13,7 +13,10 @@
  *                 native ISA), and the baseline list
  *   baseline_onednn.c  naive attention through oneDNN's matmul and softmax primitives
  *   sysinfo.c     machine, build and run description; peak and bandwidth probes
- *   report.c      the one row printer, tables, CSV, JSON, Markdown and the gnuplot SVG
+ *   report.c      the one row printer, tables, CSV, JSON and Markdown
+ *   summary.c     the families, the one-screen summary and summary.md
+ *   plot.c        the gnuplot plot: one panel per family (SVG, PNG)
+ *   progress.c    the progress line while the sweep runs
  *   flops.h       the one flop/byte table
  */
 #ifndef ATTN_BENCH_H
@@ -329,8 +332,73 @@ void bench_print_crossovers(FILE *f, const bench_results *r);
 int bench_write_csv(const char *path, const bench_results *r);
 int bench_write_json(const char *path, const bench_results *r);
 int bench_write_markdown(const char *path, const bench_results *r);
-/** Write the gnuplot script next to svg (svg with ".gp") and run gnuplot if it is on PATH.
- *  Returns 1 if the SVG was made, 0 if gnuplot is missing, -1 on error; msg says which. */
-int bench_write_plot(const char *svg, const bench_results *r, char *msg, size_t msglen);
+/** "1.5 ms", "230 us": a time in seconds, or "-" when it is not positive. */
+const char *bench_fmt_time(char *buf, size_t len, double s);
+/** "512", "2k", "1.5k": a token count. */
+const char *bench_fmt_n(char *buf, size_t len, double n);
+
+/* ---- families, summary, plot (summary.c, plot.c) ---- */
+
+/** The families the summary and the plot group variants into, in their order. */
+typedef enum bench_family {
+  BENCH_FAM_SOFTMAX, /**< softmax prefill */
+  BENCH_FAM_LINEAR,  /**< linear attention's feature maps, bidirectional, causal and windowed */
+  BENCH_FAM_GATED,   /**< decayed and gated linear attention */
+  BENCH_FAM_GAU,     /**< GAU, FLASH's linear part, selective attention */
+  BENCH_FAM_DECODE,  /**< every decode row: over a cache, or the linear step */
+  BENCH_FAM_COUNT
+} bench_family;
+
+bench_family bench_family_of(const bench_variant *v);
+const char *bench_family_name(bench_family f);
+/** The path the summary and the plot show: the one `auto` picks when the results have it, else
+ *  the measured path with the highest FMA peak. */
+attn_isa bench_shown_path(const bench_results *r);
+/** The ok attn row of v on isa at head dimension d and size n (n_kv); NULL if none. */
+const bench_row *bench_find_row(const bench_results *r, const bench_variant *v, attn_isa isa, size_t d, size_t n);
+
+/** A file the run wrote, for the summary's list. */
+typedef struct bench_file {
+  const char *what, *path;
+} bench_file;
+
+/** The one-screen summary (it starts with the line "== attn-bench summary"): the machine, per
+ *  family the best figure on the shown path against its baselines and the peak, the crossovers,
+ *  the files. */
+void bench_print_summary(FILE *f, const bench_results *r, const bench_file *files, size_t nfiles);
+/** The same as one Markdown table (a row per family) under a caption line naming the machine,
+ *  date and git revision, for the README. 0 on success. */
+int bench_write_summary(const char *path, const bench_results *r);
+
+/** Write the gnuplot script next to svg (svg with ".gp") and run gnuplot if it is on PATH: small
+ *  multiples, one panel per family, to the SVG and, where gnuplot has pngcairo, a PNG beside it
+ *  (svg with ".png", into png). Returns 1 if the SVG was made, 0 if gnuplot is missing, -1 on
+ *  error; msg says which. */
+int bench_write_plot(const char *svg, const bench_results *r, char *png, size_t pnglen, char *msg, size_t msglen);
+
+/* ---- the progress line (progress.c) ---- */
+
+typedef struct bench_progress {
+  int tty;                         /**< stderr is a terminal: one line redrawn in place */
+  int shares_stdout;               /**< stdout is a terminal too: clear the line before a row */
+  int shown;                       /**< the line is on the terminal now */
+  size_t done;                     /**< points done at the last update */
+  double start;                    /**< bench_now() when the sweep started */
+  double expect_done, expect_left; /**< expected seconds of the points done, and still to run */
+  double max_call_time;
+} bench_progress;
+
+/** Seconds measuring row is expected to take (0: expected to be skipped). */
+double bench_row_expected_seconds(const bench_results *r, const bench_row *row, double max_call_time);
+/** Start with every planned row of r. */
+void bench_progress_start(bench_progress *p, const bench_results *r, double max_call_time);
+/** A row planned after the start (the crossover's search below the sweep). */
+void bench_progress_add(bench_progress *p, const bench_results *r, const bench_row *row);
+/** Take the line off the terminal before something is printed to stdout. */
+void bench_progress_clear(bench_progress *p);
+/** A row is finished: `done` of `total`; redraw the line. */
+void bench_progress_done(bench_progress *p, const bench_results *r, const bench_row *row, size_t done, size_t total);
+/** The sweep is over: clear the line. */
+void bench_progress_end(bench_progress *p);
 
 #endif

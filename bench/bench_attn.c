@@ -51,7 +51,8 @@ static size_t variant_index(const bench_variant *v) { return bench_variant_index
 typedef struct options {
   int variant_on[BENCH_MAX_VARIANTS];
   int isa_on[ATTN_ISA_COUNT];
-  size_t sizes[BENCH_MAX_SIZES], nsizes; /* explicit --sizes */
+  size_t sizes[BENCH_MAX_SIZES], nsizes;   /* explicit --sizes */
+  size_t caches[BENCH_MAX_SIZES], ncaches; /* explicit --caches */
   size_t n_min, n_max, quad_n_max, cache_min, cache_max;
   int n_max_set, quad_set;
   size_t d[BENCH_MAX_SIZES], nd;
@@ -63,7 +64,7 @@ typedef struct options {
   double min_time, max_call_time, noisy;
   unsigned reps, warmup, retries, rounds;
   const char *out_dir, *csv, *json, *svg, *md;
-  int baselines, plot, extend;
+  int baselines, plot, extend, quick;
 } options;
 
 typedef struct opt_def {
@@ -76,13 +77,15 @@ static const opt_def opt_defs[] = {
      "groups: all, prefill, decode, softmax, linear, gau, selective"},
     {"isa", "LIST",
      "ISA paths, comma-separated: native (default: every path this CPU runs\n"
-     "natively), or names (scalar, avx2, avx512, neon). Emulated paths are marked native=0"},
+     "natively), best (the one `auto` picks), or names (scalar, avx2, avx512,\n"
+     "neon). Emulated paths are marked native=0"},
     {"sizes", "LIST", "prefill sequence lengths (e.g. 128,1k,4k); overrides --n-min/--n-max"},
     {"n-min", "N", "smallest prefill n, powers of two from here (default 128)"},
     {"n-max", "N", "largest prefill n (default 65536)"},
     {"quad-n-max", "N",
      "largest n for softmax full and causal (default 16384, or --n-max if\n"
      "that is given)"},
+    {"caches", "LIST", "decode cache lengths (e.g. 4k,32k); overrides --cache-min/--cache-max"},
     {"cache-min", "N", "smallest decode cache, powers of two from here (default 1024)"},
     {"cache-max", "N", "largest decode cache (default 131072)"},
     {"d", "LIST", "head dimensions d = dv, comma-separated (default 64)"},
@@ -150,8 +153,33 @@ static const opt_def opt_defs[] = {
     {"no-extend", NULL,
      "do not measure below the sweep when linear already wins at its\n"
      "smallest n (the crossover then reads \"< n\")"},
-    {"quick", NULL, "a short sweep for smoke tests: n <= 4096, caches <= 16k, --min-time 0.05"},
+    {"quick", NULL,
+     "the representative sweep (bench/run.sh's default; below): every family's\n"
+     "main cases on the best path, a few sizes, the baselines and the crossover,\n"
+     "short samples; options given explicitly win over its parts"},
     {"help", NULL, "show this help and exit"},
+};
+
+/* --quick, the representative sweep (bench/run.sh's default), as the options it stands for; each
+ * applies unless the command line gives it (or, for the sizes and the caches, one of their
+ * bounds). Every family's main cases: softmax (full, causal, window), the linear maps (elu+1 both
+ * ways, exp, FAVOR+), decayed and gated linear attention (RetNet, a scalar and a per-feature
+ * gate), GAU, selective and FLASH's linear part, decode over a cache (fp32, fp16, GAU, a selective
+ * budget) and two linear steps, each with its baselines; on the path `auto` picks, three prefill
+ * sizes and two caches, short samples and no second try of a noisy point, so that a 2-core
+ * machine runs it in a couple of minutes. */
+static const char *const quick_preset[][2] = {
+    {"variants",
+     "softmax_full,softmax_causal,softmax_window,linear_elu1,linear_elu1_causal,linear_exp_causal,"
+     "linear_favor_causal,linear_retnet_causal,linear_gla_scalar_causal,linear_gla_causal,gau_causal,"
+     "gau_window,selective_causal,linear_flash_causal,softmax_decode,softmax_decode_f16,gau_decode,"
+     "selective_decode_k256,linear_elu1_decode,linear_gla_decode"},
+    {"isa", "best"},
+    {"sizes", "512,2k,8k"},
+    {"caches", "4k,32k"},
+    {"min-time", "0.1"},
+    {"retries", "0"},
+    {"max-call-time", "0.5"},
 };
 
 static void usage(FILE *f) {
@@ -171,6 +199,15 @@ static void usage(FILE *f) {
     for (const char *p = opt_defs[i].help; *p; p++) {
       fputc(*p, f);
       if (*p == '\n') fprintf(f, "  %-22s", "");
+    }
+    fputc('\n', f);
+  }
+  fprintf(f, "\n--quick stands for (long values wrapped at commas):\n");
+  for (size_t k = 0; k < sizeof quick_preset / sizeof quick_preset[0]; k++) {
+    int col = fprintf(f, "  --%s ", quick_preset[k][0]);
+    for (const char *p = quick_preset[k][1]; *p; p++) {
+      fputc(*p, f), col++;
+      if (*p == ',' && col > 64) fprintf(f, "\n%*s", 4 + (int)strlen(quick_preset[k][0]), ""), col = 0;
     }
     fputc('\n', f);
   }
@@ -272,6 +309,11 @@ static void parse_isas(options *o, const char *s) {
   memset(o->isa_on, 0, sizeof o->isa_on);
   for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
     int native = 0;
+    if (!strcmp(tok, "best")) { /* the path `auto` picks (ATTN_ISA may have set another) */
+      const attn_isa best = attn_isa_get();
+      if (best > ATTN_ISA_AUTO && best < ATTN_ISA_COUNT) o->isa_on[best] = 1;
+      continue;
+    }
     if (!strcmp(tok, "native")) {
       for (int i = ATTN_ISA_SCALAR; i < ATTN_ISA_COUNT; i++)
         if (attn_isa_available((attn_isa)i, &native) && native) o->isa_on[i] = 1;
@@ -279,7 +321,7 @@ static void parse_isas(options *o, const char *s) {
     }
     attn_isa isa = attn_isa_from_name(tok);
     if (isa <= ATTN_ISA_AUTO || isa >= ATTN_ISA_COUNT)
-      die_usage("--isa: unknown path '%s'%s", tok, " (scalar, avx2, avx512, neon or native)");
+      die_usage("--isa: unknown path '%s'%s", tok, " (scalar, avx2, avx512, neon, native or best)");
     if (!attn_isa_available(isa, &native)) die_usage("--isa: path '%s' cannot run on this CPU%s", tok, "");
     o->isa_on[isa] = 1;
   }
@@ -313,9 +355,112 @@ static void defaults(options *o) {
   o->extend = 1;
 }
 
+/* Set one option from its name (without "--") and value (NULL for a flag). */
+static void apply_opt(options *o, const char *name, const char *val) {
+  if (!strcmp(name, "help"))
+    usage(stdout), exit(0);
+  else if (!strcmp(name, "variants"))
+    parse_variants(o, val);
+  else if (!strcmp(name, "isa"))
+    parse_isas(o, val);
+  else if (!strcmp(name, "sizes"))
+    o->nsizes = parse_size_list(name, val, o->sizes);
+  else if (!strcmp(name, "n-min"))
+    o->n_min = parse_size(name, val);
+  else if (!strcmp(name, "n-max"))
+    o->n_max = parse_size(name, val), o->n_max_set = 1;
+  else if (!strcmp(name, "quad-n-max"))
+    o->quad_n_max = parse_size(name, val), o->quad_set = 1;
+  else if (!strcmp(name, "cache-min"))
+    o->cache_min = parse_size(name, val);
+  else if (!strcmp(name, "cache-max"))
+    o->cache_max = parse_size(name, val);
+  else if (!strcmp(name, "d"))
+    o->nd = parse_size_list(name, val, o->d);
+  else if (!strcmp(name, "heads"))
+    o->heads = parse_size(name, val);
+  else if (!strcmp(name, "kv-heads"))
+    o->kv_heads = parse_size(name, val);
+  else if (!strcmp(name, "window"))
+    o->window = parse_size(name, val);
+  else if (!strcmp(name, "kv-layout")) {
+    if (strcmp(val, "token") && strcmp(val, "head")) die_usage("--kv-layout: '%s' is not %s", val, "token or head");
+    o->kv_head_major = !strcmp(val, "head");
+  } else if (!strcmp(name, "linear-layout")) {
+    if (strcmp(val, "token") && strcmp(val, "head")) die_usage("--linear-layout: '%s' is not %s", val, "token or head");
+    o->qkv_head_major = !strcmp(val, "head");
+  } else if (!strcmp(name, "threads"))
+    o->threads = parse_int(name, val, 1, 1024);
+  else if (!strcmp(name, "latency"))
+    o->latency = 1;
+  else if (!strcmp(name, "scaling"))
+    o->nscaling = parse_size_list(name, val, o->scaling);
+  else if (!strcmp(name, "decode-copies"))
+    bench_decode_copies = (size_t)parse_int(name, val, 0, 1 << 20);
+  else if (!strcmp(name, "hugepages")) {
+    if (!bench_hugepages_supported()) die_usage("--hugepages: %s%s", "this system has no madvise(MADV_HUGEPAGE)", "");
+    o->hugepages = 1;
+  } else if (!strcmp(name, "pin"))
+    o->pin = parse_int(name, val, 0, INT_MAX / 2);
+  else if (!strcmp(name, "min-time"))
+    o->min_time = parse_double(name, val, 0);
+  else if (!strcmp(name, "reps"))
+    o->reps = (unsigned)parse_int(name, val, 1, 100000);
+  else if (!strcmp(name, "warmup"))
+    o->warmup = (unsigned)parse_int(name, val, 0, 1000);
+  else if (!strcmp(name, "rounds"))
+    o->rounds = (unsigned)parse_int(name, val, 1, 100);
+  else if (!strcmp(name, "retries"))
+    o->retries = (unsigned)parse_int(name, val, 0, 100);
+  else if (!strcmp(name, "max-call-time"))
+    o->max_call_time = parse_double(name, val, 0);
+  else if (!strcmp(name, "noisy"))
+    o->noisy = parse_double(name, val, 0);
+  else if (!strcmp(name, "out-dir"))
+    o->out_dir = val;
+  else if (!strcmp(name, "csv"))
+    o->csv = val;
+  else if (!strcmp(name, "json"))
+    o->json = val;
+  else if (!strcmp(name, "md"))
+    o->md = val;
+  else if (!strcmp(name, "svg"))
+    o->svg = val;
+  else if (!strcmp(name, "no-baselines"))
+    o->baselines = 0;
+  else if (!strcmp(name, "no-plot"))
+    o->plot = 0;
+  else if (!strcmp(name, "no-extend"))
+    o->extend = 0;
+  else if (!strcmp(name, "quick"))
+    o->quick = 1;
+  else if (!strcmp(name, "caches"))
+    o->ncaches = parse_size_list(name, val, o->caches);
+}
+
+#define NOPTS (sizeof opt_defs / sizeof opt_defs[0])
+
+static size_t opt_index(const char *name) {
+  size_t j = 0;
+  while (j < NOPTS && strcmp(opt_defs[j].name, name)) j++;
+  return j;
+}
+
+/* Whether the command line gave a preset option, or one that sets the same thing (a bound of the
+ * sizes or of the caches). */
+static int preset_overridden(const int *given, const char *name) {
+  static const char *const same[][3] = {{"sizes", "n-min", "n-max"}, {"caches", "cache-min", "cache-max"}};
+  if (given[opt_index(name)]) return 1;
+  for (size_t k = 0; k < sizeof same / sizeof same[0]; k++)
+    if (!strcmp(same[k][0], name))
+      for (int m = 1; m < 3; m++)
+        if (given[opt_index(same[k][m])]) return 1;
+  return 0;
+}
+
 static void parse_args(options *o, int argc, char **argv) {
   defaults(o);
-  int quick = 0;
+  int given[NOPTS] = {0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strncmp(a, "--", 2) != 0) die_usage("unexpected argument '%s'%s", a, "");
@@ -325,10 +470,9 @@ static void parse_args(options *o, int argc, char **argv) {
     if (len >= sizeof name) die_usage("unknown option '%s'%s", a, "");
     memcpy(name, a + 2, len);
     name[len] = 0;
-    const opt_def *def = NULL;
-    for (size_t j = 0; j < sizeof opt_defs / sizeof opt_defs[0]; j++)
-      if (!strcmp(opt_defs[j].name, name)) def = &opt_defs[j];
-    if (!def) die_usage("unknown option '--%s'%s", name, "");
+    const size_t j = opt_index(name);
+    if (j == NOPTS) die_usage("unknown option '--%s'%s", name, "");
+    const opt_def *def = &opt_defs[j];
     if (def->arg) {
       if (eq)
         val = eq + 1;
@@ -339,96 +483,16 @@ static void parse_args(options *o, int argc, char **argv) {
     } else if (eq) {
       die_usage("--%s takes no value%s", name, "");
     }
-    if (!strcmp(name, "help"))
-      usage(stdout), exit(0);
-    else if (!strcmp(name, "variants"))
-      parse_variants(o, val);
-    else if (!strcmp(name, "isa"))
-      parse_isas(o, val);
-    else if (!strcmp(name, "sizes"))
-      o->nsizes = parse_size_list(name, val, o->sizes);
-    else if (!strcmp(name, "n-min"))
-      o->n_min = parse_size(name, val);
-    else if (!strcmp(name, "n-max"))
-      o->n_max = parse_size(name, val), o->n_max_set = 1;
-    else if (!strcmp(name, "quad-n-max"))
-      o->quad_n_max = parse_size(name, val), o->quad_set = 1;
-    else if (!strcmp(name, "cache-min"))
-      o->cache_min = parse_size(name, val);
-    else if (!strcmp(name, "cache-max"))
-      o->cache_max = parse_size(name, val);
-    else if (!strcmp(name, "d"))
-      o->nd = parse_size_list(name, val, o->d);
-    else if (!strcmp(name, "heads"))
-      o->heads = parse_size(name, val);
-    else if (!strcmp(name, "kv-heads"))
-      o->kv_heads = parse_size(name, val);
-    else if (!strcmp(name, "window"))
-      o->window = parse_size(name, val);
-    else if (!strcmp(name, "kv-layout")) {
-      if (strcmp(val, "token") && strcmp(val, "head")) die_usage("--kv-layout: '%s' is not %s", val, "token or head");
-      o->kv_head_major = !strcmp(val, "head");
-    } else if (!strcmp(name, "linear-layout")) {
-      if (strcmp(val, "token") && strcmp(val, "head"))
-        die_usage("--linear-layout: '%s' is not %s", val, "token or head");
-      o->qkv_head_major = !strcmp(val, "head");
-    } else if (!strcmp(name, "threads"))
-      o->threads = parse_int(name, val, 1, 1024);
-    else if (!strcmp(name, "latency"))
-      o->latency = 1;
-    else if (!strcmp(name, "scaling"))
-      o->nscaling = parse_size_list(name, val, o->scaling);
-    else if (!strcmp(name, "decode-copies"))
-      bench_decode_copies = (size_t)parse_int(name, val, 0, 1 << 20);
-    else if (!strcmp(name, "hugepages")) {
-      if (!bench_hugepages_supported()) die_usage("--hugepages: %s%s", "this system has no madvise(MADV_HUGEPAGE)", "");
-      o->hugepages = 1;
-    } else if (!strcmp(name, "pin"))
-      o->pin = parse_int(name, val, 0, INT_MAX / 2);
-    else if (!strcmp(name, "min-time"))
-      o->min_time = parse_double(name, val, 0);
-    else if (!strcmp(name, "reps"))
-      o->reps = (unsigned)parse_int(name, val, 1, 100000);
-    else if (!strcmp(name, "warmup"))
-      o->warmup = (unsigned)parse_int(name, val, 0, 1000);
-    else if (!strcmp(name, "rounds"))
-      o->rounds = (unsigned)parse_int(name, val, 1, 100);
-    else if (!strcmp(name, "retries"))
-      o->retries = (unsigned)parse_int(name, val, 0, 100);
-    else if (!strcmp(name, "max-call-time"))
-      o->max_call_time = parse_double(name, val, 0);
-    else if (!strcmp(name, "noisy"))
-      o->noisy = parse_double(name, val, 0);
-    else if (!strcmp(name, "out-dir"))
-      o->out_dir = val;
-    else if (!strcmp(name, "csv"))
-      o->csv = val;
-    else if (!strcmp(name, "json"))
-      o->json = val;
-    else if (!strcmp(name, "md"))
-      o->md = val;
-    else if (!strcmp(name, "svg"))
-      o->svg = val;
-    else if (!strcmp(name, "no-baselines"))
-      o->baselines = 0;
-    else if (!strcmp(name, "no-plot"))
-      o->plot = 0;
-    else if (!strcmp(name, "no-extend"))
-      o->extend = 0;
-    else if (!strcmp(name, "quick"))
-      quick = 1;
+    given[j] = 1;
+    apply_opt(o, name, val);
   }
+  for (size_t k = 0; o->quick && k < sizeof quick_preset / sizeof quick_preset[0]; k++)
+    if (!preset_overridden(given, quick_preset[k][0])) apply_opt(o, quick_preset[k][0], quick_preset[k][1]);
   if (o->nsizes) { /* explicit sizes: the largest is the limit unless a limit is given */
     qsort(o->sizes, o->nsizes, sizeof o->sizes[0], cmp_size);
     if (!o->n_max_set) o->n_max = o->sizes[o->nsizes - 1], o->n_max_set = 1;
   }
-  if (quick) { /* quick sets defaults; explicit options still win */
-    if (!o->n_max_set) o->n_max = 4096;
-    if (!o->quad_set) o->quad_n_max = 4096;
-    if (o->cache_max == 131072) o->cache_max = 16384;
-    if (o->min_time == 0.2) o->min_time = 0.05;
-    if (o->max_call_time == 2.0) o->max_call_time = 0.5;
-  }
+  if (o->ncaches) qsort(o->caches, o->ncaches, sizeof o->caches[0], cmp_size);
   if (o->n_max_set && !o->quad_set) o->quad_n_max = o->n_max;
   if (!o->kv_heads) o->kv_heads = o->heads;
   if (o->heads % o->kv_heads)
@@ -451,6 +515,7 @@ typedef struct run_ctx {
   size_t done; /* rows finished, for the progress counter */
   size_t planned;
   int failures;
+  bench_progress progress;
 } run_ctx;
 
 static bench_row *push_row(bench_results *r) {
@@ -471,8 +536,9 @@ static bench_row *push_row(bench_results *r) {
 
 /* What the options say about the shapes, for the adapters. */
 static bench_sweep sweep_of(const options *o) {
-  return (bench_sweep){o->sizes,     o->nsizes, o->n_min,    o->n_max,  o->quad_n_max,    o->cache_min,
-                       o->cache_max, o->heads,  o->kv_heads, o->window, o->kv_head_major, o->qkv_head_major};
+  return (bench_sweep){o->sizes,    o->nsizes,     o->caches,        o->ncaches,       o->n_min,
+                       o->n_max,    o->quad_n_max, o->cache_min,     o->cache_max,     o->heads,
+                       o->kv_heads, o->window,     o->kv_head_major, o->qkv_head_major};
 }
 
 static bench_row *add_row(run_ctx *rc, const bench_variant *v, attn_isa isa, const char *baseline, bench_kind kind,
@@ -598,8 +664,10 @@ static void remeasure_row(run_ctx *rc, bench_row *row) {
 
 static void finish_row(run_ctx *rc, const bench_row *row) {
   if (row->state == ROW_FAILED) rc->failures++;
+  bench_progress_clear(&rc->progress);
   bench_print_row(stdout, &rc->res, row, ++rc->done, rc->planned);
   fflush(stdout);
+  bench_progress_done(&rc->progress, &rc->res, row, rc->done, rc->planned);
 }
 
 /* Run one planned row: skip or measure, then print it. */
@@ -767,6 +835,7 @@ static void extend_crossovers(run_ctx *rc) {
         if (rows[k]) {
           rows[k]->extra = 1;
           rc->planned++;
+          bench_progress_add(&rc->progress, &rc->res, rows[k]);
           run_row(rc, (size_t)(rows[k] - rc->res.rows));
         }
       }
@@ -797,21 +866,21 @@ static void make_parent(const char *path) {
   mkdir(dir, 0777);
 }
 
-/* The output file `given`, or DIR/attn-bench.EXT: its directory is created and the path made
- * absolute, so the bench says exactly where it writes (left as given if that fails). */
-static const char *out_path(const options *o, const char *given, const char *ext, char *buf, size_t len) {
+/* The output file `given`, or DIR/name: its directory is created and the path made absolute, so
+ * the bench says exactly where it writes (left as given if that fails). */
+static const char *out_path(const options *o, const char *given, const char *name, char *buf, size_t len) {
   char rel[1100], dir[PATH_MAX];
   if (given)
     snprintf(rel, sizeof rel, "%s", given);
   else
-    snprintf(rel, sizeof rel, "%s/attn-bench.%s", o->out_dir, ext);
+    snprintf(rel, sizeof rel, "%s/%s", o->out_dir, name);
   make_parent(rel);
   char *slash = strrchr(rel, '/');
-  const char *name = slash ? slash + 1 : rel;
+  const char *base = slash ? slash + 1 : rel;
   if (slash) *slash = 0;
   const char *parent = !slash ? "." : slash == rel ? "/" : rel;
   if (realpath(parent, dir)) {
-    snprintf(buf, len, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", name);
+    snprintf(buf, len, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", base);
   } else {
     if (slash) *slash = '/';
     snprintf(buf, len, "%s", rel);
@@ -1168,6 +1237,8 @@ int main(int argc, char **argv) {
   printf("\nSweep: %zu points\n", rc.planned);
   if (!rc.planned) fprintf(stderr, "attn-bench: warning: nothing to measure with these options\n");
   bench_print_row_header(stdout);
+  fflush(stdout);
+  bench_progress_start(&rc.progress, r, o->max_call_time);
   if (o->rounds > 1)
     run_rounds(&rc);
   else
@@ -1178,30 +1249,41 @@ int main(int argc, char **argv) {
     extend_crossovers(&rc);
     compute_crossovers(&rc);
   }
+  bench_progress_end(&rc.progress);
   attn_isa_set(ATTN_ISA_AUTO);
   attach_baselines(r);
   judge_noise(&rc);
   r->elapsed = bench_now() - t0;
 
-  char buf[4][PATH_MAX + 1200];
-  const char *csv = out_path(o, o->csv, "csv", buf[0], sizeof buf[0]);
-  const char *json = out_path(o, o->json, "json", buf[1], sizeof buf[1]);
-  const char *md = out_path(o, o->md, "md", buf[2], sizeof buf[2]);
-  const char *svg = out_path(o, o->svg, "svg", buf[3], sizeof buf[3]);
+  char buf[6][PATH_MAX + 1200];
+  const char *csv = out_path(o, o->csv, "attn-bench.csv", buf[0], sizeof buf[0]);
+  const char *json = out_path(o, o->json, "attn-bench.json", buf[1], sizeof buf[1]);
+  const char *md = out_path(o, o->md, "attn-bench.md", buf[2], sizeof buf[2]);
+  const char *summary = out_path(o, NULL, "summary.md", buf[3], sizeof buf[3]);
+  const char *svg = out_path(o, o->svg, "attn-bench.svg", buf[4], sizeof buf[4]);
+  char *png = buf[5];
+  png[0] = 0;
   int write_failed = 0;
-  const char *paths[3] = {csv, json, md};
-  int (*writers[3])(const char *, const bench_results *) = {bench_write_csv, bench_write_json, bench_write_markdown};
+  const char *paths[4] = {csv, json, md, summary};
+  int (*writers[4])(const char *, const bench_results *) = {bench_write_csv, bench_write_json, bench_write_markdown,
+                                                            bench_write_summary};
+  int written[4] = {0};
   printf("\n");
-  for (int k = 0; k < 3; k++) {
+  for (int k = 0; k < 4; k++) {
     if (writers[k](paths[k], r)) {
       fprintf(stderr, "attn-bench: cannot write %s: %s\n", paths[k], strerror(errno));
       write_failed = 1;
     } else {
       printf("wrote %s\n", paths[k]);
+      written[k] = 1;
     }
   }
-  char msg[2 * PATH_MAX + 128] = "plot disabled (--no-plot)";
-  if (o->plot && bench_write_plot(svg, r, msg, sizeof msg) < 0) write_failed = 1;
+  char msg[3 * PATH_MAX + 128] = "plot disabled (--no-plot)";
+  int plotted = 0;
+  if (o->plot) {
+    plotted = bench_write_plot(svg, r, png, sizeof buf[5], msg, sizeof msg);
+    if (plotted < 0) write_failed = 1;
+  }
 
   bench_print_baselines(stdout, r);
   printf("\n");
@@ -1209,6 +1291,11 @@ int main(int argc, char **argv) {
   printf("Run quality: %s (%.0f s)\n", r->noise_note, r->elapsed);
   bench_print_crossovers(stdout, r);
   printf("\nPlot: %s\n", msg);
+  const bench_file files[] = {{"table", written[2] ? md : NULL},  {"summary", written[3] ? summary : NULL},
+                              {"CSV", written[0] ? csv : NULL},   {"JSON", written[1] ? json : NULL},
+                              {"plot", plotted > 0 ? svg : NULL}, {"plot PNG", png[0] ? png : NULL}};
+  bench_print_summary(stdout, r, files, sizeof files / sizeof files[0]);
+  if (o->plot && plotted <= 0) printf("plot:     %s\n", msg);
   bench_pool_destroy(rc.pool);
   attn_pool_destroy(call_pool);
   free(r->rows);

@@ -1,17 +1,13 @@
-/* report.c: every way the results leave the bench: the one row printer (stdout, while it runs),
- * the baseline and crossover tables, CSV, JSON, Markdown and the gnuplot plot. */
+/* report.c: the results as tables: the one row printer (stdout, while it runs), the baseline and
+ * crossover tables, CSV, JSON and Markdown (the summary is summary.c's, the plot plot.c's). */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "bench.h"
-
-extern char **environ;
 
 /* ---- derived metrics (all from flops.h via row->cost) ---------------------------------------- */
 
@@ -46,7 +42,7 @@ double bench_row_speedup(const bench_row *row, bench_base b) {
 
 /* ---- formatting ----------------------------------------------------------------------------- */
 
-static const char *fmt_time(char *buf, size_t len, double s) {
+const char *bench_fmt_time(char *buf, size_t len, double s) {
   if (!(s > 0))
     snprintf(buf, len, "-");
   else if (s < 1e-6)
@@ -75,7 +71,7 @@ static const char *fmt_si(char *buf, size_t len, double v) {
 }
 
 /* Token counts as people write them: 128, 1k, 64k (k = 1024). */
-static const char *fmt_n(char *buf, size_t len, double n) {
+const char *bench_fmt_n(char *buf, size_t len, double n) {
   if (n >= 1024 && fmod(n, 1024) == 0)
     snprintf(buf, len, "%.0fk", n / 1024);
   else if (n >= 1024)
@@ -175,11 +171,11 @@ void bench_print_row_header(FILE *f) {
 void bench_print_row(FILE *f, const bench_results *r, const bench_row *row, size_t index, size_t total) {
   char prog[24], nq[16], nkv[16], med[16], mn[16], spr[16], gf[16], pk[16], mpk[16], tok[16], gb[16], bw[16];
   snprintf(prog, sizeof prog, "[%zu/%zu]", index, total);
-  fmt_n(nq, sizeof nq, (double)row->shape.n_q);
+  bench_fmt_n(nq, sizeof nq, (double)row->shape.n_q);
   if (row->shape.kind == BENCH_LINEAR_STEP || (row->shape.kind == BENCH_RECURRENT && row->shape.n_q == 1))
     snprintf(nkv, sizeof nkv, "state");
   else
-    fmt_n(nkv, sizeof nkv, (double)row->shape.n_kv);
+    bench_fmt_n(nkv, sizeof nkv, (double)row->shape.n_kv);
   int ok = row->state == ROW_OK;
   char flags[256];
   snprintf(flags, sizeof flags, "%s", row->note);
@@ -189,8 +185,8 @@ void bench_print_row(FILE *f, const bench_results *r, const bench_row *row, size
   if (!row->native) append(flags, sizeof flags, "emulated path (native=0)");
   if (row->extra) append(flags, sizeof flags, "below the sweep, for the crossover");
   fprintf(f, "%-9s %-24s %-9s %4zu %7s %7s %10s %10s %6s %8s %6s %6s %8s %7s %5s  %s\n", prog, row->var->name,
-          row->impl, row->shape.d, nq, nkv, fmt_time(med, sizeof med, ok ? row->st.median : 0),
-          fmt_time(mn, sizeof mn, ok ? row->st.min : 0),
+          row->impl, row->shape.d, nq, nkv, bench_fmt_time(med, sizeof med, ok ? row->st.median : 0),
+          bench_fmt_time(mn, sizeof mn, ok ? row->st.min : 0),
           fmt_num(spr, sizeof spr, "%.1f%%", ok ? 100 * row->st.spread : NAN),
           fmt_num(gf, sizeof gf, "%.2f", bench_row_gflops(r, row)),
           fmt_num(pk, sizeof pk, "%.0f%%", 100 * bench_row_frac_peak(r, row)),
@@ -280,7 +276,7 @@ static size_t write_ranges(FILE *f, const bench_results *r, int md, size_t *defa
           const int step = r->vars[v]->kind == BENCH_LINEAR_STEP; /* one point, no n */
           snprintf(lo, sizeof lo, "step");
           snprintf(hi, sizeof hi, "step");
-          if (!step) fmt_n(lo, sizeof lo, (double)g.n_lo), fmt_n(hi, sizeof hi, (double)g.n_hi);
+          if (!step) bench_fmt_n(lo, sizeof lo, (double)g.n_lo), bench_fmt_n(hi, sizeof hi, (double)g.n_hi);
           snprintf(x, sizeof x, "%zu of %zu", g.losses, g.count);
           fprintf(f,
                   md ? "| %s | %s | %s | %zu | %.2fx (n = %s) .. %.2fx (n = %s) | %s |\n"
@@ -306,8 +302,8 @@ void bench_print_baselines(FILE *f, const bench_results *r) {
       fprintf(f, "\n");
     }
     fprintf(f, "%-24s %-9s %4zu %7s %10s", b->var->name, b->impl, b->shape.d,
-            b->var->kind == BENCH_LINEAR_STEP ? "step" : fmt_n(n, sizeof n, (double)b->shape.n_q),
-            b->state == ROW_OK ? fmt_time(t, sizeof t, b->st.median) : "-");
+            b->var->kind == BENCH_LINEAR_STEP ? "step" : bench_fmt_n(n, sizeof n, (double)b->shape.n_q),
+            b->state == ROW_OK ? bench_fmt_time(t, sizeof t, b->st.median) : "-");
     if (b->state != ROW_OK) {
       fprintf(f, " %s\n", b->note);
       continue;
@@ -337,9 +333,9 @@ static const char *crossover_text(char *buf, size_t len, const bench_crossover *
   if (c->where == 0)
     snprintf(buf, len, "%.0f", c->n_star);
   else if (c->where < 0)
-    snprintf(buf, len, "< %s", fmt_n(a, sizeof a, (double)c->n_lo));
+    snprintf(buf, len, "< %s", bench_fmt_n(a, sizeof a, (double)c->n_lo));
   else
-    snprintf(buf, len, "none in range (> %s)", fmt_n(a, sizeof a, (double)c->n_hi));
+    snprintf(buf, len, "none in range (> %s)", bench_fmt_n(a, sizeof a, (double)c->n_hi));
   return buf;
 }
 
@@ -358,8 +354,8 @@ void bench_print_crossovers(FILE *f, const bench_results *r) {
   for (size_t i = 0; i < r->ncross; i++) {
     const bench_crossover *c = &r->cross[i];
     char rlo[32], rhi[32];
-    snprintf(rlo, sizeof rlo, "%.2f@%s", c->ratio_lo, fmt_n(lo, sizeof lo, (double)c->n_lo));
-    snprintf(rhi, sizeof rhi, "%.2f@%s", c->ratio_hi, fmt_n(hi, sizeof hi, (double)c->n_hi));
+    snprintf(rlo, sizeof rlo, "%.2f@%s", c->ratio_lo, bench_fmt_n(lo, sizeof lo, (double)c->n_lo));
+    snprintf(rhi, sizeof rhi, "%.2f@%s", c->ratio_hi, bench_fmt_n(hi, sizeof hi, (double)c->n_hi));
     fprintf(f, "%-24s %-15s %-7s %4zu %22s %10s %10s\n", c->linear->name, c->softmax->name, attn_isa_name(c->isa), c->d,
             crossover_text(nstar, sizeof nstar, c), rlo, rhi);
   }
@@ -689,7 +685,7 @@ static const char *cell_gflops(char *buf, size_t len, const bench_results *r, co
 static const char *cell_time(char *buf, size_t len, const bench_results *r, const bench_row *row, bench_base base) {
   (void)r, (void)base;
   if (row->state != ROW_OK) return "-";
-  fmt_time(buf, len, row->st.median);
+  bench_fmt_time(buf, len, row->st.median);
   if (row->st.noisy) strncat(buf, "~", len - strlen(buf) - 1);
   return buf;
 }
@@ -756,7 +752,7 @@ static void md_pivot(FILE *f, const bench_results *r, attn_isa isa, size_t d, be
   fprintf(f, "\n");
   for (size_t s = 0; s < ns; s++) {
     char nb[16], cb[64];
-    fprintf(f, "| %s |", fmt_n(nb, sizeof nb, (double)sizes[s]));
+    fprintf(f, "| %s |", bench_fmt_n(nb, sizeof nb, (double)sizes[s]));
     for (size_t c = 0; c < nc; c++) {
       const bench_row *hit = NULL;
       for (size_t i = 0; i < r->count && !hit; i++) {
@@ -810,7 +806,7 @@ int bench_write_markdown(const char *path, const bench_results *r) {
     char ns[48], lo[16], hi[16];
     fprintf(f, "| %s | %s | %s | %zu | %s | %.2f (n = %s) | %.2f (n = %s) |\n", c->linear->name, c->softmax->name,
             attn_isa_name(c->isa), c->d, crossover_text(ns, sizeof ns, c), c->ratio_lo,
-            fmt_n(lo, sizeof lo, (double)c->n_lo), c->ratio_hi, fmt_n(hi, sizeof hi, (double)c->n_hi));
+            bench_fmt_n(lo, sizeof lo, (double)c->n_lo), c->ratio_hi, bench_fmt_n(hi, sizeof hi, (double)c->n_hi));
   }
   fprintf(f, "\n## Prefill\n");
   for (size_t p = 0; p < np; p++)
@@ -838,7 +834,7 @@ int bench_write_markdown(const char *path, const bench_results *r) {
     char t[16], tok[16], sp[32];
     if (row->baseline || row->var->kind != BENCH_LINEAR_STEP || row->state != ROW_OK) continue;
     fprintf(f, "| %s | %s | %zu | %s | %s | %.1f | %s |\n", row->var->name, row->impl, row->shape.d,
-            fmt_time(t, sizeof t, row->st.median), fmt_si(tok, sizeof tok, bench_row_tokens(r, row)),
+            bench_fmt_time(t, sizeof t, row->st.median), fmt_si(tok, sizeof tok, bench_row_tokens(r, row)),
             bench_row_gbps(r, row), cell_speedup(sp, sizeof sp, r, row, BENCH_BASE_RECURRENT));
   }
   fprintf(f,
@@ -855,206 +851,4 @@ int bench_write_markdown(const char *path, const bench_results *r) {
         md_pivot(f, r, paths[p], ds[k], BENCH_PREFILL, (bench_base)b, cell_speedup, title);
   }
   return fclose(f) ? -1 : 0;
-}
-
-/* ---- gnuplot --------------------------------------------------------------------------------- */
-
-/* A gnuplot single-quoted string ('' stands for '). */
-static void gp_quote(FILE *f, const char *s) {
-  fputc('\'', f);
-  for (; *s; s++) {
-    if (*s == '\'') fputc('\'', f);
-    fputc(*s, f);
-  }
-  fputc('\'', f);
-}
-
-static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-                                     "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
-
-/* The rows of one series (variant, path, d) in n order; returns the count. */
-static size_t series(const bench_results *r, const bench_variant *v, attn_isa isa, size_t d, const bench_row **out,
-                     size_t cap) {
-  size_t n = 0;
-  for (size_t i = 0; i < r->count && n < cap; i++) {
-    const bench_row *row = &r->rows[i];
-    if (row->var == v && !row->baseline && row->isa == isa && row->shape.d == d && row->state == ROW_OK) out[n++] = row;
-  }
-  for (size_t a = 1; a < n; a++)
-    for (size_t b = a; b > 0 && out[b - 1]->shape.n_kv > out[b]->shape.n_kv; b--) {
-      const bench_row *t = out[b];
-      out[b] = out[b - 1];
-      out[b - 1] = t;
-    }
-  return n;
-}
-
-/* SIMD paths solid, the scalar path dashed. */
-static int isa_dash(attn_isa isa) { return isa == ATTN_ISA_SCALAR ? 2 : 1; }
-
-typedef double (*row_metric)(const bench_results *r, const bench_row *row);
-
-/* One panel: every series of `mode` as lines, plus extra plot elements (already formatted). */
-static void gp_panel(FILE *f, const bench_results *r, bench_mode mode, row_metric metric, const char *extra) {
-  attn_isa paths[ATTN_ISA_COUNT];
-  size_t np = paths_in(r, paths);
-  const bench_row *rows[256];
-  int any = 0;
-  fprintf(f, "plot ");
-  for (size_t v = 0; v < r->nvars; v++)
-    for (size_t p = 0; p < np; p++)
-      for (size_t d = 16; d <= 1024; d *= 2) { /* one series per head dimension present */
-        const bench_variant *var = r->vars[v];
-        if (var->mode != mode || var->kind == BENCH_LINEAR_STEP) continue;
-        if (!series(r, var, paths[p], d, rows, 256)) continue;
-        fprintf(f, "%s'-' using 1:2 with linespoints lc rgb '%s' dt %d pt %d lw 1.5 title '%s %s d%zu'",
-                any ? ", \\\n     " : "", colors[v % 10], isa_dash(paths[p]), d >= 128 ? 6 : 7, var->name,
-                attn_isa_name(paths[p]), d);
-        any = 1;
-      }
-  fprintf(f, "%s%s\n", any && extra[0] ? ", \\\n     " : "", extra);
-  for (size_t v = 0; v < r->nvars; v++)
-    for (size_t p = 0; p < np; p++)
-      for (size_t d = 16; d <= 1024; d *= 2) {
-        const bench_variant *var = r->vars[v];
-        if (var->mode != mode || var->kind == BENCH_LINEAR_STEP) continue;
-        size_t n = series(r, var, paths[p], d, rows, 256);
-        if (!n) continue;
-        for (size_t i = 0; i < n; i++) fprintf(f, "%zu %.6g\n", rows[i]->shape.n_kv, metric(r, rows[i]));
-        fprintf(f, "e\n");
-      }
-}
-
-/* tokens/s of a series at n (log-log interpolation); NAN outside it. */
-static double tokens_at(const bench_results *r, const bench_variant *v, attn_isa isa, size_t d, double n) {
-  const bench_row *rows[256];
-  size_t k = series(r, v, isa, d, rows, 256);
-  for (size_t i = 0; i + 1 < k; i++) {
-    double x0 = (double)rows[i]->shape.n_q, x1 = (double)rows[i + 1]->shape.n_q;
-    if (n < x0 || n > x1) continue;
-    double y0 = log(bench_row_tokens(r, rows[i])), y1 = log(bench_row_tokens(r, rows[i + 1]));
-    return exp(y0 + (y1 - y0) * log(n / x0) / log(x1 / x0));
-  }
-  return NAN;
-}
-
-/* Range of n (prefill) or cache length (decode) over the measured attn rows; 0 if none. */
-static int x_range(const bench_results *r, bench_mode mode, double *lo, double *hi) {
-  int any = 0;
-  for (size_t k = 0; k < r->count; k++) {
-    const bench_row *row = &r->rows[k];
-    if (row->baseline || row->var->mode != mode || row->state != ROW_OK) continue;
-    any = 1;
-    if (row->var->kind == BENCH_LINEAR_STEP) continue;
-    double n = (double)row->shape.n_kv;
-    if (!(*lo > 0) || n < *lo) *lo = n;
-    if (n > *hi) *hi = n;
-  }
-  return any;
-}
-
-/* Power-of-two x tics over [lo, hi], labelled 128, 1k, 64k; every other one when crowded. */
-static void gp_xtics(FILE *f, double lo, double hi) {
-  double step = hi / lo > 512 ? 4 : 2;
-  char n[16];
-  fprintf(f, "set xtics (");
-  for (double x = lo; x <= hi * 1.0001; x *= step)
-    fprintf(f, "%s'%s' %g", x > lo ? ", " : "", fmt_n(n, sizeof n, x), x);
-  fprintf(f, ") nomirror\n");
-}
-
-static int write_gp(const char *gp, const char *svg, const bench_results *r) {
-  FILE *f = fopen(gp, "w");
-  if (!f) return -1;
-  const bench_sysinfo *i = &r->info;
-  double plo = 0, phi = 0, dlo = 0, dhi = 0;
-  int prefill = x_range(r, BENCH_PREFILL, &plo, &phi), decode = x_range(r, BENCH_DECODE, &dlo, &dhi);
-  if (!(dlo > 0)) dlo = 1024, dhi = 131072; /* only the linear step: flat lines */
-  if (!(phi > plo)) phi = 2 * plo;
-  if (!(dhi > dlo)) dhi = 2 * dlo;
-  char title[512], extra[4096];
-  snprintf(title, sizeof title, "attn %s (git %s) on %s, %d thread%s, %.10s", i->version, i->git, i->cpu, r->threads,
-           r->threads > 1 ? "s" : "", i->date);
-  fprintf(f, "# attn-bench plot; run: gnuplot %s\n", gp);
-  fprintf(f, "set terminal svg size %d,760 dynamic font 'Helvetica,11' noenhanced background rgb 'white'\nset output ",
-          560 * (2 * prefill + decode > 0 ? 2 * prefill + decode : 1));
-  gp_quote(f, svg);
-  fprintf(f, "\nset multiplot layout 1,%d title ", 2 * prefill + decode > 0 ? 2 * prefill + decode : 1);
-  gp_quote(f, title);
-  fprintf(f, "\nset logscale xy\nset grid\nset key outside below left Left reverse maxrows 6 font ',9' samplen 2\n");
-  if (prefill) {
-    /* Panel 1: tokens/s, crossovers marked and labelled. */
-    double mx[64], my[64];
-    size_t nm = 0;
-    for (size_t k = 0; k < r->ncross && nm < 64; k++) {
-      const bench_crossover *c = &r->cross[k];
-      double y = c->where == 0 ? tokens_at(r, c->linear, c->isa, c->d, c->n_star) : NAN;
-      if (!isfinite(y)) continue;
-      mx[nm] = c->n_star, my[nm++] = y;
-      fprintf(f, "set label %zu 'n*=%.0f' at %.6g,%.6g offset 0.6,0.9 font ',9'\n", nm, c->n_star, c->n_star, y);
-    }
-    extra[0] = 0;
-    if (nm) append(extra, sizeof extra, "'-' using 1:2 with points pt 7 ps 1.6 lc rgb 'black' title 'crossover n*'");
-    gp_xtics(f, plo, phi);
-    fprintf(f,
-            "set xrange [%g:%g]\nset title 'Prefill throughput (crossovers marked)'\n"
-            "set xlabel 'n (tokens)'\nset ylabel 'tokens/s'\nset format y '%%.0s%%c'\n",
-            plo, phi);
-    gp_panel(f, r, BENCH_PREFILL, bench_row_tokens, extra);
-    for (size_t k = 0; k < nm; k++) fprintf(f, "%.6g %.6g\n", mx[k], my[k]);
-    if (nm) fprintf(f, "e\n");
-    fprintf(f, "unset label\n");
-    /* Panel 2: GFLOP/s against every probe's FMA peak (paths and machine probes). */
-    extra[0] = 0;
-    for (size_t k = 0; k < r->limits.nprobes; k++)
-      append(extra, sizeof extra, "%.6g with lines dt 3 lw 1.5 lc rgb 'gray40' title '%s FMA peak %.0f'",
-             r->limits.probe[k].start, r->limits.probe[k].name, r->limits.probe[k].start);
-    fprintf(f, "set title 'Prefill GFLOP/s (counts: bench/flops.h)'\nset ylabel 'GFLOP/s'\nset format y '%%g'\n");
-    gp_panel(f, r, BENCH_PREFILL, bench_row_gflops, extra);
-  }
-  if (decode) {
-    /* Panel 3: decode tokens/s against the cache; the linear step is flat. */
-    extra[0] = 0;
-    for (size_t k = 0; k < r->count; k++) {
-      const bench_row *row = &r->rows[k];
-      if (row->baseline || row->var->kind != BENCH_LINEAR_STEP || row->state != ROW_OK) continue;
-      append(extra, sizeof extra, "%.6g with lines dt %d lw 1.5 lc rgb '%s' title '%s %s d%zu'",
-             bench_row_tokens(r, row), isa_dash(row->isa),
-             colors[bench_variant_index(r->vars, r->nvars, row->var) % 10], row->var->name, row->impl, row->shape.d);
-    }
-    gp_xtics(f, dlo, dhi);
-    fprintf(f,
-            "set xrange [%g:%g]\nset title 'Decode: one query over a cache; linear step'\n"
-            "set xlabel 'cache (tokens)'\nset ylabel 'tokens/s'\nset format y '%%.0s%%c'\n",
-            dlo, dhi);
-    gp_panel(f, r, BENCH_DECODE, bench_row_tokens, extra);
-  }
-  fprintf(f, "unset multiplot\n");
-  return fclose(f) ? -1 : 0;
-}
-
-int bench_write_plot(const char *svg, const bench_results *r, char *msg, size_t msglen) {
-  char gp[PATH_MAX + 1200];
-  size_t len = strlen(svg);
-  if (len > 4 && strcmp(svg + len - 4, ".svg") == 0)
-    snprintf(gp, sizeof gp, "%.*s.gp", (int)(len - 4), svg);
-  else
-    snprintf(gp, sizeof gp, "%s.gp", svg);
-  if (write_gp(gp, svg, r)) {
-    snprintf(msg, msglen, "cannot write %s: %s", gp, strerror(errno));
-    return -1;
-  }
-  pid_t pid;
-  char *argv[] = {"gnuplot", gp, NULL};
-  int rc = posix_spawnp(&pid, "gnuplot", NULL, NULL, argv, environ), status = 0;
-  if (rc) {
-    snprintf(msg, msglen, "gnuplot not found (install gnuplot-nox); the script is %s", gp);
-    return 0;
-  }
-  if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    snprintf(msg, msglen, "gnuplot failed on %s", gp);
-    return -1;
-  }
-  snprintf(msg, msglen, "%s (gnuplot script %s)", svg, gp);
-  return 1;
 }

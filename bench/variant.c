@@ -11,9 +11,13 @@ static size_t powers_of_two(size_t lo, size_t hi, size_t *out) {
   return n;
 }
 
-/* Prefill: --sizes, or powers of two, up to --quad-n-max for the quadratic variants; decode: the
- * caches. */
+/* Prefill: --sizes, or powers of two, up to --quad-n-max for the quadratic variants; decode:
+ * --caches, or powers of two from --cache-min to --cache-max. */
 size_t bench_sweep_sizes(const bench_variant *v, const bench_sweep *sw, size_t *out) {
+  if (v->mode == BENCH_DECODE && sw->ncaches) {
+    for (size_t i = 0; i < sw->ncaches; i++) out[i] = sw->caches[i];
+    return sw->ncaches;
+  }
   if (v->mode == BENCH_DECODE) return powers_of_two(sw->cache_min, sw->cache_max, out);
   size_t hi = v->quadratic ? sw->quad_n_max : sw->n_max, n = 0;
   if (!sw->nsizes) return powers_of_two(sw->n_min, hi, out);

@@ -63,6 +63,8 @@ typedef struct bench_variant {
 typedef struct bench_sweep {
   const size_t *sizes; /**< explicit prefill sizes (--sizes), sorted; nsizes = 0: powers of two */
   size_t nsizes;
+  const size_t *caches; /**< explicit decode caches (--caches), sorted; ncaches = 0: powers of two */
+  size_t ncaches;
   size_t n_min, n_max, quad_n_max, cache_min, cache_max;
   size_t heads, kv_heads, window;
   int kv_head_major;  /**< --kv-layout head: softmax K/V [heads][n][d] */

@@ -1,0 +1,241 @@
+/* summary.c: the families the variants fall into, and the run in one screen: the machine, per
+ * family the best point on the shown path against its baselines and the measured peak, the
+ * crossovers and the files; the same as one Markdown table (summary.md) for the README. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+
+bench_family bench_family_of(const bench_variant *v) {
+  if (v->mode == BENCH_DECODE) return BENCH_FAM_DECODE;
+  if (v->adapter == &bench_softmax_adapter) return BENCH_FAM_SOFTMAX;
+  if (v->adapter == &bench_linear_adapter)
+    return v->gate != ATTN_GATE_NONE ? BENCH_FAM_GATED : v->exclusive ? BENCH_FAM_GAU : BENCH_FAM_LINEAR;
+  return BENCH_FAM_GAU; /* GAU and selective attention */
+}
+
+const char *bench_family_name(bench_family f) {
+  static const char *const names[BENCH_FAM_COUNT] = {"softmax", "linear maps", "gated/decayed linear",
+                                                     "GAU, FLASH, selective", "decode"};
+  return f < BENCH_FAM_COUNT ? names[f] : "?";
+}
+
+attn_isa bench_shown_path(const bench_results *r) {
+  const attn_isa best = attn_isa_get();
+  attn_isa top = ATTN_ISA_NONE;
+  for (size_t i = 0; i < r->count; i++) {
+    const bench_row *row = &r->rows[i];
+    if (row->baseline) continue;
+    if (row->isa == best) return best;
+    if (top == ATTN_ISA_NONE || r->limits.peak[row->isa] > r->limits.peak[top]) top = row->isa;
+  }
+  return top;
+}
+
+const bench_row *bench_find_row(const bench_results *r, const bench_variant *v, attn_isa isa, size_t d, size_t n) {
+  for (size_t i = 0; i < r->count; i++) {
+    const bench_row *row = &r->rows[i];
+    if (row->var == v && !row->baseline && row->isa == isa && row->shape.d == d && row->shape.n_kv == n &&
+        row->state == ROW_OK)
+      return row;
+  }
+  return NULL;
+}
+
+/* A decode row that reads its whole cache (a selective budget reads only its live tokens, a
+ * linear step its state): the rows whose bandwidth the summary compares. */
+static int reads_cache(const bench_row *row) {
+  return row->var->kind != BENCH_LINEAR_STEP && row->cost.bytes >= 2.0 * (double)row->shape.n_kv * row->shape.d;
+}
+
+/* The family's best point on isa at d among the sweep's sizes (not the crossover's search below
+ * them): prefill the highest GFLOP/s, decode the highest GB/s of a row reading its whole cache;
+ * NULL if none. */
+static const bench_row *best_row(const bench_results *r, bench_family fam, attn_isa isa, size_t d) {
+  const bench_row *best = NULL;
+  double top = 0;
+  for (size_t i = 0; i < r->count; i++) {
+    const bench_row *row = &r->rows[i];
+    if (row->baseline || row->extra || row->isa != isa || row->shape.d != d || row->state != ROW_OK ||
+        bench_family_of(row->var) != fam || (fam == BENCH_FAM_DECODE && !reads_cache(row)))
+      continue;
+    const double x = fam == BENCH_FAM_DECODE ? bench_row_gbps(r, row) : bench_row_gflops(r, row);
+    if (x > top) top = x, best = row;
+  }
+  return best;
+}
+
+/* The family's speedups over baseline b on isa at d: range and losses. */
+typedef struct family_range {
+  size_t count, losses;
+  double lo, hi;
+} family_range;
+
+static family_range range_of(const bench_results *r, bench_family fam, bench_base b, attn_isa isa, size_t d) {
+  family_range g = {0, 0, INFINITY, 0};
+  for (size_t i = 0; i < r->count; i++) {
+    const bench_row *row = &r->rows[i];
+    if (row->baseline || row->isa != isa || row->shape.d != d || bench_family_of(row->var) != fam) continue;
+    const double x = bench_row_speedup(row, b);
+    if (!isfinite(x)) continue;
+    g.count++, g.losses += x < 1;
+    if (x < g.lo) g.lo = x;
+    if (x > g.hi) g.hi = x;
+  }
+  return g;
+}
+
+/* "onednn 3.39x here, 1.32x..48.2x over 9 (2 slower)" for every baseline the family has. */
+static void baselines_text(char *buf, size_t len, const bench_results *r, bench_family fam, const bench_row *best,
+                           attn_isa isa, size_t d) {
+  size_t used = 0;
+  buf[0] = 0;
+  for (int b = 0; b < BENCH_BASE_COUNT && used < len; b++) {
+    const family_range g = range_of(r, fam, (bench_base)b, isa, d);
+    if (!g.count) continue;
+    const double here = best ? bench_row_speedup(best, (bench_base)b) : NAN;
+    char at[32] = "", losses[48] = "";
+    if (isfinite(here)) snprintf(at, sizeof at, " %.2fx here,", here);
+    if (g.losses) snprintf(losses, sizeof losses, " (%zu slower)", g.losses);
+    used += (size_t)snprintf(buf + used, len - used, "%s%s%s %.2fx..%.2fx over %zu%s", used ? "; " : "",
+                             r->base[b].name, at, g.lo, g.hi, g.count, losses);
+  }
+}
+
+static const char *nstar_text(char *buf, size_t len, const bench_crossover *c) {
+  char n[16];
+  if (c->where == 0)
+    snprintf(buf, len, "%.0f", c->n_star);
+  else if (c->where < 0)
+    snprintf(buf, len, "< %s", bench_fmt_n(n, sizeof n, (double)c->n_lo));
+  else
+    snprintf(buf, len, "> %s", bench_fmt_n(n, sizeof n, (double)c->n_hi));
+  return buf;
+}
+
+/* The family's crossover to show: the best point's variant's, else a causal pair's (the one a
+ * decoder's prefill meets), else any. */
+static const bench_crossover *family_crossover(const bench_results *r, bench_family fam, const bench_row *best,
+                                               attn_isa isa, size_t d) {
+  const bench_crossover *pick = NULL;
+  for (size_t k = 0; k < r->ncross; k++) {
+    const bench_crossover *c = &r->cross[k];
+    if (c->isa != isa || c->d != d || bench_family_of(c->linear) != fam) continue;
+    if (best && c->linear == best->var) return c;
+    if (!pick || (c->softmax->causal && !pick->softmax->causal)) pick = c;
+  }
+  return pick;
+}
+
+/* The point's place and size: "softmax_causal, n = 8k" or "softmax_decode, 32k cached". */
+static const char *point_text(char *buf, size_t len, const bench_row *row) {
+  char n[16];
+  bench_fmt_n(n, sizeof n, (double)row->shape.n_kv);
+  snprintf(buf, len, row->var->mode == BENCH_DECODE ? "%s, %s cached" : "%s, n = %s", row->var->name, n);
+  return buf;
+}
+
+/* The figure and its fraction: GFLOP/s of the path's FMA peak, or decode GB/s of the bandwidth. */
+static void figure_text(char *fig, size_t flen, char *frac, size_t rlen, const bench_results *r, const bench_row *row) {
+  if (row->var->mode == BENCH_DECODE) {
+    snprintf(fig, flen, "%.3g GB/s", bench_row_gbps(r, row));
+    snprintf(frac, rlen, "%.0f%% of bw", 100 * bench_row_frac_bw(r, row));
+  } else {
+    snprintf(fig, flen, "%.1f GFLOP/s", bench_row_gflops(r, row));
+    snprintf(frac, rlen, "%.0f%% of peak", 100 * bench_row_frac_peak(r, row));
+  }
+}
+
+static size_t first_d(const bench_results *r) {
+  for (size_t i = 0; i < r->count; i++)
+    if (!r->rows[i].baseline) return r->rows[i].shape.d;
+  return 0;
+}
+
+static size_t points_measured(const bench_results *r) {
+  size_t n = 0;
+  for (size_t i = 0; i < r->count; i++) n += r->rows[i].state == ROW_OK;
+  return n;
+}
+
+void bench_print_summary(FILE *f, const bench_results *r, const bench_file *files, size_t nfiles) {
+  const attn_isa isa = bench_shown_path(r);
+  const size_t d = first_d(r);
+  const bench_sysinfo *i = &r->info;
+  char text[512], a[64], b[32], c[32], t[16];
+  fprintf(f, "\n== attn-bench summary\n");
+  fprintf(f, "machine: %s, %d CPUs online; path shown: %s (FMA peak %.0f GFLOP/s), read %.1f GB/s, %d thread%s\n",
+          i->cpu, i->cores, attn_isa_name(isa), r->limits.peak[isa > ATTN_ISA_AUTO ? isa : 0], r->limits.bw, r->threads,
+          r->threads > 1 ? "s" : "");
+  fprintf(f, "run:     attn %s (git %s), %s; %zu of %zu points measured in %ld:%02ld; %s\n", i->version, i->git,
+          i->date, points_measured(r), r->count, lround(r->elapsed) / 60, lround(r->elapsed) % 60,
+          r->noisy_run ? "NOISY (see the run quality line)" : "quiet");
+  fprintf(f, "%-22s %-34s %10s %15s %12s\n", "family", "best point (d, path above)", "time", "figure", "fraction");
+  for (int fam = 0; fam < BENCH_FAM_COUNT; fam++) {
+    const bench_row *best = best_row(r, (bench_family)fam, isa, d);
+    baselines_text(text, sizeof text, r, (bench_family)fam, best, isa, d);
+    if (!best && !text[0]) continue;
+    if (best) {
+      figure_text(b, sizeof b, c, sizeof c, r, best);
+      fprintf(f, "%-22s %-34s %10s %15s %12s\n", bench_family_name((bench_family)fam), point_text(a, sizeof a, best),
+              bench_fmt_time(t, sizeof t, best->st.median), b, c);
+    } else {
+      fprintf(f, "%-22s (no point reading a whole cache)\n", bench_family_name((bench_family)fam));
+    }
+    fprintf(f, "  %s%s\n", text[0] ? "vs " : "", text[0] ? text : "no baseline for this family");
+  }
+  /* the crossovers by softmax partner, wrapped */
+  for (size_t k = 0; k < r->ncross; k++) {
+    const bench_crossover *x = &r->cross[k];
+    size_t first = 0;
+    while (first < k && r->cross[first].softmax != x->softmax) first++;
+    if (x->isa != isa || x->d != d || first < k) continue;
+    int col = fprintf(f, "crossover n* vs %s (linear faster above):", x->softmax->name), items = 0;
+    for (size_t j = k; j < r->ncross; j++) {
+      const bench_crossover *y = &r->cross[j];
+      if (y->isa != isa || y->d != d || y->softmax != x->softmax) continue;
+      char item[96];
+      const int w = snprintf(item, sizeof item, "%s %s", y->linear->name, nstar_text(a, sizeof a, y));
+      if (items++) col += fprintf(f, ",");
+      col = col + 1 + w > 100 ? fprintf(f, "\n    %s", item) - 1 : col + fprintf(f, " %s", item);
+    }
+    fprintf(f, "\n");
+  }
+  for (size_t k = 0; k < nfiles; k++)
+    if (files[k].path) fprintf(f, "%-9s %s\n", files[k].what, files[k].path);
+}
+
+int bench_write_summary(const char *path, const bench_results *r) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  const attn_isa isa = bench_shown_path(r);
+  const size_t d = first_d(r);
+  const bench_sysinfo *i = &r->info;
+  fprintf(f,
+          "attn %s on %s (%d CPUs online), path %s, d = %zu, %zu head%s, %d thread%s; %.10s, git %s%s. Time per "
+          "call (median); GFLOP/s as a fraction of this path's measured FMA peak, decode GB/s of the measured read "
+          "bandwidth; speedup = baseline time / attn time for the same shape (below 1: attn is slower). Written "
+          "by attn-bench (bench/README.md).\n\n",
+          i->version, i->cpu, i->cores, attn_isa_name(isa), d, r->count ? r->rows[0].shape.h_q : 0,
+          r->count && r->rows[0].shape.h_q > 1 ? "s" : "", r->threads, r->threads > 1 ? "s" : "", i->date, i->git,
+          r->noisy_run ? " (a noisy run)" : "");
+  fprintf(f, "| family | best point | time | figure | vs baselines: here (range over the family) | crossover n* |\n");
+  fprintf(f, "|---|---|---|---|---|---|\n");
+  char text[512], a[64], b[32], c[32], t[16], n[32];
+  for (int fam = 0; fam < BENCH_FAM_COUNT; fam++) {
+    const bench_row *best = best_row(r, (bench_family)fam, isa, d);
+    baselines_text(text, sizeof text, r, (bench_family)fam, best, isa, d);
+    if (!best && !text[0]) continue;
+    const bench_crossover *x = family_crossover(r, (bench_family)fam, best, isa, d);
+    char cross[128] = "";
+    if (x)
+      snprintf(cross, sizeof cross, "%s (%s vs %s)", nstar_text(n, sizeof n, x), x->linear->name, x->softmax->name);
+    if (best) figure_text(b, sizeof b, c, sizeof c, r, best);
+    fprintf(f, "| %s | %s | %s | %s%s%s%s | %s | %s |\n", bench_family_name((bench_family)fam),
+            best ? point_text(a, sizeof a, best) : "-", best ? bench_fmt_time(t, sizeof t, best->st.median) : "-",
+            best ? b : "-", best ? " (" : "", best ? c : "", best ? ")" : "", text[0] ? text : "-",
+            cross[0] ? cross : "-");
+  }
+  return fclose(f) ? -1 : 0;
+}

@@ -93,7 +93,11 @@ install_checks() {
   ninja -C "$dir" >/dev/null && meson install -C "$dir" >/dev/null || return 1
   local flags
   flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs --static attn) || return 1
+  # libattn.so sits beside libattn.a: -Bstatic makes -lattn the archive, so that the private
+  # libraries pkg-config --static lists are what the link needs
+  flags=${flags/-lattn/-Wl,-Bstatic -lattn -Wl,-Bdynamic}
   cc -std=c11 -Wall -Wextra -Werror docs/example.c $flags -o "$prefix/example" || return 1
+  if ldd "$prefix/example" | grep -q libattn; then echo "the static example links libattn.so"; return 1; fi
   "$prefix/example" >/dev/null || return 1
   echo "== install: a CMake project finds the package (find_package(attn), attn::attn)"
   cmake -S tests/consumer-cmake -B "$prefix/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \

@@ -226,7 +226,7 @@ typedef void attn_f32_bf16_cvt_fn(size_t n, const float *x, uint16_t *y);
 
 /*
  * Scores and P V for few query rows (the blocked engine's decode steps, up to BLK_FEW_ROWS rows:
- * engine/blocked.c) with K and V read in place, elements of type `type` (ATTN_F32, or ATTN_F16 /
+ * engine/blocked/) with K and V read in place, elements of type `type` (ATTN_F32, or ATTN_F16 /
  * ATTN_BF16 converted in registers exactly as attn_f16_cvt_fn's; strides count elements):
  *   few_scores: st[j * ldst + r] = sum_p K(j, p) q[r * ldq + p], K(j, p) = k[j * ldk + p]
  *               (nk keys, nq rows of d elements, vectorised along d; st overlaps neither);

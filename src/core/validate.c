@@ -166,3 +166,20 @@ attn_status attn_fail_io(const char *names, const attn_spans *sp, const float *q
   const int b_len = (int)attn_name_at(names, b - 3, &b_name);
   return attn_fail(ATTN_E_ALIASING, "%.*s overlaps output %.*s", a_len, a_name, b_len, b_name);
 }
+
+attn_status attn_row_stats_check(const attn_row_stats *s, size_t n_q, size_t heads, size_t *bytes) {
+  if (!s) return attn_fail(ATTN_E_NULL_POINTER, "stats is NULL");
+  if (!s->entropy && !s->sparsity && !s->count)
+    return attn_fail(ATTN_E_NULL_POINTER, "stats.entropy, stats.sparsity and stats.count are all NULL");
+  size_t span;
+  const attn_status st = attn_check_output(n_q, heads, 1, s->layout, &span);
+  if (st) return attn_fail_layout(st, "stats.layout", NULL, n_q, heads, 1, s->layout);
+  *bytes = span * sizeof(float);
+  const float *a[] = {s->entropy, s->sparsity, s->count};
+  static const char *const names[] = {"entropy", "sparsity", "count"};
+  for (size_t i = 0; i < 3; i++)
+    for (size_t j = i + 1; j < 3; j++)
+      if (a[i] && a[j] && attn_overlap(a[i], *bytes, a[j], *bytes))
+        return attn_fail(ATTN_E_ALIASING, "stats.%s overlaps output stats.%s", names[i], names[j]);
+  return ATTN_OK;
+}

@@ -35,7 +35,7 @@
  * a row of every head between two of one head's, or half types) and a call has several query
  * blocks, a worker copies the first BLK_PACK_KEYS keys of the task's key head into its scratch
  * (converted to fp32) when it first takes a task of that head, and every query block of the head
- * reads them from there; tasks run head by head (blk_task_order). One head's rows 2 KiB apart
+ * reads them from there; tasks run head by head (blocked/schedule.c). One head's rows 2 KiB apart
  * (8 heads of 64) fill 1/8 of the cache's sets and 1/8 of every page, so its K and V neither stay
  * in L2 across query blocks nor stream well. Packed, on an Intel Xeon guest (AVX-512, d = 64, 8
  * heads token-major, medians of interleaved pairs against the unpacked build): softmax causal
@@ -47,6 +47,7 @@
  * When a call has fewer query tokens than a block (decode, short chunks), and in every selective
  * call (so that F is computed once per key block), several heads (as many as keep their state
  * within ~256 KiB) advance through the key blocks together, so K and V stream in memory order.
+ * The code: engine/blocked/, one file per concern (engine/blocked/internal.h lists them).
  */
 #ifndef ATTN_ENGINE_BLOCKED_H
 #define ATTN_ENGINE_BLOCKED_H
@@ -71,7 +72,7 @@ typedef struct attn_step_block {
 } attn_step_block;
 
 /* Which rows a row state holds, for init: row r is query head h + r % g; `first` is 1 when the
- * state starts at the first key of each row's range (a key split, engine/blocked.c, gives later
+ * state starts at the first key of each row's range (a key split, engine/blocked/, gives later
  * ranges 0), so that a term counted once per row (a softmax sink) is counted once. */
 typedef struct attn_step_rows {
   const void *params; /* the plan's step_params */
@@ -167,9 +168,9 @@ typedef struct attn_blocked_plan {
                                masked block's V converted for the GEMM); a head's off_qt holds the
                                scaled query rows (R x d) instead of their transpose */
   int views;                       /* no feature map, selection or few-rows scores: a boundary block's keys in
-                               sub-blocks, each with the tokens that see it (blk_boundary) */
+                               sub-blocks, each with the tokens that see it (attn_blk_boundary) */
   int pack;                        /* views, several query blocks and a head's K or V rows not contiguous
-                               fp32: keys [0, pack_keys) of the task's key head packed (blk_pack) */
+                               fp32: keys [0, pack_keys) of the task's key head packed (attn_blk_pack) */
   size_t pack_keys;                /* min(n_kv, BLK_PACK_KEYS) */
   size_t off_pk, off_pv, off_ptag; /* per worker: packed K (BLK_PACK_KEYS x d), V (x dv), which head
                                       they hold (a size_t at off_ptag: head + 1, 0 for none) */
@@ -177,7 +178,7 @@ typedef struct attn_blocked_plan {
                                w = e^(sink - m) too (row state array 0 is m); the statistics take
                                w, w^2 and w (sink - m) back out: the keys' only */
   size_t split;                    /* key ranges per task (1: none; a short call over many keys: attn.h, threads; a
-                             * selection: the most, each task its own, blocked.c blk_ranges) */
+                             * selection: the most, each task its own, blocked/schedule.c blk_ranges) */
   size_t cr;            /* rows of a range's stored state (ATTN_SPLIT_TOKENS g; a selection: >= R), per head */
   size_t off_fold;      /* per worker, when the step can split: hg heads of a range's state (cr rows) */
   size_t slot_floats;   /* one range's state of a head group (hg heads) */
@@ -196,7 +197,7 @@ typedef struct attn_blocked_plan {
  * over the block's tokens, subtracts it from every head's tile before the step, and the last
  * head group of a query block stores the sums over its tokens back into sel_f. Query blocks must
  * run in order: the only sequential dependency of the engine. Each block's keys are split into
- * ranges (blocked.c, blk_ranges) whose F are independent: the ranges run in parallel, each
+ * ranges (blocked/schedule.c, blk_ranges) whose F are independent: the ranges run in parallel, each
  * range's head groups in order on one worker (a key's F read by every group before the last
  * one stores it), and their states are merged in range order.
  */

@@ -36,14 +36,14 @@
  * The scan. A causal call whose aligned part spans 2+ chunks runs its chunks as a scan (FLASH's exclusive form: its rounds of xg keys are the chunks, see
  * below): each chunk's local state D_c = (Kf (.) dout)^T Va is computed on its own (not
  * accumulated into S), the chunk's outputs read S_c, the state before it, and
- * S_{c+1} = dC (.) S_c + D_c (cw_scan_update). The arithmetic is fixed by the problem; how it is
+ * S_{c+1} = dC (.) S_c + D_c (attn_cw_scan_update). The arithmetic is fixed by the problem; how it is
  * scheduled is not, and does not change a bit of the result:
  *  - by head groups (one worker, or heads enough for the workers: a multiple of them or 4x as
  *    many): one group of adjacent heads per worker, chunk after chunk, each chunk for every head
  *    of the group, D_c in the worker's scratch. Token-major inputs of a plain head mapping (every
  *    head its own query, key and value head) are first gathered a chunk at a time, ATTN_GATHER
  *    heads at once: the chunk's rows read in order, each head's slice copied into the worker's
- *    scratch (cw_gather), so the head's passes read contiguous rows (a head's own rows are a row
+ *    scratch (attn_cw_gather), so the head's passes read contiguous rows (a head's own rows are a row
  *    of all heads apart: on a 16-core Xeon guest 8 heads ran 1.4-1.5x slower than with each
  *    head's rows contiguous; on a Zen 5 guest, 8 heads at n = 4k, gathering made the call 8-10%
  *    faster on AVX-512 and 20% on AVX2, and as fast as with head-major inputs);
@@ -72,15 +72,16 @@
  * are added (the last, incomplete round only keeps S in its slot); exclusive calls of one round
  * keep the serial loop. Maps with offsets: D_c carries its own offsets (the chunk's largest key
  * feature, so its largest term is 1) and S_{c+1} is the merge of S_c and D_c at the larger
- * offsets (cw_scan_merge, like two LSE partials: S first moves to the larger offsets as
- * cw_raise moves it, then D is added); a chunk's outputs run the serial loop over the chunk alone
- * (cut where cw_guard says, which depends only on S_c and the chunk). A chunk that is not cut
+ * offsets (attn_cw_scan_merge, like two LSE partials: S first moves to the larger offsets as
+ * attn_cw_raise moves it, then D is added); a chunk's outputs run the serial loop over the chunk alone
+ * (cut where attn_cw_guard says, which depends only on S_c and the chunk). A chunk that is not cut
  * runs at once on S_c itself, raised in place to its offsets (the slot's S_c, or, by head groups,
  * the state, whose merge then finds it already raised: the same bits); a chunk that is cut runs
  * on a copy of S_c in the worker's scratch, which is then dropped. The slot keeps the chunk's
  * pre-exponential key features in Kf's place, and its Kf at its own offsets with those offsets
  * (a chunk that is not cut takes its Kf from them, one multiply per element, instead of its
- * exponentials again; their maxima also spare cw_guard its scan of the keys).
+ * exponentials again; their maxima also spare attn_cw_guard its scan of the keys).
+ * The code: engine/chunkwise/, a file per concern (its internal.h lists them and their layers).
  */
 #ifndef ATTN_ENGINE_CHUNKWISE_H
 #define ATTN_ENGINE_CHUNKWISE_H
@@ -148,7 +149,7 @@ typedef struct attn_chunkwise_plan {
                               by its absorb and read by its outputs (0: none kept) */
   size_t off_dl;           /* maps with offsets, the scan by head groups: a chunk's own offsets (m) */
   size_t gather, off_g;    /* the scan by head groups: heads gathered at once (0: none) and, at
-                              off_g, their chunk's query, key and value rows (cw_gather) */
+                              off_g, their chunk's query, key and value rows (attn_cw_gather) */
   int gathered;            /* with gather: the inputs are token-major, so the rows are gathered */
   size_t scratch_bytes;    /* the whole workspace: workers regions, then the scan's */
   size_t state_floats;     /* heads * m * lds */

@@ -1,0 +1,18 @@
+/* The checks every call of the blocked engine starts with (attn_blocked_call_check). */
+#include "engine/blocked/internal.h"
+
+attn_status attn_blocked_call_check(attn_blocked_call *c, const attn_shape *s, float scale, const attn_layout *aux) {
+  attn_status st;
+  c->aux_span = 0;
+  if ((st = attn_shape_check(s, 0, &c->sp))) return st;
+  if (s->h_k != s->h_v)
+    return attn_fail(ATTN_E_BAD_HEADS, "shape.h_k %zu != shape.h_v %zu: this variant needs one value head per key head",
+                     s->h_k, s->h_v);
+  if (c->sp.H != s->h_q)
+    return attn_fail(ATTN_E_BAD_HEADS, "shape.h_q %zu < shape.h_k %zu: key heads must divide the query heads", s->h_q,
+                     s->h_k);
+  if (!isfinite(scale)) return attn_fail(ATTN_E_BAD_SCALE, "desc.scale %g: must be finite", (double)scale);
+  if (aux && (st = attn_check_output(s->n_q, s->h_q, 1, *aux, &c->aux_span)))
+    return attn_fail_layout(st, "desc.lse", NULL, s->n_q, s->h_q, 1, *aux);
+  return (c->uk = attn_dispatch()) ? ATTN_OK : attn_fail_isa();
+}

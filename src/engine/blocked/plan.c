@@ -1,0 +1,179 @@
+/* The blocked engine's plan (engine/blocked.h, attn_blocked_plan_make): block sizes, head groups,
+ * key ranges, and the layout of each worker's scratch and of the workspace. */
+#include "engine/blocked/internal.h"
+#include "engine/blocked/mask.h"
+
+/* One head's region for R rows (blk_head): the scaled queries (m x R), the accumulators (R x dv),
+ * the step's row state (R rows each), with an exponential map u(Q) and bm, with dsoftmax c | z
+ * (tbm2). R is at most the rows of a block, whose products the plan checked. Sets the offsets and
+ * head_floats; nonzero on overflow. */
+static int blk_head_layout(attn_blocked_plan *p, size_t R, const attn_score_step *step, size_t tbm2) {
+  const size_t m = p->m, mr = m * R;
+  attn_ws h = {0, 0};
+  p->off_qt = attn_ws_take(&h, mr);
+  p->off_acc = attn_ws_take(&h, R * p->shape->dv);
+  p->off_rs = attn_ws_take(&h, R * (step->row_floats + step->stats_floats));
+  p->off_uq = attn_ws_take(&h, p->xm ? mr : 0);
+  p->off_bm = attn_ws_take(&h, p->xm ? R : 0);
+  p->off_cz = attn_ws_take(&h, p->dsm ? tbm2 : 0);
+  p->head_floats = h.floats;
+  return h.overflow;
+}
+/* The floats of one head's region for R rows (the plan's layout unchanged). */
+static size_t blk_head_floats(const attn_blocked_plan *p, size_t R, const attn_score_step *step, size_t tbm2) {
+  attn_blocked_plan t = *p;
+  return blk_head_layout(&t, R, step, tbm2) ? SIZE_MAX : t.head_floats;
+}
+/* Heads advancing together in a few-rows call of n_q < tb tokens: as many as
+ * BLK_SHORT_GROUP_FLOATS holds of regions of hf floats (n_q g rows) plus `more` floats each
+ * (scores, the folded state of a key range; at least one head). */
+static size_t blk_short_group(const attn_blocked_plan *p, size_t hf, size_t more) {
+  const size_t per = hf > SIZE_MAX - more ? SIZE_MAX : hf + more;
+  return attn_max_sz(1, attn_min_sz(p->shape->h_k, BLK_SHORT_GROUP_FLOATS / per));
+}
+
+/* A plan whose workspace does not fit in size_t. */
+static ATTN_COLD attn_status blk_overflow(const attn_shape *s) {
+  return attn_fail(ATTN_E_SIZE_OVERFLOW, "the workspace of n_q %zu, h_q %zu, d %zu, dv %zu overflows size_t", s->n_q,
+                   s->h_q, s->d, s->dv);
+}
+
+attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, attn_mask mask, float scale,
+                                   const attn_score_step *step, const void *step_params,
+                                   const attn_blocked_features *feat, const attn_blocked_select *sel,
+                                   const struct attn_ukernels *uk) {
+  *p = (attn_blocked_plan){.shape = s, .step = step, .step_params = step_params, .scale = scale, .m = s->d};
+  if (feat) p->fm = feat->fm, p->fa = feat->fa, p->m = feat->m;
+  p->xm = p->fm && p->fm->offsets;
+  p->dsm = p->xm && p->fm->query == ATTN_EXPF_SOFTMAX;
+  const size_t reach = s->n_q + s->n_kv; /* cannot overflow: both spans fit in PTRDIFF_MAX / 4 */
+  p->left = clamp_reach(mask.left, reach);
+  p->right = clamp_reach(mask.right, reach);
+  p->chunk = clamp_reach(mask.chunk, reach);
+  p->g = s->h_q / s->h_k;
+  p->tb = attn_max_sz(1, uk->q_block / p->g);
+  if (sel) p->sel = 1, p->sel_kv = sel->h_sel / p->g, p->sel_gi = sel->h_sel % p->g;
+  p->bc = uk->kv_block;
+  const size_t m = p->m;
+  size_t mr, bcr, rdv, rsf, bcm, tbm2, fr, fms;
+  if (!attn_mul_ok(p->tb, p->g, &p->R) || !attn_mul_ok(m, p->R, &mr) || !attn_mul_ok(p->bc, p->R, &bcr) ||
+      !attn_mul_ok(p->R, s->dv, &rdv) || !attn_mul_ok(p->R, step->row_floats + step->stats_floats, &rsf) ||
+      !attn_mul_ok(p->bc, m, &bcm) || !attn_mul_ok(2 * p->tb, m, &tbm2) ||
+      !attn_mul_ok(attn_max_sz(p->bc, p->tb), s->d, &fr) || m > SIZE_MAX / 4)
+    return blk_overflow(s);
+  if (blk_head_layout(p, p->R, step, tbm2)) return blk_overflow(s);
+  /* Heads advance together when the call has fewer tokens than a block, and always with a
+   * selection (its F is then computed once per key block for the whole group, not once per head
+   * group): hg heads of a block's rows within BLK_HEAD_GROUP_FLOATS. A few-rows call (n_q g <=
+   * BLK_FEW_ROWS, a decode step) lays each head's region out for its own rows and groups as many
+   * heads as BLK_SHORT_GROUP_FLOATS holds with their scores and folded states (blk_short_group):
+   * a decode step with all of a token's heads reads K and V along memory, where groups (7 + 1
+   * heads of 8 with a block's 64 rows on the AVX-512 path: 8.4k floats a head) each sweep the
+   * whole cache again for their share of every token's row. Measured on a Zen 5 guest (8 heads,
+   * token-major, 64k-256k cached tokens): fp32 decode 1.2-1.5x faster, fp16 1.25-1.55x. The
+   * workspace does not depend on n_q (a prefill's serves the decode steps after it): it is
+   * reserved for the largest of the groupings any n_q takes (heads_res floats of regions, hg_res
+   * heads, gh_res heads in whole groups). */
+  const size_t hf = p->head_floats, hg = attn_max_sz(1, attn_min_sz(s->h_k, BLK_HEAD_GROUP_FLOATS / hf));
+  const int few_heads = !p->fm && !sel && p->g <= BLK_FEW_ROWS; /* some n_q runs a few-rows plan */
+  const size_t st_head = few_heads ? p->bc * BLK_FEW_ROWS : 0;
+  /* a key range's folded state: cr rows of a head (ph floats; the products are checked below) */
+  const int can_split = step->merge && !p->fm;
+  const size_t row_arrays = step->row_floats + step->stats_floats;
+  p->cr = ATTN_SPLIT_TOKENS * p->g; /* g <= h_q: no overflow with the products below checked */
+  if (sel) p->cr = attn_max_sz(p->cr, p->R);
+  const size_t ph_est = can_split && p->cr <= SIZE_MAX / (s->dv + row_arrays + 1) ? p->cr * (s->dv + row_arrays) : 0;
+  const size_t more = st_head + ph_est; /* a head's floats beside its region in a short group */
+  size_t heads_res = hg * hf, hg_res = hg, gh_res = (s->h_k + hg - 1) / hg * hg; /* hg hf <= max(hf, BLK) */
+  for (size_t nq = 1; few_heads && nq < p->tb && nq * p->g <= BLK_FEW_ROWS; nq++) {
+    /* h f <= BLK_SHORT_GROUP_FLOATS, or h = 1 and f <= hf */
+    const size_t f = blk_head_floats(p, nq * p->g, step, tbm2), h = blk_short_group(p, f, more);
+    heads_res = attn_max_sz(heads_res, h * f);
+    hg_res = attn_max_sz(hg_res, h);
+    gh_res = attn_max_sz(gh_res, (s->h_k + h - 1) / h * h);
+  }
+  p->hg = sel ? hg : 1;
+  if (few_heads && s->n_q < p->tb && s->n_q * p->g <= BLK_FEW_ROWS) {
+    p->R = attn_max_sz(1, s->n_q) * p->g;
+    if (blk_head_layout(p, p->R, step, tbm2)) return blk_overflow(s);
+    p->hg = blk_short_group(p, p->head_floats, more);
+  } else if (s->n_q < p->tb) {
+    p->hg = hg;
+  }
+  p->groups = (s->h_k + p->hg - 1) / p->hg;
+  p->qblocks = (s->n_q + p->tb - 1) / p->tb;
+  /* the map's scratch for up to max(bc, tb) rows: favor's x' rows, fr floats (checked above) */
+  fms = p->fm ? p->fm->scratch(attn_max_sz(p->bc, p->tb), s->d, m) : 0;
+  attn_ws w = {0, 0};
+  p->off_st = attn_ws_take(&w, bcr);
+  p->off_kf = attn_ws_take(&w, p->fm ? bcm : 0);
+  p->off_ku = attn_ws_take(&w, p->xm ? bcm : 0);
+  p->off_km = attn_ws_take(&w, p->xm ? bcm : 0);
+  p->off_fms = attn_ws_take(&w, fms);
+  p->off_cb = attn_ws_take(&w, p->xm ? m : 0);
+  p->off_tmp = attn_ws_take(&w, p->xm ? 3 * m : 0);
+  size_t strip;
+  if (!attn_mul_ok(p->bc + 2 * p->tb, p->g, &strip)) return blk_overflow(s);
+  p->off_strip = attn_ws_take(&w, step->strip ? strip : 0);
+  size_t dtb, bctb;
+  if (!attn_mul_ok(s->d, p->tb, &dtb) || !attn_mul_ok(p->bc, p->tb, &bctb)) return blk_overflow(s);
+  p->off_qs = attn_ws_take(&w, p->sel ? dtb : 0);
+  p->off_ss = attn_ws_take(&w, p->sel ? bctb : 0);
+  p->off_fz = attn_ws_take(&w, p->sel ? bctb : 0);
+  p->off_run = attn_ws_take(&w, p->sel ? p->bc : 0);
+  /* half K/V: the block's converted rows (no scratch for fp32, read in place) */
+  size_t bcd, bcdv;
+  p->kv_type = s->kv_type;
+  const int half = s->kv_type != ATTN_F32;
+  if (!attn_mul_ok(p->bc, s->d, &bcd) || !attn_mul_ok(p->bc, s->dv, &bcdv)) return blk_overflow(s);
+  p->off_kc = attn_ws_take(&w, half ? bcd / p->bc * attn_min_sz(p->bc, BLK_HALF_K_KEYS) : 0);
+  p->off_vc = attn_ws_take(&w, half ? bcdv : 0);
+  size_t sth; /* `few` blocks of several heads: every head's ST, BLK_FEW_ROWS rows at most (any n_q) */
+  if (!attn_mul_ok(hg_res, st_head, &sth)) return blk_overflow(s);
+  p->off_sth = attn_ws_take(&w, sth);
+  p->few = !p->fm && attn_min_sz(p->tb, s->n_q) * p->g <= BLK_FEW_ROWS;
+  p->views = !p->fm && !p->sel && !p->few;
+  /* Packed K/V: reserved for every call that may pack (no map, no selection: whatever n_q and
+   * n_kv, as the workspace depends on neither); used where a head's rows are not contiguous fp32
+   * and several query blocks read them. */
+  size_t pkd, pkdv;
+  const int may_pack = !p->fm && !p->sel;
+  if (!attn_mul_ok(BLK_PACK_KEYS, s->d, &pkd) || !attn_mul_ok(BLK_PACK_KEYS, s->dv, &pkdv)) return blk_overflow(s);
+  p->off_pk = attn_ws_take(&w, may_pack ? pkd : 0);
+  p->off_pv = attn_ws_take(&w, may_pack ? pkdv : 0);
+  p->off_ptag = attn_ws_take(&w, may_pack ? sizeof(size_t) : 0); /* floats enough for a size_t */
+  p->pack_keys = attn_min_sz(s->n_kv, BLK_PACK_KEYS);
+  const int scattered = half || s->k.row_stride != s->d || s->v.row_stride != s->dv;
+  p->pack = may_pack && p->views && p->hg == 1 && p->qblocks >= BLK_PACK_MIN_QBLOCKS && scattered;
+  p->off_heads = attn_ws_take(&w, heads_res);
+  /* Key ranges: a step that can fold them and no map; one query block of at most
+   * ATTN_SPLIT_TOKENS tokens, in ranges of whole key blocks, at least ATTN_SPLIT_KEYS keys each;
+   * with a selection, every task (blk_ranges: up to BLK_SPLIT_MAX ranges, per query block). The
+   * fold region (and, with threads, every range's state) is reserved whatever n_q and n_kv are. */
+  p->split = sel && can_split ? BLK_SPLIT_MAX : 1;
+  if (can_split && !sel && s->n_q <= ATTN_SPLIT_TOKENS && s->n_q <= p->tb) {
+    const int64_t nkv = (int64_t)s->n_kv, p0 = nkv - (int64_t)s->n_q, p1 = nkv - 1;
+    const int64_t lo = vis_lo(p, p0) > 0 ? vis_lo(p, p0) : 0, hi = vis_hi(p, p1) < nkv - 1 ? vis_hi(p, p1) : nkv - 1;
+    const size_t span = hi >= lo ? (size_t)(hi - lo + 1) : 0;
+    p->split =
+        attn_max_sz(1, attn_min_sz(BLK_SPLIT_MAX, attn_min_sz(span / ATTN_SPLIT_KEYS, (span + p->bc - 1) / p->bc)));
+  }
+  /* a range's state: cr rows of a head (ph floats); per worker a fold region of the largest
+   * group; with threads, every group's (p->hg heads, slot_floats) of every range */
+  size_t ph = 0, fold = 0;
+  if (can_split && (!attn_mul_ok(p->cr, s->dv + row_arrays, &ph) || !attn_mul_ok(ph, hg_res, &fold)))
+    return blk_overflow(s);
+  p->slot_floats = ph * p->hg; /* p->hg <= hg_res */
+  p->off_fold = attn_ws_take(&w, fold);
+  p->worker_floats = w.floats;
+  p->workers = attn_workers(s->threads);
+  size_t total, slots = 0, bytes;
+  if (can_split && p->workers > 1 && (!attn_mul_ok(ph, gh_res, &slots) || !attn_mul_ok(slots, BLK_SPLIT_MAX, &slots)))
+    return blk_overflow(s);
+  if (w.overflow || !attn_mul_ok(w.floats, p->workers, &total)) return blk_overflow(s);
+  attn_ws all = {total, 0};
+  p->off_slots = attn_ws_take(&all, slots);
+  if (!attn_ws_bytes(&all, &bytes)) return blk_overflow(s);
+  p->scratch_bytes = bytes;
+  return ATTN_OK;
+}

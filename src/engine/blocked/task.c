@@ -1,0 +1,142 @@
+/* A task of the blocked engine (one query block x one head group): its fixed quantities and keys,
+ * its queries and empty state, and its state stored, folded and finished into outputs. */
+#include "engine/blocked/internal.h"
+#include "engine/blocked/mask.h"
+
+/* Task `task` (query block task / groups, head group task % groups) on a worker's scratch ws. */
+blk_task attn_blk_task_of(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
+                          size_t task, float *ws) {
+  const attn_shape *s = p->shape;
+  const size_t t0 = task / p->groups * p->tb, h0 = task % p->groups * p->hg;
+  const size_t tn = attn_min_sz(p->tb, s->n_q - t0);
+  const int64_t p0 = (int64_t)s->n_kv - (int64_t)s->n_q + (int64_t)t0;
+  return (blk_task){p,
+                    uk,
+                    io,
+                    ws,
+                    h0,
+                    attn_min_sz(p->hg, s->h_k - h0),
+                    tn,
+                    tn * p->g,
+                    t0,
+                    p0,
+                    p0 + (int64_t)tn - 1,
+                    task % p->groups == p->groups - 1,
+                    0,
+                    tn * p->g};
+}
+
+/* The keys some row of the task sees: [*lo, *hi] (empty when hi < lo). */
+void attn_blk_task_keys(const blk_task *t, int64_t *lo, int64_t *hi) {
+  const int64_t last = (int64_t)t->p->shape->n_kv - 1, a = vis_lo(t->p, t->p0), b = vis_hi(t->p, t->p1);
+  *lo = a > 0 ? a : 0;
+  *hi = b < last ? b : last;
+}
+
+/* scale * Q^T of `cols` query rows (d x cols, row stride cols, at qt): column c is token c / g,
+ * head c % g of the rows from q (the query layout's strides). A vector transpose, then the scale:
+ * each element rounded once, as a scalar product (the strided scalar pack this replaces took ~1 us
+ * of a task's ~2.4 us fixed cost on a Zen 5 guest, a query block of 64 rows, d = 64). */
+static void blk_pack_qt(const blk_task *t, float *qt, size_t cols, size_t g, const float *q) {
+  const attn_shape *s = t->p->shape;
+  t->uk->transpose(ATTN_TR_COPY, s->d, cols, g, qt, cols, q, s->q.row_stride, s->q.head_stride);
+  t->uk->rows_axpby(s->d, cols, qt, cols, qt, cols, NULL, 0, &t->p->scale, 0, 0, 0);
+}
+
+/* Each head's scaled Q^T (or its features; `queries`: 0 when the scratch already holds this
+ * task's, see blk_run_serial), empty row state and accumulator. `first`: the state starts at the
+ * first key of each row's range (attn_step_rows). */
+void attn_blk_begin(const blk_task *t, int first, int queries) {
+  const attn_blocked_plan *p = t->p;
+  const attn_shape *s = p->shape;
+  const attn_blocked_io *io = t->io;
+  const attn_score_step *sp = p->step;
+  const size_t g = p->g, D = s->d, DV = s->dv, R = p->R, m = p->m, tn = t->tn, rows = t->rows, t0 = t->t0;
+  float *ws = t->ws;
+  /* selection by a task without h_sel's key head: scale Q_sel^T for its own GEMM (attn_blk_select) */
+  const int sel_gemm = queries && p->sel && !(p->sel_kv >= t->h0 && p->sel_kv < t->h0 + t->hn);
+  if (sel_gemm)
+    blk_pack_qt(t, ws + p->off_qs, tn, 1,
+                io->q + t0 * s->q.row_stride + (p->sel_kv * g + p->sel_gi) * s->q.head_stride);
+  for (size_t hh = 0; hh < t->hn; hh++) {
+    float *reg = blk_head(t, hh);
+    float *qt = reg + p->off_qt, *acc = reg + p->off_acc;
+    for (size_t gi = 0; queries && p->fm && gi < g; gi++) { /* u(q) row-major, or phi(q) transposed */
+      const float *qh = io->q + t0 * s->q.row_stride + ((t->h0 + hh) * g + gi) * s->q.head_stride;
+      if (p->xm)
+        p->fm->apply(t->uk, &p->fa, 0, tn, D, m, qh, s->q.row_stride, reg + p->off_uq + gi * m, g * m, 1,
+                     ws + p->off_fms);
+      else
+        p->fm->apply(t->uk, &p->fa, 0, tn, D, D, qh, s->q.row_stride, qt + gi, g, rows, NULL);
+    }
+    if (queries && !p->fm) { /* column r = ti g + gi of d x rows; few: row r of R x d */
+      const float *qh = io->q + t0 * s->q.row_stride + (t->h0 + hh) * g * s->q.head_stride;
+      if (!p->few)
+        blk_pack_qt(t, qt, rows, g, qh);
+      else
+        for (size_t ti = 0; ti < tn; ti++)
+          for (size_t gi = 0; gi < g; gi++) {
+            const float *qr = qh + ti * s->q.row_stride + gi * s->q.head_stride;
+            float *row = qt + (ti * g + gi) * D;
+            for (size_t x = 0; x < D; x++) row[x] = qr[x] * p->scale;
+          }
+    }
+    const attn_step_rows w = {p->step_params, (t->h0 + hh) * g, g, first};
+    float *srs = reg + p->off_rs + sp->row_floats * R; /* the statistics' sums start at 0 (init may */
+    for (size_t x = 0; io->stats && x < sp->stats_floats * R; x++) srs[x] = 0.0f; /* count a sink's) */
+    sp->init(reg + p->off_rs, R, rows, &w);
+    for (size_t x = 0; x < rows * DV; x++) acc[x] = 0.0f;
+    float *cz = reg + p->off_cz;
+    for (size_t x = 0; p->dsm && x < tn * m; x++) cz[x] = -INFINITY, cz[tn * m + x] = 0.0f;
+  }
+}
+
+/* A head's state in a fold or slot region (cr rows: acc cr x dv, then the row state arrays). */
+static float *blk_folded(const attn_blocked_plan *p, float *region, size_t hh) {
+  return region + hh * p->cr * (p->shape->dv + p->step->row_floats + p->step->stats_floats);
+}
+
+/* Every head's state (rows of the head regions) into a fold or slot region. */
+void attn_blk_store(const blk_task *t, float *region) {
+  const attn_blocked_plan *p = t->p;
+  const size_t DV = p->shape->dv, rsf = p->step->row_floats + p->step->stats_floats, cr = p->cr;
+  for (size_t hh = 0; hh < t->hn; hh++) {
+    const float *reg = blk_head(t, hh);
+    float *f = blk_folded(p, region, hh);
+    memcpy(f, reg + p->off_acc, t->rows * DV * sizeof(float));
+    for (size_t a = 0; a < rsf; a++) memcpy(f + cr * DV + a * cr, reg + p->off_rs + a * p->R, t->rows * sizeof(float));
+  }
+}
+
+/* Outputs (and statistics) of every row from a state: the head regions (fold NULL) or a fold
+ * region. */
+void attn_blk_end(const blk_task *t, float *fold) {
+  const attn_blocked_plan *p = t->p;
+  const attn_shape *s = p->shape;
+  const attn_blocked_io *io = t->io;
+  const size_t g = p->g, DV = s->dv, stride = fold ? p->cr : p->R;
+  for (size_t hh = 0; hh < t->hn; hh++) {
+    float *reg = blk_head(t, hh), *acc = fold ? blk_folded(p, fold, hh) : reg + p->off_acc;
+    const float *rs = fold ? acc + p->cr * DV : reg + p->off_rs;
+    for (size_t ti = 0; ti < t->tn; ti++)
+      for (size_t gi = 0; gi < g; gi++) {
+        const size_t r = ti * g + gi, h = (t->h0 + hh) * g + gi, tok = t->t0 + ti;
+        p->step->finish(acc + r * DV, rs, stride, r, DV, io->o + tok * s->o.row_stride + h * s->o.head_stride,
+                        io->aux ? io->aux + tok * io->aux_layout.row_stride + h * io->aux_layout.head_stride : NULL,
+                        p->step_params);
+        if (io->stats) attn_blk_stats(p, rs, stride, r, t->p0 + (int64_t)ti, io->stats, tok, h);
+      }
+  }
+}
+
+/* Fold range states into `fold`: src a slot region (cr rows) or, src NULL, the head regions. */
+void attn_blk_fold(const blk_task *t, float *fold, const float *src) {
+  const attn_blocked_plan *p = t->p;
+  const size_t DV = p->shape->dv, cr = p->cr;
+  for (size_t hh = 0; hh < t->hn; hh++) {
+    float *f = blk_folded(p, fold, hh);
+    const float *reg = blk_head(t, hh), *acc2 = src ? blk_folded(p, (float *)src, hh) : reg + p->off_acc;
+    const float *rs2 = src ? acc2 + cr * DV : reg + p->off_rs;
+    p->step->merge(f, f + cr * DV, cr, acc2, rs2, src ? cr : p->R, t->rows, DV, t->io->stats != NULL);
+  }
+}

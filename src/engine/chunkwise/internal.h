@@ -1,0 +1,179 @@
+/* The chunkwise engine (engine/chunkwise.h), written once for every ISA path, feature map and
+ * gate. Every product is one call of the path's GEMM micro-kernel. This header is its private
+ * interface (engine/chunkwise.h is the ops'): the context of a task, the tiny helpers every file
+ * inlines, and the functions one file calls in another. */
+#ifndef ATTN_ENGINE_CHUNKWISE_INTERNAL_H
+#define ATTN_ENGINE_CHUNKWISE_INTERNAL_H
+
+#include "engine/chunkwise.h"
+
+/* The files, each calling only those listed before it (plan.c calls none of them):
+ *   plan.c       the plan: state heads, the scratch layout, the scan's schedule
+ *   gates.c      decay and gates: a chunk's cumulative log gates and the scales made from them
+ *   offsets.c    the exponential maps' per-feature offsets: guard, raise, the scan's merge
+ *   rows.c       the inputs' rows: prefetch, the scan by head groups' gather
+ *   chunk.c      the per-chunk steps: load, absorb, outputs
+ *   exclusive.c  FLASH's chunk-exclusive rounds
+ *   serial.c     one state head's serial loop and the decode step
+ *   scan.c       the scan's shared steps and the scan by head groups
+ *   waves.c      the scan's waves
+ *   run.c        attn_chunkwise_run_all: the schedule the plan chose */
+
+/* Rows per rows_axpby call where each row's factors are computed first (on the stack). */
+#define CW_ROW_BATCH 64
+
+typedef struct cw_ctx {
+  const attn_chunkwise_plan *p;
+  const struct attn_ukernels *uk;
+  const attn_chunkwise_io *io;
+  float *kf, *va, *qt, *at, *oc, *fs;
+  float *ku, *qu;            /* exponential maps: pre-exponential key and query features (C x m) */
+  float *cp, *cn, *rn;       /* exponential maps: offsets before and after the chunk, running row (m) */
+  double *b;                 /* gates: the chunk's cumulative log gates (C, or C x m per-feature) */
+  float *wt, *din;           /* gates: intra weights (C x C; factored: cw_factored), state-product row scales (C) */
+  float *dout, *dc;          /* gates: absorb key-row scales (C), state row scales (m) */
+  float *ks;                 /* per-feature gates: block factors */
+  size_t hk, hv, hg;         /* key, value and gate heads of the task's state head */
+  const float *gq, *gk, *gv; /* gathered rows of the head (attn_cw_gather; NULL: the inputs in place): */
+  size_t g0q, g0k;           /* query row t at gq + (t - g0q) d, key row j at gk + (j - g0k) d */
+} cw_ctx;
+
+typedef struct cw_par {
+  const attn_chunkwise_plan *p;
+  const struct attn_ukernels *uk;
+  const attn_chunkwise_io *io;
+  float *ws;
+  size_t c0, wn; /* the scan's waves: the wave's first group and its groups */
+} cw_par;
+
+/* What a chunk's gates are computed for (attn_cw_gates): its absorb, its outputs, or both; with
+ * CW_B_KEPT, a per-feature gate's b is already in x->b (the waves' slot keeps it from the absorb). */
+enum { CW_FOR_ABSORB = 1, CW_FOR_QUERY = 2, CW_FOR_BOTH = 3, CW_B_KEPT = 4 };
+
+/* Row j of the task's key and value heads, row t of query head hq: in place, or gathered. */
+static inline const float *cw_k_row(const cw_ctx *x, size_t j) {
+  const attn_shape *s = x->p->shape;
+  return x->gk ? x->gk + (j - x->g0k) * s->d : x->io->k + j * s->k.row_stride + x->hk * s->k.head_stride;
+}
+static inline const float *cw_v_row(const cw_ctx *x, size_t j) {
+  const attn_shape *s = x->p->shape;
+  return x->gv ? x->gv + (j - x->g0k) * s->dv : x->io->v + j * s->v.row_stride + x->hv * s->v.head_stride;
+}
+static inline const float *cw_q_row(const cw_ctx *x, size_t hq, size_t t) {
+  const attn_shape *s = x->p->shape;
+  return x->gq ? x->gq + (t - x->g0q) * s->d : x->io->q + t * s->q.row_stride + hq * s->q.head_stride;
+}
+
+static inline int cw_gated(const attn_chunkwise_plan *p) { return p->g.kind != ATTN_GATE_NONE || p->g.beta; }
+
+/* Whether a chunk's intra weights (scalar gate or beta alone) come factored (attn_cw_gates' b of its
+ * cn keys): beta_j exp(b_i - b_j) = dout_j exp(b_i - b_last), the keys' factor dout_j (<= beta_j,
+ * the absorb's) on the rows of the block's scores and the queries' g_i = exp(b_i - b_last) (>= 1)
+ * on the output rows, with the state's part scaled by exp(b_last) (not din_i) before it: no C x C
+ * exps or copies and no element-wise pass over the weights. Only while the chunk's decay stays
+ * within ATTN_GATE_SPAN (as the per-feature gates' factors), so that no factor overflows or
+ * becomes subnormal; beyond it, the weights one by one (wt). The same choice whatever the
+ * threads: it depends on the chunk alone. */
+static inline int cw_factored(const cw_ctx *x, size_t cn) {
+  return x->p->g.kind != ATTN_GATE_FEATURE && x->b[cn - 1] >= -ATTN_GATE_SPAN;
+}
+
+/* Causal bottom-right alignment: keys before the first query's position, queries before the
+ * first key; the rest (aligned) pairs query pre_q + t with key pre_k + t. */
+static inline size_t cw_pre_k(const attn_chunkwise_plan *p) {
+  const attn_shape *s = p->shape;
+  return p->causal && s->n_kv > s->n_q ? s->n_kv - s->n_q : 0;
+}
+static inline size_t cw_pre_q(const attn_chunkwise_plan *p) {
+  const attn_shape *s = p->shape;
+  return p->causal && s->n_q > s->n_kv ? s->n_q - s->n_kv : 0;
+}
+
+/* The context of state head `task` on a worker's scratch ws. */
+static inline cw_ctx cw_ctx_of(const attn_chunkwise_plan *p, const struct attn_ukernels *uk,
+                               const attn_chunkwise_io *io, size_t task, float *ws) {
+  return (cw_ctx){.p = p,
+                  .uk = uk,
+                  .io = io,
+                  .kf = ws + p->off_kf,
+                  .va = ws + p->off_va,
+                  .qt = ws + p->off_qt,
+                  .at = ws + p->off_at,
+                  .oc = ws + p->off_oc,
+                  .fs = ws + p->off_fm,
+                  .ku = ws + p->off_ku,
+                  .qu = ws + p->off_qu,
+                  .cp = ws + p->off_cp,
+                  .cn = ws + p->off_cn,
+                  .rn = ws + p->off_run,
+                  .b = (double *)(void *)(ws + p->off_b),
+                  .wt = ws + p->off_wt,
+                  .din = ws + p->off_din,
+                  .dout = ws + p->off_dout,
+                  .dc = ws + p->off_dc,
+                  .ks = ws + p->off_ks,
+                  .hk = task / p->kdiv,
+                  .hv = task / p->vdiv,
+                  .hg = task / p->gdiv,
+                  .gq = NULL,
+                  .gk = NULL,
+                  .gv = NULL,
+                  .g0q = 0,
+                  .g0k = 0};
+}
+
+static inline float *cw_scan_state(const cw_par *c, size_t h) {
+  const size_t slab = c->p->m * c->p->lds;
+  return c->io->state ? c->io->state + h * slab : c->ws + c->p->off_scan + h * slab;
+}
+
+/* gates.c: decay and gates */
+ATTN_INTERNAL void attn_cw_gates(const cw_ctx *x, size_t j0, size_t cn, int uses);
+
+/* offsets.c: the exponential maps' offsets */
+ATTN_INTERNAL void attn_cw_offsets_of(const attn_chunkwise_plan *p, const float *S, float *c);
+ATTN_INTERNAL size_t attn_cw_guard(const cw_ctx *x, const float *S, size_t cn, const float *kmax);
+ATTN_INTERNAL void attn_cw_raise(const cw_ctx *x, float *S);
+ATTN_INTERNAL void attn_cw_key_offsets(const cw_ctx *x, float *S, size_t cn);
+ATTN_INTERNAL void attn_cw_scan_merge(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, float *S, float *D,
+                                      size_t f0, size_t f1, int keep);
+ATTN_INTERNAL void attn_cw_scan_local(const cw_ctx *x, const float *KU, float *D, size_t cn, float *c);
+
+/* rows.c: the inputs' rows */
+ATTN_INTERNAL void attn_cw_prefetch_rows(const cw_ctx *x, size_t h0, size_t tq, size_t tk, size_t cn);
+ATTN_INTERNAL void attn_cw_prefetch_chunk(const cw_ctx *x, size_t h, size_t k, int queries, int keys);
+ATTN_INTERNAL void attn_cw_gather(const cw_ctx *x0, float *g, size_t a, size_t b, size_t t0, size_t cn);
+ATTN_INTERNAL void attn_cw_gathered(cw_ctx *x, const float *g, size_t a, size_t h, size_t t0);
+
+/* chunk.c: the per-chunk steps */
+ATTN_INTERNAL void attn_cw_absorb_to(const cw_ctx *x, float *kf, float *S, size_t cn, int accumulate);
+ATTN_INTERNAL int attn_cw_load_kv(const cw_ctx *x, size_t j0, size_t cn);
+ATTN_INTERNAL void attn_cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn, const float *g);
+ATTN_INTERNAL void attn_cw_load_q(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t cn, size_t rs, size_t cs,
+                                  int intra);
+ATTN_INTERNAL void attn_cw_query(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t cn, int intra,
+                                 int va_finite);
+static inline void cw_absorb(const cw_ctx *x, float *S, size_t cn) { attn_cw_absorb_to(x, x->kf, S, cn, 1); }
+
+/* exclusive.c: FLASH's exclusive rounds */
+ATTN_INTERNAL int attn_cw_xround(const attn_chunkwise_plan *p, size_t k, size_t *qa, size_t *qb);
+ATTN_INTERNAL void attn_cw_xquery(const cw_ctx *x, const float *S, size_t h, size_t qa, size_t qb);
+ATTN_INTERNAL void attn_cw_xabsorb(const cw_ctx *x, float *T, size_t k, int accumulate);
+ATTN_INTERNAL void attn_cw_run_exclusive(const cw_ctx *x, float *S, size_t h);
+
+/* serial.c: the serial loop, the decode step */
+ATTN_INTERNAL void attn_cw_step_loaded(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j);
+ATTN_INTERNAL void attn_cw_lead(const cw_ctx *x, float *S, size_t h0);
+
+/* scan.c: the scan */
+ATTN_INTERNAL void attn_cw_scan_update(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, float *S, float *D,
+                                       const float *g, size_t gs, size_t f0, size_t f1, int keep);
+ATTN_INTERNAL void attn_cw_scan_outputs(const cw_ctx *x0, float *S, float *T, size_t h, size_t t0, size_t cn, float *KU,
+                                        const float *KL, const float *dl, float *VA, int va_finite);
+ATTN_INTERNAL void attn_cw_scan_lead(void *ctx, size_t h, size_t worker);
+ATTN_INTERNAL void attn_cw_scan_heads(void *ctx, size_t task, size_t worker);
+
+/* waves.c: the waves (c's c0 and wn move through them) */
+ATTN_INTERNAL void attn_cw_waves(cw_par *c);
+
+#endif

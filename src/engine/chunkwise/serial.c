@@ -1,0 +1,94 @@
+/* The serial loop of one state head (engine/chunkwise.h): the keys and queries before the aligned
+ * chunks, the chunks one after another, and the one-token chunk (the decode step). */
+#include "engine/chunkwise/internal.h"
+
+/* A one-token causal chunk (a decode step), its key loaded (attn_cw_load_kv): one pass over S per
+ * output head, the last one also applying the update S = G S + beta psi(k) v^T. With gates, out = a v + (G phi(q))^T S (S as on
+ * entry), a = phi(q) . beta psi(k): the query's features carry the decay. */
+void attn_cw_step_loaded(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j) {
+  const attn_chunkwise_plan *p = x->p;
+  const size_t m = p->m;
+  if (p->fm->offsets) attn_cw_key_offsets(x, S, 1);
+  const float *gr = NULL; /* the decay of S's rows */
+  if (cw_gated(p)) {
+    const attn_chunkwise_gates *g = &p->g;
+    if (g->beta) {
+      const float bt = x->io->beta[j * g->blayout.row_stride + x->hg * g->blayout.head_stride];
+      for (size_t f = 0; f < m; f++) x->kf[f] *= bt;
+    }
+    if (g->kind != ATTN_GATE_NONE) {
+      const float *lg = x->io->log_gate + j * g->layout.row_stride + x->hg * g->layout.head_stride;
+      for (size_t f = 0; f < m; f++) x->dc[f] = lg[g->kind == ATTN_GATE_FEATURE ? f : 0];
+      x->uk->vexp(m, x->dc, x->dc);
+      gr = x->dc;
+    }
+  }
+  for (size_t gi = 0; gi < p->per; gi++) {
+    attn_cw_load_q(x, S, h0 + gi, i, 1, m, 1, 1);
+    float a;
+    x->uk->gemm(1, 1, m, x->qt, m, 1, x->kf, 1, &a, 1, NULL, 0); /* phi(q) . psi(k) */
+    for (size_t f = 0; gr && f < m; f++) x->qt[f] *= gr[f];
+    x->uk->linear_step(m, p->W, x->qt, gi + 1 == p->per ? x->kf : NULL, x->va, a, S, p->lds, x->oc, gr);
+    attn_cw_store(x, h0 + gi, i, 1, NULL);
+  }
+}
+
+/* The step with key j loaded first. */
+static void cw_step(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j) {
+  attn_cw_load_kv(x, j, 1);
+  attn_cw_step_loaded(x, S, h0, i, j);
+}
+
+/* What comes before a causal call's aligned chunks (all of a non-causal call): the keys absorbed
+ * before any query, then the queries that read only that state. */
+void attn_cw_lead(const cw_ctx *x, float *S, size_t h0) {
+  const attn_chunkwise_plan *p = x->p;
+  const attn_shape *s = p->shape;
+  const size_t C = p->C, absorb_end = p->causal ? cw_pre_k(p) : s->n_kv;
+  for (size_t j0 = 0; j0 < absorb_end; j0 += C) {
+    const size_t cn = attn_min_sz(C, absorb_end - j0);
+    if (j0 + C < absorb_end) attn_cw_prefetch_rows(x, h0, SIZE_MAX, j0 + C, attn_min_sz(C, absorb_end - j0 - C));
+    attn_cw_load_kv(x, j0, cn);
+    if (p->fm->offsets) attn_cw_key_offsets(x, S, cn);
+    if (cw_gated(p)) attn_cw_gates(x, j0, cn, CW_FOR_ABSORB);
+    cw_absorb(x, S, cn);
+  }
+  const size_t state_only_end = p->causal ? cw_pre_q(p) : s->n_q;
+  for (size_t i0 = 0; i0 < state_only_end; i0 += C) {
+    if (i0 + C < state_only_end)
+      attn_cw_prefetch_rows(x, h0, i0 + C, SIZE_MAX, attn_min_sz(C, state_only_end - i0 - C));
+    for (size_t gi = 0; gi < p->per; gi++) attn_cw_query(x, S, h0 + gi, i0, attn_min_sz(C, state_only_end - i0), 0, 1);
+  }
+}
+
+void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, const attn_chunkwise_io *io,
+                        size_t task, float *ws) {
+  const attn_shape *s = p->shape;
+  const cw_ctx x = cw_ctx_of(p, uk, io, task, ws);
+  const size_t C = p->C, h0 = task * p->per, slab = p->m * p->lds, pre_k = cw_pre_k(p), pre_q = cw_pre_q(p);
+  float *S = io->state ? io->state + task * slab : ws + p->off_s;
+  if (!io->state) memset(S, 0, slab * sizeof(float));
+  if (p->xg) {
+    attn_cw_run_exclusive(&x, S, task);
+    return;
+  }
+  attn_cw_lead(&x, S, h0);
+  if (!p->causal) return;
+  const size_t aligned = s->n_kv - pre_k; /* == n_q - pre_q */
+  for (size_t t0 = 0, cn; t0 < aligned; t0 += cn) {
+    cn = attn_min_sz(C, aligned - t0);
+    int va_finite = 1;
+    if (cn > 1) {
+      va_finite = attn_cw_load_kv(&x, pre_k + t0, cn); /* of the whole chunk: conservative when cut */
+      if (p->fm->offsets) cn = attn_cw_guard(&x, S, cn, NULL);
+    }
+    if (cn == 1) {
+      cw_step(&x, S, h0, pre_q + t0, pre_k + t0);
+      continue;
+    }
+    if (p->fm->offsets) attn_cw_key_offsets(&x, S, cn);
+    if (cw_gated(p)) attn_cw_gates(&x, pre_k + t0, cn, CW_FOR_BOTH);
+    for (size_t gi = 0; gi < p->per; gi++) attn_cw_query(&x, S, h0 + gi, pre_q + t0, cn, 1, va_finite);
+    cw_absorb(&x, S, cn);
+  }
+}

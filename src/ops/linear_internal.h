@@ -1,0 +1,72 @@
+/*
+ * Linear attention's internals shared by its files (src/ops/linear*.c), hidden like the rest of
+ * the library: the descriptor's validation, gate tensors and the call's plan and workspace
+ * (linear.c), the windowed form on the blocked engine (linear_window.c) and the caller-owned
+ * state (linear_state.c); the compute entry points (linear_call.c) use them all.
+ */
+#ifndef ATTN_OPS_LINEAR_INTERNAL_H
+#define ATTN_OPS_LINEAR_INTERNAL_H
+
+#include "engine/blocked.h"
+#include "engine/chunkwise.h"
+
+/* ---- the descriptor (linear.c) ---- */
+
+/* The log gates (beta = 0) or beta (beta = 1) of a call planned in p (its gate heads and m): rows
+ * (a row stride of 0 is one row for every token), h_g heads of width floats, layout. */
+typedef struct attn_lin_gate_tensor {
+  attn_layout l;
+  size_t rows, width;
+} attn_lin_gate_tensor;
+
+ATTN_INTERNAL attn_lin_gate_tensor attn_lin_gate_of(const attn_linear_desc *d, const attn_chunkwise_plan *p, int beta);
+/* Its span in elements (and the stride checks). */
+ATTN_INTERNAL attn_status attn_lin_gate_span(const attn_linear_desc *d, const attn_chunkwise_plan *p, int beta,
+                                             size_t *span);
+/* Validation and the sizes that do not depend on the path; spans of the tensors in *sp. */
+ATTN_INTERNAL attn_status attn_lin_validate(const attn_linear_desc *d, attn_spans *sp, attn_chunkwise_plan *p);
+
+/* ---- the windowed form (linear_window.c) ---- */
+
+/* A mask other than full and causal: windowed linear attention on the blocked engine. */
+ATTN_INTERNAL int attn_lin_windowed(const attn_linear_desc *d);
+
+/* Windowed linear attention's score step parameters (engine/blocked.h). */
+typedef struct attn_lin_window_params {
+  float scale, eps;
+  int normalize;
+} attn_lin_window_params;
+
+/* The blocked plan of a windowed call (m: the map's feature size; favor's W^T is set later). */
+ATTN_INTERNAL attn_status attn_lin_window_plan(const attn_linear_desc *d, size_t m, attn_blocked_plan *bp,
+                                               const attn_lin_window_params *lp, const struct attn_ukernels *uk);
+/* The windowed step's parameters: exponential maps are normalised and scale their inputs. */
+ATTN_INTERNAL attn_lin_window_params attn_lin_window_params_of(const attn_linear_desc *d);
+
+/* ---- the call's plan and workspace (linear.c) ---- */
+
+/* The workspace: for FAVOR+ (unless the caller gives W^T), W^T (d x m floats) first, then the
+ * engine's scratch, which the generator of a seed source uses before the engine does (W, then its
+ * doubles). */
+typedef struct attn_lin_ws {
+  size_t wt_floats;    /* W^T region (0 without favor) */
+  size_t gen_w_floats; /* generator: W region (0 without a seed source), its doubles follow */
+  size_t bytes;        /* the whole workspace */
+} attn_lin_ws;
+
+/* The engine's plan of a call (a window: bp; otherwise p gets its chunk) and the workspace. */
+ATTN_INTERNAL attn_status attn_lin_plan(const attn_linear_desc *d, attn_chunkwise_plan *p, attn_blocked_plan *bp,
+                                        const attn_lin_window_params *lp, const struct attn_ukernels *uk,
+                                        attn_lin_ws *l);
+
+/* ---- the caller-owned state (linear_state.c) ---- */
+
+/* The state a descriptor's plan describes, bound to data. */
+ATTN_INTERNAL attn_linear_state attn_lin_state_of(const attn_linear_desc *d, const attn_chunkwise_plan *p, float *data);
+ATTN_INTERNAL int attn_lin_state_same_shape(const attn_linear_state *a, const attn_linear_state *b);
+/* The first field in which state a differs from b: "<a_is> 2 heads, <b_is> 8", "<a_is> dv 5,
+ * <b_is> 6" (b: the state the call needs, or another state). */
+ATTN_INTERNAL ATTN_COLD attn_status attn_lin_state_mismatch(const attn_linear_state *a, const attn_linear_state *b,
+                                                            const char *a_is, const char *b_is);
+
+#endif /* ATTN_OPS_LINEAR_INTERNAL_H */

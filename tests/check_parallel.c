@@ -455,7 +455,7 @@ START_TEST(parallel_workspace_sizes) {
   d.shape.n_q = 5000, d.shape.n_kv = 100000;
   ck_assert_int_eq(attn_softmax_workspace_size(&d, &other), ATTN_OK);
   ck_assert_uint_eq(other, eight);
-  /* many heads: a call shorter than a query block groups more of them (blocked.c), in the same
+  /* many heads: a call shorter than a query block groups more of them (engine/blocked/), in the same
    * workspace, on every path */
   static const size_t shapes[][3] = {{24, 24, 128}, {48, 12, 64}, {40, 40, 128}, {300, 300, 128}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)

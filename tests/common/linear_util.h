@@ -1,5 +1,5 @@
 /*
- * Shared helpers of the linear attention suites (tests/ops/check_linear.c, check_linear_gates.c)
+ * Shared helpers of the linear attention suites (tests/ops/check_linear*.c, check_linear_gates.c)
  * and of the linear fuzzers: head counts, caller-owned states, one call of attn_linear or
  * attn_linear_gated with its memory checks, the float64 reference problem of a descriptor, and the
  * size queries of a descriptor. Every head count is computed here from attn.h's rules (through the
@@ -110,5 +110,129 @@ void lu_rejected_take(lu_rejected *r, const attn_linear_state *sp, const void *m
  *  workspace's guards intact, the inputs unchanged, the state's struct and memory unchanged and its
  *  guards intact. Frees the snapshot. */
 void lu_rejected_check(lu_rejected *r, const tu_tensor *o, const void *ws, const tu_qkv *x);
+
+/* ------------------------------------------------------------------------------------------ */
+/* The plain linear suites (check_linear*.c): descriptors, calls, reference comparisons         */
+/* ------------------------------------------------------------------------------------------ */
+/** The largest of three. */
+size_t lu_max3(size_t a, size_t b, size_t c);
+/** The exponential maps (exp, favor, dsoftmax): exact per-feature offsets in the state (column
+ *  dv + 1). */
+int lu_xmap(attn_feature_map fm);
+/** A descriptor of map fm (attn_linear_desc_init's defaults) with separate head counts h_q, h_k,
+ *  h_v, the causal (causal 1) or full mask, normalize and chunk (asserts ATTN_OK). */
+void lu_desc(attn_linear_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_k, size_t h_v, size_t dd, size_t dv,
+             attn_feature_map fm, int causal, int normalize, size_t chunk);
+/** FAVOR+ source of a test: 0 leaves the seed source (chi) with `seed`, 1 sets SEED_SQRT_D with
+ *  `seed`, 2 sets ATTN_FAVOR_CALLER with m x d Gaussian floats from rng, returned (the caller
+ *  frees them; NULL otherwise). No-op for the other maps. d->m must be set first. */
+float *lu_set_favor(attn_linear_desc *d, int wsrc, uint64_t seed, tu_rng *rng);
+/** The W a FAVOR+ descriptor uses: the caller's, or what attn_linear_favor_matrix writes for its
+ *  seed source (test linear_favor_seed_equals_caller shows that a seed call is a caller call with
+ *  that W, bit for bit), cached per (source, seed, m, d) for the process. NULL for other maps. */
+const float *lu_favor_w(const attn_linear_desc *d);
+/** attn_linear with q, k, v as given (lu_call without gates: o freshly allocated in layout
+ *  okind, memory checks). */
+void lu_call_plain(const attn_linear_desc *desc, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
+                   tu_layout_kind okind, attn_linear_state *state, size_t misalign, tu_tensor *o);
+/** The reference problem of a descriptor (lu_ref_problem with its feature size and W). */
+ref_linear_problem lu_problem(const attn_linear_desc *d, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
+                              const double *s0);
+/** The tolerance of every element (tolerances.h, by map: the exponential maps' grows with the
+ *  weighted size of their exponents, arg / scale), times factor; state: the state's bound, else
+ *  the output's (malloc'd, count elements). */
+double *lu_tols(attn_feature_map fm, int state, size_t n_tokens, size_t m, const double *scale, const double *arg,
+                size_t count, double factor);
+/** The one output comparison: got against expected values (the reference or another library
+ *  result) with the reference's scales and argument scales (exponential maps); n_tokens: the
+ *  tokens behind the sums; factor: 1 against the reference, TOL_PROPERTY_FACTOR between two
+ *  library results. */
+void lu_compare(const char *what, attn_feature_map fm, size_t n_tokens, size_t m, const tu_tensor *got,
+                const double *expect, const double *scale, const double *arg, double factor);
+
+/** Reference output of a problem: values, scales, argument scales ([n_q][H][dv]). */
+typedef struct lu_ref {
+  double *o, *scale, *arg;
+} lu_ref;
+
+/** The reference output of a descriptor's problem over q, k, v from state s0 (NULL: none). */
+void lu_ref_output(const attn_linear_desc *d, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
+                   const double *s0, lu_ref *r);
+void lu_ref_free(lu_ref *r);
+/** Reference outputs and scales of a problem, then the comparison; prefix counts the key tokens
+ *  behind the incoming state. */
+void lu_check_output(const char *what, const attn_linear_desc *d, const tu_tensor *q, const tu_tensor *k,
+                     const tu_tensor *v, const double *s0, size_t prefix, const tu_tensor *got);
+/** A state against expected values (the reference's state, or another library state as doubles)
+ *  with the reference's scales; favor: expected re-expressed in the offsets of s first (FAVOR+
+ *  states are compared through their offset-free sums: the library's offsets come from its own
+ *  float dot products; exp's and dsoftmax's offsets must be exact). The offset column's scale is
+ *  0 for exp and dsoftmax: exact. */
+void lu_compare_state(const char *what, attn_feature_map fm, size_t n_tokens, const attn_linear_state *s,
+                      double *expect, double *scale, double *arg, double factor);
+/** The state after a call against the reference: s0 plus this call's keys; tokens counted; the
+ *  offset column (and z when not normalised) must be exactly 0 for the elementwise maps, exactly
+ *  the reference's offsets for exp and dsoftmax (their reference scale is 0). */
+void lu_check_state(const char *what, const attn_linear_desc *d, const tu_tensor *k, const tu_tensor *v,
+                    const double *s0, size_t prefix, const attn_linear_state *s);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Exponential maps under stress: designed features (check_linear_maps.c, check_linear_window.c) */
+/* ------------------------------------------------------------------------------------------ */
+/**
+ * Inputs are designed as target features T (n x d): exp's x' = T; favor's W x' = T with
+ * W = 100 Q (Q orthonormal rows from the test's own Gram-Schmidt, m = d), x' = Q^T T / 100, so
+ * that its features u = T - |x'|^2 / 2 follow the same pattern (|x'|^2 / 2 <= 9). x = x' / xs.
+ * Patterns:
+ *   0 wide: q, k in [-150, 150];
+ *   1 low feature: keys' feature 0 in [-110, -90], the rest in [-10, 10]; queries' feature 0 in
+ *     [140, 150]: the term that matters is 100 below every other key feature (a single
+ *     per-head maximum would underflow it to 0);
+ *   2 high key: everything in [-5, 5] but keys 17, 66 and 101 (mid-chunk for chunks 48 and 7),
+ *     100 above the rest in every feature: queries before them in their chunk must be exact;
+ *   3 the same 30 above (below a chunk-split guard of 40: a query that used the raised offset
+ *     would see its denominator shrink by e^-30, and eps with it grow by e^30);
+ *   4 the same, feature 0 only, 100 above.
+ */
+enum { LU_XS_N = 120, LU_XS_D = 8, LU_XS_DV = 4, LU_XS_PATTERNS = 5 };
+/** favor's caller W = 100 Q (Q orthonormal rows), m = d, into the descriptor. */
+void lu_xs_favor(tu_rng *rng, attn_linear_desc *d, double *Q, float *w);
+/** q and k (one head) from target features: x = x' / xs with x' = T (exp; dsoftmax, whose xs is
+ *  1: its pre-features are k itself), or for favor (Q given) x' = Q^T T / 100, so that W x' = T.
+ *  The keys raised: high[j], or with high NULL keys 17, 66 and 101 (mid-chunk for chunks 48 and
+ *  7). Then a fresh snapshot of the inputs. */
+void lu_xs_fill(tu_rng *rng, tu_qkv *x, int pattern, const double *Q, float xs, const unsigned char *high);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Short names of the plain linear suites' tables (a suite defines LU_SHORT_NAMES first)        */
+/* ------------------------------------------------------------------------------------------ */
+#ifdef LU_SHORT_NAMES
+#define T                       TU_TOKEN_MAJOR
+#define H                       TU_HEAD_MAJOR
+#define P                       TU_PADDED
+#define HP                      TU_HEAD_PADDED
+#define PK                      TU_PACKED_QKV
+#define POS                     TU_DATA_POSITIVE
+#define WIDE                    TU_DATA_WIDE
+#define SIZES(nq, nkv, dd, ddv) .n_q = (nq), .n_kv = (nkv), .d = (dd), .dv = (ddv)
+#define HEADS(q, k, v)          .h_q = (q), .h_k = (k), .h_v = (v)
+#define EPS(x)                  .eps = (x), .set_eps = 1
+#define SCALE(x)                .scale = (x), .set_scale = 1
+#define XEXP                    .xmap = ATTN_FEATURE_EXP
+#define XFAV                    .xmap = ATTN_FEATURE_FAVOR
+#define XDSM                    .xmap = ATTN_FEATURE_DSOFTMAX
+#define WCALLER                 .wsrc = 2
+#define WSQRTD(s)               .wsrc = 1, .seed = (s)
+#define ELU                     ATTN_FEATURE_ELU1
+#define ID                      ATTN_FEATURE_IDENTITY
+#define RELU                    ATTN_FEATURE_RELU
+#define EXPM                    ATTN_FEATURE_EXP
+#define FAV                     ATTN_FEATURE_FAVOR
+#define DSM                     ATTN_FEATURE_DSOFTMAX
+#define CAUSAL                  1
+#define BIDIR                   0
+#define NORM                    1
+#define UNNORM                  0
+#endif
 
 #endif /* ATTN_TEST_LINEAR_UTIL_H */

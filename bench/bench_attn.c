@@ -175,10 +175,10 @@ static const char *const quick_preset[][2] = {
      "gau_window,selective_causal,linear_flash_causal,softmax_decode,softmax_decode_f16,gau_decode,"
      "selective_decode_k256,linear_elu1_decode,linear_gla_decode"},
     {"isa", "best"},
-    {"sizes", "512,2k,8k"},
+    {"sizes", "512,2k,8k,32k"},
     {"caches", "4k,32k"},
-    {"min-time", "0.1"},
-    {"retries", "0"},
+    {"min-time", "0.25"},
+    {"retries", "1"},
     {"max-call-time", "0.5"},
 };
 

@@ -114,20 +114,6 @@ static const char *nstar_text(char *buf, size_t len, const bench_crossover *c) {
   return buf;
 }
 
-/* The family's crossover to show: the best point's variant's, else a causal pair's (the one a
- * decoder's prefill meets), else any. */
-static const bench_crossover *family_crossover(const bench_results *r, bench_family fam, const bench_row *best,
-                                               attn_isa isa, size_t d) {
-  const bench_crossover *pick = NULL;
-  for (size_t k = 0; k < r->ncross; k++) {
-    const bench_crossover *c = &r->cross[k];
-    if (c->isa != isa || c->d != d || bench_family_of(c->linear) != fam) continue;
-    if (best && c->linear == best->var) return c;
-    if (!pick || (c->softmax->causal && !pick->softmax->causal)) pick = c;
-  }
-  return pick;
-}
-
 /* The point's place and size: "softmax_causal, n = 8k" or "softmax_decode, 32k cached". */
 static const char *point_text(char *buf, size_t len, const bench_row *row) {
   char n[16];
@@ -206,6 +192,29 @@ void bench_print_summary(FILE *f, const bench_results *r, const bench_file *file
     if (files[k].path) fprintf(f, "%-9s %s\n", files[k].what, files[k].path);
 }
 
+/* The README's points: one per kind of call a reader asks about, at the largest swept size up to
+ * n (prefill) or the cache (decode); a point the run did not measure is left out. */
+static const struct {
+  const char *variant;
+  size_t n;
+} readme_points[] = {
+    {"softmax_causal", 8192},     {"softmax_full", 8192},         {"linear_elu1_causal", 8192},
+    {"linear_gla_causal", 8192},  {"linear_retnet_causal", 8192}, {"gau_causal", 8192},
+    {"selective_causal", 8192},   {"softmax_decode", 32768},      {"softmax_decode_f16", 32768},
+};
+
+static const bench_row *readme_row(const bench_results *r, const char *name, size_t n, attn_isa isa, size_t d) {
+  const bench_row *pick = NULL;
+  for (size_t k = 0; k < r->count; k++) {
+    const bench_row *row = &r->rows[k];
+    if (row->baseline || row->extra || row->isa != isa || row->shape.d != d || row->state != ROW_OK ||
+        strcmp(row->var->name, name) != 0 || row->shape.n_kv > n)
+      continue;
+    if (!pick || row->shape.n_kv > pick->shape.n_kv) pick = row;
+  }
+  return pick;
+}
+
 int bench_write_summary(const char *path, const bench_results *r) {
   FILE *f = fopen(path, "w");
   if (!f) return -1;
@@ -214,28 +223,37 @@ int bench_write_summary(const char *path, const bench_results *r) {
   const bench_sysinfo *i = &r->info;
   fprintf(f,
           "attn %s on %s (%d CPUs online), path %s, d = %zu, %zu head%s, %d thread%s; %.10s, git %s%s. Time per "
-          "call (median); GFLOP/s as a fraction of this path's measured FMA peak, decode GB/s of the measured read "
-          "bandwidth; speedup = baseline time / attn time for the same shape (below 1: attn is slower). Written "
-          "by attn-bench (bench/README.md).\n\n",
+          "call (median); GFLOP/s as a fraction of this path's FMA peak measured in the run, decode GB/s of the "
+          "read bandwidth measured in the run; speedup = baseline time / attn time for the same shape (below 1: "
+          "attn is slower). Written by attn-bench (bench/README.md).\n\n",
           i->version, i->cpu, i->cores, attn_isa_name(isa), d, r->count ? r->rows[0].shape.h_q : 0,
           r->count && r->rows[0].shape.h_q > 1 ? "s" : "", r->threads, r->threads > 1 ? "s" : "", i->date, i->git,
           r->noisy_run ? " (a noisy run)" : "");
-  fprintf(f, "| family | best point | time | figure | vs baselines: here (range over the family) | crossover n* |\n");
-  fprintf(f, "|---|---|---|---|---|---|\n");
-  char text[512], a[64], b[32], c[32], t[16], n[32];
-  for (int fam = 0; fam < BENCH_FAM_COUNT; fam++) {
-    const bench_row *best = best_row(r, (bench_family)fam, isa, d);
-    baselines_text(text, sizeof text, r, (bench_family)fam, best, isa, d);
-    if (!best && !text[0]) continue;
-    const bench_crossover *x = family_crossover(r, (bench_family)fam, best, isa, d);
-    char cross[128] = "";
-    if (x)
-      snprintf(cross, sizeof cross, "%s (%s vs %s)", nstar_text(n, sizeof n, x), x->linear->name, x->softmax->name);
-    if (best) figure_text(b, sizeof b, c, sizeof c, r, best);
-    fprintf(f, "| %s | %s | %s | %s%s%s%s | %s | %s |\n", bench_family_name((bench_family)fam),
-            best ? point_text(a, sizeof a, best) : "-", best ? bench_fmt_time(t, sizeof t, best->st.median) : "-",
-            best ? b : "-", best ? " (" : "", best ? c : "", best ? ")" : "", text[0] ? text : "-",
-            cross[0] ? cross : "-");
+  fprintf(f, "| call | time | figure | speedup over the baselines |\n|---|---|---|---|\n");
+  char a[64], b[32], c[32], t[16], n[32];
+  for (size_t k = 0; k < sizeof readme_points / sizeof readme_points[0]; k++) {
+    const bench_row *row = readme_row(r, readme_points[k].variant, readme_points[k].n, isa, d);
+    if (!row) continue;
+    char vs[256] = "";
+    size_t used = 0;
+    for (int bb = 0; bb < BENCH_BASE_COUNT && used < sizeof vs; bb++) {
+      const double x = bench_row_speedup(row, (bench_base)bb);
+      if (isfinite(x))
+        used += (size_t)snprintf(vs + used, sizeof vs - used, "%s%s %.2fx", used ? ", " : "", r->base[bb].name, x);
+    }
+    figure_text(b, sizeof b, c, sizeof c, r, row);
+    fprintf(f, "| %s | %s | %s (%s) | %s |\n", point_text(a, sizeof a, row), bench_fmt_time(t, sizeof t, row->st.median),
+            b, c, vs[0] ? vs : "-");
   }
+  /* the crossovers: where linear attention becomes faster than softmax attention */
+  char cross[512] = "";
+  size_t used = 0;
+  for (size_t k = 0; k < r->ncross && used < sizeof cross; k++) {
+    const bench_crossover *x = &r->cross[k];
+    if (x->isa != isa || x->d != d) continue;
+    used += (size_t)snprintf(cross + used, sizeof cross - used, "%s%s %s (vs %s)", used ? ", " : "", x->linear->name,
+                             nstar_text(n, sizeof n, x), x->softmax->name);
+  }
+  if (cross[0]) fprintf(f, "| crossover n*, linear faster from | | %s | |\n", cross);
   return fclose(f) ? -1 : 0;
 }

@@ -14,28 +14,28 @@ static attn_status cvt_check(const void *x, size_t xs, const void *y, size_t ys,
 }
 
 attn_status attn_f32_to_f16(const float *x, uint16_t *y, size_t n) {
-  const struct attn_ukernels *uk;
+  const struct attn_ukernels *uk = NULL;
   const attn_status st = cvt_check(x, sizeof *x, y, sizeof *y, n, &uk);
   if (st == ATTN_OK && n) uk->f32_f16_cvt(n, x, y);
   return st;
 }
 
 attn_status attn_f32_to_bf16(const float *x, uint16_t *y, size_t n) {
-  const struct attn_ukernels *uk;
+  const struct attn_ukernels *uk = NULL;
   const attn_status st = cvt_check(x, sizeof *x, y, sizeof *y, n, &uk);
   if (st == ATTN_OK && n) uk->f32_bf16_cvt(n, x, y);
   return st;
 }
 
 attn_status attn_f16_to_f32(const uint16_t *x, float *y, size_t n) {
-  const struct attn_ukernels *uk;
+  const struct attn_ukernels *uk = NULL;
   const attn_status st = cvt_check(x, sizeof *x, y, sizeof *y, n, &uk);
   if (st == ATTN_OK && n) uk->f16_cvt(1, n, x, n, y);
   return st;
 }
 
 attn_status attn_bf16_to_f32(const uint16_t *x, float *y, size_t n) {
-  const struct attn_ukernels *uk;
+  const struct attn_ukernels *uk = NULL;
   const attn_status st = cvt_check(x, sizeof *x, y, sizeof *y, n, &uk);
   if (st == ATTN_OK && n) uk->bf16_cvt(1, n, x, n, y);
   return st;

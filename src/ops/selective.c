@@ -121,7 +121,7 @@ static uint64_t sc_pos(const sc_view *w, size_t slot) {
 static void sc_set_pos(const sc_view *w, size_t slot, uint64_t p) { memcpy(w->pos + slot * sizeof p, &p, sizeof p); }
 
 attn_status attn_selcache_size(size_t capacity, size_t h_kv, size_t d, size_t dv, size_t *bytes) {
-  size_t b;
+  size_t b = 0;
   attn_status st = sc_bytes(capacity, h_kv, d, dv, &b);
   if (st) return st;
   if (!bytes) return attn_fail(ATTN_E_NULL_POINTER, "bytes is NULL");
@@ -131,7 +131,7 @@ attn_status attn_selcache_size(size_t capacity, size_t h_kv, size_t d, size_t dv
 
 attn_status attn_selcache_init(attn_selcache *c, size_t capacity, size_t h_kv, size_t d, size_t dv, float tau,
                                size_t budget, void *memory, size_t bytes) {
-  size_t need;
+  size_t need = 0;
   attn_status st = sc_bytes(capacity, h_kv, d, dv, &need);
   if (st) return st;
   if (!c || !memory) return attn_fail_null("cache memory", (const void *[]){c, memory});

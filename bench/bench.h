@@ -336,6 +336,8 @@ int bench_write_markdown(const char *path, const bench_results *r);
 const char *bench_fmt_time(char *buf, size_t len, double s);
 /** "512", "2k", "1.5k": a token count. */
 const char *bench_fmt_n(char *buf, size_t len, double n);
+/** A crossover's n*: "1488", "< 128", or past the range (terse: "> 64k"; else "none in range (> 64k)"). */
+const char *bench_crossover_text(char *buf, size_t len, const bench_crossover *c, int terse);
 
 /* ---- families, summary, plot (summary.c, plot.c) ---- */
 

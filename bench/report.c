@@ -328,14 +328,14 @@ void bench_print_baselines(FILE *f, const bench_results *r) {
     fprintf(f, "attn is faster than every baseline at every point measured.\n");
 }
 
-static const char *crossover_text(char *buf, size_t len, const bench_crossover *c) {
+const char *bench_crossover_text(char *buf, size_t len, const bench_crossover *c, int terse) {
   char a[16];
   if (c->where == 0)
     snprintf(buf, len, "%.0f", c->n_star);
   else if (c->where < 0)
     snprintf(buf, len, "< %s", bench_fmt_n(a, sizeof a, (double)c->n_lo));
   else
-    snprintf(buf, len, "none in range (> %s)", bench_fmt_n(a, sizeof a, (double)c->n_hi));
+    snprintf(buf, len, terse ? "> %s" : "none in range (> %s)", bench_fmt_n(a, sizeof a, (double)c->n_hi));
   return buf;
 }
 
@@ -357,7 +357,7 @@ void bench_print_crossovers(FILE *f, const bench_results *r) {
     snprintf(rlo, sizeof rlo, "%.2f@%s", c->ratio_lo, bench_fmt_n(lo, sizeof lo, (double)c->n_lo));
     snprintf(rhi, sizeof rhi, "%.2f@%s", c->ratio_hi, bench_fmt_n(hi, sizeof hi, (double)c->n_hi));
     fprintf(f, "%-24s %-15s %-7s %4zu %22s %10s %10s\n", c->linear->name, c->softmax->name, attn_isa_name(c->isa), c->d,
-            crossover_text(nstar, sizeof nstar, c), rlo, rhi);
+            bench_crossover_text(nstar, sizeof nstar, c, 0), rlo, rhi);
   }
 }
 
@@ -805,7 +805,7 @@ int bench_write_markdown(const char *path, const bench_results *r) {
     const bench_crossover *c = &r->cross[k];
     char ns[48], lo[16], hi[16];
     fprintf(f, "| %s | %s | %s | %zu | %s | %.2f (n = %s) | %.2f (n = %s) |\n", c->linear->name, c->softmax->name,
-            attn_isa_name(c->isa), c->d, crossover_text(ns, sizeof ns, c), c->ratio_lo,
+            attn_isa_name(c->isa), c->d, bench_crossover_text(ns, sizeof ns, c, 0), c->ratio_lo,
             bench_fmt_n(lo, sizeof lo, (double)c->n_lo), c->ratio_hi, bench_fmt_n(hi, sizeof hi, (double)c->n_hi));
   }
   fprintf(f, "\n## Prefill\n");

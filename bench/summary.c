@@ -103,17 +103,6 @@ static void baselines_text(char *buf, size_t len, const bench_results *r, bench_
   }
 }
 
-static const char *nstar_text(char *buf, size_t len, const bench_crossover *c) {
-  char n[16];
-  if (c->where == 0)
-    snprintf(buf, len, "%.0f", c->n_star);
-  else if (c->where < 0)
-    snprintf(buf, len, "< %s", bench_fmt_n(n, sizeof n, (double)c->n_lo));
-  else
-    snprintf(buf, len, "> %s", bench_fmt_n(n, sizeof n, (double)c->n_hi));
-  return buf;
-}
-
 /* The point's place and size: "softmax_causal, n = 8k" or "softmax_decode, 32k cached". */
 static const char *point_text(char *buf, size_t len, const bench_row *row) {
   char n[16];
@@ -182,7 +171,7 @@ void bench_print_summary(FILE *f, const bench_results *r, const bench_file *file
       const bench_crossover *y = &r->cross[j];
       if (y->isa != isa || y->d != d || y->softmax != x->softmax) continue;
       char item[96];
-      const int w = snprintf(item, sizeof item, "%s %s", y->linear->name, nstar_text(a, sizeof a, y));
+      const int w = snprintf(item, sizeof item, "%s %s", y->linear->name, bench_crossover_text(a, sizeof a, y, 1));
       if (items++) col += fprintf(f, ",");
       col = col + 1 + w > 100 ? fprintf(f, "\n    %s", item) - 1 : col + fprintf(f, " %s", item);
     }
@@ -252,7 +241,7 @@ int bench_write_summary(const char *path, const bench_results *r) {
     const bench_crossover *x = &r->cross[k];
     if (x->isa != isa || x->d != d) continue;
     used += (size_t)snprintf(cross + used, sizeof cross - used, "%s%s %s (vs %s)", used ? ", " : "", x->linear->name,
-                             nstar_text(n, sizeof n, x), x->softmax->name);
+                             bench_crossover_text(n, sizeof n, x, 1), x->softmax->name);
   }
   if (cross[0]) fprintf(f, "| crossover n*, linear faster from | | %s | |\n", cross);
   return fclose(f) ? -1 : 0;

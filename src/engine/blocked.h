@@ -37,13 +37,10 @@
  * (converted to fp32) when it first takes a task of that head, and every query block of the head
  * reads them from there; tasks run head by head (blocked/schedule.c). One head's rows 2 KiB apart
  * (8 heads of 64) fill 1/8 of the cache's sets and 1/8 of every page, so its K and V neither stay
- * in L2 across query blocks nor stream well. Packed, on an Intel Xeon guest (AVX-512, d = 64, 8
- * heads token-major, medians of interleaved pairs against the unpacked build): softmax causal
- * prefill 1.08 / 1.15 / 1.14 / 1.12x faster at n = 1k / 2k / 4k / 8k (8k: half its keys
- * packed), full 1k 1.14x, GAU 1.18x, fp16 K/V 1.08x (one head: 1.03-1.06x, a conversion per head
- * instead of per query block), GQA 32 / 8 heads 1.14x, 2 threads 1.13x, AVX2 1.11x; as fast as
- * head-major K/V. Below BLK_PACK_MIN_QBLOCKS query blocks the copy does not pay (n = 300: 3.5%
- * slower with 5). The same values are read in the same order: the same bits.
+ * in L2 across query blocks nor stream well; packed, they run as fast as head-major K/V (a half
+ * K/V converted once per head instead of once per query block; measured: f2e37fa). Below
+ * BLK_PACK_MIN_QBLOCKS query blocks the copy does not pay. The same values are read in the same
+ * order: the same bits.
  * When a call has fewer query tokens than a block (decode, short chunks), and in every selective
  * call (so that F is computed once per key block), several heads (as many as keep their state
  * within ~256 KiB) advance through the key blocks together, so K and V stream in memory order.

@@ -44,9 +44,8 @@
  *    head its own query, key and value head) are first gathered a chunk at a time, ATTN_GATHER
  *    heads at once: the chunk's rows read in order, each head's slice copied into the worker's
  *    scratch (attn_cw_gather), so the head's passes read contiguous rows (a head's own rows are a row
- *    of all heads apart: on a 16-core Xeon guest 8 heads ran 1.4-1.5x slower than with each
- *    head's rows contiguous; on a Zen 5 guest, 8 heads at n = 4k, gathering made the call 8-10%
- *    faster on AVX-512 and 20% on AVX2, and as fast as with head-major inputs);
+ *    of all heads apart, which reads far slower than contiguous rows; gathered, the call runs as
+ *    fast as with head-major inputs);
  *  - in waves (otherwise): the chunks in groups of scan_group (chosen for the workers: about
  *    ATTN_SCAN_PER_WORKER groups each), a task per head and group, up to scan_wave groups of
  *    every head per parallel-for. A task runs on one worker, with the group's chunks in slots of

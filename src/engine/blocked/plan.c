@@ -69,9 +69,7 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, at
    * heads as BLK_SHORT_GROUP_FLOATS holds with their scores and folded states (blk_short_group):
    * a decode step with all of a token's heads reads K and V along memory, where groups (7 + 1
    * heads of 8 with a block's 64 rows on the AVX-512 path: 8.4k floats a head) each sweep the
-   * whole cache again for their share of every token's row. Measured on a Zen 5 guest (8 heads,
-   * token-major, 64k-256k cached tokens): fp32 decode 1.2-1.5x faster, fp16 1.25-1.55x. The
-   * workspace does not depend on n_q (a prefill's serves the decode steps after it): it is
+   * whole cache again for their share of every token's row. The workspace does not depend on n_q (a prefill's serves the decode steps after it): it is
    * reserved for the largest of the groupings any n_q takes (heads_res floats of regions, hg_res
    * heads, gh_res heads in whole groups). */
   const size_t hf = p->head_floats, hg = attn_max_sz(1, attn_min_sz(s->h_k, BLK_HEAD_GROUP_FLOATS / hf));

@@ -35,8 +35,8 @@ void attn_blk_task_keys(const blk_task *t, int64_t *lo, int64_t *hi) {
 
 /* scale * Q^T of `cols` query rows (d x cols, row stride cols, at qt): column c is token c / g,
  * head c % g of the rows from q (the query layout's strides). A vector transpose, then the scale:
- * each element rounded once, as a scalar product (the strided scalar pack this replaces took ~1 us
- * of a task's ~2.4 us fixed cost on a Zen 5 guest, a query block of 64 rows, d = 64). */
+ * each element rounded once, as a scalar product (a strided scalar pack was a large share of a
+ * short task's fixed cost). */
 static void blk_pack_qt(const blk_task *t, float *qt, size_t cols, size_t g, const float *q) {
   const attn_shape *s = t->p->shape;
   t->uk->transpose(ATTN_TR_COPY, s->d, cols, g, qt, cols, q, s->q.row_stride, s->q.head_stride);

@@ -34,7 +34,7 @@ void attn_cw_prefetch_chunk(const cw_ctx *x, size_t h, size_t k, int queries, in
 
 /* Floats of a gathered head's rows of width w, and of a gathered tensor (gather heads), each
  * followed by ATTN_GATHER_PAD floats (so that the blocks do not start at the same offset in a
- * 4 KiB page: 2-3% faster on a Zen 5 guest). */
+ * 4 KiB page, where they would compete for the same cache sets). */
 static size_t cw_gather_head(const attn_chunkwise_plan *p, size_t w) { return p->C * w + ATTN_GATHER_PAD; }
 static size_t cw_gather_block(const attn_chunkwise_plan *p, size_t w) {
   return p->gather * cw_gather_head(p, w) + ATTN_GATHER_PAD;

@@ -7,16 +7,17 @@
 # summary lines.
 # Usage: bash scripts/test-all.sh [native|sanitize|emul|aarch64|install|fuzz|tsan ...]
 #   (default: all seven)
-#   Every build is made first, one after another (each on every core); then the suites' tests
-#   run in two lanes side by side, one test at a time in each, the longest suite first, so that
-#   both cores stay busy until the end. Each suite's output is printed when it ends.
+#   Every build is made first, one after another (each on every core; the AArch64 suite's tests
+#   start as soon as it is built); then the suites' tests run in two lanes side by side, one test
+#   at a time in each, the longest suite first, so that both cores stay busy until the end. Each
+#   suite's output is printed when it ends.
 #   install: a release build of the static and shared library installed into a scratch prefix;
 #   docs/example.c built against it with pkg-config and by a CMake project (find_package);
 #   every ATTN_API function exported by the shared library and nothing else, and the examples
 #   run on it; attn as a Meson subproject (its tests and bench off by default).
 #   fuzz: the libFuzzer targets of tests/fuzz (clang, ASan + UBSan, the library built with
 #   -fsanitize=fuzzer-no-link: the sanitize suite's build, build-asan, which has them too; each
-#   suite runs its own tests), each for ATTN_FUZZ_SECONDS seconds (default 20; the state and api
+#   suite runs its own tests), each for ATTN_FUZZ_SECONDS seconds (default 15; the state and api
 #   targets a third of it). NaN/Inf inputs are injected and checked against the library's
 #   non-finite policy (-Dfuzz_nonfinite=false turns that off).
 #   tsan: tests/check_threads.c (first use racing from several threads; calls while another
@@ -142,7 +143,7 @@ install_checks() {
 
 # sanitize and fuzz share one build (clang, ASan + UBSan, the library with fuzzer coverage)
 asan_args=(--buildtype=debugoptimized -Dbench=disabled -Db_sanitize=address,undefined -Db_lundef=false
-  -Dfuzz=true -Dfuzz_seconds="${ATTN_FUZZ_SECONDS:-20}")
+  -Dfuzz=true -Dfuzz_seconds="${ATTN_FUZZ_SECONDS:-15}")
 want() { [[ " ${suites[*]} " == *" $1 "* ]]; }
 for s in "${suites[@]}"; do
   case "$s" in native | sanitize | emul | aarch64 | install | fuzz | tsan) ;;
@@ -152,30 +153,7 @@ done
 t_all=$SECONDS
 status=0
 
-# 1. The builds, one after another, each on every core. A suite whose build failed is not run.
-declare -A built
-build_one() { if build_suite "$@"; then built[$1]=1; else status=1; fi; }
-if want aarch64; then
-  build_one aarch64 build-aarch64 -- --buildtype=debugoptimized -Dbench=disabled \
-    --cross-file tests/cross/aarch64-linux-gnu.ini
-fi
-if want sanitize || want fuzz; then CC=clang build_one sanitize build-asan -- "${asan_args[@]}"; fi
-want native && build_one native build-test -- --buildtype=debugoptimized -Dbench=disabled
-want emul && build_one emul build-emul -- --buildtype=debugoptimized -Dbench=disabled -Dsimde_no_native=true
-if want tsan; then
-  CC=clang build_one tsan build-tsan tests/check_threads tests/check_parallel -- --buildtype=debugoptimized \
-    -Dbench=disabled -Db_sanitize=thread -Db_lundef=false
-fi
-
-# 2. The tests, in lanes: each job's output goes to its log, printed whole when it ends.
-jobs=() # name:function arguments, longest first
-want aarch64 && [ -n "${built[aarch64]:-}" ] && jobs+=("aarch64|test_suite aarch64 build-aarch64 --timeout-multiplier 3")
-[ -n "${built[sanitize]:-}" ] && want sanitize && jobs+=("sanitize|test_suite sanitize build-asan --no-suite fuzz --timeout-multiplier 2")
-want native && [ -n "${built[native]:-}" ] && jobs+=("native|test_suite native build-test --timeout-multiplier 2")
-[ -n "${built[sanitize]:-}" ] && want fuzz && jobs+=("fuzz|test_suite fuzz build-asan --suite fuzz")
-want emul && [ -n "${built[emul]:-}" ] && jobs+=("emul|test_suite emul build-emul --timeout-multiplier 2")
-want tsan && [ -n "${built[tsan]:-}" ] && jobs+=("tsan|test_suite tsan build-tsan --suite threads --timeout-multiplier 3")
-want install && jobs+=("install|install_checks")
+# Test jobs run in lanes: each job's output goes to its log, printed whole when it ends.
 lanes=${ATTN_TEST_LANES:-$(nproc 2>/dev/null || echo 1)}
 [ "$lanes" -gt 2 ] && lanes=2
 [ "$lanes" -lt 1 ] && lanes=1
@@ -194,14 +172,37 @@ finish_one() { # wait for any job, print its log, record its status
   done
   running=$((running - 1))
 }
-for j in "${jobs[@]}"; do
-  name=${j%%|*}
+launch() { # name, command line of this script's functions and fixed words (split on spaces)
   [ $running -lt "$lanes" ] || finish_one
-  # ${j#*|} is a command line of this script's functions and fixed words: split on spaces
-  (eval "${j#*|}") >"$logs/$name.log" 2>&1 &
-  pid_of_job[$name]=$!
+  (eval "$2") >"$logs/$1.log" 2>&1 &
+  pid_of_job[$1]=$!
   running=$((running + 1))
-done
+}
+
+# 1. The builds, one after another, each on every core. A suite whose build failed is not run.
+# The AArch64 suite, the longest, starts its tests as soon as it is built, beside the other builds.
+declare -A built
+build_one() { if build_suite "$@"; then built[$1]=1; else status=1; fi; }
+if want aarch64; then
+  build_one aarch64 build-aarch64 -- --buildtype=debugoptimized -Dbench=disabled \
+    --cross-file tests/cross/aarch64-linux-gnu.ini
+  [ -n "${built[aarch64]:-}" ] && launch aarch64 "test_suite aarch64 build-aarch64 --timeout-multiplier 3"
+fi
+if want sanitize || want fuzz; then CC=clang build_one sanitize build-asan -- "${asan_args[@]}"; fi
+want native && build_one native build-test -- --buildtype=debugoptimized -Dbench=disabled
+want emul && build_one emul build-emul -- --buildtype=debugoptimized -Dbench=disabled -Dsimde_no_native=true
+if want tsan; then
+  CC=clang build_one tsan build-tsan tests/check_threads tests/check_parallel -- --buildtype=debugoptimized \
+    -Dbench=disabled -Db_sanitize=thread -Db_lundef=false
+fi
+
+# 2. The other suites' tests, longest first, in the lanes.
+[ -n "${built[sanitize]:-}" ] && want sanitize && launch sanitize "test_suite sanitize build-asan --no-suite fuzz --timeout-multiplier 2"
+want native && [ -n "${built[native]:-}" ] && launch native "test_suite native build-test --timeout-multiplier 2"
+[ -n "${built[sanitize]:-}" ] && want fuzz && launch fuzz "test_suite fuzz build-asan --suite fuzz"
+want emul && [ -n "${built[emul]:-}" ] && launch emul "test_suite emul build-emul --timeout-multiplier 2"
+want tsan && [ -n "${built[tsan]:-}" ] && launch tsan "test_suite tsan build-tsan --suite threads --timeout-multiplier 3"
+want install && launch install install_checks
 while [ $running -gt 0 ]; do finish_one; done
 rm -rf "$logs"
 echo "== every suite ran in $((SECONDS - t_all)) s"

@@ -71,10 +71,10 @@ extern "C" {
  * Version
  * ------------------------------------------------------------------------------------------- */
 #define ATTN_VERSION_MAJOR  0
-#define ATTN_VERSION_MINOR  6
-#define ATTN_VERSION_PATCH  1
+#define ATTN_VERSION_MINOR  7
+#define ATTN_VERSION_PATCH  0
 #define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
-#define ATTN_VERSION_STRING "0.6.1"
+#define ATTN_VERSION_STRING "0.7.0"
 
 /** Version of the library actually linked, as ATTN_VERSION_NUMBER. Thread-safe. */
 ATTN_API unsigned attn_version_number(void);
@@ -859,6 +859,135 @@ ATTN_API attn_status attn_linear_gated(const attn_linear_desc *desc, const float
  * @retval ATTN_OK, ATTN_E_NULL_POINTER, ATTN_E_ZERO_SIZE.
  */
 ATTN_API attn_status attn_retnet_log_decays(size_t heads, float *log_gamma);
+
+/* ============================================================================================ */
+/* State checkpoints of a causal prefill (every chunkwise variant; since 0.7.0).                  */
+/* ============================================================================================ */
+
+/**
+ * The states a prefill keeps on its way (prefix caching, speculative decoding's roll-back):
+ * checkpoint i is the state after the call's token after[i] (0-based within the call), i.e. after
+ * the incoming state's tokens plus after[i] + 1. A prefill with checkpoints cuts its chunks at
+ * every checkpoint (a chunk ends after token after[i]), so restoring checkpoint i and calling on
+ * the tokens after it gives the call's own outputs and final state bit for bit on the same path
+ * (the same chunks), for any thread count. The outputs of a call with checkpoints may differ from
+ * the same call without them in the last bits (other chunk boundaries).
+ * Memory: `states` holds `count` states one after another, each in the variant's state layout
+ * (attn_delta_state_size or attn_linear_state_size bytes: the image of attn_linear_state.data),
+ * caller-owned, written only by a successful call; it must not overlap the call's other buffers
+ * (ATTN_E_ALIASING).
+ */
+typedef struct attn_checkpoints {
+  size_t count;        /**< checkpoints (0: none; after and states may then be NULL) */
+  const size_t *after; /**< count token indices, strictly increasing, each < the call's tokens
+                            (ATTN_E_BAD_ARGUMENT otherwise) */
+  float *states;       /**< count states, one after another */
+} attn_checkpoints;
+
+/**
+ * attn_linear_gated with checkpoints (desc->gate and beta may be off: then it is attn_linear's
+ * causal prefill; log_gate and beta as there). Causal, n_q == n_kv (the call's tokens are both
+ * its queries and its keys), no window and no exclusive_chunk (ATTN_E_BAD_ARGUMENT otherwise);
+ * state must not be NULL (it carries the prefix and, on return, the final state). Checkpoint i
+ * holds state->data's image after it; to restore it, copy it into a bound state's data and set
+ * that state's tokens to the call's incoming tokens + after[i] + 1. ck NULL or count 0: exactly
+ * attn_linear_gated. Since 0.7.0.
+ * @retval the statuses of attn_linear_gated, ATTN_E_BAD_ARGUMENT (see above), ATTN_E_NULL_POINTER
+ *         (state, or ck's after or states with count > 0), ATTN_E_ALIASING (ck->states overlapping
+ *         an input, o, the state or the workspace). On any error nothing is written.
+ */
+ATTN_API attn_status attn_linear_checkpointed(const attn_linear_desc *desc, const float *q, const float *k,
+                                              const float *v, const float *log_gate, const float *beta, float *o,
+                                              attn_linear_state *state, const attn_checkpoints *ck, void *workspace,
+                                              size_t workspace_size);
+
+/* ============================================================================================ */
+/* The delta rule: DeltaNet, Gated DeltaNet, Kimi Delta Attention (spec 8). Since 0.7.0.         */
+/* ============================================================================================ */
+
+/**
+ * Per value head, with S in R^{d x dv} (rows indexed by key feature) and token t's normalised
+ * key k_t, query q_t, value v_t, beta_t and decay D_t:
+ *   S~ = D_t S_{t-1};   delta_t = beta_t (v_t - S~^T k_t);   S_t = S~ + k_t delta_t^T;
+ *   o_t = scale S_t^T q_t                                  (token t sees its own update)
+ * D_t: ATTN_DELTA_PLAIN 1 (DeltaNet); ATTN_DELTA_SCALAR exp(g_t) per token and value head (Gated
+ * DeltaNet, Qwen3-Next); ATTN_DELTA_FEATURE diag(exp(g_t)), g_t in R^d per token, value head and
+ * key channel (Kimi Delta Attention). The log gates g are given in natural log space, <= 0 (the
+ * model's parametrisation, e.g. GDN's -exp(A_log) softplus(a + dt_bias), is the caller's).
+ * With qk_l2norm, q and k are first divided by sqrt(sum x^2 + 1e-6) (both models do it; with
+ * |k| = 1 and 0 <= beta <= 2, I - beta k k^T is a contraction, which keeps fp32 safe over any
+ * length). Heads: shape.h_q == shape.h_k key heads shared by h_v value heads (h_k dividing h_v:
+ * value head h reads key head h / (h_v / h_k); Qwen3-Next 16 and 32); gates and beta per value
+ * head; one state per value head; o has h_v heads of dv.
+ * Prefill runs the chunkwise form of spec 8 (chunks of C tokens: the unit-lower-triangular solve
+ * T = (I + diag(beta) L)^-1 diag(beta), U = T V, W = T (K (.) e^B), Delta = U - W S_0, then the
+ * outputs and S_C as GEMMs on the path's micro-kernel; per-channel gates by sub-blocks whose every
+ * exponential is <= 0, element by element where a block's own decay spans more than e^60), a
+ * one-token chunk (a decode step) the recurrence itself in two passes over S. Work per token and
+ * head: about 2 C d + C (d + dv) / 2 + 3 d dv multiply-adds. Tasks are value heads: results are
+ * bit-identical for any thread count. No allocation.
+ * Non-finite inputs: a chunk whose q, k or v holds an infinity or NaN runs token by token, so a
+ * non-finite k or v makes the outputs from its token on NaN (it enters the state), a non-finite q
+ * its own row; the rows before it keep their values (within rounding of the chunked form).
+ */
+typedef enum attn_delta_gate {
+  ATTN_DELTA_PLAIN = 0,  /**< DeltaNet: no decay */
+  ATTN_DELTA_SCALAR = 1, /**< Gated DeltaNet: log alpha_t per (token, value head) */
+  ATTN_DELTA_FEATURE = 2 /**< Kimi Delta Attention: log alpha_t in R^d per (token, value head) */
+} attn_delta_gate;
+
+typedef struct attn_delta_desc {
+  attn_shape shape;        /**< n_q == n_kv: the call's tokens; h_q == h_k dividing h_v; q, k rows
+                                of d, v and o rows of dv (o: h_v heads); kv_type ATTN_F32 */
+  attn_delta_gate gate;    /**< attn_delta_desc_init: as given */
+  attn_layout gate_layout; /**< log gate (t, h, f) at t row_stride + h head_stride + f (f < d for
+                                FEATURE, f = 0 for SCALAR); row_stride 0 repeats one row for every
+                                token. desc_init: [n][h_v][1] (SCALAR) or [n][h_v][d] (FEATURE) */
+  attn_layout beta_layout; /**< beta (t, h) at t row_stride + h head_stride. desc_init: [n][h_v] */
+  float scale;             /**< output scale; desc_init 1/sqrt(d) */
+  int qk_l2norm;           /**< 1: L2-normalise q and k in the call (desc_init: 1) */
+  size_t chunk;            /**< C; 0 (desc_init): the path's default (64); at most ATTN_LINEAR_MAX_CHUNK */
+} attn_delta_desc;
+
+/**
+ * Defaults: n_q = n_kv = n, h_q = h_k, token-major contiguous layouts (attn_shape_init), the gate
+ * and beta layouts above, scale 1/sqrt(d), qk_l2norm 1, chunk 0. Nothing is validated.
+ * @retval ATTN_OK @retval ATTN_E_NULL_POINTER
+ */
+ATTN_API attn_status attn_delta_desc_init(attn_delta_desc *desc, size_t n, size_t h_k, size_t h_v, size_t d, size_t dv,
+                                          attn_delta_gate gate);
+/** Bytes of one state: h_v * d * dv floats, value head h's S at h d dv, row f (key channel) at
+ * f dv, row-major (fla's [H][K][V] per sequence). Validates desc. */
+ATTN_API attn_status attn_delta_state_size(const attn_delta_desc *desc, size_t *bytes);
+/** Bytes of workspace attn_delta needs on the active path (it grows with shape.threads' workers).
+ * Validates desc. */
+ATTN_API attn_status attn_delta_workspace_size(const attn_delta_desc *desc, size_t *bytes);
+/** The chunk C attn_delta uses on the active path (desc->chunk, or 64). Validates desc. */
+ATTN_API attn_status attn_delta_chunk_size(const attn_delta_desc *desc, size_t *chunk);
+
+/**
+ * Delta-rule attention over the call's n tokens of one sequence, continuing `state`.
+ * @param q, k      n x h_k rows of d (shape.q, shape.k).
+ * @param v         n x h_v rows of dv.
+ * @param log_gate  SCALAR / FEATURE: finite and <= 0 (gate_layout); PLAIN: must be NULL.
+ * @param beta      n x h_v values, finite and >= 0 (beta_layout); never NULL.
+ * @param o         out: n x h_v rows of dv; must not overlap an input, the state, the checkpoints
+ *                  or the workspace.
+ * @param state     in/out, attn_delta_state_size bytes, or NULL (a zero state, nothing kept). On
+ *                  return: the state after the call's last token.
+ * @param ck        NULL, or checkpoints (attn_checkpoints; states of attn_delta_state_size bytes).
+ * A decode step is a call with n = 1; a speculative block n = 2..8 (a chunk of its own).
+ * @retval ATTN_OK, the shape statuses of attn_linear (ATTN_E_BAD_HEADS: h_q != h_k or h_k not
+ *         dividing h_v; ATTN_E_BAD_ARGUMENT: n_q != n_kv, qk_l2norm not 0/1, chunk above
+ *         ATTN_LINEAR_MAX_CHUNK, bad checkpoints; ATTN_E_BAD_DTYPE: kv_type not ATTN_F32),
+ *         ATTN_E_BAD_SCALE (scale not finite), ATTN_E_BAD_GATE (unknown gate kind, a log gate
+ *         positive or not finite, a beta negative or not finite, a log_gate given to PLAIN),
+ *         ATTN_E_NULL_POINTER, ATTN_E_WORKSPACE_TOO_SMALL, ATTN_E_ALIASING, ATTN_E_UNSUPPORTED_ISA.
+ *         On any error nothing is written. Reentrant; a state is used by one call at a time.
+ */
+ATTN_API attn_status attn_delta(const attn_delta_desc *desc, const float *q, const float *k, const float *v,
+                                const float *log_gate, const float *beta, float *o, float *state,
+                                const attn_checkpoints *ck, void *workspace, size_t workspace_size);
 
 /* ============================================================================================ */
 /* GAU relu^2 attention (spec 5; Hua et al. 2022, seed 000). Since 0.4.0.                        */

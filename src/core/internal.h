@@ -112,6 +112,10 @@ ATTN_INTERNAL int attn_overlap(const void *a, size_t na_bytes, const void *b, si
  * floats that does not overlap itself, arrays not overlapping each other. *bytes: the span of
  * each array, for the caller's own aliasing checks against its inputs and outputs. */
 ATTN_INTERNAL attn_status attn_row_stats_check(const attn_row_stats *s, size_t n_q, size_t heads, size_t *bytes);
+/* A prefill's checkpoints (attn.h attn_checkpoints) over n tokens: NULL or count 0 (bytes 0), or
+ * after and states non-NULL, after strictly increasing and below n; *bytes: count * state_bytes. */
+ATTN_INTERNAL attn_status attn_check_checkpoints(const attn_checkpoints *ck, size_t n, size_t state_bytes,
+                                                 size_t *bytes);
 /* Checked arithmetic: return 0 on overflow. */
 static inline int attn_mul_ok(size_t a, size_t b, size_t *r) {
   if (a != 0 && b > SIZE_MAX / a) return 0;

@@ -183,3 +183,19 @@ attn_status attn_row_stats_check(const attn_row_stats *s, size_t n_q, size_t hea
         return attn_fail(ATTN_E_ALIASING, "stats.%s overlaps output stats.%s", names[i], names[j]);
   return ATTN_OK;
 }
+
+attn_status attn_check_checkpoints(const attn_checkpoints *ck, size_t n, size_t state_bytes, size_t *bytes) {
+  *bytes = 0;
+  if (!ck || !ck->count) return ATTN_OK;
+  if (!ck->after || !ck->states) return attn_fail_null("ck->after ck->states", (const void *[]){ck->after, ck->states});
+  for (size_t i = 0; i < ck->count; i++) {
+    if (ck->after[i] >= n)
+      return attn_fail(ATTN_E_BAD_ARGUMENT, "ck->after[%zu] = %zu: not below the call's %zu tokens", i, ck->after[i], n);
+    if (i && ck->after[i] <= ck->after[i - 1])
+      return attn_fail(ATTN_E_BAD_ARGUMENT, "ck->after[%zu] = %zu after %zu: must increase strictly", i, ck->after[i],
+                       ck->after[i - 1]);
+  }
+  if (!attn_mul_ok(ck->count, state_bytes, bytes))
+    return attn_fail(ATTN_E_SIZE_OVERFLOW, "%zu checkpoints of %zu bytes overflow size_t", ck->count, state_bytes);
+  return ATTN_OK;
+}

@@ -177,4 +177,58 @@ ATTN_INTERNAL void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct
 ATTN_INTERNAL void attn_chunkwise_run_all(const attn_chunkwise_plan *p, const struct attn_ukernels *uk,
                                           const attn_chunkwise_io *io, float *ws);
 
+/* ---- The delta rule's transition (spec 8; attn.h attn_delta) ----
+ * A state per value head, S (d x dv, row stride dv), moved by S_t = (I - beta k k^T) D_t S_{t-1}
+ * + beta k v^T. Per chunk of cn tokens (cut at every checkpoint) the transition's phases are:
+ *   local    (the chunk alone): the keys' and queries' rows (L2-normalised, q scaled), the
+ *            cumulative log decays B, L = strict-lower (K K^T (.) e^(B_r - B_c)) beta_r and
+ *            A = lower (Q K^T (.) e^(B_r - B_c)), X = (I + L)^-1 by forward substitution, then
+ *            U = X (beta V) and W' = -X (beta K (.) e^B);
+ *   combine  (with S_0): Delta = U + W' S_0;
+ *   outputs  O = (Q (.) e^B) S_0 + A Delta;   state  S = diag(e^B_last) S_0 + (K (.) e^(B_last - B))^T Delta.
+ * Per-channel decays (FEATURE) build L and A by query sub-blocks of ATTN_DELTA_SUB rows whose every
+ * factor is e^(<= 0) (the block's first row as reference), element by element inside a block
+ * whose own decay spans more than ATTN_GATE_SPAN. A one-token chunk, and a chunk whose q, k or v
+ * holds a non-finite value, runs the recurrence token by token (two passes of the step kernel
+ * over S). Tasks are value heads. */
+#define ATTN_DELTA_CHUNK 64
+#define ATTN_DELTA_SUB   16
+
+/* The scratch regions of one worker, offsets in floats (attn_ws_take). */
+typedef struct attn_delta_scratch {
+  size_t q, k, kg, kn, kt, kr, w; /* C x d each (kt: d x C) */
+  size_t vb, u;                    /* C x dv each */
+  size_t l, a, x;                  /* C x C each */
+  size_t b;                        /* cumulative log decays: C (SCALAR) or C x d (FEATURE) doubles */
+  size_t rs, e, s0;                /* d row scales; the step's vectors (5 d + 2 dv); a zero state (d x dv) */
+} attn_delta_scratch;
+
+typedef struct attn_delta_plan {
+  const attn_shape *shape;
+  attn_delta_gate gate;
+  attn_layout gl, bl;       /* log gates (row_stride 0: one row for every token), beta */
+  float scale;
+  int l2norm;
+  size_t C;                 /* chunk */
+  size_t kdiv;              /* value heads per key head */
+  size_t head_floats;       /* d x dv: one value head's state */
+  attn_delta_scratch at;    /* one worker's regions */
+  size_t workers, worker_floats, scratch_bytes;
+} attn_delta_plan;
+
+typedef struct attn_delta_io {
+  const float *q, *k, *v, *log_gate, *beta;
+  float *o;
+  float *state;               /* h_v x d x dv, or NULL: zero, nothing kept */
+  const attn_checkpoints *ck; /* NULL or count 0: none */
+} attn_delta_io;
+
+/* The plan of a validated call (shape: n tokens, h_q = h_k dividing h_v, d, dv) for a chunk
+ * (0: ATTN_DELTA_CHUNK). */
+ATTN_INTERNAL attn_status attn_delta_plan_make(attn_delta_plan *p, const attn_shape *s, attn_delta_gate gate,
+                                               attn_layout gl, attn_layout bl, float scale, int l2norm, size_t chunk);
+/* Every value head of a plan on the shape's threads, worker w on ws + w * worker_floats. */
+ATTN_INTERNAL void attn_delta_run_all(const attn_delta_plan *p, const struct attn_ukernels *uk, const attn_delta_io *io,
+                                      float *ws);
+
 #endif

@@ -1,0 +1,98 @@
+/* The delta rule's chunk after its local phase (combine, outputs, state), the token step, one
+ * value head's loop over its chunks and checkpoints, and the schedule (engine/chunkwise.h). */
+#include "engine/chunkwise/delta.h"
+
+/* Delta = U + W' S, O = Q_B S + A Delta (into the output rows), S = diag(rs) S + Kn^T Delta. */
+static void dl_chunk(const dl_ctx *x, float *S, size_t j0, size_t cn) {
+  const attn_delta_plan *p = x->p;
+  const attn_shape *s = p->shape;
+  const size_t d = s->d, dv = s->dv, C = p->C;
+  attn_delta_local(x, j0, cn);
+  x->uk->gemm(cn, dv, d, x->w, d, 1, S, dv, x->u, dv, NULL, 1);
+  float *o = x->io->o + j0 * s->o.row_stride + x->h * s->o.head_stride;
+  x->uk->gemm(cn, dv, d, x->q, d, 1, S, dv, o, s->o.row_stride, NULL, 0);
+  x->uk->gemm(cn, dv, cn, x->a, C, 1, x->u, dv, o, s->o.row_stride, NULL, 1);
+  x->uk->gemm(d, dv, cn, x->kn, 1, d, x->u, dv, S, dv, p->gate == ATTN_DELTA_PLAIN ? NULL : x->rs, 1);
+}
+
+/* Token t by the recurrence, two passes of the step kernel over S: u = S~^T k (S~ = D S, the
+ * decay folded into k's factors), delta = beta (v - u); then o = S_t^T q = (D q)^T S + (q . k)
+ * delta with S = D S + k delta^T in the same pass. */
+static void dl_step(const dl_ctx *x, float *S, size_t t) {
+  const attn_delta_plan *p = x->p;
+  const attn_shape *s = p->shape;
+  const size_t d = s->d, dv = s->dv;
+  float *qv = x->e, *kv = qv + d, *al = kv + d, *fa = al + d, *u = fa + 2 * d, *dl = u + dv;
+  attn_delta_token(x, t, qv, kv);
+  const float *v = dl_row(x->io->v, s->v, t, x->h);
+  const float bt = *dl_row(x->io->beta, p->bl, t, x->h);
+  const float *g = NULL;
+  if (p->gate != ATTN_DELTA_PLAIN) {
+    const float *lg = dl_row(x->io->log_gate, p->gl, t, x->h);
+    for (size_t f = 0; f < d; f++) al[f] = lg[p->gate == ATTN_DELTA_FEATURE ? f : 0];
+    x->uk->vexp(d, al, al);
+    g = al;
+  }
+  for (size_t f = 0; f < d; f++) fa[f] = g ? g[f] * kv[f] : kv[f];
+  x->uk->linear_step(d, dv, fa, NULL, v, 0.0f, S, dv, u, NULL);
+  for (size_t c = 0; c < dv; c++) dl[c] = bt * (v[c] - u[c]);
+  float qk = 0.0f;
+  for (size_t f = 0; f < d; f++) qk += qv[f] * kv[f], fa[f] = g ? g[f] * qv[f] : qv[f];
+  x->uk->linear_step(d, dv, fa, kv, dl, qk, S, dv, x->io->o + t * s->o.row_stride + x->h * s->o.head_stride, g);
+}
+
+/* Value head h: its chunks in order, cut after every checkpoint, the state copied there. */
+typedef struct dl_par {
+  const attn_delta_plan *p;
+  const struct attn_ukernels *uk;
+  const attn_delta_io *io;
+  float *ws;
+} dl_par;
+
+static void dl_head(void *ctx, size_t h, size_t worker) {
+  const dl_par *c = ctx;
+  const attn_delta_plan *p = c->p;
+  const attn_delta_scratch *at = &p->at;
+  float *ws = c->ws + worker * p->worker_floats;
+  const dl_ctx x = {.p = p,
+                    .uk = c->uk,
+                    .io = c->io,
+                    .q = ws + at->q,
+                    .k = ws + at->k,
+                    .kg = ws + at->kg,
+                    .kn = ws + at->kn,
+                    .kt = ws + at->kt,
+                    .kr = ws + at->kr,
+                    .w = ws + at->w,
+                    .vb = ws + at->vb,
+                    .u = ws + at->u,
+                    .l = ws + at->l,
+                    .a = ws + at->a,
+                    .x = ws + at->x,
+                    .rs = ws + at->rs,
+                    .e = ws + at->e,
+                    .b = (double *)(void *)(ws + at->b),
+                    .h = h,
+                    .hk = h / p->kdiv};
+  const size_t n = p->shape->n_q, hf = p->head_floats;
+  float *S = x.io->state ? x.io->state + h * hf : ws + at->s0;
+  if (!x.io->state) memset(S, 0, hf * sizeof(float));
+  const attn_checkpoints *ck = x.io->ck;
+  const size_t nck = ck ? ck->count : 0;
+  size_t ci = 0;
+  for (size_t j0 = 0, j1; j0 < n; j0 = j1) {
+    j1 = attn_min_sz(n, j0 + p->C);
+    if (ci < nck && ck->after[ci] + 1 < j1) j1 = ck->after[ci] + 1;
+    if (j1 - j0 > 1 && attn_delta_load(&x, j0, j1 - j0))
+      dl_chunk(&x, S, j0, j1 - j0);
+    else
+      for (size_t t = j0; t < j1; t++) dl_step(&x, S, t);
+    if (ci < nck && ck->after[ci] + 1 == j1) /* checkpoint ci: every head's state, this one's slab */
+      memcpy(ck->states + ci++ * hf * p->shape->h_v + h * hf, S, hf * sizeof(float));
+  }
+}
+
+void attn_delta_run_all(const attn_delta_plan *p, const struct attn_ukernels *uk, const attn_delta_io *io, float *ws) {
+  dl_par c = {.p = p, .uk = uk, .io = io, .ws = ws};
+  attn_parallel(p->shape->threads, p->shape->h_v, dl_head, &c);
+}

@@ -1,0 +1,177 @@
+/* The delta rule's local phase (engine/chunkwise.h): what a chunk computes from its own tokens,
+ * before the state enters. */
+#include <math.h>
+
+#include "engine/chunkwise/delta.h"
+
+/* x *= a / sqrt(sum x^2 + 1e-6) with normalisation, x *= a without. */
+static void dl_norm(size_t n, float *restrict x, int l2norm, float a) {
+  if (l2norm) {
+    float s = 0.0f;
+    for (size_t f = 0; f < n; f++) s += x[f] * x[f];
+    a /= sqrtf(s + 1e-6f);
+  }
+  if (a != 1.0f)
+    for (size_t f = 0; f < n; f++) x[f] *= a;
+}
+
+void attn_delta_token(const dl_ctx *x, size_t t, float *qv, float *kv) {
+  const attn_delta_plan *p = x->p;
+  const attn_shape *s = p->shape;
+  memcpy(qv, dl_row(x->io->q, s->q, t, x->hk), s->d * sizeof(float));
+  memcpy(kv, dl_row(x->io->k, s->k, t, x->hk), s->d * sizeof(float));
+  dl_norm(s->d, qv, p->l2norm, p->scale);
+  dl_norm(s->d, kv, p->l2norm, 1.0f);
+}
+
+int attn_delta_load(const dl_ctx *x, size_t j0, size_t cn) {
+  const attn_delta_plan *p = x->p;
+  const attn_shape *s = p->shape;
+  const size_t d = s->d, dv = s->dv;
+  int ok = x->uk->rows_copy(cn, d, x->q, d, dl_row(x->io->q, s->q, j0, x->hk), s->q.row_stride);
+  ok &= x->uk->rows_copy(cn, d, x->k, d, dl_row(x->io->k, s->k, j0, x->hk), s->k.row_stride);
+  ok &= x->uk->rows_copy(cn, dv, x->vb, dv, dl_row(x->io->v, s->v, j0, x->h), s->v.row_stride);
+  if (!ok) return 0;
+  for (size_t r = 0; r < cn; r++) {
+    dl_norm(d, x->q + r * d, p->l2norm, p->scale);
+    dl_norm(d, x->k + r * d, p->l2norm, 1.0f);
+  }
+  return 1;
+}
+
+/* beta_r of the chunk's row r. */
+static inline float dl_beta(const dl_ctx *x, size_t j) { return *dl_row(x->io->beta, x->p->bl, j, x->h); }
+
+/* b: the inclusive cumulative log decays of the chunk (reset at its start), in double. */
+static void dl_decays(const dl_ctx *x, size_t j0, size_t cn) {
+  const attn_delta_plan *p = x->p;
+  const size_t d = p->shape->d;
+  if (p->gate == ATTN_DELTA_SCALAR)
+    for (size_t r = 0; r < cn; r++) x->b[r] = (r ? x->b[r - 1] : 0.0) + *dl_row(x->io->log_gate, p->gl, j0 + r, x->h);
+  if (p->gate != ATTN_DELTA_FEATURE) return;
+  for (size_t r = 0; r < cn; r++) {
+    const float *g = dl_row(x->io->log_gate, p->gl, j0 + r, x->h);
+    double *b = x->b + r * d;
+    for (size_t f = 0; f < d; f++) b[f] = (r ? b[f - d] : 0.0) + g[f];
+  }
+}
+
+/* Scalar or no decay: L and A from the Gram products, weighted element by element, e^(b_r - b_c) <= 1. */
+static void dl_intra_scalar(const dl_ctx *x, size_t cn) {
+  const attn_delta_plan *p = x->p;
+  const size_t d = p->shape->d, C = p->C;
+  x->uk->transpose(ATTN_TR_COPY, d, cn, 1, x->kt, cn, x->k, d, 0);
+  x->uk->gemm(cn, cn, d, x->k, d, 1, x->kt, cn, x->l, C, NULL, 0);
+  x->uk->gemm(cn, cn, d, x->q, d, 1, x->kt, cn, x->a, C, NULL, 0);
+  float *e = x->e;
+  for (size_t r = 0; r < cn; r++) {
+    float *lr = x->l + r * C, *ar = x->a + r * C;
+    if (p->gate == ATTN_DELTA_SCALAR) {
+      for (size_t c = 0; c <= r; c++) e[c] = (float)(x->b[r] - x->b[c]);
+      x->uk->vexp(r + 1, e, e);
+      for (size_t c = 0; c <= r; c++) lr[c] *= e[c], ar[c] *= e[c];
+    }
+    for (size_t c = r + 1; c < cn; c++) ar[c] = 0.0f;
+    for (size_t c = r; c < cn; c++) lr[c] = 0.0f;
+  }
+}
+
+/* Per-channel decays: query block I = [i0, i1) against the keys before i1, with the block's first
+ * row as reference: (X_I (.) e^(B_I - B_i0)) (K_c (.) e^(B_i0 - B_c))^T; for keys c < i0 both
+ * exponents are <= 0; the block's own keys join the product while its decay spans at most
+ * ATTN_GATE_SPAN, and are summed element by element beyond. */
+static void dl_intra_feature(const dl_ctx *x, size_t cn) {
+  const attn_delta_plan *p = x->p;
+  const size_t d = p->shape->d, C = p->C, sub = ATTN_DELTA_SUB;
+  float *kl = x->e + 5 * d + 2 * p->shape->dv, *ql = kl + sub * d, *tmp = x->e + 4 * d;
+  for (size_t i0 = 0; i0 < cn; i0 += sub) {
+    const size_t i1 = attn_min_sz(cn, i0 + sub), bn = i1 - i0;
+    const double *b0 = x->b + i0 * d, *bl = x->b + (i1 - 1) * d;
+    double span = 0.0;
+    for (size_t f = 0; f < d; f++) span = b0[f] - bl[f] > span ? b0[f] - bl[f] : span;
+    const size_t ce = span <= ATTN_GATE_SPAN ? i1 : i0; /* keys in the factored product */
+    x->uk->gate_exp(bn, d, b0, d, b0, 0, x->k + i0 * d, d, kl, d);
+    x->uk->gate_exp(bn, d, b0, d, b0, 0, x->q + i0 * d, d, ql, d);
+    if (ce) {
+      x->uk->gate_exp(ce, d, x->b, d, b0, 1, x->k, d, x->kr, d);
+      x->uk->transpose(ATTN_TR_COPY, d, ce, 1, x->kt, ce, x->kr, d, 0);
+      x->uk->gemm(bn, ce, d, kl, d, 1, x->kt, ce, x->l + i0 * C, C, NULL, 0);
+      x->uk->gemm(bn, ce, d, ql, d, 1, x->kt, ce, x->a + i0 * C, C, NULL, 0);
+    }
+    for (size_t r = i0; r < i1; r++) {
+      float *lr = x->l + r * C, *ar = x->a + r * C;
+      for (size_t c = ce; c <= r; c++) { /* element by element: k_c (.) e^(B_r - B_c) */
+        x->uk->gate_exp(1, d, x->b + r * d, d, x->b + c * d, 0, x->k + c * d, d, tmp, d);
+        float sl = 0.0f, sa = 0.0f;
+        for (size_t f = 0; f < d; f++) sl += x->k[r * d + f] * tmp[f], sa += x->q[r * d + f] * tmp[f];
+        lr[c] = sl, ar[c] = sa;
+      }
+      for (size_t c = r + 1; c < cn; c++) ar[c] = 0.0f;
+      for (size_t c = r; c < cn; c++) lr[c] = 0.0f;
+    }
+  }
+}
+
+/* X = (I + L)^-1 (L strictly lower, rows already times beta) by forward substitution: row r of X
+ * is e_r - sum_{c < r} L_rc X_c, and X_c is zero right of c. */
+static void dl_solve(const dl_ctx *x, size_t cn) {
+  const size_t C = x->p->C;
+  for (size_t r = 0; r < cn; r++) {
+    float *xr = x->x + r * C;
+    const float *lr = x->l + r * C;
+    for (size_t c = 0; c < cn; c++) xr[c] = 0.0f;
+    xr[r] = 1.0f;
+    for (size_t c = 0; c < r; c++) {
+      const float a = lr[c];
+      const float *xc = x->x + c * C;
+      if (a != 0.0f)
+        for (size_t j = 0; j <= c; j++) xr[j] -= a * xc[j];
+    }
+  }
+}
+
+void attn_delta_local(const dl_ctx *x, size_t j0, size_t cn) {
+  const attn_delta_plan *p = x->p;
+  const size_t d = p->shape->d, dv = p->shape->dv, C = p->C;
+  dl_decays(x, j0, cn);
+  if (p->gate == ATTN_DELTA_FEATURE)
+    dl_intra_feature(x, cn);
+  else
+    dl_intra_scalar(x, cn);
+  for (size_t r = 0; r < cn; r++) { /* L's rows and V's times beta */
+    const float bt = dl_beta(x, j0 + r);
+    for (size_t c = 0; c < r; c++) x->l[r * C + c] *= bt;
+    for (size_t c = 0; c < dv; c++) x->vb[r * dv + c] *= bt;
+  }
+  dl_solve(x, cn);
+  /* kg = -beta K (.) e^B, kn = K (.) e^(B_last - B), q = Q (.) e^B, rs = e^B_last */
+  if (p->gate == ATTN_DELTA_FEATURE) {
+    const double *bl = x->b + (cn - 1) * d;
+    x->uk->gate_exp(cn, d, x->b, d, NULL, 0, x->k, d, x->kg, d);
+    x->uk->gate_exp(cn, d, x->b, d, bl, 1, x->k, d, x->kn, d);
+    x->uk->gate_exp(cn, d, x->b, d, NULL, 0, x->q, d, x->q, d);
+    x->uk->gate_exp(1, d, bl, d, NULL, 0, NULL, 0, x->rs, d);
+  } else {
+    float *e = x->e, *en = x->e + C;
+    for (size_t r = 0; r < cn; r++)
+      e[r] = p->gate == ATTN_DELTA_SCALAR ? (float)x->b[r] : 0.0f,
+      en[r] = p->gate == ATTN_DELTA_SCALAR ? (float)(x->b[cn - 1] - x->b[r]) : 0.0f;
+    x->uk->vexp(cn, e, e);
+    x->uk->vexp(cn, en, en);
+    for (size_t r = 0; r < cn; r++)
+      for (size_t f = 0; f < d; f++) {
+        const float kv = x->k[r * d + f];
+        x->kg[r * d + f] = kv * e[r];
+        x->kn[r * d + f] = kv * en[r];
+        x->q[r * d + f] *= e[r];
+      }
+    for (size_t f = 0; f < d; f++) x->rs[f] = e[cn - 1];
+  }
+  for (size_t r = 0; r < cn; r++) {
+    const float nb = -dl_beta(x, j0 + r);
+    for (size_t f = 0; f < d; f++) x->kg[r * d + f] *= nb;
+  }
+  /* U = X (beta V), W' = X (-beta K (.) e^B) */
+  x->uk->gemm(cn, dv, cn, x->x, C, 1, x->vb, dv, x->u, dv, NULL, 0);
+  x->uk->gemm(cn, d, cn, x->x, C, 1, x->kg, d, x->w, d, NULL, 0);
+}

@@ -1,0 +1,47 @@
+/* The delta rule's plan (engine/chunkwise.h): heads, chunk and one worker's scratch regions. */
+#include "engine/chunkwise/delta.h"
+
+attn_status attn_delta_plan_make(attn_delta_plan *p, const attn_shape *s, attn_delta_gate gate, attn_layout gl,
+                                 attn_layout bl, float scale, int l2norm, size_t chunk) {
+  *p = (attn_delta_plan){.shape = s,
+                         .gate = gate,
+                         .gl = gl,
+                         .bl = bl,
+                         .scale = scale,
+                         .l2norm = l2norm,
+                         .C = chunk ? chunk : ATTN_DELTA_CHUNK,
+                         .kdiv = s->h_v / s->h_k,
+                         .workers = attn_workers(s->threads)};
+  const size_t C = p->C, d = s->d, dv = s->dv;
+  size_t cd, cdv, hf, sf;
+  if (!attn_mul_ok(C, d, &cd) || !attn_mul_ok(C, dv, &cdv) || !attn_mul_ok(d, dv, &hf) ||
+      !attn_mul_ok(hf, s->h_v, &sf) || sf > SIZE_MAX / sizeof(float))
+    return attn_fail(ATTN_E_SIZE_OVERFLOW, "the delta rule's state or workspace of d %zu, dv %zu overflows size_t", d,
+                     dv);
+  p->head_floats = hf;
+  attn_ws w = {.floats = 0, .overflow = 0};
+  attn_delta_scratch *a = &p->at;
+  a->q = attn_ws_take(&w, cd);
+  a->k = attn_ws_take(&w, cd);
+  a->kg = attn_ws_take(&w, cd);
+  a->kn = attn_ws_take(&w, cd);
+  a->kt = attn_ws_take(&w, cd);
+  a->kr = attn_ws_take(&w, cd);
+  a->w = attn_ws_take(&w, cd);
+  a->vb = attn_ws_take(&w, cdv);
+  a->u = attn_ws_take(&w, cdv);
+  a->l = attn_ws_take(&w, C * C);
+  a->a = attn_ws_take(&w, C * C);
+  a->x = attn_ws_take(&w, C * C);
+  a->b = attn_ws_take(&w, 2 * (gate == ATTN_DELTA_FEATURE ? cd : C)); /* doubles */
+  a->rs = attn_ws_take(&w, d);
+  a->e = attn_ws_take(&w, 5 * d + 2 * dv + 2 * ATTN_DELTA_SUB * d + 2 * C);
+  a->s0 = attn_ws_take(&w, hf);
+  p->worker_floats = w.floats;
+  size_t all;
+  if (w.overflow || !attn_mul_ok(p->worker_floats, p->workers, &all)) w.overflow = 1;
+  w.floats = all;
+  if (!attn_ws_bytes(&w, &p->scratch_bytes))
+    return attn_fail(ATTN_E_SIZE_OVERFLOW, "the delta rule's workspace of d %zu, dv %zu overflows size_t", d, dv);
+  return ATTN_OK;
+}

@@ -946,7 +946,8 @@ typedef struct attn_delta_desc {
   attn_layout beta_layout; /**< beta (t, h) at t row_stride + h head_stride. desc_init: [n][h_v] */
   float scale;             /**< output scale; desc_init 1/sqrt(d) */
   int qk_l2norm;           /**< 1: L2-normalise q and k in the call (desc_init: 1) */
-  size_t chunk;            /**< C; 0 (desc_init): the path's default (64); at most ATTN_LINEAR_MAX_CHUNK */
+  size_t chunk;            /**< C; 0 (desc_init): the path's default (16 on AVX-512 and scalar, 12 on AVX2
+                                and NEON); at most ATTN_LINEAR_MAX_CHUNK */
 } attn_delta_desc;
 
 /**
@@ -962,7 +963,7 @@ ATTN_API attn_status attn_delta_state_size(const attn_delta_desc *desc, size_t *
 /** Bytes of workspace attn_delta needs on the active path (it grows with shape.threads' workers).
  * Validates desc. */
 ATTN_API attn_status attn_delta_workspace_size(const attn_delta_desc *desc, size_t *bytes);
-/** The chunk C attn_delta uses on the active path (desc->chunk, or 64). Validates desc. */
+/** The chunk C attn_delta uses on the active path (desc->chunk, or the path's default). Validates desc. */
 ATTN_API attn_status attn_delta_chunk_size(const attn_delta_desc *desc, size_t *chunk);
 
 /**

@@ -191,7 +191,6 @@ ATTN_INTERNAL void attn_chunkwise_run_all(const attn_chunkwise_plan *p, const st
  * whose own decay spans more than ATTN_GATE_SPAN. A one-token chunk, and a chunk whose q, k or v
  * holds a non-finite value, runs the recurrence token by token (two passes of the step kernel
  * over S). Tasks are value heads. */
-#define ATTN_DELTA_CHUNK 64
 #define ATTN_DELTA_SUB   16
 
 /* The scratch regions of one worker, offsets in floats (attn_ws_take). */
@@ -224,9 +223,10 @@ typedef struct attn_delta_io {
 } attn_delta_io;
 
 /* The plan of a validated call (shape: n tokens, h_q = h_k dividing h_v, d, dv) for a chunk
- * (0: ATTN_DELTA_CHUNK). */
+ * (0: the path's delta_chunk). */
 ATTN_INTERNAL attn_status attn_delta_plan_make(attn_delta_plan *p, const attn_shape *s, attn_delta_gate gate,
-                                               attn_layout gl, attn_layout bl, float scale, int l2norm, size_t chunk);
+                                               attn_layout gl, attn_layout bl, float scale, int l2norm, size_t chunk,
+                                               const struct attn_ukernels *uk);
 /* Every value head of a plan on the shape's threads, worker w on ws + w * worker_floats. */
 ATTN_INTERNAL void attn_delta_run_all(const attn_delta_plan *p, const struct attn_ukernels *uk, const attn_delta_io *io,
                                       float *ws);

@@ -91,7 +91,10 @@ static attn_status dl_check_values(const attn_delta_desc *d, const float *lg, co
 static attn_status dl_plan(const attn_delta_desc *d, attn_spans *sp, size_t span[2], attn_delta_plan *p) {
   attn_status st = dl_validate(d, sp, span);
   if (st) return st;
-  return attn_delta_plan_make(p, &d->shape, d->gate, d->gate_layout, d->beta_layout, d->scale, d->qk_l2norm, d->chunk);
+  const struct attn_ukernels *uk = attn_dispatch();
+  if (!uk) return attn_fail_isa();
+  return attn_delta_plan_make(p, &d->shape, d->gate, d->gate_layout, d->beta_layout, d->scale, d->qk_l2norm, d->chunk,
+                              uk);
 }
 
 attn_status attn_delta_state_size(const attn_delta_desc *d, size_t *bytes) {

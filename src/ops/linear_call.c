@@ -78,8 +78,8 @@ static ATTN_COLD attn_status lin_bad_gate(const attn_linear_desc *d, const attn_
 
 /* Every log gate finite and <= 0, every beta finite and > 0 (NaN fails both comparisons); on the
  * call's threads (a pass over every gate, before anything is written). */
-static attn_status lin_check_gates(const attn_linear_desc *d, const attn_chunkwise_plan *p, const float *lg,
-                                   const float *beta) {
+attn_status attn_lin_check_gates(const attn_linear_desc *d, const attn_chunkwise_plan *p, const float *lg,
+                                 const float *beta) {
   lin_check c = {{lg, beta}, {{0, 0}, {0, 0}}, p->g.h_g, {0, 0}, {0, 0}, {0, 0}, 0};
   atomic_init(&c.bad, 0);
   for (int which = 0; which < 2; which++) {
@@ -127,8 +127,7 @@ static ATTN_COLD attn_status lin_gates_null(const attn_linear_desc *d, const flo
   return attn_fail(ATTN_E_NULL_POINTER, "beta is NULL: desc.beta is 1");
 }
 
-/* attn_linear (gated 0: a descriptor with a gate or beta is the wrong call) and attn_linear_gated. */
-static attn_status lin_run(const attn_linear_desc *d, const float *q, const float *k, const float *v,
+attn_status attn_lin_run(const attn_linear_desc *d, const float *q, const float *k, const float *v,
                            const float *log_gate, const float *beta, float *o, attn_linear_state *state,
                            void *workspace, size_t workspace_size, int gated) {
   attn_spans sp;
@@ -140,7 +139,7 @@ static attn_status lin_run(const attn_linear_desc *d, const float *q, const floa
   if ((d->gate != ATTN_GATE_NONE && !log_gate) || (d->beta && !beta)) return lin_gates_null(d, log_gate, gated);
   if (d->gate == ATTN_GATE_NONE) log_gate = NULL;
   if (!d->beta) beta = NULL;
-  if ((st = lin_check_gates(d, &p, log_gate, beta))) return st;
+  if ((st = attn_lin_check_gates(d, &p, log_gate, beta))) return st;
   /* A window runs on the blocked engine and keeps no state (the caller keeps K and V). */
   const int windowed = attn_lin_windowed(d);
   if (state && (windowed || !p.causal))
@@ -200,13 +199,13 @@ static attn_status lin_run(const attn_linear_desc *d, const float *q, const floa
 
 attn_status attn_linear(const attn_linear_desc *d, const float *q, const float *k, const float *v, float *o,
                         attn_linear_state *state, void *workspace, size_t workspace_size) {
-  return lin_run(d, q, k, v, NULL, NULL, o, state, workspace, workspace_size, 0);
+  return attn_lin_run(d, q, k, v, NULL, NULL, o, state, workspace, workspace_size, 0);
 }
 
 attn_status attn_linear_gated(const attn_linear_desc *d, const float *q, const float *k, const float *v,
                               const float *log_gate, const float *beta, float *o, attn_linear_state *state,
                               void *workspace, size_t workspace_size) {
-  return lin_run(d, q, k, v, log_gate, beta, o, state, workspace, workspace_size, 1);
+  return attn_lin_run(d, q, k, v, log_gate, beta, o, state, workspace, workspace_size, 1);
 }
 
 attn_status attn_linear_favor_matrix(const attn_linear_desc *d, float *w, size_t w_floats, void *workspace,

@@ -69,4 +69,14 @@ ATTN_INTERNAL int attn_lin_state_same_shape(const attn_linear_state *a, const at
 ATTN_INTERNAL ATTN_COLD attn_status attn_lin_state_mismatch(const attn_linear_state *a, const attn_linear_state *b,
                                                             const char *a_is, const char *b_is);
 
+/* ---- the compute call (linear_call.c) ---- */
+
+/* Every log gate finite and <= 0, every beta finite and > 0 (NULL: none), on the call's threads. */
+ATTN_INTERNAL attn_status attn_lin_check_gates(const attn_linear_desc *d, const attn_chunkwise_plan *p,
+                                               const float *lg, const float *beta);
+/* attn_linear (gated 0: a descriptor with a gate or beta is the wrong call) and attn_linear_gated. */
+ATTN_INTERNAL attn_status attn_lin_run(const attn_linear_desc *d, const float *q, const float *k, const float *v,
+                                       const float *log_gate, const float *beta, float *o, attn_linear_state *state,
+                                       void *workspace, size_t workspace_size, int gated);
+
 #endif /* ATTN_OPS_LINEAR_INTERNAL_H */

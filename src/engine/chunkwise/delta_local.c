@@ -4,13 +4,19 @@
 
 #include "engine/chunkwise/delta.h"
 
+/* sum x^2 in eight running sums (so that it vectorises), then combined pairwise. */
+static float dl_sumsq(size_t n, const float *restrict x) {
+  float a[8] = {0};
+  size_t f = 0;
+  for (; f + 8 <= n; f += 8)
+    for (size_t j = 0; j < 8; j++) a[j] += x[f + j] * x[f + j];
+  for (size_t j = 0; f < n; f++, j++) a[j] += x[f] * x[f];
+  return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
 /* x *= a / sqrt(sum x^2 + 1e-6) with normalisation, x *= a without. */
 static void dl_norm(size_t n, float *restrict x, int l2norm, float a) {
-  if (l2norm) {
-    float s = 0.0f;
-    for (size_t f = 0; f < n; f++) s += x[f] * x[f];
-    a /= sqrtf(s + 1e-6f);
-  }
+  if (l2norm) a /= sqrtf(dl_sumsq(n, x) + 1e-6f);
   if (a != 1.0f)
     for (size_t f = 0; f < n; f++) x[f] *= a;
 }
@@ -56,6 +62,11 @@ static void dl_decays(const dl_ctx *x, size_t j0, size_t cn) {
   }
 }
 
+/* a *= e and b *= e (n floats). */
+static void dl_mul2(size_t n, const float *restrict e, float *restrict a, float *restrict b) {
+  for (size_t c = 0; c < n; c++) a[c] *= e[c], b[c] *= e[c];
+}
+
 /* Scalar or no decay: L and A from the Gram products, weighted element by element, e^(b_r - b_c) <= 1. */
 static void dl_intra_scalar(const dl_ctx *x, size_t cn) {
   const attn_delta_plan *p = x->p;
@@ -69,7 +80,7 @@ static void dl_intra_scalar(const dl_ctx *x, size_t cn) {
     if (p->gate == ATTN_DELTA_SCALAR) {
       for (size_t c = 0; c <= r; c++) e[c] = (float)(x->b[r] - x->b[c]);
       x->uk->vexp(r + 1, e, e);
-      for (size_t c = 0; c <= r; c++) lr[c] *= e[c], ar[c] *= e[c];
+      dl_mul2(r + 1, e, lr, ar);
     }
     for (size_t c = r + 1; c < cn; c++) ar[c] = 0.0f;
     for (size_t c = r; c < cn; c++) lr[c] = 0.0f;
@@ -112,6 +123,11 @@ static void dl_intra_feature(const dl_ctx *x, size_t cn) {
   }
 }
 
+/* y -= a x (n floats), restrict so that it vectorises. */
+static void dl_axmy(size_t n, float a, const float *restrict x, float *restrict y) {
+  for (size_t j = 0; j < n; j++) y[j] -= a * x[j];
+}
+
 /* X = (I + L)^-1 (L strictly lower, rows already times beta) by forward substitution: row r of X
  * is e_r - sum_{c < r} L_rc X_c, and X_c is zero right of c. */
 static void dl_solve(const dl_ctx *x, size_t cn) {
@@ -119,14 +135,10 @@ static void dl_solve(const dl_ctx *x, size_t cn) {
   for (size_t r = 0; r < cn; r++) {
     float *xr = x->x + r * C;
     const float *lr = x->l + r * C;
-    for (size_t c = 0; c < cn; c++) xr[c] = 0.0f;
+    memset(xr, 0, cn * sizeof(float));
     xr[r] = 1.0f;
-    for (size_t c = 0; c < r; c++) {
-      const float a = lr[c];
-      const float *xc = x->x + c * C;
-      if (a != 0.0f)
-        for (size_t j = 0; j <= c; j++) xr[j] -= a * xc[j];
-    }
+    for (size_t c = 0; c < r; c++)
+      if (lr[c] != 0.0f) dl_axmy(c + 1, lr[c], x->x + c * C, xr);
   }
 }
 
@@ -138,12 +150,12 @@ void attn_delta_local(const dl_ctx *x, size_t j0, size_t cn) {
     dl_intra_feature(x, cn);
   else
     dl_intra_scalar(x, cn);
-  for (size_t r = 0; r < cn; r++) { /* L's rows and V's times beta */
-    const float bt = dl_beta(x, j0 + r);
-    for (size_t c = 0; c < r; c++) x->l[r * C + c] *= bt;
-    for (size_t c = 0; c < dv; c++) x->vb[r * dv + c] *= bt;
-  }
+  float *bt = x->e + 2 * C; /* beta, then -beta of each row */
+  for (size_t r = 0; r < cn; r++) bt[r] = dl_beta(x, j0 + r);
+  x->uk->rows_axpby(cn, cn, x->l, C, x->l, C, NULL, 0, bt, 1, 0, 0); /* L's rows and V's times beta */
+  x->uk->rows_axpby(cn, dv, x->vb, dv, x->vb, dv, NULL, 0, bt, 1, 0, 0);
   dl_solve(x, cn);
+  for (size_t r = 0; r < cn; r++) bt[r] = -bt[r];
   /* kg = -beta K (.) e^B, kn = K (.) e^(B_last - B), q = Q (.) e^B, rs = e^B_last */
   if (p->gate == ATTN_DELTA_FEATURE) {
     const double *bl = x->b + (cn - 1) * d;
@@ -151,25 +163,20 @@ void attn_delta_local(const dl_ctx *x, size_t j0, size_t cn) {
     x->uk->gate_exp(cn, d, x->b, d, bl, 1, x->k, d, x->kn, d);
     x->uk->gate_exp(cn, d, x->b, d, NULL, 0, x->q, d, x->q, d);
     x->uk->gate_exp(1, d, bl, d, NULL, 0, NULL, 0, x->rs, d);
-  } else {
+    x->uk->rows_axpby(cn, d, x->kg, d, x->kg, d, NULL, 0, bt, 1, 0, 0);
+  } else if (p->gate == ATTN_DELTA_SCALAR) {
     float *e = x->e, *en = x->e + C;
-    for (size_t r = 0; r < cn; r++)
-      e[r] = p->gate == ATTN_DELTA_SCALAR ? (float)x->b[r] : 0.0f,
-      en[r] = p->gate == ATTN_DELTA_SCALAR ? (float)(x->b[cn - 1] - x->b[r]) : 0.0f;
+    for (size_t r = 0; r < cn; r++) e[r] = (float)x->b[r], en[r] = (float)(x->b[cn - 1] - x->b[r]);
     x->uk->vexp(cn, e, e);
     x->uk->vexp(cn, en, en);
-    for (size_t r = 0; r < cn; r++)
-      for (size_t f = 0; f < d; f++) {
-        const float kv = x->k[r * d + f];
-        x->kg[r * d + f] = kv * e[r];
-        x->kn[r * d + f] = kv * en[r];
-        x->q[r * d + f] *= e[r];
-      }
+    x->uk->rows_axpby(cn, d, x->kn, d, x->k, d, NULL, 0, en, 1, 0, 0);
+    x->uk->rows_axpby(cn, d, x->q, d, x->q, d, NULL, 0, e, 1, 0, 0);
+    for (size_t r = 0; r < cn; r++) bt[r] *= e[r];
+    x->uk->rows_axpby(cn, d, x->kg, d, x->k, d, NULL, 0, bt, 1, 0, 0);
     for (size_t f = 0; f < d; f++) x->rs[f] = e[cn - 1];
-  }
-  for (size_t r = 0; r < cn; r++) {
-    const float nb = -dl_beta(x, j0 + r);
-    for (size_t f = 0; f < d; f++) x->kg[r * d + f] *= nb;
+  } else {
+    memcpy(x->kn, x->k, cn * d * sizeof(float));
+    x->uk->rows_axpby(cn, d, x->kg, d, x->k, d, NULL, 0, bt, 1, 0, 0);
   }
   /* U = X (beta V), W' = X (-beta K (.) e^B) */
   x->uk->gemm(cn, dv, cn, x->x, C, 1, x->vb, dv, x->u, dv, NULL, 0);

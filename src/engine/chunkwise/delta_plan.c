@@ -2,14 +2,15 @@
 #include "engine/chunkwise/delta.h"
 
 attn_status attn_delta_plan_make(attn_delta_plan *p, const attn_shape *s, attn_delta_gate gate, attn_layout gl,
-                                 attn_layout bl, float scale, int l2norm, size_t chunk) {
+                                 attn_layout bl, float scale, int l2norm, size_t chunk,
+                                 const struct attn_ukernels *uk) {
   *p = (attn_delta_plan){.shape = s,
                          .gate = gate,
                          .gl = gl,
                          .bl = bl,
                          .scale = scale,
                          .l2norm = l2norm,
-                         .C = chunk ? chunk : ATTN_DELTA_CHUNK,
+                         .C = chunk ? chunk : uk->delta_chunk,
                          .kdiv = s->h_v / s->h_k,
                          .workers = attn_workers(s->threads)};
   const size_t C = p->C, d = s->d, dv = s->dv;
@@ -35,7 +36,7 @@ attn_status attn_delta_plan_make(attn_delta_plan *p, const attn_shape *s, attn_d
   a->x = attn_ws_take(&w, C * C);
   a->b = attn_ws_take(&w, 2 * (gate == ATTN_DELTA_FEATURE ? cd : C)); /* doubles */
   a->rs = attn_ws_take(&w, d);
-  a->e = attn_ws_take(&w, 5 * d + 2 * dv + 2 * ATTN_DELTA_SUB * d + 2 * C);
+  a->e = attn_ws_take(&w, 5 * d + 2 * dv + 2 * ATTN_DELTA_SUB * d + 3 * C);
   a->s0 = attn_ws_take(&w, hf);
   p->worker_floats = w.floats;
   size_t all;

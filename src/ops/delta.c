@@ -97,38 +97,21 @@ static attn_status dl_plan(const attn_delta_desc *d, attn_spans *sp, size_t span
                               uk);
 }
 
-attn_status attn_delta_state_size(const attn_delta_desc *d, size_t *bytes) {
+/* The sizes a plan gives: 0 state bytes, 1 workspace bytes, 2 the chunk. */
+static attn_status dl_size(const attn_delta_desc *d, int which, size_t *out) {
   attn_spans sp;
   size_t span[2];
   attn_delta_plan p;
-  attn_status st = dl_plan(d, &sp, span, &p);
+  const attn_status st = dl_plan(d, &sp, span, &p);
   if (st) return st;
-  if (!bytes) return attn_fail(ATTN_E_NULL_POINTER, "bytes is NULL");
-  *bytes = p.head_floats * d->shape.h_v * sizeof(float); /* checked by the plan */
-  return ATTN_OK;
+  if (!out) return attn_fail(ATTN_E_NULL_POINTER, "%s is NULL", which == 2 ? "chunk" : "bytes");
+  *out = which == 0 ? p.head_floats * d->shape.h_v * sizeof(float) : which == 1 ? p.scratch_bytes : p.C;
+  return ATTN_OK; /* the state's bytes are checked by the plan */
 }
 
-attn_status attn_delta_workspace_size(const attn_delta_desc *d, size_t *bytes) {
-  attn_spans sp;
-  size_t span[2];
-  attn_delta_plan p;
-  attn_status st = dl_plan(d, &sp, span, &p);
-  if (st) return st;
-  if (!bytes) return attn_fail(ATTN_E_NULL_POINTER, "bytes is NULL");
-  *bytes = p.scratch_bytes;
-  return ATTN_OK;
-}
-
-attn_status attn_delta_chunk_size(const attn_delta_desc *d, size_t *chunk) {
-  attn_spans sp;
-  size_t span[2];
-  attn_delta_plan p;
-  attn_status st = dl_plan(d, &sp, span, &p);
-  if (st) return st;
-  if (!chunk) return attn_fail(ATTN_E_NULL_POINTER, "chunk is NULL");
-  *chunk = p.C;
-  return ATTN_OK;
-}
+attn_status attn_delta_state_size(const attn_delta_desc *d, size_t *bytes) { return dl_size(d, 0, bytes); }
+attn_status attn_delta_workspace_size(const attn_delta_desc *d, size_t *bytes) { return dl_size(d, 1, bytes); }
+attn_status attn_delta_chunk_size(const attn_delta_desc *d, size_t *chunk) { return dl_size(d, 2, chunk); }
 
 attn_status attn_delta(const attn_delta_desc *d, const float *q, const float *k, const float *v, const float *log_gate,
                        const float *beta, float *o, float *state, const attn_checkpoints *ck, void *workspace,

@@ -13,31 +13,10 @@
  * (j, h, c) sits at j n_kv + h (n_kv + 1) + c = c - j (mod n_kv + 1), and |c - j| < n_kv: a one
  * exactly when c == j, for every head, in n_kv^2 + (h_v - 1)(n_kv + 1) floats.
  */
-#include "core/internal.h"
-
-/* A descriptor of any kind; attn_shape is the first member of each. */
-typedef union mx_desc {
-  attn_shape shape;
-  attn_softmax_desc sm;
-  attn_linear_desc lin;
-  attn_gau_desc gau;
-  attn_selective_desc sel;
-} mx_desc;
+#include "ops/matrix_internal.h"
 
 static const size_t mx_desc_bytes[] = {sizeof(attn_softmax_desc), sizeof(attn_linear_desc), sizeof(attn_gau_desc),
                                        sizeof(attn_selective_desc)};
-
-/* A validated call: the descriptor the variant runs (v the tape, dv = n_kv, o the matrix's layout),
- * the mask each row's count comes from, and the workspace's regions. */
-typedef struct mx_plan {
-  mx_desc d;
-  size_t n_q, n_kv, H;
-  attn_mask mask;
-  size_t xchunk;                           /* linear attention's exclusive_chunk (0: none) */
-  size_t tape, matrix;                     /* floats of the tape and of the matrix region (0: none) */
-  size_t off_mat, off_tape, off_f, off_ws; /* regions, floats from the aligned base */
-  size_t bytes;                            /* the whole workspace */
-} mx_plan;
 
 /* Linear attention with a gate or beta (attn_linear_gated's heads and inputs). */
 static int mx_gated(attn_kind kind, const mx_desc *d) {
@@ -77,7 +56,7 @@ static attn_status mx_variant(const attn_call *c, const mx_desc *d, const float 
  * then the variant's own (its *_workspace_size on the descriptor with V = the tape, dv = n_kv and
  * the default [n_q][H][n_kv] output layout). with_matrix: the workspace holds the matrix too.
  */
-static attn_status mx_prepare(const attn_call *c, int with_matrix, mx_plan *p) {
+attn_status attn_mx_prepare(const attn_call *c, int with_matrix, mx_plan *p) {
   if (!c || !c->desc) return attn_fail(ATTN_E_NULL_POINTER, "%s is NULL", c ? "call->desc" : "call");
   if ((unsigned)c->kind > ATTN_KIND_SELECTIVE)
     return attn_fail(ATTN_E_BAD_ARGUMENT, "call->kind %d: not an attn_kind", (int)c->kind);
@@ -198,8 +177,8 @@ static ATTN_COLD const char *mx_input_name(const attn_call *c, size_t i) {
  * descriptor asks for) NULL, the workspace's size, then the outputs (NULL entries skipped; the
  * last is the workspace) overlapping an input or each other.
  */
-static attn_status mx_check_io(const attn_call *c, const mx_plan *p, void *const *out, const size_t *out_bytes,
-                               size_t n_out, size_t workspace_size) {
+attn_status attn_mx_check_io(const attn_call *c, const mx_plan *p, void *const *out, const size_t *out_bytes,
+                             size_t n_out, size_t workspace_size) {
   if (!c->q || !c->k || !out[n_out - 1])
     return attn_fail_null("call->q call->k workspace", (const void *[]){c->q, c->k, out[n_out - 1]});
   if (mx_gated(c->kind, &p->d) && p->d.lin.gate != ATTN_GATE_NONE && !c->log_gate)
@@ -222,7 +201,7 @@ static attn_status mx_check_io(const attn_call *c, const mx_plan *p, void *const
 
 /* The matrix into a (layout p->d.shape.o): the tape and F's copy in the workspace, then the
  * variant's call on the rest of it. */
-static attn_status mx_compute(const attn_call *c, const mx_plan *p, float *a, void *workspace, size_t workspace_size) {
+attn_status attn_mx_compute(const attn_call *c, const mx_plan *p, float *a, void *workspace, size_t workspace_size) {
   float *base = attn_ws_base(workspace), *tape = base + p->off_tape, *f = base + p->off_f;
   memset(tape, 0, p->tape * sizeof(float));
   for (size_t x = 0; x < p->tape; x += p->n_kv + 1) tape[x] = 1.0f;
@@ -235,9 +214,9 @@ static attn_status mx_compute(const attn_call *c, const mx_plan *p, float *a, vo
 }
 
 /* The workspace of attn_matrix (with_matrix 0) or attn_matrix_stats (1). */
-static attn_status mx_workspace_bytes(const attn_call *call, int with_matrix, size_t *bytes) {
+attn_status attn_mx_workspace_bytes(const attn_call *call, int with_matrix, size_t *bytes) {
   mx_plan p;
-  attn_status st = mx_prepare(call, with_matrix, &p);
+  attn_status st = attn_mx_prepare(call, with_matrix, &p);
   if (st) return st;
   if (!bytes) return attn_fail(ATTN_E_NULL_POINTER, "bytes is NULL");
   *bytes = p.bytes;
@@ -245,12 +224,12 @@ static attn_status mx_workspace_bytes(const attn_call *call, int with_matrix, si
 }
 
 attn_status attn_matrix_workspace_size(const attn_call *call, size_t *bytes) {
-  return mx_workspace_bytes(call, 0, bytes);
+  return attn_mx_workspace_bytes(call, 0, bytes);
 }
 
 attn_status attn_matrix(const attn_call *call, float *a, attn_layout layout, void *workspace, size_t workspace_size) {
   mx_plan p;
-  attn_status st = mx_prepare(call, 0, &p);
+  attn_status st = attn_mx_prepare(call, 0, &p);
   if (st) return st;
   size_t span;
   if ((st = attn_check_output(p.n_q, p.H, p.n_kv, layout, &span)))
@@ -259,83 +238,6 @@ attn_status attn_matrix(const attn_call *call, float *a, attn_layout layout, voi
   p.d.shape.o = layout;
   void *out[] = {a, workspace};
   const size_t out_bytes[] = {span * sizeof(float), workspace_size};
-  if ((st = mx_check_io(call, &p, out, out_bytes, 2, workspace_size))) return st;
-  return mx_compute(call, &p, a, workspace, workspace_size);
-}
-
-attn_status attn_matrix_stats_workspace_size(const attn_call *call, size_t *bytes) {
-  return mx_workspace_bytes(call, 1, bytes);
-}
-
-/* Floor division of a position by a width g >= 1 (positions may be negative). */
-static int64_t mx_floor_div(int64_t x, int64_t g) { return x / g - (x % g < 0); }
-
-/* The keys [*lo, *hi) the mask shows query i (bottom-right), and for linear attention's
- * chunk-exclusive form only those of earlier chunks. Bounds are clamped to what positions reach
- * (every position lies in [-n_q, n_kv)), which changes no answer. */
-static void mx_visible(const mx_plan *p, size_t i, size_t *lo, size_t *hi) {
-  const size_t reach = p->n_q + p->n_kv; /* the spans fit: no overflow */
-  const int64_t pos = (int64_t)p->n_kv - (int64_t)p->n_q + (int64_t)i, n = (int64_t)p->n_kv;
-  int64_t a = pos - (int64_t)attn_min_sz(p->mask.left, reach), b = pos + (int64_t)attn_min_sz(p->mask.right, reach);
-  if (p->mask.chunk) {
-    const int64_t g = (int64_t)attn_min_sz(p->mask.chunk, reach), start = mx_floor_div(pos, g) * g;
-    a = a > start ? a : start;
-    b = b < start + g - 1 ? b : start + g - 1;
-  }
-  if (p->xchunk) {
-    const int64_t g = (int64_t)attn_min_sz(p->xchunk, reach), before = mx_floor_div(pos, g) * g - 1;
-    b = b < before ? b : before;
-  }
-  a = a > 0 ? a : 0;
-  b = b < n - 1 ? b : n - 1;
-  *lo = (size_t)a;
-  *hi = b >= a ? (size_t)b + 1 : (size_t)a;
-}
-
-/* Statistics of one row's weights w[lo, hi), in double: W = sum |w|, entropy -sum p log p
- * (p = |w| / W), sparsity W / sqrt(n sum w^2); NaN without a key, with W = 0 or a non-finite w. */
-static void mx_row_stats(const float *w, size_t lo, size_t hi, double *entropy, double *sparsity) {
-  double W = 0.0, W2 = 0.0;
-  for (size_t j = lo; j < hi; j++) {
-    const double x = w[j];
-    W += fabs(x);
-    W2 += x * x;
-  }
-  *entropy = *sparsity = NAN;
-  if (!(W > 0.0) || !isfinite(W2)) return; /* no key, W = 0, or a NaN or an infinity */
-  double h = 0.0;
-  for (size_t j = lo; j < hi; j++) {
-    const double q = fabs((double)w[j]) / W;
-    if (q > 0.0) h -= q * log(q);
-  }
-  *entropy = h;
-  *sparsity = W / sqrt((double)(hi - lo) * W2);
-}
-
-attn_status attn_matrix_stats(const attn_call *call, const attn_row_stats *stats, void *workspace,
-                              size_t workspace_size) {
-  mx_plan p;
-  attn_status st = mx_prepare(call, 1, &p);
-  if (st) return st;
-  size_t sb;
-  if ((st = attn_row_stats_check(stats, p.n_q, p.H, &sb))) return st;
-  void *out[] = {stats->entropy, stats->sparsity, stats->count, workspace};
-  const size_t out_bytes[] = {sb, sb, sb, workspace_size};
-  if ((st = mx_check_io(call, &p, out, out_bytes, 4, workspace_size))) return st;
-  float *a = attn_ws_base(workspace) + p.off_mat;
-  if ((st = mx_compute(call, &p, a, workspace, workspace_size))) return st;
-  const attn_layout al = p.d.shape.o, sl = stats->layout;
-  for (size_t i = 0; i < p.n_q; i++) {
-    size_t lo, hi;
-    mx_visible(&p, i, &lo, &hi);
-    for (size_t h = 0; h < p.H; h++) {
-      double e, s;
-      mx_row_stats(a + i * al.row_stride + h * al.head_stride, lo, hi, &e, &s);
-      const size_t at = i * sl.row_stride + h * sl.head_stride;
-      if (stats->entropy) stats->entropy[at] = (float)e;
-      if (stats->sparsity) stats->sparsity[at] = (float)s;
-      if (stats->count) stats->count[at] = (float)(hi - lo);
-    }
-  }
-  return ATTN_OK;
+  if ((st = attn_mx_check_io(call, &p, out, out_bytes, 2, workspace_size))) return st;
+  return attn_mx_compute(call, &p, a, workspace, workspace_size);
 }

@@ -6,8 +6,7 @@
  * so every value of a row is converted the same way. Each step prefetches the same columns 8 rows
  * ahead (an address computed as an integer: it may lie past the source, which a prefetch never
  * faults on): the engine converts a head's narrow slice of every token row, a pattern the hardware
- * prefetchers follow poorly, and a decode over half K/V measured ~1.4x faster with it (AVX2, d =
- * 128, 64k tokens, 8 heads; busy machine).
+ * prefetchers follow poorly (measured: b092b0b).
  * The other direction (contracts: attn_f32_f16_cvt_fn and attn_f32_bf16_cvt_fn) rounds one row of
  * floats to 16-bit patterns with vf_to_f16 / vf_to_bf16 (simd/vf_common.h, or the shim's own
  * instruction), its tail through a zero-padded copy as above.

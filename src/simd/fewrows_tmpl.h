@@ -2,17 +2,15 @@
  * Scores and P V for few query rows (contracts: attn_few_scores_fn and attn_few_pv_fn in
  * core/ukernels.h), written once against the vf_* shim. A decode step reads every key and value
  * row once for one to a few query rows: converting half rows into scratch first (cvt_tmpl.h)
- * stored and reloaded them, and left the fp16 decode little faster than fp32 on a one-core
- * memory-bound Xeon. Here a row is read in place, fp16 / bf16 converted in registers
+ * stored and reloaded them, and left the fp16 decode little faster than fp32 where memory
+ * bounds it. Here a row is read in place, fp16 / bf16 converted in registers
  * (vf_from_f16 / vf_from_bf16), and used at once:
  *   scores: each key row's vectors along d, FMAs with KR keys x QR query rows of accumulators,
  *           the sums of a row's four keys reduced together (vf_hsum4; with four rows, each
  *           key's four rows, adjacent in the scores);
  *   P V:    each value row's NV vectors along dv, FMAs with the QR rows' broadcast weights.
  * Several heads (attn_few_heads) go KR keys (scores) or ATTN_HKV_JC keys (P V) of every head at
- * a time: measured on a 16-core Xeon (one thread, 8 heads, 64k-128k tokens), the fp16 decode went
- * from 13.7-37 ms to 10.7-26 ms token-major and from 12.5-35 ms to 7.9-17 ms with each head's rows
- * contiguous (several streams in flight instead of one). Tails (d or dv not a multiple of
+ * a time: several streams in flight instead of one (measured: 82996a3). Tails (d or dv not a multiple of
  * ATTN_VL) convert a zero-padded copy, as cvt_tmpl.h does, and read only the valid elements.
  * Tiles fit the shim's register file (ATTN_VREGS).
  * Include the path's shim, define ATTN_FEW_SCORES_NAME and ATTN_FEW_PV_NAME, then include.
@@ -31,7 +29,7 @@
 #define ATTN_HKV_KR 4
 /* P V over several heads goes ATTN_HKV_JC keys of a head (one query row) or ATTN_HKV_JC_ROWS (a
  * group of rows: GQA) before the next head. One row is memory-bound and wants short steps (see
- * above; 32 keys measured 3-5% slower fp32 and 25-45% slower fp16 over 64k tokens on Zen 5); a
+ * above; 32 keys were slower, measured: 82996a3); a
  * group feeds each key row qr times the FMAs and takes a tile's accumulators through memory once
  * per call, so a path may take more keys there (src/avx512/few-rows.c). */
 #ifndef ATTN_HKV_JC
@@ -46,17 +44,11 @@
 /* The same columns ATTN_HKV_PF fp32 rows' bytes after p (rows ld elements apart; half rows: twice
  * as many rows ahead, the same distance in memory, so that as many lines are in flight): an
  * address computed as an integer, which may lie past the tensor (a prefetch never faults).
- * Measured on a Zen 5 guest (8 heads, token-major, best of four interleaved runs), fp16 decode
- * over 64k / 128k / 256k tokens: 8.18 / 16.82 / 32.19 ms at 8 half rows ahead, 7.80 / 15.55 /
- * 31.94 ms at 16.
+ * Half rows go twice as many rows ahead (measured: 924fee6).
  * Half rows whose distance is ATTN_HKV_PF_FAR bytes or more (a token-major cache of several heads:
- * 16 KiB at 8 heads of 64) prefetch into L2 only (prefetcht1), once per 64-byte line: on a Xeon
- * guest (family 6 model 207, one thread, 8 heads, each call's cache among copies that exceed the
- * L3) fp16 decode over 64k cached tokens went 6-11% faster (1.69-1.70x fp32's speed to 1.80-1.86x
- * at 64k / 128k; 32 KiB ahead for K and V together is most of the core's 48 KiB L1, a likely
- * reason). One head (2 KiB ahead) and fp32 rows ran unchanged or up to 5% slower that way: they
- * keep prefetcht0 on every vector, as before. A small cache read again from L2 / L3 runs 2% slower
- * (8 heads, 4k tokens). */
+ * 16 KiB at 8 heads of 64) prefetch into L2 only (prefetcht1), once per 64-byte line: that far
+ * ahead, K and V together would fill most of an L1 (measured: 79bc357). One head and fp32 rows
+ * keep prefetcht0 on every vector. */
 #define ATTN_HKV_PF_FAR 8192
 #define ATTN_HKV_PREFETCH_(p, ld)                                                             \
   do {                                                                                        \
@@ -127,8 +119,7 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(attn_hkv
   _Static_assert(ATTN_HKV_KR == 4, "vf_hsum4 reduces four keys");
   /* One row (qv = 1) and four keys: the sums stored at once. Copied through sum[] (the compiler
    * makes the loop below a memcpy of kv floats, 8-byte loads across the 16-byte store), each tile
-   * waited on store forwarding: a decode step over 1k-2k cached tokens (8 heads, in cache, Zen 5)
-   * took 15-30% longer. */
+   * waited on store forwarding (measured: f9f200e). */
   if (ldst == 1 && kv == ATTN_HKV_KR) {
     vf_hsum4(acc[0][0], acc[1][0], acc[2][0], acc[3][0], st);
     return;

@@ -84,9 +84,8 @@ static inline __attribute__((always_inline)) void attn_softmax_cols_(size_t nk, 
  * so that each vector holds ATTN_VL / nq keys instead of nq of its lanes. The columns' max and
  * sums fold the lanes of a column once per block. The same policy as the column path (a NaN entry
  * gives NaN in P and l; with masked == 0 a -inf entry gives l NaN through the running minimum,
- * mn - mn); the same values, the sums in another order. Measured on a Zen 5 guest (GQA 32 / 8 heads, d = 64, two interleaved runs):
- * the step took 22% of a decode's time with 4 of 16 lanes busy; the AVX-512 decode over 4k / 64k
- * cached tokens went from 1.23-1.58 / 26.1-29.3 ms to 0.59-0.89 / 14.4-18.7 ms. */
+ * mn - mn); the same values, the sums in another order. With a few lanes of 16 busy the column
+ * path's step was a large share of a decode (measured: 35d00de). */
 static inline __attribute__((always_inline)) void attn_softmax_flat_(size_t nk, size_t nq, float *st, float *m,
                                                                      float *l, float *alpha, float *stats, size_t lds,
                                                                      int masked, int with_stats) {

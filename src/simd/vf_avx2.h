@@ -20,8 +20,9 @@ static inline simde__m256i vf_tail_mask_(size_t n) {
 }
 /* First n (< 8) lanes from p, the rest 0; never reads past p[n-1]. */
 static inline vf vf_load_n(const float *p, size_t n) { return simde_mm256_maskload_ps(p, vf_tail_mask_(n)); }
-/* Through a stack copy, not vmaskmovps: masked stores are microcoded and very slow on AMD Zen
- * (the one-float tail of the W = dv + 1 columns of linear attention made a decode step 3x slower). */
+/* Through a stack copy, not vmaskmovps: masked stores are microcoded on some AVX2 cores, slow
+ * enough that the one-float tail of linear attention's W = dv + 1 columns dominated a decode step
+ * (measured: fc0953e). */
 static inline void vf_store_n(float *p, vf v, size_t n) {
   float t[8];
   simde_mm256_storeu_ps(t, v);

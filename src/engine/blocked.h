@@ -130,7 +130,7 @@ ATTN_INTERNAL extern const attn_score_step attn_softmax_score_step;
  */
 typedef struct attn_blocked_features {
   const attn_featmap *fm;
-  attn_fm_args fa;
+  float xs; /* the map's input scale (attn_fm_args.xs; W^T comes with the call: attn_blocked_io) */
   size_t m; /* feature size (fm->size of d and the caller's m) */
 } attn_blocked_features;
 
@@ -144,9 +144,9 @@ typedef struct attn_blocked_plan {
   size_t sel_kv, sel_gi;         /* its key head, and its place in that head's group */
   size_t off_qs, off_ss, off_fz; /* selection: scale Q_sel^T (d x tb), its scores, F (bc x tb) */
   size_t off_run;                /* selection: the keys' running sums (bc) */
-  attn_fm_args fa;
-  size_t m;    /* features (d without a map) */
-  int xm, dsm; /* exponential map; dsoftmax */
+  float fm_xs;                   /* the map's input scale */
+  size_t m;                      /* features (d without a map) */
+  int xm, dsm;                   /* exponential map; dsoftmax */
   float scale;
   int64_t left, right, chunk; /* mask, clamped to what positions can reach (chunk 0: none) */
   size_t g, tb, R, bc;        /* GQA group, tokens per block, rows per block (tb g), keys per block */
@@ -202,10 +202,21 @@ typedef struct attn_blocked_select {
   size_t h_sel; /* the selecting query head (< h_q) */
 } attn_blocked_select;
 
-/* Plan a call (the shape already validated: h_k == h_v dividing h_q). */
-ATTN_INTERNAL attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *shape, attn_mask mask,
-                                                 float scale, const attn_score_step *step, const void *step_params,
-                                                 const attn_blocked_features *feat, const attn_blocked_select *sel,
+/* What a variant asks of the engine, everything a plan is made from (designated initialisers;
+ * the optional parts NULL when off). */
+typedef struct attn_blocked_spec {
+  const attn_shape *shape; /* validated: h_k == h_v dividing h_q */
+  attn_mask mask;
+  float scale;
+  const attn_score_step *step;
+  const void *step_params;           /* handed to the step's finish */
+  const attn_blocked_features *feat; /* a feature map (windowed linear attention), or NULL */
+  const attn_blocked_select *sel;    /* selective attention's selection, or NULL */
+  const float *stats_sinks;          /* softmax's sinks, taken out of its statistics, or NULL */
+} attn_blocked_spec;
+
+/* Plan a call. */
+ATTN_INTERNAL attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec *spec,
                                                  const struct attn_ukernels *uk);
 
 typedef struct attn_blocked_io {
@@ -216,6 +227,7 @@ typedef struct attn_blocked_io {
   attn_layout aux_layout;
   float *sel_f;                /* selection (attn_blocked_select): F_j of every key, in/out (n_kv floats) */
   const attn_row_stats *stats; /* per-row statistics (validated: attn_blocked_stats_outputs), or NULL */
+  const float *fm_wt;          /* FAVOR+'s W^T (d x m) for a feature map that takes one, or NULL */
 } attn_blocked_io;
 
 /* A call of a variant over one attn_shape on this engine (softmax, GAU, selective): its spans,

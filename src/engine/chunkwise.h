@@ -116,7 +116,7 @@ typedef struct attn_chunkwise_plan {
   const attn_shape *shape;
   const attn_featmap *fm;
   attn_chunkwise_gates g;
-  attn_fm_args fa;         /* the map's call parameters (favor's W^T is set by the caller) */
+  float fm_xs;             /* the map's input scale (attn_fm_args.xs; W^T comes with the call) */
   int causal, normalize;   /* normalize: z is kept (V gets its ones column) */
   int divide;              /* outputs divide by phi(q).z + eps */
   float out_scale, eps;    /* outputs are out_scale times the quotient (the scale of element-wise maps) */
@@ -167,6 +167,7 @@ typedef struct attn_chunkwise_io {
   float *o;
   float *state;                 /* heads slabs of m x lds floats, or NULL: an empty prefix, nothing kept */
   const float *log_gate, *beta; /* the gates' arrays (plan g), or NULL */
+  const float *fm_wt;           /* FAVOR+'s W^T (d x m), or NULL */
 } attn_chunkwise_io;
 
 /* Run task `task` (a state head) with a worker's scratch (worker_floats, 64-byte aligned). */
@@ -191,27 +192,27 @@ ATTN_INTERNAL void attn_chunkwise_run_all(const attn_chunkwise_plan *p, const st
  * whose own decay spans more than ATTN_GATE_SPAN. A one-token chunk, and a chunk whose q, k or v
  * holds a non-finite value, runs the recurrence token by token (two passes of the step kernel
  * over S). Tasks are value heads. */
-#define ATTN_DELTA_SUB   16
+#define ATTN_DELTA_SUB 16
 
 /* The scratch regions of one worker, offsets in floats (attn_ws_take). */
 typedef struct attn_delta_scratch {
   size_t q, k, kg, kn, kt, kr, w; /* C x d each (kt: d x C) */
-  size_t vb, u;                    /* C x dv each */
-  size_t l, a, x;                  /* C x C each */
-  size_t b;                        /* cumulative log decays: C (SCALAR) or C x d (FEATURE) doubles */
-  size_t rs, e, s0;                /* d row scales; the step's vectors (5 d + 2 dv); a zero state (d x dv) */
+  size_t vb, u;                   /* C x dv each */
+  size_t l, a, x;                 /* C x C each */
+  size_t b;                       /* cumulative log decays: C (SCALAR) or C x d (FEATURE) doubles */
+  size_t rs, e, s0;               /* d row scales; the step's vectors (5 d + 2 dv); a zero state (d x dv) */
 } attn_delta_scratch;
 
 typedef struct attn_delta_plan {
   const attn_shape *shape;
   attn_delta_gate gate;
-  attn_layout gl, bl;       /* log gates (row_stride 0: one row for every token), beta */
+  attn_layout gl, bl; /* log gates (row_stride 0: one row for every token), beta */
   float scale;
   int l2norm;
-  size_t C;                 /* chunk */
-  size_t kdiv;              /* value heads per key head */
-  size_t head_floats;       /* d x dv: one value head's state */
-  attn_delta_scratch at;    /* one worker's regions */
+  size_t C;              /* chunk */
+  size_t kdiv;           /* value heads per key head */
+  size_t head_floats;    /* d x dv: one value head's state */
+  attn_delta_scratch at; /* one worker's regions */
   size_t workers, worker_floats, scratch_bytes;
 } attn_delta_plan;
 

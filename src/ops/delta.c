@@ -15,7 +15,7 @@ attn_status attn_delta_desc_init(attn_delta_desc *d, size_t n, size_t h_k, size_
   d->gate = gate;
   d->gate_layout = (attn_layout){h_v * (gate == ATTN_DELTA_FEATURE ? dim : 1), gate == ATTN_DELTA_FEATURE ? dim : 1};
   d->beta_layout = (attn_layout){h_v, 1};
-  d->scale = dim ? 1.0f / sqrtf((float)dim) : 1.0f;
+  d->scale = dim ? (float)(1.0 / sqrt((double)dim)) : 1.0f;
   d->qk_l2norm = 1;
   return ATTN_OK;
 }

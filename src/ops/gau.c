@@ -124,7 +124,9 @@ static attn_status gau_prepare(const attn_gau_desc *d, gau_call *c) {
   if (d->normalize != 0 && d->normalize != 1)
     return attn_fail(ATTN_E_BAD_ARGUMENT, "desc.normalize %d: must be 0 or 1", d->normalize);
   if ((st = gau_bias(d, c))) return st;
-  return attn_blocked_plan_make(&c->b.plan, &d->shape, d->mask, d->scale, &gau_score_step, &c->gp, NULL, NULL, c->b.uk);
+  const attn_blocked_spec spec = {
+      .shape = &d->shape, .mask = d->mask, .scale = d->scale, .step = &gau_score_step, .step_params = &c->gp};
+  return attn_blocked_plan_make(&c->b.plan, &spec, c->b.uk);
 }
 
 attn_status attn_gau_workspace_size(const attn_gau_desc *d, size_t *bytes) {
@@ -159,7 +161,7 @@ static attn_status gau_run(const attn_gau_desc *d, const float *q, const void *k
       const int len = (int)attn_name_at(out_names, i, &name);
       return attn_fail(ATTN_E_ALIASING, "%.*s overlaps input desc.bias_table", len, name);
     }
-  const attn_blocked_io io = {q, k, v, o, NULL, {0, 0}, NULL, want ? stats : NULL};
+  const attn_blocked_io io = {.q = q, .k = k, .v = v, .o = o, .stats = want ? stats : NULL};
   attn_blocked_run_all(&c.b.plan, c.b.uk, &io, attn_ws_base(workspace));
   return ATTN_OK;
 }

@@ -128,8 +128,8 @@ static ATTN_COLD attn_status lin_gates_null(const attn_linear_desc *d, const flo
 }
 
 attn_status attn_lin_run(const attn_linear_desc *d, const float *q, const float *k, const float *v,
-                           const float *log_gate, const float *beta, float *o, attn_linear_state *state,
-                           void *workspace, size_t workspace_size, int gated) {
+                         const float *log_gate, const float *beta, float *o, attn_linear_state *state, void *workspace,
+                         size_t workspace_size, int gated) {
   attn_spans sp;
   attn_chunkwise_plan p;
   attn_status st = attn_lin_validate(d, &sp, &p);
@@ -185,13 +185,18 @@ attn_status attn_lin_run(const attn_linear_desc *d, const float *q, const float 
   const float *wt = lin_favor_wt(d, p.m, &l, ws);
   ws += l.wt_floats;
   if (windowed) {
-    bp.fa.wt = wt;
-    const attn_blocked_io io = {q, k, v, o, NULL, {0, 0}, NULL, NULL};
+    const attn_blocked_io io = {.q = q, .k = k, .v = v, .o = o, .fm_wt = wt};
     attn_blocked_run_all(&bp, uk, &io, ws);
     return ATTN_OK;
   }
-  p.fa.wt = wt;
-  const attn_chunkwise_io io = {q, k, v, o, state ? state->data : NULL, log_gate, beta};
+  const attn_chunkwise_io io = {.q = q,
+                                .k = k,
+                                .v = v,
+                                .o = o,
+                                .state = state ? state->data : NULL,
+                                .log_gate = log_gate,
+                                .beta = beta,
+                                .fm_wt = wt};
   attn_chunkwise_run_all(&p, uk, &io, ws);
   if (state) state->tokens += p.xg ? d->shape.n_kv / p.xg * p.xg : d->shape.n_kv; /* the absorbed keys */
   return ATTN_OK;

@@ -66,13 +66,18 @@ static const float *lx_step(const struct attn_ukernels *uk, const attn_step_bloc
 
 static const attn_score_step lin_xwindow_step = {4, 0, lx_init, lx_step, lw_finish, 0, {0, 0, 0}, NULL};
 
-/* The blocked plan of a windowed call (m: the map's feature size; favor's W^T is set later). */
+/* The blocked plan of a windowed call (m: the map's feature size; favor's W^T comes with the call). */
 attn_status attn_lin_window_plan(const attn_linear_desc *d, size_t m, attn_blocked_plan *bp,
                                  const attn_lin_window_params *lp, const struct attn_ukernels *uk) {
   const attn_featmap *fm = attn_featmap_get(d->feature_map);
-  const attn_blocked_features feat = {fm, {fm->offsets ? sqrtf(d->scale) : 1.0f, NULL}, m};
-  return attn_blocked_plan_make(bp, &d->shape, d->mask, 1.0f, fm->offsets ? &lin_xwindow_step : &lin_window_step, lp,
-                                &feat, NULL, uk);
+  const attn_blocked_features feat = {.fm = fm, .xs = fm->offsets ? sqrtf(d->scale) : 1.0f, .m = m};
+  const attn_blocked_spec spec = {.shape = &d->shape,
+                                  .mask = d->mask,
+                                  .scale = 1.0f,
+                                  .step = fm->offsets ? &lin_xwindow_step : &lin_window_step,
+                                  .step_params = lp,
+                                  .feat = &feat};
+  return attn_blocked_plan_make(bp, &spec, uk);
 }
 
 /* The windowed step's parameters: exponential maps are normalised and scale their inputs. */

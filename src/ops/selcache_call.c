@@ -136,7 +136,7 @@ attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, c
   sc_set_pos(&w, c->live, (uint64_t)c->tokens);
   c->live++;
   c->tokens++;
-  const attn_blocked_io io = {q, w.k, w.v, o, lse, d->lse, w.f, NULL};
+  const attn_blocked_io io = {.q = q, .k = w.k, .v = w.v, .o = o, .aux = lse, .aux_layout = d->lse, .sel_f = w.f};
   attn_blocked_run_all(&call.plan, call.uk, &io, attn_ws_base(workspace));
   attn_sc_evict(c); /* (3) */
   return ATTN_OK;

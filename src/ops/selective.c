@@ -32,8 +32,9 @@ attn_status attn_sel_prepare(const attn_selective_desc *d, attn_blocked_call *c)
   attn_status st = attn_sel_check(d, c);
   if (st) return st;
   const attn_blocked_select sel = {d->h_sel};
-  return attn_blocked_plan_make(&c->plan, &d->shape, attn_mask_causal(), d->scale, &attn_softmax_score_step, NULL, NULL,
-                                &sel, c->uk);
+  const attn_blocked_spec spec = {
+      .shape = &d->shape, .mask = attn_mask_causal(), .scale = d->scale, .step = &attn_softmax_score_step, .sel = &sel};
+  return attn_blocked_plan_make(&c->plan, &spec, c->uk);
 }
 
 attn_status attn_selective_workspace_size(const attn_selective_desc *d, size_t *bytes) {
@@ -66,7 +67,8 @@ static attn_status sel_run(const attn_selective_desc *d, const float *q, const v
   /* the call's own keys start with F = 0 (no query before them has selected them) */
   const size_t first_new = d->shape.n_q < nkv ? nkv - d->shape.n_q : 0;
   for (size_t j = first_new; j < nkv; j++) f[j] = 0.0f;
-  const attn_blocked_io io = {q, k, v, o, lse, d->lse, f, want ? stats : NULL};
+  const attn_blocked_io io = {
+      .q = q, .k = k, .v = v, .o = o, .aux = lse, .aux_layout = d->lse, .sel_f = f, .stats = want ? stats : NULL};
   attn_blocked_run_all(&c.plan, c.uk, &io, attn_ws_base(workspace));
   return ATTN_OK;
 }

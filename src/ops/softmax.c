@@ -196,12 +196,13 @@ static attn_status sm_prepare(const attn_softmax_desc *d, sm_call *c) {
   if ((st = attn_blocked_call_check(&c->b, &d->shape, d->scale, &d->lse))) return st;
   if ((st = sm_options(d, c))) return st;
   const int on = sm_opts_on(d);
-  if ((st = attn_blocked_plan_make(&c->b.plan, &d->shape, d->mask, d->scale,
-                                   on ? &sm_opt_step_def : &attn_softmax_score_step, on ? &c->op : NULL, NULL, NULL,
-                                   c->b.uk)))
-    return st;
-  c->b.plan.stats_sinks = d->sinks;
-  return ATTN_OK;
+  const attn_blocked_spec spec = {.shape = &d->shape,
+                                  .mask = d->mask,
+                                  .scale = d->scale,
+                                  .step = on ? &sm_opt_step_def : &attn_softmax_score_step,
+                                  .step_params = on ? &c->op : NULL,
+                                  .stats_sinks = d->sinks};
+  return attn_blocked_plan_make(&c->b.plan, &spec, c->b.uk);
 }
 
 attn_status attn_softmax_workspace_size(const attn_softmax_desc *d, size_t *bytes) {
@@ -243,7 +244,8 @@ static attn_status sm_run(const attn_softmax_desc *d, const float *q, const void
                          : i == 1 ? "alibi_slopes"
                                   : "bias");
       }
-  const attn_blocked_io io = {q, k, v, o, lse, d->lse, NULL, want ? stats : NULL};
+  const attn_blocked_io io = {
+      .q = q, .k = k, .v = v, .o = o, .aux = lse, .aux_layout = d->lse, .stats = want ? stats : NULL};
   attn_blocked_run_all(&c.b.plan, c.b.uk, &io, attn_ws_base(workspace));
   return ATTN_OK;
 }

@@ -43,6 +43,7 @@ typedef struct blk_task {
   const attn_blocked_plan *p;
   const struct attn_ukernels *uk;
   const attn_blocked_io *io;
+  attn_fm_args fa; /* the map's arguments: the plan's scale, the call's W^T */
   float *ws;
   size_t h0, hn, tn, rows, t0; /* key heads h0 .. h0 + hn - 1; tokens t0 .. t0 + tn - 1 of the call */
   int64_t p0, p1;

@@ -30,7 +30,7 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
       const void *vh = vfew ? blk_row(t, t->io->v, s->v, j0, t->h0 + hh) : NULL;
       const float *vb = vfew ? NULL : attn_blk_kv(t, 1, j0, jn, t->h0 + hh, &ldv);
       if (p->xm) { /* sub-blocks of bounded spread where some row sees only part of the block */
-        p->fm->apply(t->uk, &p->fa, 1, jn, D, m, kb, ldk, ku, m, 1, t->ws + p->off_fms);
+        p->fm->apply(t->uk, &t->fa, 1, jn, D, m, kb, ldk, ku, m, 1, t->ws + p->off_fms);
         for (size_t a = 0, b; a < jn; a = b) {
           b = masked ? attn_blk_split(t->uk, m, ku, a, jn, tmp, tmp + m) : jn;
           attn_blk_exp_keys(t, hh, j0 + (int64_t)a, b - a, masked, ku + a * m, vb + a * ldv, pass,
@@ -43,7 +43,7 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
         continue;
       }
       if (p->fm) { /* psi(K_blk), read in place otherwise */
-        p->fm->apply(t->uk, &p->fa, 1, jn, D, D, kb, ldk, kf, D, 1, NULL);
+        p->fm->apply(t->uk, &t->fa, 1, jn, D, D, kb, ldk, kf, D, 1, NULL);
         t->uk->gemm(jn, rows, D, kf, D, 1, reg + p->off_qt, rows, t->ws + p->off_st, rows, NULL, 0);
       } else if (p->few) {
         t->uk->few_scores(p->kv_type, NULL, jn, rows, D, blk_row(t, t->io->k, s->k, j0, t->h0 + hh), ldk,

@@ -38,12 +38,20 @@ static ATTN_COLD attn_status blk_overflow(const attn_shape *s) {
                    s->h_q, s->d, s->dv);
 }
 
-attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_shape *s, attn_mask mask, float scale,
-                                   const attn_score_step *step, const void *step_params,
-                                   const attn_blocked_features *feat, const attn_blocked_select *sel,
+attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec *spec,
                                    const struct attn_ukernels *uk) {
-  *p = (attn_blocked_plan){.shape = s, .step = step, .step_params = step_params, .scale = scale, .m = s->d};
-  if (feat) p->fm = feat->fm, p->fa = feat->fa, p->m = feat->m;
+  const attn_shape *s = spec->shape;
+  const attn_mask mask = spec->mask;
+  const attn_score_step *step = spec->step;
+  const attn_blocked_features *feat = spec->feat;
+  const attn_blocked_select *sel = spec->sel;
+  *p = (attn_blocked_plan){.shape = s,
+                           .step = step,
+                           .step_params = spec->step_params,
+                           .scale = spec->scale,
+                           .m = s->d,
+                           .stats_sinks = spec->stats_sinks};
+  if (feat) p->fm = feat->fm, p->fm_xs = feat->xs, p->m = feat->m;
   p->xm = p->fm && p->fm->offsets;
   p->dsm = p->xm && p->fm->query == ATTN_EXPF_SOFTMAX;
   const size_t reach = s->n_q + s->n_kv; /* cannot overflow: both spans fit in PTRDIFF_MAX / 4 */

@@ -10,20 +10,21 @@ blk_task attn_blk_task_of(const attn_blocked_plan *p, const struct attn_ukernels
   const size_t t0 = task / p->groups * p->tb, h0 = task % p->groups * p->hg;
   const size_t tn = attn_min_sz(p->tb, s->n_q - t0);
   const int64_t p0 = (int64_t)s->n_kv - (int64_t)s->n_q + (int64_t)t0;
-  return (blk_task){p,
-                    uk,
-                    io,
-                    ws,
-                    h0,
-                    attn_min_sz(p->hg, s->h_k - h0),
-                    tn,
-                    tn * p->g,
-                    t0,
-                    p0,
-                    p0 + (int64_t)tn - 1,
-                    task % p->groups == p->groups - 1,
-                    0,
-                    tn * p->g};
+  return (blk_task){.p = p,
+                    .uk = uk,
+                    .io = io,
+                    .fa = {.xs = p->fm_xs, .wt = io->fm_wt},
+                    .ws = ws,
+                    .h0 = h0,
+                    .hn = attn_min_sz(p->hg, s->h_k - h0),
+                    .tn = tn,
+                    .rows = tn * p->g,
+                    .t0 = t0,
+                    .p0 = p0,
+                    .p1 = p0 + (int64_t)tn - 1,
+                    .last_group = task % p->groups == p->groups - 1,
+                    .c0 = 0,
+                    .ldq = tn * p->g};
 }
 
 /* The keys some row of the task sees: [*lo, *hi] (empty when hi < lo). */
@@ -64,10 +65,10 @@ void attn_blk_begin(const blk_task *t, int first, int queries) {
     for (size_t gi = 0; queries && p->fm && gi < g; gi++) { /* u(q) row-major, or phi(q) transposed */
       const float *qh = io->q + t0 * s->q.row_stride + ((t->h0 + hh) * g + gi) * s->q.head_stride;
       if (p->xm)
-        p->fm->apply(t->uk, &p->fa, 0, tn, D, m, qh, s->q.row_stride, reg + p->off_uq + gi * m, g * m, 1,
+        p->fm->apply(t->uk, &t->fa, 0, tn, D, m, qh, s->q.row_stride, reg + p->off_uq + gi * m, g * m, 1,
                      ws + p->off_fms);
       else
-        p->fm->apply(t->uk, &p->fa, 0, tn, D, D, qh, s->q.row_stride, qt + gi, g, rows, NULL);
+        p->fm->apply(t->uk, &t->fa, 0, tn, D, D, qh, s->q.row_stride, qt + gi, g, rows, NULL);
     }
     if (queries && !p->fm) { /* column r = ti g + gi of d x rows; few: row r of R x d */
       const float *qh = io->q + t0 * s->q.row_stride + (t->h0 + hh) * g * s->q.head_stride;

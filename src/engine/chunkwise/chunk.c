@@ -27,7 +27,7 @@ void attn_cw_absorb_to(const cw_ctx *x, float *kf, float *S, size_t cn, int accu
 int attn_cw_load_kv(const cw_ctx *x, size_t j0, size_t cn) {
   const attn_chunkwise_plan *p = x->p;
   const attn_shape *s = p->shape;
-  p->fm->apply(x->uk, &p->fa, 1, cn, s->d, p->m, cw_k_row(x, j0), x->gk ? s->d : s->k.row_stride,
+  p->fm->apply(x->uk, &x->fa, 1, cn, s->d, p->m, cw_k_row(x, j0), x->gk ? s->d : s->k.row_stride,
                p->fm->offsets ? x->ku : x->kf, p->m, 1, x->fs);
   const float *v = cw_v_row(x, j0);
   const size_t ldv = x->gv ? s->dv : s->v.row_stride;
@@ -67,11 +67,11 @@ void attn_cw_load_q(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t
   const float *q = cw_q_row(x, h / p->qdiv, t0);
   const size_t ldq = x->gq ? s->d : s->q.row_stride;
   if (!p->fm->offsets) {
-    p->fm->apply(x->uk, &p->fa, 0, cn, s->d, p->m, q, ldq, x->qt, rs, cs, x->fs);
+    p->fm->apply(x->uk, &x->fa, 0, cn, s->d, p->m, q, ldq, x->qt, rs, cs, x->fs);
     return;
   }
   const size_t m = p->m;
-  p->fm->apply(x->uk, &p->fa, 0, cn, s->d, m, q, ldq, x->qu, m, 1, x->fs);
+  p->fm->apply(x->uk, &x->fa, 0, cn, s->d, m, q, ldq, x->qu, m, 1, x->fs);
   if (p->fm->query == ATTN_EXPF_SOFTMAX) { /* running denominators: z, then the chunk's keys */
     for (size_t f = 0; f < m; f++) x->rn[f] = S[f * p->lds + s->dv];
     x->uk->expfeat(ATTN_EXPF_SOFTMAX, cn, m, x->qu, m, intra ? x->kf : NULL, m, x->rn, NULL, x->qt, rs, cs);

@@ -35,7 +35,8 @@ static void dl_step(const dl_ctx *x, float *S, size_t t) {
   }
   for (size_t f = 0; f < d; f++) fa[f] = g ? g[f] * kv[f] : kv[f];
   x->uk->linear_step(d, dv, fa, NULL, v, 0.0f, S, dv, u, NULL);
-  for (size_t c = 0; c < dv; c++) dl[c] = bt * (v[c] - u[c]);
+  const float z = attn_delta_poison(dv, v); /* a non-finite v: every column of delta NaN */
+  for (size_t c = 0; c < dv; c++) dl[c] = bt * (v[c] - u[c]) + z;
   float qk = 0.0f;
   for (size_t f = 0; f < d; f++) qk += qv[f] * kv[f], fa[f] = g ? g[f] * qv[f] : qv[f];
   x->uk->linear_step(d, dv, fa, kv, dl, qk, S, dv, x->io->o + t * s->o.row_stride + x->h * s->o.head_stride, g);

@@ -21,13 +21,25 @@ static void dl_norm(size_t n, float *restrict x, int l2norm, float a) {
     for (size_t f = 0; f < n; f++) x[f] *= a;
 }
 
+float attn_delta_poison(size_t n, const float *x) {
+  float z = 0.0f;
+  for (size_t i = 0; i < n; i++) z += 0.0f * x[i]; /* 0 x inf and 0 x NaN are NaN */
+  return z;
+}
+
+/* x = a x / |x| (or a x), then NaN everywhere when x held a non-finite element. */
+static void dl_token_row(size_t n, float *x, const float *src, int l2norm, float a) {
+  memcpy(x, src, n * sizeof(float));
+  const float z = attn_delta_poison(n, x);
+  dl_norm(n, x, l2norm, a);
+  for (size_t f = 0; z != 0.0f && f < n; f++) x[f] += z; /* z is 0 or NaN */
+}
+
 void attn_delta_token(const dl_ctx *x, size_t t, float *qv, float *kv) {
   const attn_delta_plan *p = x->p;
   const attn_shape *s = p->shape;
-  memcpy(qv, dl_row(x->io->q, s->q, t, x->hk), s->d * sizeof(float));
-  memcpy(kv, dl_row(x->io->k, s->k, t, x->hk), s->d * sizeof(float));
-  dl_norm(s->d, qv, p->l2norm, p->scale);
-  dl_norm(s->d, kv, p->l2norm, 1.0f);
+  dl_token_row(s->d, qv, dl_row(x->io->q, s->q, t, x->hk), p->l2norm, p->scale);
+  dl_token_row(s->d, kv, dl_row(x->io->k, s->k, t, x->hk), p->l2norm, 1.0f);
 }
 
 int attn_delta_load(const dl_ctx *x, size_t j0, size_t cn) {

@@ -26,6 +26,7 @@ typedef struct cw_ctx {
   const attn_chunkwise_plan *p;
   const struct attn_ukernels *uk;
   const attn_chunkwise_io *io;
+  attn_fm_args fa; /* the map's arguments: the plan's scale, the call's W^T */
   float *kf, *va, *qt, *at, *oc, *fs;
   float *ku, *qu;            /* exponential maps: pre-exponential key and query features (C x m) */
   float *cp, *cn, *rn;       /* exponential maps: offsets before and after the chunk, running row (m) */
@@ -95,6 +96,7 @@ static inline cw_ctx cw_ctx_of(const attn_chunkwise_plan *p, const struct attn_u
   return (cw_ctx){.p = p,
                   .uk = uk,
                   .io = io,
+                  .fa = {.xs = p->fm_xs, .wt = io->fm_wt},
                   .kf = ws + p->off_kf,
                   .va = ws + p->off_va,
                   .qt = ws + p->off_qt,

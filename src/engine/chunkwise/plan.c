@@ -25,7 +25,7 @@ attn_status attn_chunkwise_shape(attn_chunkwise_plan *p, const attn_shape *s, si
   *p = (attn_chunkwise_plan){.shape = s,
                              .fm = fm,
                              .g = *g,
-                             .fa = {.xs = fm->offsets ? sqrtf(scale) : 1.0f, .wt = NULL},
+                             .fm_xs = fm->offsets ? sqrtf(scale) : 1.0f,
                              .causal = causal,
                              .normalize = normalize,
                              .divide = normalize && fm->divide,

@@ -60,6 +60,21 @@ TCase *tu_tcase(const char *name) {
   return tc;
 }
 
+Suite *tu_suite(attn_isa active, const tu_entry *tests, size_t count) {
+  Suite *s = suite_create(attn_isa_name(active));
+  TCase *tc = NULL;
+  const char *name = NULL;
+  for (size_t i = 0; i < count; ++i) {
+    if (!tc || strcmp(tests[i].tcase, name) != 0) {
+      name = tests[i].tcase;
+      tc = tu_tcase(name);
+      suite_add_tcase(s, tc);
+    }
+    tcase_add_loop_test(tc, tests[i].test, 0, tests[i].loops);
+  }
+  return s;
+}
+
 int tu_small(void) {
   const char *s = getenv("ATTN_TEST_SCALE");
   return s && strcmp(s, "small") == 0;

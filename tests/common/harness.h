@@ -32,6 +32,16 @@ int tu_main(Suite *(*make_suite)(attn_isa active));
 int tu_run_suite(Suite *s);
 /** A TCase with the suite-wide timeout. */
 TCase *tu_tcase(const char *name);
+/** One row of a suite's list of tests: its TCase's name, the test, and how many times it runs
+ *  (_i = 0 .. loops - 1; 1 for a test without a loop: tcase_add_test is that loop of one). */
+typedef struct tu_entry {
+  const char *tcase;
+  const TTest *test;
+  int loops;
+} tu_entry;
+/** A suite named after the path, holding the tests in order; consecutive rows of one TCase name
+ *  share that TCase (tu_tcase). */
+Suite *tu_suite(attn_isa active, const tu_entry *tests, size_t count);
 /** 1 when ATTN_TEST_SCALE=small (cross runs under qemu): drop the heaviest table rows. */
 int tu_small(void);
 /** Table-row filter for small runs: work = n_q * n_kv * heads * (d + dv); rows above it are heavy. */

@@ -449,4 +449,42 @@ static inline double tol_stats_dw_gau(double w, size_t d, double g) {
   return 2.0 * sqrt(w) * e + e * e + 2.0 * TOL_U * w;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Delta rule (attn_delta; tests/ops/check_delta.c): the library's fp32 chunkwise form (a unit-   */
+/* lower-triangular solve per chunk, then GEMMs) or its fp32 recurrence (decode) against the      */
+/* float64 token recurrence (tests/ref/ref_delta.h). Bound: |got - ref| <= tol_delta(d, C) scale  */
+/* + TOL_DT_FLOOR with scale the reference's: column c of the state follows a map of 2-norm <=    */
+/* the token's largest decay (I - beta k k^T is a contraction for beta |k|^2 in [0, 2]), so an     */
+/* error made at one token only shrinks later; the scale sums, in quadrature over the tokens and  */
+/* damped by the decays, the magnitudes each token rounds (|S~| (1 + G), G the chunk-local log-   */
+/* gate sum whose rounding is a relative error of the decays, and |k| |delta|), times |scale| |q|  */
+/* for an output. Per unit of that scale: C0 for the roundings every token makes whatever its    */
+/* sizes (normalisation of q and k, the decay, beta, the subtraction, the update, the output),    */
+/* CD sqrt(d) for the dot products of length d (S~^T k, S^T q, W S_0, K^T Delta), CC sqrt(C) for  */
+/* the chunk's sums over up to C tokens (the forward substitution, T V, A Delta). CD and CC are   */
+/* 1/2, not 1: the scale takes 2-norm products |q| |S[:, c]| (Cauchy-Schwarz), which exceed the    */
+/* sums of |terms| a dot product's rounding is proportional to, and ignores the contraction.      */
+/* FLOOR: a float exp flushes decays below e^-87.3 to 0, and subnormal products round absolutely  */
+/* (gates of -60 and -200 per token).                                                            */
+/* OBSERVED (ATTN_TEST_REPORT=1; gcc 12 -O2 debugoptimized, x86-64: AVX2 and AVX-512 native, NEON */
+/* through SIMDe; default chunks 16 scalar and avx512, 12 avx2 and neon): largest err/scale [share */
+/* of the bound]                                                                                 */
+/*   family        scalar            avx2              avx512            neon                    */
+/*   delta.o       1.38e-07 [0.29]   1.15e-07 [0.27]   1.34e-07 [0.28]   1.20e-07 [0.27]         */
+/*   delta.state   5.75e-08 [0.12]   7.74e-08 [0.17]   5.75e-08 [0.12]   7.74e-08 [0.17]         */
+/*   delta.long    7.34e-08 [0.12]   7.09e-08 [0.12]   7.07e-08 [0.12]   7.34e-08 [0.13]         */
+/*   delta.prop    4.63e-08 [0.05]   4.17e-08 [0.05]   4.17e-08 [0.05]   5.83e-08 [0.06]         */
+/* (delta.long: 4096 tokens, d 64; delta.prop: decode or pieces against one call, twice the bound) */
+/* The largest shares are strong per-channel decays (-20 per token) and chunk 2 at d = 5, beta 2   */
+/* and plain rows stay below 0.2: every case errs by ~1-2.5u of its scale.                       */
+/* ------------------------------------------------------------------------------------------ */
+#define TOL_DT_C0    4.0
+#define TOL_DT_CD    0.5
+#define TOL_DT_CC    0.5
+#define TOL_DT_FLOOR 0x1p-110
+
+static inline double tol_delta(size_t d, size_t chunk) {
+  return TOL_U * (TOL_DT_C0 + TOL_DT_CD * sqrt((double)d) + TOL_DT_CC * sqrt((double)chunk));
+}
+
 #endif /* ATTN_TEST_TOLERANCES_H */

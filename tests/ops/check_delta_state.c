@@ -1,0 +1,813 @@
+/*
+ * State checkpoints (attn_delta, attn_linear_checkpointed) and the delta rule's threads and bad
+ * input, on the ISA path named by ATTN_ISA. TCases: "checkpoints" (restoring checkpoint i and
+ * calling on the rest gives the checkpointed call's bits; checkpoint states against the float64
+ * reference; 1, 2, 3, 8 workers and a scrambled parallel-for give the same bits; the same for
+ * attn_linear_checkpointed) and "bad_input" (the status of every bad argument; nothing written).
+ *
+ * TOLERANCES: tests/common/tolerances.h (delta rule): |got - ref| <= tol_delta(d, C) * scale +
+ * TOL_DT_FLOOR with scale the reference's error scale (ref_delta.h). Two library results (decode
+ * vs prefill, pieces vs one call) may each be off by the bound: TOL_PROPERTY_FACTOR times it.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "linear_util.h"
+#include "test_util.h"
+#include "tolerances.h"
+
+#include "delta_util.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Checkpoints and threads                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+/* A parallel-for on the calling thread that runs the tasks in a scrambled order, each as another
+ * of 5 workers (tests/check_parallel.c's "shuffle"). */
+static void dt_shuffle_for(void *pool, attn_task_fn fn, void *ctx, size_t tasks) {
+  (void)pool;
+  const int coprime = tasks % 7 != 0;
+  for (size_t k = 0; k < tasks; k++) fn(ctx, coprime ? (k * 7 + 3) % tasks : tasks - 1 - k, (k * 3 + 1) % 5);
+}
+
+/* The checkpoint positions of a call of n tokens with chunk C: the first token, inside the first
+ * chunk, a chunk's end, inside the second, two in a row, the last token. */
+static size_t dt_afters(size_t n, size_t C, size_t *after) {
+  const size_t want[] = {0, 3, C - 1, C + 4, 2 * C - 1, 2 * C, 2 * C + 1, n - 1};
+  size_t count = 0;
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; ++i)
+    if (want[i] < n && (count == 0 || want[i] > after[count - 1])) after[count++] = want[i];
+  return count;
+}
+
+/* One checkpointed call from a random state: its checkpoint states against the reference; then for
+ * each checkpoint i, a call from a copy of it on the tokens after it (with the later checkpoints,
+ * shifted) must give the same bits: o rows, later checkpoints and the final state. Cases: the
+ * property configurations, without threads and on a pool of 3. */
+START_TEST(delta_checkpoint_restore) {
+  const dt_pcase *p = &dt_pcases[_i % dt_npcases];
+  attn_delta_desc d;
+  dt_in in;
+  size_t C, n;
+  tu_rng rng;
+  dt_pcase_setup(p, 45000 + (uint64_t)_i, 2, 7, &d, &in, &C, &n, &rng);
+  attn_pool *pool = NULL;
+  attn_threads th;
+  if (_i >= (int)dt_npcases) {
+    ck_assert_int_eq(attn_pool_create(3, &pool), ATTN_OK);
+    ck_assert_int_eq(attn_pool_threads(pool, &th), ATTN_OK);
+    d.shape.threads = &th;
+  }
+  size_t after[8];
+  const size_t count = dt_afters(n, C, after), sf = dt_state_floats(&d), row = p->hv * p->dv;
+  float *st = dt_state(&d, &rng, 1), *s0 = dt_copy_state(&d, st);
+  float *cks = tu_alloc(sizeof(float) * count * sf, 0);
+  const attn_checkpoints ck = {count, after, cks};
+  tu_tensor o;
+  dt_call(&d, &in, 0, n, st, &ck, &o);
+  dt_ref r;
+  dt_ref_run(&r, &d, &in, 0, n, s0, C, count, after);
+  dt_compare("delta.o", "checkpointed call", &o, r.o, r.os, p->d, C, 1.0);
+  dt_check_state("checkpointed call's state", &d, st, r.s, r.ss, C, 1.0);
+  char what[128];
+  for (size_t i = 0; i < count; ++i) {
+    snprintf(what, sizeof what, "checkpoint %zu (after token %zu, C %zu, case %d)", i, after[i], C, _i);
+    dt_check_state(what, &d, cks + i * sf, r.ck + i * sf, r.cks + i * sf, C, 1.0);
+  }
+  tu_assert_same_bits("checkpoint after the last token vs the final state", cks + (count - 1) * sf, st,
+                      sizeof(float) * sf);
+  for (size_t i = 0; i + 1 < count; ++i) {
+    const size_t t0 = after[i] + 1, rest = count - 1 - i;
+    size_t later[8];
+    for (size_t j = 0; j < rest; ++j) later[j] = after[i + 1 + j] - t0;
+    float *rs = dt_copy_state(&d, cks + i * sf), *rck = tu_alloc(sizeof(float) * rest * sf, 0);
+    const attn_checkpoints ck2 = {rest, later, rck};
+    tu_tensor o2;
+    dt_call(&d, &in, t0, n - t0, rs, &ck2, &o2);
+    snprintf(what, sizeof what, "restored checkpoint %zu (tokens %zu..%zu, case %d): o", i, t0, n, _i);
+    tu_assert_same_bits(what, tu_at(&o, t0, 0, 0), o2.data, sizeof(float) * (n - t0) * row);
+    snprintf(what, sizeof what, "restored checkpoint %zu: final state", i);
+    tu_assert_same_bits(what, st, rs, sizeof(float) * sf);
+    snprintf(what, sizeof what, "restored checkpoint %zu: later checkpoints", i);
+    tu_assert_same_bits(what, cks + (i + 1) * sf, rck, sizeof(float) * rest * sf);
+    tu_tensor_free(&o2);
+    tu_free(rs);
+    tu_free(rck);
+  }
+  dt_ref_free(&r);
+  tu_tensor_free(&o);
+  tu_free(st);
+  tu_free(s0);
+  tu_free(cks);
+  attn_pool_destroy(pool);
+  dt_in_free(&in);
+}
+END_TEST
+
+/* Threads: pools of 1, 2, 3 and 8 workers and a scrambled parallel-for give the bits of the call
+ * without threads (o, final state, checkpoints): a prefill with checkpoints, a decode step, a
+ * speculative block. */
+START_TEST(delta_threads_bit_identical) {
+  static const struct {
+    attn_delta_gate gate;
+    size_t hk, hv, cn, nb, d, dv, chunk;
+  } tc[] = {{ATTN_DELTA_FEATURE, 2, 6, 3, 5, 16, 16, 0},
+            {ATTN_DELTA_SCALAR, 1, 8, 0, 1, 64, 64, 0},
+            {ATTN_DELTA_PLAIN, 3, 3, 0, 5, 5, 7, 0},
+            {ATTN_DELTA_SCALAR, 2, 4, 4, 3, 16, 8, 16}};
+  tu_rng rng;
+  tu_rng_seed(&rng, 46000 + (uint64_t)_i);
+  attn_delta_desc d;
+  dt_desc(&d, tc[_i].hk, tc[_i].hv, tc[_i].d, tc[_i].dv, tc[_i].gate, tc[_i].chunk, 1);
+  const size_t C = dt_chunk(&d), n = tc[_i].cn * C + tc[_i].nb, sf = dt_state_floats(&d);
+  const dt_spec s = {.gate = tc[_i].gate, .layout = TU_TOKEN_MAJOR};
+  dt_in in;
+  dt_in_make(&in, &s, &rng, n, tc[_i].hk, tc[_i].hv, tc[_i].d, tc[_i].dv);
+  size_t after[8];
+  const size_t count = dt_afters(n, C, after);
+  float *s0 = dt_state(&d, &rng, 1), *st[6], *ck[6];
+  tu_tensor o[6];
+  for (int w = 0; w < 6; ++w) { /* none, pools of 1, 2, 3, 8, shuffle */
+    static const size_t workers[] = {0, 1, 2, 3, 8};
+    attn_pool *pool = NULL;
+    attn_threads th = {dt_shuffle_for, NULL, 5};
+    attn_delta_desc dw = d;
+    if (w >= 1 && w <= 4) {
+      ck_assert_int_eq(attn_pool_create(workers[w], &pool), ATTN_OK);
+      ck_assert_int_eq(attn_pool_threads(pool, &th), ATTN_OK);
+    }
+    dw.shape.threads = w ? &th : NULL;
+    st[w] = dt_copy_state(&d, s0);
+    ck[w] = tu_alloc(sizeof(float) * count * sf, 0);
+    const attn_checkpoints cp = {count, after, ck[w]};
+    dt_call(&dw, &in, 0, n, st[w], &cp, &o[w]);
+    attn_pool_destroy(pool);
+    if (w == 0) continue;
+    char what[96];
+    snprintf(what, sizeof what, "threads %d vs none: o (case %d)", w, _i);
+    tu_assert_same_bits(what, o[0].data, o[w].data, sizeof(float) * o[0].span);
+    snprintf(what, sizeof what, "threads %d vs none: state", w);
+    tu_assert_same_bits(what, st[0], st[w], sizeof(float) * sf);
+    snprintf(what, sizeof what, "threads %d vs none: checkpoints", w);
+    tu_assert_same_bits(what, ck[0], ck[w], sizeof(float) * count * sf);
+  }
+  for (int w = 0; w < 6; ++w) {
+    tu_tensor_free(&o[w]);
+    tu_free(st[w]);
+    tu_free(ck[w]);
+  }
+  tu_free(s0);
+  dt_in_free(&in);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
+/* Bad input: each row changes one argument of a valid call (n 5, h_k 2, h_v 4, d 8, dv 6,      */
+/* SCALAR gates, a state, checkpoints after tokens 1 and 3); the call answers the row's status   */
+/* (descriptor rows: every size query too, without writing its output), and o, the state, the    */
+/* checkpoint states and every input are unchanged.                                              */
+/* ------------------------------------------------------------------------------------------ */
+enum { BN = 5, BHK = 2, BHV = 4, BD = 8, BDV = 6 };
+
+typedef enum db_kind {
+  DB_DESC_NULL,
+  DB_Q_NULL,
+  DB_K_NULL,
+  DB_V_NULL,
+  DB_O_NULL,
+  DB_BETA_NULL,
+  DB_GATE_NULL,
+  DB_WS_NULL,
+  DB_N_0,
+  DB_D_0,
+  DB_DV_0,
+  DB_HQ_NE_HK,
+  DB_HV_NOT_MULTIPLE,
+  DB_HK_ABOVE_HV,
+  DB_NQ_NE_NKV,
+  DB_GATE_POS,
+  DB_GATE_TINY_POS,
+  DB_GATE_NAN,
+  DB_GATE_NINF,
+  DB_GATE_PINF,
+  DB_FEAT_POS,
+  DB_FEAT_NAN,
+  DB_BETA_NEG,
+  DB_BETA_NAN,
+  DB_BETA_INF,
+  DB_PLAIN_GATE,
+  DB_KIND_3,
+  DB_KIND_NEG,
+  DB_L2_2,
+  DB_L2_NEG,
+  DB_CHUNK_BIG,
+  DB_F16,
+  DB_SCALE_NAN,
+  DB_SCALE_INF,
+  DB_QROW_SMALL,
+  DB_FEAT_HEAD_STRIDE,
+  DB_WS_SMALL,
+  DB_O_IS_Q,
+  DB_O_IN_V,
+  DB_O_IN_STATE,
+  DB_O_IN_WS,
+  DB_O_IN_GATE,
+  DB_STATE_IS_K,
+  DB_STATE_IN_WS,
+  DB_CK_IN_O,
+  DB_CK_IS_STATE,
+  DB_CK_IN_Q,
+  DB_CK_UNSORTED,
+  DB_CK_DUP,
+  DB_CK_RANGE,
+  DB_CK_AFTER_NULL,
+  DB_CK_STATES_NULL
+} db_kind;
+
+typedef struct db_case {
+  const char *name;
+  db_kind kind;
+  attn_status expect;
+  int desc_level;
+} db_case;
+
+#define DB(k, s, lvl) .kind = (k), .expect = (s), .desc_level = (lvl)
+static const db_case db_cases[] = {
+    {"desc NULL", DB(DB_DESC_NULL, ATTN_E_NULL_POINTER, 0)},
+    {"q NULL", DB(DB_Q_NULL, ATTN_E_NULL_POINTER, 0)},
+    {"k NULL", DB(DB_K_NULL, ATTN_E_NULL_POINTER, 0)},
+    {"v NULL", DB(DB_V_NULL, ATTN_E_NULL_POINTER, 0)},
+    {"o NULL", DB(DB_O_NULL, ATTN_E_NULL_POINTER, 0)},
+    {"beta NULL", DB(DB_BETA_NULL, ATTN_E_NULL_POINTER, 0)},
+    {"log_gate NULL (SCALAR)", DB(DB_GATE_NULL, ATTN_E_NULL_POINTER, 0)},
+    {"workspace NULL", DB(DB_WS_NULL, ATTN_E_NULL_POINTER, 0)},
+    {"n 0", DB(DB_N_0, ATTN_E_ZERO_SIZE, 1)},
+    {"d 0", DB(DB_D_0, ATTN_E_ZERO_SIZE, 1)},
+    {"dv 0", DB(DB_DV_0, ATTN_E_ZERO_SIZE, 1)},
+    {"h_q 4 != h_k 2", DB(DB_HQ_NE_HK, ATTN_E_BAD_HEADS, 1)},
+    {"h_v 3 not a multiple of h_k 2", DB(DB_HV_NOT_MULTIPLE, ATTN_E_BAD_HEADS, 1)},
+    {"h_k 4 above h_v 2", DB(DB_HK_ABOVE_HV, ATTN_E_BAD_HEADS, 1)},
+    {"n_q 4 != n_kv 5", DB(DB_NQ_NE_NKV, ATTN_E_BAD_ARGUMENT, 1)},
+    {"a log gate +0.25", DB(DB_GATE_POS, ATTN_E_BAD_GATE, 0)},
+    {"a log gate +1e-30", DB(DB_GATE_TINY_POS, ATTN_E_BAD_GATE, 0)},
+    {"a log gate NaN", DB(DB_GATE_NAN, ATTN_E_BAD_GATE, 0)},
+    {"a log gate -inf", DB(DB_GATE_NINF, ATTN_E_BAD_GATE, 0)},
+    {"a log gate +inf", DB(DB_GATE_PINF, ATTN_E_BAD_GATE, 0)},
+    {"a FEATURE log gate +0.5 (last channel)", DB(DB_FEAT_POS, ATTN_E_BAD_GATE, 0)},
+    {"a FEATURE log gate NaN (last channel)", DB(DB_FEAT_NAN, ATTN_E_BAD_GATE, 0)},
+    {"a beta -0.5", DB(DB_BETA_NEG, ATTN_E_BAD_GATE, 0)},
+    {"a beta NaN", DB(DB_BETA_NAN, ATTN_E_BAD_GATE, 0)},
+    {"a beta +inf", DB(DB_BETA_INF, ATTN_E_BAD_GATE, 0)},
+    {"log_gate given to PLAIN", DB(DB_PLAIN_GATE, ATTN_E_BAD_GATE, 0)},
+    {"gate kind 3", DB(DB_KIND_3, ATTN_E_BAD_GATE, 1)},
+    {"gate kind -1", DB(DB_KIND_NEG, ATTN_E_BAD_GATE, 1)},
+    {"qk_l2norm 2", DB(DB_L2_2, ATTN_E_BAD_ARGUMENT, 1)},
+    {"qk_l2norm -1", DB(DB_L2_NEG, ATTN_E_BAD_ARGUMENT, 1)},
+    {"chunk ATTN_LINEAR_MAX_CHUNK + 1", DB(DB_CHUNK_BIG, ATTN_E_BAD_ARGUMENT, 1)},
+    {"kv_type ATTN_F16", DB(DB_F16, ATTN_E_BAD_DTYPE, 1)},
+    {"scale NaN", DB(DB_SCALE_NAN, ATTN_E_BAD_SCALE, 1)},
+    {"scale +inf", DB(DB_SCALE_INF, ATTN_E_BAD_SCALE, 1)},
+    {"q row stride < d", DB(DB_QROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
+    {"FEATURE gate head stride d - 1", DB(DB_FEAT_HEAD_STRIDE, ATTN_E_BAD_STRIDE, 1)},
+    {"workspace one byte short", DB(DB_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0)},
+    {"o is q", DB(DB_O_IS_Q, ATTN_E_ALIASING, 0)},
+    {"o inside v", DB(DB_O_IN_V, ATTN_E_ALIASING, 0)},
+    {"o inside the state", DB(DB_O_IN_STATE, ATTN_E_ALIASING, 0)},
+    {"o inside the workspace", DB(DB_O_IN_WS, ATTN_E_ALIASING, 0)},
+    {"o inside the log gates", DB(DB_O_IN_GATE, ATTN_E_ALIASING, 0)},
+    {"state is k", DB(DB_STATE_IS_K, ATTN_E_ALIASING, 0)},
+    {"state inside the workspace", DB(DB_STATE_IN_WS, ATTN_E_ALIASING, 0)},
+    {"checkpoint states inside o", DB(DB_CK_IN_O, ATTN_E_ALIASING, 0)},
+    {"checkpoint states are the state", DB(DB_CK_IS_STATE, ATTN_E_ALIASING, 0)},
+    {"checkpoint states inside q", DB(DB_CK_IN_Q, ATTN_E_ALIASING, 0)},
+    {"checkpoints {3, 1}", DB(DB_CK_UNSORTED, ATTN_E_BAD_ARGUMENT, 0)},
+    {"checkpoints {2, 2}", DB(DB_CK_DUP, ATTN_E_BAD_ARGUMENT, 0)},
+    {"checkpoints {1, n}", DB(DB_CK_RANGE, ATTN_E_BAD_ARGUMENT, 0)},
+    {"checkpoints' after NULL", DB(DB_CK_AFTER_NULL, ATTN_E_NULL_POINTER, 0)},
+    {"checkpoints' states NULL", DB(DB_CK_STATES_NULL, ATTN_E_NULL_POINTER, 0)},
+};
+#define DB_NCASES (sizeof db_cases / sizeof db_cases[0])
+
+/* Every size query answers want; on an error none writes its output. */
+static void db_assert_queries(const attn_delta_desc *d, attn_status want) {
+  size_t ws = 777, st = 777, c = 777;
+  ck_assert_int_eq(attn_delta_workspace_size(d, &ws), want);
+  ck_assert_int_eq(attn_delta_state_size(d, &st), want);
+  ck_assert_int_eq(attn_delta_chunk_size(d, &c), want);
+  if (want != ATTN_OK) ck_assert(ws == 777 && st == 777 && c == 777);
+}
+
+START_TEST(delta_rejects_bad_input) {
+  const db_case *c = &db_cases[_i];
+  tu_rng rng;
+  tu_rng_seed(&rng, 48000 + (uint64_t)_i);
+  tu_qkv x; /* q, k [n][h_k][d]; v [n][h_v][dv] */
+  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, BN, BN, BHK, BHK, BHV, BD, BDV);
+  const size_t gfloats = (size_t)BN * BHV * BD, bfloats = (size_t)BN * BHV, sf = (size_t)BHV * BD * BDV;
+  float *lg = malloc(sizeof(float) * gfloats), *beta = malloc(sizeof(float) * bfloats);
+  ck_assert(lg && beta);
+  for (size_t e = 0; e < gfloats; ++e) lg[e] = tu_rng_range(&rng, -3.0f, 0.0f);
+  for (size_t e = 0; e < bfloats; ++e) beta[e] = tu_rng_range(&rng, 0.0f, 1.0f);
+  attn_delta_desc d;
+  dt_desc(&d, BHK, BHV, BD, BDV, ATTN_DELTA_SCALAR, 0, 1);
+  d.shape.n_q = d.shape.n_kv = BN;
+  const attn_layout feat = {(size_t)BHV * BD, BD};
+  size_t need = 0;
+  ck_assert_int_eq(attn_delta_workspace_size(&d, &need), ATTN_OK);
+  ck_assert_uint_gt(need, 0);
+  tu_tensor o;
+  tu_tensor_alloc(&o, TU_TOKEN_MAJOR, BN, BHV, BDV, 1);
+  void *ws = tu_alloc(need + 4096, 0);
+  float *state = dt_state(&d, &rng, 1), *cks = tu_alloc(sizeof(float) * 2 * sf, 0);
+  size_t after[2] = {1, 3};
+  attn_checkpoints ck = {2, after, cks};
+  const float *qp = x.q.data, *kp = x.k.data, *vp = x.v.data, *gp = lg, *bp = beta;
+  float *op = o.data, *sp = state;
+  void *wp = ws;
+  size_t wsize = need;
+  const attn_delta_desc *dp = &d;
+  const size_t last = bfloats - 1; /* the last token's last head (SCALAR gates and beta) */
+  switch (c->kind) {
+    case DB_DESC_NULL:
+      dp = NULL;
+      break;
+    case DB_Q_NULL:
+      qp = NULL;
+      break;
+    case DB_K_NULL:
+      kp = NULL;
+      break;
+    case DB_V_NULL:
+      vp = NULL;
+      break;
+    case DB_O_NULL:
+      op = NULL;
+      break;
+    case DB_BETA_NULL:
+      bp = NULL;
+      break;
+    case DB_GATE_NULL:
+      gp = NULL;
+      break;
+    case DB_WS_NULL:
+      wp = NULL;
+      break;
+    case DB_N_0:
+      d.shape.n_q = d.shape.n_kv = 0;
+      break;
+    case DB_D_0:
+      d.shape.d = 0;
+      break;
+    case DB_DV_0:
+      d.shape.dv = 0;
+      break;
+    case DB_HQ_NE_HK:
+      d.shape.h_q = 4;
+      d.shape.q.row_stride = 4 * BD;
+      break;
+    case DB_HV_NOT_MULTIPLE:
+      d.shape.h_v = 3;
+      break;
+    case DB_HK_ABOVE_HV:
+      d.shape.h_q = d.shape.h_k = 4;
+      d.shape.h_v = 2;
+      d.shape.q.row_stride = d.shape.k.row_stride = 4 * BD;
+      break;
+    case DB_NQ_NE_NKV:
+      d.shape.n_q = BN - 1;
+      break;
+    case DB_GATE_POS:
+      lg[last] = 0.25f;
+      break;
+    case DB_GATE_TINY_POS:
+      lg[last] = 1e-30f;
+      break;
+    case DB_GATE_NAN:
+      lg[last] = NAN;
+      break;
+    case DB_GATE_NINF:
+      lg[last] = -INFINITY;
+      break;
+    case DB_GATE_PINF:
+      lg[last] = INFINITY;
+      break;
+    case DB_FEAT_POS:
+    case DB_FEAT_NAN:
+      d.gate = ATTN_DELTA_FEATURE;
+      d.gate_layout = feat;
+      lg[gfloats - 1] = c->kind == DB_FEAT_POS ? 0.5f : NAN;
+      break;
+    case DB_BETA_NEG:
+      beta[last] = -0.5f;
+      break;
+    case DB_BETA_NAN:
+      beta[last] = NAN;
+      break;
+    case DB_BETA_INF:
+      beta[last] = INFINITY;
+      break;
+    case DB_PLAIN_GATE:
+      d.gate = ATTN_DELTA_PLAIN;
+      break;
+    case DB_KIND_3:
+      d.gate = (attn_delta_gate)3;
+      break;
+    case DB_KIND_NEG:
+      d.gate = (attn_delta_gate)-1;
+      break;
+    case DB_L2_2:
+      d.qk_l2norm = 2;
+      break;
+    case DB_L2_NEG:
+      d.qk_l2norm = -1;
+      break;
+    case DB_CHUNK_BIG:
+      d.chunk = ATTN_LINEAR_MAX_CHUNK + 1;
+      break;
+    case DB_F16:
+      d.shape.kv_type = ATTN_F16;
+      break;
+    case DB_SCALE_NAN:
+      d.scale = NAN;
+      break;
+    case DB_SCALE_INF:
+      d.scale = INFINITY;
+      break;
+    case DB_QROW_SMALL:
+      d.shape.q.row_stride = BD - 1;
+      break;
+    case DB_FEAT_HEAD_STRIDE:
+      d.gate = ATTN_DELTA_FEATURE;
+      d.gate_layout = feat;
+      d.gate_layout.head_stride = BD - 1;
+      break;
+    case DB_WS_SMALL:
+      wsize = need - 1;
+      break;
+    case DB_O_IS_Q:
+      op = x.q.data;
+      break;
+    case DB_O_IN_V:
+      op = x.v.data + 5;
+      break;
+    case DB_O_IN_STATE:
+      op = state + 2;
+      break;
+    case DB_O_IN_WS:
+      op = (float *)ws + 4;
+      wsize = need + 4096;
+      break;
+    case DB_O_IN_GATE:
+      op = lg + 3;
+      break;
+    case DB_STATE_IS_K:
+      sp = x.k.data;
+      break;
+    case DB_STATE_IN_WS:
+      sp = (float *)ws + 8;
+      wsize = need + 4096;
+      break;
+    case DB_CK_IN_O:
+      ck.states = o.data + 7;
+      break;
+    case DB_CK_IS_STATE:
+      ck.states = state;
+      break;
+    case DB_CK_IN_Q:
+      ck.states = x.q.data;
+      break;
+    case DB_CK_UNSORTED:
+      after[0] = 3;
+      after[1] = 1;
+      break;
+    case DB_CK_DUP:
+      after[0] = after[1] = 2;
+      break;
+    case DB_CK_RANGE:
+      after[1] = BN;
+      break;
+    case DB_CK_AFTER_NULL:
+      ck.after = NULL;
+      break;
+    case DB_CK_STATES_NULL:
+      ck.states = NULL;
+      break;
+  }
+  tu_qkv_snapshot(&x);
+  float *lg0 = malloc(sizeof(float) * gfloats), *beta0 = malloc(sizeof(float) * bfloats);
+  float *state0 = malloc(sizeof(float) * sf);
+  ck_assert(lg0 && beta0 && state0);
+  memcpy(lg0, lg, sizeof(float) * gfloats);
+  memcpy(beta0, beta, sizeof(float) * bfloats);
+  memcpy(state0, state, sizeof(float) * sf);
+  const attn_status got = attn_delta(dp, qp, kp, vp, gp, bp, op, sp, &ck, wp, wsize);
+  ck_assert_msg(got == c->expect, "%s: got %s (%d), want %s (%d)", c->name, attn_status_string(got), (int)got,
+                attn_status_string(c->expect), (int)c->expect);
+  ck_assert_msg(attn_last_error()[0] != '\0', "%s: no error detail", c->name);
+  if (c->desc_level) db_assert_queries(&d, c->expect);
+  for (size_t e = 0; e < o.span; ++e) ck_assert_msg(isnan(o.data[e]), "%s: o written at %zu", c->name, e);
+  tu_assert_guards("o", o.owner);
+  tu_assert_guards("workspace", ws);
+  tu_assert_same_bits("state after a rejected call", state0, state, sizeof(float) * sf);
+  tu_assert_guards("state", state);
+  for (size_t e = 0; e < 2 * sf; ++e) ck_assert_msg(isnan(cks[e]), "%s: checkpoint state written at %zu", c->name, e);
+  tu_assert_guards("checkpoint states", cks);
+  tu_qkv_assert_unchanged(&x);
+  tu_assert_same_bits("log gates after a rejected call", lg0, lg, sizeof(float) * gfloats);
+  tu_assert_same_bits("beta after a rejected call", beta0, beta, sizeof(float) * bfloats);
+  free(lg0);
+  free(beta0);
+  free(state0);
+  tu_free(state);
+  tu_free(cks);
+  tu_free(ws);
+  tu_tensor_free(&o);
+  free(lg);
+  free(beta);
+  tu_qkv_free(&x);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
+/* attn_linear_checkpointed: GLA (identity, un-normalised, FEATURE gates) and elu1 normalised   */
+/* without gates; h 2, d 16, dv 8, causal.                                                      */
+/* ------------------------------------------------------------------------------------------ */
+static void lc_desc(attn_linear_desc *d, int gla, size_t n) {
+  ck_assert_int_eq(attn_linear_desc_init(d, n, n, 2, 2, 16, 8, gla ? ATTN_FEATURE_IDENTITY : ATTN_FEATURE_ELU1),
+                   ATTN_OK);
+  d->mask = attn_mask_causal();
+  if (gla) {
+    d->normalize = 0;
+    d->gate = ATTN_GATE_FEATURE;
+    d->gate_layout = (attn_layout){2 * 16, 16};
+  }
+}
+
+typedef struct lc_in {
+  tu_qkv x;
+  tu_tensor g, none; /* log gates [n][2][16] (GLA only); none: no beta */
+} lc_in;
+
+static void lc_in_make(lc_in *in, int gla, size_t n, tu_rng *r) {
+  memset(in, 0, sizeof *in);
+  tu_qkv_make(&in->x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, r, n, n, 2, 2, 2, 16, 8);
+  if (gla) {
+    tu_tensor_alloc(&in->g, TU_TOKEN_MAJOR, n, 2, 16, 0);
+    tu_tensor_fill(&in->g, r, -0.3f, 0.0f);
+  }
+}
+
+static void lc_call(const attn_linear_desc *base, const lc_in *in, size_t t0, size_t n, attn_linear_state *st,
+                    const attn_checkpoints *ck, tu_tensor *o) {
+  attn_linear_desc d = *base;
+  d.shape.n_q = d.shape.n_kv = n;
+  size_t need = 0;
+  ck_assert_int_eq(attn_linear_workspace_size(&d, &need), ATTN_OK);
+  tu_tensor_alloc(o, TU_TOKEN_MAJOR, n, 2, 8, 1);
+  void *ws = tu_alloc(need, 0);
+  const attn_status s =
+      attn_linear_checkpointed(&d, tu_at(&in->x.q, t0, 0, 0), tu_at(&in->x.k, t0, 0, 0), tu_at(&in->x.v, t0, 0, 0),
+                               dt_row(&in->g, t0), NULL, o->data, st, ck, ws, need);
+  ck_assert_msg(s == ATTN_OK, "attn_linear_checkpointed: %s: %s", attn_status_string(s), attn_last_error());
+  tu_assert_output_clean("o", o);
+  tu_assert_guards("workspace", ws);
+  tu_free(ws);
+  tu_qkv_assert_unchanged(&in->x);
+}
+
+/* A prefix of 10 tokens (ck NULL), then 2C + 7 tokens with checkpoints: each checkpoint against
+ * the gated reference's state after its token; restoring checkpoint i (its image in a bound
+ * state's data, tokens = 10 + after[i] + 1) and calling on the rest with the later checkpoints
+ * gives the same bits. Case bit 0: GLA; bit 1: a pool of 2 workers. */
+START_TEST(linear_checkpoint_restore) {
+  const int gla = _i & 1;
+  const size_t pre = 10;
+  tu_rng rng;
+  tu_rng_seed(&rng, 49000 + (uint64_t)_i);
+  attn_linear_desc d;
+  lc_desc(&d, gla, 1);
+  size_t C = 0;
+  ck_assert_int_eq(attn_linear_chunk_size(&d, &C), ATTN_OK);
+  const size_t n = 2 * C + 7;
+  attn_pool *pool = NULL;
+  attn_threads th;
+  if (_i & 2) {
+    ck_assert_int_eq(attn_pool_create(2, &pool), ATTN_OK);
+    ck_assert_int_eq(attn_pool_threads(pool, &th), ATTN_OK);
+    d.shape.threads = &th;
+  }
+  lc_in in;
+  lc_in_make(&in, gla, pre + n, &rng);
+  lu_state st;
+  lu_state_make(&st, &d);
+  tu_tensor o;
+  lc_call(&d, &in, 0, pre, &st.s, NULL, &o);
+  tu_tensor_free(&o);
+  ck_assert_uint_eq(st.s.tokens, pre);
+  double *s0 = lu_state_to_double(&st.s);
+  size_t after[8];
+  const size_t count = dt_afters(n, C, after), sf = lu_state_floats(&st.s), ld = st.s.ld;
+  float *cks = tu_alloc(sizeof(float) * count * sf, 0);
+  const attn_checkpoints ck = {count, after, cks};
+  lc_call(&d, &in, pre, n, &st.s, &ck, &o);
+  ck_assert_uint_eq(st.s.tokens, pre + n);
+  tu_assert_same_bits("last checkpoint vs final state", cks + (count - 1) * sf, st.s.data, sizeof(float) * sf);
+  char what[128];
+  for (size_t i = 0; i < count; ++i) { /* against the reference */
+    attn_linear_desc pd = d;
+    pd.shape.n_q = pd.shape.n_kv = after[i] + 1;
+    const tu_tensor q = tu_rows_view(&in.x.q, pre, after[i] + 1), k = tu_rows_view(&in.x.k, pre, after[i] + 1);
+    const tu_tensor v = tu_rows_view(&in.x.v, pre, after[i] + 1);
+    const tu_tensor g = in.g.data ? tu_rows_view(&in.g, pre, after[i] + 1) : in.g;
+    const ref_gated_problem p = lu_gated_problem(&pd, &q, &k, &v, &g, NULL, s0, C, C);
+    double *r = dt_doubles(6 * sf), *tol = r + 5 * sf;
+    const ref_gated_scales sc = {r + sf, r + 2 * sf, r + 3 * sf, r + 4 * sf};
+    ck_assert_uint_eq(ref_gated_state_heads(&p) * 16 * ld, sf);
+    ref_gated_state(&p, r, &sc);
+    for (size_t e = 0; e < sf; ++e)
+      tol[e] = tol_gated(pre + after[i] + 1, 0, sc.abs[e], sc.log[e], sc.step[e], sc.tiny[e]);
+    tu_tensor view;
+    memset(&view, 0, sizeof view);
+    view.data = cks + i * sf;
+    view.n = sf / ld;
+    view.h = 1;
+    view.w = ld;
+    view.l = (attn_layout){ld, ld};
+    snprintf(what, sizeof what, "linear checkpoint %zu (after token %zu, gla %d)", i, after[i], gla);
+    tu_compare("linear.ckpt", what, &view, r, sc.abs, tol);
+    free(r);
+  }
+  for (size_t i = 0; i + 1 < count; ++i) { /* restore and continue */
+    const size_t t0 = after[i] + 1, rest = count - 1 - i;
+    size_t later[8];
+    for (size_t j = 0; j < rest; ++j) later[j] = after[i + 1 + j] - t0;
+    lu_state rs;
+    lu_state_make(&rs, &d);
+    memcpy(rs.s.data, cks + i * sf, sizeof(float) * sf);
+    rs.s.tokens = pre + t0;
+    float *rck = tu_alloc(sizeof(float) * rest * sf, 0);
+    const attn_checkpoints ck2 = {rest, later, rck};
+    tu_tensor o2;
+    lc_call(&d, &in, pre + t0, n - t0, &rs.s, &ck2, &o2);
+    snprintf(what, sizeof what, "linear: restored checkpoint %zu (gla %d): o", i, gla);
+    tu_assert_same_bits(what, tu_at(&o, t0, 0, 0), o2.data, sizeof(float) * (n - t0) * 16);
+    snprintf(what, sizeof what, "linear: restored checkpoint %zu: state", i);
+    tu_assert_same_bits(what, st.s.data, rs.s.data, sizeof(float) * sf);
+    ck_assert_uint_eq(rs.s.tokens, st.s.tokens);
+    snprintf(what, sizeof what, "linear: restored checkpoint %zu: later checkpoints", i);
+    tu_assert_same_bits(what, cks + (i + 1) * sf, rck, sizeof(float) * rest * sf);
+    tu_tensor_free(&o2);
+    tu_free(rck);
+    lu_state_free(&rs);
+  }
+  tu_tensor_free(&o);
+  tu_free(cks);
+  free(s0);
+  lu_state_free(&st);
+  attn_pool_destroy(pool);
+  tu_qkv_free(&in.x);
+  tu_tensor_free(&in.g);
+}
+END_TEST
+
+/* Bad arguments of attn_linear_checkpointed (elu1 without gates unless named; n 6, checkpoints
+ * after tokens 1 and 4): the status, and nothing written (o, the state, the checkpoint states). */
+typedef enum lb_kind {
+  LB_WINDOW,
+  LB_FULL,
+  LB_NQ_NE_NKV,
+  LB_STATE_NULL,
+  LB_EXCLUSIVE,
+  LB_CK_UNSORTED,
+  LB_CK_RANGE,
+  LB_CK_AFTER_NULL,
+  LB_CK_STATES_NULL,
+  LB_CK_IN_STATE,
+  LB_CK_IN_O,
+  LB_CK_IN_WS,
+  LB_CK_IS_K,
+  LB_GLA_GATE_NULL
+} lb_kind;
+static const struct {
+  const char *name;
+  lb_kind kind;
+  attn_status expect;
+} lb_cases[] = {
+    {"a window", LB_WINDOW, ATTN_E_BAD_ARGUMENT},
+    {"the full mask", LB_FULL, ATTN_E_BAD_ARGUMENT},
+    {"n_q 5 != n_kv 6", LB_NQ_NE_NKV, ATTN_E_BAD_ARGUMENT},
+    {"state NULL", LB_STATE_NULL, ATTN_E_NULL_POINTER},
+    {"exclusive_chunk 4", LB_EXCLUSIVE, ATTN_E_BAD_ARGUMENT},
+    {"checkpoints {4, 1}", LB_CK_UNSORTED, ATTN_E_BAD_ARGUMENT},
+    {"checkpoints {1, n}", LB_CK_RANGE, ATTN_E_BAD_ARGUMENT},
+    {"checkpoints' after NULL", LB_CK_AFTER_NULL, ATTN_E_NULL_POINTER},
+    {"checkpoints' states NULL", LB_CK_STATES_NULL, ATTN_E_NULL_POINTER},
+    {"checkpoint states inside the state", LB_CK_IN_STATE, ATTN_E_ALIASING},
+    {"checkpoint states inside o", LB_CK_IN_O, ATTN_E_ALIASING},
+    {"checkpoint states inside the workspace", LB_CK_IN_WS, ATTN_E_ALIASING},
+    {"checkpoint states are k", LB_CK_IS_K, ATTN_E_ALIASING},
+    {"GLA: log_gate NULL", LB_GLA_GATE_NULL, ATTN_E_NULL_POINTER},
+};
+#define LB_NCASES (sizeof lb_cases / sizeof lb_cases[0])
+
+START_TEST(linear_checkpointed_rejects) {
+  const lb_kind kind = lb_cases[_i].kind;
+  const size_t n = 6;
+  tu_rng rng;
+  tu_rng_seed(&rng, 50000 + (uint64_t)_i);
+  attn_linear_desc d;
+  lc_desc(&d, kind == LB_GLA_GATE_NULL, n);
+  lc_in in;
+  lc_in_make(&in, kind == LB_GLA_GATE_NULL, n, &rng);
+  lu_state st;
+  lu_state_make_filled(&st, &d, &rng);
+  size_t need = 0;
+  ck_assert_int_eq(attn_linear_workspace_size(&d, &need), ATTN_OK);
+  void *ws = tu_alloc(need + 4096, 0);
+  tu_tensor o;
+  tu_tensor_alloc(&o, TU_TOKEN_MAJOR, n, 2, 8, 1);
+  const size_t sf = lu_state_floats(&st.s);
+  float *cks = tu_alloc(sizeof(float) * 2 * sf, 0);
+  size_t after[2] = {1, 4};
+  attn_checkpoints ck = {2, after, cks};
+  attn_linear_state *sp = &st.s;
+  size_t wsize = need;
+  switch (kind) {
+    case LB_WINDOW:
+      d.mask = attn_mask_window(2, 0);
+      break;
+    case LB_FULL:
+      d.mask = attn_mask_full();
+      break;
+    case LB_NQ_NE_NKV:
+      d.shape.n_q = n - 1;
+      break;
+    case LB_STATE_NULL:
+      sp = NULL;
+      break;
+    case LB_EXCLUSIVE:
+      d.exclusive_chunk = 4;
+      break;
+    case LB_CK_UNSORTED:
+      after[0] = 4;
+      after[1] = 1;
+      break;
+    case LB_CK_RANGE:
+      after[1] = n;
+      break;
+    case LB_CK_AFTER_NULL:
+      ck.after = NULL;
+      break;
+    case LB_CK_STATES_NULL:
+      ck.states = NULL;
+      break;
+    case LB_CK_IN_STATE:
+      ck.states = st.s.data + 3;
+      break;
+    case LB_CK_IN_O:
+      ck.states = o.data + 1;
+      break;
+    case LB_CK_IN_WS:
+      ck.states = (float *)ws + 2;
+      wsize = need + 4096;
+      break;
+    case LB_CK_IS_K:
+      ck.states = in.x.k.data;
+      break;
+    case LB_GLA_GATE_NULL:
+      break;
+  }
+  lu_rejected untouched;
+  lu_rejected_take(&untouched, sp, st.mem, st.bytes);
+  const attn_status got =
+      attn_linear_checkpointed(&d, in.x.q.data, in.x.k.data, in.x.v.data, NULL, NULL, o.data, sp, &ck, ws, wsize);
+  ck_assert_msg(got == lb_cases[_i].expect, "%s: got %s, want %s", lb_cases[_i].name, attn_status_string(got),
+                attn_status_string(lb_cases[_i].expect));
+  lu_rejected_check(&untouched, &o, ws, &in.x);
+  for (size_t e = 0; e < 2 * sf; ++e) ck_assert_msg(isnan(cks[e]), "%s: checkpoint written", lb_cases[_i].name);
+  tu_assert_guards("checkpoint states", cks);
+  tu_free(cks);
+  tu_free(ws);
+  tu_tensor_free(&o);
+  lu_state_free(&st);
+  tu_qkv_free(&in.x);
+  tu_tensor_free(&in.g);
+}
+END_TEST
+
+static Suite *delta_state_suite(attn_isa isa) {
+  Suite *s = suite_create(attn_isa_name(isa));
+  TCase *tc = tu_tcase("checkpoints");
+  tcase_add_loop_test(tc, delta_checkpoint_restore, 0, (int)(2 * dt_npcases));
+  tcase_add_loop_test(tc, delta_threads_bit_identical, 0, 4);
+  tcase_add_loop_test(tc, linear_checkpoint_restore, 0, 4);
+  suite_add_tcase(s, tc);
+  tc = tu_tcase("bad_input");
+  tcase_add_loop_test(tc, delta_rejects_bad_input, 0, (int)DB_NCASES);
+  tcase_add_loop_test(tc, linear_checkpointed_rejects, 0, (int)LB_NCASES);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_main(delta_state_suite); }

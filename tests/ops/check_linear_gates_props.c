@@ -1,0 +1,583 @@
+/*
+ * Decayed and gated causal linear attention (attn_linear_gated) on the ISA path named by
+ * ATTN_ISA, beyond the case table of check_linear_gates.c: TCases "properties" (chunkwise vs
+ * token-by-token decode, prefill or random pieces then decode, per-feature gates with equal
+ * entries vs the scalar gate, zero gates vs attn_linear) and "bad_input" (the exact status of
+ * every bad argument, nothing written). Helpers: tests/common/gated_util.h.
+ *
+ * TOLERANCES: a comparison of two library results (decode vs prefill, pieces vs one call,
+ * per-feature vs scalar gates, zero gates vs attn_linear) allows each its bound (tol_gated,
+ * tests/common/tolerances.h): TOL_PROPERTY_FACTOR (2) times the bound, with the error model of the
+ * finer computation (step_chunk 1 when one side decodes token by token).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gated_util.h"
+#include "tolerances.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Properties                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct gp_case {
+  size_t chunk;
+  gt_gk gate;
+  int beta, mild;
+  gt_map map;
+  size_t h_q, h_k, h_v, h_g, d, dv;
+} gp_case;
+
+#define PH(q, k, v, g) .h_q = (q), .h_k = (k), .h_v = (v), .h_g = (g)
+static const gp_case gp_cases[] = {
+    {.chunk = 1, .gate = K_SCALAR, BETA, .map = M_ID, PH(2, 2, 2, 0), .d = 16, .dv = 16},
+    {.chunk = 7, .gate = K_FEATURE, BETA, .map = M_ID, PH(2, 2, 2, 0), .d = 16, .dv = 16},
+    {.chunk = 64, .gate = K_SCALAR, MILD, .map = M_ELU, PH(2, 2, 2, 0), .d = 16, .dv = 16},
+    {.chunk = 64, .gate = K_FEATURE, BETA, MILD, .map = M_ID, PH(2, 2, 2, 0), .d = 16, .dv = 16},
+    {.chunk = 0, .gate = K_FEATURE, .map = M_RELU, PH(2, 2, 2, 0), .d = 16, .dv = 16},
+    {.chunk = 0, .gate = K_SCALAR, BETA, MILD, .map = M_ID, PH(1, 1, 4, 4), .d = 16, .dv = 8},
+    {.chunk = 7, .gate = K_FEATURE, BETA, MILD, .map = M_ELU, PH(4, 2, 2, 4), .d = 8, .dv = 8},
+    {.chunk = 1, .gate = K_FEATURE, BETA, MILD, .map = M_ID, PH(1, 1, 4, 4), .d = 9, .dv = 7},
+    {.chunk = 64, .gate = K_SCALAR, BETA, .map = M_ID, PH(2, 2, 8, 4), .d = 8, .dv = 8},
+    {.chunk = 0, .gate = K_SCALAR, MILD, .map = M_ELU, PH(1, 1, 1, 0), .d = 33, .dv = 9},
+    {.chunk = 0, .gate = K_FEATURE, BETA, MILD, .map = M_ID, PH(2, 2, 2, 0), .d = 64, .dv = 64},
+};
+#define GP_NCASES (sizeof gp_cases / sizeof gp_cases[0])
+
+static size_t gp_tokens(void) { return tu_small() ? 80 : 200; }
+
+/* n tokens of inputs, one causal call over them into a fresh state, and the reference of the
+ * outputs and of the state with the error model of token-by-token decode (step_chunk 1). */
+typedef struct gt_seq {
+  gt_inputs in;
+  attn_linear_desc d; /* n tokens */
+  size_t n, hd, C;
+  lu_state st;
+  tu_tensor o;
+  double *got, *sgot; /* the call's outputs and state as double */
+  gt_ref ro, rs;
+} gt_seq;
+
+static void gp_desc(attn_linear_desc *d, const gp_case *c, size_t n_q, size_t n_kv) {
+  gt_desc(d, n_q, n_kv, c->h_q, c->h_k, c->h_v, c->h_g, c->d, c->dv, gt_fm(c->map), gt_norm(c->map), gt_kind(c->gate),
+          c->beta, c->chunk);
+}
+
+static void gt_seq_make(gt_seq *s, const gp_case *c, size_t n, uint64_t seed) {
+  tu_rng rng;
+  tu_rng_seed(&rng, seed);
+  s->n = n;
+  gp_desc(&s->d, c, n, n);
+  const gt_gatespec spec = {.kind = gt_kind(c->gate),
+                            .beta = c->beta,
+                            .layout = GL_T,
+                            .fill = GF_UNIFORM,
+                            .lo = c->mild ? -0.05f : -3.0f,
+                            .hi = 0.0f};
+  gt_inputs_make(&s->in, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, n, n, &s->d, &spec);
+  const gt_view v = gt_all(&s->in);
+  gt_bind(&s->d, &v);
+  s->C = gt_chunk(&s->d);
+  lu_state_make(&s->st, &s->d);
+  gt_call(&s->d, &v, TU_TOKEN_MAJOR, &s->st.s, 0, &s->o);
+  s->hd = lu_out_heads(&s->d) * c->dv;
+  s->got = malloc(sizeof(double) * n * s->hd);
+  ck_assert_ptr_nonnull(s->got);
+  tu_tensor_to_double(&s->o, s->got);
+  s->sgot = lu_state_to_double(&s->st.s);
+  const ref_gated_problem p = gt_problem(&s->d, &v, NULL, s->C, 1);
+  gt_ref_output(&s->ro, &p);
+  gt_ref_state(&s->rs, &p);
+}
+
+static void gt_seq_free(gt_seq *s) {
+  gt_ref_free(&s->ro);
+  gt_ref_free(&s->rs);
+  free(s->got);
+  free(s->sgot);
+  tu_tensor_free(&s->o);
+  lu_state_free(&s->st);
+  gt_inputs_free(&s->in);
+}
+
+/* tokens [a, a + len) of the sequence as one call continuing state */
+static void gt_seq_piece(const gt_seq *s, const gp_case *c, size_t a, size_t len, attn_linear_state *state,
+                         tu_tensor *o) {
+  attn_linear_desc d;
+  gp_desc(&d, c, len, len);
+  const gt_view v = gt_slice(&s->in, a, len, a, len);
+  gt_call(&d, &v, TU_TOKEN_MAJOR, state, 0, o);
+}
+
+/* A state that absorbed the whole sequence by other calls: its token count, and its sums against
+ * the one call's state (each within its bound) and against the reference. */
+static void gt_seq_check_state(const gt_seq *s, const attn_linear_state *st, const char *what) {
+  char buf[128];
+  ck_assert_uint_eq(st->tokens, s->n);
+  const tu_tensor view = lu_state_view(st);
+  snprintf(buf, sizeof buf, "%s vs one call", what);
+  gt_compare("gated.state", buf, &view, s->sgot, &s->rs, 0, s->n, 0, TOL_PROPERTY_FACTOR);
+  snprintf(buf, sizeof buf, "%s vs reference", what);
+  gt_compare("gated.state", buf, &view, s->rs.o, &s->rs, 0, s->n, 0, 1.0);
+}
+
+/* Chunkwise prefill (the case's chunk) equals n_q = n_kv = 1 calls carrying the state: outputs
+ * row by row and the final states; the prefill is also checked against the reference. */
+START_TEST(gated_chunkwise_matches_recurrent) {
+  const gp_case *c = &gp_cases[_i];
+  gt_seq s;
+  gt_seq_make(&s, c, gp_tokens(), 20000 + (uint64_t)_i);
+  gt_compare("gated.o", "prefill vs reference", &s.o, s.ro.o, &s.ro, 0, s.n, c->d, 1.0);
+  const tu_tensor pv = lu_state_view(&s.st.s);
+  gt_compare("gated.state", "prefill state vs reference", &pv, s.rs.o, &s.rs, 0, s.n, 0, 1.0);
+  lu_state dec;
+  lu_state_make(&dec, &s.d);
+  for (size_t t = 0; t < s.n; ++t) {
+    tu_tensor o;
+    gt_seq_piece(&s, c, t, 1, &dec.s, &o);
+    gt_compare("gated.o", "decode step vs prefill row", &o, s.got + t * s.hd, &s.ro, t * s.hd, s.n, c->d,
+               TOL_PROPERTY_FACTOR);
+    tu_tensor_free(&o);
+  }
+  gt_seq_check_state(&s, &dec.s, "decoded state");
+  lu_state_free(&dec);
+  gt_seq_free(&s);
+}
+END_TEST
+
+/* Calls carrying the state equal the one call over all n tokens: the first 3n/4 tokens as one
+ * prefill (even loop index; prefill 150 of 200) or in pieces of random sizes 1 .. 70 (odd), then
+ * n/4 decode steps, each also against the reference. */
+START_TEST(gated_pieces_then_decode) {
+  const gp_case *c = &gp_cases[_i / 2];
+  const int random = _i % 2;
+  gt_seq s;
+  gt_seq_make(&s, c, gp_tokens(), (random ? 22000 : 21000) + (uint64_t)(_i / 2));
+  tu_rng rng;
+  tu_rng_seed(&rng, 22500 + (uint64_t)(_i / 2));
+  const size_t a = s.n * 3 / 4;
+  lu_state st;
+  lu_state_make(&st, &s.d);
+  size_t t = 0, pieces = 0;
+  while (t < s.n) {
+    size_t len = 1;
+    if (t < a) {
+      len = random ? 1 + (size_t)(tu_rng_next(&rng) % 70) : a;
+      if (len > a - t) len = a - t;
+    }
+    tu_tensor o;
+    gt_seq_piece(&s, c, t, len, &st.s, &o);
+    const char *what = t >= a ? "decode after the prefill" : random ? "a piece" : "the prefill";
+    char buf[96];
+    snprintf(buf, sizeof buf, "%s vs one call", what);
+    gt_compare("gated.o", buf, &o, s.got + t * s.hd, &s.ro, t * s.hd, s.n, c->d, TOL_PROPERTY_FACTOR);
+    snprintf(buf, sizeof buf, "%s vs reference", what);
+    gt_compare("gated.o", buf, &o, s.ro.o + t * s.hd, &s.ro, t * s.hd, s.n, c->d, 1.0);
+    tu_tensor_free(&o);
+    t += len;
+    ++pieces;
+  }
+  if (random) ck_assert_uint_gt(pieces, 2);
+  gt_seq_check_state(&s, &st.s, random ? "state after pieces" : "state after prefill + decode");
+  lu_state_free(&st);
+  gt_seq_free(&s);
+}
+END_TEST
+
+/* Per-feature gates whose m entries are equal equal the scalar gate (outputs and states), with
+ * and without beta, an incoming state, for chunks default, 1, 7 and 64. */
+START_TEST(gated_feature_equal_is_scalar) {
+  static const size_t chunks[] = {0, 1, 7, 64};
+  const size_t n = tu_small() ? 70 : 130, dd = 16, dv = 12, prefix = 20;
+  const int beta = _i % 2, elu = (_i / 2) % 2;
+  const size_t chunk = chunks[_i / 4];
+  tu_rng rng;
+  tu_rng_seed(&rng, 23000 + (uint64_t)_i);
+  attn_linear_desc ds, df;
+  const attn_feature_map fm = elu ? ATTN_FEATURE_ELU1 : ATTN_FEATURE_IDENTITY;
+  gt_desc(&ds, n, n, 2, 2, 4, 4, dd, dv, fm, elu, ATTN_GATE_SCALAR, beta, chunk);
+  gt_desc(&df, n, n, 2, 2, 4, 4, dd, dv, fm, elu, ATTN_GATE_FEATURE, beta, chunk);
+  const gt_gatespec spec = {.kind = ATTN_GATE_SCALAR, .beta = beta, .layout = GL_T, .lo = -1.0f, .hi = 0.0f};
+  gt_inputs x;
+  gt_inputs_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, n + prefix, n + prefix, &ds, &spec);
+  tu_tensor gf; /* the same gates broadcast over the m features */
+  gt_tensor_alloc(&gf, GL_T, n + prefix, 4, dd);
+  for (size_t t = 0; t < n + prefix; ++t)
+    for (size_t h = 0; h < 4; ++h)
+      for (size_t f = 0; f < dd; ++f) *tu_at(&gf, t, h, f) = *tu_at(&x.g, t, h, 0);
+  gt_view vs[2], vf[2];
+  vs[0] = gt_slice(&x, 0, prefix, 0, prefix);
+  vs[1] = gt_slice(&x, prefix, n, prefix, n);
+  for (int k = 0; k < 2; ++k) {
+    vf[k] = vs[k];
+    vf[k].g = tu_rows_view(&gf, k ? prefix : 0, k ? n : prefix);
+  }
+  gt_bind(&ds, &vs[1]);
+  gt_bind(&df, &vf[1]);
+  lu_state ss, sf;
+  lu_state_make(&ss, &ds);
+  lu_state_make(&sf, &df);
+  attn_linear_desc ps = ds, pf = df;
+  ps.shape.n_q = ps.shape.n_kv = pf.shape.n_q = pf.shape.n_kv = prefix;
+  tu_tensor os, of;
+  gt_call(&ps, &vs[0], TU_TOKEN_MAJOR, &ss.s, 0, &os);
+  gt_call(&pf, &vf[0], TU_TOKEN_MAJOR, &sf.s, 0, &of);
+  tu_tensor_free(&os);
+  tu_tensor_free(&of);
+  double *s0 = lu_state_to_double(&ss.s);
+  gt_call(&ds, &vs[1], TU_TOKEN_MAJOR, &ss.s, 0, &os);
+  gt_call(&df, &vf[1], TU_TOKEN_MAJOR, &sf.s, 0, &of);
+  const size_t C = gt_chunk(&ds);
+  const ref_gated_problem p = gt_problem(&ds, &vs[1], s0, C, C);
+  gt_ref r, rs;
+  gt_ref_output(&r, &p);
+  gt_ref_state(&rs, &p);
+  double *gs = malloc(sizeof(double) * r.count);
+  ck_assert_ptr_nonnull(gs);
+  tu_tensor_to_double(&os, gs);
+  gt_compare("gated.o", "scalar gate vs reference", &os, r.o, &r, 0, n + prefix, dd, 1.0);
+  gt_compare("gated.o", "equal per-feature gates vs scalar gate", &of, gs, &r, 0, n + prefix, dd, TOL_PROPERTY_FACTOR);
+  double *sgs = lu_state_to_double(&ss.s);
+  const tu_tensor sfv = lu_state_view(&sf.s);
+  gt_compare("gated.state", "equal per-feature gates vs scalar gate: state", &sfv, sgs, &rs, 0, n + prefix, 0,
+             TOL_PROPERTY_FACTOR);
+  free(sgs);
+  free(gs);
+  free(s0);
+  gt_ref_free(&r);
+  gt_ref_free(&rs);
+  tu_tensor_free(&os);
+  tu_tensor_free(&of);
+  tu_tensor_free(&gf);
+  lu_state_free(&ss);
+  lu_state_free(&sf);
+  gt_inputs_free(&x);
+}
+END_TEST
+
+/* Log gates of exactly 0 (no decay, SCALAR and FEATURE, row stride 0 or not) with beta = 1
+ * equal plain attn_linear (outputs and states), for identity and elu1. */
+START_TEST(gated_zero_gates_are_plain_linear) {
+  const int feature = _i % 2, elu = (_i / 2) % 2, row0 = (_i / 4) % 2;
+  const size_t n = 97, dd = 8, dv = 8;
+  tu_rng rng;
+  tu_rng_seed(&rng, 24000 + (uint64_t)_i);
+  attn_linear_desc dg, dl;
+  const attn_feature_map fm = elu ? ATTN_FEATURE_ELU1 : ATTN_FEATURE_IDENTITY;
+  gt_desc(&dg, n, n, 4, 2, 2, 0, dd, dv, fm, elu, feature ? ATTN_GATE_FEATURE : ATTN_GATE_SCALAR, 1, 7);
+  gt_desc(&dl, n, n, 4, 2, 2, 0, dd, dv, fm, elu, ATTN_GATE_NONE, 0, 7);
+  const gt_gatespec spec = {.kind = dg.gate, .beta = 1, .layout = row0 ? GL_R0 : GL_T, .fill = GF_CONST, .lo = 0.0f};
+  gt_inputs x;
+  gt_inputs_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, n, n, &dg, &spec);
+  for (size_t t = 0; t < n; ++t)
+    for (size_t h = 0; h < 4; ++h) *tu_at(&x.b, t, h, 0) = 1.0f;
+  gt_inputs_snapshot(&x);
+  const gt_view v = gt_all(&x);
+  gt_view vl = v; /* no gate, no beta: attn_linear's descriptor keeps its defaults for them */
+  memset(&vl.g, 0, sizeof vl.g);
+  memset(&vl.b, 0, sizeof vl.b);
+  gt_bind(&dg, &v);
+  gt_bind(&dl, &vl);
+  lu_state sg, sl;
+  lu_state_make(&sg, &dg);
+  lu_state_make(&sl, &dl);
+  tu_tensor og, ol;
+  gt_call(&dg, &v, TU_TOKEN_MAJOR, &sg.s, 0, &og);
+  attn_linear_desc dd2 = dl;
+  tu_tensor_alloc(&ol, TU_TOKEN_MAJOR, n, 4, dv, 1);
+  dd2.shape.o = ol.l;
+  size_t ws = 0;
+  ck_assert_int_eq(attn_linear_workspace_size(&dd2, &ws), ATTN_OK);
+  void *w = tu_alloc(ws, 0);
+  ck_assert_int_eq(attn_linear(&dd2, v.q.data, v.k.data, v.v.data, ol.data, &sl.s, w, ws), ATTN_OK);
+  tu_free(w);
+  const ref_gated_problem p = gt_problem(&dg, &v, NULL, 7, 7);
+  gt_ref r, rs;
+  gt_ref_output(&r, &p);
+  gt_ref_state(&rs, &p);
+  /* the gated state has L = lcm(2, 2, 4) = 4 heads, the plain one lcm(2, 2) = 2: gated state head
+   * s holds key and value head s / 2, as plain state head s / 2 does */
+  ck_assert_uint_eq(sg.s.heads, 4);
+  ck_assert_uint_eq(sl.s.heads, 2);
+  const size_t hrow = sl.s.m * sl.s.ld;
+  double *gl = malloc(sizeof(double) * r.count), *sls = malloc(sizeof(double) * 4 * hrow);
+  ck_assert(gl && sls);
+  for (size_t h = 0; h < 4; ++h)
+    for (size_t e = 0; e < hrow; ++e) sls[h * hrow + e] = (double)sl.s.data[(h / 2) * hrow + e];
+  tu_tensor_to_double(&ol, gl);
+  gt_compare("gated.o", "zero gates vs reference", &og, r.o, &r, 0, n, dd, 1.0);
+  gt_compare("gated.o", "zero gates vs attn_linear", &og, gl, &r, 0, n, dd, TOL_PROPERTY_FACTOR);
+  const tu_tensor sgv = lu_state_view(&sg.s);
+  gt_compare("gated.state", "zero gates vs attn_linear: state", &sgv, sls, &rs, 0, n, 0, TOL_PROPERTY_FACTOR);
+  free(gl);
+  free(sls);
+  gt_ref_free(&r);
+  gt_ref_free(&rs);
+  tu_tensor_free(&og);
+  tu_tensor_free(&ol);
+  lu_state_free(&sg);
+  lu_state_free(&sl);
+  gt_inputs_free(&x);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
+/* Bad input: each row mutates one argument of a valid gated causal call with a state; the call */
+/* answers the row's status (and, for descriptor faults, so does every size query), and neither */
+/* o nor the state (struct and data) nor any input is written.                                   */
+/* ------------------------------------------------------------------------------------------ */
+enum { BNQ = 5, BNKV = 7, BHQ = 4, BHK = 2, BD = 8, BDV = 6 };
+
+typedef enum gb_kind {
+  GB_GATE_NULL,
+  GB_GATE_NULL_FEATURE,
+  GB_BETA_NULL,
+  GB_GATE_POS,
+  GB_GATE_TINY_POS,
+  GB_GATE_NAN,
+  GB_GATE_NINF,
+  GB_GATE_PINF,
+  GB_GATE_POS_FEATURE,
+  GB_GATE_NAN_FEATURE,
+  GB_BETA_0,
+  GB_BETA_NAN,
+  GB_BETA_NEG,
+  GB_BETA_INF,
+  GB_KIND_3,
+  GB_KIND_NEG,
+  GB_BETA_FLAG_2,
+  GB_BETA_FLAG_NEG,
+  GB_FULL_MASK,
+  GB_EXP_MAP,
+  GB_HG_3,
+  GB_FEAT_HEAD_STRIDE,
+  GB_FEAT_ROW_STRIDE,
+  GB_STATE_HG,
+  GB_UNGATED_GATE,
+  GB_UNGATED_BETA,
+  GB_O_IN_GATE
+} gb_kind;
+
+typedef struct gb_case {
+  const char *name;
+  gb_kind kind;
+  attn_status expect;
+  int desc_level; /* workspace_size, state_size, feature_size and chunk_size answer the same */
+} gb_case;
+
+#define GB(k, s, lvl) .kind = (k), .expect = (s), .desc_level = (lvl)
+static const gb_case gb_cases[] = {
+    {.name = "log_gate NULL (SCALAR)", GB(GB_GATE_NULL, ATTN_E_NULL_POINTER, 0)},
+    {.name = "log_gate NULL (FEATURE)", GB(GB_GATE_NULL_FEATURE, ATTN_E_NULL_POINTER, 0)},
+    {.name = "beta NULL with desc.beta", GB(GB_BETA_NULL, ATTN_E_NULL_POINTER, 0)},
+    {.name = "a log gate +0.25", GB(GB_GATE_POS, ATTN_E_BAD_GATE, 0)},
+    {.name = "a log gate +1e-30", GB(GB_GATE_TINY_POS, ATTN_E_BAD_GATE, 0)},
+    {.name = "a log gate NaN", GB(GB_GATE_NAN, ATTN_E_BAD_GATE, 0)},
+    {.name = "a log gate -inf", GB(GB_GATE_NINF, ATTN_E_BAD_GATE, 0)},
+    {.name = "a log gate +inf", GB(GB_GATE_PINF, ATTN_E_BAD_GATE, 0)},
+    {.name = "a per-feature log gate +0.5 (last feature)", GB(GB_GATE_POS_FEATURE, ATTN_E_BAD_GATE, 0)},
+    {.name = "a per-feature log gate NaN (last feature)", GB(GB_GATE_NAN_FEATURE, ATTN_E_BAD_GATE, 0)},
+    {.name = "a beta 0", GB(GB_BETA_0, ATTN_E_BAD_GATE, 0)},
+    {.name = "a beta NaN", GB(GB_BETA_NAN, ATTN_E_BAD_GATE, 0)},
+    {.name = "a beta -0.5", GB(GB_BETA_NEG, ATTN_E_BAD_GATE, 0)},
+    {.name = "a beta +inf", GB(GB_BETA_INF, ATTN_E_BAD_GATE, 0)},
+    {.name = "gate kind 3", GB(GB_KIND_3, ATTN_E_BAD_GATE, 1)},
+    {.name = "gate kind -1", GB(GB_KIND_NEG, ATTN_E_BAD_GATE, 1)},
+    {.name = "desc.beta 2", GB(GB_BETA_FLAG_2, ATTN_E_BAD_GATE, 1)},
+    {.name = "desc.beta -1", GB(GB_BETA_FLAG_NEG, ATTN_E_BAD_GATE, 1)},
+    {.name = "a gate with the full mask", GB(GB_FULL_MASK, ATTN_E_BAD_WINDOW, 1)},
+    {.name = "a gate with the exp map", GB(GB_EXP_MAP, ATTN_E_BAD_FEATURE_MAP, 1)},
+    {.name = "h_g 3 with H 4", GB(GB_HG_3, ATTN_E_BAD_HEADS, 1)},
+    {.name = "FEATURE gate head stride m - 1", GB(GB_FEAT_HEAD_STRIDE, ATTN_E_BAD_STRIDE, 1)},
+    {.name = "FEATURE gate row stride m - 1 (not 0)", GB(GB_FEAT_ROW_STRIDE, ATTN_E_BAD_STRIDE, 1)},
+    {.name = "a state made with another h_g (L 2, not 4)", GB(GB_STATE_HG, ATTN_E_STATE_MISMATCH, 0)},
+    {.name = "attn_linear with a gate", GB(GB_UNGATED_GATE, ATTN_E_BAD_ARGUMENT, 0)},
+    {.name = "attn_linear with beta", GB(GB_UNGATED_BETA, ATTN_E_BAD_ARGUMENT, 0)},
+    {.name = "o inside the log gates", GB(GB_O_IN_GATE, ATTN_E_ALIASING, 0)},
+};
+#define GB_NCASES (sizeof gb_cases / sizeof gb_cases[0])
+
+START_TEST(gated_rejects_bad_input) {
+  const gb_case *c = &gb_cases[_i];
+  tu_rng rng;
+  tu_rng_seed(&rng, 26000 + (uint64_t)_i);
+  tu_qkv x;
+  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, BNQ, BNKV, BHQ, BHK, BHK, BD, BDV);
+  /* valid gates for SCALAR ({H, 1}) and FEATURE ({H m, m}) layouts, and betas */
+  const size_t gfloats = (size_t)BNKV * BHQ * BD, bfloats = (size_t)BNKV * BHQ;
+  float *lg = malloc(sizeof(float) * gfloats), *beta = malloc(sizeof(float) * bfloats);
+  ck_assert(lg && beta);
+  for (size_t e = 0; e < gfloats; ++e) lg[e] = tu_rng_range(&rng, -3.0f, 0.0f);
+  for (size_t e = 0; e < bfloats; ++e) beta[e] = tu_rng_range(&rng, 0.1f, 2.0f);
+  attn_linear_desc d;
+  gt_desc(&d, BNQ, BNKV, BHQ, BHK, BHK, BHQ, BD, BDV, ATTN_FEATURE_ELU1, 1, ATTN_GATE_SCALAR, 1, 0);
+  d.gate_layout.row_stride = BHQ;
+  d.gate_layout.head_stride = 1;
+  d.beta_layout.row_stride = BHQ;
+  d.beta_layout.head_stride = 1;
+  const attn_layout feat = {(size_t)BHQ * BD, BD};
+  lu_state st, alt;
+  memset(&alt, 0, sizeof alt);
+  lu_state_make_filled(&st, &d, &rng);
+  size_t need = 0;
+  ck_assert_int_eq(attn_linear_workspace_size(&d, &need), ATTN_OK);
+  tu_tensor o;
+  tu_tensor_alloc(&o, TU_TOKEN_MAJOR, BNQ, BHQ, BDV, 1);
+  void *ws = tu_alloc(need + 4096, 0);
+  const float *gp = lg, *bp = beta;
+  float *op = o.data;
+  attn_linear_state *sp = &st.s;
+  int have_alt = 0, ungated = 0;
+  const size_t last = (size_t)(BNKV - 1) * BHQ + (BHQ - 1); /* the last token's last head */
+  switch (c->kind) {
+    case GB_GATE_NULL:
+      gp = NULL;
+      break;
+    case GB_GATE_NULL_FEATURE:
+      d.gate = ATTN_GATE_FEATURE;
+      d.gate_layout = feat;
+      gp = NULL;
+      break;
+    case GB_BETA_NULL:
+      bp = NULL;
+      break;
+    case GB_GATE_POS:
+      lg[last] = 0.25f;
+      break;
+    case GB_GATE_TINY_POS:
+      lg[last] = 1e-30f;
+      break;
+    case GB_GATE_NAN:
+      lg[last] = NAN;
+      break;
+    case GB_GATE_NINF:
+      lg[last] = -INFINITY;
+      break;
+    case GB_GATE_PINF:
+      lg[last] = INFINITY;
+      break;
+    case GB_GATE_POS_FEATURE:
+      d.gate = ATTN_GATE_FEATURE;
+      d.gate_layout = feat;
+      lg[gfloats - 1] = 0.5f;
+      break;
+    case GB_GATE_NAN_FEATURE:
+      d.gate = ATTN_GATE_FEATURE;
+      d.gate_layout = feat;
+      lg[gfloats - 1] = NAN;
+      break;
+    case GB_BETA_0:
+      beta[last] = 0.0f;
+      break;
+    case GB_BETA_NAN:
+      beta[last] = NAN;
+      break;
+    case GB_BETA_NEG:
+      beta[last] = -0.5f;
+      break;
+    case GB_BETA_INF:
+      beta[last] = INFINITY;
+      break;
+    case GB_KIND_3:
+      d.gate = (attn_gate_kind)3;
+      break;
+    case GB_KIND_NEG:
+      d.gate = (attn_gate_kind)-1;
+      break;
+    case GB_BETA_FLAG_2:
+      d.beta = 2;
+      break;
+    case GB_BETA_FLAG_NEG:
+      d.beta = -1;
+      break;
+    case GB_FULL_MASK:
+      d.mask = attn_mask_full();
+      sp = NULL; /* a bidirectional call takes no state */
+      break;
+    case GB_EXP_MAP:
+      d.feature_map = ATTN_FEATURE_EXP;
+      sp = NULL; /* the state was made for elu1 */
+      break;
+    case GB_HG_3:
+      d.h_g = 3;
+      sp = NULL;
+      break;
+    case GB_FEAT_HEAD_STRIDE:
+      d.gate = ATTN_GATE_FEATURE;
+      d.gate_layout = feat;
+      d.gate_layout.head_stride = BD - 1;
+      break;
+    case GB_FEAT_ROW_STRIDE:
+      d.gate = ATTN_GATE_FEATURE;
+      d.gate_layout = feat;
+      d.gate_layout.row_stride = BD - 1;
+      break;
+    case GB_STATE_HG: {
+      attn_linear_desc ad = d;
+      ad.h_g = 2; /* L = lcm(2, 2, 2) = 2 state heads instead of 4 */
+      lu_state_make_filled(&alt, &ad, &rng);
+      ck_assert_uint_eq(alt.s.heads, 2);
+      have_alt = 1;
+      sp = &alt.s;
+      break;
+    }
+    case GB_UNGATED_GATE:
+      d.beta = 0;
+      ungated = 1;
+      break;
+    case GB_UNGATED_BETA:
+      d.gate = ATTN_GATE_NONE;
+      ungated = 1;
+      break;
+    case GB_O_IN_GATE:
+      op = lg + 3;
+      break;
+  }
+  /* snapshots: the state (struct and data) and the gate inputs */
+  lu_rejected untouched;
+  lu_rejected_take(&untouched, sp, have_alt ? alt.mem : st.mem, have_alt ? alt.bytes : st.bytes);
+  float *lg_before = malloc(sizeof(float) * gfloats), *beta_before = malloc(sizeof(float) * bfloats);
+  ck_assert(lg_before && beta_before);
+  memcpy(lg_before, lg, sizeof(float) * gfloats);
+  memcpy(beta_before, beta, sizeof(float) * bfloats);
+  const attn_status got = ungated ? attn_linear(&d, x.q.data, x.k.data, x.v.data, op, sp, ws, need)
+                                  : attn_linear_gated(&d, x.q.data, x.k.data, x.v.data, gp, bp, op, sp, ws, need);
+  ck_assert_msg(got == c->expect, "%s: got %s (%d), want %s (%d)", c->name, attn_status_string(got), (int)got,
+                attn_status_string(c->expect), (int)c->expect);
+  if (c->desc_level) lu_assert_queries(&d, c->expect);
+  lu_rejected_check(&untouched, &o, ws, &x);
+  tu_assert_same_bits("log gates after a rejected call", lg_before, lg, sizeof(float) * gfloats);
+  tu_assert_same_bits("beta after a rejected call", beta_before, beta, sizeof(float) * bfloats);
+  free(lg_before);
+  free(beta_before);
+  if (have_alt) tu_free(alt.mem);
+  tu_free(st.mem);
+  tu_free(ws);
+  tu_tensor_free(&o);
+  free(lg);
+  free(beta);
+  tu_qkv_free(&x);
+}
+END_TEST
+
+/* attn_retnet_log_decays: heads 0 and a NULL output; nothing written on error. */
+START_TEST(gated_retnet_decays_bad_input) {
+  float lg[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+  ck_assert_int_eq(attn_retnet_log_decays(0, lg), ATTN_E_ZERO_SIZE);
+  ck_assert(lg[0] == 1.0f && lg[1] == 2.0f && lg[2] == 3.0f && lg[3] == 4.0f);
+  ck_assert_int_eq(attn_retnet_log_decays(4, NULL), ATTN_E_NULL_POINTER);
+}
+END_TEST
+
+static Suite *gates_props_suite(attn_isa isa) {
+  const tu_entry tests[] = {{"properties", gated_chunkwise_matches_recurrent, (int)GP_NCASES},
+                            {"properties", gated_pieces_then_decode, (int)(2 * GP_NCASES)},
+                            {"properties", gated_feature_equal_is_scalar, 16},
+                            {"properties", gated_zero_gates_are_plain_linear, 8},
+                            {"bad_input", gated_rejects_bad_input, (int)GB_NCASES},
+                            {"bad_input", gated_retnet_decays_bad_input, 1}};
+  return tu_suite(isa, tests, sizeof tests / sizeof tests[0]);
+}
+
+int main(void) { return tu_main(gates_props_suite); }

@@ -116,6 +116,10 @@ ATTN_INTERNAL attn_status attn_row_stats_check(const attn_row_stats *s, size_t n
  * after and states non-NULL, after strictly increasing and below n; *bytes: count * state_bytes. */
 ATTN_INTERNAL attn_status attn_check_checkpoints(const attn_checkpoints *ck, size_t n, size_t state_bytes,
                                                  size_t *bytes);
+/* A compute call's required pointers (q, k, v, o, workspace: ATTN_E_NULL_POINTER naming the first
+ * NULL) and its workspace (at least need bytes: ATTN_E_WORKSPACE_TOO_SMALL). */
+ATTN_INTERNAL attn_status attn_check_call_memory(const float *q, const void *k, const void *v, const float *o,
+                                                 const void *workspace, size_t workspace_size, size_t need);
 /* Checked arithmetic: return 0 on overflow. */
 static inline int attn_mul_ok(size_t a, size_t b, size_t *r) {
   if (a != 0 && b > SIZE_MAX / a) return 0;

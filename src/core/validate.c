@@ -190,12 +190,21 @@ attn_status attn_check_checkpoints(const attn_checkpoints *ck, size_t n, size_t 
   if (!ck->after || !ck->states) return attn_fail_null("ck->after ck->states", (const void *[]){ck->after, ck->states});
   for (size_t i = 0; i < ck->count; i++) {
     if (ck->after[i] >= n)
-      return attn_fail(ATTN_E_BAD_ARGUMENT, "ck->after[%zu] = %zu: not below the call's %zu tokens", i, ck->after[i], n);
+      return attn_fail(ATTN_E_BAD_ARGUMENT, "ck->after[%zu] = %zu: not below the call's %zu tokens", i, ck->after[i],
+                       n);
     if (i && ck->after[i] <= ck->after[i - 1])
       return attn_fail(ATTN_E_BAD_ARGUMENT, "ck->after[%zu] = %zu after %zu: must increase strictly", i, ck->after[i],
                        ck->after[i - 1]);
   }
   if (!attn_mul_ok(ck->count, state_bytes, bytes))
     return attn_fail(ATTN_E_SIZE_OVERFLOW, "%zu checkpoints of %zu bytes overflow size_t", ck->count, state_bytes);
+  return ATTN_OK;
+}
+
+attn_status attn_check_call_memory(const float *q, const void *k, const void *v, const float *o, const void *workspace,
+                                   size_t workspace_size, size_t need) {
+  if (!q || !k || !v || !o || !workspace)
+    return attn_fail_null("q k v o workspace", (const void *[]){q, k, v, o, workspace});
+  if (workspace_size < need) return attn_fail_ws("workspace_size", workspace_size, need);
   return ATTN_OK;
 }

@@ -246,6 +246,15 @@ typedef struct attn_blocked_call {
 ATTN_INTERNAL attn_status attn_blocked_call_check(attn_blocked_call *c, const attn_shape *s, float scale,
                                                   const attn_layout *aux);
 
+/* The defaults every descriptor of this engine starts from: shape = attn_shape_init's with h_k =
+ * h_v = h_kv, *scale = 1/sqrt(dim) rounded from double (1 for dim 0). */
+ATTN_INTERNAL void attn_blocked_desc_defaults(attn_shape *shape, float *scale, size_t n_q, size_t n_kv, size_t h_q,
+                                              size_t h_kv, size_t dim, size_t dv);
+
+/* A workspace query's answer: st (the variant's checks and plan), then bytes NULL
+ * (ATTN_E_NULL_POINTER), else *bytes = p->scratch_bytes (p is read only when st is ATTN_OK). */
+ATTN_INTERNAL attn_status attn_blocked_ws_answer(attn_status st, const attn_blocked_plan *p, size_t *bytes);
+
 /* A statistics call's checks (attn_row_stats_check over the call's n_q x h_q rows: stats NULL or
  * all three arrays NULL, a layout overlapping itself, arrays overlapping each other) and its
  * arrays appended to the call's outputs out[*n ..] (bytes in out_bytes), for attn_check_io. */

@@ -14,9 +14,8 @@ attn_status attn_gau_desc_init(attn_gau_desc *d, size_t n_q, size_t n_kv, size_t
                                size_t dv) {
   if (!d) return attn_fail(ATTN_E_NULL_POINTER, "desc is NULL");
   *d = (attn_gau_desc){0};
-  attn_shape_init(&d->shape, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
+  attn_blocked_desc_defaults(&d->shape, &d->scale, n_q, n_kv, h_q, h_kv, dim, dv);
   d->mask = attn_mask_full();
-  d->scale = dim ? (float)(1.0 / sqrt((double)dim)) : 1.0f;
   d->bias = ATTN_GAU_BIAS_SCALAR;
   return ATTN_OK;
 }
@@ -131,11 +130,7 @@ static attn_status gau_prepare(const attn_gau_desc *d, gau_call *c) {
 
 attn_status attn_gau_workspace_size(const attn_gau_desc *d, size_t *bytes) {
   gau_call c;
-  attn_status st = gau_prepare(d, &c);
-  if (st) return st;
-  if (!bytes) return attn_fail(ATTN_E_NULL_POINTER, "bytes is NULL");
-  *bytes = c.b.plan.scratch_bytes;
-  return ATTN_OK;
+  return attn_blocked_ws_answer(gau_prepare(d, &c), &c.b.plan, bytes);
 }
 
 /* attn_gau, with the statistics when `want` (stats validated; NULL is then an error). */
@@ -144,10 +139,7 @@ static attn_status gau_run(const attn_gau_desc *d, const float *q, const void *k
   gau_call c;
   attn_status st = gau_prepare(d, &c);
   if (st) return st;
-  if (!q || !k || !v || !o || !workspace)
-    return attn_fail_null("q k v o workspace", (const void *[]){q, k, v, o, workspace});
-  if (workspace_size < c.b.plan.scratch_bytes)
-    return attn_fail_ws("workspace_size", workspace_size, c.b.plan.scratch_bytes);
+  if ((st = attn_check_call_memory(q, k, v, o, workspace, workspace_size, c.b.plan.scratch_bytes))) return st;
   void *out[5] = {o, workspace};
   size_t out_bytes[5] = {c.b.sp.o * sizeof(float), workspace_size}, n = 2;
   if (want && (st = attn_blocked_stats_outputs(&c.b, stats, out, out_bytes, &n))) return st;

@@ -11,8 +11,7 @@ attn_status attn_selective_desc_init(attn_selective_desc *d, size_t n_q, size_t 
                                      size_t dim, size_t dv) {
   if (!d) return attn_fail(ATTN_E_NULL_POINTER, "desc is NULL");
   *d = (attn_selective_desc){0};
-  attn_shape_init(&d->shape, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
-  d->scale = dim ? (float)(1.0 / sqrt((double)dim)) : 1.0f;
+  attn_blocked_desc_defaults(&d->shape, &d->scale, n_q, n_kv, h_q, h_kv, dim, dv);
   d->lse = (attn_layout){h_q, 1};
   return ATTN_OK;
 }
@@ -39,11 +38,7 @@ attn_status attn_sel_prepare(const attn_selective_desc *d, attn_blocked_call *c)
 
 attn_status attn_selective_workspace_size(const attn_selective_desc *d, size_t *bytes) {
   attn_blocked_call c;
-  attn_status st = attn_sel_prepare(d, &c);
-  if (st) return st;
-  if (!bytes) return attn_fail(ATTN_E_NULL_POINTER, "bytes is NULL");
-  *bytes = c.plan.scratch_bytes;
-  return ATTN_OK;
+  return attn_blocked_ws_answer(attn_sel_prepare(d, &c), &c.plan, bytes);
 }
 
 /* attn_selective, with the statistics when `want` (stats validated; NULL is then an error). */

@@ -147,9 +147,8 @@ attn_status attn_softmax_desc_init(attn_softmax_desc *d, size_t n_q, size_t n_kv
                                    size_t dv) {
   if (!d) return attn_fail(ATTN_E_NULL_POINTER, "desc is NULL");
   *d = (attn_softmax_desc){0};
-  attn_shape_init(&d->shape, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
+  attn_blocked_desc_defaults(&d->shape, &d->scale, n_q, n_kv, h_q, h_kv, dim, dv);
   d->mask = attn_mask_full();
-  d->scale = dim ? (float)(1.0 / sqrt((double)dim)) : 1.0f;
   d->lse = (attn_layout){h_q, 1};
   d->bias_layout = (attn_layout){h_q * n_kv, n_kv};
   return ATTN_OK;
@@ -207,11 +206,7 @@ static attn_status sm_prepare(const attn_softmax_desc *d, sm_call *c) {
 
 attn_status attn_softmax_workspace_size(const attn_softmax_desc *d, size_t *bytes) {
   sm_call c;
-  attn_status st = sm_prepare(d, &c);
-  if (st) return st;
-  if (!bytes) return attn_fail(ATTN_E_NULL_POINTER, "bytes is NULL");
-  *bytes = c.b.plan.scratch_bytes;
-  return ATTN_OK;
+  return attn_blocked_ws_answer(sm_prepare(d, &c), &c.b.plan, bytes);
 }
 
 /* attn_softmax, with the statistics when `want` (stats validated; NULL is then an error). */
@@ -220,10 +215,7 @@ static attn_status sm_run(const attn_softmax_desc *d, const float *q, const void
   sm_call c;
   attn_status st = sm_prepare(d, &c);
   if (st) return st;
-  if (!q || !k || !v || !o || !workspace)
-    return attn_fail_null("q k v o workspace", (const void *[]){q, k, v, o, workspace});
-  if (workspace_size < c.b.plan.scratch_bytes)
-    return attn_fail_ws("workspace_size", workspace_size, c.b.plan.scratch_bytes);
+  if ((st = attn_check_call_memory(q, k, v, o, workspace, workspace_size, c.b.plan.scratch_bytes))) return st;
   void *out[6] = {o, lse, workspace};
   size_t out_bytes[6] = {c.b.sp.o * sizeof(float), c.b.aux_span * sizeof(float), workspace_size}, n = 3;
   if (want && (st = attn_blocked_stats_outputs(&c.b, stats, out, out_bytes, &n))) return st;

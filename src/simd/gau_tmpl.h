@@ -88,14 +88,9 @@ static inline __attribute__((always_inline)) void attn_gau_cols_(size_t nk, size
 void ATTN_GAU_NAME(size_t nk, size_t nq, float *st, size_t ld, float beta, const float *bias, ptrdiff_t bias_ld,
                    float *count, float *stats, size_t lds, int masked) {
   if (nq == 1 && ld == 1) {
-    if (stats && masked)
-      attn_gau_row_(nk, st, beta, bias, bias_ld, count, stats, lds, 1, 1);
-    else if (stats)
-      attn_gau_row_(nk, st, beta, bias, bias_ld, count, stats, lds, 0, 1);
-    else if (masked)
-      attn_gau_row_(nk, st, beta, bias, bias_ld, count, NULL, 0, 1, 0);
-    else
-      attn_gau_row_(nk, st, beta, bias, bias_ld, count, NULL, 0, 0, 0);
+#define ATTN_GAU_ROW_(S, LDS, M, T) attn_gau_row_(nk, st, beta, bias, bias_ld, count, S, LDS, M, T)
+    ATTN_SPECIALISE4(masked, stats, lds, ATTN_GAU_ROW_);
+#undef ATTN_GAU_ROW_
     return;
   }
   if (stats)

@@ -154,22 +154,12 @@ static inline __attribute__((always_inline)) void attn_softmax_flat_(size_t nk, 
 void ATTN_SOFTMAX_NAME(size_t nk, size_t nq, float *st, size_t ldst, float *m, float *l, float *alpha, float *stats,
                        size_t lds, int masked) {
   if (nq >= 1 && ldst == nq && ATTN_VL % nq == 0) {
-    if (stats && masked)
-      attn_softmax_flat_(nk, nq, st, m, l, alpha, stats, lds, 1, 1);
-    else if (stats)
-      attn_softmax_flat_(nk, nq, st, m, l, alpha, stats, lds, 0, 1);
-    else if (masked)
-      attn_softmax_flat_(nk, nq, st, m, l, alpha, NULL, 0, 1, 0);
-    else
-      attn_softmax_flat_(nk, nq, st, m, l, alpha, NULL, 0, 0, 0);
+#define ATTN_SOFTMAX_FLAT_(S, LDS, M, T) attn_softmax_flat_(nk, nq, st, m, l, alpha, S, LDS, M, T)
+    ATTN_SPECIALISE4(masked, stats, lds, ATTN_SOFTMAX_FLAT_);
+#undef ATTN_SOFTMAX_FLAT_
     return;
   }
-  if (stats && masked)
-    attn_softmax_cols_(nk, nq, st, ldst, m, l, alpha, stats, lds, 1, 1);
-  else if (stats)
-    attn_softmax_cols_(nk, nq, st, ldst, m, l, alpha, stats, lds, 0, 1);
-  else if (masked)
-    attn_softmax_cols_(nk, nq, st, ldst, m, l, alpha, NULL, 0, 1, 0);
-  else
-    attn_softmax_cols_(nk, nq, st, ldst, m, l, alpha, NULL, 0, 0, 0);
+#define ATTN_SOFTMAX_COLS_(S, LDS, M, T) attn_softmax_cols_(nk, nq, st, ldst, m, l, alpha, S, LDS, M, T)
+  ATTN_SPECIALISE4(masked, stats, lds, ATTN_SOFTMAX_COLS_);
+#undef ATTN_SOFTMAX_COLS_
 }

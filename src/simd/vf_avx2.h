@@ -7,6 +7,7 @@
 
 #define ATTN_VL    8
 #define ATTN_VREGS 16 /* ymm0-15 */
+#include "simd/vu_x86.h"
 typedef simde__m256 vf;
 typedef simde__m256 vmask;
 
@@ -122,14 +123,8 @@ static inline void vf_transpose(vf *r) {
     r[k + 4] = simde_mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
   }
 }
-/* 32-bit lanes as unsigned integers (vf_common.h's fp16 / bf16 rounding). */
-typedef simde__m256i vu;
-static inline vu vu_of(vf a) { return simde_mm256_castps_si256(a); }
-static inline vf vf_of(vu a) { return simde_mm256_castsi256_ps(a); }
-static inline vu vu_set1(uint32_t x) { return simde_mm256_set1_epi32((int32_t)x); }
-static inline vu vu_add(vu a, vu b) { return simde_mm256_add_epi32(a, b); }
-static inline vu vu_and(vu a, vu b) { return simde_mm256_and_si256(a, b); }
-static inline vu vu_or(vu a, vu b) { return simde_mm256_or_si256(a, b); }
+/* 32-bit lanes as unsigned integers (simd/vu_x86.h). */
+ATTN_VU_X86(256)
 #define vu_srl(a, n) simde_mm256_srli_epi32(a, n)
 /* a > b ? t : f per lane (a signed comparison: lanes below 2^31). */
 static inline vu vu_gt_select(vu a, vu b, vu t, vu f) {

@@ -20,6 +20,7 @@
 
 #define ATTN_VL    16
 #define ATTN_VREGS 32 /* zmm0-31 */
+#include "simd/vu_x86.h"
 typedef simde__m512 vf;
 typedef simde__mmask16 vmask;
 
@@ -198,14 +199,8 @@ static inline void vf_transpose(vf *r) {
     r[k + 12] = simde_mm512_shuffle_f32x4(w, w2, 0xDD);
   }
 }
-/* 32-bit lanes as unsigned integers (vf_common.h's fp16 / bf16 rounding). */
-typedef simde__m512i vu;
-static inline vu vu_of(vf a) { return simde_mm512_castps_si512(a); }
-static inline vf vf_of(vu a) { return simde_mm512_castsi512_ps(a); }
-static inline vu vu_set1(uint32_t x) { return simde_mm512_set1_epi32((int32_t)x); }
-static inline vu vu_add(vu a, vu b) { return simde_mm512_add_epi32(a, b); }
-static inline vu vu_and(vu a, vu b) { return simde_mm512_and_si512(a, b); }
-static inline vu vu_or(vu a, vu b) { return simde_mm512_or_si512(a, b); }
+/* 32-bit lanes as unsigned integers (simd/vu_x86.h). */
+ATTN_VU_X86(512)
 #define vu_srl(a, n) simde_mm512_srli_epi32(a, n)
 /* a > b ? t : f per lane (a signed comparison: lanes below 2^31). */
 static inline vu vu_gt_select(vu a, vu b, vu t, vu f) {

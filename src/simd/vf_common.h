@@ -108,4 +108,19 @@ static inline float vf_hmax(vf a) {
   return m;
 }
 
+/* CALL(S, LDS, MASKED, STATS) with MASKED and STATS compile-time constants (0 or 1) for the four
+ * cases of (masked, stats != NULL), S and LDS stats and lds, or NULL and 0 without: an always-
+ * inlined score body specialised four ways, each without the branches it does not need. */
+#define ATTN_SPECIALISE4(masked, stats, lds, CALL)                                                                     \
+  do {                                                                                                                 \
+    if ((stats) && (masked))                                                                                           \
+      CALL(stats, lds, 1, 1);                                                                                          \
+    else if (stats)                                                                                                    \
+      CALL(stats, lds, 0, 1);                                                                                          \
+    else if (masked)                                                                                                   \
+      CALL(NULL, 0, 1, 0);                                                                                             \
+    else                                                                                                               \
+      CALL(NULL, 0, 0, 0);                                                                                             \
+  } while (0)
+
 #endif

@@ -1,4 +1,6 @@
 /* The checks every call of the blocked engine starts with (attn_blocked_call_check). */
+#include <math.h>
+
 #include "engine/blocked/internal.h"
 
 attn_status attn_blocked_call_check(attn_blocked_call *c, const attn_shape *s, float scale, const attn_layout *aux) {
@@ -15,4 +17,17 @@ attn_status attn_blocked_call_check(attn_blocked_call *c, const attn_shape *s, f
   if (aux && (st = attn_check_output(s->n_q, s->h_q, 1, *aux, &c->aux_span)))
     return attn_fail_layout(st, "desc.lse", NULL, s->n_q, s->h_q, 1, *aux);
   return (c->uk = attn_dispatch()) ? ATTN_OK : attn_fail_isa();
+}
+
+attn_status attn_blocked_ws_answer(attn_status st, const attn_blocked_plan *p, size_t *bytes) {
+  if (st) return st;
+  if (!bytes) return attn_fail(ATTN_E_NULL_POINTER, "bytes is NULL");
+  *bytes = p->scratch_bytes;
+  return ATTN_OK;
+}
+
+void attn_blocked_desc_defaults(attn_shape *shape, float *scale, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv,
+                                size_t dim, size_t dv) {
+  attn_shape_init(shape, n_q, n_kv, h_q, h_kv, h_kv, dim, dv);
+  *scale = dim ? (float)(1.0 / sqrt((double)dim)) : 1.0f;
 }

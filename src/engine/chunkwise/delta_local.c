@@ -70,7 +70,8 @@ static void dl_decays(const dl_ctx *x, size_t j0, size_t cn) {
   for (size_t r = 0; r < cn; r++) {
     const float *g = dl_row(x->io->log_gate, p->gl, j0 + r, x->h);
     double *b = x->b + r * d;
-    for (size_t f = 0; f < d; f++) b[f] = (r ? b[f - d] : 0.0) + g[f];
+    const double *prev = r ? x->b + (r - 1) * d : NULL;
+    for (size_t f = 0; f < d; f++) b[f] = (prev ? prev[f] : 0.0) + g[f];
   }
 }
 

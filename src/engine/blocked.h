@@ -134,55 +134,76 @@ typedef struct attn_blocked_features {
   size_t m; /* feature size (fm->size of d and the caller's m) */
 } attn_blocked_features;
 
+/* One worker's scratch regions, offsets in floats from the worker's base (0 floats when the
+ * call has no use for one). */
+typedef struct attn_blocked_worker_layout {
+  size_t st;                   /* a block's scores ST (bc x R) */
+  size_t heads;                /* the head regions (attn_blocked_head_layout each, head_floats apart) */
+  size_t kf;                   /* feature map: psi(K_blk) */
+  size_t ku, km, fms, cb, tmp; /* exponential maps: u(K_blk), its running maxima, map scratch, c, temp */
+  size_t strip;                /* the step's strip */
+  size_t qs, ss, fz, run;      /* selection: scale Q_sel^T (d x tb), its scores, F (bc x tb), the keys'
+                                   running sums (bc) */
+  size_t kc, vc;               /* half K/V: converted K rows (24 x d), the block's V rows (bc x dv) */
+  size_t sth;                  /* few blocks of several heads: hg heads' ST (bc x BLK_FEW_ROWS each) */
+  size_t pk, pv, ptag;         /* packed K (BLK_PACK_KEYS x d), V (x dv), which head they hold (a size_t
+                                   at ptag: head + 1, 0 for none) */
+  size_t fold;                 /* when the step can split: hg heads of a range's state (cr rows) */
+} attn_blocked_worker_layout;
+
+/* One head's region (blk_head), offsets in floats from its start. */
+typedef struct attn_blocked_head_layout {
+  size_t qt;     /* scaled Q^T (m x R; few-rows plans: the rows, R x d) */
+  size_t acc;    /* accumulators (R x dv) */
+  size_t rs;     /* the step's row state (R rows per array) */
+  size_t uq, bm; /* exponential maps: u(Q) (R x m), bm (R) */
+  size_t cz;     /* dsoftmax: c | z */
+} attn_blocked_head_layout;
+
 /* A planned call: sizes, mask in positions, per-worker scratch layout. */
 typedef struct attn_blocked_plan {
   const attn_shape *shape;
   const attn_score_step *step;
-  const void *step_params;       /* handed to the step's finish */
-  const attn_featmap *fm;        /* NULL: scale * q . k */
-  int sel;                       /* selective attention (attn_blocked_select) */
-  size_t sel_kv, sel_gi;         /* its key head, and its place in that head's group */
-  size_t off_qs, off_ss, off_fz; /* selection: scale Q_sel^T (d x tb), its scores, F (bc x tb) */
-  size_t off_run;                /* selection: the keys' running sums (bc) */
-  float fm_xs;                   /* the map's input scale */
-  size_t m;                      /* features (d without a map) */
-  int xm, dsm;                   /* exponential map; dsoftmax */
+  const void *step_params; /* handed to the step's finish */
+  const attn_featmap *fm;  /* NULL: scale * q . k */
+  int sel;                 /* selective attention (attn_blocked_select) */
+  size_t sel_kv, sel_gi;   /* its key head, and its place in that head's group */
+  float fm_xs;             /* the map's input scale */
+  size_t m;                /* features (d without a map) */
+  int xm, dsm;             /* exponential map; dsoftmax */
   float scale;
   int64_t left, right, chunk; /* mask, clamped to what positions can reach (chunk 0: none) */
   size_t g, tb, R, bc;        /* GQA group, tokens per block, rows per block (tb g), keys per block */
   size_t hg, groups, qblocks; /* heads advancing together, head groups, query blocks */
-  size_t off_st, off_heads, head_floats, off_qt, off_acc, off_rs; /* scratch layout, in floats */
-  size_t off_kf;                                                  /* feature map: psi(K_blk) */
-  size_t off_ku, off_km, off_fms, off_cb, off_tmp;                /* exponential maps: u(K_blk), its running
-                                                     maxima, map scratch, c, temp */
-  size_t off_uq, off_bm, off_cz;                                  /* per head: u(Q) (R x m), bm (R), dsoftmax c | z */
-  size_t off_strip;                                               /* the step's strip */
-  attn_dtype kv_type;                                             /* K and V elements (shape.kv_type) */
-  size_t off_kc, off_vc;           /* half K/V: converted K rows (24 x d), the block's V rows (bc x dv); fp32: none */
-  size_t off_sth;                  /* few blocks of several heads: hg heads' ST (bc x BLK_FEW_ROWS each) */
-  int few;                         /* at most BLK_FEW_ROWS rows per task and no feature map: scores by few_scores
+  /* The strategies, chosen once here (blocked/pass.c holds them): how a head's key block is read,
+   * and where its scores come from; whether the heads of a task go a block at a time together. */
+  enum { BLK_BLOCK_SCORED, BLK_BLOCK_XMAP } block; /* scores, extras, step; or exponential-map sub-blocks */
+  enum { BLK_SCORES_GEMM, BLK_SCORES_FEW, BLK_SCORES_FEATURE } scores; /* Q^T GEMM; few_scores; psi(K) GEMM */
+  int heads_together;            /* few rows, no selection: attn_blk_block_heads for a task of 2+ heads */
+  attn_blocked_worker_layout wl; /* each worker's scratch */
+  attn_blocked_head_layout hl;   /* each head's region within it, head_floats each */
+  size_t head_floats;
+  size_t slots;             /* after the workers' scratch, with threads: every range's state, per task */
+  attn_dtype kv_type;       /* K and V elements (shape.kv_type) */
+  int few;                  /* at most BLK_FEW_ROWS rows per task and no feature map: scores by few_scores
                                and an unmasked block's P V by few_pv, K and V read in place (half: a
-                               masked block's V converted for the GEMM); a head's off_qt holds the
+                               masked block's V converted for the GEMM); a head's hl.qt holds the
                                scaled query rows (R x d) instead of their transpose */
-  int views;                       /* no feature map, selection or few-rows scores: a boundary block's keys in
+  int views;                /* no feature map, selection or few-rows scores: a boundary block's keys in
                                sub-blocks, each with the tokens that see it (attn_blk_boundary) */
-  int pack;                        /* views, several query blocks and a head's K or V rows not contiguous
+  int pack;                 /* views, several query blocks and a head's K or V rows not contiguous
                                fp32: keys [0, pack_keys) of the task's key head packed (attn_blk_pack) */
-  size_t pack_keys;                /* min(n_kv, BLK_PACK_KEYS) */
-  size_t off_pk, off_pv, off_ptag; /* per worker: packed K (BLK_PACK_KEYS x d), V (x dv), which head
-                                      they hold (a size_t at off_ptag: head + 1, 0 for none) */
-  const float *stats_sinks;        /* softmax with sinks (per query head): the sums hold the sink's weight
+  size_t pack_keys;         /* min(n_kv, BLK_PACK_KEYS) */
+  const float *stats_sinks; /* softmax with sinks (per query head): the sums hold the sink's weight
                                w = e^(sink - m) too (row state array 0 is m); the statistics take
                                w, w^2 and w (sink - m) back out: the keys' only */
-  size_t split;                    /* key ranges per task (1: none; a short call over many keys: attn.h, threads; a
+  size_t split;             /* key ranges per task (1: none; a short call over many keys: attn.h, threads; a
                              * selection: the most, each task its own, blocked/schedule.c blk_ranges) */
-  size_t cr;            /* rows of a range's stored state (ATTN_SPLIT_TOKENS g; a selection: >= R), per head */
-  size_t off_fold;      /* per worker, when the step can split: hg heads of a range's state (cr rows) */
-  size_t slot_floats;   /* one range's state of a head group (hg heads) */
-  size_t off_slots;     /* after the workers' scratch, with threads: every range's state, per task */
-  size_t workers;       /* scratch regions (attn_shape.threads; 1 without) */
-  size_t worker_floats; /* one worker's scratch, a multiple of 16 floats */
-  size_t scratch_bytes; /* the whole workspace */
+  size_t cr;                /* rows of a range's stored state (ATTN_SPLIT_TOKENS g; a selection: >= R), per head */
+  size_t slot_floats;       /* one range's state of a head group (hg heads) */
+  size_t workers;           /* scratch regions (attn_shape.threads; 1 without) */
+  size_t worker_floats;     /* one worker's scratch, a multiple of 16 floats */
+  size_t scratch_bytes;     /* the whole workspace */
 } attn_blocked_plan;
 
 /*

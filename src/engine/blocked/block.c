@@ -51,9 +51,9 @@ const float *attn_blk_step(const blk_task *t, size_t hh, int64_t j0, size_t jn, 
                              (t->h0 + hh) * p->g,
                              t->t0,
                              p->step_params,
-                             t->ws + p->off_strip,
+                             t->ws + p->wl.strip,
                              t->io->stats != NULL};
-  return p->step->step(t->uk, &b, blk_head(t, hh) + p->off_rs + t->c0, p->R);
+  return p->step->step(t->uk, &b, blk_head(t, hh) + p->hl.rs + t->c0, p->R);
 }
 
 /* acc (head hh) = alpha acc + P V from P^T at st: V rows vb (fp32, row stride ldv), or vh (rows of
@@ -62,7 +62,7 @@ void attn_blk_pv(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked
                  const float *vb, const void *vh, size_t ldv) {
   const attn_blocked_plan *p = t->p;
   const size_t rows = t->rows, DV = p->shape->dv;
-  float *acc = blk_head(t, hh) + p->off_acc + t->c0 * DV;
+  float *acc = blk_head(t, hh) + p->hl.acc + t->c0 * DV;
   if (vh)
     t->uk->few_pv(p->kv_type, NULL, rows, DV, jn, st, rows, vh, ldv, acc, DV, alpha);
   else if (masked && !blk_hidden_v_finite(p, vb, ldv, j0, jn, t->p0, t->p1))
@@ -73,16 +73,16 @@ void attn_blk_pv(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked
 
 /* A `few` block of every head of the task at once (no selection, no map): the scores of all heads
  * key after key (few_scores over the heads: with heads side by side in a token's row, one sweep
- * along memory), each head's step on its own ST (off_sth), then P V of all heads the same way
+ * along memory), each head's step on its own ST (wl.sth), then P V of all heads the same way
  * (unmasked) or head by head (masked: V converted where half). */
 void attn_blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked) {
   const attn_blocked_plan *p = t->p;
   const attn_shape *s = p->shape;
   const size_t rows = t->rows, hs = p->bc * BLK_FEW_ROWS;
-  float *sth = t->ws + p->off_sth;
+  float *sth = t->ws + p->wl.sth;
   const attn_few_heads hk = {t->hn, s->k.head_stride, p->head_floats, hs, 0, 0, 0, 0};
   t->uk->few_scores(p->kv_type, &hk, jn, rows, s->d, blk_row(t, t->io->k, s->k, j0, t->h0), s->k.row_stride,
-                    blk_head(t, 0) + p->off_qt, s->d, sth, rows);
+                    blk_head(t, 0) + p->hl.qt, s->d, sth, rows);
   const float *alpha0 = NULL;
   for (size_t hh = 0; hh < t->hn; hh++) {
     const float *alpha = attn_blk_step(t, hh, j0, jn, masked, sth + hh * hs, NULL);
@@ -97,7 +97,7 @@ void attn_blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked) 
   /* every head's factor lies at the same place of its region (the step's row state) */
   const attn_few_heads hv = {t->hn, 0, 0, 0, hs, s->v.head_stride, p->head_floats, p->head_floats};
   t->uk->few_pv(p->kv_type, &hv, rows, s->dv, jn, sth, rows, blk_row(t, t->io->v, s->v, j0, t->h0), s->v.row_stride,
-                blk_head(t, 0) + p->off_acc, s->dv, alpha0);
+                blk_head(t, 0) + p->hl.acc, s->dv, alpha0);
 }
 
 /* A boundary block of head hh (plans with p->views): its keys BLK_BOUNDARY_KEYS at a time, each
@@ -121,7 +121,7 @@ void attn_blk_boundary(const blk_task *t, size_t hh, int64_t j0, size_t jn, cons
     v.t0 = t->t0 + (size_t)ta, v.tn = (size_t)(tb - ta), v.rows = v.tn * g;
     v.p0 = t->p0 + ta, v.p1 = v.p0 + (int64_t)v.tn - 1, v.c0 = t->c0 + (size_t)ta * g;
     const int masked = blk_masked(p, v.p0, v.p1, ka, kb);
-    attn_blk_scores(&v, ka, b - a, v.h0 + hh, v.rows, blk_qt(&v, hh), v.ldq, v.ws + p->off_st, v.rows);
+    attn_blk_scores(&v, ka, b - a, v.h0 + hh, v.rows, blk_qt(&v, hh), v.ldq, v.ws + p->wl.st, v.rows);
     blk_accumulate(&v, hh, ka, b - a, masked, vb + a * ldv, NULL, ldv, NULL);
   }
 }

@@ -54,7 +54,7 @@ typedef struct blk_task {
   size_t c0, ldq;
 } blk_task;
 
-static inline float *blk_head(const blk_task *t, size_t hh) { return t->ws + t->p->off_heads + hh * t->p->head_floats; }
+static inline float *blk_head(const blk_task *t, size_t hh) { return t->ws + t->p->wl.heads + hh * t->p->head_floats; }
 
 /* Row j0 of key/value head h of x (K or V, layout l), in place: elements of shape.kv_type. */
 static inline const void *blk_row(const blk_task *t, const void *x, attn_layout l, int64_t j0, size_t h) {
@@ -63,7 +63,7 @@ static inline const void *blk_row(const blk_task *t, const void *x, attn_layout 
 }
 
 /* Head hh's scaled Q^T from the task's (or view's) first row: d x rows, row stride t->ldq. */
-static inline const float *blk_qt(const blk_task *t, size_t hh) { return blk_head(t, hh) + t->p->off_qt + t->c0; }
+static inline const float *blk_qt(const blk_task *t, size_t hh) { return blk_head(t, hh) + t->p->hl.qt + t->c0; }
 
 /* ---- functions shared between the files, by file (each documented at its definition) ---- */
 /* ---- kv.c: K/V access ---- */
@@ -102,11 +102,11 @@ ATTN_INTERNAL void attn_blk_end(const blk_task *t, float *fold);
 ATTN_INTERNAL void attn_blk_fold(const blk_task *t, float *fold, const float *src);
 
 /* ---- the block loop's one step, inline in each of its callers (block.c, xfeat.c, pass.c) ---- */
-/* Scores of keys [j0, j0 + jn) (ST, jn x rows, in the worker's off_st), their mask, the step and
+/* Scores of keys [j0, j0 + jn) (ST, jn x rows, in the worker's wl.st), their mask, the step and
  * acc += P V (attn_blk_pv's V). */
 static inline void blk_accumulate(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked, const float *vb,
                                   const void *vh, size_t ldv, const float *bm) {
-  float *st = t->ws + t->p->off_st;
+  float *st = t->ws + t->p->wl.st;
   const float *alpha = attn_blk_step(t, hh, j0, jn, masked, st, bm);
   attn_blk_pv(t, hh, j0, jn, masked, st, alpha, vb, vh, ldv);
 }

@@ -4,7 +4,7 @@
 
 /* Which key head the worker's packed K and V hold (attn_blk_pack): that head + 1, 0 for none (reset
  * by attn_blocked_run_all at every call). */
-static size_t *blk_pack_tag(const blk_task *t) { return (size_t *)(void *)(t->ws + t->p->off_ptag); }
+static size_t *blk_pack_tag(const blk_task *t) { return (size_t *)(void *)(t->ws + t->p->wl.ptag); }
 
 /* Pack keys [0, pack_keys) of the task's key head into the worker's scratch (fp32, rows of d and
  * dv floats), unless it holds them already (a plan with p->pack: one key head per task). */
@@ -15,7 +15,7 @@ void attn_blk_pack(const blk_task *t) {
   if (*tag == t->h0 + 1) return;
   const size_t n = p->pack_keys;
   const void *k = blk_row(t, t->io->k, s->k, 0, t->h0), *v = blk_row(t, t->io->v, s->v, 0, t->h0);
-  float *pk = t->ws + p->off_pk, *pv = t->ws + p->off_pv;
+  float *pk = t->ws + p->wl.pk, *pv = t->ws + p->wl.pv;
   if (p->kv_type == ATTN_F32) {
     for (size_t j = 0; j < n; j++) {
       memcpy(pk + j * s->d, (const float *)k + j * s->k.row_stride, s->d * sizeof(float));
@@ -31,7 +31,7 @@ void attn_blk_pack(const blk_task *t) {
 
 /* Rows [j0, j0 + jn) of key (value 0) or value (value 1) head h as fp32: from the worker's packed
  * rows where they hold them (*ld: d or dv); else in place for fp32 (*ld: the layout's row
- * stride), converted by the path's conversion kernel into the scratch at off_kc / off_vc (bc x w
+ * stride), converted by the path's conversion kernel into the scratch at wl.kc / wl.vc (bc x w
  * floats, *ld = w) for half types. */
 const float *attn_blk_kv(const blk_task *t, int value, int64_t j0, size_t jn, size_t h, size_t *ld) {
   const attn_blocked_plan *p = t->p;
@@ -39,7 +39,7 @@ const float *attn_blk_kv(const blk_task *t, int value, int64_t j0, size_t jn, si
   const size_t w = value ? s->dv : s->d;
   if (p->pack && j0 >= 0 && (size_t)j0 + jn <= p->pack_keys && *blk_pack_tag(t) == h + 1) {
     *ld = w;
-    return t->ws + (value ? p->off_pv : p->off_pk) + (size_t)j0 * w;
+    return t->ws + (value ? p->wl.pv : p->wl.pk) + (size_t)j0 * w;
   }
   const attn_layout l = value ? s->v : s->k;
   const void *row = blk_row(t, value ? t->io->v : t->io->k, l, j0, h);
@@ -47,7 +47,7 @@ const float *attn_blk_kv(const blk_task *t, int value, int64_t j0, size_t jn, si
     *ld = l.row_stride;
     return row;
   }
-  float *dst = t->ws + (value ? p->off_vc : p->off_kc);
+  float *dst = t->ws + (value ? p->wl.vc : p->wl.kc);
   (p->kv_type == ATTN_F16 ? t->uk->f16_cvt : t->uk->bf16_cvt)(jn, w, row, l.row_stride, dst);
   *ld = w;
   return dst;

@@ -10,12 +10,12 @@
 static int blk_head_layout(attn_blocked_plan *p, size_t R, const attn_score_step *step, size_t tbm2) {
   const size_t m = p->m, mr = m * R;
   attn_ws h = {0, 0};
-  p->off_qt = attn_ws_take(&h, mr);
-  p->off_acc = attn_ws_take(&h, R * p->shape->dv);
-  p->off_rs = attn_ws_take(&h, R * (step->row_floats + step->stats_floats));
-  p->off_uq = attn_ws_take(&h, p->xm ? mr : 0);
-  p->off_bm = attn_ws_take(&h, p->xm ? R : 0);
-  p->off_cz = attn_ws_take(&h, p->dsm ? tbm2 : 0);
+  p->hl.qt = attn_ws_take(&h, mr);
+  p->hl.acc = attn_ws_take(&h, R * p->shape->dv);
+  p->hl.rs = attn_ws_take(&h, R * (step->row_floats + step->stats_floats));
+  p->hl.uq = attn_ws_take(&h, p->xm ? mr : 0);
+  p->hl.bm = attn_ws_take(&h, p->xm ? R : 0);
+  p->hl.cz = attn_ws_take(&h, p->dsm ? tbm2 : 0);
   p->head_floats = h.floats;
   return h.overflow;
 }
@@ -111,47 +111,50 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
   /* the map's scratch for up to max(bc, tb) rows: favor's x' rows, fr floats (checked above) */
   fms = p->fm ? p->fm->scratch(attn_max_sz(p->bc, p->tb), s->d, m) : 0;
   attn_ws w = {0, 0};
-  p->off_st = attn_ws_take(&w, bcr);
-  p->off_kf = attn_ws_take(&w, p->fm ? bcm : 0);
-  p->off_ku = attn_ws_take(&w, p->xm ? bcm : 0);
-  p->off_km = attn_ws_take(&w, p->xm ? bcm : 0);
-  p->off_fms = attn_ws_take(&w, fms);
-  p->off_cb = attn_ws_take(&w, p->xm ? m : 0);
-  p->off_tmp = attn_ws_take(&w, p->xm ? 3 * m : 0);
+  p->wl.st = attn_ws_take(&w, bcr);
+  p->wl.kf = attn_ws_take(&w, p->fm ? bcm : 0);
+  p->wl.ku = attn_ws_take(&w, p->xm ? bcm : 0);
+  p->wl.km = attn_ws_take(&w, p->xm ? bcm : 0);
+  p->wl.fms = attn_ws_take(&w, fms);
+  p->wl.cb = attn_ws_take(&w, p->xm ? m : 0);
+  p->wl.tmp = attn_ws_take(&w, p->xm ? 3 * m : 0);
   size_t strip;
   if (!attn_mul_ok(p->bc + 2 * p->tb, p->g, &strip)) return blk_overflow(s);
-  p->off_strip = attn_ws_take(&w, step->strip ? strip : 0);
+  p->wl.strip = attn_ws_take(&w, step->strip ? strip : 0);
   size_t dtb, bctb;
   if (!attn_mul_ok(s->d, p->tb, &dtb) || !attn_mul_ok(p->bc, p->tb, &bctb)) return blk_overflow(s);
-  p->off_qs = attn_ws_take(&w, p->sel ? dtb : 0);
-  p->off_ss = attn_ws_take(&w, p->sel ? bctb : 0);
-  p->off_fz = attn_ws_take(&w, p->sel ? bctb : 0);
-  p->off_run = attn_ws_take(&w, p->sel ? p->bc : 0);
+  p->wl.qs = attn_ws_take(&w, p->sel ? dtb : 0);
+  p->wl.ss = attn_ws_take(&w, p->sel ? bctb : 0);
+  p->wl.fz = attn_ws_take(&w, p->sel ? bctb : 0);
+  p->wl.run = attn_ws_take(&w, p->sel ? p->bc : 0);
   /* half K/V: the block's converted rows (no scratch for fp32, read in place) */
   size_t bcd, bcdv;
   p->kv_type = s->kv_type;
   const int half = s->kv_type != ATTN_F32;
   if (!attn_mul_ok(p->bc, s->d, &bcd) || !attn_mul_ok(p->bc, s->dv, &bcdv)) return blk_overflow(s);
-  p->off_kc = attn_ws_take(&w, half ? bcd / p->bc * attn_min_sz(p->bc, BLK_HALF_K_KEYS) : 0);
-  p->off_vc = attn_ws_take(&w, half ? bcdv : 0);
+  p->wl.kc = attn_ws_take(&w, half ? bcd / p->bc * attn_min_sz(p->bc, BLK_HALF_K_KEYS) : 0);
+  p->wl.vc = attn_ws_take(&w, half ? bcdv : 0);
   size_t sth; /* `few` blocks of several heads: every head's ST, BLK_FEW_ROWS rows at most (any n_q) */
   if (!attn_mul_ok(hg_res, st_head, &sth)) return blk_overflow(s);
-  p->off_sth = attn_ws_take(&w, sth);
+  p->wl.sth = attn_ws_take(&w, sth);
   p->few = !p->fm && attn_min_sz(p->tb, s->n_q) * p->g <= BLK_FEW_ROWS;
   p->views = !p->fm && !p->sel && !p->few;
+  p->block = p->xm ? BLK_BLOCK_XMAP : BLK_BLOCK_SCORED;
+  p->scores = p->fm ? BLK_SCORES_FEATURE : p->few ? BLK_SCORES_FEW : BLK_SCORES_GEMM;
+  p->heads_together = p->few && !p->sel;
   /* Packed K/V: reserved for every call that may pack (no map, no selection: whatever n_q and
    * n_kv, as the workspace depends on neither); used where a head's rows are not contiguous fp32
    * and several query blocks read them. */
   size_t pkd, pkdv;
   const int may_pack = !p->fm && !p->sel;
   if (!attn_mul_ok(BLK_PACK_KEYS, s->d, &pkd) || !attn_mul_ok(BLK_PACK_KEYS, s->dv, &pkdv)) return blk_overflow(s);
-  p->off_pk = attn_ws_take(&w, may_pack ? pkd : 0);
-  p->off_pv = attn_ws_take(&w, may_pack ? pkdv : 0);
-  p->off_ptag = attn_ws_take(&w, may_pack ? sizeof(size_t) : 0); /* floats enough for a size_t */
+  p->wl.pk = attn_ws_take(&w, may_pack ? pkd : 0);
+  p->wl.pv = attn_ws_take(&w, may_pack ? pkdv : 0);
+  p->wl.ptag = attn_ws_take(&w, may_pack ? sizeof(size_t) : 0); /* floats enough for a size_t */
   p->pack_keys = attn_min_sz(s->n_kv, BLK_PACK_KEYS);
   const int scattered = half || s->k.row_stride != s->d || s->v.row_stride != s->dv;
   p->pack = may_pack && p->views && p->hg == 1 && p->qblocks >= BLK_PACK_MIN_QBLOCKS && scattered;
-  p->off_heads = attn_ws_take(&w, heads_res);
+  p->wl.heads = attn_ws_take(&w, heads_res);
   /* Key ranges: a step that can fold them and no map; one query block of at most
    * ATTN_SPLIT_TOKENS tokens, in ranges of whole key blocks, at least ATTN_SPLIT_KEYS keys each;
    * with a selection, every task (blk_ranges: up to BLK_SPLIT_MAX ranges, per query block). The
@@ -170,7 +173,7 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
   if (can_split && (!attn_mul_ok(p->cr, s->dv + row_arrays, &ph) || !attn_mul_ok(ph, hg_res, &fold)))
     return blk_overflow(s);
   p->slot_floats = ph * p->hg; /* p->hg <= hg_res */
-  p->off_fold = attn_ws_take(&w, fold);
+  p->wl.fold = attn_ws_take(&w, fold);
   p->worker_floats = w.floats;
   p->workers = attn_workers(s->threads);
   size_t total, slots = 0, bytes;
@@ -178,7 +181,7 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
     return blk_overflow(s);
   if (w.overflow || !attn_mul_ok(w.floats, p->workers, &total)) return blk_overflow(s);
   attn_ws all = {total, 0};
-  p->off_slots = attn_ws_take(&all, slots);
+  p->slots = attn_ws_take(&all, slots);
   if (!attn_ws_bytes(&all, &bytes)) return blk_overflow(s);
   p->scratch_bytes = bytes;
   return ATTN_OK;

@@ -61,7 +61,7 @@ static void blk_run_serial(const attn_blocked_plan *p, const struct attn_ukernel
     blk_run_task(p, uk, io, task, ws);
     return;
   }
-  float *fold = ws + p->off_fold;
+  float *fold = ws + p->wl.fold;
   for (size_t r = 0; r < S; r++) {
     t = blk_run_range(p, uk, io, task, r, ws, r == 0);
     if (r == 0)
@@ -84,15 +84,15 @@ typedef struct blk_par {
 static void blk_par_range(const blk_par *c, size_t task, size_t r, float *ws) {
   const attn_blocked_plan *p = c->p;
   const blk_task t = blk_run_range(p, c->uk, c->io, task, r, ws, 1); /* ws last held any task's */
-  attn_blk_store(&t, c->ws + p->off_slots + ((task % p->groups) * p->split + r) * p->slot_floats);
+  attn_blk_store(&t, c->ws + p->slots + ((task % p->groups) * p->split + r) * p->slot_floats);
 }
 
 /* The outputs of a split task from its ranges' slots, folded in range order (calling thread). */
 static void blk_par_fold(const blk_par *c, size_t task, size_t S) {
   const attn_blocked_plan *p = c->p;
   const blk_task t = attn_blk_task_of(p, c->uk, c->io, task, c->ws);
-  const float *slot = c->ws + p->off_slots + (task % p->groups) * p->split * p->slot_floats;
-  float *fold = c->ws + p->off_fold;
+  const float *slot = c->ws + p->slots + (task % p->groups) * p->split * p->slot_floats;
+  float *fold = c->ws + p->wl.fold;
   memcpy(fold, slot, p->slot_floats * sizeof(float));
   for (size_t r = 1; r < S; r++) attn_blk_fold(&t, fold, slot + r * p->slot_floats);
   attn_blk_end(&t, fold);
@@ -143,7 +143,7 @@ void attn_blocked_run_all(const attn_blocked_plan *p, const struct attn_ukernels
                           float *ws) {
   const size_t tasks = p->qblocks * p->groups, S = p->split;
   for (size_t w = 0; p->pack && w < p->workers; w++) /* no worker holds a packed head yet */
-    *(size_t *)(void *)(ws + w * p->worker_floats + p->off_ptag) = 0;
+    *(size_t *)(void *)(ws + w * p->worker_floats + p->wl.ptag) = 0;
   if (p->sel) {
     blk_run_select(p, uk, io, ws);
     return;

@@ -21,7 +21,7 @@ static inline float blk_relu(float y) {
 static int blk_select_f(const blk_task *t, int64_t j0, size_t jn, const float *src, size_t ld, size_t step, float *y) {
   const attn_blocked_plan *p = t->p;
   const size_t tn = t->tn;
-  float *fz = t->ws + p->off_fz, *run = t->ws + p->off_run, *f = t->io->sel_f;
+  float *fz = t->ws + p->wl.fz, *run = t->ws + p->wl.run, *f = t->io->sel_f;
   if (tn == 1) { /* a decode step: F is sel_f itself; keys 0 < j < p0 take the token's selection */
     const int64_t a = j0 > 1 ? j0 : 1, e = j0 + (int64_t)jn, b = t->p0 < e ? t->p0 : e;
     memcpy(fz, f + j0, jn * sizeof(float));
@@ -47,9 +47,9 @@ static int blk_select_f(const blk_task *t, int64_t j0, size_t jn, const float *s
 int attn_blk_select(const blk_task *t, int64_t j0, size_t jn, float *st) {
   const attn_blocked_plan *p = t->p;
   if (st) return blk_select_f(t, j0, jn, st + p->sel_gi, t->rows, p->g, st);
-  float *ss = t->ws + p->off_ss;
+  float *ss = t->ws + p->wl.ss;
   /* half K: converted into the K scratch, free again (the head's scores are done) */
-  attn_blk_scores(t, j0, jn, p->sel_kv, t->tn, t->ws + p->off_qs, t->tn, ss, t->tn);
+  attn_blk_scores(t, j0, jn, p->sel_kv, t->tn, t->ws + p->wl.qs, t->tn, ss, t->tn);
   return blk_select_f(t, j0, jn, ss, t->tn, 1, NULL);
 }
 
@@ -63,7 +63,7 @@ static inline __attribute__((always_inline)) void blk_sub_group(float *row, cons
  * get loops with a constant g, which compilers vectorise; g == 1 is one flat pass. */
 void attn_blk_select_apply(const blk_task *t, float *st, size_t jn) {
   const size_t tn = t->tn, g = t->p->g, rows = t->rows;
-  const float *fz = t->ws + t->p->off_fz;
+  const float *fz = t->ws + t->p->wl.fz;
   if (g == 1) { /* ST is jn x tn, as F */
     for (size_t e = 0; e < jn * tn; e++) st[e] -= fz[e];
     return;

@@ -57,16 +57,15 @@ void attn_blk_begin(const blk_task *t, int first, int queries) {
   /* selection by a task without h_sel's key head: scale Q_sel^T for its own GEMM (attn_blk_select) */
   const int sel_gemm = queries && p->sel && !(p->sel_kv >= t->h0 && p->sel_kv < t->h0 + t->hn);
   if (sel_gemm)
-    blk_pack_qt(t, ws + p->off_qs, tn, 1,
-                io->q + t0 * s->q.row_stride + (p->sel_kv * g + p->sel_gi) * s->q.head_stride);
+    blk_pack_qt(t, ws + p->wl.qs, tn, 1, io->q + t0 * s->q.row_stride + (p->sel_kv * g + p->sel_gi) * s->q.head_stride);
   for (size_t hh = 0; hh < t->hn; hh++) {
     float *reg = blk_head(t, hh);
-    float *qt = reg + p->off_qt, *acc = reg + p->off_acc;
+    float *qt = reg + p->hl.qt, *acc = reg + p->hl.acc;
     for (size_t gi = 0; queries && p->fm && gi < g; gi++) { /* u(q) row-major, or phi(q) transposed */
       const float *qh = io->q + t0 * s->q.row_stride + ((t->h0 + hh) * g + gi) * s->q.head_stride;
       if (p->xm)
-        p->fm->apply(t->uk, &t->fa, 0, tn, D, m, qh, s->q.row_stride, reg + p->off_uq + gi * m, g * m, 1,
-                     ws + p->off_fms);
+        p->fm->apply(t->uk, &t->fa, 0, tn, D, m, qh, s->q.row_stride, reg + p->hl.uq + gi * m, g * m, 1,
+                     ws + p->wl.fms);
       else
         p->fm->apply(t->uk, &t->fa, 0, tn, D, D, qh, s->q.row_stride, qt + gi, g, rows, NULL);
     }
@@ -83,11 +82,11 @@ void attn_blk_begin(const blk_task *t, int first, int queries) {
           }
     }
     const attn_step_rows w = {p->step_params, (t->h0 + hh) * g, g, first};
-    float *srs = reg + p->off_rs + sp->row_floats * R; /* the statistics' sums start at 0 (init may */
+    float *srs = reg + p->hl.rs + sp->row_floats * R; /* the statistics' sums start at 0 (init may */
     for (size_t x = 0; io->stats && x < sp->stats_floats * R; x++) srs[x] = 0.0f; /* count a sink's) */
-    sp->init(reg + p->off_rs, R, rows, &w);
+    sp->init(reg + p->hl.rs, R, rows, &w);
     for (size_t x = 0; x < rows * DV; x++) acc[x] = 0.0f;
-    float *cz = reg + p->off_cz;
+    float *cz = reg + p->hl.cz;
     for (size_t x = 0; p->dsm && x < tn * m; x++) cz[x] = -INFINITY, cz[tn * m + x] = 0.0f;
   }
 }
@@ -104,8 +103,8 @@ void attn_blk_store(const blk_task *t, float *region) {
   for (size_t hh = 0; hh < t->hn; hh++) {
     const float *reg = blk_head(t, hh);
     float *f = blk_folded(p, region, hh);
-    memcpy(f, reg + p->off_acc, t->rows * DV * sizeof(float));
-    for (size_t a = 0; a < rsf; a++) memcpy(f + cr * DV + a * cr, reg + p->off_rs + a * p->R, t->rows * sizeof(float));
+    memcpy(f, reg + p->hl.acc, t->rows * DV * sizeof(float));
+    for (size_t a = 0; a < rsf; a++) memcpy(f + cr * DV + a * cr, reg + p->hl.rs + a * p->R, t->rows * sizeof(float));
   }
 }
 
@@ -117,8 +116,8 @@ void attn_blk_end(const blk_task *t, float *fold) {
   const attn_blocked_io *io = t->io;
   const size_t g = p->g, DV = s->dv, stride = fold ? p->cr : p->R;
   for (size_t hh = 0; hh < t->hn; hh++) {
-    float *reg = blk_head(t, hh), *acc = fold ? blk_folded(p, fold, hh) : reg + p->off_acc;
-    const float *rs = fold ? acc + p->cr * DV : reg + p->off_rs;
+    float *reg = blk_head(t, hh), *acc = fold ? blk_folded(p, fold, hh) : reg + p->hl.acc;
+    const float *rs = fold ? acc + p->cr * DV : reg + p->hl.rs;
     for (size_t ti = 0; ti < t->tn; ti++)
       for (size_t gi = 0; gi < g; gi++) {
         const size_t r = ti * g + gi, h = (t->h0 + hh) * g + gi, tok = t->t0 + ti;
@@ -136,8 +135,8 @@ void attn_blk_fold(const blk_task *t, float *fold, const float *src) {
   const size_t DV = p->shape->dv, cr = p->cr;
   for (size_t hh = 0; hh < t->hn; hh++) {
     float *f = blk_folded(p, fold, hh);
-    const float *reg = blk_head(t, hh), *acc2 = src ? blk_folded(p, (float *)src, hh) : reg + p->off_acc;
-    const float *rs2 = src ? acc2 + cr * DV : reg + p->off_rs;
+    const float *reg = blk_head(t, hh), *acc2 = src ? blk_folded(p, (float *)src, hh) : reg + p->hl.acc;
+    const float *rs2 = src ? acc2 + cr * DV : reg + p->hl.rs;
     p->step->merge(f, f + cr * DV, cr, acc2, rs2, src ? cr : p->R, t->rows, DV, t->io->stats != NULL);
   }
 }

@@ -44,7 +44,7 @@ static void blk_row_offsets(const blk_task *t, int64_t j0, size_t jn, const floa
     prefix &= !count || first == 0;
     suffix &= !count || first + count == jn;
   }
-  float *km = t->ws + p->off_km;
+  float *km = t->ws + p->wl.km;
   if (prefix || suffix) {
     const size_t j0s = prefix ? 0 : jn - 1;
     for (size_t f = 0; f < m; f++) km[j0s * m + f] = ku[j0s * m + f];
@@ -75,7 +75,7 @@ static void blk_column_sums(const blk_task *t, float *reg, int64_t j0, size_t jn
                             const float *cb) {
   const attn_blocked_plan *p = t->p;
   const size_t m = p->m;
-  float *cz = reg + p->off_cz, *sum = t->ws + p->off_tmp, *e1 = sum + m, *e2 = e1 + m;
+  float *cz = reg + p->hl.cz, *sum = t->ws + p->wl.tmp, *e1 = sum + m, *e2 = e1 + m;
   for (size_t ti = 0; ti < t->tn; ti++) {
     size_t first = 0, count = jn;
     if (masked && !(count = blk_visible(p, t->p0 + (int64_t)ti, j0, jn, &first))) continue;
@@ -107,7 +107,7 @@ void attn_blk_exp_keys(const blk_task *t, size_t hh, int64_t j0, size_t jn, int 
   const attn_blocked_plan *p = t->p;
   const struct attn_ukernels *uk = t->uk;
   const size_t m = p->m, rows = t->rows;
-  float *kf = t->ws + p->off_kf, *cb = t->ws + p->off_cb;
+  float *kf = t->ws + p->wl.kf, *cb = t->ws + p->wl.cb;
   if (kmax) { /* a copy: kmax lies in scratch that the column sums reuse */
     memcpy(cb, kmax, m * sizeof(float));
   } else { /* the finite features' maxima: a non-finite key stays its own */
@@ -119,7 +119,7 @@ void attn_blk_exp_keys(const blk_task *t, size_t hh, int64_t j0, size_t jn, int 
     blk_column_sums(t, reg, j0, jn, masked, kf, cb);
     return;
   }
-  float *uq = reg + p->off_uq, *bm = reg + p->off_bm, *qt = reg + p->off_qt;
+  float *uq = reg + p->hl.uq, *bm = reg + p->hl.bm, *qt = reg + p->hl.qt;
   for (size_t r = 0; r < rows; r++) bm[r] = -INFINITY;
   if (masked) {
     blk_row_offsets(t, j0, jn, ku, uq, bm);
@@ -127,7 +127,7 @@ void attn_blk_exp_keys(const blk_task *t, size_t hh, int64_t j0, size_t jn, int 
     for (size_t r = 0; r < rows; r++) uk->expfeat(ATTN_EXPF_MAX, 1, m, uq + r * m, m, NULL, 0, bm + r, cb, NULL, 0, 0);
   }
   uk->expfeat(ATTN_EXPF_SCALED, rows, m, uq, m, NULL, 0, bm, cb, qt, 1, rows);
-  uk->gemm(jn, rows, m, kf, m, 1, qt, rows, t->ws + p->off_st, rows, NULL, 0);
+  uk->gemm(jn, rows, m, kf, m, 1, qt, rows, t->ws + p->wl.st, rows, NULL, 0);
   blk_accumulate(t, hh, j0, jn, masked, vb, NULL, p->shape->v.row_stride, bm);
 }
 
@@ -136,8 +136,8 @@ void attn_blk_exp_keys(const blk_task *t, size_t hh, int64_t j0, size_t jn, int 
 void attn_blk_dsoftmax_queries(const blk_task *t, float *reg) {
   const attn_blocked_plan *p = t->p;
   const size_t m = p->m;
-  const float *cz = reg + p->off_cz;
-  float *uq = reg + p->off_uq;
+  const float *cz = reg + p->hl.cz;
+  float *uq = reg + p->hl.uq;
   for (size_t r = 0; r < t->rows; r++) {
     const size_t ti = r / p->g;
     const float *c = cz + ti * m, *z = cz + (t->tn + ti) * m;

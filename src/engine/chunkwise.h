@@ -112,46 +112,59 @@ typedef struct attn_chunkwise_gates {
  * factorised product: its factors stay within e^+-60 of 1, far inside fp32's range. */
 #define ATTN_GATE_SPAN 60.0
 
+/* One worker's scratch regions, offsets in floats from its base (0 floats where unused). */
+typedef struct attn_chunkwise_worker_layout {
+  size_t kf, va, qt, at, oc, s, fm; /* a chunk's key features (C x m), values (C x W), query features
+                                       transposed, the intra scores, output rows, a state (m x lds) when
+                                       the caller keeps none, the map's scratch */
+  size_t ku, qu, cp, cn, run;       /* exponential maps: pre-exponential key and query features, the
+                                       offsets before and after the chunk, the running row */
+  size_t b, wt, din, dout, dc, ks;  /* gates: cumulative log gates, intra weights, row scales, block
+                                       factors */
+  size_t d;                         /* the scan by head groups: a chunk's local state, m x lds */
+  size_t dl;                        /* maps with offsets, the scan by head groups: a chunk's own offsets (m) */
+  size_t g;                         /* the scan by head groups: the gathered heads' chunk rows (attn_cw_gather) */
+  size_t slots, x;                  /* the waves: scan_group + 1 chunk slots, and the state moving through a
+                                       group */
+} attn_chunkwise_worker_layout;
+
+/* A chunk's slot in the waves, offsets from the slot: its D, then S before it (m x lds) at 0, and */
+typedef struct attn_chunkwise_slot_layout {
+  size_t kf, va, fin; /* its Kf (C x m), its Va (C x W), whether Va is finite */
+  size_t kl, dl;      /* maps with offsets: its Kf at its own offsets (C x m), those (m) */
+  size_t b;           /* per-feature gates: its cumulative log gates (C x m doubles), made by its absorb
+                         and read by its outputs (0: none kept) */
+} attn_chunkwise_slot_layout;
+
 typedef struct attn_chunkwise_plan {
   const attn_shape *shape;
   const attn_featmap *fm;
   attn_chunkwise_gates g;
-  float fm_xs;             /* the map's input scale (attn_fm_args.xs; W^T comes with the call) */
-  int causal, normalize;   /* normalize: z is kept (V gets its ones column) */
-  int divide;              /* outputs divide by phi(q).z + eps */
-  float out_scale, eps;    /* outputs are out_scale times the quotient (the scale of element-wise maps) */
-  size_t m, W, lds, C;     /* features, augmented value width, state row stride, chunk */
-  size_t xg;               /* FLASH's chunk-exclusive form: queries see the keys of earlier chunks
+  float fm_xs;                     /* the map's input scale (attn_fm_args.xs; W^T comes with the call) */
+  int causal, normalize;           /* normalize: z is kept (V gets its ones column) */
+  int divide;                      /* outputs divide by phi(q).z + eps */
+  float out_scale, eps;            /* outputs are out_scale times the quotient (the scale of element-wise maps) */
+  size_t m, W, lds, C;             /* features, augmented value width, state row stride, chunk */
+  size_t xg;                       /* FLASH's chunk-exclusive form: queries see the keys of earlier chunks
                               of xg tokens only, a chunk is absorbed when complete; 0: none */
-  size_t heads, per;       /* state heads, output heads per state head */
-  size_t qdiv, kdiv, vdiv; /* output head / qdiv = query head; state head / kdiv, / vdiv */
-  size_t gdiv;             /* state head / gdiv = gate head */
-  size_t off_kf, off_va, off_qt, off_at, off_oc, off_s, off_fm; /* scratch layout, in floats */
-  size_t off_ku, off_qu, off_cp, off_cn, off_run;               /* exponential maps */
-  size_t off_b, off_wt, off_din, off_dout, off_dc, off_ks;      /* gates */
-  size_t workers, worker_floats;             /* scratch regions (attn_shape.threads; 1 without), floats of each */
-  size_t scan_chunks;                        /* the scan: aligned chunks (FLASH's exclusive form: rounds; 0: no scan) */
-  size_t scan_group, scan_groups;            /* the waves: chunks per group (0: by head groups), groups */
-  size_t scan_wave;                          /* the waves: groups per wave */
-  size_t off_d;                              /* the scan by head groups: a chunk's local state, m x lds */
-  size_t off_scan;                           /* the scan's region: heads states (used without the caller's) */
-  size_t off_after, scan_after, scan_status; /* the waves, at off_after: heads x scan_wave groups'
+  size_t heads, per;               /* state heads, output heads per state head */
+  size_t qdiv, kdiv, vdiv;         /* output head / qdiv = query head; state head / kdiv, / vdiv */
+  size_t gdiv;                     /* state head / gdiv = gate head */
+  attn_chunkwise_worker_layout wl; /* each worker's scratch */
+  size_t workers, worker_floats;   /* scratch regions (attn_shape.threads; 1 without), floats of each */
+  size_t scan_chunks;              /* the scan: aligned chunks (FLASH's exclusive form: rounds; 0: no scan) */
+  size_t scan_group, scan_groups;  /* the waves: chunks per group (0: by head groups), groups */
+  size_t scan_wave;                /* the waves: groups per wave */
+  size_t scan_region;              /* the scan's region: heads states (used without the caller's) */
+  size_t after_region, scan_after, scan_status; /* the waves, at after_region: heads x scan_wave groups'
                                                 states after them (m x lds) and at scan_status their
                                                 status (an atomic int), scan_after floats each */
-  size_t off_slots, off_x;                   /* the waves, in each worker's scratch: scan_group + 1 chunk slots
-                                   of scan_slot floats, and the state moving through a group */
-  size_t scan_slot, scan_kf, scan_va, scan_fin; /* a chunk's slot: m x lds (its D, then S before
-                                   it), at scan_kf its Kf (C x m), at scan_va its Va (C x W), at
-                                   scan_fin whether Va is finite */
-  size_t scan_kl, scan_dl; /* maps with offsets: the chunk's Kf at its own offsets (C x m), those (m) */
-  size_t scan_b;           /* per-feature gates: the chunk's cumulative log gates (C x m doubles), made
-                              by its absorb and read by its outputs (0: none kept) */
-  size_t off_dl;           /* maps with offsets, the scan by head groups: a chunk's own offsets (m) */
-  size_t gather, off_g;    /* the scan by head groups: heads gathered at once (0: none) and, at
-                              off_g, their chunk's query, key and value rows (attn_cw_gather) */
-  int gathered;            /* with gather: the inputs are token-major, so the rows are gathered */
-  size_t scratch_bytes;    /* the whole workspace: workers regions, then the scan's */
-  size_t state_floats;     /* heads * m * lds */
+  size_t scan_slot;                             /* the waves: a chunk's slot, scan_slot floats */
+  attn_chunkwise_slot_layout sl;                /* its regions */
+  size_t gather;                                /* the scan by head groups: heads gathered at once (0: none) */
+  int gathered;                                 /* with gather: the inputs are token-major, so the rows are gathered */
+  size_t scratch_bytes;                         /* the whole workspace: workers regions, then the scan's */
+  size_t state_floats;                          /* heads * m * lds */
 } attn_chunkwise_plan;
 
 /* Sizes that do not depend on the path (shape validated, H given): state heads and floats. */

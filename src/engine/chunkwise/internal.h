@@ -97,23 +97,23 @@ static inline cw_ctx cw_ctx_of(const attn_chunkwise_plan *p, const struct attn_u
                   .uk = uk,
                   .io = io,
                   .fa = {.xs = p->fm_xs, .wt = io->fm_wt},
-                  .kf = ws + p->off_kf,
-                  .va = ws + p->off_va,
-                  .qt = ws + p->off_qt,
-                  .at = ws + p->off_at,
-                  .oc = ws + p->off_oc,
-                  .fs = ws + p->off_fm,
-                  .ku = ws + p->off_ku,
-                  .qu = ws + p->off_qu,
-                  .cp = ws + p->off_cp,
-                  .cn = ws + p->off_cn,
-                  .rn = ws + p->off_run,
-                  .b = (double *)(void *)(ws + p->off_b),
-                  .wt = ws + p->off_wt,
-                  .din = ws + p->off_din,
-                  .dout = ws + p->off_dout,
-                  .dc = ws + p->off_dc,
-                  .ks = ws + p->off_ks,
+                  .kf = ws + p->wl.kf,
+                  .va = ws + p->wl.va,
+                  .qt = ws + p->wl.qt,
+                  .at = ws + p->wl.at,
+                  .oc = ws + p->wl.oc,
+                  .fs = ws + p->wl.fm,
+                  .ku = ws + p->wl.ku,
+                  .qu = ws + p->wl.qu,
+                  .cp = ws + p->wl.cp,
+                  .cn = ws + p->wl.cn,
+                  .rn = ws + p->wl.run,
+                  .b = (double *)(void *)(ws + p->wl.b),
+                  .wt = ws + p->wl.wt,
+                  .din = ws + p->wl.din,
+                  .dout = ws + p->wl.dout,
+                  .dc = ws + p->wl.dc,
+                  .ks = ws + p->wl.ks,
                   .hk = task / p->kdiv,
                   .hv = task / p->vdiv,
                   .hg = task / p->gdiv,
@@ -126,7 +126,7 @@ static inline cw_ctx cw_ctx_of(const attn_chunkwise_plan *p, const struct attn_u
 
 static inline float *cw_scan_state(const cw_par *c, size_t h) {
   const size_t slab = c->p->m * c->p->lds;
-  return c->io->state ? c->io->state + h * slab : c->ws + c->p->off_scan + h * slab;
+  return c->io->state ? c->io->state + h * slab : c->ws + c->p->scan_region + h * slab;
 }
 
 /* gates.c: decay and gates */

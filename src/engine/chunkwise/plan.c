@@ -57,41 +57,41 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
       !attn_mul_ok(p->m, p->lds, &ms))
     return cw_overflow(p, "workspace");
   attn_ws w = {.floats = 0, .overflow = 0};
-  p->off_kf = attn_ws_take(&w, cm);
-  p->off_va = attn_ws_take(&w, cw);
-  p->off_qt = attn_ws_take(&w, cm);
-  p->off_at = attn_ws_take(&w, cc);
-  p->off_oc = attn_ws_take(&w, cw);
-  p->off_s = attn_ws_take(&w, ms); /* one head's S when the caller keeps no state */
-  p->off_fm = attn_ws_take(&w, p->fm->scratch(p->C, p->shape->d, p->m));
+  p->wl.kf = attn_ws_take(&w, cm);
+  p->wl.va = attn_ws_take(&w, cw);
+  p->wl.qt = attn_ws_take(&w, cm);
+  p->wl.at = attn_ws_take(&w, cc);
+  p->wl.oc = attn_ws_take(&w, cw);
+  p->wl.s = attn_ws_take(&w, ms); /* one head's S when the caller keeps no state */
+  p->wl.fm = attn_ws_take(&w, p->fm->scratch(p->C, p->shape->d, p->m));
   if (p->g.kind != ATTN_GATE_NONE || p->g.beta) {
     const int feat = p->g.kind == ATTN_GATE_FEATURE;
-    p->off_b = attn_ws_take(&w, 2 * (feat ? cm : p->C)); /* doubles */
-    p->off_wt = attn_ws_take(&w, cc);
-    p->off_din = attn_ws_take(&w, p->C);
-    p->off_dout = attn_ws_take(&w, p->C);
-    p->off_dc = attn_ws_take(&w, p->m);
-    p->off_ks = attn_ws_take(&w, feat ? cm : 0); /* key factors, then query factors and their exponents */
+    p->wl.b = attn_ws_take(&w, 2 * (feat ? cm : p->C)); /* doubles */
+    p->wl.wt = attn_ws_take(&w, cc);
+    p->wl.din = attn_ws_take(&w, p->C);
+    p->wl.dout = attn_ws_take(&w, p->C);
+    p->wl.dc = attn_ws_take(&w, p->m);
+    p->wl.ks = attn_ws_take(&w, feat ? cm : 0); /* key factors, then query factors and their exponents */
     (void)attn_ws_take(&w, feat ? cm : 0);
     (void)attn_ws_take(&w, feat ? cm : 0);
   }
   if (p->fm->offsets) {
-    p->off_ku = attn_ws_take(&w, cm);
-    p->off_qu = attn_ws_take(&w, cm);
-    p->off_cp = attn_ws_take(&w, p->m);
-    p->off_cn = attn_ws_take(&w, p->m);
-    p->off_run = attn_ws_take(&w, p->m);
+    p->wl.ku = attn_ws_take(&w, cm);
+    p->wl.qu = attn_ws_take(&w, cm);
+    p->wl.cp = attn_ws_take(&w, p->m);
+    p->wl.cn = attn_ws_take(&w, p->m);
+    p->wl.run = attn_ws_take(&w, p->m);
   }
   /* The scan (engine/chunkwise.h): a causal prefill of 2+ chunks, or FLASH's exclusive form over 2+ rounds. */
   const attn_shape *s = p->shape;
   const size_t aligned = attn_min_sz(s->n_q, s->n_kv);
-  p->scan_chunks = p->scan_wave = p->scan_group = p->scan_groups = p->scan_b = 0;
+  p->scan_chunks = p->scan_wave = p->scan_group = p->scan_groups = p->sl.b = 0;
   if (p->xg && s->n_kv > p->xg) /* FLASH's exclusive form: 2+ rounds */
     p->scan_chunks = (s->n_kv + p->xg - 1) / p->xg;
   else if (p->causal && !p->xg && aligned > p->C)
     p->scan_chunks = (aligned + p->C - 1) / p->C;
-  if (p->scan_chunks) p->off_d = attn_ws_take(&w, ms);                      /* a chunk's local state, run per head */
-  if (p->scan_chunks && p->fm->offsets) p->off_dl = attn_ws_take(&w, p->m); /* and its offsets */
+  if (p->scan_chunks) p->wl.d = attn_ws_take(&w, ms);                      /* a chunk's local state, run per head */
+  if (p->scan_chunks && p->fm->offsets) p->wl.dl = attn_ws_take(&w, p->m); /* and its offsets */
   p->workers = attn_workers(p->shape->threads);
   /* Waves only where the heads alone would not keep the workers busy (results do not depend on it). */
   const size_t W = p->workers, H = p->heads;
@@ -100,7 +100,7 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
    * where each head has its own query, key and value head and a group has 2+ heads. The scratch
    * is kept whatever the layout, so that the workspace size depends on the shape alone. */
   const size_t group_heads = H ? (H + attn_min_sz(W, H) - 1) / attn_min_sz(W, H) : 0;
-  p->gather = p->off_g = 0;
+  p->gather = p->wl.g = 0;
   p->gathered =
       s->q.head_stride < s->q.row_stride && s->k.head_stride < s->k.row_stride && s->v.head_stride < s->v.row_stride;
   if (p->scan_chunks && !waves && !p->xg && p->per == 1 && p->qdiv == 1 && p->kdiv == 1 && p->vdiv == 1 &&
@@ -110,7 +110,7 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     if (!attn_mul_ok(p->C, 2 * s->d + s->dv, &g) || !attn_mul_ok(g + 3 * ATTN_GATHER_PAD, p->gather, &g))
       return cw_overflow(p, "workspace");
     g += 3 * ATTN_GATHER_PAD; /* cw_gather_block of d, d and dv */
-    p->off_g = attn_ws_take(&w, g);
+    p->wl.g = attn_ws_take(&w, g);
   }
   if (waves) {
     /* a chunk's slot: D (then S before it), Kf (maps with offsets: their pre-exponential
@@ -118,15 +118,15 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     attn_ws slot = {.floats = 0, .overflow = 0};
     (void)attn_ws_take(&slot, ms);
     if (!p->xg) { /* the exclusive form has no intra part: D alone */
-      p->scan_kf = attn_ws_take(&slot, cm);
-      p->scan_va = attn_ws_take(&slot, cw);
-      p->scan_fin = attn_ws_take(&slot, 1);
+      p->sl.kf = attn_ws_take(&slot, cm);
+      p->sl.va = attn_ws_take(&slot, cw);
+      p->sl.fin = attn_ws_take(&slot, 1);
     }
     if (p->fm->offsets) { /* the chunk's Kf at its own offsets, and those offsets */
-      p->scan_kl = attn_ws_take(&slot, cm);
-      p->scan_dl = attn_ws_take(&slot, p->m);
+      p->sl.kl = attn_ws_take(&slot, cm);
+      p->sl.dl = attn_ws_take(&slot, p->m);
     }
-    if (!p->xg && p->g.kind == ATTN_GATE_FEATURE) p->scan_b = attn_ws_take(&slot, 2 * cm); /* doubles */
+    if (!p->xg && p->g.kind == ATTN_GATE_FEATURE) p->sl.b = attn_ws_take(&slot, 2 * cm); /* doubles */
     p->scan_slot = slot.floats;
     /* groups of ATTN_SCAN_PER_WORKER per worker and head, within [ATTN_SCAN_GROUP_MIN, _MAX] chunks */
     size_t per, gc = (p->scan_chunks * H + ATTN_SCAN_PER_WORKER * W - 1) / (ATTN_SCAN_PER_WORKER * W);
@@ -134,8 +134,8 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     p->scan_group = attn_min_sz(gc, p->scan_chunks);
     p->scan_groups = (p->scan_chunks + p->scan_group - 1) / p->scan_group;
     if (slot.overflow || !attn_mul_ok(p->scan_group + 1, p->scan_slot, &per)) return cw_overflow(p, "workspace");
-    p->off_slots = attn_ws_take(&w, per); /* the group's chunks' slots, and one for a chunk run alone */
-    p->off_x = attn_ws_take(&w, ms);      /* the state moving through a group */
+    p->wl.slots = attn_ws_take(&w, per); /* the group's chunks' slots, and one for a chunk run alone */
+    p->wl.x = attn_ws_take(&w, ms);      /* the state moving through a group */
   }
   p->worker_floats = w.floats;
   size_t total;
@@ -144,7 +144,7 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
   size_t states;
   if (p->scan_chunks) {
     if (!attn_mul_ok(H, ms, &states)) return cw_overflow(p, "workspace");
-    p->off_scan = attn_ws_take(&all, states); /* the heads' states (without a caller's) */
+    p->scan_region = attn_ws_take(&all, states); /* the heads' states (without a caller's) */
   }
   if (waves) { /* then heads x scan_wave groups' states after them and their statuses */
     attn_ws after = {.floats = 0, .overflow = 0};
@@ -156,7 +156,7 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     const size_t fit = ATTN_SCAN_FLOATS / hs;
     p->scan_wave = attn_min_sz(p->scan_groups, fit ? fit : 1);
     if (!attn_mul_ok(hs, p->scan_wave, &slots)) return cw_overflow(p, "workspace");
-    p->off_after = attn_ws_take(&all, slots);
+    p->after_region = attn_ws_take(&all, slots);
   }
   return !all.overflow && attn_ws_bytes(&all, &p->scratch_bytes) ? ATTN_OK : cw_overflow(p, "workspace");
 }

@@ -70,7 +70,7 @@ void attn_cw_scan_heads(void *ctx, size_t task, size_t worker) {
   const cw_par *c = ctx;
   const attn_chunkwise_plan *p = c->p;
   const size_t G = attn_min_sz(p->workers, p->heads), h0 = task * p->heads / G, h1 = (task + 1) * p->heads / G;
-  float *ws = c->ws + worker * p->worker_floats, *D = ws + p->off_d;
+  float *ws = c->ws + worker * p->worker_floats, *D = ws + p->wl.d;
   const size_t C = p->C, pre_k = cw_pre_k(p), pre_q = cw_pre_q(p), aligned = attn_min_sz(p->shape->n_q, p->shape->n_kv);
   for (size_t h = h0; h < h1; h++) attn_cw_scan_lead(ctx, h, worker);
   for (size_t k = 0, qa, qb, full = 1; p->xg && full; k++) /* the exclusive form, round by round */
@@ -92,15 +92,15 @@ void attn_cw_scan_heads(void *ctx, size_t task, size_t worker) {
       } else { /* the group's heads ATTN_GATHER at a time, their rows gathered first */
         if (h == a + p->gather || h == h0) {
           a = h;
-          attn_cw_gather(&x, ws + p->off_g, a, attn_min_sz(h1, a + p->gather), t0, cn);
+          attn_cw_gather(&x, ws + p->wl.g, a, attn_min_sz(h1, a + p->gather), t0, cn);
         }
-        attn_cw_gathered(&x, ws + p->off_g, a, h, t0);
+        attn_cw_gathered(&x, ws + p->wl.g, a, h, t0);
       }
       float *S = cw_scan_state(c, h);
       const int va_finite = attn_cw_load_kv(&x, pre_k + t0, cn);
       if (p->fm->offsets) { /* as the waves' steps 1, 4 and 3 */
-        attn_cw_scan_local(&x, x.ku, D, cn, ws + p->off_dl);
-        attn_cw_scan_outputs(&x, S, ws + p->off_s, h, t0, cn, x.ku, x.kf, ws + p->off_dl, x.va, va_finite);
+        attn_cw_scan_local(&x, x.ku, D, cn, ws + p->wl.dl);
+        attn_cw_scan_outputs(&x, S, ws + p->wl.s, h, t0, cn, x.ku, x.kf, ws + p->wl.dl, x.va, va_finite);
         attn_cw_scan_merge(p, c->uk, S, D, 0, p->m, 0);
         continue;
       }

@@ -66,7 +66,7 @@ void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels
   const attn_shape *s = p->shape;
   const cw_ctx x = cw_ctx_of(p, uk, io, task, ws);
   const size_t C = p->C, h0 = task * p->per, slab = p->m * p->lds, pre_k = cw_pre_k(p), pre_q = cw_pre_q(p);
-  float *S = io->state ? io->state + task * slab : ws + p->off_s;
+  float *S = io->state ? io->state + task * slab : ws + p->wl.s;
   if (!io->state) memset(S, 0, slab * sizeof(float));
   if (p->xg) {
     attn_cw_run_exclusive(&x, S, task);

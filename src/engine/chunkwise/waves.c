@@ -10,8 +10,8 @@ static void cw_slot_chunk(const attn_chunkwise_plan *p, cw_ctx *x, float *slot, 
                           size_t *cn) {
   const size_t aligned = attn_min_sz(p->shape->n_q, p->shape->n_kv);
   *t0 = k * p->C, *cn = attn_min_sz(p->C, aligned - *t0);
-  if (p->scan_b) {
-    x->b = (double *)(void *)(slot + p->scan_b);
+  if (p->sl.b) {
+    x->b = (double *)(void *)(slot + p->sl.b);
     if (uses == CW_FOR_QUERY) uses |= CW_B_KEPT;
   }
   if (cw_gated(p)) attn_cw_gates(x, cw_pre_k(p) + *t0, *cn, uses);
@@ -29,16 +29,16 @@ static void cw_slot_absorb(const cw_ctx *x0, float *slot, size_t k) {
     return;
   }
   size_t t0, cn;
-  float *D = slot, *kf = D + p->scan_kf;
+  float *D = slot, *kf = D + p->sl.kf;
   cw_slot_chunk(p, &x, slot, k, CW_FOR_ABSORB, &t0, &cn);
   if (p->fm->offsets) { /* the pre-exponential features and Kf, kept for step 4; D at its own offsets */
-    x.ku = kf, x.va = D + p->scan_va, x.kf = D + p->scan_kl;
-    D[p->scan_fin] = (float)attn_cw_load_kv(&x, cw_pre_k(p) + t0, cn);
-    attn_cw_scan_local(&x, kf, D, cn, D + p->scan_dl);
+    x.ku = kf, x.va = D + p->sl.va, x.kf = D + p->sl.kl;
+    D[p->sl.fin] = (float)attn_cw_load_kv(&x, cw_pre_k(p) + t0, cn);
+    attn_cw_scan_local(&x, kf, D, cn, D + p->sl.dl);
     return;
   }
-  x.kf = kf, x.va = D + p->scan_va;
-  D[p->scan_fin] = (float)attn_cw_load_kv(&x, cw_pre_k(p) + t0, cn);
+  x.kf = kf, x.va = D + p->sl.va;
+  D[p->sl.fin] = (float)attn_cw_load_kv(&x, cw_pre_k(p) + t0, cn);
   x.kf = x0->kf; /* where a gated absorb scales the features */
   attn_cw_absorb_to(&x, kf, D, cn, 0);
   for (size_t f = 0; p->g.kind != ATTN_GATE_NONE && f < p->m; f++) D[f * p->lds + p->shape->dv + 1] = x.dc[f];
@@ -74,13 +74,12 @@ static void cw_slot_query(const cw_ctx *x0, float *slot, size_t h, size_t k, flo
   size_t t0, cn;
   float *S = slot;
   cw_slot_chunk(p, &x, slot, k, CW_FOR_QUERY, &t0, &cn);
-  const int finite = S[p->scan_fin] != 0.0f;
+  const int finite = S[p->sl.fin] != 0.0f;
   if (p->fm->offsets) { /* on the slot's S, raised in place, or (a chunk that is cut) on a copy in scratch */
-    attn_cw_scan_outputs(&x, S, copy, h, t0, cn, S + p->scan_kf, S + p->scan_kl, S + p->scan_dl, S + p->scan_va,
-                         finite);
+    attn_cw_scan_outputs(&x, S, copy, h, t0, cn, S + p->sl.kf, S + p->sl.kl, S + p->sl.dl, S + p->sl.va, finite);
     return;
   }
-  x.kf = S + p->scan_kf, x.va = S + p->scan_va; /* read only: maps without offsets */
+  x.kf = S + p->sl.kf, x.va = S + p->sl.va; /* read only: maps without offsets */
   for (size_t gi = 0; gi < p->per; gi++) attn_cw_query(&x, S, h * p->per + gi, cw_pre_q(p) + t0, cn, 1, finite);
 }
 
@@ -90,7 +89,7 @@ enum { CW_FREE, CW_BUSY, CW_DONE };
 /* The state after slot i's group of head h (of the wave), and its status. */
 static float *cw_wave_after(const cw_par *c, size_t h, size_t i) {
   const attn_chunkwise_plan *p = c->p;
-  return c->ws + p->off_after + (h * p->scan_wave + i) * p->scan_after;
+  return c->ws + p->after_region + (h * p->scan_wave + i) * p->scan_after;
 }
 static atomic_int *cw_wave_status(const cw_par *c, size_t h, size_t i) {
   return (atomic_int *)(void *)(cw_wave_after(c, h, i) + c->p->scan_status);
@@ -144,7 +143,7 @@ static void cw_wave_task(void *ctx, size_t task, size_t worker) {
   const cw_par *c = ctx;
   const attn_chunkwise_plan *p = c->p;
   const size_t i = task / p->heads, h = task % p->heads;
-  float *ws = c->ws + worker * p->worker_floats, *slots = ws + p->off_slots, *X = ws + p->off_x;
+  float *ws = c->ws + worker * p->worker_floats, *slots = ws + p->wl.slots, *X = ws + p->wl.x;
   float *spare = slots + p->scan_group * p->scan_slot;
   const cw_ctx x = cw_ctx_of(p, c->uk, c->io, h, ws);
   atomic_int *st = cw_wave_status(c, h, i);
@@ -156,7 +155,7 @@ static void cw_wave_task(void *ctx, size_t task, size_t worker) {
     for (size_t k = k0; k < k1; k++) {
       cw_slot_absorb(&x, spare, k);
       cw_slot_combine(p, c->uk, X, spare, k, 1);
-      cw_slot_query(&x, spare, h, k, ws + p->off_s);
+      cw_slot_query(&x, spare, h, k, ws + p->wl.s);
     }
     return;
   }
@@ -172,7 +171,7 @@ static void cw_wave_task(void *ctx, size_t task, size_t worker) {
   attn_cw_prefetch_chunk(&x, h, k0, 1, 0);
   for (size_t k = k0; k < k1; k++) {
     if (k + 1 < k1) attn_cw_prefetch_chunk(&x, h, k + 1, 1, 0);
-    cw_slot_query(&x, slots + (k - k0) * p->scan_slot, h, k, ws + p->off_s);
+    cw_slot_query(&x, slots + (k - k0) * p->scan_slot, h, k, ws + p->wl.s);
   }
 }
 

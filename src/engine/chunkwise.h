@@ -204,8 +204,12 @@ ATTN_INTERNAL void attn_chunkwise_run_all(const attn_chunkwise_plan *p, const st
  * factor is e^(<= 0) (the block's first row as reference), element by element inside a block
  * whose own decay spans more than ATTN_GATE_SPAN. A one-token chunk, and a chunk whose q, k or v
  * holds a non-finite value, runs the recurrence token by token (two passes of the step kernel
- * over S). Tasks are value heads. */
+ * over S). Tasks are groups of value heads, each run chunk-major (a chunk for every head of the
+ * group, then the next chunk). */
 #define ATTN_DELTA_SUB 16
+/* A task's value heads: states of at most this many bytes together (kept in a core's L2 while
+ * the group's chunks run), at least one head. */
+#define ATTN_DELTA_GROUP_BYTES ((size_t)1 << 19)
 
 /* The scratch regions of one worker, offsets in floats (attn_ws_take). */
 typedef struct attn_delta_scratch {
@@ -225,6 +229,7 @@ typedef struct attn_delta_plan {
   size_t C;              /* chunk */
   size_t kdiv;           /* value heads per key head */
   size_t head_floats;    /* d x dv: one value head's state */
+  size_t group;          /* value heads per task (run chunk-major over them) */
   attn_delta_scratch at; /* one worker's regions */
   size_t workers, worker_floats, scratch_bytes;
 } attn_delta_plan;

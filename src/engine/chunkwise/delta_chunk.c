@@ -42,7 +42,10 @@ static void dl_step(const dl_ctx *x, float *S, size_t t) {
   x->uk->linear_step(d, dv, fa, kv, dl, qk, S, dv, x->io->o + t * s->o.row_stride + x->h * s->o.head_stride, g);
 }
 
-/* Value head h: its chunks in order, cut after every checkpoint, the state copied there. */
+/* A group of value heads [h0, h1): chunk after chunk (cut after every checkpoint, the states
+ * copied there), each chunk for every head of the group, so that the chunk's rows of the
+ * group's heads, side by side in a token-major input, are read together, while the group's
+ * states stay in cache. Each head's arithmetic is its own: the same bits for any grouping. */
 typedef struct dl_par {
   const attn_delta_plan *p;
   const struct attn_ukernels *uk;
@@ -50,50 +53,53 @@ typedef struct dl_par {
   float *ws;
 } dl_par;
 
-static void dl_head(void *ctx, size_t h, size_t worker) {
+static void dl_group(void *ctx, size_t task, size_t worker) {
   const dl_par *c = ctx;
   const attn_delta_plan *p = c->p;
   const attn_delta_scratch *at = &p->at;
   float *ws = c->ws + worker * p->worker_floats;
-  const dl_ctx x = {.p = p,
-                    .uk = c->uk,
-                    .io = c->io,
-                    .q = ws + at->q,
-                    .k = ws + at->k,
-                    .kg = ws + at->kg,
-                    .kn = ws + at->kn,
-                    .kt = ws + at->kt,
-                    .kr = ws + at->kr,
-                    .w = ws + at->w,
-                    .vb = ws + at->vb,
-                    .u = ws + at->u,
-                    .l = ws + at->l,
-                    .a = ws + at->a,
-                    .x = ws + at->x,
-                    .rs = ws + at->rs,
-                    .e = ws + at->e,
-                    .b = (double *)(void *)(ws + at->b),
-                    .h = h,
-                    .hk = h / p->kdiv};
+  const size_t h0 = task * p->group, h1 = attn_min_sz(p->shape->h_v, h0 + p->group);
+  dl_ctx x = {.p = p,
+              .uk = c->uk,
+              .io = c->io,
+              .q = ws + at->q,
+              .k = ws + at->k,
+              .kg = ws + at->kg,
+              .kn = ws + at->kn,
+              .kt = ws + at->kt,
+              .kr = ws + at->kr,
+              .w = ws + at->w,
+              .vb = ws + at->vb,
+              .u = ws + at->u,
+              .l = ws + at->l,
+              .a = ws + at->a,
+              .x = ws + at->x,
+              .rs = ws + at->rs,
+              .e = ws + at->e,
+              .b = (double *)(void *)(ws + at->b)};
   const size_t n = p->shape->n_q, hf = p->head_floats;
-  float *S = x.io->state ? x.io->state + h * hf : ws + at->s0;
-  if (!x.io->state) memset(S, 0, hf * sizeof(float));
-  const attn_checkpoints *ck = x.io->ck;
+  float *S0 = c->io->state ? c->io->state + h0 * hf : ws + at->s0; /* head h's state at S0 + (h - h0) hf */
+  if (!c->io->state) memset(S0, 0, (h1 - h0) * hf * sizeof(float));
+  const attn_checkpoints *ck = c->io->ck;
   const size_t nck = ck ? ck->count : 0;
   size_t ci = 0;
   for (size_t j0 = 0, j1; j0 < n; j0 = j1) {
     j1 = attn_min_sz(n, j0 + p->C);
     if (ci < nck && ck->after[ci] + 1 < j1) j1 = ck->after[ci] + 1;
-    if (j1 - j0 > 1 && attn_delta_load(&x, j0, j1 - j0))
-      dl_chunk(&x, S, j0, j1 - j0);
-    else
-      for (size_t t = j0; t < j1; t++) dl_step(&x, S, t);
-    if (ci < nck && ck->after[ci] + 1 == j1) /* checkpoint ci: every head's state, this one's slab */
-      memcpy(ck->states + ci++ * hf * p->shape->h_v + h * hf, S, hf * sizeof(float));
+    for (size_t h = h0; h < h1; h++) {
+      float *S = S0 + (h - h0) * hf;
+      x.h = h, x.hk = h / p->kdiv;
+      if (j1 - j0 > 1 && attn_delta_load(&x, j0, j1 - j0))
+        dl_chunk(&x, S, j0, j1 - j0);
+      else
+        for (size_t t = j0; t < j1; t++) dl_step(&x, S, t);
+    }
+    if (ci < nck && ck->after[ci] + 1 == j1) /* checkpoint ci: every head's state, the group's slabs */
+      memcpy(ck->states + ci++ * hf * p->shape->h_v + h0 * hf, S0, (h1 - h0) * hf * sizeof(float));
   }
 }
 
 void attn_delta_run_all(const attn_delta_plan *p, const struct attn_ukernels *uk, const attn_delta_io *io, float *ws) {
   dl_par c = {.p = p, .uk = uk, .io = io, .ws = ws};
-  attn_parallel(p->shape->threads, p->shape->h_v, dl_head, &c);
+  attn_parallel(p->shape->threads, (p->shape->h_v + p->group - 1) / p->group, dl_group, &c);
 }

@@ -37,7 +37,15 @@ attn_status attn_delta_plan_make(attn_delta_plan *p, const attn_shape *s, attn_d
   a->b = attn_ws_take(&w, 2 * (gate == ATTN_DELTA_FEATURE ? cd : C)); /* doubles */
   a->rs = attn_ws_take(&w, d);
   a->e = attn_ws_take(&w, 5 * d + 2 * dv + 2 * ATTN_DELTA_SUB * d + 3 * C);
-  a->s0 = attn_ws_take(&w, hf);
+  /* Heads per task: as many as keep their states within ATTN_DELTA_GROUP_BYTES, no more than an
+   * even share of the workers', and whole groups of a key head's value heads where that fits. */
+  size_t g = attn_max_sz(1, ATTN_DELTA_GROUP_BYTES / (hf * sizeof(float)));
+  g = attn_min_sz(g, (s->h_v + p->workers - 1) / p->workers);
+  if (g > p->kdiv) g -= g % p->kdiv;
+  p->group = g;
+  size_t gf = 0;
+  if (!attn_mul_ok(g, hf, &gf)) w.overflow = 1;
+  a->s0 = attn_ws_take(&w, gf); /* the group's zero states when the caller keeps none */
   p->worker_floats = w.floats;
   size_t all;
   if (w.overflow || !attn_mul_ok(p->worker_floats, p->workers, &all)) w.overflow = 1;

@@ -169,8 +169,7 @@ START_TEST(random_bits) {
   const size_t n = tu_small() ? (size_t)1 << 18 : (size_t)1 << 21;
   float *x = malloc(n * sizeof *x);
   ck_assert_ptr_nonnull(x);
-  tu_rng rng;
-  tu_rng_seed(&rng, 0xc0417 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(0xc0417 + (uint64_t)_i);
   for (size_t i = 0; i < n; i++) x[i] = f_of((uint32_t)(tu_rng_next(&rng) >> 32));
   check_down(0, x, n);
   check_down(1, x, n);
@@ -242,8 +241,7 @@ static void ref_one(int k, const unsigned char *x, size_t i, unsigned char *out)
  * every fp16 binade and beyond, or half patterns of any kind. */
 START_TEST(lengths_and_offsets) {
   const int k = _i;
-  tu_rng rng;
-  tu_rng_seed(&rng, 77 + (uint64_t)k);
+  tu_rng rng = tu_rng_of(77 + (uint64_t)k);
   const size_t is = in_size(k), os = out_size(k), cap = 67 + 3;
   unsigned char *xb = tu_alloc(cap * is, 0), *yb = tu_alloc(cap * os, 0), *want = malloc(cap * os);
   ck_assert_ptr_nonnull(want);
@@ -311,8 +309,7 @@ static int reentrant_job(const void *arg, float *out) {
 }
 START_TEST(reentrant) {
   static float x[4][4096];
-  tu_rng rng;
-  tu_rng_seed(&rng, 5);
+  tu_rng rng = tu_rng_of(5);
   for (size_t t = 0; t < 4; t++)
     for (size_t i = 0; i < 4096; i++) x[t][i] = f_of((uint32_t)(tu_rng_next(&rng) >> 32));
   const void *args[4] = {x[0], x[1], x[2], x[3]};

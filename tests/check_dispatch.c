@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "linear_util.h"
 #include "test_util.h"
 #include "tolerances.h"
 
@@ -28,10 +29,8 @@ static const char *expect_env(void) {
 
 /* Softmax (causal) and linear (causal elu1) on small inputs, against the reference. */
 static void assert_results_correct(void) {
-  tu_rng rng;
-  tu_rng_seed(&rng, 42);
-  tu_qkv x;
-  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, N, N, HQ, HKV, HKV, D, D);
+  tu_rng rng = tu_rng_of(42);
+  tu_qkv x = tu_qkv_of(TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, N, N, HQ, HKV, HKV, D, D);
   const size_t count = (size_t)N * HQ * D;
   double *ro = malloc(sizeof(double) * count), *rs = malloc(sizeof(double) * count);
   double *sabs = malloc(sizeof(double) * N * HQ), *tol = malloc(sizeof(double) * count);
@@ -47,21 +46,7 @@ static void assert_results_correct(void) {
   ck_assert_int_eq(attn_softmax_workspace_size(&sd, &need), ATTN_OK);
   ck_assert_uint_le(need, WS_BYTES);
   ck_assert_int_eq(attn_softmax(&sd, x.q.data, x.k.data, x.v.data, o.data, NULL, ws, need), ATTN_OK);
-  const ref_softmax_problem sp = {.n_q = N,
-                                  .n_kv = N,
-                                  .h_q = HQ,
-                                  .h_kv = HKV,
-                                  .d = D,
-                                  .dv = D,
-                                  .scale = (double)sd.scale,
-                                  .window_left = REF_UNBOUNDED,
-                                  .window_right = 0,
-                                  .q = x.q.data,
-                                  .k = x.k.data,
-                                  .v = x.v.data,
-                                  .lq = tu_ref_layout(&x.q),
-                                  .lk = tu_ref_layout(&x.k),
-                                  .lv = tu_ref_layout(&x.v)};
+  const ref_softmax_problem sp = tu_softmax_problem(&sd, &x.q, &x.k, &x.v);
   ref_softmax(&sp, ro, NULL, rs, sabs);
   for (size_t e = 0; e < count; ++e) tol[e] = tol_softmax_o(N, D, sabs[e / D]);
   tu_compare("softmax.o", "dispatch", &o, ro, rs, tol);
@@ -71,24 +56,7 @@ static void assert_results_correct(void) {
   ck_assert_int_eq(attn_linear_workspace_size(&ld, &need), ATTN_OK);
   ck_assert_uint_le(need, WS_BYTES);
   ck_assert_int_eq(attn_linear(&ld, x.q.data, x.k.data, x.v.data, o.data, NULL, ws, need), ATTN_OK);
-  const ref_linear_problem lp = {.n_q = N,
-                                 .n_kv = N,
-                                 .h_q = HQ,
-                                 .h_k = HKV,
-                                 .h_v = HKV,
-                                 .d = D,
-                                 .dv = D,
-                                 .feature_map = REF_FM_ELU1,
-                                 .causal = 1,
-                                 .normalize = 1,
-                                 .eps = (double)ld.eps,
-                                 .scale = 1.0,
-                                 .q = x.q.data,
-                                 .k = x.k.data,
-                                 .v = x.v.data,
-                                 .lq = tu_ref_layout(&x.q),
-                                 .lk = tu_ref_layout(&x.k),
-                                 .lv = tu_ref_layout(&x.v)};
+  const ref_linear_problem lp = lu_problem(&ld, &x.q, &x.k, &x.v, NULL);
   ref_linear(&lp, ro, rs);
   for (size_t e = 0; e < count; ++e) tol[e] = tol_linear_o(N, D);
   tu_compare("linear.o", "dispatch", &o, ro, rs, tol);
@@ -142,10 +110,8 @@ START_TEST(unsupported_active_path_is_none) {
 END_TEST
 
 START_TEST(unsupported_every_call_refused) {
-  tu_rng rng;
-  tu_rng_seed(&rng, 43);
-  tu_qkv x;
-  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, N, N, HQ, HKV, HKV, D, D);
+  tu_rng rng = tu_rng_of(43);
+  tu_qkv x = tu_qkv_of(TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, N, N, HQ, HKV, HKV, D, D);
   tu_tensor o, lse;
   tu_tensor_alloc(&o, TU_TOKEN_MAJOR, N, HQ, D, 1);
   tu_tensor_alloc(&lse, TU_TOKEN_MAJOR, N, HQ, 1, 1);

@@ -241,8 +241,7 @@ typedef struct pinputs {
 } pinputs;
 
 static void inputs_make(const pcase *c, pinputs *in, size_t idx) {
-  tu_rng rng;
-  tu_rng_seed(&rng, 4242 + idx);
+  tu_rng rng = tu_rng_of(4242 + idx);
   tu_qkv_make(&in->x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
   for (size_t j = c->n_kv / 2; c->jumps && j < c->n_kv / 2 + 7; j++) /* token-major rows */
     for (size_t e = 0; e < c->h_kv * c->d; e++) in->x.k.data[j * c->h_kv * c->d + e] *= 300.0f;
@@ -476,10 +475,8 @@ END_TEST
 
 /* Bad threads: a clear status, outputs untouched. */
 START_TEST(parallel_rejects_bad_threads) {
-  tu_rng rng;
-  tu_rng_seed(&rng, 9);
-  tu_qkv x;
-  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, 10, 10, 2, 1, 1, 8, 8);
+  tu_rng rng = tu_rng_of(9);
+  tu_qkv x = tu_qkv_of(TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, 10, 10, 2, 1, 1, 8, 8);
   float o[10 * 2 * 8], ws[4096];
   const attn_threads bad[] = {{NULL, NULL, 2}, {shuffle_for, NULL, 0}, {shuffle_for, NULL, ATTN_MAX_WORKERS + 1}};
   for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
@@ -507,10 +504,8 @@ END_TEST
  * provider answers ATTN_E_BAD_GATE with o untouched, and the good tensors ATTN_OK. */
 START_TEST(parallel_rejects_bad_gates) {
   enum { N = 300, H = 2, D = 64, PAD = 5 };
-  tu_rng rng;
-  tu_rng_seed(&rng, 17);
-  tu_qkv x;
-  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, N, N, H, H, H, D, D);
+  tu_rng rng = tu_rng_of(17);
+  tu_qkv x = tu_qkv_of(TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, N, N, H, H, H, D, D);
   static float gates[N * (H * D + PAD)], beta[N * H], o[N * H * D];
   for (int strided = 0; strided < 2; strided++) {
     const size_t grs = H * D + (strided ? PAD : 0);
@@ -572,8 +567,7 @@ static void *pk_head_major(const void *x, size_t n, size_t h, size_t w, size_t e
 START_TEST(packed_kv_same_bits) {
   if (tu_small() && _i % 4) return; /* under qemu: 6 of the 24 cases, every type, variant and mask among them */
   const int dtype = _i % 3, variant = _i / 3 % 2, mask_kind = _i / 6;
-  tu_rng rng;
-  tu_rng_seed(&rng, 31 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(31 + (uint64_t)_i);
   const size_t nk = (size_t)PK_NKV * PK_HK * PK_D;
   float *q = malloc((size_t)PK_NQ * PK_HQ * PK_D * sizeof(float)), *kf = malloc(nk * sizeof(float)),
         *vf = malloc(nk * sizeof(float));
@@ -706,10 +700,8 @@ START_TEST(pool_pin) {
   for (int round = 0; round < 20; round++) th.parallel_for(th.pool, pin_task, &seen, 64);
   ck_assert_msg(!atomic_load(&seen.bad), "a pinned worker ran a task off its CPU (%d, %d)", seen.cpu[0], seen.cpu[1]);
   /* pinned or not, the same bits: a pinned pool's softmax against an unpinned one's */
-  tu_rng rng;
-  tu_rng_seed(&rng, 23);
-  tu_qkv x;
-  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, 200, 200, 4, 2, 2, 16, 16);
+  tu_rng rng = tu_rng_of(23);
+  tu_qkv x = tu_qkv_of(TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, 200, 200, 4, 2, 2, 16, 16);
   attn_pool *free_pool = NULL;
   attn_threads fth;
   ck_assert_int_eq(attn_pool_create(3, &free_pool), ATTN_OK);

@@ -35,8 +35,7 @@ static tu_qkv g_x;
 static float *g_parts[PARTS], *g_lses[PARTS];
 
 static void make_inputs(void) {
-  tu_rng rng;
-  tu_rng_seed(&rng, 7);
+  tu_rng rng = tu_rng_of(7);
   tu_qkv_make(&g_x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, N, N, HQ, HKV, HKV, D, DV);
   for (int c = 0; c < PARTS; ++c) {
     g_parts[c] = malloc(sizeof(float) * O_FLOATS);

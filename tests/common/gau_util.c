@@ -106,8 +106,7 @@ void gau_compare(const char *family, const char *what, const tu_tensor *got, con
 /* Inputs, table and descriptor of a case. */
 
 void gau_setup_make(gau_setup *s, const gau_case *c, uint64_t seed) {
-  tu_rng rng;
-  tu_rng_seed(&rng, seed);
+  tu_rng rng = tu_rng_of(seed);
   tu_qkv_make(&s->x, c->layout, c->data, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
   s->table = gau_table_make(c->bias, c->bias_len, c->amp, &rng);
   gau_desc(&s->d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv, c->mask);

@@ -97,6 +97,12 @@ void tu_rng_seed(tu_rng *r, uint64_t seed) {
   for (int i = 0; i < 4; ++i) (void)tu_rng_next(r);
 }
 
+tu_rng tu_rng_of(uint64_t seed) {
+  tu_rng r;
+  tu_rng_seed(&r, seed);
+  return r;
+}
+
 uint64_t tu_rng_next(tu_rng *r) {
   uint64_t x = r->s;
   x ^= x >> 12;

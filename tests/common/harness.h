@@ -56,6 +56,8 @@ typedef struct tu_rng {
   uint64_t s;
 } tu_rng;
 void tu_rng_seed(tu_rng *r, uint64_t seed);
+/** A generator seeded with seed (a test's prologue: tu_rng rng = tu_rng_of(base + _i)). */
+tu_rng tu_rng_of(uint64_t seed);
 uint64_t tu_rng_next(tu_rng *r);
 /** Uniform in [lo, hi). */
 float tu_rng_range(tu_rng *r, float lo, float hi);

@@ -207,32 +207,24 @@ void lu_xs_fill(tu_rng *rng, tu_qkv *x, int pattern, const double *Q, float xs, 
 /* Short names of the plain linear suites' tables (a suite defines LU_SHORT_NAMES first)        */
 /* ------------------------------------------------------------------------------------------ */
 #ifdef LU_SHORT_NAMES
-#define T                       TU_TOKEN_MAJOR
-#define H                       TU_HEAD_MAJOR
-#define P                       TU_PADDED
-#define HP                      TU_HEAD_PADDED
-#define PK                      TU_PACKED_QKV
-#define POS                     TU_DATA_POSITIVE
-#define WIDE                    TU_DATA_WIDE
-#define SIZES(nq, nkv, dd, ddv) .n_q = (nq), .n_kv = (nkv), .d = (dd), .dv = (ddv)
-#define HEADS(q, k, v)          .h_q = (q), .h_k = (k), .h_v = (v)
-#define EPS(x)                  .eps = (x), .set_eps = 1
-#define SCALE(x)                .scale = (x), .set_scale = 1
-#define XEXP                    .xmap = ATTN_FEATURE_EXP
-#define XFAV                    .xmap = ATTN_FEATURE_FAVOR
-#define XDSM                    .xmap = ATTN_FEATURE_DSOFTMAX
-#define WCALLER                 .wsrc = 2
-#define WSQRTD(s)               .wsrc = 1, .seed = (s)
-#define ELU                     ATTN_FEATURE_ELU1
-#define ID                      ATTN_FEATURE_IDENTITY
-#define RELU                    ATTN_FEATURE_RELU
-#define EXPM                    ATTN_FEATURE_EXP
-#define FAV                     ATTN_FEATURE_FAVOR
-#define DSM                     ATTN_FEATURE_DSOFTMAX
-#define CAUSAL                  1
-#define BIDIR                   0
-#define NORM                    1
-#define UNNORM                  0
+#include "case_table.h" /* layouts, data, SIZES and SCALE */
+#define HEADS(q, k, v) .h_q = (q), .h_k = (k), .h_v = (v)
+#define EPS(x)         .eps = (x), .set_eps = 1
+#define XEXP           .xmap = ATTN_FEATURE_EXP
+#define XFAV           .xmap = ATTN_FEATURE_FAVOR
+#define XDSM           .xmap = ATTN_FEATURE_DSOFTMAX
+#define WCALLER        .wsrc = 2
+#define WSQRTD(s)      .wsrc = 1, .seed = (s)
+#define ELU            ATTN_FEATURE_ELU1
+#define ID             ATTN_FEATURE_IDENTITY
+#define RELU           ATTN_FEATURE_RELU
+#define EXPM           ATTN_FEATURE_EXP
+#define FAV            ATTN_FEATURE_FAVOR
+#define DSM            ATTN_FEATURE_DSOFTMAX
+#define CAUSAL         1
+#define BIDIR          0
+#define NORM           1
+#define UNNORM         0
 #endif
 
 #endif /* ATTN_TEST_LINEAR_UTIL_H */

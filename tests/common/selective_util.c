@@ -85,21 +85,7 @@ static ref_selective_out sel_ref_out(sel_ref *r, size_t rows, size_t dv, size_t 
 void sel_ref_compute(const attn_selective_desc *d, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
                      const float *f0, sel_ref *r) {
   const attn_shape *s = &d->shape;
-  const ref_selective_problem p = {.n_q = s->n_q,
-                                   .n_kv = s->n_kv,
-                                   .h_q = s->h_q,
-                                   .h_kv = s->h_k,
-                                   .d = s->d,
-                                   .dv = s->dv,
-                                   .scale = (double)d->scale,
-                                   .h_sel = d->h_sel,
-                                   .q = q->data,
-                                   .k = k->data,
-                                   .v = v->data,
-                                   .lq = tu_ref_layout(q),
-                                   .lk = tu_ref_layout(k),
-                                   .lv = tu_ref_layout(v),
-                                   .f0 = f0};
+  const ref_selective_problem p = tu_selective_problem(d, q, k, v, f0);
   const ref_selective_out out = sel_ref_out(r, s->n_q * s->h_q, s->dv, s->n_q, s->n_kv);
   ref_selective(&p, &out);
 }

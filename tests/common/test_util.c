@@ -155,6 +155,13 @@ static void fill_qk(tu_tensor *t, tu_data data, tu_rng *r, size_t d) {
   }
 }
 
+tu_qkv tu_qkv_of(tu_layout_kind kind, tu_data data, tu_rng *r, size_t n_q, size_t n_kv, size_t h_q, size_t h_k,
+                 size_t h_v, size_t d, size_t dv) {
+  tu_qkv x;
+  tu_qkv_make(&x, kind, data, r, n_q, n_kv, h_q, h_k, h_v, d, dv);
+  return x;
+}
+
 void tu_qkv_make(tu_qkv *x, tu_layout_kind kind, tu_data data, tu_rng *r, size_t n_q, size_t n_kv, size_t h_q,
                  size_t h_k, size_t h_v, size_t d, size_t dv) {
   memset(x, 0, sizeof *x);
@@ -280,30 +287,63 @@ ref_layout tu_ref_layout(const tu_tensor *t) {
   return l;
 }
 
+/* The fields the softmax-like references share: a descriptor's sizes and scale, and tensors
+ * q, k, v with their layouts. */
+#define TU_PROBLEM_COMMON(dsc, q_, k_, v_)                                                                     \
+  .n_q = (dsc)->shape.n_q, .n_kv = (dsc)->shape.n_kv, .h_q = (dsc)->shape.h_q, .h_kv = (dsc)->shape.h_k,       \
+  .d = (dsc)->shape.d, .dv = (dsc)->shape.dv, .scale = (double)(dsc)->scale, .q = (q_)->data, .k = (k_)->data, \
+  .v = (v_)->data, .lq = tu_ref_layout(q_), .lk = tu_ref_layout(k_), .lv = tu_ref_layout(v_)
+
 ref_gau_problem tu_gau_problem(const attn_gau_desc *d, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v) {
-  const attn_shape *s = &d->shape;
-  const ref_gau_problem p = {.n_q = s->n_q,
-                             .n_kv = s->n_kv,
-                             .h_q = s->h_q,
-                             .h_kv = s->h_k,
-                             .d = s->d,
-                             .dv = s->dv,
-                             .scale = (double)d->scale,
-                             .left = d->mask.left,
-                             .right = d->mask.right,
-                             .chunk = d->mask.chunk,
-                             .bias = (ref_gau_bias)d->bias,
-                             .beta = (double)d->beta,
-                             .table = d->bias_table,
-                             .bias_len = d->bias_len,
-                             .normalize = d->normalize,
-                             .q = q->data,
-                             .k = k->data,
-                             .v = v->data,
-                             .lq = tu_ref_layout(q),
-                             .lk = tu_ref_layout(k),
-                             .lv = tu_ref_layout(v)};
+  const ref_gau_problem p = {TU_PROBLEM_COMMON(d, q, k, v), .left = d->mask.left,          .right = d->mask.right,
+                             .chunk = d->mask.chunk,        .bias = (ref_gau_bias)d->bias, .beta = (double)d->beta,
+                             .table = d->bias_table,        .bias_len = d->bias_len,       .normalize = d->normalize};
   return p;
+}
+
+ref_softmax_problem tu_softmax_problem(const attn_softmax_desc *d, const tu_tensor *q, const tu_tensor *k,
+                                       const tu_tensor *v) {
+  const ref_softmax_problem p = {TU_PROBLEM_COMMON(d, q, k, v),
+                                 .window_left = d->mask.left,
+                                 .window_right = d->mask.right,
+                                 .chunk = d->mask.chunk,
+                                 .sinks = d->sinks,
+                                 .alibi = d->alibi_slopes,
+                                 .bias = d->bias,
+                                 .softcap = (double)d->softcap,
+                                 .bias_rs = d->bias_layout.row_stride,
+                                 .bias_hs = d->bias_layout.head_stride};
+  return p;
+}
+
+ref_selective_problem tu_selective_problem(const attn_selective_desc *d, const tu_tensor *q, const tu_tensor *k,
+                                           const tu_tensor *v, const float *f0) {
+  const ref_selective_problem p = {TU_PROBLEM_COMMON(d, q, k, v), .h_sel = d->h_sel, .f0 = f0};
+  return p;
+}
+
+static double *tu_doubles(size_t count) {
+  double *p = malloc(sizeof(double) * (count ? count : 1));
+  ck_assert_ptr_nonnull(p);
+  return p;
+}
+
+void tu_softmax_ref_compute(const attn_softmax_desc *d, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
+                            tu_softmax_ref *r) {
+  const ref_softmax_problem p = tu_softmax_problem(d, q, k, v);
+  const size_t rows = d->shape.n_q * d->shape.h_q;
+  r->o = tu_doubles(rows * d->shape.dv);
+  r->oscale = tu_doubles(rows * d->shape.dv);
+  r->lse = tu_doubles(rows);
+  r->sabs = tu_doubles(rows);
+  ref_softmax(&p, r->o, r->lse, r->oscale, r->sabs);
+}
+
+void tu_softmax_ref_free(tu_softmax_ref *r) {
+  free(r->o);
+  free(r->lse);
+  free(r->oscale);
+  free(r->sabs);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -349,6 +389,18 @@ void tu_compare(const char *family, const char *what, const tu_tensor *got, cons
                 family, what, fails, e, ft, fh, fc, (double)*tu_at(got, ft, fh, fc), ref[first],
                 fabs((double)*tu_at(got, ft, fh, fc) - ref[first]), tol[first] * scale[first], tol[first],
                 scale[first]);
+}
+
+size_t tu_select_cases(const void *rows, size_t count, size_t stride, const size_t at[5], size_t *sel) {
+  size_t n = 0, one;
+  for (size_t i = 0; i < count; ++i) { /* runs while the suite is built: no ck_assert here */
+    const char *row = (const char *)rows + i * stride;
+    size_t f[5];
+    for (int j = 0; j < 5; ++j) memcpy(&f[j], row + at[j], sizeof(size_t));
+    const size_t work = f[0] * f[1] * f[2] * (f[3] + f[4]);
+    if (tu_select_rows(1, &work, &one)) sel[n++] = i;
+  }
+  return n;
 }
 
 double *tu_dup(double value, size_t count) {

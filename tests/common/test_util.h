@@ -13,6 +13,7 @@
 
 #include "harness.h"
 #include "ref/attn_ref.h"
+#include "ref/ref_selective.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Strided tensors [tokens][heads][width]                                                       */
@@ -77,6 +78,9 @@ typedef struct tu_qkv {
  *  (TU_PACKED_QKV needs n_q == n_kv), then snapshot them. */
 void tu_qkv_make(tu_qkv *x, tu_layout_kind kind, tu_data data, tu_rng *r, size_t n_q, size_t n_kv, size_t h_q,
                  size_t h_k, size_t h_v, size_t d, size_t dv);
+/** tu_qkv_make's inputs, returned (a test's prologue: tu_qkv x = tu_qkv_of(...)). */
+tu_qkv tu_qkv_of(tu_layout_kind kind, tu_data data, tu_rng *r, size_t n_q, size_t n_kv, size_t h_q, size_t h_k,
+                 size_t h_v, size_t d, size_t dv);
 /** Point a shape's q, k, v and o layouts at tensors (sizes stay as they are). */
 void tu_shape_layouts(attn_shape *s, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v, const tu_tensor *o);
 /** The cases of tu_qkv_poison: q, k or v x NaN, +inf or -inf x a token early or late. */
@@ -96,6 +100,21 @@ ref_feature_map tu_ref_map(attn_feature_map map);
 /** The reference's GAU problem of a descriptor over tensors q, k, v (their layouts, not the
  *  descriptor's; the bias table is the descriptor's). */
 ref_gau_problem tu_gau_problem(const attn_gau_desc *d, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v);
+/** The reference's softmax problem of a descriptor (mask, scale and options) over q, k, v. */
+ref_softmax_problem tu_softmax_problem(const attn_softmax_desc *d, const tu_tensor *q, const tu_tensor *k,
+                                       const tu_tensor *v);
+/** The reference's selective problem of a descriptor over q, k, v, with f0 the F on entry
+ *  (NULL: a fresh sequence). */
+ref_selective_problem tu_selective_problem(const attn_selective_desc *d, const tu_tensor *q, const tu_tensor *k,
+                                           const tu_tensor *v, const float *f0);
+/** The softmax reference of a call: o [n_q][h_q][dv], lse [n_q][h_q], and their error scales
+ *  oscale (of o) and sabs (of the logits), all allocated here. */
+typedef struct tu_softmax_ref {
+  double *o, *lse, *oscale, *sabs;
+} tu_softmax_ref;
+void tu_softmax_ref_compute(const attn_softmax_desc *d, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
+                            tu_softmax_ref *r);
+void tu_softmax_ref_free(tu_softmax_ref *r);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Comparison                                                                                  */
@@ -110,6 +129,10 @@ ref_gau_problem tu_gau_problem(const attn_gau_desc *d, const tu_tensor *q, const
  */
 void tu_compare(const char *family, const char *what, const tu_tensor *got, const double *ref, const double *scale,
                 const double *tol);
+
+/** tu_select_rows over a table of `count` rows of `stride` bytes, a row's work n_q n_kv h_q (d + w)
+ *  from the size_t fields at the byte offsets at[0..4] (case_table.h's TU_SELECT_CASES). */
+size_t tu_select_cases(const void *rows, size_t count, size_t stride, const size_t at[5], size_t *sel);
 
 /** Convenience: a double array of `count` copies of value (freed by the caller). */
 double *tu_dup(double value, size_t count);

@@ -103,6 +103,10 @@ typedef struct an_case {
 #define DIMS(nq, nkv, dd)  .n_q = (nq), .n_kv = (nkv), .d = (dd)
 #define MAP(x)             .map = ATTN_FEATURE_##x
 #define UNNORM             .unnorm = 1
+#define RAW                MAP(IDENTITY), UNNORM
+#define GATED(g)           .mask = CAUSAL, .gate = ATTN_GATE_##g
+#define NAN_ROWS           .nan_rows = 1
+#define XCHUNK(g)          .xchunk = (g)
 #define CTAB(l)            .bias = ATTN_GAU_BIAS_CAUSAL, .bias_len = (l)
 #define TTAB(l)            .bias = ATTN_GAU_BIAS_TWO_SIDED, .bias_len = (l)
 #define POISON(w, t, h, x) .poison = (w), .ptok = (t), .phead = (h), .pval = (x), .nan_rows = 1
@@ -131,63 +135,17 @@ static const an_case an_cases[] = {
     {.name = "lin_favor_causal_seed", LIN, DIMS(37, 37, 8), HEADS(1, 1), .mask = CAUSAL, MAP(FAVOR), .favor_seed = 1},
     {.name = "lin_dsoftmax_causal", LIN, DIMS(37, 37, 8), HEADS(1, 1), .mask = CAUSAL, MAP(DSOFTMAX)},
     {.name = "lin_dsoftmax_full", LIN, DIMS(20, 20, 7), HEADS(2, 2), .mask = FULL, MAP(DSOFTMAX)},
-    {.name = "lin_flash_exclusive_4",
-     LIN,
-     DIMS(37, 37, 8),
-     HEADS(1, 1),
-     .mask = CAUSAL,
-     MAP(IDENTITY),
-     UNNORM,
-     .xchunk = 4,
-     SCALE(0.25f)},
+    {.name = "lin_flash_exclusive_4", LIN, DIMS(37, 37, 8), HEADS(1, 1), .mask = CAUSAL, RAW, XCHUNK(4), SCALE(0.25f)},
     {.name = "lin_exclusive_7_chunked_elu1", LIN, DIMS(10, 40, 8), HEADS(2, 1), .mask = CAUSAL, MAP(ELU1), .xchunk = 7},
     {.name = "lin_heads_4_2_4_elu1", LIN, DIMS(37, 37, 8), HEADS(4, 2), .h_v = 4, .mask = CAUSAL, MAP(ELU1)},
     {.name = "lin_elu1_causal_n200", LIN, DIMS(200, 200, 8), HEADS(1, 1), .mask = CAUSAL, MAP(ELU1)},
     {.name = "lin_nq20_nkv7_causal", LIN, DIMS(20, 7, 8), HEADS(1, 1), .mask = CAUSAL, MAP(ELU1), .nan_rows = 1},
     /* gated linear: scalar gate, RetNet's fixed decays (gate row stride 0), per-feature gate, beta */
-    {.name = "gated_scalar",
-     LIN,
-     DIMS(37, 37, 8),
-     HEADS(1, 1),
-     .mask = CAUSAL,
-     MAP(IDENTITY),
-     UNNORM,
-     .gate = ATTN_GATE_SCALAR},
-    {.name = "gated_retnet",
-     LIN,
-     DIMS(40, 40, 8),
-     HEADS(4, 4),
-     .mask = CAUSAL,
-     MAP(IDENTITY),
-     UNNORM,
-     .gate = ATTN_GATE_SCALAR,
-     .retnet = 1},
-    {.name = "gated_gla_feature_elu1",
-     LIN,
-     DIMS(37, 37, 8),
-     HEADS(1, 1),
-     .mask = CAUSAL,
-     MAP(ELU1),
-     .gate = ATTN_GATE_FEATURE},
-    {.name = "gated_mamba2_beta",
-     LIN,
-     DIMS(37, 37, 8),
-     HEADS(1, 1),
-     .h_v = 4,
-     .h_g = 4,
-     .mask = CAUSAL,
-     MAP(IDENTITY),
-     UNNORM,
-     .gate = ATTN_GATE_SCALAR,
-     .beta = 1},
-    {.name = "gated_chunked_7_of_97_relu_beta",
-     LIN,
-     DIMS(7, 97, 8),
-     HEADS(2, 2),
-     .mask = CAUSAL,
-     MAP(RELU),
-     .gate = ATTN_GATE_SCALAR,
-     .beta = 1},
+    {.name = "gated_scalar", LIN, DIMS(37, 37, 8), HEADS(1, 1), RAW, GATED(SCALAR)},
+    {.name = "gated_retnet", LIN, DIMS(40, 40, 8), HEADS(4, 4), RAW, GATED(SCALAR), .retnet = 1},
+    {.name = "gated_gla_feature_elu1", LIN, DIMS(37, 37, 8), HEADS(1, 1), MAP(ELU1), GATED(FEATURE)},
+    {.name = "gated_mamba2_beta", LIN, DIMS(37, 37, 8), HEADS(1, 1), .h_v = 4, .h_g = 4, RAW, GATED(SCALAR), .beta = 1},
+    {.name = "gated_chunked_7_of_97_relu_beta", LIN, DIMS(7, 97, 8), HEADS(2, 2), MAP(RELU), GATED(SCALAR), .beta = 1},
     /* GAU: scalar bias, both tables, normalised, chunk-local (FLASH's quadratic part) */
     {.name = "gau_scalar_full", GAU, DIMS(37, 37, 16), HEADS(2, 1), .mask = FULL, .gbeta = 0.1f},
     {.name = "gau_causal_table", GAU, DIMS(40, 40, 8), HEADS(1, 1), .mask = CAUSAL, CTAB(8)},
@@ -201,8 +159,8 @@ static const an_case an_cases[] = {
      DIMS(20, 20, 8),
      HEADS(2, 1),
      .mask = CAUSAL,
-     .gbeta = -100.0f,
-     .nan_rows = 1},
+     .gbeta = -1e2f,
+     NAN_ROWS},
     /* selective: a fresh sequence, a carried F, decode */
     {.name = "sel_n1", SEL, DIMS(1, 1, 4), HEADS(1, 1), .mask = CAUSAL},
     {.name = "sel_fresh_gqa", SEL, DIMS(37, 37, 16), HEADS(4, 2), .mask = CAUSAL, .h_sel = 1},
@@ -315,8 +273,7 @@ static void an_linear_make(const an_case *c, an_inputs *in, tu_rng *r, size_t id
 /* The inputs, descriptors and call of a case (seeded by its index). */
 static void an_make(const an_case *c, size_t idx, an_inputs *in) {
   memset(in, 0, sizeof *in);
-  tu_rng r;
-  tu_rng_seed(&r, 31000 + idx);
+  tu_rng r = tu_rng_of(31000 + idx);
   in->h_v = c->h_v ? c->h_v : c->h_kv;
   tu_qkv_make(&in->x, c->layout, c->data, &r, c->n_q, c->n_kv, c->h_q, c->h_kv, in->h_v, c->d, 1);
   if (c->poison) {
@@ -451,28 +408,7 @@ static void an_set_bound(an_ref *r, size_t e, double s, double b) {
 }
 
 static void an_ref_softmax(const an_case *c, const an_inputs *in, an_ref *r) {
-  const ref_softmax_problem p = {c->n_q,
-                                 c->n_kv,
-                                 c->h_q,
-                                 c->h_kv,
-                                 c->d,
-                                 c->n_kv,
-                                 (double)in->d.sm.scale,
-                                 c->mask.left,
-                                 c->mask.right,
-                                 c->mask.chunk,
-                                 in->x.q.data,
-                                 in->x.k.data,
-                                 in->vI.data,
-                                 tu_ref_layout(&in->x.q),
-                                 tu_ref_layout(&in->x.k),
-                                 tu_ref_layout(&in->vI),
-                                 NULL,
-                                 NULL,
-                                 NULL,
-                                 0.0,
-                                 0,
-                                 0};
+  const ref_softmax_problem p = tu_softmax_problem(&in->d.sm, &in->x.q, &in->x.k, &in->vI);
   double *sabs = an_doubles(c->n_q * c->h_q);
   ref_softmax(&p, r->w, NULL, r->scale, sabs);
   for (size_t e = 0; e < r->count; ++e) r->tol[e] = tol_softmax_o(c->n_kv, c->d, sabs[e / c->n_kv]);
@@ -547,21 +483,7 @@ static void an_ref_gau(const an_case *c, const an_inputs *in, an_ref *r) {
 }
 
 static void an_ref_selective(const an_case *c, const an_inputs *in, an_ref *r) {
-  const ref_selective_problem p = {c->n_q,
-                                   c->n_kv,
-                                   c->h_q,
-                                   c->h_kv,
-                                   c->d,
-                                   c->n_kv,
-                                   (double)in->d.sel.scale,
-                                   c->h_sel,
-                                   in->x.q.data,
-                                   in->x.k.data,
-                                   in->vI.data,
-                                   tu_ref_layout(&in->x.q),
-                                   tu_ref_layout(&in->x.k),
-                                   tu_ref_layout(&in->vI),
-                                   in->f};
+  const ref_selective_problem p = tu_selective_problem(&in->d.sel, &in->x.q, &in->x.k, &in->vI, in->f);
   double *oscale = an_doubles(r->count), *oarg = an_doubles(r->count), *of = an_doubles(r->count);
   double *sabs = an_doubles(c->n_q * c->h_q);
   ref_selective_out out = {0};
@@ -847,10 +769,7 @@ START_TEST(analysis_reentrant) {
 END_TEST
 
 static Suite *analysis_suite(attn_isa isa) {
-  size_t work[AN_NCASES];
-  for (size_t i = 0; i < AN_NCASES; ++i)
-    work[i] = an_cases[i].n_q * an_cases[i].n_kv * an_cases[i].h_q * (an_cases[i].d + an_cases[i].n_kv);
-  const size_t nsel = tu_select_rows(AN_NCASES, work, an_sel);
+  const size_t nsel = TU_SELECT_CASES(an_cases, an_sel, n_kv);
   const tu_entry tests[] = {{"reference", analysis_matches_reference, (int)nsel},
                             {"reference", analysis_stats_partial, 1},
                             {"api", analysis_size_limit_and_queries, 1},

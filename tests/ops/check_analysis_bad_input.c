@@ -366,8 +366,7 @@ START_TEST(analysis_rejects_bad_input) {
   const bi_case *c = &bi_cases[_i];
   for (int which = BI_MATRIX; which <= BI_STATS; ++which) {
     if (!(c->which & which)) continue;
-    tu_rng rng;
-    tu_rng_seed(&rng, 500 + (uint64_t)_i);
+    tu_rng rng = tu_rng_of(500 + (uint64_t)_i);
     bi_fixture b;
     bi_make(&b, c->kind, &rng);
     bi_apply(&b, c->fault);

@@ -126,8 +126,7 @@ static size_t dt_case_n(const dt_case *c, size_t C) { return (size_t)((long)(c->
 
 START_TEST(delta_matches_reference) {
   const dt_case *c = &dt_cases[dt_sel[_i]];
-  tu_rng rng;
-  tu_rng_seed(&rng, 41000 + (uint64_t)dt_sel[_i]);
+  tu_rng rng = tu_rng_of(41000 + (uint64_t)dt_sel[_i]);
   attn_delta_desc d;
   dt_desc(&d, c->hk, c->hv, c->d, c->dv, c->gate, c->chunk, !c->nonorm);
   if (c->scale != 0.0f) d.scale = c->scale;
@@ -293,8 +292,7 @@ END_TEST
 START_TEST(delta_long_sequence) {
   static const attn_delta_gate gates[3] = {ATTN_DELTA_SCALAR, ATTN_DELTA_FEATURE, ATTN_DELTA_PLAIN};
   const size_t n = tu_small() ? 1024 : 4096;
-  tu_rng rng;
-  tu_rng_seed(&rng, 44000 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(44000 + (uint64_t)_i);
   attn_delta_desc d;
   dt_desc(&d, 1, 1, 64, 64, gates[_i], 0, 1);
   const size_t C = dt_chunk(&d);
@@ -328,8 +326,7 @@ START_TEST(delta_nonfinite_policy) {
   static const float bad[3] = {NAN, INFINITY, -INFINITY};
   const int which = (_i % 9) / 3, l2 = _i < 9;
   const attn_delta_gate gate = l2 ? ATTN_DELTA_SCALAR : ATTN_DELTA_FEATURE;
-  tu_rng rng;
-  tu_rng_seed(&rng, 47000 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(47000 + (uint64_t)_i);
   attn_delta_desc d;
   dt_desc(&d, 1, 2, 16, 16, gate, 0, l2);
   const size_t C = dt_chunk(&d), n = 2 * C + 3, t = C + 5;

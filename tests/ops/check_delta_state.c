@@ -116,8 +116,7 @@ START_TEST(delta_threads_bit_identical) {
             {ATTN_DELTA_SCALAR, 1, 8, 0, 1, 64, 64, 0},
             {ATTN_DELTA_PLAIN, 3, 3, 0, 5, 5, 7, 0},
             {ATTN_DELTA_SCALAR, 2, 4, 4, 3, 16, 8, 16}};
-  tu_rng rng;
-  tu_rng_seed(&rng, 46000 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(46000 + (uint64_t)_i);
   attn_delta_desc d;
   dt_desc(&d, tc[_i].hk, tc[_i].hv, tc[_i].d, tc[_i].dv, tc[_i].gate, tc[_i].chunk, 1);
   const size_t C = dt_chunk(&d), n = tc[_i].cn * C + tc[_i].nb, sf = dt_state_floats(&d);
@@ -300,8 +299,7 @@ static void db_assert_queries(const attn_delta_desc *d, attn_status want) {
 
 START_TEST(delta_rejects_bad_input) {
   const db_case *c = &db_cases[_i];
-  tu_rng rng;
-  tu_rng_seed(&rng, 48000 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(48000 + (uint64_t)_i);
   tu_qkv x; /* q, k [n][h_k][d]; v [n][h_v][dv] */
   tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, BN, BN, BHK, BHK, BHV, BD, BDV);
   const size_t gfloats = (size_t)BN * BHV * BD, bfloats = (size_t)BN * BHV, sf = (size_t)BHV * BD * BDV;
@@ -583,8 +581,7 @@ static void lc_call(const attn_linear_desc *base, const lc_in *in, size_t t0, si
 START_TEST(linear_checkpoint_restore) {
   const int gla = _i & 1;
   const size_t pre = 10;
-  tu_rng rng;
-  tu_rng_seed(&rng, 49000 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(49000 + (uint64_t)_i);
   attn_linear_desc d;
   lc_desc(&d, gla, 1);
   size_t C = 0;
@@ -714,8 +711,7 @@ static const struct {
 START_TEST(linear_checkpointed_rejects) {
   const lb_kind kind = lb_cases[_i].kind;
   const size_t n = 6;
-  tu_rng rng;
-  tu_rng_seed(&rng, 50000 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(50000 + (uint64_t)_i);
   attn_linear_desc d;
   lc_desc(&d, kind == LB_GLA_GATE_NULL, n);
   lc_in in;

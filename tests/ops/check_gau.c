@@ -135,8 +135,7 @@ END_TEST
 
 /* Inputs may overlap one another: q = k = v, one buffer. */
 START_TEST(gau_shared_inputs) {
-  tu_rng rng;
-  tu_rng_seed(&rng, 77);
+  tu_rng rng = tu_rng_of(77);
   tu_tensor t;
   tu_tensor_alloc(&t, T, 45, 2, 16, 0);
   tu_tensor_fill(&t, &rng, -1.0f, 1.0f);
@@ -160,10 +159,8 @@ END_TEST
 
 /* A decode query's row stride is unconstrained (the count of rows is 1): 0 is valid. */
 START_TEST(gau_decode_row_stride_zero) {
-  tu_rng rng;
-  tu_rng_seed(&rng, 78);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, 1, 30, 4, 2, 2, 8, 8);
+  tu_rng rng = tu_rng_of(78);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, 1, 30, 4, 2, 2, 8, 8);
   x.q.l.row_stride = 0;
   attn_gau_desc d;
   gau_desc(&d, 1, 30, 4, 2, 8, 8, attn_mask_causal());
@@ -180,47 +177,19 @@ END_TEST
  * never the current number of keys) or 1/g of the chunk-local mask, a relative-position table
  * (the causal Toeplitz one, or an expanded two-sided one for the bidirectional form), t = 1.
  * Wide data makes q.k ~ +-1e3, so that q.k / 512 is of the order of the bias. */
+/* A row of FLASH: wide data, one scale, one table, amplitude 1. */
+#define FLASH(sizes, heads, mask_, scale_, table) \
+  sizes, heads, .mask = mask_, SCALE(scale_), .data = WIDE, table, .amp = 1.0f
 static const gau_case flash_cases[] = {
     {.name = "flash causal 1/512 Toeplitz L=128",
-     SIZES(200, 200, 64, 64),
-     HEADS(1, 1),
-     .mask = CAUSAL,
-     SCALE(1.0f / 512),
-     .data = WIDE,
-     CTAB(128),
-     .amp = 1.0f},
-    {.name = "flash causal 1/n_kv GQA",
-     SIZES(97, 97, 32, 32),
-     HEADS(2, 1),
-     .mask = CAUSAL,
-     SCALE(1.0f / 97),
-     .data = WIDE,
-     CTAB(64),
-     .amp = 1.0f},
+     FLASH(SIZES(200, 200, 64, 64), HEADS(1, 1), CAUSAL, 1.0f / 512, CTAB(128))},
+    {.name = "flash causal 1/n_kv GQA", FLASH(SIZES(97, 97, 32, 32), HEADS(2, 1), CAUSAL, 1.0f / 97, CTAB(64))},
     {.name = "flash chunk g=64 causal 1/64",
-     SIZES(150, 150, 32, 32),
-     HEADS(1, 1),
-     .mask = MASK(U, 0, 64),
-     SCALE(1.0f / 64),
-     .data = WIDE,
-     CTAB(64),
-     .amp = 1.0f},
+     FLASH(SIZES(150, 150, 32, 32), HEADS(1, 1), MASK(U, 0, 64), 1.0f / 64, CTAB(64))},
     {.name = "flash chunk g=4 bidirectional 1/4 two-sided",
-     SIZES(130, 130, 16, 16),
-     HEADS(1, 1),
-     .mask = MASK(U, U, 4),
-     SCALE(0.25f),
-     .data = WIDE,
-     TTAB(4),
-     .amp = 1.0f},
+     FLASH(SIZES(130, 130, 16, 16), HEADS(1, 1), MASK(U, U, 4), 0.25f, TTAB(4))},
     {.name = "flash decode chunk g=32",
-     SIZES(1, 100, 64, 64),
-     HEADS(4, 2),
-     .mask = MASK(U, 0, 32),
-     SCALE(1.0f / 512),
-     .data = WIDE,
-     CTAB(32),
-     .amp = 1.0f},
+     FLASH(SIZES(1, 100, 64, 64), HEADS(4, 2), MASK(U, 0, 32), 1.0f / 512, CTAB(32))},
 };
 #define FLASH_NCASES (sizeof flash_cases / sizeof flash_cases[0])
 
@@ -244,10 +213,8 @@ static const struct {
 START_TEST(gau_su_form) {
   const size_t n = su_cases[_i].n, hq = su_cases[_i].h_q, hkv = su_cases[_i].h_kv, dd = su_cases[_i].d,
                dv = su_cases[_i].dv;
-  tu_rng rng;
-  tu_rng_seed(&rng, 1600 + (uint64_t)_i);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, n, n, hq, hkv, hkv, dd, dv);
+  tu_rng rng = tu_rng_of(1600 + (uint64_t)_i);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, n, n, hq, hkv, hkv, dd, dv);
   attn_gau_desc d;
   gau_desc(&d, n, n, hq, hkv, dd, dv, attn_mask_causal());
   d.normalize = 1;
@@ -339,8 +306,7 @@ START_TEST(gau_bias_lookup_exact) {
   enum { NKV = 12, D = 3 };
   float table[39];
   for (int t = 0; t < 39; ++t) table[t] = 0.125f * (float)((t * 7) % 13 - 4); /* -0.5 .. 1, varied */
-  tu_rng rng;
-  tu_rng_seed(&rng, 1700);
+  tu_rng rng = tu_rng_of(1700);
   tu_tensor q, k, v;
   tu_tensor_alloc(&q, T, NKV, 1, D, 0);
   tu_tensor_alloc(&k, T, NKV, 1, D, 0);
@@ -435,10 +401,8 @@ END_TEST
 /* The scalar bias reads no table: a table pointer to NaNs with L = 0 beside SCALAR is ignored. */
 START_TEST(gau_scalar_bias_ignores_table_fields) {
   static const float nan_table[3] = {NAN, NAN, NAN};
-  tu_rng rng;
-  tu_rng_seed(&rng, 7100);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, 30, 30, 2, 1, 1, 8, 8);
+  tu_rng rng = tu_rng_of(7100);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, 30, 30, 2, 1, 1, 8, 8);
   attn_gau_desc d;
   gau_desc(&d, 30, 30, 2, 1, 8, 8, attn_mask_causal());
   d.beta = 0.25f;
@@ -576,8 +540,7 @@ static void gau_bad_apply(tu_bad *b, int fault, attn_gau_desc *d, float *tbuf) {
 
 START_TEST(gau_rejects_bad_input) {
   const tu_bad_case *c = tu_bad_row((size_t)_i, 0, bv_cases);
-  tu_rng rng;
-  tu_rng_seed(&rng, 100 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(100 + (uint64_t)_i);
   float *tbuf = malloc(sizeof(float) * TABLE_BUF), *tcopy = malloc(sizeof(float) * TABLE_BUF);
   ck_assert(tbuf && tcopy);
   for (size_t e = 0; e < TABLE_BUF; ++e) tbuf[e] = tu_rng_range(&rng, -0.5f, 0.5f);
@@ -609,10 +572,7 @@ START_TEST(gau_rejects_bad_input) {
 END_TEST
 
 static Suite *gau_suite(attn_isa isa) {
-  size_t work[GAU_NCASES];
-  for (size_t i = 0; i < GAU_NCASES; ++i)
-    work[i] = gau_cases[i].n_q * gau_cases[i].n_kv * gau_cases[i].h_q * (gau_cases[i].d + gau_cases[i].dv);
-  const size_t nsel = tu_select_rows(GAU_NCASES, work, gau_sel);
+  const size_t nsel = TU_SELECT_CASES(gau_cases, gau_sel, dv);
   const tu_entry tests[] = {{"reference", gau_matches_reference, (int)nsel},
                             {"reference", gau_shared_inputs, 1},
                             {"reference", gau_decode_row_stride_zero, 1},

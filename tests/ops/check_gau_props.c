@@ -65,10 +65,8 @@ END_TEST
  * (1e20): their weights are exactly 0, so the output must not change beyond its bound. */
 START_TEST(gau_beta_zero_partial_sparsity) {
   enum { N = 130, HQ = 2, HKV = 1, D = 16 };
-  tu_rng rng;
-  tu_rng_seed(&rng, 1900);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, N, N, HQ, HKV, HKV, D, D);
+  tu_rng rng = tu_rng_of(1900);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, N, N, HQ, HKV, HKV, D, D);
   attn_gau_desc d;
   gau_desc(&d, N, N, HQ, HKV, D, D, attn_mask_causal());
   const ref_gau_problem p = tu_gau_problem(&d, &x.q, &x.k, &x.v);
@@ -156,8 +154,7 @@ static void gau_prop_desc(attn_gau_desc *d, const gau_prop_case *c, size_t n_q, 
 }
 
 static void gau_full_make(gau_full *f, const gau_prop_case *c, uint64_t seed) {
-  tu_rng rng;
-  tu_rng_seed(&rng, seed);
+  tu_rng rng = tu_rng_of(seed);
   tu_qkv_make(&f->x, T, TU_DATA_UNIFORM, &rng, c->n, c->n, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
   f->table = gau_table_make(c->bias, c->bias_len, 0.0f, &rng);
   gau_prop_desc(&f->d, c, c->n, c->n, f->table);
@@ -278,10 +275,8 @@ static const skip_case skip_cases[] = {
  * policy lets no hidden key reach a row, however the engine masks a block. */
 START_TEST(gau_mask_skips_outside_keys) {
   const skip_case *c = &skip_cases[_i];
-  tu_rng rng;
-  tu_rng_seed(&rng, 6000 + (uint64_t)_i);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, 2, 1, 1, c->d, c->d);
+  tu_rng rng = tu_rng_of(6000 + (uint64_t)_i);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, 2, 1, 1, c->d, c->d);
   size_t hidden = 0;
   for (size_t j = 0; j < c->n_kv; ++j) {
     int seen = 0;
@@ -311,10 +306,8 @@ END_TEST
 START_TEST(gau_rows_without_keys_are_empty) {
   static const attn_mask masks[] = {MASK(U, U, 3), MASK(U, 0, 7), MASK(U, U, U), WINDOW(0, 0), CAUSAL};
   enum { NQ = 13, NKV = 5, HQ = 2, DD = 8 };
-  tu_rng rng;
-  tu_rng_seed(&rng, 6100);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, NQ, NKV, HQ, 1, 1, DD, DD);
+  tu_rng rng = tu_rng_of(6100);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, NQ, NKV, HQ, 1, 1, DD, DD);
   float table[9] = {0.5f, 0.25f, 0.125f, 1.0f, 0.5f, 0.75f, 0.5f, 0.25f, 0.5f};
   for (size_t m = 0; m < 2 * sizeof masks / sizeof masks[0]; ++m) {
     attn_gau_desc d;
@@ -396,10 +389,8 @@ START_TEST(gau_nonfinite_score_in_unmasked_block) {
   enum { N = 200, DD = 8 };
   static const float bad[3] = {-INFINITY, INFINITY, INFINITY};
   for (int form = 0; form < 3; ++form) {
-    tu_rng rng;
-    tu_rng_seed(&rng, 9500 + (uint64_t)form);
-    tu_qkv x;
-    tu_qkv_make(&x, T, TU_DATA_POSITIVE, &rng, N, N, 1, 1, 1, DD, DD);
+    tu_rng rng = tu_rng_of(9500 + (uint64_t)form);
+    tu_qkv x = tu_qkv_of(T, TU_DATA_POSITIVE, &rng, N, N, 1, 1, 1, DD, DD);
     for (size_t i = 0; i < N; ++i)
       for (size_t f = 0; f < DD; ++f) {
         float *e = tu_at(&x.q, i, 0, f);
@@ -454,10 +445,8 @@ static const nf_case nf_cases[] = {
 START_TEST(gau_nonfinite_policy) {
   const nf_case *c = &nf_cases[_i];
   for (int pc = 0; pc < TU_POISON_CASES; ++pc) {
-    tu_rng rng;
-    tu_rng_seed(&rng, 9000 + (uint64_t)_i);
-    tu_qkv x;
-    tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
+    tu_rng rng = tu_rng_of(9000 + (uint64_t)_i);
+    tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
     float *table = gau_table_make(c->bias, c->bias_len, 0.0f, &rng);
     char poison[64], what[96];
     tu_qkv_poison(&x, pc, 0, poison, sizeof poison);

@@ -235,22 +235,7 @@ static void sm_case(const kv_case *c) {
 
   /* the float64 reference of the rounded values */
   const attn_shape *s = &d.shape;
-  const ref_softmax_problem p = {.n_q = s->n_q,
-                                 .n_kv = s->n_kv,
-                                 .h_q = s->h_q,
-                                 .h_kv = s->h_k,
-                                 .d = s->d,
-                                 .dv = s->dv,
-                                 .scale = (double)d.scale,
-                                 .window_left = d.mask.left,
-                                 .window_right = d.mask.right,
-                                 .chunk = d.mask.chunk,
-                                 .q = in.x.q.data,
-                                 .k = in.x.k.data,
-                                 .v = in.x.v.data,
-                                 .lq = tu_ref_layout(&in.x.q),
-                                 .lk = tu_ref_layout(&in.x.k),
-                                 .lv = tu_ref_layout(&in.x.v)};
+  const ref_softmax_problem p = tu_softmax_problem(&d, &in.x.q, &in.x.k, &in.x.v);
   const size_t rows = s->n_q * s->h_q;
   double *ro = dalloc(rows * s->dv), *rs = dalloc(rows * s->dv), *rl = dalloc(rows), *sabs = dalloc(rows);
   double *tol = dalloc(rows * s->dv), *one = dalloc(rows * s->dv);
@@ -408,21 +393,7 @@ static void sel_case(const kv_case *c) {
   assert_same(c->name, f, f32, c->n_kv);
 
   const attn_shape *s = &d.shape;
-  const ref_selective_problem p = {.n_q = s->n_q,
-                                   .n_kv = s->n_kv,
-                                   .h_q = s->h_q,
-                                   .h_kv = s->h_k,
-                                   .d = s->d,
-                                   .dv = s->dv,
-                                   .scale = (double)d.scale,
-                                   .h_sel = d.h_sel,
-                                   .q = in.x.q.data,
-                                   .k = in.x.k.data,
-                                   .v = in.x.v.data,
-                                   .lq = tu_ref_layout(&in.x.q),
-                                   .lk = tu_ref_layout(&in.x.k),
-                                   .lv = tu_ref_layout(&in.x.v),
-                                   .f0 = first ? f0 : NULL};
+  const ref_selective_problem p = tu_selective_problem(&d, &in.x.q, &in.x.k, &in.x.v, first ? f0 : NULL);
   const size_t rows = s->n_q * s->h_q, n = s->n_kv, dv = s->dv;
   double *r_o = dalloc(rows * dv), *r_os = dalloc(rows * dv), *r_oa = dalloc(rows * dv), *r_of = dalloc(rows * dv);
   double *r_l = dalloc(rows), *r_sabs = dalloc(rows), *r_la = dalloc(rows), *r_lf = dalloc(rows);

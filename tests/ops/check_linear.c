@@ -289,8 +289,7 @@ static size_t ln_sel[LN_NCASES];
 START_TEST(linear_matches_reference) {
   const size_t idx = ln_sel[_i];
   const ln_case *c = &ln_cases[idx];
-  tu_rng rng;
-  tu_rng_seed(&rng, 7000 + idx);
+  tu_rng rng = tu_rng_of(7000 + idx);
   attn_linear_desc d;
   const attn_feature_map fm = c->xmap ? (attn_feature_map)c->xmap : c->identity ? ID : c->relu ? RELU : ELU;
   lu_desc(&d, c->n_q, c->n_kv, c->h_q, c->h_k, c->h_v, c->d, c->dv, fm, !c->bidir, !c->unnorm, c->chunk);
@@ -307,8 +306,7 @@ START_TEST(linear_matches_reference) {
   }
   if (c->prefix) {
     ck_assert_ptr_nonnull(state); /* a prefix lives in a state */
-    tu_qkv px;
-    tu_qkv_make(&px, T, c->data, &rng, c->prefix, c->prefix, c->h_q, c->h_k, c->h_v, c->d, c->dv);
+    tu_qkv px = tu_qkv_of(T, c->data, &rng, c->prefix, c->prefix, c->h_q, c->h_k, c->h_v, c->d, c->dv);
     attn_linear_desc pd = d;
     pd.shape.n_q = pd.shape.n_kv = c->prefix;
     tu_tensor po;
@@ -318,8 +316,7 @@ START_TEST(linear_matches_reference) {
     tu_tensor_free(&po);
     tu_qkv_free(&px);
   }
-  tu_qkv x;
-  tu_qkv_make(&x, c->layout, c->data, &rng, c->n_q, c->n_kv, c->h_q, c->h_k, c->h_v, c->d, c->dv);
+  tu_qkv x = tu_qkv_of(c->layout, c->data, &rng, c->n_q, c->n_kv, c->h_q, c->h_k, c->h_v, c->d, c->dv);
   tu_tensor o;
   lu_call_plain(&d, &x.q, &x.k, &x.v, c->layout == PK ? T : c->layout, state, (idx % 2) * 4, &o);
   tu_qkv_assert_unchanged(&x);
@@ -418,8 +415,7 @@ typedef struct ln_full {
 } ln_full;
 
 static void ln_full_make(ln_full *f, const ln_prop_case *c, uint64_t seed) {
-  tu_rng rng;
-  tu_rng_seed(&rng, seed);
+  tu_rng rng = tu_rng_of(seed);
   tu_qkv_make(&f->x, T, TU_DATA_UNIFORM, &rng, c->n + 1, c->n + 1, c->h_q, c->h_k, c->h_v, c->d, c->dv);
   f->q = tu_rows_view(&f->x.q, 0, c->n);
   f->k = tu_rows_view(&f->x.k, 0, c->n);
@@ -669,11 +665,9 @@ START_TEST(linear_nonfinite_policy) {
   const lnf_case *c = &lnf_cases[_i / LNF_NMAPS];
   const attn_feature_map fm = lnf_maps[_i % LNF_NMAPS];
   for (int pc = 0; pc < TU_POISON_CASES; ++pc) {
-    tu_rng rng;
-    tu_rng_seed(&rng, 9500 + (uint64_t)_i);
+    tu_rng rng = tu_rng_of(9500 + (uint64_t)_i);
     const size_t n1 = c->n_kv + 1; /* the prefill's keys and one decode token */
-    tu_qkv x;
-    tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, c->n_q + 1, n1, c->h_q, c->h_k, c->h_v, c->d, c->dv);
+    tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, c->n_q + 1, n1, c->h_q, c->h_k, c->h_v, c->d, c->dv);
     char poison[64], what[96];
     tu_qkv_poison(&x, pc, 1, poison, sizeof poison); /* not in the decode token */
     attn_linear_desc d;
@@ -716,10 +710,8 @@ END_TEST
  * exponential maps (dsoftmax: a feature with nothing visible contributes 0). */
 static const attn_feature_map eps0_maps[] = {ELU, EXPM, FAV, DSM};
 START_TEST(linear_eps0_empty_rows_are_zero) {
-  tu_rng rng;
-  tu_rng_seed(&rng, 9600);
-  tu_qkv x;
-  tu_qkv_make(&x, T, POS, &rng, 9, 4, 2, 1, 1, 8, 8);
+  tu_rng rng = tu_rng_of(9600);
+  tu_qkv x = tu_qkv_of(T, POS, &rng, 9, 4, 2, 1, 1, 8, 8);
   for (int with_state = 0; with_state < 2; ++with_state) {
     attn_linear_desc d;
     lu_desc(&d, 9, 4, 2, 1, 1, 8, 8, eps0_maps[_i], CAUSAL, NORM, 0);

@@ -42,12 +42,10 @@ static size_t fx_chunk_start(int64_t p, size_t G) { return p < 0 ? 0 : (size_t)p
  * chunk (the float64 reference of that call), and exactly 0 when there are none. */
 START_TEST(linear_flash_exclusive_matches_reference) {
   const size_t *c = fx_cases[_i / 3], map = (size_t)_i % 3, G = c[6];
-  tu_rng rng;
-  tu_rng_seed(&rng, 17000 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(17000 + (uint64_t)_i);
   attn_linear_desc d;
   fx_desc(&d, c, map);
-  tu_qkv x;
-  tu_qkv_make(&x, _i % 2 ? H : T, TU_DATA_UNIFORM, &rng, c[0], c[1], c[2], c[3], c[3], c[4], c[5]);
+  tu_qkv x = tu_qkv_of(_i % 2 ? H : T, TU_DATA_UNIFORM, &rng, c[0], c[1], c[2], c[3], c[3], c[4], c[5]);
   tu_tensor o;
   lu_call_plain(&d, &x.q, &x.k, &x.v, T, NULL, (size_t)_i % 2 * 4, &o);
   tu_qkv_assert_unchanged(&x);
@@ -86,12 +84,10 @@ START_TEST(linear_flash_pieces_then_decode) {
   static const size_t Gs[] = {4, 16, 7, 48};
   const size_t map = (size_t)_i % 3, G = Gs[_i / 3], n = 67, hq = 4, hkv = 2, dd = 8, dv = 8, hd = hq * dv;
   const size_t c[7] = {n, n, hq, hkv, dd, dv, G};
-  tu_rng rng;
-  tu_rng_seed(&rng, 17100 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(17100 + (uint64_t)_i);
   attn_linear_desc d;
   fx_desc(&d, c, map);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, n, n, hq, hkv, hkv, dd, dv);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, n, n, hq, hkv, hkv, dd, dv);
   lu_state one_s, s;
   lu_state_make(&one_s, &d);
   lu_state_make(&s, &d);
@@ -145,8 +141,7 @@ END_TEST
 START_TEST(linear_flash_sum_matches_formula) {
   static const size_t ns[] = {10, 130, 130}, Gs[] = {4, 48, 7};
   const size_t n = ns[_i], G = Gs[_i], hq = 4, hkv = 2, dd = 8, dv = 8, grp = hq / hkv;
-  tu_rng rng;
-  tu_rng_seed(&rng, 17200 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(17200 + (uint64_t)_i);
   tu_qkv x, y; /* x: the quadratic part's q, k, v; y: the linear part's q', k' (its v unused: v is shared) */
   tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, n, n, hq, hkv, hkv, dd, dv);
   tu_qkv_make(&y, T, TU_DATA_UNIFORM, &rng, n, n, hq, hkv, hkv, dd, dv);
@@ -221,10 +216,8 @@ END_TEST
 START_TEST(linear_flash_rejects_bad_input) {
   const size_t n = 20, G = 4;
   const size_t c[7] = {n, n, 2, 2, 8, 8, G};
-  tu_rng rng;
-  tu_rng_seed(&rng, 17300 + (uint64_t)_i);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, n, n, 2, 2, 2, 8, 8);
+  tu_rng rng = tu_rng_of(17300 + (uint64_t)_i);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, n, n, 2, 2, 2, 8, 8);
   attn_linear_desc d;
   fx_desc(&d, c, 0);
   lu_state s;

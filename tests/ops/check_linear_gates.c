@@ -44,6 +44,10 @@ typedef struct gt_case {
 
 #define SIZES(nq, nkv, dd, ddv) .n_q = (nq), .n_kv = (nkv), .d = (dd), .dv = (ddv)
 #define HEADS(q, k, v, g)       .h_q = (q), .h_k = (k), .h_v = (v), .h_g = (g)
+#define GL(x)                   .glayout = GL_##x
+#define QKV(x)                  .layout = TU_##x
+#define SPAN(c, g)              .chunk = (c), .gconst = (g)
+#define ELU_NOGATE              .map = M_ELU, .gate = K_NONE
 
 static const gt_case gt_cases[] = {
     /* sizes around the chunk sizes (48 AVX2 / NEON, 64 scalar), odd widths */
@@ -93,29 +97,12 @@ static const gt_case gt_cases[] = {
     {.name = "prefix40_mamba2", SIZES(33, 33, 16, 8), HEADS(1, 1, 4, 4), BETA, MILD, .prefix = 40},
     /* gate layouts: padded, head-major, row stride 0 (a fixed decay per head, RetNet) */
     {.name = "gate_padded", SIZES(60, 60, 8, 8), HEADS(2, 2, 2, 0), .glayout = GL_P, BETA, MILD},
-    {.name = "gate_padded_feature",
-     SIZES(60, 60, 9, 7),
-     HEADS(2, 1, 2, 2),
-     FEAT,
-     BETA,
-     .glayout = GL_P,
-     .layout = TU_PADDED},
+    {.name = "gate_padded_feature", SIZES(60, 60, 9, 7), HEADS(2, 1, 2, 2), FEAT, BETA, GL(P), QKV(PADDED)},
     {.name = "gate_head_major_feature", SIZES(50, 50, 8, 8), HEADS(2, 2, 2, 2), FEAT, MILD, .glayout = GL_HM},
     {.name = "gate_row0", SIZES(100, 100, 16, 16), HEADS(4, 4, 4, 4), MILD, .glayout = GL_R0},
     {.name = "gate_row0_padded_feature", SIZES(70, 70, 8, 8), HEADS(2, 2, 2, 2), FEAT, MILD, .glayout = GL_R0P},
-    {.name = "gate_row0_head_major_qkv",
-     SIZES(50, 50, 8, 8),
-     HEADS(2, 2, 2, 0),
-     MILD,
-     .glayout = GL_R0,
-     .layout = TU_HEAD_MAJOR},
-    {.name = "gate_padded_packed_qkv",
-     SIZES(41, 41, 8, 8),
-     HEADS(4, 2, 2, 4),
-     BETA,
-     MILD,
-     .glayout = GL_P,
-     .layout = TU_PACKED_QKV},
+    {.name = "gate_row0_head_major_qkv", SIZES(50, 50, 8, 8), HEADS(2, 2, 2, 0), MILD, GL(R0), QKV(HEAD_MAJOR)},
+    {.name = "gate_padded_packed_qkv", SIZES(41, 41, 8, 8), HEADS(4, 2, 2, 4), BETA, MILD, GL(P), QKV(PACKED_QKV)},
     /* chunk sizes */
     {.name = "chunk1_feature", SIZES(100, 100, 16, 16), HEADS(1, 1, 1, 0), FEAT, MILD, .chunk = 1},
     {.name = "chunk7_beta", SIZES(100, 100, 16, 16), HEADS(1, 1, 1, 0), BETA, MILD, .chunk = 7},
@@ -127,22 +114,11 @@ static const gt_case gt_cases[] = {
     /* a chunk of 16 decaying by e^-59.5 (scalar gate: the weights factored, factors up to
      * e^59.5) and by e^-61.5 (beyond ATTN_GATE_SPAN: element by element) */
     {.name = "span_59.5_c16_beta", SIZES(100, 100, 16, 16), HEADS(1, 1, 1, 0), BETA, .chunk = 16, .gconst = -3.71875f},
-    {.name = "span_59.5_c16_elu_norm",
-     SIZES(100, 100, 8, 8),
-     HEADS(1, 1, 1, 0),
-     .map = M_ELU,
-     .chunk = 16,
-     .gconst = -3.71875f},
+    {.name = "span_59.5_c16_elu_norm", SIZES(100, 100, 8, 8), HEADS(1, 1, 1, 0), .map = M_ELU, SPAN(16, -3.71875f)},
     {.name = "span_61.5_c16", SIZES(100, 100, 16, 16), HEADS(1, 1, 1, 0), .chunk = 16, .gconst = -3.84375f},
     /* no gate, through attn_linear_gated: beta alone, and nothing (plain linear attention) */
     {.name = "beta_only", SIZES(70, 70, 8, 8), HEADS(2, 2, 2, 0), .gate = K_NONE, BETA},
-    {.name = "beta_only_elu_prefix",
-     SIZES(30, 30, 8, 8),
-     HEADS(2, 2, 2, 0),
-     .map = M_ELU,
-     .gate = K_NONE,
-     BETA,
-     .prefix = 20},
+    {.name = "beta_only_elu_prefix", SIZES(30, 30, 8, 8), HEADS(2, 2, 2, 0), ELU_NOGATE, BETA, .prefix = 20},
     {.name = "no_gate_no_beta", SIZES(70, 70, 8, 8), HEADS(2, 2, 2, 0), .map = M_ELU, .gate = K_NONE},
     /* the scale s multiplies phi(q) */
     {.name = "scale_0.25_feature", SIZES(50, 50, 16, 16), HEADS(1, 1, 1, 0), FEAT, MILD, .scale = 0.25f},
@@ -172,8 +148,7 @@ static gt_gatespec gt_case_spec(const gt_case *c, gt_glayout layout) {
 START_TEST(gated_matches_reference) {
   const size_t idx = gt_sel[_i];
   const gt_case *c = &gt_cases[idx];
-  tu_rng rng;
-  tu_rng_seed(&rng, 17000 + idx);
+  tu_rng rng = tu_rng_of(17000 + idx);
   attn_linear_desc d;
   gt_case_desc(&d, c, c->n_q, c->n_kv);
   const gt_gatespec spec = gt_case_spec(c, c->glayout);
@@ -252,8 +227,7 @@ END_TEST
 START_TEST(gated_retnet_parallel_form) {
   static const size_t chunks[] = {0, 7, 64, 1};
   const size_t n = tu_small() ? 70 : 130, Hh = 4, dd = 16, dv = 16;
-  tu_rng rng;
-  tu_rng_seed(&rng, 18000 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(18000 + (uint64_t)_i);
   float lg[4];
   ck_assert_int_eq(attn_retnet_log_decays(Hh, lg), ATTN_OK);
   /* loop 4..7: other fixed decays, whose gamma is not a short float (RetNet's 1 - 2^(-5-h) are):
@@ -343,8 +317,7 @@ END_TEST
 START_TEST(gated_mamba2_ssd) {
   static const size_t chunks[] = {0, 7, 64};
   const size_t G = 1 + (size_t)_i % 2, Hh = 4, N = 16, P = 8, n = tu_small() ? 64 : 100;
-  tu_rng rng;
-  tu_rng_seed(&rng, 19000 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(19000 + (uint64_t)_i);
   attn_linear_desc d;
   gt_desc(&d, n, n, G, G, Hh, Hh, N, P, ATTN_FEATURE_IDENTITY, 0, ATTN_GATE_SCALAR, 1, chunks[_i / 2]);
   d.scale = 1.0f;
@@ -454,8 +427,7 @@ START_TEST(gated_extreme_gates) {
   const gx_case *c = &gx_cases[_i];
   const size_t n = tu_small() && c->n > 130 ? 130 : c->n, nall = c->prefix + n + c->decode, dd = 16, dv = 8;
   const size_t hq = 2, hk = 2, hv = 4, hg = 4;
-  tu_rng rng;
-  tu_rng_seed(&rng, 25000 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(25000 + (uint64_t)_i);
   attn_linear_desc d;
   gt_desc(&d, n, n, hq, hk, hv, hg, dd, dv, gt_fm(c->map), gt_norm(c->map), gt_kind(c->gate), c->beta, c->chunk);
   const gt_gatespec spec = {

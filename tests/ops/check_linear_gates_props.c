@@ -65,8 +65,7 @@ static void gp_desc(attn_linear_desc *d, const gp_case *c, size_t n_q, size_t n_
 }
 
 static void gt_seq_make(gt_seq *s, const gp_case *c, size_t n, uint64_t seed) {
-  tu_rng rng;
-  tu_rng_seed(&rng, seed);
+  tu_rng rng = tu_rng_of(seed);
   s->n = n;
   gp_desc(&s->d, c, n, n);
   const gt_gatespec spec = {.kind = gt_kind(c->gate),
@@ -154,8 +153,7 @@ START_TEST(gated_pieces_then_decode) {
   const int random = _i % 2;
   gt_seq s;
   gt_seq_make(&s, c, gp_tokens(), (random ? 22000 : 21000) + (uint64_t)(_i / 2));
-  tu_rng rng;
-  tu_rng_seed(&rng, 22500 + (uint64_t)(_i / 2));
+  tu_rng rng = tu_rng_of(22500 + (uint64_t)(_i / 2));
   const size_t a = s.n * 3 / 4;
   lu_state st;
   lu_state_make(&st, &s.d);
@@ -192,8 +190,7 @@ START_TEST(gated_feature_equal_is_scalar) {
   const size_t n = tu_small() ? 70 : 130, dd = 16, dv = 12, prefix = 20;
   const int beta = _i % 2, elu = (_i / 2) % 2;
   const size_t chunk = chunks[_i / 4];
-  tu_rng rng;
-  tu_rng_seed(&rng, 23000 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(23000 + (uint64_t)_i);
   attn_linear_desc ds, df;
   const attn_feature_map fm = elu ? ATTN_FEATURE_ELU1 : ATTN_FEATURE_IDENTITY;
   gt_desc(&ds, n, n, 2, 2, 4, 4, dd, dv, fm, elu, ATTN_GATE_SCALAR, beta, chunk);
@@ -261,8 +258,7 @@ END_TEST
 START_TEST(gated_zero_gates_are_plain_linear) {
   const int feature = _i % 2, elu = (_i / 2) % 2, row0 = (_i / 4) % 2;
   const size_t n = 97, dd = 8, dv = 8;
-  tu_rng rng;
-  tu_rng_seed(&rng, 24000 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(24000 + (uint64_t)_i);
   attn_linear_desc dg, dl;
   const attn_feature_map fm = elu ? ATTN_FEATURE_ELU1 : ATTN_FEATURE_IDENTITY;
   gt_desc(&dg, n, n, 4, 2, 2, 0, dd, dv, fm, elu, feature ? ATTN_GATE_FEATURE : ATTN_GATE_SCALAR, 1, 7);
@@ -400,10 +396,8 @@ static const gb_case gb_cases[] = {
 
 START_TEST(gated_rejects_bad_input) {
   const gb_case *c = &gb_cases[_i];
-  tu_rng rng;
-  tu_rng_seed(&rng, 26000 + (uint64_t)_i);
-  tu_qkv x;
-  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, BNQ, BNKV, BHQ, BHK, BHK, BD, BDV);
+  tu_rng rng = tu_rng_of(26000 + (uint64_t)_i);
+  tu_qkv x = tu_qkv_of(TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, BNQ, BNKV, BHQ, BHK, BHK, BD, BDV);
   /* valid gates for SCALAR ({H, 1}) and FEATURE ({H m, m}) layouts, and betas */
   const size_t gfloats = (size_t)BNKV * BHQ * BD, bfloats = (size_t)BNKV * BHQ;
   float *lg = malloc(sizeof(float) * gfloats), *beta = malloc(sizeof(float) * bfloats);

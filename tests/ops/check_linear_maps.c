@@ -100,10 +100,8 @@ START_TEST(linear_favor_caller_w_formula) {
   static const size_t ms[] = {0, 37, 1};
   const size_t n = 90, dd = 12, dv = 6, m0 = ms[_i % 3];
   const int mode = _i / 3; /* 0 causal default chunk, 1 causal chunk 7, 2 bidirectional */
-  tu_rng rng;
-  tu_rng_seed(&rng, 12000 + (uint64_t)_i);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, n, n, 1, 1, 1, dd, dv);
+  tu_rng rng = tu_rng_of(12000 + (uint64_t)_i);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, n, n, 1, 1, 1, dd, dv);
   attn_linear_desc d;
   lu_desc(&d, n, n, 1, 1, 1, dd, dv, FAV, mode < 2, NORM, mode == 1 ? 7 : 0);
   d.eps = 0.0f;
@@ -143,10 +141,8 @@ START_TEST(linear_favor_seed_equals_caller) {
   const attn_favor_source src = _i % 2 ? ATTN_FAVOR_SEED_SQRT_D : ATTN_FAVOR_SEED_CHI;
   const size_t m0 = (_i / 2) % 2 ? 37 : 0, n = 70, dd = 9, dv = 5;
   const int bidir = _i / 4;
-  tu_rng rng;
-  tu_rng_seed(&rng, 12100 + (uint64_t)_i);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, n + 1, n + 1, 4, 2, 2, dd, dv);
+  tu_rng rng = tu_rng_of(12100 + (uint64_t)_i);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, n + 1, n + 1, 4, 2, 2, dd, dv);
   attn_linear_desc ds;
   lu_desc(&ds, n, n, 4, 2, 2, dd, dv, FAV, !bidir, NORM, 0);
   ds.m = m0;
@@ -357,8 +353,7 @@ END_TEST
  * row sees, >= 1). */
 START_TEST(linear_exp_favor_stress) {
   const int favor = _i % 2, mode = (_i / 2) % 3, pattern = (_i / 6) % LU_XS_PATTERNS, eps = _i / (6 * LU_XS_PATTERNS);
-  tu_rng rng;
-  tu_rng_seed(&rng, 13000 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(13000 + (uint64_t)_i);
   attn_linear_desc d;
   lu_desc(&d, LU_XS_N, LU_XS_N, 1, 1, 1, LU_XS_D, LU_XS_DV, favor ? FAV : EXPM, mode < 2, NORM,
           mode == 0   ? 48
@@ -368,8 +363,7 @@ START_TEST(linear_exp_favor_stress) {
   float w[LU_XS_D * LU_XS_D];
   double Q[LU_XS_D * LU_XS_D];
   if (favor) lu_xs_favor(&rng, &d, Q, w);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, LU_XS_N, LU_XS_N, 1, 1, 1, LU_XS_D, LU_XS_DV);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, LU_XS_N, LU_XS_N, 1, 1, 1, LU_XS_D, LU_XS_DV);
   lu_xs_fill(&rng, &x, pattern, favor ? Q : NULL, sqrtf(d.scale), NULL);
   lu_state st;
   if (mode < 2) lu_state_make(&st, &d);
@@ -402,10 +396,8 @@ END_TEST
  * double (one head): the library within tolerance, the reference to 1e-12. */
 START_TEST(linear_dsoftmax_bidir_formula) {
   const size_t n_q = 37, n_kv = 53, dd = 11, dv = 7;
-  tu_rng rng;
-  tu_rng_seed(&rng, 14000 + (uint64_t)_i);
-  tu_qkv x;
-  tu_qkv_make(&x, T, _i ? WIDE : TU_DATA_UNIFORM, &rng, n_q, n_kv, 1, 1, 1, dd, dv);
+  tu_rng rng = tu_rng_of(14000 + (uint64_t)_i);
+  tu_qkv x = tu_qkv_of(T, _i ? WIDE : TU_DATA_UNIFORM, &rng, n_q, n_kv, 1, 1, 1, dd, dv);
   attn_linear_desc d;
   lu_desc(&d, n_q, n_kv, 1, 1, 1, dd, dv, DSM, BIDIR, NORM, 0);
   tu_tensor o;
@@ -451,10 +443,8 @@ END_TEST
 START_TEST(linear_dsoftmax_ones) {
   const int mode = _i; /* 0 causal default, 1 causal chunk 7 + prefix, 2 bidirectional */
   const size_t n = 100, dd = 16, dv = 5, prefix = mode == 1 ? 33 : 0;
-  tu_rng rng;
-  tu_rng_seed(&rng, 14100 + (uint64_t)_i);
-  tu_qkv x;
-  tu_qkv_make(&x, T, WIDE, &rng, n + prefix, n + prefix, 2, 1, 1, dd, dv);
+  tu_rng rng = tu_rng_of(14100 + (uint64_t)_i);
+  tu_qkv x = tu_qkv_of(T, WIDE, &rng, n + prefix, n + prefix, 2, 1, 1, dd, dv);
   for (size_t j = 0; j < n + prefix; ++j)
     for (size_t c = 0; c < dv; ++c) *tu_at(&x.v, j, 0, c) = 1.0f;
   tu_qkv_snapshot(&x);
@@ -502,8 +492,7 @@ static void ds_quantise(tu_tensor *t) {
 START_TEST(linear_dsoftmax_shift_invariance) {
   const int mode = _i % 3, query = _i / 3;
   const size_t n = 90, dd = 9, dv = 6;
-  tu_rng rng;
-  tu_rng_seed(&rng, 14200 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(14200 + (uint64_t)_i);
   tu_qkv x, y;
   tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, n, n, 2, 2, 2, dd, dv);
   tu_rng_seed(&rng, 14200 + (uint64_t)_i);

@@ -25,10 +25,8 @@ START_TEST(linear_state_layout) {
   static const size_t heads[][3] = {{4, 2, 2}, {2, 2, 8}, {8, 2, 4}, {4, 4, 1}, {6, 2, 3}, {1, 2, 4}};
   const size_t *hh = heads[_i / 2];
   const int normalize = _i % 2;
-  tu_rng rng;
-  tu_rng_seed(&rng, 9700 + (uint64_t)_i);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, 37, 37, hh[0], hh[1], hh[2], 8, 5);
+  tu_rng rng = tu_rng_of(9700 + (uint64_t)_i);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, 37, 37, hh[0], hh[1], hh[2], 8, 5);
   attn_linear_desc d;
   lu_desc(&d, 37, 37, hh[0], hh[1], hh[2], 8, 5, normalize ? ELU : ID, CAUSAL, normalize, 16);
   lu_state st;
@@ -88,8 +86,7 @@ START_TEST(state_init_contract) {
 END_TEST
 
 START_TEST(state_reset_contract) {
-  tu_rng rng;
-  tu_rng_seed(&rng, 400);
+  tu_rng rng = tu_rng_of(400);
   attn_linear_desc d;
   ck_assert_int_eq(attn_linear_desc_init(&d, NQ, NKV, HQ, HKV, D, DV, ATTN_FEATURE_ELU1), ATTN_OK);
   lu_state st;
@@ -106,8 +103,7 @@ START_TEST(state_reset_contract) {
 END_TEST
 
 START_TEST(state_copy_contract) {
-  tu_rng rng;
-  tu_rng_seed(&rng, 401);
+  tu_rng rng = tu_rng_of(401);
   attn_linear_desc d;
   ck_assert_int_eq(attn_linear_desc_init(&d, NQ, NKV, HQ, HKV, D, DV, ATTN_FEATURE_ELU1), ATTN_OK);
   lu_state a, b, wrong_dv, wrong_mode, wrong_heads;
@@ -319,8 +315,7 @@ static int ln_job_run(const void *arg, float *out) {
 }
 
 START_TEST(linear_concurrent_calls_match_serial) {
-  tu_rng rng;
-  tu_rng_seed(&rng, 501);
+  tu_rng rng = tu_rng_of(501);
   tu_qkv x[RE_THREADS];
   ln_job jobs[RE_THREADS];
   const void *args[RE_THREADS];
@@ -539,11 +534,9 @@ static const lv_case lv_cases[] = {
 
 START_TEST(linear_rejects_bad_input) {
   const lv_case *c = &lv_cases[_i];
-  tu_rng rng;
-  tu_rng_seed(&rng, 300 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(300 + (uint64_t)_i);
   /* inputs big enough that an aliased output fits inside them; v has room for h_v up to HQ */
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, 2 * NQ * HQ, 2 * NKV * HQ, HQ, HKV, HQ, D, DV);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, 2 * NQ * HQ, 2 * NKV * HQ, HQ, HKV, HQ, D, DV);
   attn_linear_desc d;
   const attn_feature_map base_map = c->xmap ? (attn_feature_map)c->xmap : ELU;
   ck_assert_int_eq(attn_linear_desc_init(&d, NQ, NKV, HQ, HKV, D, DV, base_map), ATTN_OK);

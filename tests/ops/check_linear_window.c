@@ -218,16 +218,14 @@ static size_t lw_sel[LW_NCASES];
 START_TEST(linear_window_matches_reference) {
   const size_t idx = lw_sel[_i];
   const lw_case *c = &lw_cases[idx];
-  tu_rng rng;
-  tu_rng_seed(&rng, 15000 + idx);
+  tu_rng rng = tu_rng_of(15000 + idx);
   attn_linear_desc d;
   lw_desc(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv, c->map, c->mask);
   if (c->set_scale) d.scale = c->scale;
   if (c->set_eps) d.eps = c->eps;
   d.m = c->m;
   float *w = lu_set_favor(&d, c->wsrc, c->seed, &rng);
-  tu_qkv x;
-  tu_qkv_make(&x, c->layout, c->data, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
+  tu_qkv x = tu_qkv_of(c->layout, c->data, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
   tu_tensor o;
   lu_call_plain(&d, &x.q, &x.k, &x.v, c->layout == PK ? T : c->layout, NULL, (idx % 2) * 4, &o);
   tu_qkv_assert_unchanged(&x);
@@ -271,12 +269,10 @@ START_TEST(linear_window_sweep) {
   const size_t n = lw_sizes[si], n_q = lw_sweep_nq(form, n);
   const lw_map map = (lw_map)((mi + si + form) % LW_NROT);
   const size_t *hh = lw_heads[(mi + form) % 3], *ww = lw_widths[(mi + 2 * si + form) % 4];
-  tu_rng rng;
-  tu_rng_seed(&rng, 15500 + run);
+  tu_rng rng = tu_rng_of(15500 + run);
   attn_linear_desc d;
   lw_desc(&d, n_q, n, hh[0], hh[1], ww[0], ww[1], map, lw_masks[mi]);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, n_q, n, hh[0], hh[1], hh[1], ww[0], ww[1]);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, n_q, n, hh[0], hh[1], hh[1], ww[0], ww[1]);
   tu_tensor o;
   lu_call_plain(&d, &x.q, &x.k, &x.v, T, NULL, (run % 2) * 4, &o);
   char what[96];
@@ -311,10 +307,8 @@ static void lw_unb_favor(attn_linear_desc *d, size_t shape, float **w, tu_rng *r
 START_TEST(linear_window_unbounded_agrees) {
   const lw_map map = (lw_map)(_i % LW_NROT);
   const size_t shape = (size_t)_i / LW_NROT, *sh = lw_unb_shapes[shape], reach = sh[0] + sh[1];
-  tu_rng rng;
-  tu_rng_seed(&rng, 16000 + (uint64_t)_i);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, sh[0], sh[1], sh[2], sh[3], sh[3], sh[4], sh[5]);
+  tu_rng rng = tu_rng_of(16000 + (uint64_t)_i);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, sh[0], sh[1], sh[2], sh[3], sh[3], sh[4], sh[5]);
   const attn_mask plain[2] = {attn_mask_full(), attn_mask_causal()};
   const attn_mask bounded[3] = {attn_mask_window(reach, reach), {WU, WU, reach}, attn_mask_window(reach, 0)};
   tu_tensor o[2];
@@ -366,10 +360,8 @@ START_TEST(linear_window_pieces) {
   const lw_map map = (lw_map)(_i % LW_NROT);
   const attn_mask mask = lw_piece_masks[_i / LW_NROT];
   const size_t n = tu_small() ? 90 : 200, a = n * 3 / 4, hq = 4, hkv = 2, dd = 16, dv = 8, hd = hq * dv;
-  tu_rng rng;
-  tu_rng_seed(&rng, 16500 + (uint64_t)_i);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, n, n, hq, hkv, hkv, dd, dv);
+  tu_rng rng = tu_rng_of(16500 + (uint64_t)_i);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, n, n, hq, hkv, hkv, dd, dv);
   attn_linear_desc d;
   lw_desc(&d, n, n, hq, hkv, dd, dv, map, mask);
   tu_tensor one;
@@ -431,10 +423,8 @@ START_TEST(linear_window_nonfinite_policy) {
   const lwf_case *c = &lwf_cases[_i / LW_NROT];
   const lw_map map = (lw_map)(_i % LW_NROT);
   for (int pc = 0; pc < TU_POISON_CASES; ++pc) {
-    tu_rng rng;
-    tu_rng_seed(&rng, 17500 + (uint64_t)_i);
-    tu_qkv x;
-    tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
+    tu_rng rng = tu_rng_of(17500 + (uint64_t)_i);
+    tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
     char poison[64], what[128];
     tu_qkv_poison(&x, pc, 0, poison, sizeof poison);
     attn_linear_desc d;
@@ -460,8 +450,7 @@ START_TEST(linear_window_hidden_nonfinite) {
   const int chunked = _i / LW_NROT;
   const size_t n_q = 10, n_kv = chunked ? 97 : 130, hidden = chunked ? 84 : 115, hq = 4, hkv = 2, dd = 8, dv = 8;
   const attn_mask mask = chunked ? (attn_mask){WU, WU, 7} : attn_mask_window(5, 0);
-  tu_rng rng;
-  tu_rng_seed(&rng, 17800 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(17800 + (uint64_t)_i);
   tu_qkv x, clean;
   tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, n_q, n_kv, hq, hkv, hkv, dd, dv);
   tu_rng_seed(&rng, 17800 + (uint64_t)_i);
@@ -508,10 +497,8 @@ START_TEST(linear_xmap_hidden_key_rounding) {
   const attn_feature_map fm = _i % 2 ? FAV : EXPM;
   const attn_mask mask = masks[_i / 2];
   for (int nan = 0; nan < 2; ++nan) {
-    tu_rng rng;
-    tu_rng_seed(&rng, 17900 + (uint64_t)_i);
-    tu_qkv x;
-    tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, N, N, HQ, HKV, HKV, DD, DV);
+    tu_rng rng = tu_rng_of(17900 + (uint64_t)_i);
+    tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, N, N, HQ, HKV, HKV, DD, DV);
     attn_linear_desc d;
     lu_desc(&d, N, N, HQ, HKV, HKV, DD, DV, fm, _i / 2 == 0 ? CAUSAL : BIDIR, NORM, 0);
     if (_i / 2) d.mask = mask;
@@ -561,10 +548,8 @@ START_TEST(linear_window_edge_nonfinite) {
   const attn_mask mask = lwx_masks[_i / LW_NROT];
   const size_t n = 120, hq = 4, hkv = 2, dd = 8, dv = 8;
   static const size_t bad_keys[4] = {47, 49, 95, 96};
-  tu_rng rng;
-  tu_rng_seed(&rng, 17900 + (uint64_t)_i);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, n, n, hq, hkv, hkv, dd, dv);
+  tu_rng rng = tu_rng_of(17900 + (uint64_t)_i);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, n, n, hq, hkv, hkv, dd, dv);
   for (size_t h = 0; h < hkv; ++h) {
     for (size_t t = 0; t < dd; ++t) {
       *tu_at(&x.k, 47, h, t) = INFINITY;
@@ -620,8 +605,7 @@ START_TEST(linear_window_xmap_stress) {
   const lw_map map = variant < 3 ? W_EXP : variant < 6 ? W_FAV : W_DSM;
   static const float eps[3] = {1e-6f, 0.0f, 0.5f};
   for (int e = 0; e < (pattern >= 2 ? 3 : 1); ++e) { /* patterns 0 and 1 raise no key */
-    tu_rng rng;
-    tu_rng_seed(&rng, 19000 + 3 * (uint64_t)_i + (uint64_t)e);
+    tu_rng rng = tu_rng_of(19000 + 3 * (uint64_t)_i + (uint64_t)e);
     attn_linear_desc d;
     lw_desc(&d, LU_XS_N, LU_XS_N, 1, 1, LU_XS_D, LU_XS_DV, map, mask);
     if (map != W_DSM) d.eps = eps[variant % 3];
@@ -630,8 +614,7 @@ START_TEST(linear_window_xmap_stress) {
     if (map == W_FAV) lu_xs_favor(&rng, &d, Q, w);
     unsigned char high[LU_XS_N] = {0};
     high[47 + e] = high[95 + e] = 1;
-    tu_qkv x;
-    tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, LU_XS_N, LU_XS_N, 1, 1, 1, LU_XS_D, LU_XS_DV);
+    tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, LU_XS_N, LU_XS_N, 1, 1, 1, LU_XS_D, LU_XS_DV);
     lu_xs_fill(&rng, &x, pattern, map == W_FAV ? Q : NULL, sqrtf(d.scale), high);
     tu_tensor o;
     lu_call_plain(&d, &x.q, &x.k, &x.v, T, NULL, 0, &o);
@@ -664,8 +647,7 @@ START_TEST(linear_window_xmap_workspace) {
   const int kind = _i % 6; /* exp; favor: chi, sqrt(d) with m 37, the caller's W, its W^T; dsoftmax */
   const attn_mask mask = _i / 6 ? (attn_mask){WU, WU, 4} : attn_mask_window(3, 0);
   const size_t n_q = 30, n_kv = 50, hq = 4, hkv = 2, dd = 8, dv = 6;
-  tu_rng rng;
-  tu_rng_seed(&rng, 19500 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(19500 + (uint64_t)_i);
   attn_linear_desc d;
   lw_desc(&d, n_q, n_kv, hq, hkv, dd, dv, kind == 0 ? W_EXP : kind == 5 ? W_DSM : W_FAV, mask);
   float *w = NULL, *wt = NULL;
@@ -695,8 +677,7 @@ START_TEST(linear_window_xmap_workspace) {
   ck_assert_uint_eq(sb, sbc);
   ck_assert_int_eq(attn_linear_workspace_size(&d, &need), ATTN_OK);
   ck_assert_uint_gt(need, 0);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, n_q, n_kv, hq, hkv, hkv, dd, dv);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, n_q, n_kv, hq, hkv, hkv, dd, dv);
   tu_tensor o;
   lu_call_plain(&d, &x.q, &x.k, &x.v, T, NULL, 4, &o);
   attn_linear_desc dref = d; /* the reference takes W itself */
@@ -756,6 +737,8 @@ typedef struct lwb_case {
 
 #define LWB(k, s, lvl)       .kind = (k), .expect = (s), .desc_level = (lvl)
 #define LWBX(k, s, lvl, map) .kind = (k), .expect = (s), .desc_level = (lvl), .xmap = (map)
+#define LWB_FAV(k, s)        LWBX(k, s, 1, FAV)
+#define LWB_SHORT(map)       LWBX(LWB_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0, map)
 static const lwb_case lwb_cases[] = {
     /* the exponential maps take windows (0.4.0); what they still refuse with one (the state and the
      * un-normalised mode as without a window, a gate or beta as the element-wise maps do) */
@@ -767,22 +750,14 @@ static const lwb_case lwb_cases[] = {
     {.name = "favor un-normalised with chunk 4", LWBX(LWB_UNNORM, ATTN_E_BAD_NORMALIZATION, 1, FAV), WIN(WU, WU, 4)},
     {.name = "dsoftmax eps 0.5 with window (5, 9)", LWBX(LWB_EPS_HALF, ATTN_E_BAD_EPS, 1, DSM), WIN(5, 9, 0)},
     {.name = "favor caller W NULL with window (17, 2)",
-     LWBX(LWB_FAVOR_W_NULL, ATTN_E_BAD_FEATURE_MATRIX, 1, FAV),
+     LWB_FAV(LWB_FAVOR_W_NULL, ATTN_E_BAD_FEATURE_MATRIX),
      WIN(17, 2, 0)},
-    {.name = "favor with window (3, 0) and a SCALAR gate",
-     LWBX(LWB_GATE_SCALAR, ATTN_E_BAD_WINDOW, 1, FAV),
-     WIN(3, 0, 0)},
+    {.name = "favor with window (3, 0) and a SCALAR gate", LWB_FAV(LWB_GATE_SCALAR, ATTN_E_BAD_WINDOW), WIN(3, 0, 0)},
     {.name = "exp with chunk 4 and beta", LWBX(LWB_BETA, ATTN_E_BAD_WINDOW, 1, EXPM), WIN(WU, WU, 4)},
     {.name = "dsoftmax h_k 2 != h_v 1", LWBX(LWB_HK_NE_HV, ATTN_E_BAD_HEADS, 1, DSM), WIN(3, 0, 0)},
-    {.name = "favor window workspace one byte short",
-     LWBX(LWB_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0, FAV),
-     WIN(17, 2, 4)},
-    {.name = "exp window workspace one byte short",
-     LWBX(LWB_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0, EXPM),
-     WIN(3, 0, 0)},
-    {.name = "dsoftmax window workspace one byte short",
-     LWBX(LWB_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0, DSM),
-     WIN(5, 9, 7)},
+    {.name = "favor window workspace one byte short", LWB_SHORT(FAV), WIN(17, 2, 4)},
+    {.name = "exp window workspace one byte short", LWB_SHORT(EXPM), WIN(3, 0, 0)},
+    {.name = "dsoftmax window workspace one byte short", LWB_SHORT(DSM), WIN(5, 9, 7)},
     {.name = "favor: o is k with a window", LWBX(LWB_O_IS_K, ATTN_E_ALIASING, 0, FAV), WIN(3, 0, 0)},
     /* the element-wise maps */
     {.name = "h_k 2 != h_v 1", LWB(LWB_HK_NE_HV, ATTN_E_BAD_HEADS, 1), WIN(3, 0, 0)},
@@ -805,11 +780,9 @@ static const lwb_case lwb_cases[] = {
 START_TEST(linear_window_rejects_bad_input) {
   const lwb_case *c = &lwb_cases[_i];
   enum { WNQ = 5, WNKV = 7, WHQ = 4, WHKV = 2, WD = 8, WDV = 6, WHMAX = 8 };
-  tu_rng rng;
-  tu_rng_seed(&rng, 18500 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(18500 + (uint64_t)_i);
   /* inputs with room for up to 8 heads and for o inside k */
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, WNQ * WHMAX, WNKV * WHMAX, WHMAX, WHMAX, WHMAX, WD, WDV);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, WNQ * WHMAX, WNKV * WHMAX, WHMAX, WHMAX, WHMAX, WD, WDV);
   attn_linear_desc d;
   lw_desc(&d, WNQ, WNKV, WHQ, WHKV, WD, WDV, lw_map_of(c->xmap), c->mask);
   /* valid gates (SCALAR [n_kv][H][1], FEATURE [n_kv][H][m]) and betas */

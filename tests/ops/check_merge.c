@@ -44,8 +44,7 @@ static const mg_case mg_cases[] = {
 
 START_TEST(merge_matches_reference) {
   const mg_case *c = &mg_cases[_i];
-  tu_rng rng;
-  tu_rng_seed(&rng, 5000 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(5000 + (uint64_t)_i);
   tu_tensor o[5], l[5], out, lout;
   const float *op[5], *lp[5];
   for (size_t p = 0; p < c->parts; ++p) {
@@ -131,8 +130,7 @@ START_TEST(merge_nonfinite_policy) {
                                      {0.5f, 0.25f, 1.0f}, {0.5f, -INFINITY, 1.0f}, {-INFINITY, -INFINITY, -INFINITY},
                                      {2.0f, 0.0f, -1.0f}};
   for (int in_place = 0; in_place < 2; ++in_place) {
-    tu_rng rng;
-    tu_rng_seed(&rng, 5100);
+    tu_rng rng = tu_rng_of(5100);
     tu_tensor o[PARTS], l[PARTS], out, lout;
     const float *op[PARTS], *lp[PARTS];
     for (size_t p = 0; p < PARTS; ++p) {
@@ -186,8 +184,7 @@ typedef struct mg_parts {
 
 /* PR_PARTS parts of rows x dv, LSE in [-3, 3) with holes (-inf: empty parts). */
 static void mg_parts_make(mg_parts *m, size_t rows, size_t dv, uint64_t seed) {
-  tu_rng rng;
-  tu_rng_seed(&rng, seed);
+  tu_rng rng = tu_rng_of(seed);
   for (size_t p = 0; p < PR_PARTS; ++p) {
     tu_tensor_alloc(&m->o[p], T, rows, 1, dv, 1);
     tu_tensor_alloc(&m->l[p], T, rows, 1, 1, 1);
@@ -364,8 +361,7 @@ static const mv_case mv_cases[] = {
 
 START_TEST(merge_rejects_bad_input) {
   const mv_case *c = &mv_cases[_i];
-  tu_rng rng;
-  tu_rng_seed(&rng, 200 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(200 + (uint64_t)_i);
   /* parts and outputs: guarded, with room for the strided cases */
   const size_t cap = 2 * MROWS * (MDV + 1) + 8;
   float *po[2], *pl[2], *out, *lout;

@@ -94,13 +94,11 @@ static size_t sel_sel[SEL_NCASES];
 START_TEST(selective_matches_reference) {
   const size_t idx = sel_sel[_i];
   const sel_case *c = &sel_cases[idx];
-  tu_rng rng;
-  tu_rng_seed(&rng, 1000 + idx);
+  tu_rng rng = tu_rng_of(1000 + idx);
   /* chunked: inputs for every position, the call reads rows [start, n_kv) of q */
   const int chunked = c->n_q < c->n_kv;
   const size_t nq_all = chunked ? c->n_kv : c->n_q, start = chunked ? c->n_kv - c->n_q : 0;
-  tu_qkv x;
-  tu_qkv_make(&x, c->layout, c->data, &rng, nq_all, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
+  tu_qkv x = tu_qkv_of(c->layout, c->data, &rng, nq_all, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
   attn_selective_desc d;
   sel_desc(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv, c->h_sel);
   if (c->set_scale) d.scale = c->scale;
@@ -202,10 +200,8 @@ static const nf_case nf_cases[] = {
 START_TEST(selective_nonfinite_policy) {
   const nf_case *c = &nf_cases[_i];
   for (int pc = 0; pc < TU_POISON_CASES; ++pc) {
-    tu_rng rng;
-    tu_rng_seed(&rng, 9000 + (uint64_t)_i);
-    tu_qkv x;
-    tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->d);
+    tu_rng rng = tu_rng_of(9000 + (uint64_t)_i);
+    tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->d);
     char poison[64], what[128];
     tu_qkv_poison(&x, pc, 0, poison, sizeof poison);
     attn_selective_desc d;
@@ -251,10 +247,8 @@ END_TEST
  * h_sel only (its own q), and every head of every later row is NaN (each sees keys 1..9). */
 START_TEST(selective_infinite_selection_is_nan) {
   enum { N = 40, HQ = 2, HKV = 2, DD = 8, HS = 1, PQ = 10 };
-  tu_rng rng;
-  tu_rng_seed(&rng, 9100);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_POSITIVE, &rng, N, N, HQ, HKV, HKV, DD, DD);
+  tu_rng rng = tu_rng_of(9100);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_POSITIVE, &rng, N, N, HQ, HKV, HKV, DD, DD);
   for (size_t e = 0; e < DD; ++e) *tu_at(&x.q, PQ, HS, e) = _i ? -INFINITY : INFINITY;
   tu_qkv_snapshot(&x);
   attn_selective_desc d;
@@ -322,8 +316,7 @@ END_TEST
  * final f its column sums. */
 START_TEST(selective_f_structure_through_decode) {
   enum { N = 60, HQ = 4, HKV = 2, DD = 16, HS = 2 };
-  tu_rng rng;
-  tu_rng_seed(&rng, 2100);
+  tu_rng rng = tu_rng_of(2100);
   tu_qkv x;
   attn_selective_desc dfull;
   sel_inputs(&x, &dfull, &rng, TU_DATA_UNIFORM, N, HQ, HKV, DD, DD, HS);
@@ -382,8 +375,7 @@ static const iso_case iso_cases[] = {
 
 START_TEST(selective_selecting_query_isolation) {
   const iso_case *c = &iso_cases[_i];
-  tu_rng rng;
-  tu_rng_seed(&rng, 2200 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(2200 + (uint64_t)_i);
   tu_qkv x;
   attn_selective_desc d;
   sel_inputs(&x, &d, &rng, TU_DATA_POSITIVE, c->n, c->h_q, c->h_kv, c->d, c->d, c->h_sel);
@@ -438,8 +430,7 @@ static const pieces_case pieces_cases[] = {
 START_TEST(selective_pieces_match_one_call) {
   enum { N = 67, A = 37, B = 20 };
   const pieces_case *c = &pieces_cases[_i];
-  tu_rng rng;
-  tu_rng_seed(&rng, 2300 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(2300 + (uint64_t)_i);
   tu_qkv x;
   attn_selective_desc dw;
   sel_inputs(&x, &dw, &rng, c->data, N, c->h_q, c->h_kv, c->d, c->dv, c->h_sel);
@@ -625,8 +616,7 @@ static void sel_bad_apply(tu_bad *b, int fault, attn_selective_desc *d, float *f
 
 START_TEST(selective_rejects_bad_input) {
   const tu_bad_case *c = tu_bad_row((size_t)_i, 1, bs_cases);
-  tu_rng rng;
-  tu_rng_seed(&rng, 4000 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(4000 + (uint64_t)_i);
   attn_selective_desc d;
   sel_desc(&d, BNQ, BNKV, BHQ, BHKV, BD, BDV, BSEL);
   size_t need = 0;
@@ -658,10 +648,7 @@ START_TEST(selective_rejects_bad_input) {
 END_TEST
 
 static Suite *selective_suite(attn_isa isa) {
-  size_t work[SEL_NCASES];
-  for (size_t i = 0; i < SEL_NCASES; ++i)
-    work[i] = sel_cases[i].n_q * sel_cases[i].n_kv * sel_cases[i].h_q * (sel_cases[i].d + sel_cases[i].dv);
-  const size_t nsel = tu_select_rows(SEL_NCASES, work, sel_sel);
+  const size_t nsel = TU_SELECT_CASES(sel_cases, sel_sel, dv);
   const tu_entry tests[] = {{"reference", selective_matches_reference, (int)nsel},
                             {"reference", selective_hand_computed, 1},
                             {"nonfinite", selective_nonfinite_policy, (int)NF_NCASES},

@@ -32,8 +32,7 @@ static const unp_case unp_cases[] = {
 
 START_TEST(selcache_unpruned_equals_selective) {
   const unp_case *c = &unp_cases[_i];
-  tu_rng rng;
-  tu_rng_seed(&rng, 3000 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(3000 + (uint64_t)_i);
   tu_qkv x;
   attn_selective_desc dfull;
   sel_inputs(&x, &dfull, &rng, TU_DATA_UNIFORM, c->n, c->h_q, c->h_kv, c->d, c->dv, c->h_sel);
@@ -89,8 +88,7 @@ END_TEST
  * tokens' F must include the chunk's selections too. */
 START_TEST(selcache_load_in_two_pieces) {
   enum { HQ = 4, HKV = 2, DD = 16, HS = 3, N = 67, A = 37, B = 20 };
-  tu_rng rng;
-  tu_rng_seed(&rng, 3050);
+  tu_rng rng = tu_rng_of(3050);
   tu_qkv x;
   attn_selective_desc dfull;
   sel_inputs(&x, &dfull, &rng, TU_DATA_UNIFORM, N, HQ, HKV, DD, DD, HS);
@@ -261,10 +259,8 @@ static const pol_case pol_cases[] = {
  * or a wrong tie-break change the output far beyond the bound). */
 START_TEST(selcache_policy_matches_simulation) {
   const pol_case *c = &pol_cases[_i];
-  tu_rng rng;
-  tu_rng_seed(&rng, 3100 + (uint64_t)_i);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, c->n, c->n, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
+  tu_rng rng = tu_rng_of(3100 + (uint64_t)_i);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, c->n, c->n, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
   if (c->ties) sel_make_ties(&x, c->h_sel, c->h_q / c->h_kv);
   sc_fix s;
   sc_fix_init(&s, c->capacity, c->h_kv, c->d, c->dv, c->tau, c->budget, 4);
@@ -361,10 +357,8 @@ END_TEST
 START_TEST(selcache_nan_f_ranks_last) {
   enum { N = 14, HQ = 2, HKV = 1, D = 8, BUDGET = 3 };
   for (int all = 0; all < 2; all++) {
-    tu_rng rng;
-    tu_rng_seed(&rng, 4200 + (uint64_t)all);
-    tu_qkv x;
-    tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, N, N, HQ, HKV, HKV, D, D);
+    tu_rng rng = tu_rng_of(4200 + (uint64_t)all);
+    tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, N, N, HQ, HKV, HKV, D, D);
     for (size_t t = 1; t < (all ? (size_t)N : 2); t++) *tu_at(&x.k, t, 0, 3) = NAN;
     tu_qkv_snapshot(&x);
     sc_fix s;
@@ -398,10 +392,8 @@ END_TEST
  * itself changes nothing. */
 START_TEST(selcache_copy_and_restore) {
   enum { HQ = 4, HKV = 2, DD = 8, DV = 8, HS = 1, N = 60, PRE = 12, CAP = 16, BUDGET = 7, MID = 30 };
-  tu_rng rng;
-  tu_rng_seed(&rng, 3200);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, N, N, HQ, HKV, HKV, DD, DV);
+  tu_rng rng = tu_rng_of(3200);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, N, N, HQ, HKV, HKV, DD, DV);
   sel_make_ties(&x, HS, HQ / HKV);
   sc_fix a, b, snap;
   sc_fix_init(&a, CAP, HKV, DD, DV, 4.0f, BUDGET, 0);
@@ -616,11 +608,9 @@ static const cb_case cb_cases[] = {
 
 START_TEST(selcache_rejects_bad_input) {
   const cb_case *c = &cb_cases[_i];
-  tu_rng rng;
-  tu_rng_seed(&rng, 4100 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(4100 + (uint64_t)_i);
   const size_t n = CPRE + CSTEPS + CCAP + 1;
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, n, n, CHQ, CHKV, CHKV, 2 * CD, 2 * CDV);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, n, n, CHQ, CHKV, CHKV, 2 * CD, 2 * CDV);
   /* views of the first CD / CDV columns: a d = CD cache; the wider rows let a mismatched desc read */
   x.q.w = x.k.w = CD;
   x.v.w = CDV;

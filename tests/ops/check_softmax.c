@@ -209,45 +209,6 @@ static void sm_result_free(sm_result *r) {
   if (r->has_lse) tu_tensor_free(&r->lse);
 }
 
-typedef struct sm_ref {
-  double *o, *lse, *oscale, *sabs;
-} sm_ref;
-
-static void sm_ref_compute(const attn_softmax_desc *d, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
-                           sm_ref *r) {
-  const attn_shape *s = &d->shape;
-  const ref_softmax_problem p = {.n_q = s->n_q,
-                                 .n_kv = s->n_kv,
-                                 .h_q = s->h_q,
-                                 .h_kv = s->h_k,
-                                 .d = s->d,
-                                 .dv = s->dv,
-                                 .scale = (double)d->scale,
-                                 .window_left = d->mask.left,
-                                 .window_right = d->mask.right,
-                                 .chunk = d->mask.chunk,
-                                 .q = q->data,
-                                 .k = k->data,
-                                 .v = v->data,
-                                 .lq = tu_ref_layout(q),
-                                 .lk = tu_ref_layout(k),
-                                 .lv = tu_ref_layout(v)};
-  const size_t rows = s->n_q * s->h_q;
-  r->o = malloc(sizeof(double) * rows * s->dv);
-  r->oscale = malloc(sizeof(double) * rows * s->dv);
-  r->lse = malloc(sizeof(double) * rows);
-  r->sabs = malloc(sizeof(double) * rows);
-  ck_assert(r->o && r->oscale && r->lse && r->sabs);
-  ref_softmax(&p, r->o, r->lse, r->oscale, r->sabs);
-}
-
-static void sm_ref_free(sm_ref *r) {
-  free(r->o);
-  free(r->lse);
-  free(r->oscale);
-  free(r->sabs);
-}
-
 /* The one softmax comparison: got's o (and lse) against expected values (the reference, or
  * another library result for a property) with the reference's error scales, all given for got's
  * rows ([got rows][h_q][dv] and [got rows][h_q]), bounds times factor. */
@@ -282,10 +243,8 @@ static void sm_desc(attn_softmax_desc *d, size_t n_q, size_t n_kv, size_t h_q, s
 START_TEST(softmax_matches_reference) {
   const size_t idx = sm_sel[_i];
   const sm_case *c = &sm_cases[idx];
-  tu_rng rng;
-  tu_rng_seed(&rng, 1000 + idx);
-  tu_qkv x;
-  tu_qkv_make(&x, c->layout, c->data, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
+  tu_rng rng = tu_rng_of(1000 + idx);
+  tu_qkv x = tu_qkv_of(c->layout, c->data, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
   attn_softmax_desc d;
   sm_desc(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv, c->mask);
   if (c->set_scale) d.scale = c->scale;
@@ -293,10 +252,10 @@ START_TEST(softmax_matches_reference) {
   sm_result res;
   sm_call(&d, &x.q, &x.k, &x.v, okind, !c->no_lse, (idx % 2) * 4, &res);
   tu_qkv_assert_unchanged(&x);
-  sm_ref ref;
-  sm_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
+  tu_softmax_ref ref;
+  tu_softmax_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
   sm_compare(c->name, &d, &res, ref.o, ref.lse, ref.oscale, ref.sabs, 1.0);
-  sm_ref_free(&ref);
+  tu_softmax_ref_free(&ref);
   sm_result_free(&res);
   tu_qkv_free(&x);
 }
@@ -304,8 +263,7 @@ END_TEST
 
 /* Inputs may overlap one another: q = k = v, one buffer. */
 START_TEST(softmax_shared_inputs) {
-  tu_rng rng;
-  tu_rng_seed(&rng, 77);
+  tu_rng rng = tu_rng_of(77);
   tu_tensor t;
   tu_tensor_alloc(&t, T, 45, 2, 16, 0);
   tu_tensor_fill(&t, &rng, -1.0f, 1.0f);
@@ -313,10 +271,10 @@ START_TEST(softmax_shared_inputs) {
   sm_desc(&d, 45, 45, 2, 2, 16, 16, attn_mask_causal());
   sm_result res;
   sm_call(&d, &t, &t, &t, T, 1, 0, &res);
-  sm_ref ref;
-  sm_ref_compute(&d, &t, &t, &t, &ref);
+  tu_softmax_ref ref;
+  tu_softmax_ref_compute(&d, &t, &t, &t, &ref);
   sm_compare("q=k=v", &d, &res, ref.o, ref.lse, ref.oscale, ref.sabs, 1.0);
-  sm_ref_free(&ref);
+  tu_softmax_ref_free(&ref);
   sm_result_free(&res);
   tu_tensor_free(&t);
 }
@@ -324,19 +282,17 @@ END_TEST
 
 /* A decode query's row stride is unconstrained (the count of rows is 1): 0 is valid. */
 START_TEST(softmax_decode_row_stride_zero) {
-  tu_rng rng;
-  tu_rng_seed(&rng, 78);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, 1, 30, 4, 2, 2, 8, 8);
+  tu_rng rng = tu_rng_of(78);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, 1, 30, 4, 2, 2, 8, 8);
   x.q.l.row_stride = 0;
   attn_softmax_desc d;
   sm_desc(&d, 1, 30, 4, 2, 8, 8, attn_mask_causal());
   sm_result res;
   sm_call(&d, &x.q, &x.k, &x.v, T, 1, 0, &res);
-  sm_ref ref;
-  sm_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
+  tu_softmax_ref ref;
+  tu_softmax_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
   sm_compare("q row stride 0", &d, &res, ref.o, ref.lse, ref.oscale, ref.sabs, 1.0);
-  sm_ref_free(&ref);
+  tu_softmax_ref_free(&ref);
   sm_result_free(&res);
   tu_qkv_free(&x);
 }
@@ -375,18 +331,17 @@ typedef struct sm_full {
   tu_qkv x;
   attn_softmax_desc d;
   sm_result res;
-  sm_ref ref;
+  tu_softmax_ref ref;
   double *got; /* the prefill's o as double, [n][h_q][dv] */
   double *got_lse;
 } sm_full;
 
 static void sm_full_make(sm_full *f, const sm_prop_case *c, uint64_t seed) {
-  tu_rng rng;
-  tu_rng_seed(&rng, seed);
+  tu_rng rng = tu_rng_of(seed);
   tu_qkv_make(&f->x, T, TU_DATA_UNIFORM, &rng, c->n, c->n, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
   sm_desc(&f->d, c->n, c->n, c->h_q, c->h_kv, c->d, c->dv, sm_prop_mask(c));
   sm_call(&f->d, &f->x.q, &f->x.k, &f->x.v, T, 1, 0, &f->res);
-  sm_ref_compute(&f->d, &f->x.q, &f->x.k, &f->x.v, &f->ref);
+  tu_softmax_ref_compute(&f->d, &f->x.q, &f->x.k, &f->x.v, &f->ref);
   sm_compare("full prefill", &f->d, &f->res, f->ref.o, f->ref.lse, f->ref.oscale, f->ref.sabs, 1.0);
   f->got = malloc(sizeof(double) * c->n * c->h_q * c->dv);
   f->got_lse = malloc(sizeof(double) * c->n * c->h_q);
@@ -398,7 +353,7 @@ static void sm_full_make(sm_full *f, const sm_prop_case *c, uint64_t seed) {
 static void sm_full_free(sm_full *f) {
   free(f->got);
   free(f->got_lse);
-  sm_ref_free(&f->ref);
+  tu_softmax_ref_free(&f->ref);
   sm_result_free(&f->res);
   tu_qkv_free(&f->x);
 }
@@ -501,10 +456,8 @@ static const skip_case skip_cases[] = {
  * sees them. Row 0 sees the earliest keys (both ends of the mask grow with the position). */
 START_TEST(softmax_mask_skips_outside_keys) {
   const skip_case *c = &skip_cases[_i];
-  tu_rng rng;
-  tu_rng_seed(&rng, 6000 + (uint64_t)_i);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, 2, 1, 1, c->d, c->d);
+  tu_rng rng = tu_rng_of(6000 + (uint64_t)_i);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, 2, 1, 1, c->d, c->d);
   size_t first_visible = 0;
   while (!ref_visible(0, first_visible, c->n_q, c->n_kv, c->mask.left, c->mask.right, c->mask.chunk)) ++first_visible;
   ck_assert_uint_gt(first_visible, 96);
@@ -519,10 +472,10 @@ START_TEST(softmax_mask_skips_outside_keys) {
   sm_result res;
   sm_call(&d, &x.q, &x.k, &x.v, T, 1, 0, &res);
   tu_qkv_assert_unchanged(&x);
-  sm_ref ref;
-  sm_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
+  tu_softmax_ref ref;
+  tu_softmax_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
   sm_compare("NaN keys outside the mask", &d, &res, ref.o, ref.lse, ref.oscale, ref.sabs, 1.0);
-  sm_ref_free(&ref);
+  tu_softmax_ref_free(&ref);
   sm_result_free(&res);
   tu_qkv_free(&x);
 }
@@ -534,10 +487,8 @@ END_TEST
 START_TEST(softmax_rows_without_keys_are_empty) {
   static const attn_mask masks[] = {MASK(U, U, 3), MASK(U, 0, 7), MASK(U, U, U), WINDOW(0, 0), CAUSAL};
   enum { NQ = 13, NKV = 5, HQ = 2, DD = 8 };
-  tu_rng rng;
-  tu_rng_seed(&rng, 6100);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, NQ, NKV, HQ, 1, 1, DD, DD);
+  tu_rng rng = tu_rng_of(6100);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, NQ, NKV, HQ, 1, 1, DD, DD);
   for (size_t m = 0; m < sizeof masks / sizeof masks[0]; ++m) {
     attn_softmax_desc d;
     sm_desc(&d, NQ, NKV, HQ, 1, DD, DD, masks[m]);
@@ -551,10 +502,10 @@ START_TEST(softmax_rows_without_keys_are_empty) {
           ck_assert_msg(*tu_at(&res.o, i, h, c) == 0.0f, "mask %zu row %zu: o %g", m, i,
                         (double)*tu_at(&res.o, i, h, c));
       }
-    sm_ref ref;
-    sm_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
+    tu_softmax_ref ref;
+    tu_softmax_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
     sm_compare("rows without keys", &d, &res, ref.o, ref.lse, ref.oscale, ref.sabs, 1.0);
-    sm_ref_free(&ref);
+    tu_softmax_ref_free(&ref);
     sm_result_free(&res);
   }
   tu_qkv_free(&x);
@@ -612,10 +563,8 @@ static const nf_case nf_cases[] = {
 START_TEST(softmax_nonfinite_policy) {
   const nf_case *c = &nf_cases[_i];
   for (int pc = 0; pc < TU_POISON_CASES; ++pc) {
-    tu_rng rng;
-    tu_rng_seed(&rng, 9000 + (uint64_t)_i);
-    tu_qkv x;
-    tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
+    tu_rng rng = tu_rng_of(9000 + (uint64_t)_i);
+    tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
     char poison[64], what[96];
     tu_qkv_poison(&x, pc, 0, poison, sizeof poison);
     attn_softmax_desc d;
@@ -623,11 +572,11 @@ START_TEST(softmax_nonfinite_policy) {
     sm_result res;
     sm_call(&d, &x.q, &x.k, &x.v, T, 1, 0, &res);
     tu_qkv_assert_unchanged(&x);
-    sm_ref ref;
-    sm_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
+    tu_softmax_ref ref;
+    tu_softmax_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
     snprintf(what, sizeof what, "%s: %s", c->name, poison);
     sm_compare(what, &d, &res, ref.o, ref.lse, ref.oscale, ref.sabs, 1.0);
-    sm_ref_free(&ref);
+    tu_softmax_ref_free(&ref);
     sm_result_free(&res);
     tu_qkv_free(&x);
   }
@@ -657,12 +606,12 @@ START_TEST(softmax_exp_accuracy_sweep) {
   d.scale = 1.0f;
   sm_result res;
   sm_call(&d, &q, &k, &v, T, 1, 0, &res);
-  sm_ref ref;
-  sm_ref_compute(&d, &q, &k, &v, &ref);
+  tu_softmax_ref ref;
+  tu_softmax_ref_compute(&d, &q, &k, &v, &ref);
   double *tol = tu_dup(TOL_EXP_SWEEP_SOFTMAX, EXP_SWEEP);
   tu_compare("softmax.exp", "exp sweep: o = e^x / (1 + e^x)", &res.o, ref.o, ref.oscale, tol);
   free(tol);
-  sm_ref_free(&ref);
+  tu_softmax_ref_free(&ref);
   sm_result_free(&res);
   tu_tensor_free(&q);
   tu_tensor_free(&k);
@@ -746,8 +695,7 @@ static int sm_job_run(const void *arg, float *out) {
 }
 
 START_TEST(softmax_concurrent_calls_match_serial) {
-  tu_rng rng;
-  tu_rng_seed(&rng, 500);
+  tu_rng rng = tu_rng_of(500);
   tu_qkv x[RE_THREADS];
   sm_job jobs[RE_THREADS];
   const void *args[RE_THREADS];
@@ -768,8 +716,7 @@ END_TEST
 /* ------------------------------------------------------------------------------------------ */
 START_TEST(softmax_rejects_bad_input) {
   const tu_bad_case *c = tu_bad_row((size_t)_i, 1, NULL);
-  tu_rng rng;
-  tu_rng_seed(&rng, 100 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(100 + (uint64_t)_i);
   attn_softmax_desc d;
   ck_assert_int_eq(attn_softmax_desc_init(&d, NQ, NKV, HQ, HKV, D, DV), ATTN_OK);
   d.mask = attn_mask_causal();
@@ -789,12 +736,7 @@ END_TEST
 
 static Suite *softmax_suite(attn_isa isa) {
   Suite *s = suite_create(attn_isa_name(isa));
-  size_t work[SM_NCASES];
-  for (size_t i = 0; i < SM_NCASES; ++i) {
-    const sm_case *c = &sm_cases[i];
-    work[i] = c->n_q * c->n_kv * c->h_q * (c->d + c->dv);
-  }
-  const size_t nsel = tu_select_rows(SM_NCASES, work, sm_sel);
+  const size_t nsel = TU_SELECT_CASES(sm_cases, sm_sel, dv);
   TCase *tc = tu_tcase("reference");
   tcase_add_loop_test(tc, softmax_matches_reference, 0, (int)nsel);
   tcase_add_test(tc, softmax_shared_inputs);

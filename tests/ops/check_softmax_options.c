@@ -107,50 +107,6 @@ static void desc_make(const opt_case *c, const opt_arrays *a, attn_softmax_desc 
   d->bias_layout = (attn_layout){a->rs, a->hs};
 }
 
-typedef struct ref_out {
-  double *o, *lse, *oscale, *sabs;
-} ref_out;
-
-static void ref_make(const attn_softmax_desc *d, const tu_qkv *x, const opt_arrays *a, ref_out *r) {
-  const attn_shape *s = &d->shape;
-  const ref_softmax_problem p = {.n_q = s->n_q,
-                                 .n_kv = s->n_kv,
-                                 .h_q = s->h_q,
-                                 .h_kv = s->h_k,
-                                 .d = s->d,
-                                 .dv = s->dv,
-                                 .scale = d->scale,
-                                 .window_left = d->mask.left,
-                                 .window_right = d->mask.right,
-                                 .chunk = d->mask.chunk,
-                                 .q = x->q.data,
-                                 .k = x->k.data,
-                                 .v = x->v.data,
-                                 .lq = tu_ref_layout(&x->q),
-                                 .lk = tu_ref_layout(&x->k),
-                                 .lv = tu_ref_layout(&x->v),
-                                 .sinks = a->sinks,
-                                 .alibi = a->alibi,
-                                 .bias = a->bias,
-                                 .softcap = d->softcap,
-                                 .bias_rs = a->rs,
-                                 .bias_hs = a->hs};
-  const size_t rows = s->n_q * s->h_q;
-  r->o = malloc(sizeof(double) * rows * s->dv);
-  r->oscale = malloc(sizeof(double) * rows * s->dv);
-  r->lse = malloc(sizeof(double) * rows);
-  r->sabs = malloc(sizeof(double) * rows);
-  ck_assert(r->o && r->oscale && r->lse && r->sabs);
-  ref_softmax(&p, r->o, r->lse, r->oscale, r->sabs);
-}
-
-static void ref_free(ref_out *r) {
-  free(r->o);
-  free(r->lse);
-  free(r->oscale);
-  free(r->sabs);
-}
-
 /* The library's o and lse (fresh guarded tensors). */
 static void lib_run(const attn_softmax_desc *d, const tu_qkv *x, tu_tensor *o, tu_tensor *lse) {
   const attn_shape *s = &d->shape;
@@ -169,7 +125,7 @@ static void lib_run(const attn_softmax_desc *d, const tu_qkv *x, tu_tensor *o, t
 }
 
 static void compare(const char *what, const attn_softmax_desc *d, const tu_tensor *o, const tu_tensor *lse,
-                    const ref_out *r, size_t row0, double factor) {
+                    const tu_softmax_ref *r, size_t row0, double factor) {
   const attn_shape *s = &d->shape;
   const size_t rows = o->n * s->h_q;
   double *tol = malloc(sizeof(double) * rows * s->dv), *one = tu_dup(1.0, rows);
@@ -199,10 +155,8 @@ static void call_ok(const attn_softmax_desc *d, const float *q, const float *k, 
 
 START_TEST(options_match_reference) {
   const opt_case *c = &cases[_i];
-  tu_rng rng;
-  tu_rng_seed(&rng, 5100 + (uint64_t)_i);
-  tu_qkv x;
-  tu_qkv_make(&x, TU_TOKEN_MAJOR, c->data, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
+  tu_rng rng = tu_rng_of(5100 + (uint64_t)_i);
+  tu_qkv x = tu_qkv_of(TU_TOKEN_MAJOR, c->data, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
   opt_arrays a;
   arrays_make(c, &rng, &a);
   attn_softmax_desc d;
@@ -210,10 +164,10 @@ START_TEST(options_match_reference) {
   tu_tensor o, lse;
   lib_run(&d, &x, &o, &lse);
   tu_qkv_assert_unchanged(&x);
-  ref_out r;
-  ref_make(&d, &x, &a, &r);
+  tu_softmax_ref r;
+  tu_softmax_ref_compute(&d, &x.q, &x.k, &x.v, &r);
   compare(c->name, &d, &o, &lse, &r, 0, 1.0);
-  ref_free(&r);
+  tu_softmax_ref_free(&r);
   tu_tensor_free(&o);
   tu_tensor_free(&lse);
   arrays_free(&a);
@@ -225,18 +179,16 @@ END_TEST
  * gives row i of a causal prefill with every option. */
 START_TEST(options_decode_equals_prefill) {
   const opt_case c = {"decode", 41, 41, 4, 2, 16, 16, CAUSAL, 1, 1, 1, 3.0f, 1, 0, 0, TU_DATA_UNIFORM};
-  tu_rng rng;
-  tu_rng_seed(&rng, 5200);
-  tu_qkv x;
-  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, c.n_q, c.n_kv, c.h_q, c.h_kv, c.h_kv, c.d, c.dv);
+  tu_rng rng = tu_rng_of(5200);
+  tu_qkv x = tu_qkv_of(TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, c.n_q, c.n_kv, c.h_q, c.h_kv, c.h_kv, c.d, c.dv);
   opt_arrays a;
   arrays_make(&c, &rng, &a);
   attn_softmax_desc d;
   desc_make(&c, &a, &d);
   tu_tensor o, lse;
   lib_run(&d, &x, &o, &lse);
-  ref_out r;
-  ref_make(&d, &x, &a, &r);
+  tu_softmax_ref r;
+  tu_softmax_ref_compute(&d, &x.q, &x.k, &x.v, &r);
   for (size_t i = 0; i < c.n_q; i++) {
     tu_qkv step = x;
     step.q = tu_rows_view(&x.q, i, 1);
@@ -256,7 +208,7 @@ START_TEST(options_decode_equals_prefill) {
     tu_tensor_free(&so);
     tu_tensor_free(&slse);
   }
-  ref_free(&r);
+  tu_softmax_ref_free(&r);
   tu_tensor_free(&o);
   tu_tensor_free(&lse);
   arrays_free(&a);
@@ -268,10 +220,8 @@ END_TEST
  * merged with one more part of o = 0 and lse = the sink, equal one call with the sinks. */
 START_TEST(options_merge_with_sinks) {
   const size_t n_q = 9, n_kv = 70, H = 3, D = 8, half = 31;
-  tu_rng rng;
-  tu_rng_seed(&rng, 5300);
-  tu_qkv x;
-  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, n_q, n_kv, H, H, H, D, D);
+  tu_rng rng = tu_rng_of(5300);
+  tu_qkv x = tu_qkv_of(TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, n_q, n_kv, H, H, H, D, D);
   float sinks[3] = {0.5f, 2.5f, -1.0f}, bias[9 * 70];
   for (size_t e = 0; e < n_q * n_kv; e++) bias[e] = tu_rng_range(&rng, -1.0f, 1.0f);
   const size_t rows = n_q * H;
@@ -316,10 +266,8 @@ END_TEST
  * whose rows then sum to less than 1) with every option on. */
 START_TEST(options_stats_with_sinks) {
   const size_t n = 23, H = 2, D = 8;
-  tu_rng rng;
-  tu_rng_seed(&rng, 5400);
-  tu_qkv x;
-  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, n, n, H, H, H, D, D);
+  tu_rng rng = tu_rng_of(5400);
+  tu_qkv x = tu_qkv_of(TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, n, n, H, H, H, D, D);
   float sinks[2] = {1.0f, 3.5f}, ent[23 * 2], sp[23 * 2], cnt[23 * 2], o[23 * 2 * 8];
   attn_softmax_desc d;
   ck_assert_int_eq(attn_softmax_desc_init(&d, n, n, H, H, D, D), ATTN_OK);
@@ -378,10 +326,8 @@ END_TEST
  * not take a -inf score from an infinite input for a hidden pair. */
 START_TEST(options_nonfinite_input) {
   const size_t n = 12, H = 1, D = 4;
-  tu_rng rng;
-  tu_rng_seed(&rng, 5500);
-  tu_qkv x;
-  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, n, n, H, H, H, D, D);
+  tu_rng rng = tu_rng_of(5500);
+  tu_qkv x = tu_qkv_of(TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, n, n, H, H, H, D, D);
   tu_at(&x.q, 6, 0, 1)[0] = INFINITY;
   tu_at(&x.k, 9, 0, 0)[0] = -INFINITY;
   tu_qkv_snapshot(&x);
@@ -415,21 +361,25 @@ START_TEST(options_bias_hidden_nonfinite) {
     size_t n_q, n_kv, h_q, h_kv, d;
     attn_mask mask;
   } sh[] = {
-      {2, 2, 1, 1, 1, CAUSAL},        {45, 45, 2, 1, 8, CAUSAL},   {70, 70, 2, 2, 8, {5, 0, 0}},
-      {61, 61, 2, 2, 8, {6, 3, 0}},   {60, 60, 2, 1, 8, {ATTN_UNBOUNDED, 0, 16}},
-      {37, 140, 4, 2, 8, CAUSAL},     {30, 12, 2, 2, 8, CAUSAL},   {3, 200, 2, 1, 16, CAUSAL},
+      {2, 2, 1, 1, 1, CAUSAL},
+      {45, 45, 2, 1, 8, CAUSAL},
+      {70, 70, 2, 2, 8, {5, 0, 0}},
+      {61, 61, 2, 2, 8, {6, 3, 0}},
+      {60, 60, 2, 1, 8, {ATTN_UNBOUNDED, 0, 16}},
+      {37, 140, 4, 2, 8, CAUSAL},
+      {30, 12, 2, 2, 8, CAUSAL},
+      {3, 200, 2, 1, 16, CAUSAL},
       {1, 5000, 2, 1, 8, {3000, 0, 0}},
   };
   static const float poison[3] = {NAN, INFINITY, -INFINITY};
   for (size_t c = 0; c < sizeof sh / sizeof sh[0]; c++) {
     const size_t nq = sh[c].n_q, nkv = sh[c].n_kv, H = sh[c].h_q, D = sh[c].d;
-    tu_rng rng;
-    tu_rng_seed(&rng, 5700 + (uint64_t)c);
-    tu_qkv x;
-    tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, nq, nkv, H, sh[c].h_kv, sh[c].h_kv, D, D);
+    tu_rng rng = tu_rng_of(5700 + (uint64_t)c);
+    tu_qkv x = tu_qkv_of(TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, nq, nkv, H, sh[c].h_kv, sh[c].h_kv, D, D);
     if (c == 0) x.q.data[0] = x.q.data[1] = x.k.data[0] = x.k.data[1] = 1.0f, x.v.data[0] = 3.0f, x.v.data[1] = 5.0f;
     const size_t nb = nq * H * nkv;
-    float *bias = malloc(sizeof(float) * nb), *o0 = malloc(sizeof(float) * nq * H * D), *o1 = malloc(sizeof(float) * nq * H * D);
+    float *bias = malloc(sizeof(float) * nb), *o0 = malloc(sizeof(float) * nq * H * D),
+          *o1 = malloc(sizeof(float) * nq * H * D);
     float *l0 = malloc(sizeof(float) * nq * H), *l1 = malloc(sizeof(float) * nq * H);
     for (size_t e = 0; e < nb; e++) bias[e] = c == 0 ? 0.0f : tu_rng_range(&rng, -2.0f, 2.0f);
     attn_softmax_desc d;
@@ -467,10 +417,8 @@ END_TEST
 /* Bad options: their status, outputs untouched. */
 START_TEST(options_reject_bad_input) {
   const size_t n = 6, H = 2, D = 4;
-  tu_rng rng;
-  tu_rng_seed(&rng, 5600);
-  tu_qkv x;
-  tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, n, n, H, H, H, D, D);
+  tu_rng rng = tu_rng_of(5600);
+  tu_qkv x = tu_qkv_of(TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, n, n, H, H, H, D, D);
   float o[6 * 2 * 4 + 64], lse[12], good[2] = {0.1f, 0.2f}, nan2[2] = {0.1f, NAN}, inf2[2] = {INFINITY, 0};
   attn_softmax_desc plain; /* a workspace for the shape, so that each call reaches its option's check */
   size_t ws_bytes = 0;

@@ -274,21 +274,7 @@ static void st_ref_make(st_ref *r, const st_desc *d, const tu_tensor *q, const t
   r->G = calloc(nq * nkv, sizeof(double));
   double *o = malloc(sizeof(double) * nq * s->h_q * s->dv);
   ck_assert(r->F && r->G && o);
-  const ref_selective_problem p = {nq,
-                                   nkv,
-                                   s->h_q,
-                                   s->h_k,
-                                   s->d,
-                                   s->dv,
-                                   (double)d->sel.scale,
-                                   d->sel.h_sel,
-                                   q->data,
-                                   k->data,
-                                   v->data,
-                                   tu_ref_layout(q),
-                                   tu_ref_layout(k),
-                                   tu_ref_layout(v),
-                                   f0};
+  const ref_selective_problem p = tu_selective_problem(&d->sel, q, k, v, f0);
   const ref_selective_out out = {.o = o, .F = r->F};
   ref_selective(&p, &out);
   free(o);
@@ -423,10 +409,8 @@ static float *st_f0(const st_case *c, tu_rng *r) {
 /* A case's inputs (poison_case >= 0: one element of q, k or v made non-finite, tu_qkv_poison),
  * its plain and statistics calls (same bits), and the statistics against the reference. */
 static void st_run_case(const st_case *c, uint64_t seed, int poison_case) {
-  tu_rng rng;
-  tu_rng_seed(&rng, seed);
-  tu_qkv x;
-  tu_qkv_make(&x, c->layout, c->data, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
+  tu_rng rng = tu_rng_of(seed);
+  tu_qkv x = tu_qkv_of(c->layout, c->data, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
   char what[128];
   snprintf(what, sizeof what, "%s", c->name);
   if (poison_case >= 0) {
@@ -467,10 +451,8 @@ START_TEST(stats_exact_rows) {
   const st_kind kind = (st_kind)_i;
   enum { N = 37, HQ = 2, DD = 8 };
   const st_case c = {"exact", kind, SIZES(N, N, DD, DD), HEADS(HQ, 1), .mask = CAUSAL, .beta = 0.5f};
-  tu_rng rng;
-  tu_rng_seed(&rng, 7500 + (uint64_t)_i);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, N, N, HQ, 1, 1, DD, DD);
+  tu_rng rng = tu_rng_of(7500 + (uint64_t)_i);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, N, N, HQ, 1, 1, DD, DD);
   for (size_t i = 0; i < N; i++)
     for (size_t h = 0; h < HQ; h++)
       for (size_t t = 0; t < DD; t++) *tu_at(&x.q, i, h, t) = 0.0f;
@@ -513,10 +495,8 @@ static const st_case st_props[] = {
 
 START_TEST(stats_decode_matches_prefill) {
   const st_case *c = &st_props[_i];
-  tu_rng rng;
-  tu_rng_seed(&rng, 7600 + (uint64_t)_i);
-  tu_qkv x;
-  tu_qkv_make(&x, T, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
+  tu_rng rng = tu_rng_of(7600 + (uint64_t)_i);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, c->n_q, c->n_kv, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
   st_desc d;
   st_desc_make(&d, c, &rng);
   st_out full;
@@ -640,8 +620,7 @@ START_TEST(stats_reject_bad_input) {
   const size_t nrows = st_bad_rows(kind, rows, 128);
   if ((size_t)_i / 3 >= nrows) return; /* the kinds have different row counts */
   const tu_bad_case *c = tu_bad_row(rows[_i / 3], kind != GAU, st_bad_own);
-  tu_rng rng;
-  tu_rng_seed(&rng, 7800 + (uint64_t)_i);
+  tu_rng rng = tu_rng_of(7800 + (uint64_t)_i);
   const st_case sc = {"bad",          kind,      SIZES(BNQ, BNKV, TU_BAD_D, TU_BAD_DV), HEADS(TU_BAD_HQ, TU_BAD_HKV),
                       .mask = CAUSAL, .table = 1};
   st_desc d;
@@ -765,8 +744,7 @@ static int st_job_run(const void *arg, float *out) {
 }
 
 START_TEST(stats_concurrent_calls_match_serial) {
-  tu_rng rng;
-  tu_rng_seed(&rng, 7900);
+  tu_rng rng = tu_rng_of(7900);
   tu_qkv x[RE_THREADS];
   st_desc d[RE_THREADS];
   st_job jobs[RE_THREADS];
@@ -784,12 +762,7 @@ END_TEST
 
 static Suite *stats_suite(attn_isa isa) {
   Suite *s = suite_create(attn_isa_name(isa));
-  size_t work[ST_NCASES];
-  for (size_t i = 0; i < ST_NCASES; ++i) {
-    const st_case *c = &st_cases[i];
-    work[i] = c->n_q * c->n_kv * c->h_q * (c->d + c->dv);
-  }
-  const size_t nsel = tu_select_rows(ST_NCASES, work, st_sel);
+  const size_t nsel = TU_SELECT_CASES(st_cases, st_sel, dv);
   TCase *tc = tu_tcase("reference");
   tcase_add_loop_test(tc, stats_match_reference, 0, (int)nsel);
   suite_add_tcase(s, tc);

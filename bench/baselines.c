@@ -18,6 +18,7 @@
  *   S[p] = g_p S[p] + psi_p(k) [v 1], with g_p = gamma = exp(log gate) for a scalar gate (RetNet's
  *   fixed decay included) and alpha_p = exp(log gate_p) for a per-feature gate, the exps taken per
  *   token and head (1 or m expf), as CPU runtimes run these models token by token.
+ * - The delta rule token by token: baseline_delta.c (built with its own flags).
  */
 #include <math.h>
 #include <stdio.h>
@@ -46,6 +47,8 @@ static const bench_baseline_info base_list[BENCH_BASE_COUNT] = {
                            BENCH_ONEDNN, 1, 0, &bench_onednn_call, "", "", ""},
     [BENCH_BASE_RECURRENT] = {"recurrent", "causal linear attention: one-pass recurrent loop per token",
                               BENCH_RECURRENT, 0, 1, &recurrent_call, "", "", ""},
+    [BENCH_BASE_DELTA] = {"delta_loop", "the delta rule token by token: two passes over the state per token",
+                          BENCH_DELTA_LOOP, 0, 1, &bench_delta_loop_call, "", "", ""},
 };
 
 void bench_baselines_init(bench_baseline_info out[BENCH_BASE_COUNT]) {
@@ -80,6 +83,8 @@ void bench_baselines_init(bench_baseline_info out[BENCH_BASE_COUNT]) {
   snprintf(blas->flags, sizeof blas->flags, "%s", ATTN_BENCH_BASELINE_FLAGS);
   snprintf(rec->flags, sizeof rec->flags, "%s", ATTN_BENCH_BASELINE_FLAGS);
   snprintf(rec->ran_on, sizeof rec->ran_on, "the bench's C code, 1 thread");
+  snprintf(out[BENCH_BASE_DELTA].flags, sizeof out[BENCH_BASE_DELTA].flags, "%s", ATTN_BENCH_DELTA_FLAGS);
+  snprintf(out[BENCH_BASE_DELTA].ran_on, sizeof out[BENCH_BASE_DELTA].ran_on, "the bench's C code, 1 thread");
   bench_onednn_describe(&out[BENCH_BASE_ONEDNN]);
 }
 

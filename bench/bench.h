@@ -5,12 +5,14 @@
  *   variant.h     the adapter interface; variant.c the helpers the adapters share
  *   variants/     one adapter per family of attn calls: softmax.c (full, causal, window, decode),
  *                 linear.c (identity and elu+1, bidirectional and causal, decayed and gated,
- *                 the decode step)
+ *                 the decode step), gau.c, selective.c, delta.c (the delta rule: GDN, KDA,
+ *                 DeltaNet prefill, checkpoints and the decode step)
  *   timing.c      the one timing loop (CLOCK_MONOTONIC, calibration, warm-up, statistics) and the
  *                 worker pool behind --threads and --pin
  *   work.c        buffers of one measured call and the one kernel that repeats its call
  *   baselines.c   naive OpenBLAS attention and the one-pass recurrent linear loop (built for the
  *                 native ISA), and the baseline list
+ *   baseline_delta.c  the delta rule's token loop (built for the native ISA, 512-bit vectors)
  *   baseline_onednn.c  naive attention through oneDNN's matmul and softmax primitives
  *   sysinfo.c     machine, build and run description; peak and bandwidth probes
  *   report.c      the one row printer, tables, CSV, JSON and Markdown
@@ -87,7 +89,9 @@ typedef struct bench_work {
   float *q, *k, *v, *o;
   float *gate; /**< log gates when s.gate != ATTN_GATE_NONE (NULL otherwise): [n_kv][h_kv][width],
                     width m for per-feature gates, 1 for scalar ones; a fixed decay: h_kv floats,
-                    RetNet's (layout: bench_gate_layout) */
+                    RetNet's (layout: bench_gate_layout). A delta-rule shape: [n][h_v][1 or d]
+                    (bench_delta_gate_width), NULL for DeltaNet */
+  float *beta; /**< a delta-rule shape: beta, [n][h_v]; NULL otherwise */
   void *workspace;
   size_t workspace_bytes;
   void *impl;          /**< the call's own data: its descriptor and state, oneDNN's primitives */
@@ -98,6 +102,21 @@ typedef struct bench_work {
   char *copies; /**< `ncopies` copies of K (kbytes) then V (vbytes); NULL: the call's own */
   size_t ncopies, turn, kbytes, vbytes;
 } bench_work;
+
+/** Floats per token and value head of a delta-rule shape's log gates: d (KDA), 1 (GDN), 0. */
+static inline size_t bench_delta_gate_width(const bench_shape *s) {
+  return s->delta_gate == ATTN_DELTA_FEATURE ? s->d : s->delta_gate == ATTN_DELTA_SCALAR ? 1 : 0;
+}
+/** A decode step (one token continuing a state, no cache): the linear and delta-rule steps and
+ *  the baselines standing in for them. */
+static inline int bench_shape_step(const bench_shape *s) {
+  return s->kind == BENCH_LINEAR_STEP || s->kind == BENCH_DELTA_STEP ||
+         ((s->kind == BENCH_RECURRENT || s->kind == BENCH_DELTA_LOOP) && s->n_q == 1);
+}
+/** Whether v's rows are decode steps (no cache length). */
+static inline int bench_variant_step(const bench_variant *v) {
+  return v->kind == BENCH_LINEAR_STEP || v->kind == BENCH_DELTA_STEP;
+}
 
 /** Floats per token and head of s's log gates: m for per-feature gates, 1 for scalar ones. */
 static inline size_t bench_gate_width(const bench_shape *s) { return s->gate == ATTN_GATE_FEATURE ? s->m : 1; }
@@ -161,6 +180,9 @@ int bench_work_copy_cache(bench_work *w, const void *k, size_t kbytes, const voi
                           size_t errlen);
 /** The K and V this call reads: *k and *v themselves without copies, else the next copy's. */
 void bench_work_cache(bench_work *w, const void **k, const void **v);
+/** The state a delta-rule decode row starts from (the library's and the baseline's alike):
+ *  `count` floats uniform in [-0.1, 0.1) from a fixed seed. */
+void bench_delta_state_fill(float *state, size_t count);
 /** Record the first failing status of w's attn calls. */
 static inline void bench_work_status(bench_work *w, attn_status st) {
   if (st != ATTN_OK && w->status == ATTN_OK) w->status = st;
@@ -175,6 +197,7 @@ typedef enum bench_base {
   BENCH_BASE_OPENBLAS,  /**< naive softmax attention: OpenBLAS sgemm, vectorised row softmax, sgemm */
   BENCH_BASE_ONEDNN,    /**< naive softmax attention: oneDNN matmul, softmax, matmul primitives */
   BENCH_BASE_RECURRENT, /**< causal linear attention: one-pass recurrent loop */
+  BENCH_BASE_DELTA,     /**< the delta rule: token loop, two passes over the state per token */
   BENCH_BASE_COUNT
 } bench_base;
 
@@ -201,6 +224,8 @@ int bench_baseline_scratch(bench_work *w, char *err, size_t errlen);
 /** The oneDNN baseline's call (baseline_onednn.c): primitives and memory objects for w->s are
  *  made in setup; only where bench_baselines_init reported it available. */
 extern const bench_call bench_onednn_call;
+/** The delta rule's token loop (baseline_delta.c). */
+extern const bench_call bench_delta_loop_call;
 /** Fill info's availability and ran_on for oneDNN (baseline_onednn.c). */
 void bench_onednn_describe(bench_baseline_info *info);
 
@@ -329,6 +354,13 @@ void bench_print_limits(FILE *f, const bench_results *r, int at_end);
  *  loses. */
 void bench_print_baselines(FILE *f, const bench_results *r);
 void bench_print_crossovers(FILE *f, const bench_results *r);
+/** The cost of a feature: each variant that is another plus one feature (a delta-rule prefill
+ *  with a checkpoint at every chunk), its time over its twin's at the same path, d and n. */
+void bench_print_twins(FILE *f, const bench_results *r);
+/** The twin of v (the same call without the feature) and the feature, or NULL. */
+const char *bench_twin_of(const bench_variant *v, const char **feature);
+/** The ok attn row of the variant named `name` on row's path, d and n; NULL if none. */
+const bench_row *bench_row_like(const bench_results *r, const bench_row *row, const char *name);
 int bench_write_csv(const char *path, const bench_results *r);
 int bench_write_json(const char *path, const bench_results *r);
 int bench_write_markdown(const char *path, const bench_results *r);
@@ -348,6 +380,8 @@ typedef enum bench_family {
   BENCH_FAM_GATED,   /**< decayed and gated linear attention */
   BENCH_FAM_GAU,     /**< GAU, FLASH's linear part, selective attention */
   BENCH_FAM_DECODE,  /**< every decode row: over a cache, or the linear step */
+  BENCH_FAM_DELTA,   /**< the delta rule (GDN, KDA, DeltaNet): prefill, checkpoints, decode step; not
+                          plotted (its rows have their own d and heads) */
   BENCH_FAM_COUNT
 } bench_family;
 

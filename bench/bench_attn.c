@@ -21,7 +21,7 @@
 
 /* Every family of attn calls the bench measures (bench/variants/). */
 static const bench_adapter *const adapters[] = {&bench_softmax_adapter, &bench_linear_adapter, &bench_gau_adapter,
-                                                &bench_selective_adapter};
+                                                &bench_selective_adapter, &bench_delta_adapter};
 #define NADAPTERS (sizeof adapters / sizeof adapters[0])
 
 /* Every variant of every adapter, prefill before decode (the sweep's order, and that of every
@@ -57,6 +57,9 @@ typedef struct options {
   int n_max_set, quad_set;
   size_t d[BENCH_MAX_SIZES], nd;
   size_t heads, kv_heads, window;
+  size_t delta_sizes[BENCH_MAX_SIZES], ndelta_sizes; /* the delta rule's rows */
+  size_t delta_d[BENCH_MAX_SIZES], ndelta_d;
+  size_t delta_heads[BENCH_MAX_SIZES], ndelta_heads;
   int kv_head_major;  /* --kv-layout head */
   int qkv_head_major; /* --linear-layout head */
   int threads, pin, latency, hugepages;
@@ -74,7 +77,7 @@ typedef struct opt_def {
 static const opt_def opt_defs[] = {
     {"variants", "LIST",
      "variants or groups to run, comma-separated (default: all).\n"
-     "groups: all, prefill, decode, softmax, linear, gau, selective"},
+     "groups: all, prefill, decode, softmax, linear, gau, selective, delta"},
     {"isa", "LIST",
      "ISA paths, comma-separated: native (default: every path this CPU runs\n"
      "natively), best (the one `auto` picks), or names (scalar, avx2, avx512,\n"
@@ -92,6 +95,11 @@ static const opt_def opt_defs[] = {
     {"heads", "H", "query heads per sequence (default 1)"},
     {"kv-heads", "H", "key/value heads, dividing --heads (GQA; default = --heads)"},
     {"window", "W", "keys seen by softmax_window, itself included (default 256)"},
+    {"delta-sizes", "LIST", "prefill sizes of the delta-rule rows (default 1k,4k,16k)"},
+    {"delta-d", "LIST", "head dimensions d = dv of the delta-rule rows (default 128,64)"},
+    {"delta-heads", "HK,HV",
+     "key and value heads of the delta-rule rows, HK dividing HV (default 16,32:\n"
+     "Qwen3-Next's linear-attention layers)"},
     {"kv-layout", "L",
      "softmax K/V layout: token ([n][heads][d], the default) or head ([heads][n][d]:\n"
      "each head's rows contiguous, as a per-head cache)"},
@@ -165,7 +173,8 @@ static const opt_def opt_defs[] = {
  * bounds). Every family's main cases: softmax (full, causal, window), the linear maps (elu+1 both
  * ways, exp, FAVOR+), decayed and gated linear attention (RetNet, a scalar and a per-feature
  * gate), GAU, selective and FLASH's linear part, decode over a cache (fp32, fp16, GAU, a selective
- * budget) and two linear steps, each with its baselines; on the path `auto` picks, three prefill
+ * budget), two linear steps and Gated DeltaNet (one prefill size and the decode step, at d = 128
+ * with Qwen3-Next's heads), each with its baselines; on the path `auto` picks, four prefill
  * sizes and two caches, short samples and no second try of a noisy point, so that a 2-core
  * machine runs it in a couple of minutes. */
 static const char *const quick_preset[][2] = {
@@ -173,13 +182,15 @@ static const char *const quick_preset[][2] = {
      "softmax_full,softmax_causal,softmax_window,linear_elu1,linear_elu1_causal,linear_exp_causal,"
      "linear_favor_causal,linear_retnet_causal,linear_gla_scalar_causal,linear_gla_causal,gau_causal,"
      "gau_window,selective_causal,linear_flash_causal,softmax_decode,softmax_decode_f16,gau_decode,"
-     "selective_decode_k256,linear_elu1_decode,linear_gla_decode"},
+     "selective_decode_k256,linear_elu1_decode,linear_gla_decode,delta_gdn,delta_gdn_decode"},
     {"isa", "best"},
     {"sizes", "512,2k,8k,32k"},
     {"caches", "4k,32k"},
     {"min-time", "0.25"},
     {"retries", "1"},
     {"max-call-time", "0.5"},
+    {"delta-sizes", "2k"},
+    {"delta-d", "128"},
 };
 
 static void usage(FILE *f) {
@@ -340,6 +351,9 @@ static void defaults(options *o) {
   o->nd = 1;
   o->heads = 1;
   o->window = 256;
+  o->delta_sizes[0] = 1024, o->delta_sizes[1] = 4096, o->delta_sizes[2] = 16384, o->ndelta_sizes = 3;
+  o->delta_d[0] = 128, o->delta_d[1] = 64, o->ndelta_d = 2;
+  o->delta_heads[0] = 16, o->delta_heads[1] = 32, o->ndelta_heads = 2;
   o->threads = 1;
   o->pin = -1;
   o->min_time = 0.2;
@@ -383,6 +397,16 @@ static void apply_opt(options *o, const char *name, const char *val) {
     o->kv_heads = parse_size(name, val);
   else if (!strcmp(name, "window"))
     o->window = parse_size(name, val);
+  else if (!strcmp(name, "delta-sizes")) {
+    o->ndelta_sizes = parse_size_list(name, val, o->delta_sizes);
+    qsort(o->delta_sizes, o->ndelta_sizes, sizeof o->delta_sizes[0], cmp_size);
+  } else if (!strcmp(name, "delta-d"))
+    o->ndelta_d = parse_size_list(name, val, o->delta_d);
+  else if (!strcmp(name, "delta-heads")) {
+    o->ndelta_heads = parse_size_list(name, val, o->delta_heads);
+    if (o->ndelta_heads != 2 || o->delta_heads[1] % o->delta_heads[0])
+      die_usage("--delta-heads: '%s' is not HK,HV with HK dividing HV%s", val, "");
+  }
   else if (!strcmp(name, "kv-layout")) {
     if (strcmp(val, "token") && strcmp(val, "head")) die_usage("--kv-layout: '%s' is not %s", val, "token or head");
     o->kv_head_major = !strcmp(val, "head");
@@ -536,9 +560,20 @@ static bench_row *push_row(bench_results *r) {
 
 /* What the options say about the shapes, for the adapters. */
 static bench_sweep sweep_of(const options *o) {
-  return (bench_sweep){o->sizes,    o->nsizes,     o->caches,        o->ncaches,       o->n_min,
-                       o->n_max,    o->quad_n_max, o->cache_min,     o->cache_max,     o->heads,
-                       o->kv_heads, o->window,     o->kv_head_major, o->qkv_head_major};
+  return (bench_sweep){o->sizes,       o->nsizes,        o->caches,          o->ncaches,        o->n_min,
+                       o->n_max,       o->quad_n_max,    o->cache_min,       o->cache_max,      o->heads,
+                       o->kv_heads,    o->window,        o->kv_head_major,   o->qkv_head_major, o->delta_sizes,
+                       o->ndelta_sizes, o->delta_d,      o->ndelta_d,        o->delta_heads[0], o->delta_heads[1]};
+}
+
+/* The head dimensions v is measured at: its adapter's, or --d. */
+static size_t variant_dims(const options *o, const bench_variant *v, size_t *out) {
+  if (v->adapter->dims) {
+    const bench_sweep sw = sweep_of(o);
+    return v->adapter->dims(v, &sw, o->d, o->nd, out);
+  }
+  for (size_t i = 0; i < o->nd; i++) out[i] = o->d[i];
+  return o->nd;
 }
 
 static bench_row *add_row(run_ctx *rc, const bench_variant *v, attn_isa isa, const char *baseline, bench_kind kind,
@@ -676,12 +711,16 @@ static void run_row(run_ctx *rc, size_t index) {
   finish_row(rc, &rc->res.rows[index]);
 }
 
+/* The same point: a variant (or a variant and its twin, the same call without a feature) at one
+ * d and n. */
 static int same_point(const bench_row *a, const bench_row *b) {
-  return a->var == b->var && a->shape.d == b->shape.d && a->shape.n_q == b->shape.n_q && a->shape.n_kv == b->shape.n_kv;
+  const char *ta = bench_twin_of(a->var, NULL), *tb = bench_twin_of(b->var, NULL);
+  return (a->var == b->var || (ta && !strcmp(ta, b->var->name)) || (tb && !strcmp(tb, a->var->name))) &&
+         a->shape.d == b->shape.d && a->shape.n_q == b->shape.n_q && a->shape.n_kv == b->shape.n_kv;
 }
 
-/* The sweep with --rounds N > 1: each point (a variant at one d and n) on every selected path
- * and baseline, those rows one after the other, N times; points in the order of their first
+/* The sweep with --rounds N > 1: each point (a variant at one d and n, with its twin) on every
+ * selected path and baseline, those rows one after the other, N times; points in the order of their first
  * row in the plan, so that each series still grows in n (the --max-call-time prediction). */
 static void run_rounds(run_ctx *rc) {
   const size_t count = rc->res.count;
@@ -710,22 +749,25 @@ static void run_rounds(run_ctx *rc) {
 static void plan(run_ctx *rc) {
   const options *o = &rc->opt;
   const bench_sweep sw = sweep_of(o);
-  size_t sizes[BENCH_MAX_SIZES];
+  size_t sizes[BENCH_MAX_SIZES], dims[BENCH_MAX_SIZES];
   for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
-    for (size_t vi = 0; o->isa_on[isa] && vi < nvariants; vi++)
-      for (size_t di = 0; o->variant_on[vi] && di < o->nd; di++) {
-        const bench_variant *v = variants[vi];
+    for (size_t vi = 0; o->isa_on[isa] && vi < nvariants; vi++) {
+      const bench_variant *v = variants[vi];
+      const size_t nd = variant_dims(o, v, dims);
+      for (size_t di = 0; o->variant_on[vi] && di < nd; di++) {
         size_t count = v->adapter->sizes(v, &sw, sizes);
-        for (size_t i = 0; i < count; i++) add_row(rc, v, (attn_isa)isa, NULL, v->kind, sizes[i], o->d[di]);
+        for (size_t i = 0; i < count; i++) add_row(rc, v, (attn_isa)isa, NULL, v->kind, sizes[i], dims[di]);
       }
+    }
   if (!o->baselines) return;
   for (int b = 0; b < BENCH_BASE_COUNT; b++)
     for (size_t vi = 0; vi < nvariants; vi++) {
       const bench_variant *v = variants[vi];
       const bench_baseline_info *base = &rc->res.base[b];
-      for (size_t di = 0; o->variant_on[vi] && (v->baselines >> b & 1u) && di < o->nd; di++) {
+      const size_t nd = variant_dims(o, v, dims);
+      for (size_t di = 0; o->variant_on[vi] && (v->baselines >> b & 1u) && di < nd; di++) {
         size_t count = v->adapter->sizes(v, &sw, sizes);
-        for (size_t i = 0; i < count; i++) add_row(rc, v, ATTN_ISA_NONE, base->name, base->kind, sizes[i], o->d[di]);
+        for (size_t i = 0; i < count; i++) add_row(rc, v, ATTN_ISA_NONE, base->name, base->kind, sizes[i], dims[di]);
       }
     }
 }
@@ -1108,16 +1150,17 @@ static int run_scaling(run_ctx *rc) {
     return 1;
   }
   int failures = 0;
-  size_t sizes[BENCH_MAX_SIZES];
+  size_t sizes[BENCH_MAX_SIZES], dims[BENCH_MAX_SIZES];
   for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
-    for (size_t vi = 0; o->isa_on[isa] && vi < nvariants; vi++)
-      for (size_t di = 0; o->variant_on[vi] && di < o->nd; di++) {
+    for (size_t vi = 0; o->isa_on[isa] && vi < nvariants; vi++) {
+      const size_t nd = variant_dims(o, variants[vi], dims);
+      for (size_t di = 0; o->variant_on[vi] && di < nd; di++) {
         const bench_variant *v = variants[vi];
         const size_t count = v->adapter->sizes(v, &sw, sizes);
         for (size_t si = 0; si < count; si++) {
-          const bench_shape shape = v->adapter->shape(v, &sw, v->kind, sizes[si], o->d[di]);
-          printf("%-24s %-7s %7zu %4zu %5zu", v->name, attn_isa_name((attn_isa)isa), sizes[si], o->d[di], shape.h_q);
-          fprintf(md, "| %s | %s | %zu | %zu | %zu |", v->name, attn_isa_name((attn_isa)isa), sizes[si], o->d[di],
+          const bench_shape shape = v->adapter->shape(v, &sw, v->kind, sizes[si], dims[di]);
+          printf("%-24s %-7s %7zu %4zu %5zu", v->name, attn_isa_name((attn_isa)isa), sizes[si], dims[di], shape.h_q);
+          fprintf(md, "| %s | %s | %zu | %zu | %zu |", v->name, attn_isa_name((attn_isa)isa), sizes[si], dims[di],
                   shape.h_q);
           fflush(stdout);
           /* The thread counts in turn, o->rounds times, each keeping its best median: on a machine
@@ -1176,6 +1219,7 @@ static int run_scaling(run_ctx *rc) {
           fprintf(md, "\n");
         }
       }
+    }
   attn_isa_set(ATTN_ISA_AUTO);
   fclose(md);
   printf("\nwrote %s\n", path);
@@ -1286,6 +1330,7 @@ int main(int argc, char **argv) {
   }
 
   bench_print_baselines(stdout, r);
+  bench_print_twins(stdout, r);
   printf("\n");
   bench_print_limits(stdout, r, 1);
   printf("Run quality: %s (%.0f s)\n", r->noise_note, r->elapsed);

@@ -27,6 +27,17 @@
  *                                                                                + q, k, v, o rows
  *   linear gated (causal       the ungated count of the same shape and path         + the log gates
  *   prefill and decode step)   (same chunk): gates are not counted (below)
+ *   delta rule (attn_delta:    chunkwise (spec 8), with the chunk C the library      Q + K + V + O
+ *   GDN, KDA, DeltaNet;        reports for the row's path (attn_delta_chunk_size).   + log gates + beta
+ *   prefill and decode step)   Per chunk of c tokens and value head:                 + the state read
+ *                              c (2 c d + c (d + dv) / 2 + c dv / 2 + 3 d dv)          and written
+ *                              multiply-adds, 2 flops each (L and A as c x c        + the checkpoints
+ *                              products, U, W, A Delta as half ones; Delta, Q S_0    written
+ *                              and S_C as GEMMs); the solve for T, the gates and
+ *                              the normalisation of q and k are not counted. A
+ *                              decode step is c = 1 (3 d dv + ...: the recurrence).
+ *                              Checkpoints at chunk boundaries change no chunk, so
+ *                              not the count.
  *
  *   m   = feature size (= d for identity and elu1).
  *   dva = dv + 1 when normalised (the library augments V with a ones column so the same product
@@ -61,8 +72,16 @@ typedef enum bench_kind {
   BENCH_LINEAR_STEP, /**< attn_linear causal, n_q = n_kv = 1, continuing a state */
   BENCH_BLAS,        /**< baseline: sgemm, row softmax in C, sgemm (OpenBLAS) */
   BENCH_ONEDNN,      /**< baseline: matmul, softmax, matmul primitives (oneDNN) */
-  BENCH_RECURRENT    /**< baseline: one-pass recurrent loop per token (causal linear) */
+  BENCH_RECURRENT,   /**< baseline: one-pass recurrent loop per token (causal linear) */
+  BENCH_DELTA,       /**< attn_delta prefill (n tokens, continuing a state) */
+  BENCH_DELTA_STEP,  /**< attn_delta decode step: n = 1, continuing a state */
+  BENCH_DELTA_LOOP   /**< baseline: the delta rule token by token, two passes over the state */
 } bench_kind;
+
+/** A delta-rule shape (attn_delta or its token loop). */
+static inline int bench_kind_delta(bench_kind k) {
+  return k == BENCH_DELTA || k == BENCH_DELTA_STEP || k == BENCH_DELTA_LOOP;
+}
 
 /** The shape of one measured call. */
 typedef struct bench_shape {
@@ -83,6 +102,10 @@ typedef struct bench_shape {
   int options;                      /**< softmax: 1 sinks, soft cap 30 and ALiBi slopes, 2 a key-padding
                                          bias row (the options' cost; their few flops per pair are not
                                          counted) */
+  /* Delta rule (bench_kind_delta): h_q = h_k key heads (q and k rows of d), h_kv = h_v value
+   * heads (v and o rows of dv, gates, beta and one d x dv state each). */
+  attn_delta_gate delta_gate; /**< PLAIN (DeltaNet), SCALAR (GDN), FEATURE (KDA) */
+  int checkpoints;            /**< 1: a checkpoint after every chunk (attn_checkpoints) */
 } bench_shape;
 
 typedef struct bench_cost {
@@ -129,6 +152,20 @@ static inline double bench_linear_causal_flops(size_t n, size_t h_q, size_t h_kv
   return f;
 }
 
+/** Chunkwise delta rule over n tokens, h_v value heads, chunk C (spec 8's multiply-adds, x 2). */
+static inline double bench_delta_flops(size_t n, size_t h_v, size_t d, size_t dv, size_t chunk) {
+  double f = 0;
+  const double dk = (double)d, dvv = (double)dv;
+  for (size_t done = 0; done < n; done += chunk) {
+    const double c = (double)(n - done < chunk ? n - done : chunk);
+    f += 2.0 * c * (2 * c * dk + c * (dk + dvv) / 2 + c * dvv / 2 + 3 * dk * dvv);
+  }
+  return f * (double)h_v;
+}
+
+/** Checkpoints a delta-rule prefill of n tokens writes with one after every chunk of C. */
+static inline size_t bench_delta_checkpoints(size_t n, size_t chunk) { return chunk ? n / chunk : 0; }
+
 static inline bench_cost bench_cost_of(const bench_shape *s) {
   bench_cost c = {0, 0, (double)s->n_q, (double)s->n_kv};
   const double f4 = sizeof(float);
@@ -167,6 +204,20 @@ static inline bench_cost bench_cost_of(const bench_shape *s) {
       if (s->kind != BENCH_LINEAR && s->n_q == 1) /* a decode step: the state round trip */
         c.bytes += 2.0 * (double)s->h_kv * (double)s->m * (double)dva * f4;
       break;
+    case BENCH_DELTA:
+    case BENCH_DELTA_STEP:
+    case BENCH_DELTA_LOOP: {
+      const double n = (double)s->n_q, state = (double)s->h_kv * (double)s->d * (double)s->dv * f4;
+      c.flops = bench_delta_flops(s->n_q, s->h_kv, s->d, s->dv, s->chunk ? s->chunk : 1);
+      c.bytes = n * (double)s->h_q * 2.0 * (double)s->d * f4 + n * (double)s->h_kv * 2.0 * (double)s->dv * f4;
+      c.bytes += n * (double)s->h_kv * (1.0 + (s->delta_gate == ATTN_DELTA_FEATURE   ? (double)s->d
+                                               : s->delta_gate == ATTN_DELTA_SCALAR ? 1.0
+                                                                                    : 0.0)) *
+                 f4;                /* beta and the log gates */
+      c.bytes += 2.0 * state;       /* the state read and written */
+      if (s->checkpoints) c.bytes += (double)bench_delta_checkpoints(s->n_q, s->chunk) * state;
+      break;
+    }
   }
   return c;
 }

@@ -29,12 +29,14 @@ static const char *const representatives[BENCH_FAM_COUNT][PANEL_SERIES] = {
     {"linear_gla_causal", "linear_gla_scalar_causal", "linear_retnet_causal"},
     {"gau_causal", "gau_window", "selective_causal", "linear_flash_causal", "gau_full"},
     {"softmax_decode", "softmax_decode_f16", "gau_decode", "selective_decode_k256", "linear_elu1_decode"},
+    {NULL}, /* the delta rule: not plotted (its own d and heads) */
 };
 static const char *const titles[BENCH_FAM_COUNT] = {"Softmax prefill", "Linear attention: feature maps",
                                                     "Decayed and gated linear attention",
-                                                    "GAU, FLASH's linear part, selective", "Decode: one query"};
+                                                    "GAU, FLASH's linear part, selective", "Decode: one query",
+                                                    "Delta rule"};
 static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
-static const int base_points[BENCH_BASE_COUNT] = {4, 8, 12}; /* openblas, onednn, recurrent */
+static const int base_points[BENCH_BASE_COUNT] = {4, 8, 12, 6}; /* openblas, onednn, recurrent, delta_loop */
 
 /* A gnuplot single-quoted string ('' stands for '). */
 static void gp_quote(FILE *f, const char *s) {
@@ -285,7 +287,8 @@ static int write_gp(const char *gp, const char *svg, const char *png, const benc
   snprintf(title, sizeof title, "attn %s (git %s) on %s, path %s, d = %zu, %d thread%s, %.10s", i->version, i->git,
            i->cpu, attn_isa_name(p.isa), p.d, r->threads, r->threads > 1 ? "s" : "", i->date);
   fprintf(f, "# attn-bench plot; run: gnuplot %s\n", gp);
-  for (int fam = 0; fam < BENCH_FAM_COUNT; fam++) family_panel(&p, f, (bench_family)fam, body);
+  for (int fam = 0; fam < BENCH_FAM_COUNT; fam++)
+    if (fam != BENCH_FAM_DELTA) family_panel(&p, f, (bench_family)fam, body);
   peak_panel(&p, f, body);
   fclose(body);
   fprintf(f, "outs = strstrt(GPVAL_TERMINALS, 'pngcairo') ? 'svg png' : 'svg'\ndo for [out in outs] {\n");

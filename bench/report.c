@@ -172,7 +172,7 @@ void bench_print_row(FILE *f, const bench_results *r, const bench_row *row, size
   char prog[24], nq[16], nkv[16], med[16], mn[16], spr[16], gf[16], pk[16], mpk[16], tok[16], gb[16], bw[16];
   snprintf(prog, sizeof prog, "[%zu/%zu]", index, total);
   bench_fmt_n(nq, sizeof nq, (double)row->shape.n_q);
-  if (row->shape.kind == BENCH_LINEAR_STEP || (row->shape.kind == BENCH_RECURRENT && row->shape.n_q == 1))
+  if (bench_shape_step(&row->shape))
     snprintf(nkv, sizeof nkv, "state");
   else
     bench_fmt_n(nkv, sizeof nkv, (double)row->shape.n_kv);
@@ -273,7 +273,7 @@ static size_t write_ranges(FILE *f, const bench_results *r, int md, size_t *defa
           if (!g.count) continue;
           losses += g.losses;
           if (paths[p] == def) *default_losses += g.losses;
-          const int step = r->vars[v]->kind == BENCH_LINEAR_STEP; /* one point, no n */
+          const int step = bench_variant_step(r->vars[v]); /* one point, no n */
           snprintf(lo, sizeof lo, "step");
           snprintf(hi, sizeof hi, "step");
           if (!step) bench_fmt_n(lo, sizeof lo, (double)g.n_lo), bench_fmt_n(hi, sizeof hi, (double)g.n_hi);
@@ -302,7 +302,7 @@ void bench_print_baselines(FILE *f, const bench_results *r) {
       fprintf(f, "\n");
     }
     fprintf(f, "%-24s %-9s %4zu %7s %10s", b->var->name, b->impl, b->shape.d,
-            b->var->kind == BENCH_LINEAR_STEP ? "step" : bench_fmt_n(n, sizeof n, (double)b->shape.n_q),
+            bench_variant_step(b->var) ? "step" : bench_fmt_n(n, sizeof n, (double)b->shape.n_q),
             b->state == ROW_OK ? bench_fmt_time(t, sizeof t, b->st.median) : "-");
     if (b->state != ROW_OK) {
       fprintf(f, " %s\n", b->note);
@@ -326,6 +326,49 @@ void bench_print_baselines(FILE *f, const bench_results *r) {
             losses, losses > 1 ? "s" : "", def_losses, attn_isa_name(attn_isa_get()), losses - def_losses);
   else if (shown)
     fprintf(f, "attn is faster than every baseline at every point measured.\n");
+}
+
+/* Variants that are another plus one feature, by name (a variant missing from the run is skipped). */
+static const struct {
+  const char *variant, *twin, *feature;
+} twins[] = {
+    {"delta_gdn_ckpt", "delta_gdn", "a checkpoint at every chunk boundary"},
+};
+
+const char *bench_twin_of(const bench_variant *v, const char **feature) {
+  for (size_t k = 0; k < sizeof twins / sizeof twins[0]; k++)
+    if (!strcmp(v->name, twins[k].variant)) {
+      if (feature) *feature = twins[k].feature;
+      return twins[k].twin;
+    }
+  return NULL;
+}
+
+const bench_row *bench_row_like(const bench_results *r, const bench_row *row, const char *name) {
+  for (size_t i = 0; i < r->count; i++) {
+    const bench_row *x = &r->rows[i];
+    if (!x->baseline && x->state == ROW_OK && x->isa == row->isa && x->shape.d == row->shape.d &&
+        x->shape.n_q == row->shape.n_q && x->shape.n_kv == row->shape.n_kv && !strcmp(x->var->name, name))
+      return x;
+  }
+  return NULL;
+}
+
+void bench_print_twins(FILE *f, const bench_results *r) {
+  size_t shown = 0;
+  for (size_t k = 0; k < r->count; k++) {
+    const bench_row *row = &r->rows[k];
+    const char *feature, *twin = bench_twin_of(row->var, &feature);
+    const bench_row *other = twin && !row->baseline && row->state == ROW_OK ? bench_row_like(r, row, twin) : NULL;
+    if (!other) continue;
+    if (!shown++)
+      fprintf(f, "\nThe cost of a feature: time with it / time without it (same path, d and n, same run)\n%-24s %-24s "
+                 "%-7s %4s %7s %8s  %s\n",
+              "variant", "vs", "path", "d", "n", "ratio", "feature");
+    char n[16];
+    fprintf(f, "%-24s %-24s %-7s %4zu %7s %8.3f  %s\n", row->var->name, twin, row->impl, row->shape.d,
+            bench_fmt_n(n, sizeof n, (double)row->shape.n_q), row->st.median / other->st.median, feature);
+  }
 }
 
 const char *bench_crossover_text(char *buf, size_t len, const bench_crossover *c, int terse) {
@@ -721,7 +764,7 @@ static void md_pivot(FILE *f, const bench_results *r, attn_isa isa, size_t d, be
   const int with_base = base < BENCH_BASE_COUNT;
   for (size_t v = 0; v < r->nvars && nc < 32; v++) {
     const bench_variant *var = r->vars[v];
-    if (var->mode != mode || var->kind == BENCH_LINEAR_STEP) continue;
+    if (var->mode != mode || bench_variant_step(var)) continue;
     int present = 0;
     for (size_t i = 0; i < r->count && !present; i++) {
       const bench_row *row = &r->rows[i];
@@ -733,7 +776,7 @@ static void md_pivot(FILE *f, const bench_results *r, attn_isa isa, size_t d, be
   for (size_t i = 0; i < r->count; i++) {
     const bench_row *row = &r->rows[i];
     if (row->baseline || row->isa != isa || row->shape.d != d || row->var->mode != mode) continue;
-    if (row->var->kind == BENCH_LINEAR_STEP || (with_base && !row->base[base])) continue;
+    if (bench_variant_step(row->var) || (with_base && !row->base[base])) continue;
     size_t n = mode == BENCH_DECODE ? row->shape.n_kv : row->shape.n_q, k = 0;
     while (k < ns && sizes[k] != n) k++;
     if (k == ns && ns < 256) sizes[ns++] = n;
@@ -836,6 +879,32 @@ int bench_write_markdown(const char *path, const bench_results *r) {
     fprintf(f, "| %s | %s | %zu | %s | %s | %.1f | %s |\n", row->var->name, row->impl, row->shape.d,
             bench_fmt_time(t, sizeof t, row->st.median), fmt_si(tok, sizeof tok, bench_row_tokens(r, row)),
             bench_row_gbps(r, row), cell_speedup(sp, sizeof sp, r, row, BENCH_BASE_RECURRENT));
+  }
+  for (size_t k = 0, shown = 0; k < r->count; k++) {
+    const bench_row *row = &r->rows[k];
+    char t[16], tok[16], sp[32];
+    if (row->baseline || row->var->kind != BENCH_DELTA_STEP || row->state != ROW_OK) continue;
+    if (!shown++)
+      fprintf(f, "\nDelta-rule decode step (each step reads the next of its state's copies, from memory):\n\n"
+                 "| variant | path | d | heads (k/v) | time | tokens/s | state GB/s | vs delta_loop "
+                 "|\n|---|---|---:|---:|---:|---:|---:|---:|\n");
+    fprintf(f, "| %s | %s | %zu | %zu/%zu | %s | %s | %.1f | %s |\n", row->var->name, row->impl, row->shape.d,
+            row->shape.h_q, row->shape.h_kv, bench_fmt_time(t, sizeof t, row->st.median),
+            fmt_si(tok, sizeof tok, bench_row_tokens(r, row)), bench_row_gbps(r, row),
+            cell_speedup(sp, sizeof sp, r, row, BENCH_BASE_DELTA));
+  }
+  for (size_t k = 0, shown = 0; k < r->count; k++) {
+    const bench_row *row = &r->rows[k];
+    const char *feature, *twin = bench_twin_of(row->var, &feature);
+    const bench_row *other = twin && !row->baseline && row->state == ROW_OK ? bench_row_like(r, row, twin) : NULL;
+    char n[16];
+    if (other && !shown++)
+      fprintf(f, "\n## The cost of a feature\n\nTime of the call with the feature / time of the same call without "
+                 "it (same path, d and n, same run).\n\n| variant | feature | vs | path | d | n | ratio |\n"
+                 "|---|---|---|---|---:|---:|---:|\n");
+    if (other)
+      fprintf(f, "| %s | %s | %s | %s | %zu | %s | %.3f |\n", row->var->name, feature, twin, row->impl, row->shape.d,
+              bench_fmt_n(n, sizeof n, (double)row->shape.n_q), row->st.median / other->st.median);
   }
   fprintf(f,
           "\n## Baselines\n\nSpeedup = baseline time / attn time, same shape, same run; below 1 "

@@ -143,7 +143,8 @@ for ((t = 2; t < cpus; t *= 2)); do counts+=",$t"; done
 ((cpus > 1)) && counts+=",$cpus"
 "$bench" --out-dir "$out" --scaling "$counts" --rounds 2 --heads 8 --sizes 4k \
   --cache-min 64k --cache-max 128k --no-baselines --no-plot \
-  --variants softmax_causal,softmax_full,linear_elu1_causal,gau_causal,selective_causal,softmax_decode,gau_decode |
+  --delta-sizes 4k --delta-d 128 \
+  --variants softmax_causal,softmax_full,linear_elu1_causal,gau_causal,selective_causal,softmax_decode,gau_decode,delta_gdn |
   sed -n '/^Thread scaling/,$p'
 
 # Decode over a large cache with the cache in transparent huge pages (--hugepages), beside the

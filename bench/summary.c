@@ -8,6 +8,7 @@
 #include "bench.h"
 
 bench_family bench_family_of(const bench_variant *v) {
+  if (v->adapter == &bench_delta_adapter) return BENCH_FAM_DELTA;
   if (v->mode == BENCH_DECODE) return BENCH_FAM_DECODE;
   if (v->adapter == &bench_softmax_adapter) return BENCH_FAM_SOFTMAX;
   if (v->adapter == &bench_linear_adapter)
@@ -17,7 +18,7 @@ bench_family bench_family_of(const bench_variant *v) {
 
 const char *bench_family_name(bench_family f) {
   static const char *const names[BENCH_FAM_COUNT] = {"softmax", "linear maps", "gated/decayed linear",
-                                                     "GAU, FLASH, selective", "decode"};
+                                                     "GAU, FLASH, selective", "decode", "delta rule"};
   return f < BENCH_FAM_COUNT ? names[f] : "?";
 }
 
@@ -58,7 +59,8 @@ static const bench_row *best_row(const bench_results *r, bench_family fam, attn_
   for (size_t i = 0; i < r->count; i++) {
     const bench_row *row = &r->rows[i];
     if (row->baseline || row->extra || row->isa != isa || row->shape.d != d || row->state != ROW_OK ||
-        bench_family_of(row->var) != fam || (fam == BENCH_FAM_DECODE && !reads_cache(row)))
+        bench_family_of(row->var) != fam || (fam == BENCH_FAM_DECODE && !reads_cache(row)) ||
+        (fam != BENCH_FAM_DECODE && row->var->mode == BENCH_DECODE))
       continue;
     const double x = fam == BENCH_FAM_DECODE ? bench_row_gbps(r, row) : bench_row_gflops(r, row);
     if (x > top) top = x, best = row;
@@ -103,11 +105,16 @@ static void baselines_text(char *buf, size_t len, const bench_results *r, bench_
   }
 }
 
-/* The point's place and size: "softmax_causal, n = 8k" or "softmax_decode, 32k cached". */
+/* The point's place and size: "softmax_causal, n = 8k" or "softmax_decode, 32k cached"; a
+ * delta-rule row, which has its own d and heads, says them: "delta_gdn, n = 2k, d 128, 16/32 h". */
 static const char *point_text(char *buf, size_t len, const bench_row *row) {
   char n[16];
   bench_fmt_n(n, sizeof n, (double)row->shape.n_kv);
-  snprintf(buf, len, row->var->mode == BENCH_DECODE ? "%s, %s cached" : "%s, n = %s", row->var->name, n);
+  if (bench_kind_delta(row->shape.kind))
+    snprintf(buf, len, "%s%s%s, d %zu, %zu/%zu h", row->var->name, bench_variant_step(row->var) ? "" : ", n = ",
+             bench_variant_step(row->var) ? "" : n, row->shape.d, row->shape.h_q, row->shape.h_kv);
+  else
+    snprintf(buf, len, row->var->mode == BENCH_DECODE ? "%s, %s cached" : "%s, n = %s", row->var->name, n);
   return buf;
 }
 
@@ -124,8 +131,41 @@ static void figure_text(char *fig, size_t flen, char *frac, size_t rlen, const b
 
 static size_t first_d(const bench_results *r) {
   for (size_t i = 0; i < r->count; i++)
+    if (!r->rows[i].baseline && !bench_kind_delta(r->rows[i].shape.kind)) return r->rows[i].shape.d;
+  for (size_t i = 0; i < r->count; i++) /* only delta-rule rows */
     if (!r->rows[i].baseline) return r->rows[i].shape.d;
   return 0;
+}
+
+/* The d a family is shown at: the first d, or for the delta rule (its own d) its first row's. */
+static size_t family_d(const bench_results *r, bench_family fam, size_t d) {
+  for (size_t i = 0; fam == BENCH_FAM_DELTA && i < r->count; i++)
+    if (!r->rows[i].baseline && bench_family_of(r->rows[i].var) == fam) return r->rows[i].shape.d;
+  return d;
+}
+
+/* The delta rule's decode step and its checkpoints' cost on isa at d, one line ("" if neither). */
+static void delta_text(char *buf, size_t len, const bench_results *r, attn_isa isa, size_t d) {
+  size_t used = 0;
+  buf[0] = 0;
+  for (size_t i = 0; i < r->count && used < len; i++) {
+    const bench_row *row = &r->rows[i];
+    if (row->baseline || row->isa != isa || row->shape.d != d || row->state != ROW_OK ||
+        bench_family_of(row->var) != BENCH_FAM_DELTA)
+      continue;
+    const char *feature, *twin = bench_twin_of(row->var, &feature);
+    const bench_row *other = twin ? bench_row_like(r, row, twin) : NULL;
+    char t[16], n[16];
+    const double x = bench_row_speedup(row, BENCH_BASE_DELTA);
+    if (bench_variant_step(row->var))
+      used += (size_t)snprintf(buf + used, len - used, "%s%s %s/step (%.3g GB/s%s%.2fx)", used ? "; " : "",
+                               row->var->name, bench_fmt_time(t, sizeof t, row->st.median), bench_row_gbps(r, row),
+                               isfinite(x) ? ", vs delta_loop " : "", isfinite(x) ? x : 0.0);
+    else if (other)
+      used += (size_t)snprintf(buf + used, len - used, "%s%s at n = %s: %.3fx %s's time", used ? "; " : "",
+                               row->var->name, bench_fmt_n(n, sizeof n, (double)row->shape.n_q),
+                               row->st.median / other->st.median, twin);
+  }
 }
 
 static size_t points_measured(const bench_results *r) {
@@ -148,8 +188,9 @@ void bench_print_summary(FILE *f, const bench_results *r, const bench_file *file
           r->noisy_run ? "NOISY (see the run quality line)" : "quiet");
   fprintf(f, "%-22s %-34s %10s %15s %12s\n", "family", "best point (d, path above)", "time", "figure", "fraction");
   for (int fam = 0; fam < BENCH_FAM_COUNT; fam++) {
-    const bench_row *best = best_row(r, (bench_family)fam, isa, d);
-    baselines_text(text, sizeof text, r, (bench_family)fam, best, isa, d);
+    const size_t fd = family_d(r, (bench_family)fam, d);
+    const bench_row *best = best_row(r, (bench_family)fam, isa, fd);
+    baselines_text(text, sizeof text, r, (bench_family)fam, best, isa, fd);
     if (!best && !text[0]) continue;
     if (best) {
       figure_text(b, sizeof b, c, sizeof c, r, best);
@@ -159,6 +200,10 @@ void bench_print_summary(FILE *f, const bench_results *r, const bench_file *file
       fprintf(f, "%-22s (no point reading a whole cache)\n", bench_family_name((bench_family)fam));
     }
     fprintf(f, "  %s%s\n", text[0] ? "vs " : "", text[0] ? text : "no baseline for this family");
+    if (fam == BENCH_FAM_DELTA) {
+      delta_text(text, sizeof text, r, isa, fd);
+      if (text[0]) fprintf(f, "  %s\n", text);
+    }
   }
   /* the crossovers by softmax partner, wrapped */
   for (size_t k = 0; k < r->ncross; k++) {
@@ -190,14 +235,15 @@ static const struct {
     {"softmax_causal", 8192},     {"softmax_full", 8192},         {"linear_elu1_causal", 8192},
     {"linear_gla_causal", 8192},  {"linear_retnet_causal", 8192}, {"gau_causal", 8192},
     {"selective_causal", 8192},   {"softmax_decode", 32768},      {"softmax_decode_f16", 32768},
+    {"delta_gdn", 8192},
 };
 
 static const bench_row *readme_row(const bench_results *r, const char *name, size_t n, attn_isa isa, size_t d) {
   const bench_row *pick = NULL;
   for (size_t k = 0; k < r->count; k++) {
     const bench_row *row = &r->rows[k];
-    if (row->baseline || row->extra || row->isa != isa || row->shape.d != d || row->state != ROW_OK ||
-        strcmp(row->var->name, name) != 0 || row->shape.n_kv > n)
+    if (row->baseline || row->extra || row->isa != isa || row->state != ROW_OK || strcmp(row->var->name, name) != 0 ||
+        row->shape.d != family_d(r, bench_family_of(row->var), d) || row->shape.n_kv > n)
       continue;
     if (!pick || row->shape.n_kv > pick->shape.n_kv) pick = row;
   }

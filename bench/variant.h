@@ -69,6 +69,12 @@ typedef struct bench_sweep {
   size_t heads, kv_heads, window;
   int kv_head_major;  /**< --kv-layout head: softmax K/V [heads][n][d] */
   int qkv_head_major; /**< --linear-layout head: linear Q, K, V and O [heads][n][d] */
+  /* The delta rule's rows model a model's layer: their own sizes, d and heads. */
+  const size_t *delta_sizes; /**< prefill sizes (--delta-sizes) */
+  size_t ndelta_sizes;
+  const size_t *delta_d; /**< d = dv (--delta-d) */
+  size_t ndelta_d;
+  size_t delta_hk, delta_hv; /**< key and value heads (--delta-heads) */
 } bench_sweep;
 
 /** A family of variants and how to measure them. */
@@ -86,6 +92,9 @@ typedef struct bench_adapter {
    *  baseline, credited like the default path) and count its work (flops.h). */
   bench_cost (*cost)(bench_shape *s, attn_isa isa);
   bench_call call; /**< its attn call */
+  /** The head dimensions v is measured at, at most BENCH_MAX_SIZES; returns how many. NULL: the
+   *  sweep's --d. */
+  size_t (*dims)(const bench_variant *v, const bench_sweep *sw, const size_t *d, size_t nd, size_t *out);
 } bench_adapter;
 
 /** Most sizes a variant sweeps (and most values of a command-line list). */
@@ -103,6 +112,7 @@ extern const bench_adapter bench_softmax_adapter;
 extern const bench_adapter bench_linear_adapter;
 extern const bench_adapter bench_gau_adapter;
 extern const bench_adapter bench_selective_adapter;
+extern const bench_adapter bench_delta_adapter;
 
 /* Helpers the adapters share (variant.c). */
 

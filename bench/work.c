@@ -1,6 +1,7 @@
 /* work.c: buffers of one measured call and the one kernel that repeats its call (an adapter's attn
  * call or a baseline's), and the helpers the calls' setups share. */
 #define _DEFAULT_SOURCE /* MADV_HUGEPAGE */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,43 @@ static void fill_uniform(float *p, size_t count, uint32_t *state) {
   *state = x;
 }
 
+/* Standard normal samples from the same stream (Box-Muller over pairs of uniforms). */
+static void fill_normal(float *p, size_t count, uint32_t *state) {
+  float u[2];
+  for (size_t i = 0; i < count; i += 2) {
+    fill_uniform(u, 2, state);
+    /* 0.5 (1 - u) is in (0, 1]: its log is finite and <= 0 */
+    const double r = sqrt(-2.0 * log(0.5 * (1.0 - (double)u[0]))), a = 3.14159265358979 * (double)u[1];
+    p[i] = (float)(r * cos(a));
+    if (i + 1 < count) p[i + 1] = (float)(r * sin(a));
+  }
+}
+
+/* A delta-rule shape's gates and beta, as the models make them: beta = sigmoid(x) and log gates
+ * -0.1 softplus(x) (x standard normal; decays exp(g) in about (0.8, 1), mean ~0.93). */
+static int fill_delta(bench_work *w, uint32_t *rng, char *err, size_t errlen) {
+  const bench_shape *s = &w->s;
+  const size_t rows = s->n_kv * s->h_kv, gates = rows * bench_delta_gate_width(s);
+  w->beta = bench_alloc64(rows * sizeof(float));
+  if (gates) w->gate = bench_alloc64(gates * sizeof(float));
+  if (!w->beta || (gates && !w->gate)) {
+    snprintf(err, errlen, "out of memory for the gates and beta");
+    return -1;
+  }
+  fill_normal(w->beta, rows, rng);
+  for (size_t i = 0; i < rows; i++) w->beta[i] = (float)(1.0 / (1.0 + exp(-(double)w->beta[i])));
+  if (!gates) return 0;
+  fill_normal(w->gate, gates, rng);
+  for (size_t i = 0; i < gates; i++) w->gate[i] = (float)(-0.1 * log1p(exp((double)w->gate[i])));
+  return 0;
+}
+
+void bench_delta_state_fill(float *state, size_t count) {
+  uint32_t rng = 0x2545f491u;
+  fill_uniform(state, count, &rng);
+  for (size_t i = 0; i < count; i++) state[i] *= 0.1f;
+}
+
 int bench_work_fail(char *err, size_t errlen, const char *what, attn_status st) {
   snprintf(err, errlen, "%s: %s", what, attn_status_string(st));
   return -1;
@@ -83,11 +121,12 @@ int bench_work_init(bench_work *w, const bench_shape *s, const bench_call *call,
   memset(w, 0, sizeof *w);
   w->s = *s;
   w->call = call;
-  const size_t nq = s->n_q * s->h_q, nkv = s->n_kv * s->h_kv;
+  /* A delta-rule shape's o has its h_kv value heads (and k its h_q key heads: fewer than allocated) */
+  const size_t nq = s->n_q * s->h_q, nkv = s->n_kv * s->h_kv, no = bench_kind_delta(s->kind) ? nkv : nq;
   w->q = bench_alloc64(nq * s->d * sizeof(float));
   w->k = bench_alloc64(nkv * s->d * sizeof(float));
   w->v = bench_alloc64(nkv * s->dv * sizeof(float));
-  w->o = bench_alloc64(nq * s->dv * sizeof(float));
+  w->o = bench_alloc64(no * s->dv * sizeof(float));
   if (!w->q || !w->k || !w->v || !w->o) {
     snprintf(err, errlen, "out of memory for the inputs");
     return -1;
@@ -96,6 +135,7 @@ int bench_work_init(bench_work *w, const bench_shape *s, const bench_call *call,
   fill_uniform(w->q, nq * s->d, &rng);
   fill_uniform(w->k, nkv * s->d, &rng);
   fill_uniform(w->v, nkv * s->dv, &rng);
+  if (bench_kind_delta(s->kind) && fill_delta(w, &rng, err, errlen)) return -1;
   if (s->gate != ATTN_GATE_NONE) { /* log gates: RetNet's fixed decays, or uniform in [-0.3, -0.01) */
     const size_t count = s->fixed_decay ? s->h_kv : nkv * bench_gate_width(s);
     if (!(w->gate = bench_alloc64(count * sizeof(float)))) {
@@ -162,6 +202,7 @@ void bench_work_free(bench_work *w) {
   free(w->v);
   free(w->o);
   free(w->gate);
+  free(w->beta);
   free(w->workspace);
   free(w->impl);
   free(w->scratch);

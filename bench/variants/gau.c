@@ -78,5 +78,5 @@ static void gau_run(bench_work *w) {
 
 const bench_adapter bench_gau_adapter = {
     "gau",     variants,         sizeof variants / sizeof variants[0], bench_sweep_sizes,
-    gau_shape, bench_cost_plain, {gau_setup, gau_run, NULL, NULL},
+    gau_shape, bench_cost_plain, {gau_setup, gau_run, NULL, NULL}, NULL,
 };

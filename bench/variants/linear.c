@@ -186,4 +186,5 @@ const bench_adapter bench_linear_adapter = {
     linear_shape,
     linear_cost,
     {linear_setup, linear_run, linear_teardown, NULL},
+    NULL,
 };

@@ -153,4 +153,5 @@ const bench_adapter bench_selective_adapter = {
     sel_shape,
     bench_cost_plain,
     {sel_setup, sel_run, sel_teardown, sel_describe},
+    NULL,
 };

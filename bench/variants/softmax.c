@@ -136,5 +136,5 @@ static void softmax_run(bench_work *w) {
 
 const bench_adapter bench_softmax_adapter = {
     "softmax",     variants,         sizeof variants / sizeof variants[0],     bench_sweep_sizes,
-    softmax_shape, bench_cost_plain, {softmax_setup, softmax_run, NULL, NULL},
+    softmax_shape, bench_cost_plain, {softmax_setup, softmax_run, NULL, NULL}, NULL,
 };

@@ -230,6 +230,7 @@ typedef struct attn_delta_plan {
   size_t kdiv;           /* value heads per key head */
   size_t head_floats;    /* d x dv: one value head's state */
   size_t group;          /* value heads per task (run chunk-major over them) */
+  size_t ldvk;           /* row stride of the vb | kg and u | w regions: dv + d */
   attn_delta_scratch at; /* one worker's regions */
   size_t workers, worker_floats, scratch_bytes;
 } attn_delta_plan;

@@ -63,18 +63,25 @@ static attn_status dl_validate(const attn_delta_desc *d, attn_spans *sp, size_t 
   return ATTN_OK;
 }
 
+/* n values within [lo, hi] (NaN is not), in a loop that vectorises. */
+static int dl_within(size_t n, const float *restrict e, float lo, float hi) {
+  int ok = 1;
+  for (size_t f = 0; f < n; f++) ok &= (e[f] >= lo) & (e[f] <= hi);
+  return ok;
+}
+
 /* Every log gate finite and <= 0, every beta finite and >= 0 (NaN fails both): the first bad one. */
 static attn_status dl_check_values(const attn_delta_desc *d, const float *lg, const float *beta) {
   for (int which = lg ? 0 : 1; which < 2; which++) {
     const dl_tensor t = dl_tensor_of(d, which);
     const float *x = which ? beta : lg;
+    const float lo = which ? 0.0f : -FLT_MAX, hi = which ? FLT_MAX : 0.0f;
+    const int packed = t.l.head_stride == t.width && t.l.row_stride == d->shape.h_v * t.width;
+    if (packed && dl_within(t.rows * d->shape.h_v * t.width, x, lo, hi)) continue; /* the default layouts */
     for (size_t r = 0; r < t.rows; r++)
       for (size_t h = 0; h < d->shape.h_v; h++) {
         const float *e = x + r * t.l.row_stride + h * t.l.head_stride;
-        int ok = 1;
-        for (size_t f = 0; f < t.width; f++)
-          ok &= which ? (e[f] >= 0.0f) & (e[f] <= FLT_MAX) : (e[f] <= 0.0f) & (e[f] >= -FLT_MAX);
-        if (ok) continue;
+        if (dl_within(t.width, e, lo, hi)) continue;
         for (size_t f = 0;; f++)
           if (which ? !(e[f] >= 0.0f && e[f] <= FLT_MAX) : !(e[f] <= 0.0f && e[f] >= -FLT_MAX))
             return which

@@ -8,11 +8,11 @@ static void dl_chunk(const dl_ctx *x, float *S, size_t j0, size_t cn) {
   const attn_shape *s = p->shape;
   const size_t d = s->d, dv = s->dv, C = p->C;
   attn_delta_local(x, j0, cn);
-  x->uk->gemm(cn, dv, d, x->w, d, 1, S, dv, x->u, dv, NULL, 1);
+  x->uk->gemm(cn, dv, d, x->w, p->ldvk, 1, S, dv, x->u, p->ldvk, NULL, 1);
   float *o = x->io->o + j0 * s->o.row_stride + x->h * s->o.head_stride;
   x->uk->gemm(cn, dv, d, x->q, d, 1, S, dv, o, s->o.row_stride, NULL, 0);
-  x->uk->gemm(cn, dv, cn, x->a, C, 1, x->u, dv, o, s->o.row_stride, NULL, 1);
-  x->uk->gemm(d, dv, cn, x->kn, 1, d, x->u, dv, S, dv, p->gate == ATTN_DELTA_PLAIN ? NULL : x->rs, 1);
+  x->uk->gemm(cn, dv, cn, x->a, C, 1, x->u, p->ldvk, o, s->o.row_stride, NULL, 1);
+  x->uk->gemm(d, dv, cn, x->kn, 1, d, x->u, p->ldvk, S, dv, p->gate == ATTN_DELTA_PLAIN ? NULL : x->rs, 1);
 }
 
 /* Token t by the recurrence, two passes of the step kernel over S: u = S~^T k (S~ = D S, the

@@ -48,7 +48,7 @@ int attn_delta_load(const dl_ctx *x, size_t j0, size_t cn) {
   const size_t d = s->d, dv = s->dv;
   int ok = x->uk->rows_copy(cn, d, x->q, d, dl_row(x->io->q, s->q, j0, x->hk), s->q.row_stride);
   ok &= x->uk->rows_copy(cn, d, x->k, d, dl_row(x->io->k, s->k, j0, x->hk), s->k.row_stride);
-  ok &= x->uk->rows_copy(cn, dv, x->vb, dv, dl_row(x->io->v, s->v, j0, x->h), s->v.row_stride);
+  ok &= x->uk->rows_copy(cn, dv, x->vb, p->ldvk, dl_row(x->io->v, s->v, j0, x->h), s->v.row_stride);
   if (!ok) return 0;
   for (size_t r = 0; r < cn; r++) {
     dl_norm(d, x->q + r * d, p->l2norm, p->scale);
@@ -85,8 +85,12 @@ static void dl_intra_scalar(const dl_ctx *x, size_t cn) {
   const attn_delta_plan *p = x->p;
   const size_t d = p->shape->d, C = p->C;
   x->uk->transpose(ATTN_TR_COPY, d, cn, 1, x->kt, cn, x->k, d, 0);
-  x->uk->gemm(cn, cn, d, x->k, d, 1, x->kt, cn, x->l, C, NULL, 0);
-  x->uk->gemm(cn, cn, d, x->q, d, 1, x->kt, cn, x->a, C, NULL, 0);
+  if (cn == C) { /* K above Q: L above A in one product */
+    x->uk->gemm(2 * cn, cn, d, x->k, d, 1, x->kt, cn, x->l, C, NULL, 0);
+  } else {
+    x->uk->gemm(cn, cn, d, x->k, d, 1, x->kt, cn, x->l, C, NULL, 0);
+    x->uk->gemm(cn, cn, d, x->q, d, 1, x->kt, cn, x->a, C, NULL, 0);
+  }
   float *e = x->e;
   for (size_t r = 0; r < cn; r++) {
     float *lr = x->l + r * C, *ar = x->a + r * C;
@@ -100,24 +104,29 @@ static void dl_intra_scalar(const dl_ctx *x, size_t cn) {
   }
 }
 
-/* Per-channel decays: query block I = [i0, i1) against the keys before i1, with the block's first
- * row as reference: (X_I (.) e^(B_I - B_i0)) (K_c (.) e^(B_i0 - B_c))^T; for keys c < i0 both
- * exponents are <= 0; the block's own keys join the product while its decay spans at most
- * ATTN_GATE_SPAN, and are summed element by element beyond. */
-static void dl_intra_feature(const dl_ctx *x, size_t cn) {
+/* Per-channel decays: query block I = [i0, i1) against the keys before i1, with the decay before
+ * the block as reference (R = B_(i0-1), 0 for the first block): (X_I (.) e^(B_I - R))
+ * (K_c (.) e^(R - B_c))^T; for keys c < i0 both exponents are <= 0; the block's own keys join
+ * the product while its decay spans at most ATTN_GATE_SPAN, and are summed element by element
+ * beyond. Returns 1 when the chunk was one block whose keys all joined the product: its factors
+ * are then K e^B, Q e^B (in the scratch after the step's vectors) and K e^-B (kr), which the
+ * local phase reuses. */
+static int dl_intra_feature(const dl_ctx *x, size_t cn) {
   const attn_delta_plan *p = x->p;
   const size_t d = p->shape->d, C = p->C, sub = ATTN_DELTA_SUB;
   float *kl = x->e + 5 * d + 2 * p->shape->dv, *ql = kl + sub * d, *tmp = x->e + 4 * d;
+  int whole = 0;
   for (size_t i0 = 0; i0 < cn; i0 += sub) {
     const size_t i1 = attn_min_sz(cn, i0 + sub), bn = i1 - i0;
-    const double *b0 = x->b + i0 * d, *bl = x->b + (i1 - 1) * d;
+    const double *r0 = i0 ? x->b + (i0 - 1) * d : NULL, *bl = x->b + (i1 - 1) * d;
     double span = 0.0;
-    for (size_t f = 0; f < d; f++) span = b0[f] - bl[f] > span ? b0[f] - bl[f] : span;
+    for (size_t f = 0; f < d; f++) span = (r0 ? r0[f] : 0.0) - bl[f] > span ? (r0 ? r0[f] : 0.0) - bl[f] : span;
     const size_t ce = span <= ATTN_GATE_SPAN ? i1 : i0; /* keys in the factored product */
-    x->uk->gate_exp(bn, d, b0, d, b0, 0, x->k + i0 * d, d, kl, d);
-    x->uk->gate_exp(bn, d, b0, d, b0, 0, x->q + i0 * d, d, ql, d);
+    whole = i0 == 0 && i1 == cn && ce == cn;
+    x->uk->gate_exp(bn, d, x->b + i0 * d, d, r0, 0, x->k + i0 * d, d, kl, d);
+    x->uk->gate_exp(bn, d, x->b + i0 * d, d, r0, 0, x->q + i0 * d, d, ql, d);
     if (ce) {
-      x->uk->gate_exp(ce, d, x->b, d, b0, 1, x->k, d, x->kr, d);
+      x->uk->gate_exp(ce, d, x->b, d, r0, 1, x->k, d, x->kr, d);
       x->uk->transpose(ATTN_TR_COPY, d, ce, 1, x->kt, ce, x->kr, d, 0);
       x->uk->gemm(bn, ce, d, kl, d, 1, x->kt, ce, x->l + i0 * C, C, NULL, 0);
       x->uk->gemm(bn, ce, d, ql, d, 1, x->kt, ce, x->a + i0 * C, C, NULL, 0);
@@ -134,6 +143,7 @@ static void dl_intra_feature(const dl_ctx *x, size_t cn) {
       for (size_t c = r; c < cn; c++) lr[c] = 0.0f;
     }
   }
+  return whole;
 }
 
 /* y -= a x (n floats), restrict so that it vectorises. */
@@ -159,39 +169,43 @@ void attn_delta_local(const dl_ctx *x, size_t j0, size_t cn) {
   const attn_delta_plan *p = x->p;
   const size_t d = p->shape->d, dv = p->shape->dv, C = p->C;
   dl_decays(x, j0, cn);
-  if (p->gate == ATTN_DELTA_FEATURE)
-    dl_intra_feature(x, cn);
-  else
-    dl_intra_scalar(x, cn);
-  float *bt = x->e + 2 * C; /* beta, then -beta of each row */
+  const int whole = p->gate == ATTN_DELTA_FEATURE && dl_intra_feature(x, cn);
+  if (p->gate != ATTN_DELTA_FEATURE) dl_intra_scalar(x, cn);
+  float *rows = x->e + 5 * d + 2 * dv + 2 * ATTN_DELTA_SUB * d; /* past the step's vectors and kl, ql */
+  float *bt = rows + 2 * C;                                       /* beta, then -beta of each row */
   for (size_t r = 0; r < cn; r++) bt[r] = dl_beta(x, j0 + r);
   x->uk->rows_axpby(cn, cn, x->l, C, x->l, C, NULL, 0, bt, 1, 0, 0); /* L's rows and V's times beta */
-  x->uk->rows_axpby(cn, dv, x->vb, dv, x->vb, dv, NULL, 0, bt, 1, 0, 0);
+  x->uk->rows_axpby(cn, dv, x->vb, p->ldvk, x->vb, p->ldvk, NULL, 0, bt, 1, 0, 0);
   dl_solve(x, cn);
   for (size_t r = 0; r < cn; r++) bt[r] = -bt[r];
   /* kg = -beta K (.) e^B, kn = K (.) e^(B_last - B), q = Q (.) e^B, rs = e^B_last */
-  if (p->gate == ATTN_DELTA_FEATURE) {
+  if (whole) { /* the intra part's factors: K e^B, Q e^B, and K e^-B times e^B_last */
+    const float *kl = x->e + 5 * d + 2 * dv, *ql = kl + ATTN_DELTA_SUB * d;
+    x->uk->gate_exp(1, d, x->b + (cn - 1) * d, d, NULL, 0, NULL, 0, x->rs, d);
+    x->uk->rows_axpby(cn, d, x->kg, p->ldvk, (float *)kl, d, NULL, 0, bt, 1, 0, 0);
+    memcpy(x->q, ql, cn * d * sizeof(float));
+    x->uk->rows_cols(ATTN_COLS_SCALE, cn, d, x->kn, d, x->kr, d, x->rs);
+  } else if (p->gate == ATTN_DELTA_FEATURE) {
     const double *bl = x->b + (cn - 1) * d;
-    x->uk->gate_exp(cn, d, x->b, d, NULL, 0, x->k, d, x->kg, d);
+    x->uk->gate_exp(cn, d, x->b, d, NULL, 0, x->k, d, x->kg, p->ldvk);
     x->uk->gate_exp(cn, d, x->b, d, bl, 1, x->k, d, x->kn, d);
     x->uk->gate_exp(cn, d, x->b, d, NULL, 0, x->q, d, x->q, d);
     x->uk->gate_exp(1, d, bl, d, NULL, 0, NULL, 0, x->rs, d);
-    x->uk->rows_axpby(cn, d, x->kg, d, x->kg, d, NULL, 0, bt, 1, 0, 0);
+    x->uk->rows_axpby(cn, d, x->kg, p->ldvk, x->kg, p->ldvk, NULL, 0, bt, 1, 0, 0);
   } else if (p->gate == ATTN_DELTA_SCALAR) {
-    float *e = x->e, *en = x->e + C;
+    float *e = rows, *en = rows + C;
     for (size_t r = 0; r < cn; r++) e[r] = (float)x->b[r], en[r] = (float)(x->b[cn - 1] - x->b[r]);
     x->uk->vexp(cn, e, e);
     x->uk->vexp(cn, en, en);
     x->uk->rows_axpby(cn, d, x->kn, d, x->k, d, NULL, 0, en, 1, 0, 0);
     x->uk->rows_axpby(cn, d, x->q, d, x->q, d, NULL, 0, e, 1, 0, 0);
     for (size_t r = 0; r < cn; r++) bt[r] *= e[r];
-    x->uk->rows_axpby(cn, d, x->kg, d, x->k, d, NULL, 0, bt, 1, 0, 0);
+    x->uk->rows_axpby(cn, d, x->kg, p->ldvk, x->k, d, NULL, 0, bt, 1, 0, 0);
     for (size_t f = 0; f < d; f++) x->rs[f] = e[cn - 1];
   } else {
     memcpy(x->kn, x->k, cn * d * sizeof(float));
-    x->uk->rows_axpby(cn, d, x->kg, d, x->k, d, NULL, 0, bt, 1, 0, 0);
+    x->uk->rows_axpby(cn, d, x->kg, p->ldvk, x->k, d, NULL, 0, bt, 1, 0, 0);
   }
-  /* U = X (beta V), W' = X (-beta K (.) e^B) */
-  x->uk->gemm(cn, dv, cn, x->x, C, 1, x->vb, dv, x->u, dv, NULL, 0);
-  x->uk->gemm(cn, d, cn, x->x, C, 1, x->kg, d, x->w, d, NULL, 0);
+  /* U = X (beta V) beside W' = X (-beta K (.) e^B): one product */
+  x->uk->gemm(cn, dv + d, cn, x->x, C, 1, x->vb, p->ldvk, x->u, p->ldvk, NULL, 0);
 }

@@ -22,17 +22,18 @@ attn_status attn_delta_plan_make(attn_delta_plan *p, const attn_shape *s, attn_d
   p->head_floats = hf;
   attn_ws w = {.floats = 0, .overflow = 0};
   attn_delta_scratch *a = &p->at;
-  a->q = attn_ws_take(&w, cd);
-  a->k = attn_ws_take(&w, cd);
-  a->kg = attn_ws_take(&w, cd);
+  /* pairs one product makes or reads together: K above Q (their Gram rows L above A), beta V
+   * beside -beta K e^B (one product with X gives U beside W'), rows of ldvk = dv + d floats */
+  p->ldvk = d + dv; /* cannot overflow: both spans fit */
+  size_t cvk = 0;
+  if (!attn_mul_ok(C, p->ldvk, &cvk)) w.overflow = 1;
+  a->k = attn_ws_take(&w, 2 * cd), a->q = a->k + cd;
+  a->l = attn_ws_take(&w, 2 * C * C), a->a = a->l + C * C;
+  a->vb = attn_ws_take(&w, cvk), a->kg = a->vb + dv;
+  a->u = attn_ws_take(&w, cvk), a->w = a->u + dv;
   a->kn = attn_ws_take(&w, cd);
   a->kt = attn_ws_take(&w, cd);
   a->kr = attn_ws_take(&w, cd);
-  a->w = attn_ws_take(&w, cd);
-  a->vb = attn_ws_take(&w, cdv);
-  a->u = attn_ws_take(&w, cdv);
-  a->l = attn_ws_take(&w, C * C);
-  a->a = attn_ws_take(&w, C * C);
   a->x = attn_ws_take(&w, C * C);
   a->b = attn_ws_take(&w, 2 * (gate == ATTN_DELTA_FEATURE ? cd : C)); /* doubles */
   a->rs = attn_ws_take(&w, d);

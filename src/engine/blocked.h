@@ -183,27 +183,31 @@ typedef struct attn_blocked_plan {
   attn_blocked_worker_layout wl; /* each worker's scratch */
   attn_blocked_head_layout hl;   /* each head's region within it, head_floats each */
   size_t head_floats;
-  size_t slots;             /* after the workers' scratch, with threads: every range's state, per task */
-  attn_dtype kv_type;       /* K and V elements (shape.kv_type) */
-  int few;                  /* at most BLK_FEW_ROWS rows per task and no feature map: scores by few_scores
+  size_t slots;       /* after the workers' scratch, with threads: every range's state, per task */
+  attn_dtype kv_type; /* K and V elements (shape.kv_type), for the few-rows kernels */
+  struct {
+    size_t size;             /* bytes of an element */
+    attn_f16_cvt_fn *to_f32; /* rows into fp32 (the path's kernel); NULL: fp32, read in place */
+  } kv;                      /* the K/V element type's trait, chosen at plan time */
+  int few;                   /* at most BLK_FEW_ROWS rows per task and no feature map: scores by few_scores
                                and an unmasked block's P V by few_pv, K and V read in place (half: a
                                masked block's V converted for the GEMM); a head's hl.qt holds the
                                scaled query rows (R x d) instead of their transpose */
-  int views;                /* no feature map, selection or few-rows scores: a boundary block's keys in
+  int views;                 /* no feature map, selection or few-rows scores: a boundary block's keys in
                                sub-blocks, each with the tokens that see it (attn_blk_boundary) */
-  int pack;                 /* views, several query blocks and a head's K or V rows not contiguous
+  int pack;                  /* views, several query blocks and a head's K or V rows not contiguous
                                fp32: keys [0, pack_keys) of the task's key head packed (attn_blk_pack) */
-  size_t pack_keys;         /* min(n_kv, BLK_PACK_KEYS) */
-  const float *stats_sinks; /* softmax with sinks (per query head): the sums hold the sink's weight
+  size_t pack_keys;          /* min(n_kv, BLK_PACK_KEYS) */
+  const float *stats_sinks;  /* softmax with sinks (per query head): the sums hold the sink's weight
                                w = e^(sink - m) too (row state array 0 is m); the statistics take
                                w, w^2 and w (sink - m) back out: the keys' only */
-  size_t split;             /* key ranges per task (1: none; a short call over many keys: attn.h, threads; a
+  size_t split;              /* key ranges per task (1: none; a short call over many keys: attn.h, threads; a
                              * selection: the most, each task its own, blocked/schedule.c blk_ranges) */
-  size_t cr;                /* rows of a range's stored state (ATTN_SPLIT_TOKENS g; a selection: >= R), per head */
-  size_t slot_floats;       /* one range's state of a head group (hg heads) */
-  size_t workers;           /* scratch regions (attn_shape.threads; 1 without) */
-  size_t worker_floats;     /* one worker's scratch, a multiple of 16 floats */
-  size_t scratch_bytes;     /* the whole workspace */
+  size_t cr;                 /* rows of a range's stored state (ATTN_SPLIT_TOKENS g; a selection: >= R), per head */
+  size_t slot_floats;        /* one range's state of a head group (hg heads) */
+  size_t workers;            /* scratch regions (attn_shape.threads; 1 without) */
+  size_t worker_floats;      /* one worker's scratch, a multiple of 16 floats */
+  size_t scratch_bytes;      /* the whole workspace */
 } attn_blocked_plan;
 
 /*

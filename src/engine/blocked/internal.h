@@ -58,8 +58,7 @@ static inline float *blk_head(const blk_task *t, size_t hh) { return t->ws + t->
 
 /* Row j0 of key/value head h of x (K or V, layout l), in place: elements of shape.kv_type. */
 static inline const void *blk_row(const blk_task *t, const void *x, attn_layout l, int64_t j0, size_t h) {
-  const size_t e = (size_t)j0 * l.row_stride + h * l.head_stride;
-  return t->p->kv_type == ATTN_F32 ? (const void *)((const float *)x + e) : (const void *)((const uint16_t *)x + e);
+  return (const char *)x + ((size_t)j0 * l.row_stride + h * l.head_stride) * t->p->kv.size;
 }
 
 /* Head hh's scaled Q^T from the task's (or view's) first row: d x rows, row stride t->ldq. */

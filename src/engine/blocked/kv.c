@@ -16,15 +16,14 @@ void attn_blk_pack(const blk_task *t) {
   const size_t n = p->pack_keys;
   const void *k = blk_row(t, t->io->k, s->k, 0, t->h0), *v = blk_row(t, t->io->v, s->v, 0, t->h0);
   float *pk = t->ws + p->wl.pk, *pv = t->ws + p->wl.pv;
-  if (p->kv_type == ATTN_F32) {
+  if (!p->kv.to_f32) {
     for (size_t j = 0; j < n; j++) {
       memcpy(pk + j * s->d, (const float *)k + j * s->k.row_stride, s->d * sizeof(float));
       memcpy(pv + j * s->dv, (const float *)v + j * s->v.row_stride, s->dv * sizeof(float));
     }
   } else {
-    attn_f16_cvt_fn *cvt = p->kv_type == ATTN_F16 ? t->uk->f16_cvt : t->uk->bf16_cvt;
-    cvt(n, s->d, k, s->k.row_stride, pk);
-    cvt(n, s->dv, v, s->v.row_stride, pv);
+    p->kv.to_f32(n, s->d, k, s->k.row_stride, pk);
+    p->kv.to_f32(n, s->dv, v, s->v.row_stride, pv);
   }
   *tag = t->h0 + 1;
 }
@@ -43,12 +42,12 @@ const float *attn_blk_kv(const blk_task *t, int value, int64_t j0, size_t jn, si
   }
   const attn_layout l = value ? s->v : s->k;
   const void *row = blk_row(t, value ? t->io->v : t->io->k, l, j0, h);
-  if (p->kv_type == ATTN_F32) {
+  if (!p->kv.to_f32) {
     *ld = l.row_stride;
     return row;
   }
   float *dst = t->ws + (value ? p->wl.vc : p->wl.kc);
-  (p->kv_type == ATTN_F16 ? t->uk->f16_cvt : t->uk->bf16_cvt)(jn, w, row, l.row_stride, dst);
+  p->kv.to_f32(jn, w, row, l.row_stride, dst);
   *ld = w;
   return dst;
 }
@@ -59,7 +58,7 @@ const float *attn_blk_kv(const blk_task *t, int value, int64_t j0, size_t jn, si
 void attn_blk_scores(const blk_task *t, int64_t j0, size_t jn, size_t h, size_t n, const float *b, size_t ldb,
                      float *st, size_t ldst) {
   const attn_shape *s = t->p->shape;
-  const size_t step = t->p->kv_type == ATTN_F32 ? jn : BLK_HALF_K_KEYS;
+  const size_t step = t->p->kv.to_f32 ? BLK_HALF_K_KEYS : jn;
   for (size_t a = 0; a < jn; a += step) {
     const size_t cn = attn_min_sz(step, jn - a);
     size_t ldk;

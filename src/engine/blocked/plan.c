@@ -130,6 +130,8 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
   /* half K/V: the block's converted rows (no scratch for fp32, read in place) */
   size_t bcd, bcdv;
   p->kv_type = s->kv_type;
+  p->kv.size = attn_dtype_size(s->kv_type);
+  p->kv.to_f32 = s->kv_type == ATTN_F16 ? uk->f16_cvt : s->kv_type == ATTN_BF16 ? uk->bf16_cvt : NULL;
   const int half = s->kv_type != ATTN_F32;
   if (!attn_mul_ok(p->bc, s->d, &bcd) || !attn_mul_ok(p->bc, s->dv, &bcdv)) return blk_overflow(s);
   p->wl.kc = attn_ws_take(&w, half ? bcd / p->bc * attn_min_sz(p->bc, BLK_HALF_K_KEYS) : 0);

@@ -924,7 +924,8 @@ ATTN_API attn_status attn_linear_checkpointed(const attn_linear_desc *desc, cons
  * outputs and S_C as GEMMs on the path's micro-kernel; per-channel gates by sub-blocks whose every
  * exponential is <= 0, element by element where a block's own decay spans more than e^60), a
  * one-token chunk (a decode step) the recurrence itself in two passes over S. Work per token and
- * head: about 2 C d + C (d + dv) / 2 + 3 d dv multiply-adds. Tasks are value heads: results are
+ * head: about 2 C d + C (d + dv) / 2 + 3 d dv multiply-adds. Tasks are groups of value heads, each
+ * run a chunk of every head at a time (a token-major input is read row by row): results are
  * bit-identical for any thread count. No allocation.
  * Non-finite inputs: a chunk whose q, k or v holds an infinity or NaN runs token by token, so a
  * non-finite k or v makes the outputs from its token on NaN (it enters the state), a non-finite q

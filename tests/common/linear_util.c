@@ -472,3 +472,49 @@ void lu_xs_fill(tu_rng *rng, tu_qkv *x, int pattern, const double *Q, float xs, 
     }
   tu_qkv_snapshot(x);
 }
+
+void lu_poison_gate(lu_bad_value bad, float *lg, float *beta, size_t at) {
+  static const float gates[] = {0.25f, 0.5f, 1e-30f, NAN, -INFINITY, INFINITY}, betas[] = {0.0f, -0.5f, NAN, INFINITY};
+  ck_assert(bad > LU_BAD_NONE && bad <= LU_BETA_INF);
+  if (bad < LU_BETA_0)
+    lg[at] = gates[bad - LU_GATE_POS];
+  else
+    beta[at] = betas[bad - LU_BETA_0];
+}
+
+void lu_gate_inputs_make(lu_gate_inputs *g, tu_rng *r, size_t n, size_t h, size_t m, float beta_lo, float beta_hi) {
+  g->gfloats = n * h * m;
+  g->bfloats = n * h;
+  g->feat = (attn_layout){h * m, m};
+  g->lg = malloc(sizeof(float) * g->gfloats);
+  g->beta = malloc(sizeof(float) * g->bfloats);
+  g->lg0 = g->beta0 = NULL;
+  ck_assert(g->lg && g->beta);
+  for (size_t e = 0; e < g->gfloats; ++e) g->lg[e] = tu_rng_range(r, -3.0f, 0.0f);
+  for (size_t e = 0; e < g->bfloats; ++e) g->beta[e] = tu_rng_range(r, beta_lo, beta_hi);
+}
+
+void lu_gate_inputs_fault(lu_gate_inputs *g, int feature, lu_bad_value bad, attn_layout *layout) {
+  if (feature) *layout = g->feat;
+  if (bad != LU_BAD_NONE) lu_poison_gate(bad, g->lg, g->beta, feature ? g->gfloats - 1 : g->bfloats - 1);
+}
+
+void lu_gate_inputs_take(lu_gate_inputs *g) {
+  g->lg0 = malloc(sizeof(float) * g->gfloats);
+  g->beta0 = malloc(sizeof(float) * g->bfloats);
+  ck_assert(g->lg0 && g->beta0);
+  memcpy(g->lg0, g->lg, sizeof(float) * g->gfloats);
+  memcpy(g->beta0, g->beta, sizeof(float) * g->bfloats);
+}
+
+void lu_gate_inputs_check(const lu_gate_inputs *g) {
+  tu_assert_same_bits("log gates after a rejected call", g->lg0, g->lg, sizeof(float) * g->gfloats);
+  tu_assert_same_bits("beta after a rejected call", g->beta0, g->beta, sizeof(float) * g->bfloats);
+}
+
+void lu_gate_inputs_free(lu_gate_inputs *g) {
+  free(g->lg);
+  free(g->beta);
+  free(g->lg0);
+  free(g->beta0);
+}

@@ -111,6 +111,40 @@ void lu_rejected_take(lu_rejected *r, const attn_linear_state *sp, const void *m
  *  guards intact. Frees the snapshot. */
 void lu_rejected_check(lu_rejected *r, const tu_tensor *o, const void *ws, const tu_qkv *x);
 
+/** A log gate or beta value every gated call rejects (ATTN_E_BAD_GATE); LU_BAD_NONE: none. */
+typedef enum lu_bad_value {
+  LU_BAD_NONE,
+  LU_GATE_POS,      /* +0.25 */
+  LU_GATE_HALF,     /* +0.5 */
+  LU_GATE_TINY_POS, /* +1e-30 */
+  LU_GATE_NAN,
+  LU_GATE_NINF,
+  LU_GATE_PINF,
+  LU_BETA_0,
+  LU_BETA_NEG, /* -0.5 */
+  LU_BETA_NAN,
+  LU_BETA_INF
+} lu_bad_value;
+/** Writes that value into lg[at] (a gate) or beta[at] (a beta). */
+void lu_poison_gate(lu_bad_value bad, float *lg, float *beta, size_t at);
+
+/** A gated bad-input test's gate inputs: log gates [n][h][m] in [-3, 0] and betas [n][h] in
+ *  [beta_lo, beta_hi] from r (valid for the SCALAR layout {h, 1} and the FEATURE layout feat
+ *  {h m, m}), and their copies before the call. */
+typedef struct lu_gate_inputs {
+  float *lg, *beta, *lg0, *beta0;
+  size_t gfloats, bfloats;
+  attn_layout feat;
+} lu_gate_inputs;
+void lu_gate_inputs_make(lu_gate_inputs *g, tu_rng *r, size_t n, size_t h, size_t m, float beta_lo, float beta_hi);
+/** A row's gate fault: with feature, *layout = feat; bad (not LU_BAD_NONE) written at the last
+ *  token's last head (SCALAR gates and beta), or at the last entry of a FEATURE gate. */
+void lu_gate_inputs_fault(lu_gate_inputs *g, int feature, lu_bad_value bad, attn_layout *layout);
+/** Copies the gates and betas before the call; the check after it asserts them unchanged. */
+void lu_gate_inputs_take(lu_gate_inputs *g);
+void lu_gate_inputs_check(const lu_gate_inputs *g);
+void lu_gate_inputs_free(lu_gate_inputs *g);
+
 /* ------------------------------------------------------------------------------------------ */
 /* The plain linear suites (check_linear*.c): descriptors, calls, reference comparisons         */
 /* ------------------------------------------------------------------------------------------ */

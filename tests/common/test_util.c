@@ -87,6 +87,37 @@ tu_tensor tu_rows_view(const tu_tensor *t, size_t first, size_t n) {
   return v;
 }
 
+tu_qkv tu_qkv_rows(const tu_qkv *x, size_t q0, size_t nq, size_t nkv) {
+  tu_qkv w;
+  memset(&w, 0, sizeof w);
+  w.q = tu_rows_view(&x->q, q0, nq);
+  w.k = tu_rows_view(&x->k, 0, nkv);
+  w.v = tu_rows_view(&x->v, 0, nkv);
+  return w;
+}
+
+void tu_prop_decode(const void *ctx, size_t n, tu_prop_part_fn part) {
+  for (size_t t = 0; t < n; ++t) {
+    char what[128];
+    snprintf(what, sizeof what, "decode step %zu vs prefill row", t);
+    part(ctx, what, TU_PROP_DECODE, t, t, 1, t + 1);
+  }
+}
+
+void tu_prop_chunked(const void *ctx, size_t n, size_t start, tu_prop_part_fn part) {
+  part(ctx, "chunked prefill vs prefill rows", TU_PROP_CHUNKED, 0, start, n - start, n);
+}
+
+void tu_prop_pieces(const void *ctx, const size_t cuts[4], tu_prop_part_fn part) {
+  for (size_t piece = 0; piece < 3; ++piece) {
+    const size_t r0 = cuts[piece], r1 = cuts[piece + 1];
+    if (r1 <= r0) continue;
+    char what[128];
+    snprintf(what, sizeof what, "piece [%zu, %zu) over %zu keys vs one call", r0, r1, r1);
+    part(ctx, what, TU_PROP_PIECES, piece, r0, r1 - r0, r1);
+  }
+}
+
 void tu_tensor_fill(tu_tensor *t, tu_rng *r, float lo, float hi) {
   for (size_t i = 0; i < t->n; ++i)
     for (size_t h = 0; h < t->h; ++h)

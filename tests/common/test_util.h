@@ -74,6 +74,26 @@ typedef struct tu_qkv {
   size_t copy_bytes;
 } tu_qkv;
 
+/** Views of x for a call over part of it: q rows [q0, q0 + nq), k and v rows [0, nkv) (a KV cache
+ *  of nkv tokens); nothing to free. */
+tu_qkv tu_qkv_rows(const tu_qkv *x, size_t q0, size_t nq, size_t nkv);
+
+/* Properties against a full call (decode equals prefill, chunked prefill, pieces equal one call):
+ * the driver cuts the query rows; a variant's part function calls it on q rows [q0, q0 + nq)
+ * over keys [0, nkv) of the full call's inputs (ctx: its full call) and compares the output
+ * (what names it) with the full call's rows from q0 within TOL_PROPERTY_FACTOR. step: the
+ * part's index (the decode step or the piece), for the variant's misalignments. */
+typedef enum tu_prop_kind { TU_PROP_DECODE, TU_PROP_CHUNKED, TU_PROP_PIECES } tu_prop_kind;
+typedef void (*tu_prop_part_fn)(const void *ctx, const char *what, tu_prop_kind kind, size_t step, size_t q0, size_t nq,
+                                size_t nkv);
+/** Decode steps: row t over keys [0, t] for each t < n. */
+void tu_prop_decode(const void *ctx, size_t n, tu_prop_part_fn part);
+/** Chunked prefill: rows [start, n) over all n keys. */
+void tu_prop_chunked(const void *ctx, size_t n, size_t start, tu_prop_part_fn part);
+/** Pieces of a prefill: rows [cuts[i], cuts[i + 1]) over keys [0, cuts[i + 1]) for i < 3, as a
+ *  growing KV cache holds them (empty pieces skipped). */
+void tu_prop_pieces(const void *ctx, const size_t cuts[4], tu_prop_part_fn part);
+
 /** Allocate and fill q [n_q][h_q][d], k [n_kv][h_k][d], v [n_kv][h_v][dv] in a layout
  *  (TU_PACKED_QKV needs n_q == n_kv), then snapshot them. */
 void tu_qkv_make(tu_qkv *x, tu_layout_kind kind, tu_data data, tu_rng *r, size_t n_q, size_t n_kv, size_t h_q,

@@ -147,6 +147,18 @@ void fz_break_heads(fz_in *in, attn_shape *s) {
   } while (fz_heads_valid(s->h_q, s->h_k, s->h_v));
 }
 
+void fz_check_ws_query(const char *what, attn_status st, size_t got, size_t need, const fz_expect *e,
+                       attn_status null_st) {
+  fz_check_expect(what, st, e);
+  FZ_CHECK(got == SIZE_MAX || got == need, "workspace_size: %zu here, %zu with the default layouts", got, need);
+  if (e->faults == 0) fz_check_status("workspace_size(bytes NULL)", null_st, ATTN_E_NULL_POINTER);
+}
+
+attn_isa fz_begin(fz_in *in, const uint8_t *data, size_t size) {
+  fz_init(in, data, size);
+  return fz_set_isa(in);
+}
+
 fz_kv_sizes fz_draw_kv_sizes(fz_in *in, size_t max_n, size_t max_d, size_t max_h, size_t work_limit) {
   fz_kv_sizes z; /* one statement a size: the order of the draws is the bytes' meaning */
   z.h_kv = fz_size(in, max_h);
@@ -452,6 +464,33 @@ void fz_snap_free(fz_snap *s) {
   s->copy = NULL;
 }
 
+void fz_watch_take(fz_watch *w, const tu_tensor *o, const tu_tensor *lse, const void *ws, size_t need) {
+  w->o_owner = o->owner;
+  w->lse_owner = lse ? lse->owner : NULL;
+  w->ws_owner = ws;
+  fz_snap_take(&w->o, o->owner, sizeof(float) * o->span);
+  fz_snap_take(&w->lse, w->lse_owner, lse ? sizeof(float) * lse->span : 0);
+  fz_snap_take(&w->ws, ws, need);
+}
+
+void fz_watch_check(const fz_watch *w, const char *what, attn_status st, const fz_expect *e, const fz_qkv *x) {
+  fz_check_expect(what, st, e);
+  fz_qkv_check_unchanged(x);
+  FZ_CHECK(fz_guards_intact(w->ws_owner), "workspace guard zone written");
+  if (st == ATTN_OK) return;
+  fz_snap_check(&w->o, "o after an error");
+  fz_snap_check(&w->lse, "lse after an error");
+  fz_snap_check(&w->ws, "workspace after an error");
+  FZ_CHECK(fz_guards_intact(w->o_owner) && (!w->lse_owner || fz_guards_intact(w->lse_owner)),
+           "guard zone written on error");
+}
+
+void fz_watch_free(fz_watch *w) {
+  fz_snap_free(&w->o);
+  fz_snap_free(&w->lse);
+  fz_snap_free(&w->ws);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Tensors                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
@@ -653,3 +692,7 @@ void *fz_calloc(size_t count, size_t size) {
 }
 
 double *fz_doubles(size_t count) { return fz_calloc(count, sizeof(double)); }
+
+void fz_free_all(void *const *p, size_t count) {
+  for (size_t i = 0; i < count; ++i) free(p[i]);
+}

@@ -65,6 +65,8 @@ void fz_check_status(const char *what, attn_status got, attn_status want);
 int fz_nonfinite(void);
 /** Picks a runnable ISA path from a byte and makes it active (attn_isa_set must succeed). */
 attn_isa fz_set_isa(fz_in *in);
+/** fz_init, then fz_set_isa: the first step of every target that runs on a path. */
+attn_isa fz_begin(fz_in *in, const uint8_t *data, size_t size);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Expected status of a call with injected faults                                              */
@@ -77,6 +79,11 @@ typedef struct fz_expect {
 void fz_expect_fault(fz_expect *e, attn_status status);
 /** Aborts unless got is what e expects. */
 void fz_check_expect(const char *what, attn_status got, const fz_expect *e);
+/** A workspace query: it answered st (what: its name) as e expects and wrote got (SIZE_MAX before)
+ *  only as need; without a fault the same query with NULL bytes answered null_st, which must be
+ *  ATTN_E_NULL_POINTER. */
+void fz_check_ws_query(const char *what, attn_status st, size_t got, size_t need, const fz_expect *e,
+                       attn_status null_st);
 
 /** How many faults to inject into one call: 0 (about 60%), 1 (30%) or 2 (10%). */
 int fz_fault_count(fz_in *in);
@@ -247,5 +254,20 @@ void fz_tensor_free(tu_tensor *t);
 /** calloc that aborts on failure (count 0 allowed). */
 void *fz_calloc(size_t count, size_t size);
 double *fz_doubles(size_t count);
+/** free() of each of the count pointers in p. */
+void fz_free_all(void *const *p, size_t count);
+
+/** What a call must leave alone: its inputs always, its outputs and workspace on error. */
+typedef struct fz_watch {
+  fz_snap o, lse, ws;
+  const void *o_owner, *lse_owner, *ws_owner;
+} fz_watch;
+/** Snapshots o, lse (NULL: none) and the `need` bytes of the workspace ws (fz_alloc) before the call. */
+void fz_watch_take(fz_watch *w, const tu_tensor *o, const tu_tensor *lse, const void *ws, size_t need);
+/** After the call: st is the status e expects (what: the call's name), x is unchanged and the
+ *  workspace's guards are intact; on error o, lse and the workspace are unchanged and the outputs'
+ *  guards intact. */
+void fz_watch_check(const fz_watch *w, const char *what, attn_status st, const fz_expect *e, const fz_qkv *x);
+void fz_watch_free(fz_watch *w);
 
 #endif /* ATTN_FUZZ_COMMON_H */

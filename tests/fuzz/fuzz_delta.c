@@ -81,8 +81,7 @@ static void compare(const char *what, float *got, size_t rows, size_t h, size_t 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_in in;
-  fz_init(&in, data, size);
-  fz_set_isa(&in);
+  fz_begin(&in, data, size);
 
   /* sizes */
   const size_t hk = fz_size(&in, MAX_HK), hv = hk * fz_size(&in, MAX_HV / hk), dd = fz_size(&in, MAX_D);
@@ -287,24 +286,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   else
     FZ_CHECK(q1 == need && q2 == sbytes, "size queries: workspace %zu (%zu), state %zu (%zu)", q1, need, q2, sbytes);
 
-  fz_snap so, ss, sc, sw, sg, sb;
-  fz_snap_take(&so, o.owner, sizeof(float) * o.span);
+  fz_watch w;
+  fz_snap ss, sc, sg, sb;
+  fz_watch_take(&w, &o, NULL, ws, need);
   fz_snap_take(&ss, state, state ? sbytes : 0);
   fz_snap_take(&sc, cks, cks ? count * sbytes : 0);
-  fz_snap_take(&sw, ws, need);
   fz_snap_take(&sg, lg, sizeof(float) * gfloats);
   fz_snap_take(&sb, beta, sizeof(float) * bfloats);
   const attn_status st = attn_delta(dp, c.q, c.k, c.v, gp, bp, c.o, sp, &ck, c.ws, c.ws_bytes);
-  fz_check_expect("attn_delta", st, &c.call);
-  fz_qkv_check_unchanged(&x);
+  fz_watch_check(&w, "attn_delta", st, &c.call, &x);
   fz_snap_check(&sg, "log gates after the call");
   fz_snap_check(&sb, "beta after the call");
-  FZ_CHECK(fz_guards_intact(ws), "workspace guard zone written");
   if (st != ATTN_OK) {
-    fz_snap_check(&so, "o after an error");
     fz_snap_check(&ss, "state after an error");
     fz_snap_check(&sc, "checkpoint states after an error");
-    fz_snap_check(&sw, "workspace after an error");
   } else {
     fz_check_output_clean("delta o", &o);
     if (state) FZ_CHECK(fz_guards_intact(state), "state guard zone written");
@@ -381,10 +376,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(rc);
     free(rcs);
   }
-  fz_snap_free(&so);
+  fz_watch_free(&w);
   fz_snap_free(&ss);
   fz_snap_free(&sc);
-  fz_snap_free(&sw);
   fz_snap_free(&sg);
   fz_snap_free(&sb);
   fz_free(ws);

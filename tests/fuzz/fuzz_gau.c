@@ -85,19 +85,13 @@ static void check_results(const attn_gau_desc *d, const fz_qkv *x, const tu_tens
   for (size_t e = 0; e < count; ++e) bound[e] = tol_gau_bound(s->n_kv, s->d, oscale[e], oarg[e], onear[e]);
   for (size_t r = 0; r < rows; ++r) one[r] = 1.0;
   fz_compare("gau o", o, ro, bound, one, NULL); /* the reference applies the NaN policy */
-  free(ro);
-  free(oscale);
-  free(oarg);
-  free(onear);
-  free(bound);
-  free(one);
+  fz_free_all((void *[]){ro, oscale, oarg, onear, bound, one}, 6);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_in in;
-  fz_init(&in, data, size);
-  fz_set_isa(&in);
+  fz_begin(&in, data, size);
 
   const fz_kv_sizes z = fz_draw_kv_sizes(&in, MAX_N, MAX_D, MAX_H, WORK_LIMIT);
   const size_t n_q = z.n_q, n_kv = z.n_kv, h_q = z.h_q, h_kv = z.h_kv, dim = z.d, dv = z.dv;
@@ -173,30 +167,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const attn_gau_desc *dp = c.null_desc ? NULL : &cd;
 
   size_t got = SIZE_MAX;
-  fz_check_expect("attn_gau_workspace_size", attn_gau_workspace_size(dp, &got), &c.query);
-  FZ_CHECK(got == SIZE_MAX || got == need, "workspace_size: %zu here, %zu with the default layouts", got, need);
-  if (c.query.faults == 0)
-    fz_check_status("workspace_size(bytes NULL)", attn_gau_workspace_size(dp, NULL), ATTN_E_NULL_POINTER);
+  const attn_status qs = attn_gau_workspace_size(dp, &got);
+  fz_check_ws_query("attn_gau_workspace_size", qs, got, need, &c.query, attn_gau_workspace_size(dp, NULL));
 
-  fz_snap so, sw, st_table;
-  fz_snap_take(&so, o.owner, sizeof(float) * o.span);
-  fz_snap_take(&sw, ws, need);
+  fz_watch w;
+  fz_snap st_table;
+  fz_watch_take(&w, &o, NULL, ws, need);
   fz_snap_take(&st_table, ctable, sizeof(float) * count);
   const attn_status st = attn_gau(dp, c.q, c.k, c.v, c.o, c.ws, c.ws_bytes);
-  fz_check_expect("attn_gau", st, &c.call);
-  fz_qkv_check_unchanged(&x);
+  fz_watch_check(&w, "attn_gau", st, &c.call, &x);
   fz_snap_check(&st_table, "bias table after the call");
-  FZ_CHECK(fz_guards_intact(ws), "workspace guard zone written");
-  if (st != ATTN_OK) {
-    fz_snap_check(&so, "o after an error");
-    fz_snap_check(&sw, "workspace after an error");
-    FZ_CHECK(fz_guards_intact(o.owner), "guard zone written on error");
-  } else {
+  if (st == ATTN_OK) {
     fz_check_output_clean("gau o", &o);
     check_results(&d, &x, &o);
   }
-  fz_snap_free(&so);
-  fz_snap_free(&sw);
+  fz_watch_free(&w);
   fz_snap_free(&st_table);
   fz_free(ws);
   fz_tensor_free(&o);

@@ -673,9 +673,9 @@ static int one_call(fz_in *in, attn_isa isa, const lin_shape *sh, lin_state *st,
   check_queries_expect(dp, &c.query, need);
 
   double *s0 = NULL;
-  fz_snap so, sw, ss;
-  fz_snap_take(&so, o.owner, sizeof(float) * o.span);
-  fz_snap_take(&sw, ws, need);
+  fz_watch w;
+  fz_snap ss;
+  fz_watch_take(&w, &o, NULL, ws, need);
   fz_snap_take(&ss, st ? st->mem : NULL, st ? st->bytes : 0);
   if (st && st->s.tokens > 0) {
     s0 = fz_doubles(st->bytes / sizeof(float));
@@ -686,18 +686,13 @@ static int one_call(fz_in *in, attn_isa isa, const lin_shape *sh, lin_state *st,
   fz_snap_take(&gb.snap[1], gb.b.data, gb.b.data ? sizeof(float) * gb.b.span : 0);
   const attn_status rc = gated_entry ? attn_linear_gated(dp, c.q, c.k, c.v, gp, bp, c.o, sp, c.ws, c.ws_bytes)
                                      : attn_linear(dp, c.q, c.k, c.v, c.o, sp, c.ws, c.ws_bytes);
-  fz_check_expect(gated_entry ? "attn_linear_gated" : "attn_linear", rc, &c.call);
-  fz_qkv_check_unchanged(&x);
+  fz_watch_check(&w, gated_entry ? "attn_linear_gated" : "attn_linear", rc, &c.call, &x);
   fz_snap_check(&gb.snap[0], "log gates");
   fz_snap_check(&gb.snap[1], "beta");
-  FZ_CHECK(fz_guards_intact(ws), "workspace guard zone written");
   if (st) FZ_CHECK(fz_guards_intact(st->mem), "state memory guard zone written");
   if (rc != ATTN_OK) {
-    fz_snap_check(&so, "o after an error");
-    fz_snap_check(&sw, "workspace after an error");
     fz_snap_check(&ss, "state memory after an error");
     FZ_CHECK(memcmp(&before, &call_state, sizeof before) == 0, "state struct changed on error");
-    FZ_CHECK(fz_guards_intact(o.owner), "guard zone written on error");
   } else {
     if (st) st->s = call_state;
     fz_check_output_clean("linear o", &o);
@@ -708,8 +703,7 @@ static int one_call(fz_in *in, attn_isa isa, const lin_shape *sh, lin_state *st,
   }
   gates_free(&gb);
   free(s0);
-  fz_snap_free(&so);
-  fz_snap_free(&sw);
+  fz_watch_free(&w);
   fz_snap_free(&ss);
   fz_free(ws);
   fz_tensor_free(&o);
@@ -720,8 +714,7 @@ static int one_call(fz_in *in, attn_isa isa, const lin_shape *sh, lin_state *st,
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_in in;
-  fz_init(&in, data, size);
-  const attn_isa isa = fz_set_isa(&in);
+  const attn_isa isa = fz_begin(&in, data, size);
   lin_shape sh;
   const size_t heads = fz_size(&in, MAX_H); /* h_k and h_v divide it: their lcm does too */
   sh.h_k = fz_divisor(&in, heads);

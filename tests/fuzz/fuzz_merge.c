@@ -132,8 +132,7 @@ static void add_fault(fz_in *in, merge_args *a, const merge_args *v, const float
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_in in;
-  fz_init(&in, data, size);
-  fz_set_isa(&in);
+  fz_begin(&in, data, size);
   const size_t rows = fz_size(&in, MAX_ROWS), dv = fz_size(&in, MAX_DV), parts = fz_size(&in, MAX_PARTS);
   const size_t o_stride = dv + (fz_pick(&in, 3) ? 0 : fz_pick(&in, 16));
   const size_t lse_stride = rows == 1 && fz_pick(&in, 2) ? 0 : 1 + (fz_pick(&in, 3) ? 0 : fz_pick(&in, 8));

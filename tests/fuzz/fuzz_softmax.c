@@ -116,19 +116,13 @@ static void check_results(const attn_softmax_desc *d, const fz_qkv *x, const tu_
     oscale[e] = fmax(oscale[e], (double)s->n_kv * 1000.0 * 1.2e-38 / tol_o[e / s->dv]);
   fz_compare("softmax o", o, ro, oscale, tol_o, NULL); /* the reference applies the NaN policy */
   if (lse) fz_compare("softmax lse", lse, rl, NULL, tol_l, NULL);
-  free(ro);
-  free(oscale);
-  free(rl);
-  free(sabs);
-  free(tol_o);
-  free(tol_l);
+  fz_free_all((void *[]){ro, oscale, rl, sabs, tol_o, tol_l}, 6);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_in in;
-  fz_init(&in, data, size);
-  fz_set_isa(&in);
+  fz_begin(&in, data, size);
 
   const fz_kv_sizes z = fz_draw_kv_sizes(&in, MAX_N, MAX_D, MAX_H, WORK_LIMIT);
   const size_t n_q = z.n_q, n_kv = z.n_kv, h_q = z.h_q, h_kv = z.h_kv, dim = z.d, dv = z.dv;
@@ -181,33 +175,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const attn_softmax_desc *dp = c.null_desc ? NULL : &cd;
 
   size_t got = SIZE_MAX;
-  fz_check_expect("attn_softmax_workspace_size", attn_softmax_workspace_size(dp, &got), &c.query);
-  FZ_CHECK(got == SIZE_MAX || got == need, "workspace_size: %zu here, %zu with the default layouts", got, need);
-  if (c.query.faults == 0)
-    fz_check_status("workspace_size(bytes NULL)", attn_softmax_workspace_size(dp, NULL), ATTN_E_NULL_POINTER);
+  const attn_status qs = attn_softmax_workspace_size(dp, &got);
+  fz_check_ws_query("attn_softmax_workspace_size", qs, got, need, &c.query, attn_softmax_workspace_size(dp, NULL));
 
-  fz_snap so, sl, sw;
-  fz_snap_take(&so, o.owner, sizeof(float) * o.span);
-  fz_snap_take(&sl, lse.owner, sizeof(float) * lse.span);
-  fz_snap_take(&sw, ws, need);
+  fz_watch w;
+  fz_watch_take(&w, &o, &lse, ws, need);
   const attn_status st = attn_softmax(dp, c.q, c.k, c.v, c.o, lse_arg, c.ws, c.ws_bytes);
-  fz_check_expect("attn_softmax", st, &c.call);
-  fz_qkv_check_unchanged(&x);
-  FZ_CHECK(fz_guards_intact(ws), "workspace guard zone written");
-  if (st != ATTN_OK) {
-    fz_snap_check(&so, "o after an error");
-    fz_snap_check(&sl, "lse after an error");
-    fz_snap_check(&sw, "workspace after an error");
-    FZ_CHECK(fz_guards_intact(o.owner) && fz_guards_intact(lse.owner), "guard zone written on error");
-  } else {
+  fz_watch_check(&w, "attn_softmax", st, &c.call, &x);
+  if (st == ATTN_OK) {
     fz_check_output_clean("softmax o", &o);
     fz_check_output_clean("softmax lse", &lse);
-    if (!with_lse) fz_snap_check(&sl, "lse buffer passed as NULL");
+    if (!with_lse) fz_snap_check(&w.lse, "lse buffer passed as NULL");
     check_results(&d, &x, &o, with_lse ? &lse : NULL);
   }
-  fz_snap_free(&so);
-  fz_snap_free(&sl);
-  fz_snap_free(&sw);
+  fz_watch_free(&w);
   fz_free(ws);
   fz_tensor_free(&o);
   fz_tensor_free(&lse);

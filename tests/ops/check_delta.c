@@ -124,33 +124,68 @@ static size_t dt_sel[DT_NCASES];
 
 static size_t dt_case_n(const dt_case *c, size_t C) { return (size_t)((long)(c->cn * C) + c->nb); }
 
+/* One call over all n tokens of in from an incoming state, and its reference: s the call's state, s0 and s2 copies of the incoming one (s0 the reference's). */
+typedef struct dt_one_call {
+  attn_delta_desc d;
+  dt_in in;
+  size_t C, n;
+  float *s, *s0, *s2;
+  tu_tensor o;
+  dt_ref r;
+} dt_one_call;
+
+/* The call and its reference, with d, in, C and n set: the incoming state dt_state's (nonzero). */
+static void dt_one_call_run(dt_one_call *f, tu_rng *rng, int nonzero) {
+  f->s = dt_state(&f->d, rng, nonzero);
+  f->s0 = dt_copy_state(&f->d, f->s);
+  f->s2 = dt_copy_state(&f->d, f->s);
+  dt_call(&f->d, &f->in, 0, f->n, f->s, NULL, &f->o);
+  dt_ref_run(&f->r, &f->d, &f->in, 0, f->n, f->s0, f->C, 0, NULL);
+}
+
+/* A property case's (dt_pcase_setup) one call from a nonzero state. */
+static void dt_one_call_make(dt_one_call *f, const dt_pcase *p, uint64_t seed, size_t mul, long add) {
+  tu_rng rng;
+  dt_pcase_setup(p, seed, mul, add, &f->d, &f->in, &f->C, &f->n, &rng);
+  dt_one_call_run(f, &rng, 1);
+}
+
+static void dt_one_call_free(dt_one_call *f) {
+  dt_ref_free(&f->r);
+  tu_tensor_free(&f->o);
+  tu_free(f->s);
+  tu_free(f->s0);
+  tu_free(f->s2);
+  dt_in_free(&f->in);
+}
+
+/* The state s2 against the one call's state s within the property factor of the reference's bound. */
+static void dt_one_call_check_state(const char *what, const dt_one_call *f) {
+  double *sd = dt_doubles(dt_state_floats(&f->d));
+  for (size_t e = 0; e < dt_state_floats(&f->d); ++e) sd[e] = f->s[e];
+  dt_check_state(what, &f->d, f->s2, sd, f->r.ss, f->C, TOL_PROPERTY_FACTOR);
+  free(sd);
+}
+
 START_TEST(delta_matches_reference) {
   const dt_case *c = &dt_cases[dt_sel[_i]];
   tu_rng rng = tu_rng_of(41000 + (uint64_t)dt_sel[_i]);
-  attn_delta_desc d;
-  dt_desc(&d, c->hk, c->hv, c->d, c->dv, c->gate, c->chunk, !c->nonorm);
-  if (c->scale != 0.0f) d.scale = c->scale;
-  const size_t C = dt_chunk(&d), n = dt_case_n(c, C);
+  dt_one_call f;
+  dt_desc(&f.d, c->hk, c->hv, c->d, c->dv, c->gate, c->chunk, !c->nonorm);
+  if (c->scale != 0.0f) f.d.scale = c->scale;
+  f.C = dt_chunk(&f.d);
+  f.n = dt_case_n(c, f.C);
   const dt_spec s = {c->gate, c->layout, c->nonorm, c->glo, c->ghi, c->blo, c->bhi, c->split, c->beta0, c->row0};
-  dt_in in;
-  dt_in_make(&in, &s, &rng, n, c->hk, c->hv, c->d, c->dv);
-  float *st = dt_state(&d, &rng, c->state), *s0 = dt_copy_state(&d, st);
-  tu_tensor o;
-  dt_call(&d, &in, 0, n, st, NULL, &o);
-  dt_assert_finite(c->name, st, dt_state_floats(&d));
-  dt_ref r;
-  dt_ref_run(&r, &d, &in, 0, n, s0, C, 0, NULL);
+  dt_in_make(&f.in, &s, &rng, f.n, c->hk, c->hv, c->d, c->dv);
+  dt_one_call_run(&f, &rng, c->state);
+  dt_assert_finite(c->name, f.s, dt_state_floats(&f.d));
   char what[160];
-  snprintf(what, sizeof what, "%s (n %zu, C %zu)", c->name, n, C);
-  dt_compare("delta.o", what, &o, r.o, r.os, c->d, C, 1.0);
-  dt_check_state(what, &d, st, r.s, r.ss, C, 1.0);
-  for (size_t t = 0; t < n; ++t)
-    for (size_t h = 0; h < c->hv; ++h) dt_assert_finite(what, tu_at(&o, t, h, 0), c->dv);
-  dt_ref_free(&r);
-  tu_tensor_free(&o);
-  tu_free(st);
-  tu_free(s0);
-  dt_in_free(&in);
+  snprintf(what, sizeof what, "%s (n %zu, C %zu)", c->name, f.n, f.C);
+  dt_compare("delta.o", what, &f.o, f.r.o, f.r.os, c->d, f.C, 1.0);
+  dt_check_state(what, &f.d, f.s, f.r.s, f.r.ss, f.C, 1.0);
+  for (size_t t = 0; t < f.n; ++t)
+    for (size_t h = 0; h < c->hv; ++h) dt_assert_finite(what, tu_at(&f.o, t, h, 0), c->dv);
+  dt_one_call_free(&f);
 }
 END_TEST
 
@@ -204,43 +239,27 @@ END_TEST
  * incoming state: each within its bound of the reference, and of each other (factor 2). */
 START_TEST(delta_decode_equals_prefill) {
   const dt_pcase *p = &dt_pcases[_i];
-  attn_delta_desc d;
-  dt_in in;
-  size_t C, n;
-  tu_rng rng;
-  dt_pcase_setup(p, 42000 + (uint64_t)_i, 2, 5, &d, &in, &C, &n, &rng);
-  float *sp = dt_state(&d, &rng, 1), *s0 = dt_copy_state(&d, sp), *sd = dt_copy_state(&d, sp);
-  tu_tensor op;
-  dt_call(&d, &in, 0, n, sp, NULL, &op);
-  dt_ref r;
-  dt_ref_run(&r, &d, &in, 0, n, s0, C, 0, NULL);
+  dt_one_call f;
+  dt_one_call_make(&f, p, 42000 + (uint64_t)_i, 2, 5);
   const size_t row = p->hv * p->dv;
-  for (size_t t = 0; t < n; ++t) {
+  for (size_t t = 0; t < f.n; ++t) {
     tu_tensor o1;
-    dt_call(&d, &in, t, 1, sd, NULL, &o1);
-    const tu_tensor pr = tu_rows_view(&op, t, 1);
+    dt_call(&f.d, &f.in, t, 1, f.s2, NULL, &o1);
+    const tu_tensor pr = tu_rows_view(&f.o, t, 1);
     double *pd = dt_doubles(row);
     tu_tensor_to_double(&pr, pd);
     char what[96];
     snprintf(what, sizeof what, "decode step %zu vs prefill row (case %d)", t, _i);
-    dt_compare("delta.prop", what, &o1, pd, r.os + t * row, p->d, C, TOL_PROPERTY_FACTOR);
+    dt_compare("delta.prop", what, &o1, pd, f.r.os + t * row, p->d, f.C, TOL_PROPERTY_FACTOR);
     snprintf(what, sizeof what, "decode step %zu vs reference (case %d)", t, _i);
-    dt_compare("delta.o", what, &o1, r.o + t * row, r.os + t * row, p->d, C, 1.0);
+    dt_compare("delta.o", what, &o1, f.r.o + t * row, f.r.os + t * row, p->d, f.C, 1.0);
     free(pd);
     tu_tensor_free(&o1);
   }
-  dt_check_state("decoded state", &d, sd, r.s, r.ss, C, 1.0);
-  dt_check_state("prefill state", &d, sp, r.s, r.ss, C, 1.0);
-  double *spd = dt_doubles(dt_state_floats(&d));
-  for (size_t e = 0; e < dt_state_floats(&d); ++e) spd[e] = sp[e];
-  dt_check_state("decoded vs prefill state", &d, sd, spd, r.ss, C, TOL_PROPERTY_FACTOR);
-  free(spd);
-  dt_ref_free(&r);
-  tu_tensor_free(&op);
-  tu_free(sp);
-  tu_free(sd);
-  tu_free(s0);
-  dt_in_free(&in);
+  dt_check_state("decoded state", &f.d, f.s2, f.r.s, f.r.ss, f.C, 1.0);
+  dt_check_state("prefill state", &f.d, f.s, f.r.s, f.r.ss, f.C, 1.0);
+  dt_one_call_check_state("decoded vs prefill state", &f);
+  dt_one_call_free(&f);
 }
 END_TEST
 
@@ -248,42 +267,27 @@ END_TEST
  * rest) each continuing the state: every piece within twice the bound of the one call. */
 START_TEST(delta_pieces_equal_one_call) {
   const dt_pcase *p = &dt_pcases[_i];
-  attn_delta_desc d;
-  dt_in in;
-  size_t C, n;
-  tu_rng rng;
-  dt_pcase_setup(p, 43000 + (uint64_t)_i, 4, 9, &d, &in, &C, &n, &rng);
-  float *s1 = dt_state(&d, &rng, 1), *s0 = dt_copy_state(&d, s1), *s2 = dt_copy_state(&d, s1);
-  tu_tensor o;
-  dt_call(&d, &in, 0, n, s1, NULL, &o);
-  dt_ref r;
-  dt_ref_run(&r, &d, &in, 0, n, s0, C, 0, NULL);
-  dt_compare("delta.o", "one call", &o, r.o, r.os, p->d, C, 1.0);
+  dt_one_call f;
+  dt_one_call_make(&f, p, 43000 + (uint64_t)_i, 4, 9);
+  const size_t C = f.C, n = f.n;
+  dt_compare("delta.o", "one call", &f.o, f.r.o, f.r.os, p->d, C, 1.0);
   const size_t sizes[] = {1, 2, 8, C - 1 ? C - 1 : 1, 3, C + 1, 1, 5};
   const size_t row = p->hv * p->dv;
   double *od = dt_doubles(n * row);
-  tu_tensor_to_double(&o, od);
+  tu_tensor_to_double(&f.o, od);
   for (size_t t0 = 0, i = 0; t0 < n; ++i) {
     const size_t m = i < sizeof sizes / sizeof sizes[0] && t0 + sizes[i] < n ? sizes[i] : n - t0;
     tu_tensor op;
-    dt_call(&d, &in, t0, m, s2, NULL, &op);
+    dt_call(&f.d, &f.in, t0, m, f.s2, NULL, &op);
     char what[96];
     snprintf(what, sizeof what, "piece %zu (tokens %zu..%zu) vs one call (case %d)", i, t0, t0 + m, _i);
-    dt_compare("delta.prop", what, &op, od + t0 * row, r.os + t0 * row, p->d, C, TOL_PROPERTY_FACTOR);
+    dt_compare("delta.prop", what, &op, od + t0 * row, f.r.os + t0 * row, p->d, C, TOL_PROPERTY_FACTOR);
     tu_tensor_free(&op);
     t0 += m;
   }
-  double *sd = dt_doubles(dt_state_floats(&d));
-  for (size_t e = 0; e < dt_state_floats(&d); ++e) sd[e] = s1[e];
-  dt_check_state("pieces' state vs one call's", &d, s2, sd, r.ss, C, TOL_PROPERTY_FACTOR);
-  free(sd);
+  dt_one_call_check_state("pieces' state vs one call's", &f);
   free(od);
-  dt_ref_free(&r);
-  tu_tensor_free(&o);
-  tu_free(s0);
-  tu_free(s1);
-  tu_free(s2);
-  dt_in_free(&in);
+  dt_one_call_free(&f);
 }
 END_TEST
 
@@ -327,29 +331,22 @@ START_TEST(delta_nonfinite_policy) {
   const int which = (_i % 9) / 3, l2 = _i < 9;
   const attn_delta_gate gate = l2 ? ATTN_DELTA_SCALAR : ATTN_DELTA_FEATURE;
   tu_rng rng = tu_rng_of(47000 + (uint64_t)_i);
-  attn_delta_desc d;
-  dt_desc(&d, 1, 2, 16, 16, gate, 0, l2);
-  const size_t C = dt_chunk(&d), n = 2 * C + 3, t = C + 5;
+  dt_one_call f;
+  dt_desc(&f.d, 1, 2, 16, 16, gate, 0, l2);
+  f.C = dt_chunk(&f.d);
+  f.n = 2 * f.C + 3;
+  const size_t t = f.C + 5;
   const dt_spec s = {.gate = gate, .layout = TU_TOKEN_MAJOR, .small_keys = !l2};
-  dt_in in;
-  dt_in_make(&in, &s, &rng, n, 1, 2, 16, 16);
-  tu_tensor *x = which == 0 ? &in.x.q : which == 1 ? &in.x.k : &in.x.v;
+  dt_in_make(&f.in, &s, &rng, f.n, 1, 2, 16, 16);
+  tu_tensor *x = which == 0 ? &f.in.x.q : which == 1 ? &f.in.x.k : &f.in.x.v;
   *tu_at(x, t, which == 2 ? 1 : 0, 3) = bad[_i % 3];
-  tu_qkv_snapshot(&in.x);
-  float *st = dt_state(&d, &rng, 1), *s0 = dt_copy_state(&d, st);
-  tu_tensor o;
-  dt_call(&d, &in, 0, n, st, NULL, &o);
-  dt_ref r;
-  dt_ref_run(&r, &d, &in, 0, n, s0, C, 0, NULL);
+  tu_qkv_snapshot(&f.in.x);
+  dt_one_call_run(&f, &rng, 1);
   char what[96];
   snprintf(what, sizeof what, "%c[%zu] = %g", "qkv"[which], t, (double)bad[_i % 3]);
-  dt_compare("delta.o", what, &o, r.o, r.os, 16, C, 1.0);
-  dt_check_state(what, &d, st, r.s, r.ss, C, 1.0);
-  dt_ref_free(&r);
-  tu_tensor_free(&o);
-  tu_free(st);
-  tu_free(s0);
-  dt_in_free(&in);
+  dt_compare("delta.o", what, &f.o, f.r.o, f.r.os, 16, f.C, 1.0);
+  dt_check_state(what, &f.d, f.s, f.r.s, f.r.ss, f.C, 1.0);
+  dt_one_call_free(&f);
 }
 END_TEST
 

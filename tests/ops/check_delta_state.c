@@ -185,21 +185,9 @@ typedef enum db_kind {
   DB_HV_NOT_MULTIPLE,
   DB_HK_ABOVE_HV,
   DB_NQ_NE_NKV,
-  DB_GATE_POS,
-  DB_GATE_TINY_POS,
-  DB_GATE_NAN,
-  DB_GATE_NINF,
-  DB_GATE_PINF,
-  DB_FEAT_POS,
-  DB_FEAT_NAN,
-  DB_BETA_NEG,
-  DB_BETA_NAN,
-  DB_BETA_INF,
-  DB_PLAIN_GATE,
-  DB_KIND_3,
-  DB_KIND_NEG,
-  DB_L2_2,
-  DB_L2_NEG,
+  DB_BAD_VALUE, /* the row's bad log gate or beta at the last token's last head (lu_poison_gate) */
+  DB_GATE_KIND, /* desc.gate = the row's value */
+  DB_L2,        /* desc.qk_l2norm = the row's value */
   DB_CHUNK_BIG,
   DB_F16,
   DB_SCALE_NAN,
@@ -229,9 +217,13 @@ typedef struct db_case {
   db_kind kind;
   attn_status expect;
   int desc_level;
+  int feature;      /* 1: a FEATURE gate */
+  lu_bad_value bad; /* DB_BAD_VALUE: in the last channel with feature */
+  int value;        /* DB_GATE_KIND, DB_L2 */
 } db_case;
 
 #define DB(k, s, lvl) .kind = (k), .expect = (s), .desc_level = (lvl)
+#define DB_BAD(v)     DB(DB_BAD_VALUE, ATTN_E_BAD_GATE, 0), .bad = (v)
 static const db_case db_cases[] = {
     {"desc NULL", DB(DB_DESC_NULL, ATTN_E_NULL_POINTER, 0)},
     {"q NULL", DB(DB_Q_NULL, ATTN_E_NULL_POINTER, 0)},
@@ -248,27 +240,27 @@ static const db_case db_cases[] = {
     {"h_v 3 not a multiple of h_k 2", DB(DB_HV_NOT_MULTIPLE, ATTN_E_BAD_HEADS, 1)},
     {"h_k 4 above h_v 2", DB(DB_HK_ABOVE_HV, ATTN_E_BAD_HEADS, 1)},
     {"n_q 4 != n_kv 5", DB(DB_NQ_NE_NKV, ATTN_E_BAD_ARGUMENT, 1)},
-    {"a log gate +0.25", DB(DB_GATE_POS, ATTN_E_BAD_GATE, 0)},
-    {"a log gate +1e-30", DB(DB_GATE_TINY_POS, ATTN_E_BAD_GATE, 0)},
-    {"a log gate NaN", DB(DB_GATE_NAN, ATTN_E_BAD_GATE, 0)},
-    {"a log gate -inf", DB(DB_GATE_NINF, ATTN_E_BAD_GATE, 0)},
-    {"a log gate +inf", DB(DB_GATE_PINF, ATTN_E_BAD_GATE, 0)},
-    {"a FEATURE log gate +0.5 (last channel)", DB(DB_FEAT_POS, ATTN_E_BAD_GATE, 0)},
-    {"a FEATURE log gate NaN (last channel)", DB(DB_FEAT_NAN, ATTN_E_BAD_GATE, 0)},
-    {"a beta -0.5", DB(DB_BETA_NEG, ATTN_E_BAD_GATE, 0)},
-    {"a beta NaN", DB(DB_BETA_NAN, ATTN_E_BAD_GATE, 0)},
-    {"a beta +inf", DB(DB_BETA_INF, ATTN_E_BAD_GATE, 0)},
-    {"log_gate given to PLAIN", DB(DB_PLAIN_GATE, ATTN_E_BAD_GATE, 0)},
-    {"gate kind 3", DB(DB_KIND_3, ATTN_E_BAD_GATE, 1)},
-    {"gate kind -1", DB(DB_KIND_NEG, ATTN_E_BAD_GATE, 1)},
-    {"qk_l2norm 2", DB(DB_L2_2, ATTN_E_BAD_ARGUMENT, 1)},
-    {"qk_l2norm -1", DB(DB_L2_NEG, ATTN_E_BAD_ARGUMENT, 1)},
+    {"a log gate +0.25", DB_BAD(LU_GATE_POS)},
+    {"a log gate +1e-30", DB_BAD(LU_GATE_TINY_POS)},
+    {"a log gate NaN", DB_BAD(LU_GATE_NAN)},
+    {"a log gate -inf", DB_BAD(LU_GATE_NINF)},
+    {"a log gate +inf", DB_BAD(LU_GATE_PINF)},
+    {"a FEATURE log gate +0.5 (last channel)", DB_BAD(LU_GATE_HALF), .feature = 1},
+    {"a FEATURE log gate NaN (last channel)", DB_BAD(LU_GATE_NAN), .feature = 1},
+    {"a beta -0.5", DB_BAD(LU_BETA_NEG)},
+    {"a beta NaN", DB_BAD(LU_BETA_NAN)},
+    {"a beta +inf", DB_BAD(LU_BETA_INF)},
+    {"log_gate given to PLAIN", DB(DB_GATE_KIND, ATTN_E_BAD_GATE, 0), .value = ATTN_DELTA_PLAIN},
+    {"gate kind 3", DB(DB_GATE_KIND, ATTN_E_BAD_GATE, 1), .value = 3},
+    {"gate kind -1", DB(DB_GATE_KIND, ATTN_E_BAD_GATE, 1), .value = -1},
+    {"qk_l2norm 2", DB(DB_L2, ATTN_E_BAD_ARGUMENT, 1), .value = 2},
+    {"qk_l2norm -1", DB(DB_L2, ATTN_E_BAD_ARGUMENT, 1), .value = -1},
     {"chunk ATTN_LINEAR_MAX_CHUNK + 1", DB(DB_CHUNK_BIG, ATTN_E_BAD_ARGUMENT, 1)},
     {"kv_type ATTN_F16", DB(DB_F16, ATTN_E_BAD_DTYPE, 1)},
     {"scale NaN", DB(DB_SCALE_NAN, ATTN_E_BAD_SCALE, 1)},
     {"scale +inf", DB(DB_SCALE_INF, ATTN_E_BAD_SCALE, 1)},
     {"q row stride < d", DB(DB_QROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
-    {"FEATURE gate head stride d - 1", DB(DB_FEAT_HEAD_STRIDE, ATTN_E_BAD_STRIDE, 1)},
+    {"FEATURE gate head stride d - 1", DB(DB_FEAT_HEAD_STRIDE, ATTN_E_BAD_STRIDE, 1), .feature = 1},
     {"workspace one byte short", DB(DB_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0)},
     {"o is q", DB(DB_O_IS_Q, ATTN_E_ALIASING, 0)},
     {"o inside v", DB(DB_O_IN_V, ATTN_E_ALIASING, 0)},
@@ -302,15 +294,13 @@ START_TEST(delta_rejects_bad_input) {
   tu_rng rng = tu_rng_of(48000 + (uint64_t)_i);
   tu_qkv x; /* q, k [n][h_k][d]; v [n][h_v][dv] */
   tu_qkv_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, BN, BN, BHK, BHK, BHV, BD, BDV);
-  const size_t gfloats = (size_t)BN * BHV * BD, bfloats = (size_t)BN * BHV, sf = (size_t)BHV * BD * BDV;
-  float *lg = malloc(sizeof(float) * gfloats), *beta = malloc(sizeof(float) * bfloats);
-  ck_assert(lg && beta);
-  for (size_t e = 0; e < gfloats; ++e) lg[e] = tu_rng_range(&rng, -3.0f, 0.0f);
-  for (size_t e = 0; e < bfloats; ++e) beta[e] = tu_rng_range(&rng, 0.0f, 1.0f);
+  const size_t sf = (size_t)BHV * BD * BDV;
+  lu_gate_inputs g;
+  lu_gate_inputs_make(&g, &rng, BN, BHV, BD, 0.0f, 1.0f);
+  float *lg = g.lg, *beta = g.beta;
   attn_delta_desc d;
   dt_desc(&d, BHK, BHV, BD, BDV, ATTN_DELTA_SCALAR, 0, 1);
   d.shape.n_q = d.shape.n_kv = BN;
-  const attn_layout feat = {(size_t)BHV * BD, BD};
   size_t need = 0;
   ck_assert_int_eq(attn_delta_workspace_size(&d, &need), ATTN_OK);
   ck_assert_uint_gt(need, 0);
@@ -325,7 +315,8 @@ START_TEST(delta_rejects_bad_input) {
   void *wp = ws;
   size_t wsize = need;
   const attn_delta_desc *dp = &d;
-  const size_t last = bfloats - 1; /* the last token's last head (SCALAR gates and beta) */
+  if (c->feature) d.gate = ATTN_DELTA_FEATURE;
+  lu_gate_inputs_fault(&g, c->feature, c->bad, &d.gate_layout);
   switch (c->kind) {
     case DB_DESC_NULL:
       dp = NULL;
@@ -375,50 +366,13 @@ START_TEST(delta_rejects_bad_input) {
     case DB_NQ_NE_NKV:
       d.shape.n_q = BN - 1;
       break;
-    case DB_GATE_POS:
-      lg[last] = 0.25f;
+    case DB_BAD_VALUE: /* written above */
       break;
-    case DB_GATE_TINY_POS:
-      lg[last] = 1e-30f;
+    case DB_GATE_KIND:
+      d.gate = (attn_delta_gate)c->value;
       break;
-    case DB_GATE_NAN:
-      lg[last] = NAN;
-      break;
-    case DB_GATE_NINF:
-      lg[last] = -INFINITY;
-      break;
-    case DB_GATE_PINF:
-      lg[last] = INFINITY;
-      break;
-    case DB_FEAT_POS:
-    case DB_FEAT_NAN:
-      d.gate = ATTN_DELTA_FEATURE;
-      d.gate_layout = feat;
-      lg[gfloats - 1] = c->kind == DB_FEAT_POS ? 0.5f : NAN;
-      break;
-    case DB_BETA_NEG:
-      beta[last] = -0.5f;
-      break;
-    case DB_BETA_NAN:
-      beta[last] = NAN;
-      break;
-    case DB_BETA_INF:
-      beta[last] = INFINITY;
-      break;
-    case DB_PLAIN_GATE:
-      d.gate = ATTN_DELTA_PLAIN;
-      break;
-    case DB_KIND_3:
-      d.gate = (attn_delta_gate)3;
-      break;
-    case DB_KIND_NEG:
-      d.gate = (attn_delta_gate)-1;
-      break;
-    case DB_L2_2:
-      d.qk_l2norm = 2;
-      break;
-    case DB_L2_NEG:
-      d.qk_l2norm = -1;
+    case DB_L2:
+      d.qk_l2norm = c->value;
       break;
     case DB_CHUNK_BIG:
       d.chunk = ATTN_LINEAR_MAX_CHUNK + 1;
@@ -436,8 +390,6 @@ START_TEST(delta_rejects_bad_input) {
       d.shape.q.row_stride = BD - 1;
       break;
     case DB_FEAT_HEAD_STRIDE:
-      d.gate = ATTN_DELTA_FEATURE;
-      d.gate_layout = feat;
       d.gate_layout.head_stride = BD - 1;
       break;
     case DB_WS_SMALL:
@@ -493,11 +445,9 @@ START_TEST(delta_rejects_bad_input) {
       break;
   }
   tu_qkv_snapshot(&x);
-  float *lg0 = malloc(sizeof(float) * gfloats), *beta0 = malloc(sizeof(float) * bfloats);
+  lu_gate_inputs_take(&g);
   float *state0 = malloc(sizeof(float) * sf);
-  ck_assert(lg0 && beta0 && state0);
-  memcpy(lg0, lg, sizeof(float) * gfloats);
-  memcpy(beta0, beta, sizeof(float) * bfloats);
+  ck_assert(state0);
   memcpy(state0, state, sizeof(float) * sf);
   const attn_status got = attn_delta(dp, qp, kp, vp, gp, bp, op, sp, &ck, wp, wsize);
   ck_assert_msg(got == c->expect, "%s: got %s (%d), want %s (%d)", c->name, attn_status_string(got), (int)got,
@@ -512,17 +462,13 @@ START_TEST(delta_rejects_bad_input) {
   for (size_t e = 0; e < 2 * sf; ++e) ck_assert_msg(isnan(cks[e]), "%s: checkpoint state written at %zu", c->name, e);
   tu_assert_guards("checkpoint states", cks);
   tu_qkv_assert_unchanged(&x);
-  tu_assert_same_bits("log gates after a rejected call", lg0, lg, sizeof(float) * gfloats);
-  tu_assert_same_bits("beta after a rejected call", beta0, beta, sizeof(float) * bfloats);
-  free(lg0);
-  free(beta0);
+  lu_gate_inputs_check(&g);
   free(state0);
   tu_free(state);
   tu_free(cks);
   tu_free(ws);
   tu_tensor_free(&o);
-  free(lg);
-  free(beta);
+  lu_gate_inputs_free(&g);
   tu_qkv_free(&x);
 }
 END_TEST

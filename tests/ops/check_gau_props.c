@@ -136,6 +136,7 @@ static size_t gau_decode_sel[GAU_NPROPS];
 
 /* The full prefill of a property case, its reference (and check), and its result as double. */
 typedef struct gau_full {
+  const gau_prop_case *c;
   tu_qkv x;
   float *table;
   attn_gau_desc d;
@@ -155,6 +156,7 @@ static void gau_prop_desc(attn_gau_desc *d, const gau_prop_case *c, size_t n_q, 
 
 static void gau_full_make(gau_full *f, const gau_prop_case *c, uint64_t seed) {
   tu_rng rng = tu_rng_of(seed);
+  f->c = c;
   tu_qkv_make(&f->x, T, TU_DATA_UNIFORM, &rng, c->n, c->n, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
   f->table = gau_table_make(c->bias, c->bias_len, 0.0f, &rng);
   gau_prop_desc(&f->d, c, c->n, c->n, f->table);
@@ -174,27 +176,29 @@ static void gau_full_free(gau_full *f) {
   free(f->table);
 }
 
+/* A property part (tu_prop_part_fn) of the full prefill ctx: misaligned inputs per step. */
+static void gau_prop_part(const void *ctx, const char *what, tu_prop_kind kind, size_t step, size_t q0, size_t nq,
+                          size_t nkv) {
+  const gau_full *f = ctx;
+  const gau_prop_case *c = f->c;
+  const size_t hd = c->h_q * c->dv;
+  attn_gau_desc d;
+  gau_prop_desc(&d, c, nq, nkv, f->table);
+  const tu_qkv w = tu_qkv_rows(&f->x, q0, nq, nkv);
+  tu_tensor o;
+  gau_call(&d, &w.q, &w.k, &w.v, T, kind == TU_PROP_CHUNKED ? 4 : gau_misalign[step % 4], &o);
+  const gau_ref sc = gau_ref_at(&f->ref, q0 * hd);
+  gau_compare("gau.prop", what, &o, f->got + q0 * hd, &sc, c->n, c->d, TOL_PROPERTY_FACTOR);
+  tu_tensor_free(&o);
+}
+
 /* Decode steps (n_q = 1 over the first t + 1 keys) reproduce the rows of the full prefill: the
  * step's query sits at the same position, so the same mask, chunk and bias offsets apply. */
 START_TEST(gau_decode_matches_prefill) {
   const size_t ci = gau_decode_sel[_i];
-  const gau_prop_case *c = &gau_props[ci];
   gau_full f;
-  gau_full_make(&f, c, 2000 + (uint64_t)ci);
-  const size_t hd = c->h_q * c->dv;
-  for (size_t t = 0; t < c->n; ++t) {
-    attn_gau_desc d;
-    gau_prop_desc(&d, c, 1, t + 1, f.table);
-    const tu_tensor q = tu_rows_view(&f.x.q, t, 1), k = tu_rows_view(&f.x.k, 0, t + 1),
-                    v = tu_rows_view(&f.x.v, 0, t + 1);
-    tu_tensor o;
-    gau_call(&d, &q, &k, &v, T, gau_misalign[t % 4], &o);
-    const gau_ref sc = gau_ref_at(&f.ref, t * hd);
-    char what[128];
-    snprintf(what, sizeof what, "decode step %zu vs prefill row", t);
-    gau_compare("gau.prop", what, &o, f.got + t * hd, &sc, c->n, c->d, TOL_PROPERTY_FACTOR);
-    tu_tensor_free(&o);
-  }
+  gau_full_make(&f, &gau_props[ci], 2000 + (uint64_t)ci);
+  tu_prop_decode(&f, f.c->n, gau_prop_part);
   tu_qkv_assert_unchanged(&f.x);
   gau_full_free(&f);
 }
@@ -203,19 +207,9 @@ END_TEST
 /* Chunked prefill (rows [start, n) over all n keys, n_q < n_kv) equals those rows of the full
  * call, for every mask. */
 START_TEST(gau_chunked_matches_prefill) {
-  const gau_prop_case *c = &gau_props[_i];
   gau_full f;
-  gau_full_make(&f, c, 3000 + (uint64_t)_i);
-  const size_t nq = c->n - c->start, hd = c->h_q * c->dv;
-  attn_gau_desc d;
-  gau_prop_desc(&d, c, nq, c->n, f.table);
-  const tu_tensor q = tu_rows_view(&f.x.q, c->start, nq);
-  tu_tensor o;
-  gau_call(&d, &q, &f.x.k, &f.x.v, T, 4, &o);
-  const gau_ref sc = gau_ref_at(&f.ref, c->start * hd);
-  gau_compare("gau.prop", "chunked prefill vs prefill rows", &o, f.got + c->start * hd, &sc, c->n, c->d,
-              TOL_PROPERTY_FACTOR);
-  tu_tensor_free(&o);
+  gau_full_make(&f, &gau_props[_i], 3000 + (uint64_t)_i);
+  tu_prop_chunked(&f, f.c->n, f.c->start, gau_prop_part);
   gau_full_free(&f);
 }
 END_TEST
@@ -229,27 +223,11 @@ START_TEST(gau_pieces_match_one_call) {
   const gau_prop_case *c = &gau_props[ci];
   gau_full f;
   gau_full_make(&f, c, 3500 + (uint64_t)ci);
-  const size_t hd = c->h_q * c->dv;
   size_t a = c->start / 2 + 1, b = c->start + (c->n - c->start) / 2;
   if (a > c->n - 1) a = c->n - 1;
   if (b <= a) b = a + (c->n - a) / 2;
   const size_t cuts[4] = {0, a, b, c->n};
-  for (int piece = 0; piece < 3; ++piece) {
-    const size_t r0 = cuts[piece], r1 = cuts[piece + 1];
-    if (r1 <= r0) continue;
-    const size_t nkv = r1;
-    attn_gau_desc d;
-    gau_prop_desc(&d, c, r1 - r0, nkv, f.table);
-    const tu_tensor q = tu_rows_view(&f.x.q, r0, r1 - r0), k = tu_rows_view(&f.x.k, 0, nkv),
-                    v = tu_rows_view(&f.x.v, 0, nkv);
-    tu_tensor o;
-    gau_call(&d, &q, &k, &v, T, gau_misalign[piece], &o);
-    const gau_ref sc = gau_ref_at(&f.ref, r0 * hd);
-    char what[128];
-    snprintf(what, sizeof what, "piece [%zu, %zu) over %zu keys vs one call", r0, r1, nkv);
-    gau_compare("gau.prop", what, &o, f.got + r0 * hd, &sc, c->n, c->d, TOL_PROPERTY_FACTOR);
-    tu_tensor_free(&o);
-  }
+  tu_prop_pieces(&f, cuts, gau_prop_part);
   gau_full_free(&f);
 }
 END_TEST

@@ -327,23 +327,10 @@ enum { BNQ = 5, BNKV = 7, BHQ = 4, BHK = 2, BD = 8, BDV = 6 };
 
 typedef enum gb_kind {
   GB_GATE_NULL,
-  GB_GATE_NULL_FEATURE,
   GB_BETA_NULL,
-  GB_GATE_POS,
-  GB_GATE_TINY_POS,
-  GB_GATE_NAN,
-  GB_GATE_NINF,
-  GB_GATE_PINF,
-  GB_GATE_POS_FEATURE,
-  GB_GATE_NAN_FEATURE,
-  GB_BETA_0,
-  GB_BETA_NAN,
-  GB_BETA_NEG,
-  GB_BETA_INF,
-  GB_KIND_3,
-  GB_KIND_NEG,
-  GB_BETA_FLAG_2,
-  GB_BETA_FLAG_NEG,
+  GB_BAD_VALUE, /* the row's bad log gate or beta at the last token's last head (lu_poison_gate) */
+  GB_GATE_KIND, /* desc.gate = the row's value */
+  GB_BETA_FLAG, /* desc.beta = the row's value */
   GB_FULL_MASK,
   GB_EXP_MAP,
   GB_HG_3,
@@ -359,34 +346,38 @@ typedef struct gb_case {
   const char *name;
   gb_kind kind;
   attn_status expect;
-  int desc_level; /* workspace_size, state_size, feature_size and chunk_size answer the same */
+  int desc_level;   /* workspace_size, state_size, feature_size and chunk_size answer the same */
+  int feature;      /* 1: a FEATURE gate */
+  lu_bad_value bad; /* GB_BAD_VALUE: in the last feature with feature */
+  int value;        /* GB_GATE_KIND, GB_BETA_FLAG */
 } gb_case;
 
 #define GB(k, s, lvl) .kind = (k), .expect = (s), .desc_level = (lvl)
+#define GB_BAD(v)     GB(GB_BAD_VALUE, ATTN_E_BAD_GATE, 0), .bad = (v)
 static const gb_case gb_cases[] = {
     {.name = "log_gate NULL (SCALAR)", GB(GB_GATE_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "log_gate NULL (FEATURE)", GB(GB_GATE_NULL_FEATURE, ATTN_E_NULL_POINTER, 0)},
+    {.name = "log_gate NULL (FEATURE)", GB(GB_GATE_NULL, ATTN_E_NULL_POINTER, 0), .feature = 1},
     {.name = "beta NULL with desc.beta", GB(GB_BETA_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "a log gate +0.25", GB(GB_GATE_POS, ATTN_E_BAD_GATE, 0)},
-    {.name = "a log gate +1e-30", GB(GB_GATE_TINY_POS, ATTN_E_BAD_GATE, 0)},
-    {.name = "a log gate NaN", GB(GB_GATE_NAN, ATTN_E_BAD_GATE, 0)},
-    {.name = "a log gate -inf", GB(GB_GATE_NINF, ATTN_E_BAD_GATE, 0)},
-    {.name = "a log gate +inf", GB(GB_GATE_PINF, ATTN_E_BAD_GATE, 0)},
-    {.name = "a per-feature log gate +0.5 (last feature)", GB(GB_GATE_POS_FEATURE, ATTN_E_BAD_GATE, 0)},
-    {.name = "a per-feature log gate NaN (last feature)", GB(GB_GATE_NAN_FEATURE, ATTN_E_BAD_GATE, 0)},
-    {.name = "a beta 0", GB(GB_BETA_0, ATTN_E_BAD_GATE, 0)},
-    {.name = "a beta NaN", GB(GB_BETA_NAN, ATTN_E_BAD_GATE, 0)},
-    {.name = "a beta -0.5", GB(GB_BETA_NEG, ATTN_E_BAD_GATE, 0)},
-    {.name = "a beta +inf", GB(GB_BETA_INF, ATTN_E_BAD_GATE, 0)},
-    {.name = "gate kind 3", GB(GB_KIND_3, ATTN_E_BAD_GATE, 1)},
-    {.name = "gate kind -1", GB(GB_KIND_NEG, ATTN_E_BAD_GATE, 1)},
-    {.name = "desc.beta 2", GB(GB_BETA_FLAG_2, ATTN_E_BAD_GATE, 1)},
-    {.name = "desc.beta -1", GB(GB_BETA_FLAG_NEG, ATTN_E_BAD_GATE, 1)},
+    {.name = "a log gate +0.25", GB_BAD(LU_GATE_POS)},
+    {.name = "a log gate +1e-30", GB_BAD(LU_GATE_TINY_POS)},
+    {.name = "a log gate NaN", GB_BAD(LU_GATE_NAN)},
+    {.name = "a log gate -inf", GB_BAD(LU_GATE_NINF)},
+    {.name = "a log gate +inf", GB_BAD(LU_GATE_PINF)},
+    {.name = "a per-feature log gate +0.5 (last feature)", GB_BAD(LU_GATE_HALF), .feature = 1},
+    {.name = "a per-feature log gate NaN (last feature)", GB_BAD(LU_GATE_NAN), .feature = 1},
+    {.name = "a beta 0", GB_BAD(LU_BETA_0)},
+    {.name = "a beta NaN", GB_BAD(LU_BETA_NAN)},
+    {.name = "a beta -0.5", GB_BAD(LU_BETA_NEG)},
+    {.name = "a beta +inf", GB_BAD(LU_BETA_INF)},
+    {.name = "gate kind 3", GB(GB_GATE_KIND, ATTN_E_BAD_GATE, 1), .value = 3},
+    {.name = "gate kind -1", GB(GB_GATE_KIND, ATTN_E_BAD_GATE, 1), .value = -1},
+    {.name = "desc.beta 2", GB(GB_BETA_FLAG, ATTN_E_BAD_GATE, 1), .value = 2},
+    {.name = "desc.beta -1", GB(GB_BETA_FLAG, ATTN_E_BAD_GATE, 1), .value = -1},
     {.name = "a gate with the full mask", GB(GB_FULL_MASK, ATTN_E_BAD_WINDOW, 1)},
     {.name = "a gate with the exp map", GB(GB_EXP_MAP, ATTN_E_BAD_FEATURE_MAP, 1)},
     {.name = "h_g 3 with H 4", GB(GB_HG_3, ATTN_E_BAD_HEADS, 1)},
-    {.name = "FEATURE gate head stride m - 1", GB(GB_FEAT_HEAD_STRIDE, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "FEATURE gate row stride m - 1 (not 0)", GB(GB_FEAT_ROW_STRIDE, ATTN_E_BAD_STRIDE, 1)},
+    {.name = "FEATURE gate head stride m - 1", GB(GB_FEAT_HEAD_STRIDE, ATTN_E_BAD_STRIDE, 1), .feature = 1},
+    {.name = "FEATURE gate row stride m - 1 (not 0)", GB(GB_FEAT_ROW_STRIDE, ATTN_E_BAD_STRIDE, 1), .feature = 1},
     {.name = "a state made with another h_g (L 2, not 4)", GB(GB_STATE_HG, ATTN_E_STATE_MISMATCH, 0)},
     {.name = "attn_linear with a gate", GB(GB_UNGATED_GATE, ATTN_E_BAD_ARGUMENT, 0)},
     {.name = "attn_linear with beta", GB(GB_UNGATED_BETA, ATTN_E_BAD_ARGUMENT, 0)},
@@ -398,19 +389,15 @@ START_TEST(gated_rejects_bad_input) {
   const gb_case *c = &gb_cases[_i];
   tu_rng rng = tu_rng_of(26000 + (uint64_t)_i);
   tu_qkv x = tu_qkv_of(TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, BNQ, BNKV, BHQ, BHK, BHK, BD, BDV);
-  /* valid gates for SCALAR ({H, 1}) and FEATURE ({H m, m}) layouts, and betas */
-  const size_t gfloats = (size_t)BNKV * BHQ * BD, bfloats = (size_t)BNKV * BHQ;
-  float *lg = malloc(sizeof(float) * gfloats), *beta = malloc(sizeof(float) * bfloats);
-  ck_assert(lg && beta);
-  for (size_t e = 0; e < gfloats; ++e) lg[e] = tu_rng_range(&rng, -3.0f, 0.0f);
-  for (size_t e = 0; e < bfloats; ++e) beta[e] = tu_rng_range(&rng, 0.1f, 2.0f);
+  lu_gate_inputs g;
+  lu_gate_inputs_make(&g, &rng, BNKV, BHQ, BD, 0.1f, 2.0f);
+  float *lg = g.lg, *beta = g.beta;
   attn_linear_desc d;
   gt_desc(&d, BNQ, BNKV, BHQ, BHK, BHK, BHQ, BD, BDV, ATTN_FEATURE_ELU1, 1, ATTN_GATE_SCALAR, 1, 0);
   d.gate_layout.row_stride = BHQ;
   d.gate_layout.head_stride = 1;
   d.beta_layout.row_stride = BHQ;
   d.beta_layout.head_stride = 1;
-  const attn_layout feat = {(size_t)BHQ * BD, BD};
   lu_state st, alt;
   memset(&alt, 0, sizeof alt);
   lu_state_make_filled(&st, &d, &rng);
@@ -423,67 +410,22 @@ START_TEST(gated_rejects_bad_input) {
   float *op = o.data;
   attn_linear_state *sp = &st.s;
   int have_alt = 0, ungated = 0;
-  const size_t last = (size_t)(BNKV - 1) * BHQ + (BHQ - 1); /* the last token's last head */
+  if (c->feature) d.gate = ATTN_GATE_FEATURE;
+  lu_gate_inputs_fault(&g, c->feature, c->bad, &d.gate_layout);
   switch (c->kind) {
     case GB_GATE_NULL:
-      gp = NULL;
-      break;
-    case GB_GATE_NULL_FEATURE:
-      d.gate = ATTN_GATE_FEATURE;
-      d.gate_layout = feat;
       gp = NULL;
       break;
     case GB_BETA_NULL:
       bp = NULL;
       break;
-    case GB_GATE_POS:
-      lg[last] = 0.25f;
+    case GB_BAD_VALUE: /* written above */
       break;
-    case GB_GATE_TINY_POS:
-      lg[last] = 1e-30f;
+    case GB_GATE_KIND:
+      d.gate = (attn_gate_kind)c->value;
       break;
-    case GB_GATE_NAN:
-      lg[last] = NAN;
-      break;
-    case GB_GATE_NINF:
-      lg[last] = -INFINITY;
-      break;
-    case GB_GATE_PINF:
-      lg[last] = INFINITY;
-      break;
-    case GB_GATE_POS_FEATURE:
-      d.gate = ATTN_GATE_FEATURE;
-      d.gate_layout = feat;
-      lg[gfloats - 1] = 0.5f;
-      break;
-    case GB_GATE_NAN_FEATURE:
-      d.gate = ATTN_GATE_FEATURE;
-      d.gate_layout = feat;
-      lg[gfloats - 1] = NAN;
-      break;
-    case GB_BETA_0:
-      beta[last] = 0.0f;
-      break;
-    case GB_BETA_NAN:
-      beta[last] = NAN;
-      break;
-    case GB_BETA_NEG:
-      beta[last] = -0.5f;
-      break;
-    case GB_BETA_INF:
-      beta[last] = INFINITY;
-      break;
-    case GB_KIND_3:
-      d.gate = (attn_gate_kind)3;
-      break;
-    case GB_KIND_NEG:
-      d.gate = (attn_gate_kind)-1;
-      break;
-    case GB_BETA_FLAG_2:
-      d.beta = 2;
-      break;
-    case GB_BETA_FLAG_NEG:
-      d.beta = -1;
+    case GB_BETA_FLAG:
+      d.beta = c->value;
       break;
     case GB_FULL_MASK:
       d.mask = attn_mask_full();
@@ -498,13 +440,9 @@ START_TEST(gated_rejects_bad_input) {
       sp = NULL;
       break;
     case GB_FEAT_HEAD_STRIDE:
-      d.gate = ATTN_GATE_FEATURE;
-      d.gate_layout = feat;
       d.gate_layout.head_stride = BD - 1;
       break;
     case GB_FEAT_ROW_STRIDE:
-      d.gate = ATTN_GATE_FEATURE;
-      d.gate_layout = feat;
       d.gate_layout.row_stride = BD - 1;
       break;
     case GB_STATE_HG: {
@@ -531,26 +469,19 @@ START_TEST(gated_rejects_bad_input) {
   /* snapshots: the state (struct and data) and the gate inputs */
   lu_rejected untouched;
   lu_rejected_take(&untouched, sp, have_alt ? alt.mem : st.mem, have_alt ? alt.bytes : st.bytes);
-  float *lg_before = malloc(sizeof(float) * gfloats), *beta_before = malloc(sizeof(float) * bfloats);
-  ck_assert(lg_before && beta_before);
-  memcpy(lg_before, lg, sizeof(float) * gfloats);
-  memcpy(beta_before, beta, sizeof(float) * bfloats);
+  lu_gate_inputs_take(&g);
   const attn_status got = ungated ? attn_linear(&d, x.q.data, x.k.data, x.v.data, op, sp, ws, need)
                                   : attn_linear_gated(&d, x.q.data, x.k.data, x.v.data, gp, bp, op, sp, ws, need);
   ck_assert_msg(got == c->expect, "%s: got %s (%d), want %s (%d)", c->name, attn_status_string(got), (int)got,
                 attn_status_string(c->expect), (int)c->expect);
   if (c->desc_level) lu_assert_queries(&d, c->expect);
   lu_rejected_check(&untouched, &o, ws, &x);
-  tu_assert_same_bits("log gates after a rejected call", lg_before, lg, sizeof(float) * gfloats);
-  tu_assert_same_bits("beta after a rejected call", beta_before, beta, sizeof(float) * bfloats);
-  free(lg_before);
-  free(beta_before);
+  lu_gate_inputs_check(&g);
   if (have_alt) tu_free(alt.mem);
   tu_free(st.mem);
   tu_free(ws);
   tu_tensor_free(&o);
-  free(lg);
-  free(beta);
+  lu_gate_inputs_free(&g);
   tu_qkv_free(&x);
 }
 END_TEST

@@ -328,6 +328,7 @@ static attn_mask sm_prop_mask(const sm_prop_case *c) {
 
 /* Builds inputs, the full causal prefill (masked by sm_prop_mask), its reference. */
 typedef struct sm_full {
+  const sm_prop_case *c;
   tu_qkv x;
   attn_softmax_desc d;
   sm_result res;
@@ -338,6 +339,7 @@ typedef struct sm_full {
 
 static void sm_full_make(sm_full *f, const sm_prop_case *c, uint64_t seed) {
   tu_rng rng = tu_rng_of(seed);
+  f->c = c;
   tu_qkv_make(&f->x, T, TU_DATA_UNIFORM, &rng, c->n, c->n, c->h_q, c->h_kv, c->h_kv, c->d, c->dv);
   sm_desc(&f->d, c->n, c->n, c->h_q, c->h_kv, c->d, c->dv, sm_prop_mask(c));
   sm_call(&f->d, &f->x.q, &f->x.k, &f->x.v, T, 1, 0, &f->res);
@@ -358,24 +360,29 @@ static void sm_full_free(sm_full *f) {
   tu_qkv_free(&f->x);
 }
 
+/* A property part (tu_prop_part_fn) of the full causal prefill ctx: o and lse. */
+static void sm_prop_part(const void *ctx, const char *what, tu_prop_kind kind, size_t step, size_t q0, size_t nq,
+                         size_t nkv) {
+  (void)kind, (void)step;
+  const sm_full *f = ctx;
+  const sm_prop_case *c = f->c;
+  const size_t hd = c->h_q * c->dv;
+  attn_softmax_desc d;
+  sm_desc(&d, nq, nkv, c->h_q, c->h_kv, c->d, c->dv, sm_prop_mask(c));
+  const tu_qkv w = tu_qkv_rows(&f->x, q0, nq, nkv);
+  sm_result res;
+  sm_call(&d, &w.q, &w.k, &w.v, T, 1, 0, &res);
+  sm_compare(what, &d, &res, f->got + q0 * hd, f->got_lse + q0 * c->h_q, f->ref.oscale + q0 * hd,
+             f->ref.sabs + q0 * c->h_q, TOL_PROPERTY_FACTOR);
+  sm_result_free(&res);
+}
+
 /* Decode steps (n_q = 1 over a growing cache) reproduce the rows of the full causal prefill: the
  * step's query sits at the same position, so the same window and chunk apply. */
 START_TEST(softmax_decode_matches_prefill) {
-  const sm_prop_case *c = &sm_props[_i];
   sm_full f;
-  sm_full_make(&f, c, 2000 + (uint64_t)_i);
-  const size_t hd = c->h_q * c->dv;
-  for (size_t t = 0; t < c->n; ++t) {
-    attn_softmax_desc d;
-    sm_desc(&d, 1, t + 1, c->h_q, c->h_kv, c->d, c->dv, sm_prop_mask(c));
-    const tu_tensor q = tu_rows_view(&f.x.q, t, 1), k = tu_rows_view(&f.x.k, 0, t + 1),
-                    v = tu_rows_view(&f.x.v, 0, t + 1);
-    sm_result res;
-    sm_call(&d, &q, &k, &v, T, 1, 0, &res);
-    sm_compare("decode step vs prefill row", &d, &res, f.got + t * hd, f.got_lse + t * c->h_q, f.ref.oscale + t * hd,
-               f.ref.sabs + t * c->h_q, TOL_PROPERTY_FACTOR);
-    sm_result_free(&res);
-  }
+  sm_full_make(&f, &sm_props[_i], 2000 + (uint64_t)_i);
+  tu_prop_decode(&f, f.c->n, sm_prop_part);
   tu_qkv_assert_unchanged(&f.x);
   sm_full_free(&f);
 }
@@ -383,18 +390,9 @@ END_TEST
 
 /* Chunked prefill (rows [start, n) over all n keys, n_q < n_kv) equals those rows of the full one. */
 START_TEST(softmax_chunked_matches_prefill) {
-  const sm_prop_case *c = &sm_props[_i];
   sm_full f;
-  sm_full_make(&f, c, 3000 + (uint64_t)_i);
-  const size_t nq = c->n - c->start, hd = c->h_q * c->dv;
-  attn_softmax_desc d;
-  sm_desc(&d, nq, c->n, c->h_q, c->h_kv, c->d, c->dv, sm_prop_mask(c));
-  const tu_tensor q = tu_rows_view(&f.x.q, c->start, nq);
-  sm_result res;
-  sm_call(&d, &q, &f.x.k, &f.x.v, T, 1, 0, &res);
-  sm_compare("chunked prefill vs prefill rows", &d, &res, f.got + c->start * hd, f.got_lse + c->start * c->h_q,
-             f.ref.oscale + c->start * hd, f.ref.sabs + c->start * c->h_q, TOL_PROPERTY_FACTOR);
-  sm_result_free(&res);
+  sm_full_make(&f, &sm_props[_i], 3000 + (uint64_t)_i);
+  tu_prop_chunked(&f, f.c->n, f.c->start, sm_prop_part);
   sm_full_free(&f);
 }
 END_TEST

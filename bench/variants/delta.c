@@ -20,48 +20,25 @@
 
 #define LOOP (1u << BENCH_BASE_DELTA)
 
+/* A row of the table: every delta variant is causal and runs on this adapter. */
+#define DELTA_VARIANT(name_, mode_, kind_, baselines_, help_)                                  \
+  {                                                                                            \
+    .name = name_, .adapter = &bench_delta_adapter, .mode = mode_, .kind = kind_, .causal = 1, \
+    .baselines = baselines_, .help = help_                                                     \
+  }
+
 static const bench_variant variants[] = {
-    {.name = "delta_gdn",
-     .adapter = &bench_delta_adapter,
-     .mode = BENCH_PREFILL,
-     .kind = BENCH_DELTA,
-     .causal = 1,
-     .baselines = LOOP,
-     .help = "Gated DeltaNet prefill (scalar gate per token and value head; Qwen3-Next)"},
-    {.name = "delta_kda",
-     .adapter = &bench_delta_adapter,
-     .mode = BENCH_PREFILL,
-     .kind = BENCH_DELTA,
-     .causal = 1,
-     .baselines = LOOP,
-     .help = "Kimi Delta Attention prefill (a gate per key channel)"},
-    {.name = "delta_net",
-     .adapter = &bench_delta_adapter,
-     .mode = BENCH_PREFILL,
-     .kind = BENCH_DELTA,
-     .causal = 1,
-     .baselines = LOOP,
-     .help = "DeltaNet prefill (no decay)"},
-    {.name = "delta_gdn_ckpt",
-     .adapter = &bench_delta_adapter,
-     .mode = BENCH_PREFILL,
-     .kind = BENCH_DELTA,
-     .causal = 1,
-     .help = "delta_gdn with a checkpoint at every chunk boundary (attn_checkpoints)"},
-    {.name = "delta_gdn_decode",
-     .adapter = &bench_delta_adapter,
-     .mode = BENCH_DECODE,
-     .kind = BENCH_DELTA_STEP,
-     .causal = 1,
-     .baselines = LOOP,
-     .help = "Gated DeltaNet decode step (n = 1, continuing a state)"},
-    {.name = "delta_kda_decode",
-     .adapter = &bench_delta_adapter,
-     .mode = BENCH_DECODE,
-     .kind = BENCH_DELTA_STEP,
-     .causal = 1,
-     .baselines = LOOP,
-     .help = "Kimi Delta Attention decode step (n = 1, continuing a state)"},
+    DELTA_VARIANT("delta_gdn", BENCH_PREFILL, BENCH_DELTA, LOOP,
+                  "Gated DeltaNet prefill (scalar gate per token and value head; Qwen3-Next)"),
+    DELTA_VARIANT("delta_kda", BENCH_PREFILL, BENCH_DELTA, LOOP,
+                  "Kimi Delta Attention prefill (a gate per key channel)"),
+    DELTA_VARIANT("delta_net", BENCH_PREFILL, BENCH_DELTA, LOOP, "DeltaNet prefill (no decay)"),
+    DELTA_VARIANT("delta_gdn_ckpt", BENCH_PREFILL, BENCH_DELTA, 0,
+                  "delta_gdn with a checkpoint at every chunk boundary (attn_checkpoints)"),
+    DELTA_VARIANT("delta_gdn_decode", BENCH_DECODE, BENCH_DELTA_STEP, LOOP,
+                  "Gated DeltaNet decode step (n = 1, continuing a state)"),
+    DELTA_VARIANT("delta_kda_decode", BENCH_DECODE, BENCH_DELTA_STEP, LOOP,
+                  "Kimi Delta Attention decode step (n = 1, continuing a state)"),
 };
 
 /* Each variant's gate and checkpoints, in the order of variants[]. */

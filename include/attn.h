@@ -887,7 +887,9 @@ typedef struct attn_checkpoints {
 /**
  * attn_linear_gated with checkpoints (desc->gate and beta may be off: then it is attn_linear's
  * causal prefill; log_gate and beta as there). Causal, n_q == n_kv (the call's tokens are both
- * its queries and its keys), no window and no exclusive_chunk (ATTN_E_BAD_ARGUMENT otherwise);
+ * its queries and its keys), no window (ATTN_E_BAD_ARGUMENT otherwise); with exclusive_chunk G
+ * (FLASH's linear part, whose state absorbs whole rounds), every checkpoint ends a round:
+ * after[i] + 1 a multiple of G, counted from the call's first token (ATTN_E_BAD_ARGUMENT);
  * state must not be NULL (it carries the prefix and, on return, the final state). Checkpoint i
  * holds state->data's image after it; to restore it, copy it into a bound state's data and set
  * that state's tokens to the call's incoming tokens + after[i] + 1. ck NULL or count 0: exactly

@@ -35,16 +35,20 @@ attn_status attn_linear_checkpointed(const attn_linear_desc *d, const float *q, 
   attn_status st = attn_lin_validate(d, &sp, &p);
   if (st) return st;
   const attn_shape *s = &d->shape;
-  if (!p.causal || attn_lin_windowed(d) || p.xg || s->n_q != s->n_kv)
+  if (!p.causal || attn_lin_windowed(d) || s->n_q != s->n_kv)
     return attn_fail(ATTN_E_BAD_ARGUMENT,
-                     "checkpoints need a causal call over its own tokens (n_q = n_kv %s %zu), "
-                     "without window or exclusive_chunk",
+                     "checkpoints need a causal call over its own tokens (n_q = n_kv %s %zu), without window",
                      s->n_q == s->n_kv ? "=" : "!=", s->n_kv);
   if (!state) return attn_fail(ATTN_E_NULL_POINTER, "state is NULL: checkpoints continue a caller's state");
   if (!state->data) return attn_fail(ATTN_E_NULL_POINTER, "state->data is NULL");
   const size_t state_bytes = p.state_floats * sizeof(float);
   size_t ck_bytes;
   if ((st = attn_check_checkpoints(ck, s->n_q, state_bytes, &ck_bytes))) return st;
+  for (size_t i = 0; p.xg && i < ck->count; i++) /* FLASH's state holds whole rounds only */
+    if ((ck->after[i] + 1) % p.xg)
+      return attn_fail(ATTN_E_BAD_ARGUMENT,
+                       "ck->after[%zu] = %zu: not the last token of a round of exclusive_chunk %zu", i, ck->after[i],
+                       p.xg);
   /* Every piece validated before the first runs (its workspace, gates, aliasing, state): the
    * pieces' outputs and the checkpoints overlap nothing else, so a failure writes nothing. */
   void *out[] = {o, workspace, state->data, ck->states};

@@ -614,6 +614,76 @@ START_TEST(linear_checkpoint_restore) {
 }
 END_TEST
 
+/* FLASH's linear part (exclusive_chunk G = 8, identity map, un-normalised, scale 1/G): a state
+ * of one round, then 5 rounds and 3 tokens with checkpoints at round ends (after tokens 7, 23,
+ * 39); restoring each and calling on the rest gives the checkpointed call's bits (o, the later
+ * checkpoints, the final state and its token count); the call itself equals plain attn_linear
+ * calls over the same pieces. */
+START_TEST(linear_checkpoint_flash) {
+  const size_t G = 8, n = 5 * G + 3;
+  tu_rng rng = tu_rng_of(49500);
+  attn_linear_desc d;
+  ck_assert_int_eq(attn_linear_desc_init(&d, G, G, 2, 2, 16, 8, ATTN_FEATURE_IDENTITY), ATTN_OK);
+  d.normalize = 0, d.scale = 1.0f / (float)G, d.exclusive_chunk = G;
+  lc_in in;
+  memset(&in, 0, sizeof in);
+  tu_qkv_make(&in.x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, G + n, G + n, 2, 2, 2, 16, 8);
+  lu_state st;
+  lu_state_make(&st, &d);
+  tu_tensor o;
+  lc_call(&d, &in, 0, G, &st.s, NULL, &o);
+  tu_tensor_free(&o);
+  const size_t after[3] = {G - 1, 3 * G - 1, 5 * G - 1}, sf = lu_state_floats(&st.s);
+  float *cks = tu_alloc(sizeof(float) * 3 * sf, 0);
+  const attn_checkpoints ck = {3, after, cks};
+  lu_state plain;
+  lu_state_make(&plain, &d);
+  memcpy(plain.s.data, st.s.data, sizeof(float) * sf);
+  plain.s.tokens = st.s.tokens;
+  lc_call(&d, &in, G, n, &st.s, &ck, &o);
+  ck_assert_uint_eq(st.s.tokens, G + 5 * G);
+  char what[128];
+  for (size_t i = 0, t0 = 0; i <= 3; ++i) { /* the same pieces through attn_linear */
+    const size_t t1 = i < 3 ? after[i] + 1 : n;
+    tu_tensor op;
+    lc_call(&d, &in, G + t0, t1 - t0, &plain.s, NULL, &op);
+    snprintf(what, sizeof what, "flash: piece %zu vs the checkpointed call", i);
+    tu_assert_same_bits(what, tu_at(&o, t0, 0, 0), op.data, sizeof(float) * (t1 - t0) * 16);
+    if (i < 3)
+      tu_assert_same_bits("flash: checkpoint vs the piece's state", cks + i * sf, plain.s.data, sizeof(float) * sf);
+    tu_tensor_free(&op);
+    t0 = t1;
+  }
+  for (size_t i = 0; i < 3; ++i) { /* restore and continue */
+    const size_t t0 = after[i] + 1, rest = 2 - i;
+    size_t later[2];
+    for (size_t j = 0; j < rest; ++j) later[j] = after[i + 1 + j] - t0;
+    lu_state rs;
+    lu_state_make(&rs, &d);
+    memcpy(rs.s.data, cks + i * sf, sizeof(float) * sf);
+    rs.s.tokens = G + t0;
+    float *rck = tu_alloc(sizeof(float) * 2 * sf, 0);
+    const attn_checkpoints ck2 = {rest, later, rck};
+    tu_tensor o2;
+    lc_call(&d, &in, G + t0, n - t0, &rs.s, &ck2, &o2);
+    snprintf(what, sizeof what, "flash: restored checkpoint %zu: o", i);
+    tu_assert_same_bits(what, tu_at(&o, t0, 0, 0), o2.data, sizeof(float) * (n - t0) * 16);
+    tu_assert_same_bits("flash: restored: state", st.s.data, rs.s.data, sizeof(float) * sf);
+    ck_assert_uint_eq(rs.s.tokens, st.s.tokens);
+    if (rest)
+      tu_assert_same_bits("flash: restored: later checkpoints", cks + (i + 1) * sf, rck, sizeof(float) * rest * sf);
+    tu_tensor_free(&o2);
+    tu_free(rck);
+    lu_state_free(&rs);
+  }
+  tu_tensor_free(&o);
+  tu_free(cks);
+  lu_state_free(&st);
+  lu_state_free(&plain);
+  tu_qkv_free(&in.x);
+}
+END_TEST
+
 /* Bad arguments of attn_linear_checkpointed (elu1 without gates unless named; n 6, checkpoints
  * after tokens 1 and 4): the status, and nothing written (o, the state, the checkpoint states). */
 typedef enum lb_kind {
@@ -641,7 +711,7 @@ static const struct {
     {"the full mask", LB_FULL, ATTN_E_BAD_ARGUMENT},
     {"n_q 5 != n_kv 6", LB_NQ_NE_NKV, ATTN_E_BAD_ARGUMENT},
     {"state NULL", LB_STATE_NULL, ATTN_E_NULL_POINTER},
-    {"exclusive_chunk 4", LB_EXCLUSIVE, ATTN_E_BAD_ARGUMENT},
+    {"exclusive_chunk 4, checkpoints not at rounds' ends", LB_EXCLUSIVE, ATTN_E_BAD_ARGUMENT},
     {"checkpoints {4, 1}", LB_CK_UNSORTED, ATTN_E_BAD_ARGUMENT},
     {"checkpoints {1, n}", LB_CK_RANGE, ATTN_E_BAD_ARGUMENT},
     {"checkpoints' after NULL", LB_CK_AFTER_NULL, ATTN_E_NULL_POINTER},
@@ -744,6 +814,7 @@ static Suite *delta_state_suite(attn_isa isa) {
   tcase_add_loop_test(tc, delta_checkpoint_restore, 0, (int)(2 * dt_npcases));
   tcase_add_loop_test(tc, delta_threads_bit_identical, 0, 4);
   tcase_add_loop_test(tc, linear_checkpoint_restore, 0, 4);
+  tcase_add_test(tc, linear_checkpoint_flash);
   suite_add_tcase(s, tc);
   tc = tu_tcase("bad_input");
   tcase_add_loop_test(tc, delta_rejects_bad_input, 0, (int)DB_NCASES);

@@ -106,6 +106,12 @@ ATTN_INTERNAL attn_status attn_check_io(const attn_spans *sp, const float *q, co
 ATTN_INTERNAL ATTN_COLD attn_status attn_fail_io(const char *names, const attn_spans *sp, const float *q, const void *k,
                                                  const void *v, void *const *out, const size_t *out_bytes,
                                                  size_t n_out);
+/* ATTN_E_ALIASING when one of the n_in extra inputs (a call's arrays besides q, k and v: gates,
+ * beta; NULL entries skipped; in_bytes each; names space-separated) overlaps one of the n_out
+ * outputs (NULL entries skipped), naming both ("o overlaps input beta"); ATTN_OK otherwise. */
+ATTN_INTERNAL attn_status attn_check_extra_inputs(const char *in_names, const void *const *in, const size_t *in_bytes,
+                                                  size_t n_in, const char *out_names, void *const *out,
+                                                  const size_t *out_bytes, size_t n_out);
 /* 1 when the float ranges [a, a+na) and [b, b+nb) overlap. */
 ATTN_INTERNAL int attn_overlap(const void *a, size_t na_bytes, const void *b, size_t nb_bytes);
 /* Per-row statistics (attn.h, analysis): at least one array, a layout of n_q x heads single
@@ -140,6 +146,12 @@ static inline uint32_t attn_nonfinite_bit_(const float *p) {
   uint32_t u;
   memcpy(&u, p, sizeof u);
   return (u & 0x7f800000u) + 0x00800000u;
+}
+/* 1 when every x[i], i < n, lies in [lo, hi] (NaN does not), in a loop that vectorises. */
+static inline int attn_all_within(const float *restrict x, size_t n, float lo, float hi) {
+  int ok = 1;
+  for (size_t i = 0; i < n; i++) ok &= (x[i] >= lo) & (x[i] <= hi);
+  return ok;
 }
 /* 1 when every element of a rows x cols block (row stride ld) is finite. */
 static inline int attn_rows_finite(const float *x, size_t rows, size_t cols, size_t ld) {

@@ -208,3 +208,15 @@ attn_status attn_check_call_memory(const float *q, const void *k, const void *v,
   if (workspace_size < need) return attn_fail_ws("workspace_size", workspace_size, need);
   return ATTN_OK;
 }
+
+attn_status attn_check_extra_inputs(const char *in_names, const void *const *in, const size_t *in_bytes, size_t n_in,
+                                    const char *out_names, void *const *out, const size_t *out_bytes, size_t n_out) {
+  for (size_t i = 0; i < n_in; i++)
+    for (size_t a = 0; in[i] && a < n_out; a++)
+      if (out[a] && attn_overlap(in[i], in_bytes[i], out[a], out_bytes[a])) {
+        const char *on, *inn;
+        const int ol = (int)attn_name_at(out_names, a, &on), il = (int)attn_name_at(in_names, i, &inn);
+        return attn_fail(ATTN_E_ALIASING, "%.*s overlaps input %.*s", ol, on, il, inn);
+      }
+  return ATTN_OK;
+}

@@ -63,13 +63,6 @@ static attn_status dl_validate(const attn_delta_desc *d, attn_spans *sp, size_t 
   return ATTN_OK;
 }
 
-/* n values within [lo, hi] (NaN is not), in a loop that vectorises. */
-static int dl_within(size_t n, const float *restrict e, float lo, float hi) {
-  int ok = 1;
-  for (size_t f = 0; f < n; f++) ok &= (e[f] >= lo) & (e[f] <= hi);
-  return ok;
-}
-
 /* Every log gate finite and <= 0, every beta finite and >= 0 (NaN fails both): the first bad one. */
 static attn_status dl_check_values(const attn_delta_desc *d, const float *lg, const float *beta) {
   for (int which = lg ? 0 : 1; which < 2; which++) {
@@ -77,11 +70,11 @@ static attn_status dl_check_values(const attn_delta_desc *d, const float *lg, co
     const float *x = which ? beta : lg;
     const float lo = which ? 0.0f : -FLT_MAX, hi = which ? FLT_MAX : 0.0f;
     const int packed = t.l.head_stride == t.width && t.l.row_stride == d->shape.h_v * t.width;
-    if (packed && dl_within(t.rows * d->shape.h_v * t.width, x, lo, hi)) continue; /* the default layouts */
+    if (packed && attn_all_within(x, t.rows * d->shape.h_v * t.width, lo, hi)) continue; /* the default layouts */
     for (size_t r = 0; r < t.rows; r++)
       for (size_t h = 0; h < d->shape.h_v; h++) {
         const float *e = x + r * t.l.row_stride + h * t.l.head_stride;
-        if (dl_within(t.width, e, lo, hi)) continue;
+        if (attn_all_within(e, t.width, lo, hi)) continue;
         for (size_t f = 0;; f++)
           if (which ? !(e[f] >= 0.0f && e[f] <= FLT_MAX) : !(e[f] <= 0.0f && e[f] >= -FLT_MAX))
             return which
@@ -144,14 +137,9 @@ attn_status attn_delta(const attn_delta_desc *d, const float *q, const float *k,
   const size_t out_bytes[] = {sp.o * sizeof(float), workspace_size, state_bytes, ck_bytes};
   if ((st = attn_check_io(&sp, q, k, v, out, out_bytes, 4)))
     return attn_fail_io(out_names, &sp, q, k, v, out, out_bytes, 4);
-  const float *gin[] = {log_gate, beta};
-  for (int which = 0; which < 2; which++)
-    for (size_t a = 0; gin[which] && a < 4; a++)
-      if (out[a] && attn_overlap(gin[which], span[which] * sizeof(float), out[a], out_bytes[a])) {
-        const char *name;
-        const int len = (int)attn_name_at(out_names, a, &name);
-        return attn_fail(ATTN_E_ALIASING, "%.*s overlaps input %s", len, name, which ? "beta" : "log_gate");
-      }
+  const void *gin[] = {log_gate, beta};
+  const size_t gin_bytes[] = {span[0] * sizeof(float), span[1] * sizeof(float)};
+  if ((st = attn_check_extra_inputs("log_gate beta", gin, gin_bytes, 2, out_names, out, out_bytes, 4))) return st;
   const struct attn_ukernels *uk = attn_dispatch();
   if (!uk) return attn_fail_isa();
   const attn_delta_io io = {

@@ -42,10 +42,9 @@ static void lin_check_task(void *ctx, size_t task, size_t worker) {
   for (size_t i = a; i < b;) {
     const size_t run = i / len, f0 = i % len, f1 = attn_min_sz(len, f0 + (b - i));
     const float *e = c->x[which] + run / c->h_g * c->l[which].row_stride + run % c->h_g * c->l[which].head_stride;
-    if (which)
-      for (size_t f = f0; f < f1; f++) ok &= (e[f] > 0.0f) & (e[f] <= FLT_MAX);
-    else
-      for (size_t f = f0; f < f1; f++) ok &= (e[f] <= 0.0f) & (e[f] >= -FLT_MAX);
+    /* beta > 0 is beta >= the smallest subnormal */
+    ok &=
+        which ? attn_all_within(e + f0, f1 - f0, 0x1p-149f, FLT_MAX) : attn_all_within(e + f0, f1 - f0, -FLT_MAX, 0.0f);
     i += f1 - f0;
   }
   if (!ok) atomic_store_explicit(&c->bad, 1, memory_order_relaxed);
@@ -166,18 +165,11 @@ attn_status attn_lin_run(const attn_linear_desc *d, const float *q, const float 
   const size_t out_bytes[] = {sp.o * sizeof(float), workspace_size, p.state_floats * sizeof(float)};
   if ((st = attn_check_io(&sp, q, k, v, out, out_bytes, 3)))
     return attn_fail_io(out_names, &sp, q, k, v, out, out_bytes, 3);
-  for (int which = 0; which < 2; which++) { /* the gates are inputs too */
-    const float *x = which ? beta : log_gate;
-    size_t span;
-    if (!x) continue;
-    (void)attn_lin_gate_span(d, &p, which, &span); /* validated */
-    for (size_t a = 0; a < 3; a++)
-      if (out[a] && attn_overlap(x, span * sizeof(float), out[a], out_bytes[a])) {
-        const char *name;
-        const int len = (int)attn_name_at(out_names, a, &name);
-        return attn_fail(ATTN_E_ALIASING, "%.*s overlaps input %s", len, name, which ? "beta" : "log_gate");
-      }
-  }
+  const void *gin[] = {log_gate, beta}; /* the gates are inputs too */
+  size_t gin_bytes[2] = {0, 0};
+  for (int which = 0; which < 2; which++)
+    if (gin[which] && !attn_lin_gate_span(d, &p, which, &gin_bytes[which])) gin_bytes[which] *= sizeof(float);
+  if ((st = attn_check_extra_inputs("log_gate beta", gin, gin_bytes, 2, out_names, out, out_bytes, 3))) return st;
   if (d->feature_map == ATTN_FEATURE_FAVOR && d->favor_source >= ATTN_FAVOR_CALLER &&
       attn_overlap(d->favor_w, p.m * d->shape.d * sizeof(float), workspace, workspace_size))
     return attn_fail(ATTN_E_ALIASING, "workspace overlaps input desc.favor_w");

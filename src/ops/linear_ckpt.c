@@ -55,13 +55,12 @@ attn_status attn_linear_checkpointed(const attn_linear_desc *d, const float *q, 
   const size_t out_bytes[] = {sp.o * sizeof(float), workspace_size, state_bytes, ck_bytes};
   if ((st = attn_check_io(&sp, q, k, v, out, out_bytes, 4)))
     return attn_fail_io("o workspace state->data ck->states", &sp, q, k, v, out, out_bytes, 4);
-  for (int which = 0; which < 2; which++) {
-    const float *x = which ? beta : log_gate;
-    size_t span;
-    if (!x || (which ? !d->beta : d->gate == ATTN_GATE_NONE) || attn_lin_gate_span(d, &p, which, &span)) continue;
-    if (attn_overlap(x, span * sizeof(float), ck->states, ck_bytes))
-      return attn_fail(ATTN_E_ALIASING, "ck->states overlaps input %s", which ? "beta" : "log_gate");
-  }
+  const void *gin[] = {d->gate != ATTN_GATE_NONE ? log_gate : NULL, d->beta ? beta : NULL};
+  size_t gin_bytes[2] = {0, 0};
+  for (int which = 0; which < 2; which++)
+    if (gin[which] && !attn_lin_gate_span(d, &p, which, &gin_bytes[which])) gin_bytes[which] *= sizeof(float);
+  void *const ck_out[] = {ck->states};
+  if ((st = attn_check_extra_inputs("log_gate beta", gin, gin_bytes, 2, "ck->states", ck_out, &ck_bytes, 1))) return st;
   if (!q || !k || !v || !o || !workspace)
     return attn_fail_null("q k v o workspace", (const void *[]){q, k, v, o, workspace});
   if ((d->gate != ATTN_GATE_NONE && !log_gate) || (d->beta && !beta))

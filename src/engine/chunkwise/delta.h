@@ -28,8 +28,6 @@ ATTN_INTERNAL int attn_delta_load(const dl_ctx *x, size_t j0, size_t cn);
 /* The local phase of a loaded chunk: b, L (into x->l, then X into x->x), A, U, W' and, from the
  * decays, kn, the queries' decayed rows (in q) and the state's row scales (rs). */
 ATTN_INTERNAL void attn_delta_local(const dl_ctx *x, size_t j0, size_t cn);
-/* 0, or NaN when one of the n floats at x is infinite or NaN. */
-ATTN_INTERNAL float attn_delta_poison(size_t n, const float *x);
 /* Token t's normalised, scaled query and normalised key into qv and kv (d floats each); a row
  * that holds a non-finite element comes out NaN in every element (the non-finite policy). */
 ATTN_INTERNAL void attn_delta_token(const dl_ctx *x, size_t t, float *qv, float *kv);

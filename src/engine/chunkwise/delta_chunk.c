@@ -1,5 +1,7 @@
 /* The delta rule's chunk after its local phase (combine, outputs, state), the token step, one
  * value head's loop over its chunks and checkpoints, and the schedule (engine/chunkwise.h). */
+#include <math.h>
+
 #include "engine/chunkwise/delta.h"
 
 /* Delta = U + W' S, O = Q_B S + A Delta (into the output rows), S = diag(rs) S + Kn^T Delta. */
@@ -35,7 +37,7 @@ static void dl_step(const dl_ctx *x, float *S, size_t t) {
   }
   for (size_t f = 0; f < d; f++) fa[f] = g ? g[f] * kv[f] : kv[f];
   x->uk->linear_step(d, dv, fa, NULL, v, 0.0f, S, dv, u, NULL);
-  const float z = attn_delta_poison(dv, v); /* a non-finite v: every column of delta NaN */
+  const float z = attn_rows_finite(v, 1, dv, dv) ? 0.0f : NAN; /* a non-finite v: every column of delta NaN */
   for (size_t c = 0; c < dv; c++) dl[c] = bt * (v[c] - u[c]) + z;
   float qk = 0.0f;
   for (size_t f = 0; f < d; f++) qk += qv[f] * kv[f], fa[f] = g ? g[f] * qv[f] : qv[f];

@@ -21,16 +21,10 @@ static void dl_norm(size_t n, float *restrict x, int l2norm, float a) {
     for (size_t f = 0; f < n; f++) x[f] *= a;
 }
 
-float attn_delta_poison(size_t n, const float *x) {
-  float z = 0.0f;
-  for (size_t i = 0; i < n; i++) z += 0.0f * x[i]; /* 0 x inf and 0 x NaN are NaN */
-  return z;
-}
-
 /* x = a x / |x| (or a x), then NaN everywhere when x held a non-finite element. */
 static void dl_token_row(size_t n, float *x, const float *src, int l2norm, float a) {
   memcpy(x, src, n * sizeof(float));
-  const float z = attn_delta_poison(n, x);
+  const float z = attn_rows_finite(x, 1, n, n) ? 0.0f : NAN;
   dl_norm(n, x, l2norm, a);
   for (size_t f = 0; z != 0.0f && f < n; f++) x[f] += z; /* z is 0 or NaN */
 }
@@ -172,7 +166,7 @@ void attn_delta_local(const dl_ctx *x, size_t j0, size_t cn) {
   const int whole = p->gate == ATTN_DELTA_FEATURE && dl_intra_feature(x, cn);
   if (p->gate != ATTN_DELTA_FEATURE) dl_intra_scalar(x, cn);
   float *rows = x->e + 5 * d + 2 * dv + 2 * ATTN_DELTA_SUB * d; /* past the step's vectors and kl, ql */
-  float *bt = rows + 2 * C;                                       /* beta, then -beta of each row */
+  float *bt = rows + 2 * C;                                     /* beta, then -beta of each row */
   for (size_t r = 0; r < cn; r++) bt[r] = dl_beta(x, j0 + r);
   x->uk->rows_axpby(cn, cn, x->l, C, x->l, C, NULL, 0, bt, 1, 0, 0); /* L's rows and V's times beta */
   x->uk->rows_axpby(cn, dv, x->vb, p->ldvk, x->vb, p->ldvk, NULL, 0, bt, 1, 0, 0);

@@ -26,7 +26,7 @@ static inline const float *dl_row(const float *base, attn_layout l, size_t t, si
  * scratch; 0 when one of them holds a non-finite value (nothing else is then computed). */
 ATTN_INTERNAL int attn_delta_load(const dl_ctx *x, size_t j0, size_t cn);
 /* The local phase of a loaded chunk: b, L (into x->l, then X into x->x), A, U, W' and, from the
- * decays, kn, the queries' decayed rows (in q) and the state's row scales (rs). */
+ * decays, kn (with a decay only), the queries' decayed rows (in q) and the state's row scales (rs). */
 ATTN_INTERNAL void attn_delta_local(const dl_ctx *x, size_t j0, size_t cn);
 /* Token t's normalised, scaled query and normalised key into qv and kv (d floats each); a row
  * that holds a non-finite element comes out NaN in every element (the non-finite policy). */

@@ -14,7 +14,8 @@ static void dl_chunk(const dl_ctx *x, float *S, size_t j0, size_t cn) {
   float *o = x->io->o + j0 * s->o.row_stride + x->h * s->o.head_stride;
   x->uk->gemm(cn, dv, d, x->q, d, 1, S, dv, o, s->o.row_stride, NULL, 0);
   x->uk->gemm(cn, dv, cn, x->a, C, 1, x->u, p->ldvk, o, s->o.row_stride, NULL, 1);
-  x->uk->gemm(d, dv, cn, x->kn, 1, d, x->u, p->ldvk, S, dv, p->gate == ATTN_DELTA_PLAIN ? NULL : x->rs, 1);
+  const int plain = p->gate == ATTN_DELTA_PLAIN; /* no decay: K itself, no row scales */
+  x->uk->gemm(d, dv, cn, plain ? x->k : x->kn, 1, d, x->u, p->ldvk, S, dv, plain ? NULL : x->rs, 1);
 }
 
 /* Token t by the recurrence, two passes of the step kernel over S: u = S~^T k (S~ = D S, the

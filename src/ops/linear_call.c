@@ -133,8 +133,7 @@ attn_status attn_lin_run(const attn_linear_desc *d, const float *q, const float 
   attn_chunkwise_plan p;
   attn_status st = attn_lin_validate(d, &sp, &p);
   if (st) return st;
-  if (!q || !k || !v || !o || !workspace)
-    return attn_fail_null("q k v o workspace", (const void *[]){q, k, v, o, workspace});
+  if ((st = attn_check_call_memory(q, k, v, o, workspace, 0, 0))) return st; /* its size: checked below */
   if ((d->gate != ATTN_GATE_NONE && !log_gate) || (d->beta && !beta)) return lin_gates_null(d, log_gate, gated);
   if (d->gate == ATTN_GATE_NONE) log_gate = NULL;
   if (!d->beta) beta = NULL;

@@ -61,8 +61,7 @@ attn_status attn_linear_checkpointed(const attn_linear_desc *d, const float *q, 
     if (gin[which] && !attn_lin_gate_span(d, &p, which, &gin_bytes[which])) gin_bytes[which] *= sizeof(float);
   void *const ck_out[] = {ck->states};
   if ((st = attn_check_extra_inputs("log_gate beta", gin, gin_bytes, 2, "ck->states", ck_out, &ck_bytes, 1))) return st;
-  if (!q || !k || !v || !o || !workspace)
-    return attn_fail_null("q k v o workspace", (const void *[]){q, k, v, o, workspace});
+  if ((st = attn_check_call_memory(q, k, v, o, workspace, 0, 0))) return st; /* its size: checked below */
   if ((d->gate != ATTN_GATE_NONE && !log_gate) || (d->beta && !beta))
     return attn_fail(ATTN_E_NULL_POINTER, "log_gate or beta is NULL where desc asks for it");
   if ((st = attn_lin_check_gates(d, &p, d->gate != ATTN_GATE_NONE ? log_gate : NULL, d->beta ? beta : NULL))) return st;

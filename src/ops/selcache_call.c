@@ -112,8 +112,7 @@ attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, c
                      d->shape.n_q, d->shape.n_kv);
   if (!sc_valid(c)) return sc_invalid("cache", c);
   if (!sc_matches(c, d)) return sc_mismatch(c, d);
-  if (!q || !k || !v || !o || !workspace)
-    return attn_fail_null("q k v o workspace", (const void *[]){q, k, v, o, workspace});
+  if ((st = attn_check_call_memory(q, k, v, o, workspace, 0, 0))) return st; /* its size: checked below */
   if (c->live >= c->capacity)
     return attn_fail(ATTN_E_WORKSPACE_TOO_SMALL, "the cache is full: live %zu = capacity %zu", c->live, c->capacity);
   const attn_selective_desc s = sc_step_desc(d, c, c->live + 1);

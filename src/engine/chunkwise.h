@@ -36,7 +36,7 @@
  * The scan. A causal call whose aligned part spans 2+ chunks runs its chunks as a scan (FLASH's exclusive form: its rounds of xg keys are the chunks, see
  * below): each chunk's local state D_c = (Kf (.) dout)^T Va is computed on its own (not
  * accumulated into S), the chunk's outputs read S_c, the state before it, and
- * S_{c+1} = dC (.) S_c + D_c (attn_cw_scan_update). The arithmetic is fixed by the problem; how it is
+ * S_{c+1} = dC (.) S_c + D_c (chunkwise/transition.c). The arithmetic is fixed by the problem; how it is
  * scheduled is not, and does not change a bit of the result:
  *  - by head groups (one worker, or heads enough for the workers: a multiple of them or 4x as
  *    many): one group of adjacent heads per worker, chunk after chunk, each chunk for every head

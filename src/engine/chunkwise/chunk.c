@@ -2,19 +2,20 @@
  * state, and a chunk of queries' outputs from a state and the chunk's own keys. */
 #include "engine/chunkwise/internal.h"
 
-/* S = dC (.) S + (Kf (.) dout)^T Va for a chunk of cn keys (Kf is scaled in place); with
- * accumulate 0, S = (Kf (.) dout)^T Va (a scan's chunk-local state, engine/chunkwise.h). */
+/* S = dC (.) S + (Kf (.) dout)^T Va for a chunk of cn keys (kf unchanged: the scaled features go
+ * to x's qt, free until the next outputs load their queries); with accumulate 0,
+ * S = (Kf (.) dout)^T Va (a scan's chunk-local state, engine/chunkwise.h). */
 void attn_cw_absorb_to(const cw_ctx *x, float *kf, float *S, size_t cn, int accumulate) {
   const attn_chunkwise_plan *p = x->p;
   const size_t m = p->m;
   const float *a = kf;
-  if (p->g.kind == ATTN_GATE_FEATURE) { /* Kf (.) exp(B_last - B), rows times beta, in the scratch's kf */
-    x->uk->gate_exp(cn, m, x->b, m, x->b + (cn - 1) * m, 1, kf, m, x->kf, m);
-    if (p->g.beta) x->uk->rows_axpby(cn, m, x->kf, m, x->kf, m, NULL, 0, x->dout, 1, 0, 0);
-    a = x->kf;
+  if (p->g.kind == ATTN_GATE_FEATURE) { /* Kf (.) exp(B_last - B), rows times beta */
+    x->uk->gate_exp(cn, m, x->b, m, x->b + (cn - 1) * m, 1, kf, m, x->qt, m);
+    if (p->g.beta) x->uk->rows_axpby(cn, m, x->qt, m, x->qt, m, NULL, 0, x->dout, 1, 0, 0);
+    a = x->qt;
   } else if (cw_gated(p)) { /* row c scaled by dout[c] */
-    x->uk->rows_axpby(cn, m, x->kf, m, kf, m, NULL, 0, x->dout, 1, 0, 0);
-    a = x->kf;
+    x->uk->rows_axpby(cn, m, x->qt, m, kf, m, NULL, 0, x->dout, 1, 0, 0);
+    a = x->qt;
   }
   const float *dc = accumulate && p->g.kind != ATTN_GATE_NONE ? x->dc : NULL;
   x->uk->gemm(m, p->W, cn, a, 1, m, x->va, p->W, S, p->lds, dc, accumulate);

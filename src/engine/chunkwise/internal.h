@@ -15,7 +15,8 @@
  *   chunk.c      the per-chunk steps: load, absorb, outputs
  *   exclusive.c  FLASH's chunk-exclusive rounds
  *   serial.c     one state head's serial loop and the decode step
- *   scan.c       the scan's shared steps and the scan by head groups
+ *   transition.c the scan's state update, chunk phases per transition, the per-chunk routine
+ *   scan.c       each head's lead and the scan by head groups
  *   waves.c      the scan's waves
  *   run.c        attn_chunkwise_run_all: the schedule the plan chose */
 
@@ -167,11 +168,33 @@ ATTN_INTERNAL void attn_cw_run_exclusive(const cw_ctx *x, float *S, size_t h);
 ATTN_INTERNAL void attn_cw_step_loaded(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j);
 ATTN_INTERNAL void attn_cw_lead(const cw_ctx *x, float *S, size_t h0);
 
+/* transition.c: the scan's chunk phases. A chunk's working set lives in a worker's scratch (the
+ * scan by head groups, attn_cw_chunk_in_scratch) or in a wave's slot. */
+typedef struct cw_chunk {
+  size_t k, t0, cn; /* chunk k (FLASH: round k), its aligned tokens [t0, t0 + cn) */
+  float *D;         /* its local state (m x lds; column dv + 1: dC, or its offsets) */
+  float *kf, *va;   /* its key features (maps with offsets: pre-exponential) and Va */
+  float *kl, *dl;   /* maps with offsets: its Kf at its own offsets, and those */
+  double *b;        /* per-feature gates: its b, kept from its local phase to its outputs (NULL: x's) */
+  int finite;       /* whether every Va row is finite */
+} cw_chunk;
+
+/* A transition's phases, chosen once per call (attn_cw_transition): load (rows for CW_FOR_ABSORB,
+ * gates for the uses), local (D from the chunk alone), outputs (from S, the state before the
+ * chunk; copy: m x lds floats of scratch), combine (S past the chunk; keep: D gets S as it was). */
+typedef struct cw_transition {
+  void (*load)(const cw_ctx *x, cw_chunk *c, int uses);
+  void (*local)(const cw_ctx *x, const cw_chunk *c);
+  void (*outputs)(const cw_ctx *x, float *S, const cw_chunk *c, size_t h, float *copy);
+  void (*combine)(const cw_ctx *x, float *S, const cw_chunk *c, int keep);
+} cw_transition;
+
+ATTN_INTERNAL const cw_transition *attn_cw_transition(const attn_chunkwise_plan *p);
+ATTN_INTERNAL cw_chunk attn_cw_chunk_in_scratch(const cw_ctx *x, float *ws, size_t k);
+ATTN_INTERNAL void attn_cw_chunk(const cw_ctx *x, const cw_transition *tr, float *S, cw_chunk *c, size_t h,
+                                 float *copy);
+
 /* scan.c: the scan */
-ATTN_INTERNAL void attn_cw_scan_update(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, float *S, float *D,
-                                       const float *g, size_t gs, size_t f0, size_t f1, int keep);
-ATTN_INTERNAL void attn_cw_scan_outputs(const cw_ctx *x0, float *S, float *T, size_t h, size_t t0, size_t cn, float *KU,
-                                        const float *KL, const float *dl, float *VA, int va_finite);
 ATTN_INTERNAL void attn_cw_scan_lead(void *ctx, size_t h, size_t worker);
 ATTN_INTERNAL void attn_cw_scan_heads(void *ctx, size_t task, size_t worker);
 

@@ -70,7 +70,7 @@ void attn_cw_key_offsets(const cw_ctx *x, float *S, size_t cn) {
  * own offsets) both move to the larger offsets, c = max(c_S, c_D) per row (an empty row's offset
  * is -inf; a row empty in both stays empty). S moves first, as attn_cw_raise moves it: scaled by
  * exp(c_S - c), and emptied when its z underflows to 0; then S += D exp(c_D - c). So a row that a
- * chunk's outputs already raised in place (attn_cw_scan_outputs) merges to the same bits as one that was
+ * chunk's outputs already raised in place (cw_scan_outputs, chunkwise/transition.c) merges to the same bits as one that was
  * not raised. With keep, D gets S as it was. */
 void attn_cw_scan_merge(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, float *S, float *D, size_t f0,
                         size_t f1, int keep) {

@@ -4,83 +4,42 @@
 
 #include <stdatomic.h>
 
-/* Chunk k's first aligned token and length, and its gates on x (attn_cw_gates' uses); a per-feature
- * gate's b in the slot's (the absorb makes it, the outputs read it). */
-static void cw_slot_chunk(const attn_chunkwise_plan *p, cw_ctx *x, float *slot, size_t k, int uses, size_t *t0,
-                          size_t *cn) {
+/* Chunk k in a slot: D (then S before it) at 0, its rows, offsets and b at the slot layout's places. */
+static cw_chunk cw_slot_chunk(const attn_chunkwise_plan *p, float *slot, size_t k) {
   const size_t aligned = attn_min_sz(p->shape->n_q, p->shape->n_kv);
-  *t0 = k * p->C, *cn = attn_min_sz(p->C, aligned - *t0);
-  if (p->sl.b) {
-    x->b = (double *)(void *)(slot + p->sl.b);
-    if (uses == CW_FOR_QUERY) uses |= CW_B_KEPT;
-  }
-  if (cw_gated(p)) attn_cw_gates(x, cw_pre_k(p) + *t0, *cn, uses);
+  return (cw_chunk){.k = k,
+                    .t0 = k * p->C,
+                    .cn = p->xg ? 0 : attn_min_sz(p->C, aligned - k * p->C),
+                    .D = slot,
+                    .kf = slot + p->sl.kf,
+                    .va = slot + p->sl.va,
+                    .kl = slot + p->sl.kl,
+                    .dl = slot + p->sl.dl,
+                    .b = p->sl.b ? (double *)(void *)(slot + p->sl.b) : NULL,
+                    .finite = p->xg || slot[p->sl.fin] != 0.0f};
 }
 
-/* Step 1 of chunk k (engine/chunkwise.h, the waves): its local state D = (Kf (.) dout)^T Va in
- * the slot, with dC in column dv + 1 (maps with offsets: at its own offsets, and their
- * pre-exponential Kf kept), its Kf and Va kept for step 4. */
-static void cw_slot_absorb(const cw_ctx *x0, float *slot, size_t k) {
-  const attn_chunkwise_plan *p = x0->p;
-  cw_ctx x = *x0;
-  if (p->xg) { /* the exclusive form: a complete round's D, through the worker's Kf and Va */
-    size_t qa, qb;
-    if (attn_cw_xround(p, k, &qa, &qb)) attn_cw_xabsorb(&x, slot, k, 0);
-    return;
-  }
-  size_t t0, cn;
-  float *D = slot, *kf = D + p->sl.kf;
-  cw_slot_chunk(p, &x, slot, k, CW_FOR_ABSORB, &t0, &cn);
-  if (p->fm->offsets) { /* the pre-exponential features and Kf, kept for step 4; D at its own offsets */
-    x.ku = kf, x.va = D + p->sl.va, x.kf = D + p->sl.kl;
-    D[p->sl.fin] = (float)attn_cw_load_kv(&x, cw_pre_k(p) + t0, cn);
-    attn_cw_scan_local(&x, kf, D, cn, D + p->sl.dl);
-    return;
-  }
-  x.kf = kf, x.va = D + p->sl.va;
-  D[p->sl.fin] = (float)attn_cw_load_kv(&x, cw_pre_k(p) + t0, cn);
-  x.kf = x0->kf; /* where a gated absorb scales the features */
-  attn_cw_absorb_to(&x, kf, D, cn, 0);
-  for (size_t f = 0; p->g.kind != ATTN_GATE_NONE && f < p->m; f++) D[f * p->lds + p->shape->dv + 1] = x.dc[f];
+/* Step 1 of chunk k (engine/chunkwise.h, the waves): its rows and local state in the slot, kept
+ * for step 4 with Va's finiteness. */
+static void cw_slot_absorb(const cw_ctx *x, const cw_transition *tr, float *slot, size_t k) {
+  cw_chunk c = cw_slot_chunk(x->p, slot, k);
+  tr->load(x, &c, CW_FOR_ABSORB);
+  tr->local(x, &c);
+  if (!x->p->xg) slot[x->p->sl.fin] = (float)c.finite;
 }
 
-/* Step 3 of chunk k: S moves past it, S = dC (.) S + D (maps with offsets: their merge); with
- * keep, the slot gets S as it was, the state before the chunk. */
-static void cw_slot_combine(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, float *S, float *slot,
-                            size_t k, int keep) {
-  size_t qa, qb;
-  if (p->xg && !attn_cw_xround(p, k, &qa, &qb)) { /* the exclusive form's last round: kept, not absorbed */
-    if (keep) memcpy(slot, S, p->m * p->lds * sizeof(float));
-    return;
-  }
-  if (p->fm->offsets)
-    attn_cw_scan_merge(p, uk, S, slot, 0, p->m, keep);
-  else
-    attn_cw_scan_update(p, uk, S, slot, p->g.kind != ATTN_GATE_NONE ? slot + p->shape->dv + 1 : NULL, p->lds, 0, p->m,
-                        keep);
+/* Step 3 of chunk k: S moves past it; with keep, the slot gets S as it was. */
+static void cw_slot_combine(const cw_ctx *x, const cw_transition *tr, float *S, float *slot, size_t k, int keep) {
+  const cw_chunk c = cw_slot_chunk(x->p, slot, k);
+  tr->combine(x, S, &c, keep);
 }
 
-/* Step 4 of chunk k of head h: its outputs from its slot (S before it, Kf, Va); maps with offsets
- * may need a copy of S (m x lds floats of the worker's scratch). */
-static void cw_slot_query(const cw_ctx *x0, float *slot, size_t h, size_t k, float *copy) {
-  const attn_chunkwise_plan *p = x0->p;
-  cw_ctx x = *x0;
-  if (p->xg) { /* the exclusive form: the round's queries from the state before its keys */
-    size_t qa, qb;
-    (void)attn_cw_xround(p, k, &qa, &qb);
-    attn_cw_xquery(&x, slot, h, qa, qb);
-    return;
-  }
-  size_t t0, cn;
-  float *S = slot;
-  cw_slot_chunk(p, &x, slot, k, CW_FOR_QUERY, &t0, &cn);
-  const int finite = S[p->sl.fin] != 0.0f;
-  if (p->fm->offsets) { /* on the slot's S, raised in place, or (a chunk that is cut) on a copy in scratch */
-    attn_cw_scan_outputs(&x, S, copy, h, t0, cn, S + p->sl.kf, S + p->sl.kl, S + p->sl.dl, S + p->sl.va, finite);
-    return;
-  }
-  x.kf = S + p->sl.kf, x.va = S + p->sl.va; /* read only: maps without offsets */
-  for (size_t gi = 0; gi < p->per; gi++) attn_cw_query(&x, S, h * p->per + gi, cw_pre_q(p) + t0, cn, 1, finite);
+/* Step 4 of chunk k of head h: its outputs from its slot (S before it, its rows); copy: m x lds
+ * floats of the worker's scratch. */
+static void cw_slot_query(const cw_ctx *x, const cw_transition *tr, float *slot, size_t h, size_t k, float *copy) {
+  cw_chunk c = cw_slot_chunk(x->p, slot, k);
+  tr->load(x, &c, CW_FOR_QUERY);
+  tr->outputs(x, slot, &c, h, copy);
 }
 
 /* A group's status in a wave: nobody has started it, its state after it is being computed, known. */
@@ -106,6 +65,7 @@ static void cw_wave_span(const cw_par *c, size_t i, size_t *k0, size_t *k1) {
  * (steps 1 and 3 on the worker's spare slot) and published. The same bits whoever computes what. */
 static void cw_wave_before(const cw_par *c, const cw_ctx *x, size_t h, size_t i, float *X, float *spare) {
   const attn_chunkwise_plan *p = c->p;
+  const cw_transition *tr = attn_cw_transition(p);
   size_t j = i;
   while (j > 0) {
     atomic_int *st = cw_wave_status(c, h, j - 1);
@@ -125,8 +85,8 @@ static void cw_wave_before(const cw_par *c, const cw_ctx *x, size_t h, size_t i,
     size_t k0, k1;
     cw_wave_span(c, j, &k0, &k1);
     for (size_t k = k0; k < k1; k++) {
-      cw_slot_absorb(x, spare, k);
-      cw_slot_combine(p, x->uk, X, spare, k, 0);
+      cw_slot_absorb(x, tr, spare, k);
+      cw_slot_combine(x, tr, X, spare, k, 0);
     }
     memcpy(cw_wave_after(c, h, j), X, p->m * p->lds * sizeof(float));
     atomic_store_explicit(cw_wave_status(c, h, j), CW_DONE, memory_order_release);
@@ -142,6 +102,7 @@ static void cw_wave_before(const cw_par *c, const cw_ctx *x, size_t h, size_t i,
 static void cw_wave_task(void *ctx, size_t task, size_t worker) {
   const cw_par *c = ctx;
   const attn_chunkwise_plan *p = c->p;
+  const cw_transition *tr = attn_cw_transition(p);
   const size_t i = task / p->heads, h = task % p->heads;
   float *ws = c->ws + worker * p->worker_floats, *slots = ws + p->wl.slots, *X = ws + p->wl.x;
   float *spare = slots + p->scan_group * p->scan_slot;
@@ -153,25 +114,24 @@ static void cw_wave_task(void *ctx, size_t task, size_t worker) {
   if (!atomic_compare_exchange_strong_explicit(st, &seen, CW_BUSY, memory_order_acq_rel, memory_order_acquire)) {
     cw_wave_before(c, &x, h, i, X, spare);
     for (size_t k = k0; k < k1; k++) {
-      cw_slot_absorb(&x, spare, k);
-      cw_slot_combine(p, c->uk, X, spare, k, 1);
-      cw_slot_query(&x, spare, h, k, ws + p->wl.s);
+      cw_chunk ck = cw_slot_chunk(p, spare, k);
+      attn_cw_chunk(&x, tr, X, &ck, h, ws + p->wl.s);
     }
     return;
   }
   attn_cw_prefetch_chunk(&x, h, k0, 0, 1);
   for (size_t k = k0; k < k1; k++) {
     if (k + 1 < k1) attn_cw_prefetch_chunk(&x, h, k + 1, 0, 1);
-    cw_slot_absorb(&x, slots + (k - k0) * p->scan_slot, k);
+    cw_slot_absorb(&x, tr, slots + (k - k0) * p->scan_slot, k);
   }
   float *A = cw_wave_after(c, h, i); /* the state moves in place: nobody reads it before CW_DONE */
   cw_wave_before(c, &x, h, i, A, spare);
-  for (size_t k = k0; k < k1; k++) cw_slot_combine(p, c->uk, A, slots + (k - k0) * p->scan_slot, k, 1);
+  for (size_t k = k0; k < k1; k++) cw_slot_combine(&x, tr, A, slots + (k - k0) * p->scan_slot, k, 1);
   atomic_store_explicit(st, CW_DONE, memory_order_release);
   attn_cw_prefetch_chunk(&x, h, k0, 1, 0);
   for (size_t k = k0; k < k1; k++) {
     if (k + 1 < k1) attn_cw_prefetch_chunk(&x, h, k + 1, 1, 0);
-    cw_slot_query(&x, slots + (k - k0) * p->scan_slot, h, k, ws + p->wl.s);
+    cw_slot_query(&x, tr, slots + (k - k0) * p->scan_slot, h, k, ws + p->wl.s);
   }
 }
 

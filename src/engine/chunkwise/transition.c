@@ -1,0 +1,176 @@
+/* The scan's transitions (engine/chunkwise.h): the state update, a chunk's phases (load, local
+ * state, outputs, combine) for maps without offsets (any gate), for maps with offsets, and for
+ * FLASH's exclusive rounds, and the per-chunk routine that runs them in order on one worker. Both
+ * schedules of the scan (by head groups, and the waves) take their chunk steps from here. */
+#include "engine/chunkwise/internal.h"
+
+/* The scan's state update on rows [f0, f1): S = dC (.) S + D (dC_f = g[f gs], or 1 when g is
+ * NULL); with keep, D gets S as it was (the state before D's chunk). The same operations, in the
+ * same order, whichever way the scan is scheduled. */
+static void cw_scan_update(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, float *S, float *D,
+                           const float *g, size_t gs, size_t f0, size_t f1, int keep) {
+  if (f1 > f0)
+    uk->rows_axpby(f1 - f0, p->W, S + f0 * p->lds, p->lds, D + f0 * p->lds, p->lds, g ? g + f0 * gs : NULL, gs, NULL, 0,
+                   1, keep);
+}
+
+/* Maps with offsets, the outputs of a chunk (aligned tokens t0 .. t0+cn of state head h) from S,
+ * the state before it, and its loaded keys (KU: pre-exponential features, VA: Va; va_finite as
+ * attn_cw_load_kv said; KL, dl: its features at its own offsets and those, attn_cw_scan_local; KL may be
+ * x0->kf). When no key raises an offset past the guard, the chunk runs at once on S itself: S
+ * rises to c = max(its offsets, dl) in place (attn_cw_raise, the first step of attn_cw_scan_merge, so S
+ * merges afterwards to the same bits as if it had not risen) and Kf = KL exp(dl - c) (no
+ * exponential per key again). Otherwise the serial loop over the chunk, cut where attn_cw_guard says,
+ * on T, a copy of S that is then dropped (the state moves by attn_cw_scan_merge). */
+static void cw_scan_outputs(const cw_ctx *x0, float *S, float *T, size_t h, size_t t0, size_t cn, float *KU,
+                            const float *KL, const float *dl, float *VA, int va_finite) {
+  const attn_chunkwise_plan *p = x0->p;
+  const size_t m = p->m;
+  cw_ctx x = *x0;
+  const size_t q0 = cw_pre_q(p) + t0, k0 = cw_pre_k(p) + t0;
+  x.ku = KU, x.va = VA;
+  if (cn > 1 && attn_cw_guard(&x, S, cn, dl) == cn) {
+    attn_cw_offsets_of(p, S, x.cp);
+    float *restrict g = x.rn;
+    for (size_t f = 0; f < m; f++) {
+      x.cn[f] = dl[f] > x.cp[f] ? dl[f] : x.cp[f];
+      g[f] = dl[f] == x.cn[f] ? 1.0f : expf(dl[f] - x.cn[f]);
+    }
+    attn_cw_raise(&x, S);
+    x.uk->rows_cols(ATTN_COLS_SCALE, cn, m, x.kf, m, KL, m, g);
+    for (size_t gi = 0; gi < p->per; gi++) attn_cw_query(&x, S, h * p->per + gi, q0, cn, 1, va_finite);
+    return;
+  }
+  memcpy(T, S, m * p->lds * sizeof(float));
+  for (size_t u0 = 0, len; u0 < cn; u0 += len) {
+    x.ku = KU + u0 * p->m, x.va = VA + u0 * p->W;
+    len = cn - u0 > 1 ? attn_cw_guard(&x, T, cn - u0, dl) : 1;
+    if (len == 1) {
+      attn_cw_step_loaded(&x, T, h * p->per, q0 + u0, k0 + u0);
+      continue;
+    }
+    attn_cw_key_offsets(&x, T, len);
+    for (size_t gi = 0; gi < p->per; gi++) attn_cw_query(&x, T, h * p->per + gi, q0 + u0, len, 1, va_finite);
+    if (u0 + len < cn) cw_absorb(&x, T, len);
+  }
+}
+
+/* x with chunk c's rows (Kf, Va) and, per-feature gates, its kept b. */
+static cw_ctx cw_on(const cw_ctx *x0, const cw_chunk *c) {
+  cw_ctx x = *x0;
+  x.kf = c->kf, x.va = c->va;
+  if (c->b) x.b = c->b;
+  return x;
+}
+
+/* The rows (CW_FOR_ABSORB: keys, pre-exponential with offsets, and values) and the gates of the
+ * uses asked for; a per-feature gate's b is kept in the chunk's when it has one (its absorb
+ * makes it, its outputs read it). */
+static void cw_load(const cw_ctx *x0, cw_chunk *c, int uses) {
+  const attn_chunkwise_plan *p = x0->p;
+  cw_ctx x = cw_on(x0, c);
+  if (c->b && !(uses & CW_FOR_ABSORB)) uses |= CW_B_KEPT;
+  if (uses & CW_FOR_ABSORB) {
+    x.ku = c->kf;
+    c->finite = attn_cw_load_kv(&x, cw_pre_k(p) + c->t0, c->cn);
+  }
+  if (cw_gated(p)) attn_cw_gates(&x, cw_pre_k(p) + c->t0, c->cn, uses);
+}
+
+/* Maps without offsets. D = (Kf (.) dout)^T Va, dC in its column dv + 1. */
+static void cw_plain_local(const cw_ctx *x0, const cw_chunk *c) {
+  const attn_chunkwise_plan *p = x0->p;
+  const cw_ctx x = cw_on(x0, c);
+  attn_cw_absorb_to(&x, c->kf, c->D, c->cn, 0);
+  for (size_t f = 0; p->g.kind != ATTN_GATE_NONE && f < p->m; f++) c->D[f * p->lds + p->shape->dv + 1] = x.dc[f];
+}
+
+static void cw_plain_outputs(const cw_ctx *x0, float *S, const cw_chunk *c, size_t h, float *copy) {
+  const attn_chunkwise_plan *p = x0->p;
+  const cw_ctx x = cw_on(x0, c);
+  (void)copy;
+  for (size_t gi = 0; gi < p->per; gi++)
+    attn_cw_query(&x, S, h * p->per + gi, cw_pre_q(p) + c->t0, c->cn, 1, c->finite);
+}
+
+/* S = dC (.) S + D; with keep, D gets S as it was (the state before the chunk). */
+static void cw_plain_combine(const cw_ctx *x, float *S, const cw_chunk *c, int keep) {
+  const attn_chunkwise_plan *p = x->p;
+  const float *g = p->g.kind != ATTN_GATE_NONE ? c->D + p->shape->dv + 1 : NULL;
+  cw_scan_update(p, x->uk, S, c->D, g, p->lds, 0, p->m, keep);
+}
+
+/* Maps with offsets: D at the chunk's own offsets (kl: Kf at them, dl: those), the outputs on S
+ * raised in place or on a copy (cw_scan_outputs), the merge at the larger offsets. */
+static void cw_offsets_local(const cw_ctx *x0, const cw_chunk *c) {
+  cw_ctx x = *x0;
+  x.kf = c->kl, x.va = c->va;
+  attn_cw_scan_local(&x, c->kf, c->D, c->cn, c->dl);
+}
+
+static void cw_offsets_outputs(const cw_ctx *x, float *S, const cw_chunk *c, size_t h, float *copy) {
+  cw_scan_outputs(x, S, copy, h, c->t0, c->cn, c->kf, c->kl, c->dl, c->va, c->finite);
+}
+
+static void cw_offsets_combine(const cw_ctx *x, float *S, const cw_chunk *c, int keep) {
+  attn_cw_scan_merge(x->p, x->uk, S, c->D, 0, x->p->m, keep);
+}
+
+/* FLASH's exclusive form: chunk k is round k, its keys absorbed only when complete. */
+static void cw_excl_load(const cw_ctx *x, cw_chunk *c, int uses) { (void)x, (void)c, (void)uses; }
+
+static void cw_excl_local(const cw_ctx *x, const cw_chunk *c) {
+  size_t qa, qb;
+  if (attn_cw_xround(x->p, c->k, &qa, &qb)) attn_cw_xabsorb(x, c->D, c->k, 0);
+}
+
+static void cw_excl_outputs(const cw_ctx *x, float *S, const cw_chunk *c, size_t h, float *copy) {
+  size_t qa, qb;
+  (void)copy;
+  (void)attn_cw_xround(x->p, c->k, &qa, &qb);
+  attn_cw_xquery(x, S, h, qa, qb);
+}
+
+static void cw_excl_combine(const cw_ctx *x, float *S, const cw_chunk *c, int keep) {
+  const attn_chunkwise_plan *p = x->p;
+  size_t qa, qb;
+  if (attn_cw_xround(p, c->k, &qa, &qb))
+    cw_scan_update(p, x->uk, S, c->D, NULL, 1, 0, p->m, keep);
+  else if (keep) /* the last round: kept, not absorbed */
+    memcpy(c->D, S, p->m * p->lds * sizeof(float));
+}
+
+static const cw_transition cw_plain = {cw_load, cw_plain_local, cw_plain_outputs, cw_plain_combine};
+static const cw_transition cw_offsets = {cw_load, cw_offsets_local, cw_offsets_outputs, cw_offsets_combine};
+static const cw_transition cw_exclusive = {cw_excl_load, cw_excl_local, cw_excl_outputs, cw_excl_combine};
+
+const cw_transition *attn_cw_transition(const attn_chunkwise_plan *p) {
+  return p->xg ? &cw_exclusive : p->fm->offsets ? &cw_offsets : &cw_plain;
+}
+
+/* Chunk k (FLASH: round k) in the worker's scratch: D (wl.d), the rows where x loads them, the
+ * offsets in wl.dl. */
+cw_chunk attn_cw_chunk_in_scratch(const cw_ctx *x, float *ws, size_t k) {
+  const attn_chunkwise_plan *p = x->p;
+  const size_t aligned = attn_min_sz(p->shape->n_q, p->shape->n_kv);
+  return (cw_chunk){.k = k,
+                    .t0 = k * p->C,
+                    .cn = p->xg ? 0 : attn_min_sz(p->C, aligned - k * p->C),
+                    .D = ws + p->wl.d,
+                    .kf = p->fm->offsets ? x->ku : x->kf,
+                    .va = x->va,
+                    .kl = x->kf,
+                    .dl = ws + p->wl.dl,
+                    .b = NULL,
+                    .finite = 1};
+}
+
+/* The per-chunk routine: chunk c of state head h on one worker, S the state before it: its rows
+ * and gates, its local state, its outputs (from S), then S past it (S = dC (.) S + D). The
+ * waves run the same phases with the local states of a group first and its outputs last. */
+void attn_cw_chunk(const cw_ctx *x, const cw_transition *tr, float *S, cw_chunk *c, size_t h, float *copy) {
+  tr->load(x, c, CW_FOR_BOTH);
+  tr->local(x, c);
+  tr->outputs(x, S, c, h, copy);
+  tr->combine(x, S, c, 0);
+}

@@ -8,13 +8,8 @@
 #define ATTN_VL    8
 #define ATTN_VREGS 16 /* ymm0-15 */
 #include "simd/vu_x86.h"
-typedef simde__m256 vf;
+ATTN_VF_X86(256)
 typedef simde__m256 vmask;
-
-static inline vf vf_zero(void) { return simde_mm256_setzero_ps(); }
-static inline vf vf_set1(float x) { return simde_mm256_set1_ps(x); }
-static inline vf vf_load(const float *p) { return simde_mm256_loadu_ps(p); }
-static inline void vf_store(float *p, vf v) { simde_mm256_storeu_ps(p, v); }
 static inline simde__m256i vf_tail_mask_(size_t n) {
   const simde__m256i idx = simde_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   return simde_mm256_cmpgt_epi32(simde_mm256_set1_epi32((int)n), idx);
@@ -47,9 +42,7 @@ static inline vf vf_logsplit(vf x, vf *k) {
   return simde_mm256_castsi256_ps(
       simde_mm256_sub_epi32(b, simde_mm256_and_si256(t, simde_mm256_set1_epi32(-0x800000))));
 }
-static inline vmask vf_lt(vf a, vf b) { return simde_mm256_cmp_ps(a, b, SIMDE_CMP_LT_OQ); }
-static inline vmask vf_ge(vf a, vf b) { return simde_mm256_cmp_ps(a, b, SIMDE_CMP_GE_OQ); }
-static inline vmask vf_eq(vf a, vf b) { return simde_mm256_cmp_ps(a, b, SIMDE_CMP_EQ_OQ); }
+ATTN_VF_X86_CMP(simde_mm256_cmp_ps)
 static inline vf vf_select(vmask m, vf t, vf f) { return simde_mm256_blendv_ps(f, t, m); }
 /* Sum of the lanes. */
 static inline float vf_hsum(vf a) {

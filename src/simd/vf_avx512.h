@@ -21,13 +21,8 @@
 #define ATTN_VL    16
 #define ATTN_VREGS 32 /* zmm0-31 */
 #include "simd/vu_x86.h"
-typedef simde__m512 vf;
+ATTN_VF_X86(512)
 typedef simde__mmask16 vmask;
-
-static inline vf vf_zero(void) { return simde_mm512_setzero_ps(); }
-static inline vf vf_set1(float x) { return simde_mm512_set1_ps(x); }
-static inline vf vf_load(const float *p) { return simde_mm512_loadu_ps(p); }
-static inline void vf_store(float *p, vf v) { simde_mm512_storeu_ps(p, v); }
 /* First n (< 16) lanes from p, the rest 0; never reads past p[n-1] (masked lanes do not fault). */
 static inline vf vf_load_n(const float *p, size_t n) {
 #if ATTN_AVX512_NATIVE_
@@ -76,9 +71,7 @@ static inline vf vf_logsplit(vf x, vf *k) {
   return simde_mm512_castsi512_ps(
       simde_mm512_sub_epi32(b, simde_mm512_and_si512(t, simde_mm512_set1_epi32(-0x800000))));
 }
-static inline vmask vf_lt(vf a, vf b) { return simde_mm512_cmp_ps_mask(a, b, SIMDE_CMP_LT_OQ); }
-static inline vmask vf_ge(vf a, vf b) { return simde_mm512_cmp_ps_mask(a, b, SIMDE_CMP_GE_OQ); }
-static inline vmask vf_eq(vf a, vf b) { return simde_mm512_cmp_ps_mask(a, b, SIMDE_CMP_EQ_OQ); }
+ATTN_VF_X86_CMP(simde_mm512_cmp_ps_mask)
 static inline vf vf_select(vmask m, vf t, vf f) { return simde_mm512_mask_blend_ps(m, f, t); }
 /* Sum of the lanes. */
 static inline float vf_hsum(vf a) {

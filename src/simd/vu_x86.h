@@ -1,6 +1,6 @@
-/* 32-bit lanes as unsigned integers (vf_common.h's fp16 / bf16 rounding), for the x86 shims of
- * W-bit vectors: ATTN_VU_X86(256) in vf_avx2.h, ATTN_VU_X86(512) in vf_avx512.h. Each shim adds
- * vu_srl, vu_gt_select and vu_store_u16, which differ by more than the width. */
+/* The parts the x86 shims of W-bit vectors share (vf_avx2.h: W = 256, vf_avx512.h: 512).
+ * ATTN_VU_X86: 32-bit lanes as unsigned integers (vf_common.h's fp16 / bf16 rounding); each shim
+ * adds vu_srl, vu_gt_select and vu_store_u16, which differ by more than the width. */
 #ifndef ATTN_SIMD_VU_X86_H
 #define ATTN_SIMD_VU_X86_H
 
@@ -12,5 +12,19 @@
   static inline vu vu_add(vu a, vu b) { return simde_mm##W##_add_epi32(a, b); }         \
   static inline vu vu_and(vu a, vu b) { return simde_mm##W##_and_si##W(a, b); }         \
   static inline vu vu_or(vu a, vu b) { return simde_mm##W##_or_si##W(a, b); }
+
+/* The float vector of the x86 shims of W-bit vectors and its plain loads and stores (unaligned). */
+#define ATTN_VF_X86(W)                                                           \
+  typedef simde__m##W vf;                                                        \
+  static inline vf vf_zero(void) { return simde_mm##W##_setzero_ps(); }          \
+  static inline vf vf_set1(float x) { return simde_mm##W##_set1_ps(x); }         \
+  static inline vf vf_load(const float *p) { return simde_mm##W##_loadu_ps(p); } \
+  static inline void vf_store(float *p, vf v) { simde_mm##W##_storeu_ps(p, v); }
+
+/* The ordered comparisons, through the shim's compare (cmp(a, b, predicate) -> vmask). */
+#define ATTN_VF_X86_CMP(cmp)                                                   \
+  static inline vmask vf_lt(vf a, vf b) { return cmp(a, b, SIMDE_CMP_LT_OQ); } \
+  static inline vmask vf_ge(vf a, vf b) { return cmp(a, b, SIMDE_CMP_GE_OQ); } \
+  static inline vmask vf_eq(vf a, vf b) { return cmp(a, b, SIMDE_CMP_EQ_OQ); }
 
 #endif

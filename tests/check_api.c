@@ -202,23 +202,10 @@ START_TEST(mask_helpers) {
 }
 END_TEST
 
-static Suite *api_suite(attn_isa isa) {
-  Suite *s = suite_create(attn_isa_name(isa));
-  TCase *tc = tu_tcase("basics");
-  tcase_add_test(tc, version_matches_macros);
-  tcase_add_test(tc, status_strings_distinct_and_never_null);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("isa");
-  tcase_add_test(tc, isa_names_round_trip);
-  tcase_add_test(tc, isa_environment_honoured);
-  tcase_add_test(tc, isa_available_contract);
-  tcase_add_test(tc, isa_set_contract);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("shape");
-  tcase_add_test(tc, shape_init_defaults);
-  tcase_add_test(tc, mask_helpers);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) { return tu_main(api_suite); }
+/* clang-format off */
+TU_MAIN(
+  {"basics", version_matches_macros, 1}, {"basics", status_strings_distinct_and_never_null, 1},
+  {"isa", isa_names_round_trip, 1}, {"isa", isa_environment_honoured, 1}, {"isa", isa_available_contract, 1},
+    {"isa", isa_set_contract, 1},
+  {"shape", shape_init_defaults, 1}, {"shape", mask_helpers, 1})
+/* clang-format on */

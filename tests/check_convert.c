@@ -317,20 +317,9 @@ START_TEST(reentrant) {
 }
 END_TEST
 
-static Suite *convert_suite(attn_isa isa) {
-  Suite *s = suite_create(attn_isa_name(isa));
-  TCase *tc = tu_tcase("convert");
-  tcase_add_test(tc, reference_self_check);
-  tcase_add_loop_test(tc, all_patterns_up_and_back, 0, 2);
-  tcase_add_test(tc, f16_boundaries);
-  tcase_add_test(tc, bf16_boundaries);
-  tcase_add_loop_test(tc, random_bits, 0, 2);
-  tcase_add_test(tc, specials);
-  tcase_add_loop_test(tc, lengths_and_offsets, 0, 4);
-  tcase_add_loop_test(tc, bad_input, 0, 4);
-  tcase_add_test(tc, reentrant);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) { return tu_main(convert_suite); }
+/* clang-format off */
+TU_MAIN(
+  {"convert", reference_self_check, 1}, {"convert", all_patterns_up_and_back, 2}, {"convert", f16_boundaries, 1},
+    {"convert", bf16_boundaries, 1}, {"convert", random_bits, 2}, {"convert", specials, 1},
+    {"convert", lengths_and_offsets, 4}, {"convert", bad_input, 4}, {"convert", reentrant, 1})
+/* clang-format on */

@@ -227,23 +227,10 @@ START_TEST(detail_kept_after_success) {
 }
 END_TEST
 
-static Suite *errors_suite(attn_isa isa) {
-  Suite *s = suite_create(attn_isa_name(isa));
-  TCase *tc = tu_tcase("names");
-  tcase_add_test(tc, status_names_match_the_enum);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("details");
-  tcase_add_test(tc, softmax_details_and_nothing_written);
-  tcase_add_test(tc, softmax_option_details);
-  tcase_add_test(tc, linear_state_heads_detail);
-  tcase_add_test(tc, linear_gate_details);
-  tcase_add_test(tc, other_details);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("threads");
-  tcase_add_test(tc, detail_is_per_thread);
-  tcase_add_test(tc, detail_kept_after_success);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) { return tu_main(errors_suite); }
+/* clang-format off */
+TU_MAIN(
+  {"names", status_names_match_the_enum, 1},
+  {"details", softmax_details_and_nothing_written, 1}, {"details", softmax_option_details, 1},
+    {"details", linear_state_heads_detail, 1}, {"details", linear_gate_details, 1}, {"details", other_details, 1},
+  {"threads", detail_is_per_thread, 1}, {"threads", detail_kept_after_success, 1})
+/* clang-format on */

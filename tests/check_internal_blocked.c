@@ -644,18 +644,14 @@ END_TEST
 
 static Suite *internal_blocked_suite(attn_isa active) {
   ti_setup(active);
-  const tu_entry tests[] = {{"gemm", gemm_shapes, (int)NGS},
-                            {"gemm", gemm_last_columns, 12},
-                            {"gemm", gemm_in_place_row, 1},
-                            {"softmax_block", softmax_block_steps, 15},
-                            {"softmax_block", softmax_block_nonfinite, 5},
-                            {"softmax_block", gau_block_steps, 11},
-                            {"softmax_block", window_block_values, 7},
-                            {"few_rows", few_rows_shapes, 3},
-                            {"few_rows", few_rows_heads, 3},
-                            {"select", select_scan_values, 2},
-                            {"select", select_scan_nonfinite, 1}};
-  return tu_suite(active, tests, sizeof tests / sizeof tests[0]);
+  /* clang-format off */
+  return TU_SUITE(active,
+    {"gemm", gemm_shapes, (int)NGS}, {"gemm", gemm_last_columns, 12}, {"gemm", gemm_in_place_row, 1},
+    {"softmax_block", softmax_block_steps, 15}, {"softmax_block", softmax_block_nonfinite, 5},
+      {"softmax_block", gau_block_steps, 11}, {"softmax_block", window_block_values, 7},
+    {"few_rows", few_rows_shapes, 3}, {"few_rows", few_rows_heads, 3},
+    {"select", select_scan_values, 2}, {"select", select_scan_nonfinite, 1});
+  /* clang-format on */
 }
 
 int main(void) { return tu_main(internal_blocked_suite); }

@@ -681,21 +681,15 @@ END_TEST
 
 static Suite *internal_linear_suite(attn_isa active) {
   ti_setup(active);
-  const tu_entry tests[] = {{"linear_step", linear_step_widths, 12},
-                            {"linear_step", rows_axpby_values, 8},
-                            {"linear_step", rows_copy_values, 9},
-                            {"linear_step", rows_cols_values, 9},
-                            {"featmap", featmap_maps, 9},
-                            {"featmap", expfeat_modes, 9},
-                            {"featmap", expfeat_scaled_max, 9},
-                            {"favor", favor_log_vs_libm, 1},
-                            {"favor", favor_golden_bits, 1},
-                            {"favor", favor_redraw_bits, 1},
-                            {"favor", favor_blocks_orthogonal, 1},
-                            {"favor", favor_chi_norms, 1},
-                            {"favor", favor_prefix_and_seeds, 1},
-                            {"favor", favor_unbiased, 1}};
-  return tu_suite(active, tests, sizeof tests / sizeof tests[0]);
+  /* clang-format off */
+  return TU_SUITE(active,
+    {"linear_step", linear_step_widths, 12}, {"linear_step", rows_axpby_values, 8},
+      {"linear_step", rows_copy_values, 9}, {"linear_step", rows_cols_values, 9},
+    {"featmap", featmap_maps, 9}, {"featmap", expfeat_modes, 9}, {"featmap", expfeat_scaled_max, 9},
+    {"favor", favor_log_vs_libm, 1}, {"favor", favor_golden_bits, 1}, {"favor", favor_redraw_bits, 1},
+      {"favor", favor_blocks_orthogonal, 1}, {"favor", favor_chi_norms, 1}, {"favor", favor_prefix_and_seeds, 1},
+      {"favor", favor_unbiased, 1});
+  /* clang-format on */
 }
 
 int main(void) { return tu_main(internal_linear_suite); }

@@ -348,12 +348,13 @@ END_TEST
 
 static Suite *internal_vector_suite(attn_isa active) {
   ti_setup(active);
-  const tu_entry tests[] = {{"cpu", cpu_decode_recorded, 1}, {"cpu", cpu_detect_consistent, 1},
-                            {"exp", vexp_error_bound, 1},    {"exp", vexp_edges, 1},
-                            {"exp", vlog_error_bound, 1},    {"exp", logit_opts_values, 1},
-                            {"exp", transpose_values, 1},    {"exp", gate_exp_values, 1},
-                            {"cvt", cvt_all_patterns, 2},    {"cvt", cvt_reference_self_check, 1}};
-  return tu_suite(active, tests, sizeof tests / sizeof tests[0]);
+  /* clang-format off */
+  return TU_SUITE(active,
+    {"cpu", cpu_decode_recorded, 1}, {"cpu", cpu_detect_consistent, 1},
+    {"exp", vexp_error_bound, 1}, {"exp", vexp_edges, 1}, {"exp", vlog_error_bound, 1}, {"exp", logit_opts_values, 1},
+      {"exp", transpose_values, 1}, {"exp", gate_exp_values, 1},
+    {"cvt", cvt_all_patterns, 2}, {"cvt", cvt_reference_self_check, 1});
+  /* clang-format on */
 }
 
 int main(void) { return tu_main(internal_vector_suite); }

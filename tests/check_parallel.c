@@ -273,12 +273,7 @@ static void inputs_make(const pcase *c, pinputs *in, size_t idx) {
 
 static void inputs_free(pinputs *in) {
   tu_qkv_free(&in->x);
-  free(in->gates);
-  free(in->beta);
-  free(in->bias_table);
-  free(in->f_init);
-  free(in->kh);
-  free(in->vh);
+  tu_free_all((void *[]){in->gates, in->beta, in->bias_table, in->f_init, in->kh, in->vh}, 6);
 }
 
 static attn_row_stats stats_of(outs *o, size_t rows, size_t h) {
@@ -726,21 +721,9 @@ START_TEST(pool_pin) {
 }
 END_TEST
 
-static Suite *parallel_suite(attn_isa active) {
-  (void)active;
-  Suite *s = suite_create("parallel");
-  TCase *tc = tu_tcase("bit_identical");
-  tcase_add_loop_test(tc, parallel_bit_identical, 0, NPCASES);
-  tcase_add_loop_test(tc, packed_kv_same_bits, 0, 3 * 2 * 4);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("api");
-  tcase_add_test(tc, parallel_workspace_sizes);
-  tcase_add_test(tc, parallel_rejects_bad_threads);
-  tcase_add_test(tc, parallel_rejects_bad_gates);
-  tcase_add_test(tc, pool_api);
-  tcase_add_test(tc, pool_pin);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) { return tu_main(parallel_suite); }
+/* clang-format off */
+TU_MAIN(
+  {"bit_identical", parallel_bit_identical, (int)NPCASES}, {"bit_identical", packed_kv_same_bits, (int)(3 * 2 * 4)},
+  {"api", parallel_workspace_sizes, 1}, {"api", parallel_rejects_bad_threads, 1},
+    {"api", parallel_rejects_bad_gates, 1}, {"api", pool_api, 1}, {"api", pool_pin, 1})
+/* clang-format on */

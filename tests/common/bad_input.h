@@ -81,7 +81,8 @@ typedef enum tu_bad_fault {
   TU_BAD_OWN /* the first value of a suite's own faults */
 } tu_bad_fault;
 
-/** One row of a bad-input table. */
+/** One row of a bad-input table (also the row type of the merge's and the selective cache's own
+ *  tables, whose faults are their own). */
 typedef struct tu_bad_case {
   const char *name;
   int fault; /* a tu_bad_fault, or a suite's own (>= TU_BAD_OWN) */

@@ -17,14 +17,6 @@ void dt_aux_alloc(tu_tensor *t, tu_layout_kind kind, size_t n, size_t h, size_t 
   }
 }
 
-float *dt_dup(const tu_tensor *t) {
-  if (!t->data) return NULL;
-  float *c = malloc(sizeof(float) * t->span);
-  ck_assert_ptr_nonnull(c);
-  memcpy(c, t->data, sizeof(float) * t->span);
-  return c;
-}
-
 void dt_in_make(dt_in *in, const dt_spec *s, tu_rng *r, size_t n, size_t hk, size_t hv, size_t d, size_t dv) {
   memset(in, 0, sizeof *in);
   tu_qkv_make(&in->x, s->layout, TU_DATA_UNIFORM, r, n, n, hk, hk, hv, d, dv);
@@ -53,22 +45,7 @@ void dt_in_make(dt_in *in, const dt_spec *s, tu_rng *r, size_t n, size_t hk, siz
       const float lo = bdef ? 0.05f : s->blo, hi = bdef ? 1.0f : s->bhi;
       *tu_at(&in->b, t, h, 0) = s->beta0 && e % 3 == 1 ? 0.0f : lo == hi ? lo : tu_rng_range(r, lo, hi);
     }
-  in->gcopy = dt_dup(&in->g);
-  in->bcopy = dt_dup(&in->b);
-}
-
-void dt_in_free(dt_in *in) {
-  tu_qkv_free(&in->x);
-  tu_tensor_free(&in->g);
-  tu_tensor_free(&in->b);
-  free(in->gcopy);
-  free(in->bcopy);
-}
-
-void dt_in_unchanged(const dt_in *in) {
-  tu_qkv_assert_unchanged(&in->x);
-  if (in->g.data) tu_assert_same_bits("log gates (const)", in->gcopy, in->g.data, sizeof(float) * in->g.span);
-  tu_assert_same_bits("beta (const)", in->bcopy, in->b.data, sizeof(float) * in->b.span);
+  tu_gated_snapshot(in);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -137,7 +114,7 @@ void dt_call(const attn_delta_desc *base, const dt_in *in, size_t t0, size_t n, 
   if (state) tu_assert_guards("state", state);
   if (ck && ck->count) tu_assert_guards("checkpoint states", ck->states);
   tu_free(ws);
-  dt_in_unchanged(in);
+  tu_gated_assert_unchanged(in);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -188,14 +165,7 @@ void dt_ref_run(dt_ref *r, const attn_delta_desc *d, const dt_in *in, size_t t0,
   ref_delta(&p, &out);
 }
 
-void dt_ref_free(dt_ref *r) {
-  free(r->o);
-  free(r->os);
-  free(r->s);
-  free(r->ss);
-  free(r->ck);
-  free(r->cks);
-}
+void dt_ref_free(dt_ref *r) { tu_free_all((void *[]){r->o, r->os, r->s, r->ss, r->ck, r->cks}, 6); }
 
 /* got against expect (the reference or another library result) within factor times
  * tol_delta(d, C) scale + TOL_DT_FLOOR, scale the reference's. */

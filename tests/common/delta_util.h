@@ -23,11 +23,9 @@ typedef struct dt_spec {
   int split, beta0, row0; /* row0: gate row stride 0 (one row of gates for every token) */
 } dt_spec;
 
-typedef struct dt_in {
-  tu_qkv x;       /* q, k [n][h_k][d], v [n][h_v][dv] */
-  tu_tensor g, b; /* log gates [n][h_v][w] (no data for PLAIN), beta [n][h_v][1] */
-  float *gcopy, *bcopy;
-} dt_in;
+/* q, k [n][h_k][d], v [n][h_v][dv], log gates g [n][h_v][w] (no data for PLAIN), beta b
+ * [n][h_v][1] (tu_gated_free, tu_gated_assert_unchanged). */
+typedef tu_gated_in dt_in;
 
 /* A reference result: o and its scales, the final state and its scales, checkpoint states. */
 typedef struct dt_ref {
@@ -46,13 +44,7 @@ extern const size_t dt_npcases;
 
 void dt_aux_alloc(tu_tensor *t, tu_layout_kind kind, size_t n, size_t h, size_t w, int row0);
 
-float *dt_dup(const tu_tensor *t);
-
 void dt_in_make(dt_in *in, const dt_spec *s, tu_rng *r, size_t n, size_t hk, size_t hv, size_t d, size_t dv);
-
-void dt_in_free(dt_in *in);
-
-void dt_in_unchanged(const dt_in *in);
 
 /* Row t0 of a tensor (NULL without data). */
 static inline const float *dt_row(const tu_tensor *t, size_t t0) { return t->data ? tu_at(t, t0, 0, 0) : NULL; }

@@ -23,31 +23,11 @@ void gt_desc(attn_linear_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_
 }
 
 static attn_layout gt_layout(gt_glayout kind, size_t n, size_t h, size_t w) {
-  attn_layout l;
-  switch (kind) {
-    case GL_P:
-      l.head_stride = w + 3;
-      l.row_stride = h * (w + 3) + 5;
-      break;
-    case GL_HM:
-      l.row_stride = w;
-      l.head_stride = n * w;
-      break;
-    case GL_R0:
-      l.row_stride = 0;
-      l.head_stride = w;
-      break;
-    case GL_R0P:
-      l.row_stride = 0;
-      l.head_stride = w + 2;
-      break;
-    case GL_T:
-    default:
-      l.row_stride = h * w;
-      l.head_stride = w;
-      break;
-  }
-  return l;
+  /* token- and head-major are tu_layout's; the padded and row-stride-0 ones the gates' own */
+  if (kind == GL_HM) return tu_layout(TU_HEAD_MAJOR, n, h, w);
+  if (kind == GL_P) return (attn_layout){.row_stride = h * (w + 3) + 5, .head_stride = w + 3};
+  if (kind == GL_R0 || kind == GL_R0P) return (attn_layout){.row_stride = 0, .head_stride = kind == GL_R0 ? w : w + 2};
+  return tu_layout(TU_TOKEN_MAJOR, n, h, w);
 }
 
 /* An input tensor of exactly its span (no guard: ASan sees an over-read), gaps set to the
@@ -87,23 +67,6 @@ static void gt_fill_gates(tu_tensor *g, const gt_gatespec *s, tu_rng *r) {
       }
 }
 
-void gt_inputs_snapshot(gt_inputs *in) {
-  free(in->gcopy);
-  free(in->bcopy);
-  in->gcopy = in->bcopy = NULL;
-  if (in->g.data) {
-    in->gcopy = malloc(sizeof(float) * in->g.span);
-    ck_assert_ptr_nonnull(in->gcopy);
-    memcpy(in->gcopy, in->g.data, sizeof(float) * in->g.span);
-  }
-  if (in->b.data) {
-    in->bcopy = malloc(sizeof(float) * in->b.span);
-    ck_assert_ptr_nonnull(in->bcopy);
-    memcpy(in->bcopy, in->b.data, sizeof(float) * in->b.span);
-  }
-  tu_qkv_snapshot(&in->x);
-}
-
 void gt_inputs_make(gt_inputs *in, tu_layout_kind kind, tu_data data, tu_rng *r, size_t n_q, size_t n_kv,
                     const attn_linear_desc *d, const gt_gatespec *s) {
   memset(in, 0, sizeof *in);
@@ -119,21 +82,7 @@ void gt_inputs_make(gt_inputs *in, tu_layout_kind kind, tu_data data, tu_rng *r,
     gt_tensor_alloc(&in->b, bl, n_kv, hg, 1);
     tu_tensor_fill(&in->b, r, 0.1f, 2.0f);
   }
-  gt_inputs_snapshot(in);
-}
-
-void gt_inputs_assert_unchanged(const gt_inputs *in) {
-  tu_qkv_assert_unchanged(&in->x);
-  if (in->g.data) tu_assert_same_bits("log gates (const) after the call", in->gcopy, in->g.data, 4 * in->g.span);
-  if (in->b.data) tu_assert_same_bits("beta (const) after the call", in->bcopy, in->b.data, 4 * in->b.span);
-}
-
-void gt_inputs_free(gt_inputs *in) {
-  tu_qkv_free(&in->x);
-  tu_tensor_free(&in->g);
-  tu_tensor_free(&in->b);
-  free(in->gcopy);
-  free(in->bcopy);
+  tu_gated_snapshot(in);
 }
 
 static tu_tensor gt_rows(const tu_tensor *t, size_t first, size_t n) {

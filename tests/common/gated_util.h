@@ -51,23 +51,16 @@ typedef struct gt_gatespec {
 } gt_gatespec;
 
 /* q, k, v, log gates and beta of one call (g.data / b.data NULL: no gate / no beta). */
-typedef struct gt_inputs {
-  tu_qkv x;
-  tu_tensor g, b;
-  float *gcopy, *bcopy;
-} gt_inputs;
+/* q, k, v, log gates and beta (tu_gated_snapshot, tu_gated_assert_unchanged, tu_gated_free). */
+typedef tu_gated_in gt_inputs;
 
 typedef struct gt_view {
   tu_tensor q, k, v, g, b;
 } gt_view;
 
-/** Snapshots every input (after a test changed them on purpose). */
-void gt_inputs_snapshot(gt_inputs *in);
 /** q, k, v in layout kind, log gates and beta as s says, for descriptor d's heads; snapshotted. */
 void gt_inputs_make(gt_inputs *in, tu_layout_kind kind, tu_data data, tu_rng *r, size_t n_q, size_t n_kv,
                     const attn_linear_desc *d, const gt_gatespec *s);
-void gt_inputs_assert_unchanged(const gt_inputs *in);
-void gt_inputs_free(gt_inputs *in);
 /** Queries [q0, q0 + nq), keys (and their gates and betas) [k0, k0 + nk). */
 gt_view gt_slice(const gt_inputs *in, size_t q0, size_t nq, size_t k0, size_t nk);
 gt_view gt_all(const gt_inputs *in);

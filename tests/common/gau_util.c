@@ -72,12 +72,7 @@ void gau_ref_compute(const attn_gau_desc *d, const tu_tensor *q, const tu_tensor
   ref_gau(&p, r->o, r->oscale, r->oarg, r->onear);
 }
 
-void gau_ref_free(gau_ref *r) {
-  free(r->o);
-  free(r->oscale);
-  free(r->oarg);
-  free(r->onear);
-}
+void gau_ref_free(gau_ref *r) { tu_free_all((void *[]){r->o, r->oscale, r->oarg, r->onear}, 4); }
 
 /* A view of a reference's scales from element `off` on (a property compares some rows only). */
 gau_ref gau_ref_at(const gau_ref *r, size_t off) {

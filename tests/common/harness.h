@@ -42,6 +42,15 @@ typedef struct tu_entry {
 /** A suite named after the path, holding the tests in order; consecutive rows of one TCase name
  *  share that TCase (tu_tcase). */
 Suite *tu_suite(attn_isa active, const tu_entry *tests, size_t count);
+/** tu_suite over the rows given as arguments (a suite's table: one line per TCase, its rows side
+ *  by side). */
+#define TU_SUITE(active, ...) \
+  tu_suite((active), (const tu_entry[]){__VA_ARGS__}, sizeof((const tu_entry[]){__VA_ARGS__}) / sizeof(tu_entry))
+/** The main of a suite that needs no set-up: tu_main over TU_SUITE of the rows given (a row's
+ *  count may be computed: TU_SELECT_CASES). */
+#define TU_MAIN(...)                                                                     \
+  static Suite *tu_main_suite(attn_isa active) { return TU_SUITE(active, __VA_ARGS__); } \
+  int main(void) { return tu_main(tu_main_suite); }
 /** 1 when ATTN_TEST_SCALE=small (cross runs under qemu): drop the heaviest table rows. */
 int tu_small(void);
 /** Table-row filter for small runs: work = n_q * n_kv * heads * (d + dv); rows above it are heavy. */

@@ -32,11 +32,8 @@ void sel_inputs(tu_qkv *x, attn_selective_desc *d, tu_rng *r, tu_data data, size
 void sel_run(const attn_selective_desc *desc, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
              tu_layout_kind okind, int with_lse, const float *f_in, size_t misalign, sel_res *r) {
   attn_selective_desc dd = *desc;
-  tu_tensor_alloc(&r->o, okind, dd.shape.n_q, dd.shape.h_q, dd.shape.dv, 1);
   r->has_lse = with_lse;
-  if (with_lse) tu_tensor_alloc(&r->lse, okind, dd.shape.n_q, dd.shape.h_q, 1, 1);
-  tu_shape_layouts(&dd.shape, q, k, v, &r->o);
-  if (with_lse) dd.lse = r->lse.l;
+  tu_outputs_alloc(&dd.shape, &dd.lse, q, k, v, okind, &r->o, with_lse ? &r->lse : NULL);
   const size_t nkv = dd.shape.n_kv, first_new = dd.shape.n_q < nkv ? nkv - dd.shape.n_q : 0;
   r->n_kv = nkv;
   r->f = tu_alloc(sizeof(float) * nkv, 0);

@@ -285,11 +285,59 @@ void tu_qkv_free(tu_qkv *x) {
   memset(x, 0, sizeof *x);
 }
 
+/* A copy of a gate or beta tensor's span (NULL without data). */
+static float *gated_copy(const tu_tensor *t) {
+  if (!t->data) return NULL;
+  float *c = malloc(sizeof(float) * t->span);
+  ck_assert_ptr_nonnull(c);
+  memcpy(c, t->data, sizeof(float) * t->span);
+  return c;
+}
+
+void tu_gated_snapshot(tu_gated_in *in) {
+  free(in->gcopy);
+  free(in->bcopy);
+  in->gcopy = gated_copy(&in->g);
+  in->bcopy = gated_copy(&in->b);
+  tu_qkv_snapshot(&in->x);
+}
+
+void tu_gated_assert_unchanged(const tu_gated_in *in) {
+  tu_qkv_assert_unchanged(&in->x);
+  if (in->g.data) tu_assert_same_bits("log gates (const) after the call", in->gcopy, in->g.data, 4 * in->g.span);
+  if (in->b.data) tu_assert_same_bits("beta (const) after the call", in->bcopy, in->b.data, 4 * in->b.span);
+}
+
+void tu_gated_free(tu_gated_in *in) {
+  tu_qkv_free(&in->x);
+  tu_tensor_free(&in->g);
+  tu_tensor_free(&in->b);
+  tu_free_all((void *[]){in->gcopy, in->bcopy}, 2);
+}
+
+void tu_assert_shape_defaults(const char *what, const attn_shape *got, size_t d) {
+  attn_shape want;
+  ck_assert_int_eq(attn_shape_init(&want, 5, 9, 6, 2, 2, d, 40), ATTN_OK);
+  tu_assert_same_bits(what, &want, got, sizeof want);
+}
+
+void tu_free_all(void *const *p, size_t count) {
+  for (size_t i = 0; i < count; ++i) free(p[i]);
+}
+
 void tu_shape_layouts(attn_shape *s, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v, const tu_tensor *o) {
   s->q = q->l;
   s->k = k->l;
   s->v = v->l;
   s->o = o->l;
+}
+
+void tu_outputs_alloc(attn_shape *s, attn_layout *lse_layout, const tu_tensor *q, const tu_tensor *k,
+                      const tu_tensor *v, tu_layout_kind okind, tu_tensor *o, tu_tensor *lse) {
+  tu_tensor_alloc(o, okind, s->n_q, s->h_q, s->dv, 1);
+  if (lse) tu_tensor_alloc(lse, okind, s->n_q, s->h_q, 1, 1);
+  tu_shape_layouts(s, q, k, v, o);
+  if (lse) *lse_layout = lse->l;
 }
 
 ref_feature_map tu_ref_map(attn_feature_map map) {
@@ -370,12 +418,7 @@ void tu_softmax_ref_compute(const attn_softmax_desc *d, const tu_tensor *q, cons
   ref_softmax(&p, r->o, r->lse, r->oscale, r->sabs);
 }
 
-void tu_softmax_ref_free(tu_softmax_ref *r) {
-  free(r->o);
-  free(r->lse);
-  free(r->oscale);
-  free(r->sabs);
-}
+void tu_softmax_ref_free(tu_softmax_ref *r) { tu_free_all((void *[]){r->o, r->lse, r->oscale, r->sabs}, 4); }
 
 /* ------------------------------------------------------------------------------------------ */
 /* Comparison                                                                                  */

@@ -101,8 +101,31 @@ void tu_qkv_make(tu_qkv *x, tu_layout_kind kind, tu_data data, tu_rng *r, size_t
 /** tu_qkv_make's inputs, returned (a test's prologue: tu_qkv x = tu_qkv_of(...)). */
 tu_qkv tu_qkv_of(tu_layout_kind kind, tu_data data, tu_rng *r, size_t n_q, size_t n_kv, size_t h_q, size_t h_k,
                  size_t h_v, size_t d, size_t dv);
+/** q, k, v with log gates g and beta b (a tensor without data where a call has none), and copies of
+ *  g and b that prove a call did not write them: the inputs of the delta rule and of gated linear
+ *  attention (delta_util.h's dt_in, gated_util.h's gt_inputs). */
+typedef struct tu_gated_in {
+  tu_qkv x;
+  tu_tensor g, b;
+  float *gcopy, *bcopy;
+} tu_gated_in;
+/** Snapshots q, k, v, g and b (after filling them, or after a test changed them on purpose). */
+void tu_gated_snapshot(tu_gated_in *in);
+/** Asserts that no byte of q, k, v, g or b changed since the snapshot. */
+void tu_gated_assert_unchanged(const tu_gated_in *in);
+void tu_gated_free(tu_gated_in *in);
+/** Asserts that a descriptor's shape is attn_shape_init's for the sizes of the descriptor tests
+ *  (n_q 5, n_kv 9, h_q 6, h_kv 2, head width d, dv 40): h_k = h_v = h_kv, default layouts. */
+void tu_assert_shape_defaults(const char *what, const attn_shape *got, size_t d);
+/** free() of each of count pointers (the arrays of a result struct). */
+void tu_free_all(void *const *p, size_t count);
 /** Point a shape's q, k, v and o layouts at tensors (sizes stay as they are). */
 void tu_shape_layouts(attn_shape *s, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v, const tu_tensor *o);
+/** The outputs of a call of shape *s over q, k, v, guarded and all sentinel in layout okind: o
+ *  [n_q][h_q][dv] and, unless lse is NULL, lse [n_q][h_q][1]; points s's layouts at q, k, v and o
+ *  and *lse_layout at lse's. */
+void tu_outputs_alloc(attn_shape *s, attn_layout *lse_layout, const tu_tensor *q, const tu_tensor *k,
+                      const tu_tensor *v, tu_layout_kind okind, tu_tensor *o, tu_tensor *lse);
 /** The cases of tu_qkv_poison: q, k or v x NaN, +inf or -inf x a token early or late. */
 #define TU_POISON_CASES 18
 /** Non-finite-policy tests: sets one element of q, k or v (case / 6) to NaN, +inf or -inf

@@ -768,13 +768,9 @@ START_TEST(analysis_reentrant) {
 }
 END_TEST
 
-static Suite *analysis_suite(attn_isa isa) {
-  const size_t nsel = TU_SELECT_CASES(an_cases, an_sel, n_kv);
-  const tu_entry tests[] = {{"reference", analysis_matches_reference, (int)nsel},
-                            {"reference", analysis_stats_partial, 1},
-                            {"api", analysis_size_limit_and_queries, 1},
-                            {"api", analysis_reentrant, 5}};
-  return tu_suite(isa, tests, sizeof tests / sizeof tests[0]);
-}
-
-int main(void) { return tu_main(analysis_suite); }
+/* clang-format off */
+TU_MAIN(
+  {"reference", analysis_matches_reference, (int)TU_SELECT_CASES(an_cases, an_sel, n_kv)},
+    {"reference", analysis_stats_partial, 1},
+  {"api", analysis_size_limit_and_queries, 1}, {"api", analysis_reentrant, 5})
+/* clang-format on */

@@ -400,9 +400,7 @@ START_TEST(analysis_rejects_bad_input) {
 }
 END_TEST
 
-static Suite *analysis_bad_input_suite(attn_isa isa) {
-  const tu_entry tests[] = {{"bad_input", analysis_rejects_bad_input, (int)BI_NCASES}};
-  return tu_suite(isa, tests, sizeof tests / sizeof tests[0]);
-}
-
-int main(void) { return tu_main(analysis_bad_input_suite); }
+/* clang-format off */
+TU_MAIN(
+  {"bad_input", analysis_rejects_bad_input, (int)BI_NCASES})
+/* clang-format on */

@@ -156,7 +156,7 @@ static void dt_one_call_free(dt_one_call *f) {
   tu_free(f->s);
   tu_free(f->s0);
   tu_free(f->s2);
-  dt_in_free(&f->in);
+  tu_gated_free(&f->in);
 }
 
 /* The state s2 against the one call's state s within the property factor of the reference's bound. */
@@ -313,7 +313,7 @@ START_TEST(delta_long_sequence) {
   dt_ref_free(&r);
   tu_tensor_free(&o);
   tu_free(st);
-  dt_in_free(&in);
+  tu_gated_free(&in);
 }
 END_TEST
 
@@ -351,7 +351,6 @@ START_TEST(delta_nonfinite_policy) {
 END_TEST
 
 static Suite *delta_suite(attn_isa isa) {
-  Suite *s = suite_create(attn_isa_name(isa));
   size_t work[DT_NCASES];
   for (size_t i = 0; i < DT_NCASES; ++i) {
     const dt_case *c = &dt_cases[i];
@@ -359,19 +358,13 @@ static Suite *delta_suite(attn_isa isa) {
     work[i] = dt_case_n(c, c->chunk ? c->chunk : 64) * c->hv * c->d * c->dv / 4;
   }
   const size_t nsel = tu_select_rows(DT_NCASES, work, dt_sel);
-  TCase *tc = tu_tcase("reference");
-  tcase_add_loop_test(tc, delta_matches_reference, 0, (int)nsel);
-  tcase_add_test(tc, delta_desc_defaults);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("properties");
-  tcase_add_loop_test(tc, delta_decode_equals_prefill, 0, (int)dt_npcases);
-  tcase_add_loop_test(tc, delta_pieces_equal_one_call, 0, (int)dt_npcases);
-  tcase_add_loop_test(tc, delta_long_sequence, 0, 3);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("nonfinite");
-  tcase_add_loop_test(tc, delta_nonfinite_policy, 0, 18);
-  suite_add_tcase(s, tc);
-  return s;
+  /* clang-format off */
+  return TU_SUITE(isa,
+    {"reference", delta_matches_reference, (int)nsel}, {"reference", delta_desc_defaults, 1},
+    {"properties", delta_decode_equals_prefill, (int)dt_npcases},
+      {"properties", delta_pieces_equal_one_call, (int)dt_npcases}, {"properties", delta_long_sequence, 3},
+    {"nonfinite", delta_nonfinite_policy, 18});
+  /* clang-format on */
 }
 
 int main(void) { return tu_main(delta_suite); }

@@ -101,7 +101,7 @@ START_TEST(delta_checkpoint_restore) {
   tu_free(s0);
   tu_free(cks);
   attn_pool_destroy(pool);
-  dt_in_free(&in);
+  tu_gated_free(&in);
 }
 END_TEST
 
@@ -157,7 +157,7 @@ START_TEST(delta_threads_bit_identical) {
     tu_free(ck[w]);
   }
   tu_free(s0);
-  dt_in_free(&in);
+  tu_gated_free(&in);
 }
 END_TEST
 
@@ -808,19 +808,9 @@ START_TEST(linear_checkpointed_rejects) {
 }
 END_TEST
 
-static Suite *delta_state_suite(attn_isa isa) {
-  Suite *s = suite_create(attn_isa_name(isa));
-  TCase *tc = tu_tcase("checkpoints");
-  tcase_add_loop_test(tc, delta_checkpoint_restore, 0, (int)(2 * dt_npcases));
-  tcase_add_loop_test(tc, delta_threads_bit_identical, 0, 4);
-  tcase_add_loop_test(tc, linear_checkpoint_restore, 0, 4);
-  tcase_add_test(tc, linear_checkpoint_flash);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("bad_input");
-  tcase_add_loop_test(tc, delta_rejects_bad_input, 0, (int)DB_NCASES);
-  tcase_add_loop_test(tc, linear_checkpointed_rejects, 0, (int)LB_NCASES);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) { return tu_main(delta_state_suite); }
+/* clang-format off */
+TU_MAIN(
+  {"checkpoints", delta_checkpoint_restore, (int)(2 * dt_npcases)}, {"checkpoints", delta_threads_bit_identical, 4},
+    {"checkpoints", linear_checkpoint_restore, 4}, {"checkpoints", linear_checkpoint_flash, 1},
+  {"bad_input", delta_rejects_bad_input, (int)DB_NCASES}, {"bad_input", linear_checkpointed_rejects, (int)LB_NCASES})
+/* clang-format on */

@@ -350,9 +350,7 @@ START_TEST(gau_desc_init_defaults) {
   attn_gau_desc d;
   memset(&d, 0xCD, sizeof d);
   ck_assert_int_eq(attn_gau_desc_init(&d, 5, 9, 6, 2, 64, 40), ATTN_OK);
-  attn_shape want;
-  ck_assert_int_eq(attn_shape_init(&want, 5, 9, 6, 2, 2, 64, 40), ATTN_OK); /* h_k = h_v = h_kv */
-  tu_assert_same_bits("gau shape defaults", &want, &d.shape, sizeof want);
+  tu_assert_shape_defaults("gau shape defaults", &d.shape, 64);
   ck_assert(d.mask.left == ATTN_UNBOUNDED && d.mask.right == ATTN_UNBOUNDED && d.mask.chunk == 0);
   ck_assert(fabs((double)d.scale - 0.125) <= 0x1p-24);
   ck_assert_int_eq(d.bias, ATTN_GAU_BIAS_SCALAR);
@@ -571,21 +569,13 @@ START_TEST(gau_rejects_bad_input) {
 }
 END_TEST
 
-static Suite *gau_suite(attn_isa isa) {
-  const size_t nsel = TU_SELECT_CASES(gau_cases, gau_sel, dv);
-  const tu_entry tests[] = {{"reference", gau_matches_reference, (int)nsel},
-                            {"reference", gau_shared_inputs, 1},
-                            {"reference", gau_decode_row_stride_zero, 1},
-                            {"reference", gau_flash_quad, (int)FLASH_NCASES},
-                            {"reference", gau_su_form, (int)SU_NCASES},
-                            {"reference", gau_chunk_local_g4_n10, 1},
-                            {"reference", gau_bias_lookup_exact, 1},
-                            {"api", gau_desc_init_defaults, 1},
-                            {"api", gau_workspace_independent_of_lengths, 1},
-                            {"api", gau_workspace_size_null_pointers, 1},
-                            {"api", gau_scalar_bias_ignores_table_fields, 1},
-                            {"bad_input", gau_rejects_bad_input, (int)tu_bad_rows(0, BV_NOWN)}};
-  return tu_suite(isa, tests, sizeof tests / sizeof tests[0]);
-}
-
-int main(void) { return tu_main(gau_suite); }
+/* clang-format off */
+TU_MAIN(
+  {"reference", gau_matches_reference, (int)TU_SELECT_CASES(gau_cases, gau_sel, dv)},
+    {"reference", gau_shared_inputs, 1}, {"reference", gau_decode_row_stride_zero, 1},
+    {"reference", gau_flash_quad, (int)FLASH_NCASES}, {"reference", gau_su_form, (int)SU_NCASES},
+    {"reference", gau_chunk_local_g4_n10, 1}, {"reference", gau_bias_lookup_exact, 1},
+  {"api", gau_desc_init_defaults, 1}, {"api", gau_workspace_independent_of_lengths, 1},
+    {"api", gau_workspace_size_null_pointers, 1}, {"api", gau_scalar_bias_ignores_table_fields, 1},
+  {"bad_input", gau_rejects_bad_input, (int)tu_bad_rows(0, BV_NOWN)})
+/* clang-format on */

@@ -454,17 +454,15 @@ static Suite *gau_props_suite(attn_isa isa) {
   int ndecode = 0; /* the property rows whose mask sees no later key */
   for (size_t i = 0; i < GAU_NPROPS; ++i)
     if (gau_props[i].mask.right == 0) gau_decode_sel[ndecode++] = i;
-  const tu_entry tests[] = {{"sparsity", gau_very_negative_bias_gives_zeros, 1},
-                            {"sparsity", gau_beta_zero_partial_sparsity, 1},
-                            {"mask", gau_mask_skips_outside_keys, (int)SKIP_NCASES},
-                            {"mask", gau_rows_without_keys_are_empty, 1},
-                            {"properties", gau_decode_matches_prefill, ndecode},
-                            {"properties", gau_chunked_matches_prefill, (int)GAU_NPROPS},
-                            {"properties", gau_pieces_match_one_call, ndecode},
-                            {"nonfinite", gau_nonfinite_small_cases, 1},
-                            {"nonfinite", gau_nonfinite_score_in_unmasked_block, 1},
-                            {"nonfinite", gau_nonfinite_policy, (int)NF_NCASES}};
-  return tu_suite(isa, tests, sizeof tests / sizeof tests[0]);
+  /* clang-format off */
+  return TU_SUITE(isa,
+    {"sparsity", gau_very_negative_bias_gives_zeros, 1}, {"sparsity", gau_beta_zero_partial_sparsity, 1},
+    {"mask", gau_mask_skips_outside_keys, (int)SKIP_NCASES}, {"mask", gau_rows_without_keys_are_empty, 1},
+    {"properties", gau_decode_matches_prefill, ndecode}, {"properties", gau_chunked_matches_prefill, (int)GAU_NPROPS},
+      {"properties", gau_pieces_match_one_call, ndecode},
+    {"nonfinite", gau_nonfinite_small_cases, 1}, {"nonfinite", gau_nonfinite_score_in_unmasked_block, 1},
+      {"nonfinite", gau_nonfinite_policy, (int)NF_NCASES});
+  /* clang-format on */
 }
 
 int main(void) { return tu_main(gau_props_suite); }

@@ -637,16 +637,11 @@ END_TEST
 
 static Suite *kv_half_suite(attn_isa isa) {
   tu_rng_seed(&rng, 0x16f16);
-  Suite *s = suite_create(attn_isa_name(isa));
-  TCase *tc = tu_tcase("reference");
-  tcase_add_loop_test(tc, kv_half_matches_reference, 0, (int)NCASES);
-  tcase_add_loop_test(tc, kv_half_selcache, 0, 2);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("bad_input");
-  tcase_add_loop_test(tc, kv_half_bad_dtype, 0, 5);
-  tcase_add_loop_test(tc, kv_half_aliasing_in_bytes, 0, 2);
-  suite_add_tcase(s, tc);
-  return s;
+  /* clang-format off */
+  return TU_SUITE(isa,
+    {"reference", kv_half_matches_reference, (int)NCASES}, {"reference", kv_half_selcache, 2},
+    {"bad_input", kv_half_bad_dtype, 5}, {"bad_input", kv_half_aliasing_in_bytes, 2});
+  /* clang-format on */
 }
 
 int main(void) { return tu_main(kv_half_suite); }

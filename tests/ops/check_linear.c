@@ -733,7 +733,6 @@ START_TEST(linear_eps0_empty_rows_are_zero) {
 END_TEST
 
 static Suite *linear_suite(attn_isa isa) {
-  Suite *s = suite_create(attn_isa_name(isa));
   size_t work[LN_NCASES];
   for (size_t i = 0; i < LN_NCASES; ++i) {
     const ln_case *c = &ln_cases[i];
@@ -741,19 +740,17 @@ static Suite *linear_suite(attn_isa isa) {
     work[i] = c->n_q * (c->n_kv + c->prefix) * lu_max3(c->h_q, c->h_k, c->h_v) * (m + c->dv);
   }
   const size_t nsel = tu_select_rows(LN_NCASES, work, ln_sel);
-  TCase *tc = tu_tcase("reference");
-  tcase_add_loop_test(tc, linear_matches_reference, 0, (int)nsel);
-  tcase_add_loop_test(tc, linear_nonfinite_policy, 0, (int)(LNF_NCASES * LNF_NMAPS));
-  tcase_add_loop_test(tc, linear_eps0_empty_rows_are_zero, 0, (int)(sizeof eps0_maps / sizeof eps0_maps[0]));
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("properties");
-  tcase_add_loop_test(tc, linear_chunkwise_matches_recurrent, 0, (int)LN_NPROPS);
-  tcase_add_loop_test(tc, linear_prefill_state_continues_decode, 0, (int)LN_NPROPS);
-  tcase_add_loop_test(tc, linear_snapshot_restore_bit_exact, 0, (int)(2 * LN_NPROPS));
-  tcase_add_loop_test(tc, linear_split_prefill_matches_one_call, 0, (int)LN_NPROPS);
-  tcase_add_loop_test(tc, linear_layout_bit_exact, 0, (int)LN_NPROPS);
-  suite_add_tcase(s, tc);
-  return s;
+  /* clang-format off */
+  return TU_SUITE(isa,
+    {"reference", linear_matches_reference, (int)nsel},
+      {"reference", linear_nonfinite_policy, (int)(LNF_NCASES * LNF_NMAPS)},
+      {"reference", linear_eps0_empty_rows_are_zero, (int)(sizeof eps0_maps / sizeof eps0_maps[0])},
+    {"properties", linear_chunkwise_matches_recurrent, (int)LN_NPROPS},
+      {"properties", linear_prefill_state_continues_decode, (int)LN_NPROPS},
+      {"properties", linear_snapshot_restore_bit_exact, (int)(2 * LN_NPROPS)},
+      {"properties", linear_split_prefill_matches_one_call, (int)LN_NPROPS},
+      {"properties", linear_layout_bit_exact, (int)LN_NPROPS});
+  /* clang-format on */
 }
 
 int main(void) { return tu_main(linear_suite); }

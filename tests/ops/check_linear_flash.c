@@ -268,15 +268,9 @@ START_TEST(linear_flash_rejects_bad_input) {
 }
 END_TEST
 
-static Suite *linear_flash_suite(attn_isa isa) {
-  Suite *s = suite_create(attn_isa_name(isa));
-  TCase *tc = tu_tcase("flash");
-  tcase_add_loop_test(tc, linear_flash_exclusive_matches_reference, 0, (int)(3 * FX_NCASES));
-  tcase_add_loop_test(tc, linear_flash_pieces_then_decode, 0, 12);
-  tcase_add_loop_test(tc, linear_flash_sum_matches_formula, 0, 3);
-  tcase_add_loop_test(tc, linear_flash_rejects_bad_input, 0, 6);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) { return tu_main(linear_flash_suite); }
+/* clang-format off */
+TU_MAIN(
+  {"flash", linear_flash_exclusive_matches_reference, (int)(3 * FX_NCASES)},
+    {"flash", linear_flash_pieces_then_decode, 12}, {"flash", linear_flash_sum_matches_formula, 3},
+    {"flash", linear_flash_rejects_bad_input, 6})
+/* clang-format on */

@@ -171,18 +171,18 @@ START_TEST(gated_matches_reference) {
     ck_assert_uint_eq(st.s.tokens, c->prefix);
     s0 = lu_state_to_double(&st.s);
     tu_tensor_free(&po);
-    gt_inputs_free(&px);
+    tu_gated_free(&px);
   }
   tu_tensor o;
   gt_call(&d, &v, c->layout == TU_PACKED_QKV ? TU_TOKEN_MAJOR : c->layout, &st.s, (idx % 2) * 4, &o);
-  gt_inputs_assert_unchanged(&x);
+  tu_gated_assert_unchanged(&x);
   const size_t C = gt_chunk(&d);
   gt_check_output(c->name, &d, &v, s0, c->prefix, C, C, &o);
   gt_check_state(c->name, &d, &v, s0, c->prefix, C, C, &st.s);
   free(s0);
   tu_tensor_free(&o);
   lu_state_free(&st);
-  gt_inputs_free(&x);
+  tu_gated_free(&x);
 }
 END_TEST
 
@@ -304,7 +304,7 @@ START_TEST(gated_retnet_parallel_form) {
   free(par);
   tu_tensor_free(&o);
   lu_state_free(&st);
-  gt_inputs_free(&x);
+  tu_gated_free(&x);
 }
 END_TEST
 
@@ -332,14 +332,14 @@ START_TEST(gated_mamba2_ssd) {
       *tu_at(&x.b, t, h, 0) = dt;
       *tu_at(&x.g, t, h, 0) = dt * A[h]; /* what a caller passes: the float product */
     }
-  gt_inputs_snapshot(&x);
+  tu_gated_snapshot(&x);
   const gt_view v = gt_all(&x);
   gt_bind(&d, &v);
   lu_state st;
   lu_state_make(&st, &d);
   tu_tensor o;
   gt_call(&d, &v, TU_TOKEN_MAJOR, &st.s, 0, &o);
-  gt_inputs_assert_unchanged(&x);
+  tu_gated_assert_unchanged(&x);
   /* the SSD recurrence, per head, in double */
   const size_t count = n * Hh * P, w = P + 2;
   double *y = malloc(sizeof(double) * count), *hs = malloc(sizeof(double) * Hh * N * w);
@@ -381,7 +381,7 @@ START_TEST(gated_mamba2_ssd) {
   free(hs);
   tu_tensor_free(&o);
   lu_state_free(&st);
-  gt_inputs_free(&x);
+  tu_gated_free(&x);
 }
 END_TEST
 
@@ -476,7 +476,7 @@ START_TEST(gated_extreme_gates) {
   gt_assert_finite(c->name, st.s.data, lu_state_floats(&st.s));
   free(s0);
   lu_state_free(&st);
-  gt_inputs_free(&x);
+  tu_gated_free(&x);
 }
 END_TEST
 
@@ -488,13 +488,12 @@ static Suite *gates_suite(attn_isa isa) {
     work[i] = c->n_q * (c->n_kv + c->prefix) * (hqk > hvg ? hqk : hvg) * (c->d + c->dv);
   }
   const size_t nsel = tu_select_rows(GT_NCASES, work, gt_sel);
-  const tu_entry tests[] = {{"reference", gated_matches_reference, (int)nsel},
-                            {"reference", gated_desc_init_defaults, 1},
-                            {"models", gated_retnet_decays, 1},
-                            {"models", gated_retnet_parallel_form, 8},
-                            {"models", gated_mamba2_ssd, 6},
-                            {"extreme", gated_extreme_gates, (int)GX_NCASES}};
-  return tu_suite(isa, tests, sizeof tests / sizeof tests[0]);
+  /* clang-format off */
+  return TU_SUITE(isa,
+    {"reference", gated_matches_reference, (int)nsel}, {"reference", gated_desc_init_defaults, 1},
+    {"models", gated_retnet_decays, 1}, {"models", gated_retnet_parallel_form, 8}, {"models", gated_mamba2_ssd, 6},
+    {"extreme", gated_extreme_gates, (int)GX_NCASES});
+  /* clang-format on */
 }
 
 int main(void) { return tu_main(gates_suite); }

@@ -97,7 +97,7 @@ static void gt_seq_free(gt_seq *s) {
   free(s->sgot);
   tu_tensor_free(&s->o);
   lu_state_free(&s->st);
-  gt_inputs_free(&s->in);
+  tu_gated_free(&s->in);
 }
 
 /* tokens [a, a + len) of the sequence as one call continuing state */
@@ -249,7 +249,7 @@ START_TEST(gated_feature_equal_is_scalar) {
   tu_tensor_free(&gf);
   lu_state_free(&ss);
   lu_state_free(&sf);
-  gt_inputs_free(&x);
+  tu_gated_free(&x);
 }
 END_TEST
 
@@ -268,7 +268,7 @@ START_TEST(gated_zero_gates_are_plain_linear) {
   gt_inputs_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, n, n, &dg, &spec);
   for (size_t t = 0; t < n; ++t)
     for (size_t h = 0; h < 4; ++h) *tu_at(&x.b, t, h, 0) = 1.0f;
-  gt_inputs_snapshot(&x);
+  tu_gated_snapshot(&x);
   const gt_view v = gt_all(&x);
   gt_view vl = v; /* no gate, no beta: attn_linear's descriptor keeps its defaults for them */
   memset(&vl.g, 0, sizeof vl.g);
@@ -314,7 +314,7 @@ START_TEST(gated_zero_gates_are_plain_linear) {
   tu_tensor_free(&ol);
   lu_state_free(&sg);
   lu_state_free(&sl);
-  gt_inputs_free(&x);
+  tu_gated_free(&x);
 }
 END_TEST
 
@@ -495,14 +495,10 @@ START_TEST(gated_retnet_decays_bad_input) {
 }
 END_TEST
 
-static Suite *gates_props_suite(attn_isa isa) {
-  const tu_entry tests[] = {{"properties", gated_chunkwise_matches_recurrent, (int)GP_NCASES},
-                            {"properties", gated_pieces_then_decode, (int)(2 * GP_NCASES)},
-                            {"properties", gated_feature_equal_is_scalar, 16},
-                            {"properties", gated_zero_gates_are_plain_linear, 8},
-                            {"bad_input", gated_rejects_bad_input, (int)GB_NCASES},
-                            {"bad_input", gated_retnet_decays_bad_input, 1}};
-  return tu_suite(isa, tests, sizeof tests / sizeof tests[0]);
-}
-
-int main(void) { return tu_main(gates_props_suite); }
+/* clang-format off */
+TU_MAIN(
+  {"properties", gated_chunkwise_matches_recurrent, (int)GP_NCASES},
+    {"properties", gated_pieces_then_decode, (int)(2 * GP_NCASES)}, {"properties", gated_feature_equal_is_scalar, 16},
+    {"properties", gated_zero_gates_are_plain_linear, 8},
+  {"bad_input", gated_rejects_bad_input, (int)GB_NCASES}, {"bad_input", gated_retnet_decays_bad_input, 1})
+/* clang-format on */

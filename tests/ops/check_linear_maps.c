@@ -545,22 +545,11 @@ START_TEST(linear_dsoftmax_shift_invariance) {
 }
 END_TEST
 
-static Suite *linear_maps_suite(attn_isa isa) {
-  Suite *s = suite_create(attn_isa_name(isa));
-  TCase *tc = tu_tcase("elu1");
-  tcase_add_test(tc, linear_elu1_accuracy_sweep);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("exponential");
-  tcase_add_loop_test(tc, linear_favor_caller_w_formula, 0, 9);
-  tcase_add_loop_test(tc, linear_favor_seed_equals_caller, 0, 8);
-  tcase_add_test(tc, linear_favor_matrix_properties);
-  tcase_add_test(tc, linear_favor_matrix_contract);
-  tcase_add_loop_test(tc, linear_exp_favor_stress, 0, XS_NRUNS);
-  tcase_add_loop_test(tc, linear_dsoftmax_bidir_formula, 0, 2);
-  tcase_add_loop_test(tc, linear_dsoftmax_ones, 0, 3);
-  tcase_add_loop_test(tc, linear_dsoftmax_shift_invariance, 0, 6);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) { return tu_main(linear_maps_suite); }
+/* clang-format off */
+TU_MAIN(
+  {"elu1", linear_elu1_accuracy_sweep, 1},
+  {"exponential", linear_favor_caller_w_formula, 9}, {"exponential", linear_favor_seed_equals_caller, 8},
+    {"exponential", linear_favor_matrix_properties, 1}, {"exponential", linear_favor_matrix_contract, 1},
+    {"exponential", linear_exp_favor_stress, (int)XS_NRUNS}, {"exponential", linear_dsoftmax_bidir_formula, 2},
+    {"exponential", linear_dsoftmax_ones, 3}, {"exponential", linear_dsoftmax_shift_invariance, 6})
+/* clang-format on */

@@ -166,9 +166,7 @@ START_TEST(linear_desc_init_defaults) {
   attn_linear_desc d;
   memset(&d, 0xCD, sizeof d);
   ck_assert_int_eq(attn_linear_desc_init(&d, 5, 9, 6, 2, 64, 40, ATTN_FEATURE_ELU1), ATTN_OK);
-  attn_shape want;
-  ck_assert_int_eq(attn_shape_init(&want, 5, 9, 6, 2, 2, 64, 40), ATTN_OK); /* h_k = h_v = h_kv */
-  tu_assert_same_bits("linear shape defaults", &want, &d.shape, sizeof want);
+  tu_assert_shape_defaults("linear shape defaults", &d.shape, 64);
   ck_assert_uint_eq(d.shape.h_k, 2);
   ck_assert_uint_eq(d.shape.h_v, 2);
   ck_assert_int_eq(d.feature_map, ATTN_FEATURE_ELU1);
@@ -191,8 +189,7 @@ START_TEST(linear_desc_init_defaults) {
     for (size_t i = 0; i < sizeof ds / sizeof ds[0]; ++i) {
       memset(&d, 0xCD, sizeof d);
       ck_assert_int_eq(attn_linear_desc_init(&d, 5, 9, 6, 2, ds[i], 40, (attn_feature_map)fm), ATTN_OK);
-      ck_assert_int_eq(attn_shape_init(&want, 5, 9, 6, 2, 2, ds[i], 40), ATTN_OK);
-      tu_assert_same_bits("linear shape defaults", &want, &d.shape, sizeof want);
+      tu_assert_shape_defaults("linear shape defaults", &d.shape, ds[i]);
       const float scale = fm == EXPM || fm == FAV ? 1.0f / sqrtf((float)ds[i]) : 1.0f;
       ck_assert_msg(d.scale == scale, "map %d d %zu: scale %.9g, expected %.9g", fm, ds[i], (double)d.scale,
                     (double)scale);
@@ -839,25 +836,12 @@ START_TEST(linear_rejects_bad_input) {
 }
 END_TEST
 
-static Suite *linear_state_suite(attn_isa isa) {
-  Suite *s = suite_create(attn_isa_name(isa));
-  TCase *tc = tu_tcase("state");
-  tcase_add_loop_test(tc, linear_state_layout, 0, 12);
-  tcase_add_test(tc, state_init_contract);
-  tcase_add_test(tc, state_reset_contract);
-  tcase_add_test(tc, state_copy_contract);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("api");
-  tcase_add_test(tc, linear_desc_init_defaults);
-  tcase_add_test(tc, linear_feature_size_is_d);
-  tcase_add_test(tc, linear_size_queries_null_pointers);
-  tcase_add_test(tc, linear_chunk_size_contract);
-  tcase_add_test(tc, linear_concurrent_calls_match_serial);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("bad_input");
-  tcase_add_loop_test(tc, linear_rejects_bad_input, 0, (int)LV_NCASES);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) { return tu_main(linear_state_suite); }
+/* clang-format off */
+TU_MAIN(
+  {"state", linear_state_layout, 12}, {"state", state_init_contract, 1}, {"state", state_reset_contract, 1},
+    {"state", state_copy_contract, 1},
+  {"api", linear_desc_init_defaults, 1}, {"api", linear_feature_size_is_d, 1},
+    {"api", linear_size_queries_null_pointers, 1}, {"api", linear_chunk_size_contract, 1},
+    {"api", linear_concurrent_calls_match_serial, 1},
+  {"bad_input", linear_rejects_bad_input, (int)LV_NCASES})
+/* clang-format on */

@@ -43,16 +43,10 @@ static void lw_desc(attn_linear_desc *d, size_t n_q, size_t n_kv, size_t h_q, si
 /* Report family of a windowed comparison (ATTN_TEST_REPORT): the element-wise maps together, each
  * exponential map on its own. */
 static const char *lw_family(attn_feature_map fm) {
-  switch (fm) {
-    case EXPM:
-      return "linear.window.exp.o";
-    case FAV:
-      return "linear.window.favor.o";
-    case DSM:
-      return "linear.window.dsoftmax.o";
-    default:
-      return "linear.window.o";
-  }
+  return fm == EXPM  ? "linear.window.exp.o"
+         : fm == FAV ? "linear.window.favor.o"
+         : fm == DSM ? "linear.window.dsoftmax.o"
+                     : "linear.window.o";
 }
 
 /* got against expect with the reference's scales and argument scales of the same problem
@@ -877,7 +871,6 @@ START_TEST(linear_window_rejects_bad_input) {
 END_TEST
 
 static Suite *linear_window_suite(attn_isa isa) {
-  Suite *s = suite_create(attn_isa_name(isa));
   size_t lw_work[LW_NCASES], sweep_work[LW_NSWEEP];
   for (size_t i = 0; i < LW_NCASES; ++i) {
     const lw_case *c = &lw_cases[i];
@@ -892,20 +885,16 @@ static Suite *linear_window_suite(attn_isa isa) {
   }
   const size_t lw_nsel = tu_select_rows(LW_NCASES, lw_work, lw_sel);
   const size_t lw_nsweep = tu_select_rows(LW_NSWEEP, sweep_work, lw_sweep_sel);
-  TCase *tc = tu_tcase("window");
-  tcase_add_loop_test(tc, linear_window_matches_reference, 0, (int)lw_nsel);
-  tcase_add_loop_test(tc, linear_window_sweep, 0, (int)lw_nsweep);
-  tcase_add_loop_test(tc, linear_window_unbounded_agrees, 0, 3 * LW_NROT);
-  tcase_add_loop_test(tc, linear_window_pieces, 0, (int)LW_NPIECE);
-  tcase_add_loop_test(tc, linear_window_nonfinite_policy, 0, (int)(LW_NROT * LWF_NCASES));
-  tcase_add_loop_test(tc, linear_window_hidden_nonfinite, 0, 2 * LW_NROT);
-  tcase_add_loop_test(tc, linear_xmap_hidden_key_rounding, 0, 6);
-  tcase_add_loop_test(tc, linear_window_edge_nonfinite, 0, (int)(LW_NROT * LWX_NMASKS));
-  tcase_add_loop_test(tc, linear_window_xmap_stress, 0, (int)LWX_NRUNS);
-  tcase_add_loop_test(tc, linear_window_xmap_workspace, 0, 2 * 6);
-  tcase_add_loop_test(tc, linear_window_rejects_bad_input, 0, (int)LWB_NCASES);
-  suite_add_tcase(s, tc);
-  return s;
+  /* clang-format off */
+  return TU_SUITE(isa,
+    {"window", linear_window_matches_reference, (int)lw_nsel}, {"window", linear_window_sweep, (int)lw_nsweep},
+      {"window", linear_window_unbounded_agrees, (int)(3 * LW_NROT)}, {"window", linear_window_pieces, (int)LW_NPIECE},
+      {"window", linear_window_nonfinite_policy, (int)(LW_NROT * LWF_NCASES)},
+      {"window", linear_window_hidden_nonfinite, (int)(2 * LW_NROT)}, {"window", linear_xmap_hidden_key_rounding, 6},
+      {"window", linear_window_edge_nonfinite, (int)(LW_NROT * LWX_NMASKS)},
+      {"window", linear_window_xmap_stress, (int)LWX_NRUNS}, {"window", linear_window_xmap_workspace, (int)(2 * 6)},
+      {"window", linear_window_rejects_bad_input, (int)LWB_NCASES});
+  /* clang-format on */
 }
 
 int main(void) { return tu_main(linear_window_suite); }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bad_input.h" /* tu_bad_case: a row of the table */
 #include "test_util.h"
 #include "tolerances.h"
 
@@ -329,38 +330,32 @@ typedef enum mv_kind {
   MV_IN_PLACE_OK
 } mv_kind;
 
-typedef struct mv_case {
-  const char *name;
-  mv_kind kind;
-  attn_status expect;
-} mv_case;
-
-static const mv_case mv_cases[] = {
-    {.name = "o_parts NULL", .kind = MV_OPARTS_NULL, .expect = ATTN_E_NULL_POINTER},
-    {.name = "o_parts[1] NULL", .kind = MV_OPART1_NULL, .expect = ATTN_E_NULL_POINTER},
-    {.name = "lse_parts NULL", .kind = MV_LPARTS_NULL, .expect = ATTN_E_NULL_POINTER},
-    {.name = "lse_parts[0] NULL", .kind = MV_LPART0_NULL, .expect = ATTN_E_NULL_POINTER},
-    {.name = "o NULL", .kind = MV_O_NULL, .expect = ATTN_E_NULL_POINTER},
-    {.name = "rows 0", .kind = MV_ROWS_0, .expect = ATTN_E_ZERO_SIZE},
-    {.name = "dv 0", .kind = MV_DV_0, .expect = ATTN_E_ZERO_SIZE},
-    {.name = "parts 0", .kind = MV_PARTS_0, .expect = ATTN_E_ZERO_SIZE},
-    {.name = "rows SIZE_MAX/2", .kind = MV_ROWS_HUGE, .expect = ATTN_E_SIZE_OVERFLOW},
-    {.name = "o_stride huge", .kind = MV_OSTRIDE_HUGE, .expect = ATTN_E_SIZE_OVERFLOW},
-    {.name = "o_stride < dv", .kind = MV_OSTRIDE_SMALL, .expect = ATTN_E_BAD_STRIDE},
-    {.name = "out_stride < dv", .kind = MV_OUTSTRIDE_SMALL, .expect = ATTN_E_BAD_STRIDE},
-    {.name = "lse_stride 0", .kind = MV_LSTRIDE_0, .expect = ATTN_E_BAD_STRIDE},
-    {.name = "lse_out_stride 0", .kind = MV_LOUTSTRIDE_0, .expect = ATTN_E_BAD_STRIDE},
-    {.name = "o inside o_parts[0]", .kind = MV_O_IN_PART0, .expect = ATTN_E_ALIASING},
-    {.name = "o is o_parts[1] with another stride", .kind = MV_O_IS_PART1_OTHER_STRIDE, .expect = ATTN_E_ALIASING},
-    {.name = "lse_out inside lse_parts[0]", .kind = MV_LOUT_IN_LPART0, .expect = ATTN_E_ALIASING},
-    {.name = "lse_out inside o", .kind = MV_LOUT_IN_O, .expect = ATTN_E_ALIASING},
-    {.name = "o is lse_parts[0]", .kind = MV_O_IS_LPART0, .expect = ATTN_E_ALIASING},
-    {.name = "in place (o is o_parts[1], lse_out is lse_parts[1])", .kind = MV_IN_PLACE_OK, .expect = ATTN_OK},
+static const tu_bad_case mv_cases[] = {
+    {.name = "o_parts NULL", .fault = MV_OPARTS_NULL, .expect = ATTN_E_NULL_POINTER},
+    {.name = "o_parts[1] NULL", .fault = MV_OPART1_NULL, .expect = ATTN_E_NULL_POINTER},
+    {.name = "lse_parts NULL", .fault = MV_LPARTS_NULL, .expect = ATTN_E_NULL_POINTER},
+    {.name = "lse_parts[0] NULL", .fault = MV_LPART0_NULL, .expect = ATTN_E_NULL_POINTER},
+    {.name = "o NULL", .fault = MV_O_NULL, .expect = ATTN_E_NULL_POINTER},
+    {.name = "rows 0", .fault = MV_ROWS_0, .expect = ATTN_E_ZERO_SIZE},
+    {.name = "dv 0", .fault = MV_DV_0, .expect = ATTN_E_ZERO_SIZE},
+    {.name = "parts 0", .fault = MV_PARTS_0, .expect = ATTN_E_ZERO_SIZE},
+    {.name = "rows SIZE_MAX/2", .fault = MV_ROWS_HUGE, .expect = ATTN_E_SIZE_OVERFLOW},
+    {.name = "o_stride huge", .fault = MV_OSTRIDE_HUGE, .expect = ATTN_E_SIZE_OVERFLOW},
+    {.name = "o_stride < dv", .fault = MV_OSTRIDE_SMALL, .expect = ATTN_E_BAD_STRIDE},
+    {.name = "out_stride < dv", .fault = MV_OUTSTRIDE_SMALL, .expect = ATTN_E_BAD_STRIDE},
+    {.name = "lse_stride 0", .fault = MV_LSTRIDE_0, .expect = ATTN_E_BAD_STRIDE},
+    {.name = "lse_out_stride 0", .fault = MV_LOUTSTRIDE_0, .expect = ATTN_E_BAD_STRIDE},
+    {.name = "o inside o_parts[0]", .fault = MV_O_IN_PART0, .expect = ATTN_E_ALIASING},
+    {.name = "o is o_parts[1] with another stride", .fault = MV_O_IS_PART1_OTHER_STRIDE, .expect = ATTN_E_ALIASING},
+    {.name = "lse_out inside lse_parts[0]", .fault = MV_LOUT_IN_LPART0, .expect = ATTN_E_ALIASING},
+    {.name = "lse_out inside o", .fault = MV_LOUT_IN_O, .expect = ATTN_E_ALIASING},
+    {.name = "o is lse_parts[0]", .fault = MV_O_IS_LPART0, .expect = ATTN_E_ALIASING},
+    {.name = "in place (o is o_parts[1], lse_out is lse_parts[1])", .fault = MV_IN_PLACE_OK, .expect = ATTN_OK},
 };
 #define MV_NCASES (sizeof mv_cases / sizeof mv_cases[0])
 
 START_TEST(merge_rejects_bad_input) {
-  const mv_case *c = &mv_cases[_i];
+  const tu_bad_case *c = &mv_cases[_i];
   tu_rng rng = tu_rng_of(200 + (uint64_t)_i);
   /* parts and outputs: guarded, with room for the strided cases */
   const size_t cap = 2 * MROWS * (MDV + 1) + 8;
@@ -383,7 +378,7 @@ START_TEST(merge_rejects_bad_input) {
   const float *const *op = opv, *const *lp = lpv;
   size_t rows = MROWS, dv = MDV, parts = 2, os = MDV, ls = 1, outs = MDV, louts = 1;
   float *o = out, *lo = lout;
-  switch (c->kind) {
+  switch ((mv_kind)c->fault) {
     case MV_OPARTS_NULL:
       op = NULL;
       break;
@@ -465,23 +460,11 @@ START_TEST(merge_rejects_bad_input) {
 }
 END_TEST
 
-static Suite *merge_suite(attn_isa isa) {
-  Suite *s = suite_create(attn_isa_name(isa));
-  TCase *tc = tu_tcase("reference");
-  tcase_add_loop_test(tc, merge_matches_reference, 0, (int)MG_NCASES);
-  tcase_add_test(tc, merge_in_place_same_part_twice);
-  tcase_add_test(tc, merge_nonfinite_policy);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("properties");
-  tcase_add_loop_test(tc, merge_regroup_and_reorder_match_one_call, 0, 3);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("api");
-  tcase_add_test(tc, merge_concurrent_calls_match_serial);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("bad_input");
-  tcase_add_loop_test(tc, merge_rejects_bad_input, 0, (int)MV_NCASES);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) { return tu_main(merge_suite); }
+/* clang-format off */
+TU_MAIN(
+  {"reference", merge_matches_reference, (int)MG_NCASES}, {"reference", merge_in_place_same_part_twice, 1},
+    {"reference", merge_nonfinite_policy, 1},
+  {"properties", merge_regroup_and_reorder_match_one_call, 3},
+  {"api", merge_concurrent_calls_match_serial, 1},
+  {"bad_input", merge_rejects_bad_input, (int)MV_NCASES})
+/* clang-format on */

@@ -486,9 +486,7 @@ START_TEST(selective_desc_init_defaults) {
   attn_selective_desc d;
   memset(&d, 0xCD, sizeof d);
   ck_assert_int_eq(attn_selective_desc_init(&d, 5, 9, 6, 2, 64, 40), ATTN_OK);
-  attn_shape want;
-  ck_assert_int_eq(attn_shape_init(&want, 5, 9, 6, 2, 2, 64, 40), ATTN_OK);
-  tu_assert_same_bits("selective shape defaults", &want, &d.shape, sizeof want);
+  tu_assert_shape_defaults("selective shape defaults", &d.shape, 64);
   ck_assert(fabs((double)d.scale - 0.125) <= 0x1p-24);
   ck_assert_uint_eq(d.h_sel, 0);
   ck_assert_uint_eq(d.lse.row_stride, 6);
@@ -647,20 +645,15 @@ START_TEST(selective_rejects_bad_input) {
 }
 END_TEST
 
-static Suite *selective_suite(attn_isa isa) {
-  const size_t nsel = TU_SELECT_CASES(sel_cases, sel_sel, dv);
-  const tu_entry tests[] = {{"reference", selective_matches_reference, (int)nsel},
-                            {"reference", selective_hand_computed, 1},
-                            {"nonfinite", selective_nonfinite_policy, (int)NF_NCASES},
-                            {"nonfinite", selective_infinite_selection_is_nan, 2},
-                            {"nonfinite", selective_neg_inf_selection_reaches_f, 1},
-                            {"properties", selective_f_structure_through_decode, 1},
-                            {"properties", selective_selecting_query_isolation, (int)ISO_NCASES},
-                            {"properties", selective_pieces_match_one_call, (int)PIECES_NCASES},
-                            {"api", selective_desc_init_defaults, 1},
-                            {"api", selective_workspace_sizes, 1},
-                            {"bad_input", selective_rejects_bad_input, (int)tu_bad_rows(1, BS_NOWN)}};
-  return tu_suite(isa, tests, sizeof tests / sizeof tests[0]);
-}
-
-int main(void) { return tu_main(selective_suite); }
+/* clang-format off */
+TU_MAIN(
+  {"reference", selective_matches_reference, (int)TU_SELECT_CASES(sel_cases, sel_sel, dv)},
+    {"reference", selective_hand_computed, 1},
+  {"nonfinite", selective_nonfinite_policy, (int)NF_NCASES}, {"nonfinite", selective_infinite_selection_is_nan, 2},
+    {"nonfinite", selective_neg_inf_selection_reaches_f, 1},
+  {"properties", selective_f_structure_through_decode, 1},
+    {"properties", selective_selecting_query_isolation, (int)ISO_NCASES},
+    {"properties", selective_pieces_match_one_call, (int)PIECES_NCASES},
+  {"api", selective_desc_init_defaults, 1}, {"api", selective_workspace_sizes, 1},
+  {"bad_input", selective_rejects_bad_input, (int)tu_bad_rows(1, BS_NOWN)})
+/* clang-format on */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bad_input.h" /* tu_bad_case: a row of the table */
 #include "selective_util.h"
 #include "tolerances.h"
 #include "case_table.h" /* last: its short macro names */
@@ -567,54 +568,49 @@ typedef enum cb_kind {
   CB_WS_MISMATCH
 } cb_kind;
 
-typedef struct cb_case {
-  const char *name;
-  cb_kind kind;
-  attn_status expect;
-} cb_case;
-static const cb_case cb_cases[] = {
-    {"step: desc NULL", CB_STEP_DESC_NULL, ATTN_E_NULL_POINTER},
-    {"step: cache NULL", CB_STEP_CACHE_NULL, ATTN_E_NULL_POINTER},
-    {"step: q NULL", CB_STEP_Q_NULL, ATTN_E_NULL_POINTER},
-    {"step: k NULL", CB_STEP_K_NULL, ATTN_E_NULL_POINTER},
-    {"step: v NULL", CB_STEP_V_NULL, ATTN_E_NULL_POINTER},
-    {"step: o NULL", CB_STEP_O_NULL, ATTN_E_NULL_POINTER},
-    {"step: workspace NULL", CB_STEP_WS_NULL, ATTN_E_NULL_POINTER},
-    {"step: n_q 2", CB_STEP_NQ_2, ATTN_E_BAD_ARGUMENT},
-    {"step: n_kv 2", CB_STEP_NKV_2, ATTN_E_BAD_ARGUMENT},
-    {"step: h_kv of the cache differs", CB_STEP_HKV_MISMATCH, ATTN_E_STATE_MISMATCH},
-    {"step: d of the cache differs", CB_STEP_D_MISMATCH, ATTN_E_STATE_MISMATCH},
-    {"step: dv of the cache differs", CB_STEP_DV_MISMATCH, ATTN_E_STATE_MISMATCH},
-    {"step: h_sel = h_q", CB_STEP_HSEL, ATTN_E_BAD_HEADS},
-    {"step: scale NaN", CB_STEP_SCALE_NAN, ATTN_E_BAD_SCALE},
-    {"step: workspace one byte short", CB_STEP_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL},
-    {"step: cache full, no budget", CB_STEP_FULL, ATTN_E_WORKSPACE_TOO_SMALL},
-    {"step: o inside the cache memory", CB_STEP_O_IN_MEMORY, ATTN_E_ALIASING},
-    {"step: lse inside the cache memory", CB_STEP_LSE_IN_MEMORY, ATTN_E_ALIASING},
-    {"step: workspace overlaps the cache memory", CB_STEP_WS_IN_MEMORY, ATTN_E_ALIASING},
-    {"step: o is q", CB_STEP_O_IS_Q, ATTN_E_ALIASING},
-    {"load: more tokens than free slots", CB_LOAD_TOO_MANY, ATTN_E_WORKSPACE_TOO_SMALL},
-    {"load: d of the cache differs", CB_LOAD_MISMATCH, ATTN_E_STATE_MISMATCH},
-    {"load: k NULL", CB_LOAD_K_NULL, ATTN_E_NULL_POINTER},
-    {"load: f NULL", CB_LOAD_F_NULL, ATTN_E_NULL_POINTER},
-    {"load: f inside the cache memory", CB_LOAD_F_IN_MEMORY, ATTN_E_ALIASING},
-    {"copy: src NULL", CB_COPY_NULL, ATTN_E_NULL_POINTER},
-    {"copy: capacities differ", CB_COPY_CAPACITY, ATTN_E_STATE_MISMATCH},
-    {"copy: dv differs", CB_COPY_DV, ATTN_E_STATE_MISMATCH},
-    {"copy: memories overlap", CB_COPY_OVERLAP, ATTN_E_ALIASING},
-    {"workspace size: d of the cache differs", CB_WS_MISMATCH, ATTN_E_STATE_MISMATCH},
+static const tu_bad_case cb_cases[] = {
+    {"step: desc NULL", CB_STEP_DESC_NULL, ATTN_E_NULL_POINTER, 0},
+    {"step: cache NULL", CB_STEP_CACHE_NULL, ATTN_E_NULL_POINTER, 0},
+    {"step: q NULL", CB_STEP_Q_NULL, ATTN_E_NULL_POINTER, 0},
+    {"step: k NULL", CB_STEP_K_NULL, ATTN_E_NULL_POINTER, 0},
+    {"step: v NULL", CB_STEP_V_NULL, ATTN_E_NULL_POINTER, 0},
+    {"step: o NULL", CB_STEP_O_NULL, ATTN_E_NULL_POINTER, 0},
+    {"step: workspace NULL", CB_STEP_WS_NULL, ATTN_E_NULL_POINTER, 0},
+    {"step: n_q 2", CB_STEP_NQ_2, ATTN_E_BAD_ARGUMENT, 0},
+    {"step: n_kv 2", CB_STEP_NKV_2, ATTN_E_BAD_ARGUMENT, 0},
+    {"step: h_kv of the cache differs", CB_STEP_HKV_MISMATCH, ATTN_E_STATE_MISMATCH, 0},
+    {"step: d of the cache differs", CB_STEP_D_MISMATCH, ATTN_E_STATE_MISMATCH, 0},
+    {"step: dv of the cache differs", CB_STEP_DV_MISMATCH, ATTN_E_STATE_MISMATCH, 0},
+    {"step: h_sel = h_q", CB_STEP_HSEL, ATTN_E_BAD_HEADS, 0},
+    {"step: scale NaN", CB_STEP_SCALE_NAN, ATTN_E_BAD_SCALE, 0},
+    {"step: workspace one byte short", CB_STEP_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0},
+    {"step: cache full, no budget", CB_STEP_FULL, ATTN_E_WORKSPACE_TOO_SMALL, 0},
+    {"step: o inside the cache memory", CB_STEP_O_IN_MEMORY, ATTN_E_ALIASING, 0},
+    {"step: lse inside the cache memory", CB_STEP_LSE_IN_MEMORY, ATTN_E_ALIASING, 0},
+    {"step: workspace overlaps the cache memory", CB_STEP_WS_IN_MEMORY, ATTN_E_ALIASING, 0},
+    {"step: o is q", CB_STEP_O_IS_Q, ATTN_E_ALIASING, 0},
+    {"load: more tokens than free slots", CB_LOAD_TOO_MANY, ATTN_E_WORKSPACE_TOO_SMALL, 0},
+    {"load: d of the cache differs", CB_LOAD_MISMATCH, ATTN_E_STATE_MISMATCH, 0},
+    {"load: k NULL", CB_LOAD_K_NULL, ATTN_E_NULL_POINTER, 0},
+    {"load: f NULL", CB_LOAD_F_NULL, ATTN_E_NULL_POINTER, 0},
+    {"load: f inside the cache memory", CB_LOAD_F_IN_MEMORY, ATTN_E_ALIASING, 0},
+    {"copy: src NULL", CB_COPY_NULL, ATTN_E_NULL_POINTER, 0},
+    {"copy: capacities differ", CB_COPY_CAPACITY, ATTN_E_STATE_MISMATCH, 0},
+    {"copy: dv differs", CB_COPY_DV, ATTN_E_STATE_MISMATCH, 0},
+    {"copy: memories overlap", CB_COPY_OVERLAP, ATTN_E_ALIASING, 0},
+    {"workspace size: d of the cache differs", CB_WS_MISMATCH, ATTN_E_STATE_MISMATCH, 0},
 };
 #define CB_NCASES (sizeof cb_cases / sizeof cb_cases[0])
 
 START_TEST(selcache_rejects_bad_input) {
-  const cb_case *c = &cb_cases[_i];
+  const tu_bad_case *c = &cb_cases[_i];
   tu_rng rng = tu_rng_of(4100 + (uint64_t)_i);
   const size_t n = CPRE + CSTEPS + CCAP + 1;
   tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, n, n, CHQ, CHKV, CHKV, 2 * CD, 2 * CDV);
   /* views of the first CD / CDV columns: a d = CD cache; the wider rows let a mismatched desc read */
   x.q.w = x.k.w = CD;
   x.v.w = CDV;
-  const int full = c->kind == CB_STEP_FULL;
+  const int full = c->fault == CB_STEP_FULL;
   sc_fix s;
   sc_fix_init(&s, full ? CPRE : CCAP, CHKV, CD, CDV, INFINITY, full ? 0 : CBUDGET, 0);
   float f[CPRE];
@@ -653,7 +649,7 @@ START_TEST(selcache_rejects_bad_input) {
   ck_assert_ptr_nonnull(mem_before);
   memcpy(mem_before, s.mem, s.bytes);
   attn_status st = ATTN_OK;
-  switch (c->kind) {
+  switch ((cb_kind)c->fault) {
     case CB_STEP_DESC_NULL:
       dp = NULL;
       break;
@@ -718,21 +714,21 @@ START_TEST(selcache_rejects_bad_input) {
     default:
       break;
   }
-  switch (c->kind) {
+  switch ((cb_kind)c->fault) {
     case CB_LOAD_TOO_MANY:
     case CB_LOAD_MISMATCH:
     case CB_LOAD_K_NULL:
     case CB_LOAD_F_NULL:
     case CB_LOAD_F_IN_MEMORY: {
-      const size_t nl = c->kind == CB_LOAD_TOO_MANY ? s.c.capacity - s.c.live + 1 : 2;
+      const size_t nl = c->fault == CB_LOAD_TOO_MANY ? s.c.capacity - s.c.live + 1 : 2;
       attn_selective_desc dl;
-      sel_desc(&dl, nl, nl, CHQ, CHKV, c->kind == CB_LOAD_MISMATCH ? 2 * CD : CD, CDV, CSEL);
+      sel_desc(&dl, nl, nl, CHQ, CHKV, c->fault == CB_LOAD_MISMATCH ? 2 * CD : CD, CDV, CSEL);
       const tu_tensor kl = tu_rows_view(&x.k, t, nl), vl = tu_rows_view(&x.v, t, nl);
       dl.shape.k = kl.l;
       dl.shape.v = vl.l;
       float fl[CCAP + 1] = {0};
-      const float *fp = c->kind == CB_LOAD_F_NULL ? NULL : c->kind == CB_LOAD_F_IN_MEMORY ? (const float *)s.mem : fl;
-      st = attn_selcache_load(&s.c, &dl, c->kind == CB_LOAD_K_NULL ? NULL : kl.data, vl.data, fp);
+      const float *fp = c->fault == CB_LOAD_F_NULL ? NULL : c->fault == CB_LOAD_F_IN_MEMORY ? (const float *)s.mem : fl;
+      st = attn_selcache_load(&s.c, &dl, c->fault == CB_LOAD_K_NULL ? NULL : kl.data, vl.data, fp);
       break;
     }
     case CB_COPY_NULL:
@@ -740,8 +736,8 @@ START_TEST(selcache_rejects_bad_input) {
       break;
     case CB_COPY_CAPACITY:
     case CB_COPY_DV:
-      sc_fix_init(&other, c->kind == CB_COPY_CAPACITY ? CCAP + 1 : CCAP, CHKV, CD,
-                  c->kind == CB_COPY_DV ? CDV + 1 : CDV, INFINITY, 0, 0);
+      sc_fix_init(&other, c->fault == CB_COPY_CAPACITY ? CCAP + 1 : CCAP, CHKV, CD,
+                  c->fault == CB_COPY_DV ? CDV + 1 : CDV, INFINITY, 0, 0);
       st = attn_selcache_copy(&s.c, &other.c);
       break;
     case CB_COPY_OVERLAP: { /* a source cache whose memory starts inside s's */
@@ -783,15 +779,11 @@ START_TEST(selcache_rejects_bad_input) {
 }
 END_TEST
 
-static Suite *selcache_suite(attn_isa isa) {
-  const tu_entry tests[] = {{"cache", selcache_unpruned_equals_selective, (int)UNP_NCASES},
-                            {"cache", selcache_load_in_two_pieces, 1},
-                            {"cache", selcache_policy_matches_simulation, (int)POL_NCASES},
-                            {"cache", selcache_copy_and_restore, 1},
-                            {"cache", selcache_nan_f_ranks_last, 1},
-                            {"api", selcache_size_and_init, 1},
-                            {"bad_input", selcache_rejects_bad_input, (int)CB_NCASES}};
-  return tu_suite(isa, tests, sizeof tests / sizeof tests[0]);
-}
-
-int main(void) { return tu_main(selcache_suite); }
+/* clang-format off */
+TU_MAIN(
+  {"cache", selcache_unpruned_equals_selective, (int)UNP_NCASES}, {"cache", selcache_load_in_two_pieces, 1},
+    {"cache", selcache_policy_matches_simulation, (int)POL_NCASES}, {"cache", selcache_copy_and_restore, 1},
+    {"cache", selcache_nan_f_ranks_last, 1},
+  {"api", selcache_size_and_init, 1},
+  {"bad_input", selcache_rejects_bad_input, (int)CB_NCASES})
+/* clang-format on */

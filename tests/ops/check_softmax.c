@@ -188,11 +188,8 @@ typedef struct sm_result {
 static void sm_call(const attn_softmax_desc *desc, const tu_tensor *q, const tu_tensor *k, const tu_tensor *v,
                     tu_layout_kind okind, int with_lse, size_t misalign, sm_result *r) {
   attn_softmax_desc dd = *desc;
-  tu_tensor_alloc(&r->o, okind, dd.shape.n_q, dd.shape.h_q, dd.shape.dv, 1);
   r->has_lse = with_lse;
-  if (with_lse) tu_tensor_alloc(&r->lse, okind, dd.shape.n_q, dd.shape.h_q, 1, 1);
-  tu_shape_layouts(&dd.shape, q, k, v, &r->o);
-  if (with_lse) dd.lse = r->lse.l;
+  tu_outputs_alloc(&dd.shape, &dd.lse, q, k, v, okind, &r->o, with_lse ? &r->lse : NULL);
   size_t ws = 0;
   ck_assert_int_eq(attn_softmax_workspace_size(&dd, &ws), ATTN_OK);
   void *w = tu_alloc(ws, misalign);
@@ -231,6 +228,15 @@ static void sm_compare(const char *what, const attn_softmax_desc *d, const sm_re
   free(tol);
 }
 
+/* Compares a call's result with the float64 reference of the call over q, k, v (factor 1). */
+static void sm_check_ref(const char *what, const attn_softmax_desc *d, const sm_result *res, const tu_tensor *q,
+                         const tu_tensor *k, const tu_tensor *v) {
+  tu_softmax_ref ref;
+  tu_softmax_ref_compute(d, q, k, v, &ref);
+  sm_compare(what, d, res, ref.o, ref.lse, ref.oscale, ref.sabs, 1.0);
+  tu_softmax_ref_free(&ref);
+}
+
 static void sm_desc(attn_softmax_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dd, size_t dv,
                     attn_mask mask) {
   ck_assert_int_eq(attn_softmax_desc_init(d, n_q, n_kv, h_q, h_kv, dd, dv), ATTN_OK);
@@ -252,10 +258,7 @@ START_TEST(softmax_matches_reference) {
   sm_result res;
   sm_call(&d, &x.q, &x.k, &x.v, okind, !c->no_lse, (idx % 2) * 4, &res);
   tu_qkv_assert_unchanged(&x);
-  tu_softmax_ref ref;
-  tu_softmax_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
-  sm_compare(c->name, &d, &res, ref.o, ref.lse, ref.oscale, ref.sabs, 1.0);
-  tu_softmax_ref_free(&ref);
+  sm_check_ref(c->name, &d, &res, &x.q, &x.k, &x.v);
   sm_result_free(&res);
   tu_qkv_free(&x);
 }
@@ -271,10 +274,7 @@ START_TEST(softmax_shared_inputs) {
   sm_desc(&d, 45, 45, 2, 2, 16, 16, attn_mask_causal());
   sm_result res;
   sm_call(&d, &t, &t, &t, T, 1, 0, &res);
-  tu_softmax_ref ref;
-  tu_softmax_ref_compute(&d, &t, &t, &t, &ref);
-  sm_compare("q=k=v", &d, &res, ref.o, ref.lse, ref.oscale, ref.sabs, 1.0);
-  tu_softmax_ref_free(&ref);
+  sm_check_ref("q=k=v", &d, &res, &t, &t, &t);
   sm_result_free(&res);
   tu_tensor_free(&t);
 }
@@ -289,10 +289,7 @@ START_TEST(softmax_decode_row_stride_zero) {
   sm_desc(&d, 1, 30, 4, 2, 8, 8, attn_mask_causal());
   sm_result res;
   sm_call(&d, &x.q, &x.k, &x.v, T, 1, 0, &res);
-  tu_softmax_ref ref;
-  tu_softmax_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
-  sm_compare("q row stride 0", &d, &res, ref.o, ref.lse, ref.oscale, ref.sabs, 1.0);
-  tu_softmax_ref_free(&ref);
+  sm_check_ref("q row stride 0", &d, &res, &x.q, &x.k, &x.v);
   sm_result_free(&res);
   tu_qkv_free(&x);
 }
@@ -470,10 +467,7 @@ START_TEST(softmax_mask_skips_outside_keys) {
   sm_result res;
   sm_call(&d, &x.q, &x.k, &x.v, T, 1, 0, &res);
   tu_qkv_assert_unchanged(&x);
-  tu_softmax_ref ref;
-  tu_softmax_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
-  sm_compare("NaN keys outside the mask", &d, &res, ref.o, ref.lse, ref.oscale, ref.sabs, 1.0);
-  tu_softmax_ref_free(&ref);
+  sm_check_ref("NaN keys outside the mask", &d, &res, &x.q, &x.k, &x.v);
   sm_result_free(&res);
   tu_qkv_free(&x);
 }
@@ -500,10 +494,7 @@ START_TEST(softmax_rows_without_keys_are_empty) {
           ck_assert_msg(*tu_at(&res.o, i, h, c) == 0.0f, "mask %zu row %zu: o %g", m, i,
                         (double)*tu_at(&res.o, i, h, c));
       }
-    tu_softmax_ref ref;
-    tu_softmax_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
-    sm_compare("rows without keys", &d, &res, ref.o, ref.lse, ref.oscale, ref.sabs, 1.0);
-    tu_softmax_ref_free(&ref);
+    sm_check_ref("rows without keys", &d, &res, &x.q, &x.k, &x.v);
     sm_result_free(&res);
   }
   tu_qkv_free(&x);
@@ -570,11 +561,8 @@ START_TEST(softmax_nonfinite_policy) {
     sm_result res;
     sm_call(&d, &x.q, &x.k, &x.v, T, 1, 0, &res);
     tu_qkv_assert_unchanged(&x);
-    tu_softmax_ref ref;
-    tu_softmax_ref_compute(&d, &x.q, &x.k, &x.v, &ref);
     snprintf(what, sizeof what, "%s: %s", c->name, poison);
-    sm_compare(what, &d, &res, ref.o, ref.lse, ref.oscale, ref.sabs, 1.0);
-    tu_softmax_ref_free(&ref);
+    sm_check_ref(what, &d, &res, &x.q, &x.k, &x.v);
     sm_result_free(&res);
     tu_qkv_free(&x);
   }
@@ -642,9 +630,7 @@ START_TEST(softmax_desc_init_defaults) {
   attn_softmax_desc d;
   memset(&d, 0xCD, sizeof d);
   ck_assert_int_eq(attn_softmax_desc_init(&d, 5, 9, 6, 2, 64, 40), ATTN_OK);
-  attn_shape want;
-  ck_assert_int_eq(attn_shape_init(&want, 5, 9, 6, 2, 2, 64, 40), ATTN_OK); /* h_k = h_v = h_kv */
-  tu_assert_same_bits("softmax shape defaults", &want, &d.shape, sizeof want);
+  tu_assert_shape_defaults("softmax shape defaults", &d.shape, 64);
   ck_assert_uint_eq(d.shape.h_k, 2);
   ck_assert_uint_eq(d.shape.h_v, 2);
   ck_assert_uint_eq(d.shape.o.row_stride, 6 * 40);
@@ -732,40 +718,17 @@ START_TEST(softmax_rejects_bad_input) {
 }
 END_TEST
 
-static Suite *softmax_suite(attn_isa isa) {
-  Suite *s = suite_create(attn_isa_name(isa));
-  const size_t nsel = TU_SELECT_CASES(sm_cases, sm_sel, dv);
-  TCase *tc = tu_tcase("reference");
-  tcase_add_loop_test(tc, softmax_matches_reference, 0, (int)nsel);
-  tcase_add_test(tc, softmax_shared_inputs);
-  tcase_add_test(tc, softmax_decode_row_stride_zero);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("mask");
-  tcase_add_loop_test(tc, softmax_mask_skips_outside_keys, 0, (int)SKIP_NCASES);
-  tcase_add_test(tc, softmax_rows_without_keys_are_empty);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("properties");
-  tcase_add_loop_test(tc, softmax_decode_matches_prefill, 0, (int)SM_NPROPS);
-  tcase_add_loop_test(tc, softmax_chunked_matches_prefill, 0, (int)SM_NPROPS);
-  tcase_add_loop_test(tc, softmax_merge_halves_matches_whole, 0, (int)SM_NPROPS);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("nonfinite");
-  tcase_add_test(tc, softmax_invisible_nan_value_is_ignored);
-  tcase_add_loop_test(tc, softmax_nonfinite_policy, 0, (int)NF_NCASES);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("exp");
-  tcase_add_test(tc, softmax_exp_accuracy_sweep);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("api");
-  tcase_add_test(tc, softmax_desc_init_defaults);
-  tcase_add_test(tc, softmax_workspace_independent_of_lengths);
-  tcase_add_test(tc, softmax_workspace_size_null_pointers);
-  tcase_add_test(tc, softmax_concurrent_calls_match_serial);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("bad_input");
-  tcase_add_loop_test(tc, softmax_rejects_bad_input, 0, (int)tu_bad_rows(1, 0));
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) { return tu_main(softmax_suite); }
+/* clang-format off */
+TU_MAIN(
+  {"reference", softmax_matches_reference, (int)TU_SELECT_CASES(sm_cases, sm_sel, dv)},
+    {"reference", softmax_shared_inputs, 1}, {"reference", softmax_decode_row_stride_zero, 1},
+  {"mask", softmax_mask_skips_outside_keys, (int)SKIP_NCASES}, {"mask", softmax_rows_without_keys_are_empty, 1},
+  {"properties", softmax_decode_matches_prefill, (int)SM_NPROPS},
+    {"properties", softmax_chunked_matches_prefill, (int)SM_NPROPS},
+    {"properties", softmax_merge_halves_matches_whole, (int)SM_NPROPS},
+  {"nonfinite", softmax_invisible_nan_value_is_ignored, 1}, {"nonfinite", softmax_nonfinite_policy, (int)NF_NCASES},
+  {"exp", softmax_exp_accuracy_sweep, 1},
+  {"api", softmax_desc_init_defaults, 1}, {"api", softmax_workspace_independent_of_lengths, 1},
+    {"api", softmax_workspace_size_null_pointers, 1}, {"api", softmax_concurrent_calls_match_serial, 1},
+  {"bad_input", softmax_rejects_bad_input, (int)tu_bad_rows(1, 0)})
+/* clang-format on */

@@ -492,24 +492,11 @@ START_TEST(options_off_is_plain) {
 }
 END_TEST
 
-static Suite *options_suite(attn_isa active) {
-  (void)active;
-  Suite *s = suite_create("softmax_options");
-  TCase *tc = tu_tcase("reference");
-  tcase_add_loop_test(tc, options_match_reference, 0, NCASES);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("properties");
-  tcase_add_test(tc, options_decode_equals_prefill);
-  tcase_add_test(tc, options_merge_with_sinks);
-  tcase_add_test(tc, options_stats_with_sinks);
-  tcase_add_test(tc, options_nonfinite_input);
-  tcase_add_test(tc, options_bias_hidden_nonfinite);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("api");
-  tcase_add_test(tc, options_reject_bad_input);
-  tcase_add_test(tc, options_off_is_plain);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) { return tu_main(options_suite); }
+/* clang-format off */
+TU_MAIN(
+  {"reference", options_match_reference, (int)NCASES},
+  {"properties", options_decode_equals_prefill, 1}, {"properties", options_merge_with_sinks, 1},
+    {"properties", options_stats_with_sinks, 1}, {"properties", options_nonfinite_input, 1},
+    {"properties", options_bias_hidden_nonfinite, 1},
+  {"api", options_reject_bad_input, 1}, {"api", options_off_is_plain, 1})
+/* clang-format on */

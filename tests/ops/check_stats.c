@@ -760,28 +760,12 @@ START_TEST(stats_concurrent_calls_match_serial) {
 }
 END_TEST
 
-static Suite *stats_suite(attn_isa isa) {
-  Suite *s = suite_create(attn_isa_name(isa));
-  const size_t nsel = TU_SELECT_CASES(st_cases, st_sel, dv);
-  TCase *tc = tu_tcase("reference");
-  tcase_add_loop_test(tc, stats_match_reference, 0, (int)nsel);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("exact");
-  tcase_add_loop_test(tc, stats_exact_rows, 0, 3);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("properties");
-  tcase_add_loop_test(tc, stats_decode_matches_prefill, 0, (int)ST_NPROPS);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("nonfinite");
-  tcase_add_loop_test(tc, stats_nonfinite_policy, 0, (int)ST_NNF);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("api");
-  tcase_add_test(tc, stats_concurrent_calls_match_serial);
-  suite_add_tcase(s, tc);
-  tc = tu_tcase("bad_input");
-  tcase_add_loop_test(tc, stats_reject_bad_input, 0, 3 * (int)(tu_bad_rows(1, 0) + ST_NOWN));
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) { return tu_main(stats_suite); }
+/* clang-format off */
+TU_MAIN(
+  {"reference", stats_match_reference, (int)TU_SELECT_CASES(st_cases, st_sel, dv)},
+  {"exact", stats_exact_rows, 3},
+  {"properties", stats_decode_matches_prefill, (int)ST_NPROPS},
+  {"nonfinite", stats_nonfinite_policy, (int)ST_NNF},
+  {"api", stats_concurrent_calls_match_serial, 1},
+  {"bad_input", stats_reject_bad_input, 3 * (int)(tu_bad_rows(1, 0) + ST_NOWN)})
+/* clang-format on */

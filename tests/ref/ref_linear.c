@@ -233,19 +233,20 @@ static void pre_features(const ref_linear_problem *p, const float *x, int key, d
  * the argument magnitude g), whether each key row is finite, and the exponentials exp(u_jf - c_f)
  * at the offsets c of the row last asked for (key_exps). */
 typedef struct key_features {
-  double *u, *e, *b;
+  double *u, *e, *b; /* u owns the allocation of u, e, b, x and at (five arrays of h_k n_kv m) */
   unsigned char *finite;
   double *x, *at; /* [h_k][n_kv][m]: x = exp(u - at), at the offset x was taken at (NaN: none yet) */
 } key_features;
 
 static void key_features_make(const ref_linear_problem *p, key_features *kf) {
   const size_t m = feature_size(p), n = p->n_kv;
-  kf->u = xmalloc(p->h_k * n * m, sizeof(double));
-  kf->e = xmalloc(p->h_k * n * m, sizeof(double));
-  kf->b = xmalloc(p->h_k * n * m, sizeof(double));
+  const size_t size = p->h_k * n * m;
+  kf->u = xmalloc(5 * size, sizeof(double));
+  kf->e = kf->u + size;
+  kf->b = kf->e + size;
+  kf->x = kf->b + size;
+  kf->at = kf->x + size;
   kf->finite = rows_finite(p->k, &p->lk, p->h_k, n, p->d);
-  kf->x = xmalloc(p->h_k * n * m, sizeof(double));
-  kf->at = xmalloc(p->h_k * n * m, sizeof(double));
   double *xp = xmalloc(p->d, sizeof(double));
   for (size_t hk = 0; hk < p->h_k; ++hk)
     for (size_t j = 0; j < n; ++j) {
@@ -279,11 +280,7 @@ static const double *key_exps(key_features *kf, size_t hk, size_t n, size_t m, c
 
 static void key_features_free(key_features *kf) {
   free(kf->u);
-  free(kf->e);
-  free(kf->b);
   free(kf->finite);
-  free(kf->x);
-  free(kf->at);
 }
 
 static void linear_exp_maps(const ref_linear_problem *p, double *o, double *oscale, double *oarg) {

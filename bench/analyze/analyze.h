@@ -58,6 +58,13 @@ double an_S_nonneg(double mu, double s, double l2, double l1); /* features mean 
 double an_S_decay(double lambda, double n);                    /* a_j ~ lambda^(n-j), exact */
 double an_S_gau(double beta, double gamma);                    /* relu(N(beta, gamma^2))^2 */
 
+/* Checks of the closed forms against their moments and known values; seed 000's printed forms
+ * (read literally) beside the re-derived ones and the measured linear and decay tables. */
+struct an_doc;
+struct an_table;
+void an_closed_self_check(struct an_doc *doc);
+void an_printed_forms(struct an_doc *doc, const struct an_table *lin);
+
 /* Raw moments E|a|^k, k = 0..4, of one weight a under each setting: the closed form is
  * mu[1] / sqrt(mu[2]); the others give the sample's standard error and bias (an_theory). */
 typedef struct an_mom {
@@ -171,5 +178,31 @@ void *an_grow(an_buf *b, size_t bytes);
 int an_call_ok(an_doc *doc, attn_status st, const char *what);
 attn_status an_matrix(const attn_call *call, float *a, size_t n_kv, an_buf *ws);
 attn_status an_matrix_stats(const attn_call *call, const attn_row_stats *st, an_buf *ws);
+
+/* Outputs of one softmax or linear call on a growing workspace (attn_softmax, attn_linear with
+ * no state), and the relative Frobenius distance |a - ref|_F / |ref|_F of n floats, in double. */
+attn_status an_softmax_out(const attn_softmax_desc *sd, const float *q, const float *k, const float *v, float *o,
+                           an_buf *ws);
+attn_status an_linear_out(const attn_linear_desc *ld, const float *q, const float *k, const float *v, float *o,
+                          an_buf *ws);
+double an_rel_fro(const float *a, const float *ref, size_t n);
+/* Elapsed seconds of a monotonic clock. */
+double an_now(void);
+
+/* The subcommands of the claims not in spec 7's list: FAVOR+ and the feature maps against
+ * softmax (favor.c, taylor.c), linear attention against average pooling (pooling.c), rank
+ * collapse with depth (depth.c), selective attention and its pruning cache (selective.c); and
+ * their figures (figures2.c). */
+int an_approx(const an_opts *o, an_doc *doc);
+void an_favor_error(const an_opts *o, an_doc *doc, an_rng *rng, an_buf *ws);
+void an_favor_crossover(const an_opts *o, an_doc *doc, an_rng *rng, an_buf *ws);
+void an_taylor(const an_opts *o, an_doc *doc, an_rng *rng, an_buf *ws);
+int an_pooling(const an_opts *o, an_doc *doc);
+int an_depth(const an_opts *o, an_doc *doc);
+int an_selective_cmd(const an_opts *o, an_doc *doc);
+int an_approx_plot(const an_opts *o, const an_doc *doc, char *msg, size_t len);
+int an_pooling_plot(const an_opts *o, const an_doc *doc, char *msg, size_t len);
+int an_depth_plot(const an_opts *o, const an_doc *doc, char *msg, size_t len);
+int an_selective_plot(const an_opts *o, const an_doc *doc, char *msg, size_t len);
 
 #endif

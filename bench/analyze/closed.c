@@ -1,6 +1,8 @@
 /* Seed 000's closed forms for the sparsity S = E|a| / sqrt(E a^2) (spec 7, re-derived), and the
  * moments of one weight a that say how well a finite sample of keys reaches them. */
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "analyze.h"
 
@@ -130,4 +132,87 @@ an_theory an_theory_of(an_mom m, double n) {
   t.rel_bias = (0.375 * v2 - 0.5 * c12) / n;
   t.v2 = v2;
   return t;
+}
+
+/* The closed forms against their moments (the same S two ways), and their known values. */
+void an_closed_self_check(an_doc *doc) {
+  int ok = 1;
+  for (double b = -3; b <= 3; b += 0.5) {
+    ok &= fabs(an_S_linear(b, 1.3) / an_theory_of(an_mom_linear(b, 1.3), 1).S - 1) < 1e-9;
+    ok &= fabs(an_S_gau(b, 0.7) / an_theory_of(an_mom_gau(b, 0.7), 1).S - 1) < 1e-9;
+  }
+  for (double g = 0; g <= 3; g += 0.25) ok &= fabs(an_S_softmax(g) / an_theory_of(an_mom_softmax(g), 1).S - 1) < 1e-9;
+  an_check(doc, ok, "closed forms against their moments");
+  an_check(doc, fabs(an_S_gau(0, 1) - 1 / sqrt(6.0)) < 1e-12 && fabs(an_S_linear(0, 1) - sqrt(2 / AN_PI)) < 1e-9,
+           "GAU's 1/sqrt(6) and plain linear's sqrt(2/pi) at beta = 0");
+  double l = 0.9, n = 7, num = 0, den = 0;
+  for (int j = 0; j < 7; j++) num += pow(l, j), den += pow(l, 2 * j);
+  an_check(doc, fabs(an_S_decay(l, n) - num / sqrt(n * den)) < 1e-12, "decay's closed form against its sums");
+}
+
+/* Seed 000's printed forms, read literally (operator precedence as printed). Plain linear:
+ * S = sqrt(2/pi * gamma * exp(-beta^2/(2 gamma^2)) + beta * erf(beta/(2 sqrt(gamma))) / (beta^2 + gamma^2));
+ * decay: S = 1 - lambda^n / n(1 - lambda) * sqrt(1 + lambda / (1 + lambda^n)). */
+static double printed_linear(double beta, double gamma) {
+  return sqrt(2 / AN_PI * gamma * exp(-beta * beta / (2 * gamma * gamma)) +
+              beta * erf(beta / (2 * sqrt(gamma))) / (beta * beta + gamma * gamma));
+}
+static double printed_decay(double lambda, double n) {
+  return 1 - pow(lambda, n) / (n * (1 - lambda)) * sqrt(1 + lambda / (1 + pow(lambda, n)));
+}
+
+/* The measured S of the row of table `name` whose setting and x match; NaN when none. */
+static double measured_of(const an_doc *doc, const char *name, const char *setting, double x) {
+  for (int i = 0; i < doc->ntables; i++) {
+    const an_table *t = &doc->tables[i];
+    if (strcmp(t->name, name) != 0) continue;
+    for (size_t r = 0; r < an_rows(t); r++) {
+      const an_cell *c = &t->cells[r * t->ncols];
+      if (strcmp(c[0].s, setting) == 0 && fabs(c[2].v - x) < 1e-9) return c[4].v;
+    }
+  }
+  return NAN;
+}
+
+/* The printed forms beside the re-derived ones and the measurements (after the sparsity run). */
+void an_printed_forms(an_doc *doc, const an_table *lin) {
+  an_table *t =
+      an_table_new(doc, "printed", "Seed 000's printed closed forms, read literally, against the measurements",
+                   "form,parameter,x,printed,rederived,measured,printed_over_measured");
+  double worst_lin = 0, lo_dec = 1, hi_dec = 0;
+  for (size_t r = 0; lin && r < an_rows(lin); r++) {
+    double b = lin->cells[r * lin->ncols + 2].v, p = printed_linear(b, 1), m = lin->cells[r * lin->ncols + 4].v;
+    an_puts(t, "plain linear");
+    an_puts(t, "beta/gamma");
+    an_put(t, b, "%.4g");
+    an_put(t, p, "%.4f");
+    an_put(t, an_S_linear(b, 1), "%.4f");
+    an_put(t, m, "%.4f");
+    an_put(t, p / m, "%.3f");
+    worst_lin = fmax(worst_lin, fabs(p / m - 1));
+  }
+  static const double lambdas[] = {0.5, 0.9, 0.99}, ns[] = {1, 16, 1024};
+  for (int l = 0; l < 3; l++)
+    for (int k = 0; k < 3; k++) {
+      char setting[32];
+      snprintf(setting, sizeof setting, "decay %g", lambdas[l]);
+      double p = printed_decay(lambdas[l], ns[k]), m = measured_of(doc, "decay", setting, ns[k]);
+      an_puts(t, setting);
+      an_puts(t, "n");
+      an_put(t, ns[k], "%.0f");
+      an_put(t, p, "%.4f");
+      an_put(t, an_S_decay(lambdas[l], ns[k]), "%.4f");
+      an_put(t, m, "%.4f");
+      an_put(t, p / m, "%.3f");
+      lo_dec = fmin(lo_dec, p), hi_dec = fmax(hi_dec, p);
+    }
+  /* The claim here is that the printed forms are wrong, not merely garbled typography. */
+  an_check(doc, worst_lin > 0.2, "the printed plain-linear form within %.1f%% of the measurements", 100 * worst_lin);
+  an_check(doc, lo_dec < 0 || hi_dec > 1, "the printed decay form stays in [0, 1]");
+  snprintf(t->note, sizeof t->note,
+           "Printed plain linear: sqrt(2/pi gamma exp(-beta^2/(2 gamma^2)) + beta erf(beta/(2 sqrt(gamma))) / "
+           "(beta^2 + gamma^2)): right at beta = 0 only, off by up to %.0f%% of the measured S (at |beta/gamma| = 3: "
+           "0.545 against 0.949). Printed decay: 1 - lambda^n / n(1 - lambda) sqrt(1 + lambda / (1 + lambda^n)): "
+           "from %.3g to %.3g here, outside [0, 1], and it tends to 1 as n grows where S tends to 0.",
+           100 * worst_lin, lo_dec, hi_dec);
 }

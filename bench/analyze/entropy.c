@@ -102,9 +102,61 @@ static int cmp_float(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* Spearman's rank correlation of x and y over n pairs (average ranks for ties), in double. */
+static const float *rank_key;
+static int cmp_idx(const void *a, const void *b) {
+  float x = rank_key[*(const size_t *)a], y = rank_key[*(const size_t *)b];
+  return (x > y) - (x < y);
+}
+static void ranks(const float *x, size_t n, size_t *idx, double *r) {
+  for (size_t i = 0; i < n; i++) idx[i] = i;
+  rank_key = x;
+  qsort(idx, n, sizeof *idx, cmp_idx);
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j + 1 < n && x[idx[j + 1]] == x[idx[i]]) j++;
+    for (size_t k = i; k <= j; k++) r[idx[k]] = 0.5 * (double)(i + j);
+    i = j + 1;
+  }
+}
+static double spearman(const float *x, const float *y, size_t n) {
+  size_t *idx = malloc(n * sizeof *idx);
+  double *rx = malloc(n * sizeof *rx), *ry = malloc(n * sizeof *ry), sxy = 0, sxx = 0, syy = 0,
+         m = 0.5 * (double)(n - 1);
+  if (idx && rx && ry) {
+    ranks(x, n, idx, rx), ranks(y, n, idx, ry);
+    for (size_t i = 0; i < n; i++)
+      sxy += (rx[i] - m) * (ry[i] - m), sxx += (rx[i] - m) * (rx[i] - m), syy += (ry[i] - m) * (ry[i] - m);
+  }
+  free(idx), free(rx), free(ry);
+  return sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : NAN;
+}
+
 /* The q-quantile of the sorted finite values. */
 static double quantile(const float *sorted, size_t n, double q) {
   return n ? sorted[(size_t)(q * (double)(n - 1))] : NAN;
+}
+
+/* The orderings the analysis reports, and S against H. Variant indices as in variants[]. */
+static void entropy_checks(an_doc *doc, const double *s, const double *hn, const double *sa, const double *rho) {
+  /* Causal rows, sparsest first: selective, GAU, softmax, elu1 by S and by H / log n alike. */
+  static const int chain[] = {1, 2, 0, 5};
+  for (int i = 0; i + 1 < 4; i++) {
+    const int a = chain[i], b = chain[i + 1];
+    an_check(doc, s[a] < s[b] && hn[a] < hn[b], "%s (S %.3f, H/log n %.3f) not sparser than %s (%.3f, %.3f)",
+             variants[a].name, s[a], hn[a], variants[b].name, s[b], hn[b]);
+  }
+  /* A causal elu1 row is as dense as a bidirectional one over its keys; the mask's zeros alone make
+   * the causal matrix sparser (over all n keys about 2/3 of the full matrix's S). */
+  an_check(doc, fabs(s[5] - s[11]) < 0.01 && sa[5] < 0.75 * sa[11],
+           "elu1 causal against full: S %.3f / %.3f over the visible keys, %.3f / %.3f over all", s[5], s[11], sa[5],
+           sa[11]);
+  /* S and H measure the same concentration: over rows of one length (the full mask) their ranks
+   * agree almost exactly; over causal rows of lengths 1..n each is normalised differently (S's
+   * floor 1/sqrt(n_i), H's ceiling log n_i), so the agreement is weaker but never reversed. */
+  for (int v = 0; v < NVAR; v++)
+    an_check(doc, rho[v] > (variants[v].full ? 0.9 : 0), "%s %s: Spearman(S, H / log n) = %.3f", variants[v].name,
+             variants[v].mask, rho[v]);
 }
 
 int an_entropy(const an_opts *o, an_doc *doc) {
@@ -113,7 +165,7 @@ int an_entropy(const an_opts *o, an_doc *doc) {
   an_table *sum =
       an_table_new(doc, "summary", "Per-row entropy H (nats) and sparsity S, every variant on the same q, k",
                    "variant,mask,rows,mean_H,mean_H_over_log_n,mean_S,S_q25,S_median,S_q75,mean_S_all_keys,"
-                   "stream_vs_matrix_dS,stream_vs_matrix_dH");
+                   "stream_vs_matrix_dS,stream_vs_matrix_dH,spearman_S_H");
   char cols[400] = "bin_lo,bin_hi";
   for (int i = 0; i < NVAR; i++)
     snprintf(cols + strlen(cols), sizeof cols - strlen(cols), ",%s%s", variants[i].name,
@@ -125,7 +177,7 @@ int an_entropy(const an_opts *o, an_doc *doc) {
   an_rng_seed(&rng, o->seed + 2);
   float *q = an_alloc(n * d * 4), *k = an_alloc(n * d * 4), *H = an_alloc(n * 4), *S = an_alloc(n * 4);
   float *C = an_alloc(n * 4), *H2 = an_alloc(n * 4), *S2 = an_alloc(n * 4), *sorted = an_alloc(n * 4);
-  double hist[2][NVAR][NBINS] = {{{0}}};
+  double hist[2][NVAR][NBINS] = {{{0}}}, mean_s[NVAR] = {0}, mean_hn[NVAR] = {0}, mean_sa[NVAR] = {0}, rho_v[NVAR];
   an_buf ws = {0};
   if (!(q && k && H && S && C && H2 && S2 && sorted)) return -1;
   an_fill_gauss(&rng, q, n * d, 0, 1);
@@ -149,7 +201,10 @@ int an_entropy(const an_opts *o, an_doc *doc) {
                v->name, v->mask, dS, dH);
     }
     double mh = 0, mhn = 0, ms = 0, msa = 0;
-    size_t rows = 0, rows_h = 0;
+    size_t rows = 0, rows_h = 0, pairs = 0;
+    for (size_t i = 0; i < n; i++) /* S against H / log n_i over the rows with 2 keys or more */
+      if (isfinite(S[i]) && C[i] >= 2) S2[pairs] = S[i], H2[pairs++] = (float)(H[i] / log(C[i]));
+    const double rho = spearman(S2, H2, pairs);
     for (size_t i = 0; i < n; i++) {
       if (!isfinite(S[i])) continue;
       sorted[rows++] = S[i];
@@ -175,7 +230,11 @@ int an_entropy(const an_opts *o, an_doc *doc) {
     an_put(sum, msa / (double)rows, "%.3f");
     an_put(sum, dS, "%.1e");
     an_put(sum, dH, "%.1e");
+    an_put(sum, rho, "%.3f");
+    mean_s[vi] = ms / (double)rows, mean_hn[vi] = mhn / (double)rows_h, mean_sa[vi] = msa / (double)rows;
+    rho_v[vi] = rho;
   }
+  entropy_checks(doc, mean_s, mean_hn, mean_sa, rho_v);
   for (int b = 0; b < NBINS; b++)
     for (int h = 0; h < 2; h++) {
       an_table *t = h ? hs : hh;

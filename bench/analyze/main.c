@@ -10,21 +10,25 @@
 static void usage(FILE *f) {
   fprintf(
       f,
-      "usage: attn-analyze [sparsity|rank|entropy|all ...] [options]\n"
-      "Seeds 000 and 001's claims measured through attn's kernels (spec 7):\n"
+      "usage: attn-analyze [sparsity|rank|entropy|approx|pooling|depth|selective|all ...] [options]\n"
+      "The seeds' claims (000-002) measured through attn's kernels (spec 7):\n"
       "  sparsity  Monte Carlo of seed 000's settings (softmax, plain linear, GAU, non-negative linear with\n"
-      "            relu/elu1/exp maps, decay) beside each closed form; every row checked\n"
-      "  rank      seed 001's rank experiments: exp(x x^T) for n = 100, softmax against n and d, linear\n"
-      "            attention against m (never above m), windowed linear attention against the window\n"
-      "  entropy   per-row entropy and sparsity histograms of every variant on the same inputs\n"
-      "  all       the three (default)\n"
+      "            relu/elu1/exp maps, decay) beside each closed form; every row checked; the printed forms\n"
+      "  rank      seed 001's rank experiments: exp(x x^T) for n = 100 over many draws, softmax against n and d,\n"
+      "            linear attention against m, windowed and causal linear attention\n"
+      "  entropy   per-row entropy and sparsity of every variant on the same inputs; S against H\n"
+      "  approx    FAVOR+ against softmax as m grows (and its speed crossover), elu1 and dsoftmax against exp\n"
+      "  pooling   linear attention against average pooling as n and m grow\n"
+      "  depth     rank collapse of stacked softmax layers, with and without residual connections\n"
+      "  selective seed 002: the variable-assignment example, and the pruning cache's error against memory\n"
+      "  all       every one (default)\n"
       "options:\n"
-      "  --quick         small samples (the test suite's run, a few seconds); tolerances derived from them\n"
+      "  --quick         small samples (the test suite's run, a few seconds); no timing\n"
       "  --out-dir DIR   where the Markdown, CSV, JSON, gnuplot scripts and SVGs go (default bench-results/analysis)\n"
       "  --seed N        base seed of every draw (default 1)\n"
       "  --no-plot       no gnuplot scripts or SVGs (without gnuplot installed they are skipped anyway)\n"
       "  --help\n"
-      "Exit status 1 when any check fails (a closed form missed, a rank above m, ...).\n");
+      "Exit status 1 when any check fails (a closed form missed, a rank out of its bounds, ...).\n");
 }
 
 /* The largest |rel_diff| over the checked sparsity rows. */
@@ -34,7 +38,7 @@ static void sparsity_headline(an_doc *doc) {
   const char *where = "";
   for (int i = 0; i < doc->ntables; i++) {
     const an_table *t = &doc->tables[i];
-    if (strcmp(t->name, "beyond") == 0) continue;
+    if (strcmp(t->name, "beyond") == 0 || strcmp(t->name, "printed") == 0) continue;
     for (size_t r = 0; r < an_rows(t); r++, rows++) {
       const an_cell *c = &t->cells[r * t->ncols];
       if (fabs(c[6].v) >= worst) worst = fabs(c[6].v), worst_se = c[5].v / c[3].v, where = t->name;
@@ -46,17 +50,18 @@ static void sparsity_headline(an_doc *doc) {
 
 int main(int argc, char **argv) {
   an_opts o = {0, 1, "bench-results/analysis", 1};
-  int want[3] = {0, 0, 0}, any = 0;
-  static const char *const names[3] = {"sparsity", "rank", "entropy"};
+  enum { NSUB = 7 };
+  int want[NSUB] = {0}, any = 0;
+  static const char *const names[NSUB] = {"sparsity", "rank", "entropy", "approx", "pooling", "depth", "selective"};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int sub = -1;
-    for (int s = 0; s < 3; s++)
+    for (int s = 0; s < NSUB; s++)
       if (strcmp(a, names[s]) == 0) sub = s;
     if (sub >= 0) {
       want[sub] = any = 1;
     } else if (strcmp(a, "all") == 0) {
-      want[0] = want[1] = want[2] = any = 1;
+      for (int s = 0; s < NSUB; s++) want[s] = any = 1;
     } else if (strcmp(a, "--quick") == 0) {
       o.quick = 1;
     } else if (strcmp(a, "--no-plot") == 0) {
@@ -75,18 +80,20 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (!any) want[0] = want[1] = want[2] = 1;
+  for (int s = 0; s < NSUB && !any; s++) want[s] = 1;
   an_lapack_single_thread();
   printf("attn-analyze: attn %s, ISA path %s, %s run, seed %llu\n", attn_version_string(),
          attn_isa_name(attn_isa_get()), o.quick ? "quick" : "full", (unsigned long long)o.seed);
   typedef int (*run_fn)(const an_opts *, an_doc *);
   typedef int (*plot_fn)(const an_opts *, const an_doc *, char *, size_t);
-  static const run_fn runs[3] = {an_sparsity, an_rank_cmd, an_entropy};
-  static const plot_fn plots[3] = {an_sparsity_plot, an_rank_plot, an_entropy_plot};
-  static an_doc docs[3];
-  char summary[3][600];
+  static const run_fn runs[NSUB] = {an_sparsity, an_rank_cmd, an_entropy,      an_approx,
+                                    an_pooling,  an_depth,    an_selective_cmd};
+  static const plot_fn plots[NSUB] = {an_sparsity_plot, an_rank_plot,  an_entropy_plot,  an_approx_plot,
+                                      an_pooling_plot,  an_depth_plot, an_selective_plot};
+  static an_doc docs[NSUB];
+  char summary[NSUB][600];
   int failures = 0;
-  for (int s = 0; s < 3; s++) {
+  for (int s = 0; s < NSUB; s++) {
     if (!want[s]) continue;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -99,12 +106,12 @@ int main(int argc, char **argv) {
     if (o.plots && wr == 0 && plots[s](&o, &docs[s], plot, sizeof plot) < 0) wr = -1;
     int bad = docs[s].failures + (rc != 0) + (wr != 0);
     failures += bad;
-    snprintf(summary[s], sizeof summary[s], "%-8s %3d checks, %d failed, %.1f s; %s/%s.{md,json}, %s_*.csv; %s",
+    snprintf(summary[s], sizeof summary[s], "%-9s %3d checks, %d failed, %.1f s; %s/%s.{md,json}, %s_*.csv; %s",
              names[s], docs[s].checks, bad, (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec),
              o.out_dir, names[s], names[s], plot);
   }
   printf("\n== attn-analyze summary\n");
-  for (int s = 0; s < 3; s++) {
+  for (int s = 0; s < NSUB; s++) {
     if (!want[s]) continue;
     printf("%s\n", summary[s]);
     for (int i = 0; i < docs[s].nnotes; i++)

@@ -30,19 +30,25 @@ static long rank_of(an_doc *doc, float *a, size_t n, double tol, double tol2, lo
   return r;
 }
 
-/* exp(x x^T), n = 100, x ~ N(0, 1): float64 in the tool, and attn's softmax(x x^T) in float32. */
+/* exp(x x^T), n = 100, x ~ N(0, 1): float64 in the tool, and attn's softmax(x x^T) in float32.
+ * The rank of one draw is a random variable (mode 17, a tail down to 12-13), so the claim is
+ * checked on its distribution over many draws (the mean, and the share inside the spec's band),
+ * never one draw against the band; the first draws also compare attn's float32 matrix. */
 static void exp_xxT(const an_opts *o, an_doc *doc) {
-  enum { N = 100 };
-  const int seeds = o->quick ? 5 : 20;
+  enum { N = 100, RMAX = 40 };
+  const int seeds = o->quick ? 5 : 20, draws = o->quick ? 100 : 400;
   an_table *t = an_table_new(doc, "exp_xxT",
                              "rank of exp(x x^T), n = 100, x ~ N(0, 1) (d = 1): float64 and attn's float32 softmax",
                              "seed,x_xT_f64,exp_f64,softmax_f64,softmax_f64_tol32,attn_f32_tol32,attn_f32_tol64");
-  long lo = N, hi = 0, lo32 = N, hi32 = 0, same = 0;
-  double sum = 0;
-  for (int s = 0; s < seeds; s++) {
+  an_table *hist =
+      an_table_new(doc, "exp_xxT_dist", "rank of exp(x x^T) in float64 over independent draws", "rank,draws,fraction");
+  long lo32 = N, hi32 = 0, same = 0, ones = 0, count[RMAX + 1] = {0};
+  an_acc acc = {0};
+  for (int s = 0; s < draws; s++) {
     an_rng rng;
     an_rng_seed(&rng, o->seed + 1000 + (uint64_t)s);
-    double x[N], a[N * N], sv[N], b[N * N];
+    static double a[N * N], b[N * N];
+    double x[N], sv[N];
     float xf[N];
     for (int i = 0; i < N; i++) xf[i] = (float)an_gauss(&rng), x[i] = xf[i];
     long r[6];
@@ -54,6 +60,10 @@ static void exp_xxT(const an_opts *o, an_doc *doc) {
       for (int j = 0; j < N; j++) b[i * N + j] = a[i * N + j] / z;
     }
     r[1] = an_svd(N, N, a, sv) ? -1 : (long)an_rank(sv, N, TOL64(N));
+    ones += r[0] == 1;
+    an_acc_add(&acc, (double)r[1]);
+    count[r[1] < 0 ? 0 : r[1] > RMAX ? RMAX : r[1]]++;
+    if (s >= seeds) continue;
     r[2] = an_svd(N, N, b, sv) ? -1 : (long)an_rank(sv, N, TOL64(N));
     r[3] = (long)an_rank(sv, N, TOL32(N));
     attn_softmax_desc sd;
@@ -62,21 +72,38 @@ static void exp_xxT(const an_opts *o, an_doc *doc) {
     r[4] = rank_of(doc, attn_matrix_of(doc, ATTN_KIND_SOFTMAX, &sd, xf, xf, N), N, TOL32(N), TOL64(N), &r[5]);
     an_put(t, (double)o->seed + 1000 + s, "%.0f");
     for (int c = 0; c < 6; c++) an_put(t, (double)r[c], "%.0f");
-    an_check(doc, r[0] == 1, "seed %d: rank(x x^T) = %ld, not 1", s, r[0]);
-    lo = r[1] < lo ? r[1] : lo, hi = r[1] > hi ? r[1] : hi, sum += (double)r[1];
     lo32 = r[4] < lo32 ? r[4] : lo32, hi32 = r[4] > hi32 ? r[4] : hi32, same += r[4] == r[3];
     an_check(doc, labs(r[4] - r[3]) <= 1, "seed %d: float32 rank %ld, float64 softmax at its tolerance %ld", s, r[4],
              r[3]);
   }
-  an_check(doc, lo >= 14 && hi <= 20, "rank(exp(x x^T)) in float64 %ld..%ld, outside the spec's 14..20", lo, hi);
+  long in_band = 0, lo = -1, hi = 0, mode = 0;
+  for (long r = 0; r <= RMAX; r++) {
+    if (!count[r]) continue;
+    lo = lo < 0 ? r : lo, hi = r, mode = count[r] > count[mode] ? r : mode;
+    in_band += r >= 14 && r <= 20 ? count[r] : 0;
+    an_put(hist, (double)r, "%.0f");
+    an_put(hist, (double)count[r], "%.0f");
+    an_put(hist, (double)count[r] / draws, "%.3f");
+  }
+  const double se = an_acc_se(&acc);
+  an_check(doc, ones == draws, "rank(x x^T) = 1 in %ld of %d draws", ones, draws);
+  an_check(doc, acc.mean >= 16 - 5 * se && acc.mean <= 18 + 5 * se,
+           "mean rank(exp(x x^T)) %.2f (se %.2f) outside the spec's 16-18 (5 se allowed)", acc.mean, se);
+  an_check(doc, in_band >= 0.8 * draws, "only %ld of %d draws of rank(exp(x x^T)) in the spec's 14..20", in_band,
+           draws);
+  snprintf(hist->note, sizeof hist->note,
+           "%d draws (seeds %llu..%llu): rank %ld..%ld, mean %.2f (se %.2f), mode %ld, %.1f%% in the spec's 14..20. "
+           "Checked: the mean within 16-18 (5 se allowed) and at least 80%% of the draws in 14..20; a single draw may "
+           "fall outside the band (a tail down to 12-13 in a few %% of draws), so no draw is checked alone.",
+           draws, (unsigned long long)o->seed + 1000, (unsigned long long)o->seed + 999 + draws, lo, hi, acc.mean, se,
+           mode, 100.0 * in_band / draws);
   snprintf(t->note, sizeof t->note,
-           "float64 rank of exp(x x^T) over %d seeds: %ld..%ld, mean %.1f (numpy's tolerance 100 eps_64 = %.2g; the "
-           "seed: about 17-18, the spec accepts 14-20); rank(x x^T) = 1. attn's float32 softmax(x x^T) = "
-           "D^-1 exp(x x^T) (q = k = x, scale 1): %ld..%ld at tol = 100 eps_32 = %.2g, equal to the float64 "
-           "softmax's rank at that tolerance for %ld of %d seeds (softmax_f64_tol32): the float32 kernel resolves the "
-           "spectrum down to its tolerance, and below it the singular values are float32 rounding (~6e-8 relative), "
-           "which the float64 tolerance counts as rank (attn_f32_tol64).",
-           seeds, lo, hi, sum / seeds, TOL64(N), lo32, hi32, TOL32(N), same, seeds);
+           "The first %d draws in detail (numpy's tolerance 100 eps_64 = %.2g): rank(x x^T) = 1. attn's float32 "
+           "softmax(x x^T) = D^-1 exp(x x^T) (q = k = x, scale 1): %ld..%ld at tol = 100 eps_32 = %.2g, equal to the "
+           "float64 softmax's rank at that tolerance for %ld of %d draws (softmax_f64_tol32): the float32 kernel "
+           "resolves the spectrum down to its tolerance, and below it the singular values are float32 rounding "
+           "(~6e-8 relative), which the float64 tolerance counts as rank (attn_f32_tol64).",
+           seeds, TOL64(N), lo32, hi32, TOL32(N), same, seeds);
 }
 
 static void fill(an_rng *rng, float *x, size_t n) { an_fill_gauss(rng, x, n, 0, 1); }
@@ -104,6 +131,9 @@ static void softmax_nd(const an_opts *o, an_doc *doc, an_rng *rng) {
       an_put(t, (double)(d < n ? d : n), "%.0f");
       an_put(t, (double)r, "%.0f");
       an_put(t, (double)r / (double)n, "%.3f");
+      /* exp of a rank-d logit matrix: 1 + s + s^2/2 + ..., so rank d + 1 is only its first-order
+       * part; "above d" means the higher orders show: at least d + 2 (or all n). */
+      if (d + 1 < n) an_check(doc, r >= (long)d + 2, "softmax n = %zu, d = %zu: rank %ld, not above d + 1", n, d, r);
     }
   snprintf(t->note, sizeof t->note,
            "rank_logits_bound = rank(Q K^T) = min(d, n); rank: attn_matrix's float32 softmax, tol = n eps_32.");
@@ -140,7 +170,10 @@ static void linear_m(const an_opts *o, an_doc *doc, an_rng *rng) {
       attn_linear_desc ld = linear_desc((attn_feature_map)map, n, d, favor ? m : 0, attn_mask_full());
       long r = rank_of(doc, attn_matrix_of(doc, ATTN_KIND_LINEAR, &ld, q, k, n), n, TOL32(n), 0, NULL);
       free(q), free(k);
-      int ok = r >= 0 && (size_t)r <= m;
+      /* Two-sided: never above m, and at least 90% of min(m, n) for generic inputs (a rank far below
+       * m means the features lost directions: zeroed or collapsed queries). */
+      const size_t bound = m < n ? m : n;
+      int ok = r >= 0 && (size_t)r <= m && (double)r >= 0.9 * (double)bound;
       an_puts(t, map_names[map]);
       an_put(t, (double)d, "%.0f");
       an_put(t, (double)m, "%.0f");
@@ -148,7 +181,7 @@ static void linear_m(const an_opts *o, an_doc *doc, an_rng *rng) {
       an_put(t, (double)r, "%.0f");
       an_put(t, (double)(m < n ? m : n), "%.0f");
       an_puts(t, ok ? "ok" : "FAIL");
-      an_check(doc, ok, "linear %s, m = %zu: rank %ld above m", map_names[map], m, r);
+      an_check(doc, ok, "linear %s, m = %zu: rank %ld, not in [0.9 m, m]", map_names[map], m, r);
     }
   snprintf(t->note, sizeof t->note,
            "n = %zu, q, k ~ N(0, 1); identity un-normalised, the others normalised; exp and favor at scale 1/sqrt(d); "
@@ -185,6 +218,15 @@ static void window(const an_opts *o, an_doc *doc, an_rng *rng) {
         an_check(doc, rk >= 0 && (size_t)rk <= d, "%s full: rank %ld above m", map_names[maps[mi]], rk);
       if (win && r == 0 && maps[mi] != ATTN_FEATURE_RELU)
         an_check(doc, rk == (long)n, "%s, window 0 (the diagonal): rank %ld, not n", map_names[maps[mi]], rk);
+      /* Every window raises the rank far above m: banded, each row's own window; within n / 16 of n. */
+      if (win)
+        an_check(doc, rk >= (long)(n - n / 16), "%s, window %zu: rank %ld, not near n = %zu", map_names[maps[mi]], r,
+                 rk, n);
+      /* Causal: lower-triangular with a positive diagonal (elu1, exp) is full rank; numerically
+       * within n / 32 of n. relu's diagonal can be 0: only far above m. */
+      if (causal)
+        an_check(doc, rk >= (long)(maps[mi] == ATTN_FEATURE_RELU ? n / 2 : n - n / 32),
+                 "%s causal: rank %ld of n = %zu", map_names[maps[mi]], rk, n);
     }
   free(q), free(k);
   snprintf(t->note, sizeof t->note,

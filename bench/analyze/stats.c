@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "analyze.h"
 
@@ -109,4 +110,35 @@ attn_status an_matrix_stats(const attn_call *call, const attn_row_stats *st, an_
   attn_status s = attn_matrix_stats_workspace_size(call, &bytes);
   if (s == ATTN_OK) s = an_grow(ws, bytes) ? attn_matrix_stats(call, st, ws->p, bytes) : ATTN_E_NULL_POINTER;
   return s;
+}
+
+attn_status an_softmax_out(const attn_softmax_desc *sd, const float *q, const float *k, const float *v, float *o,
+                           an_buf *ws) {
+  size_t bytes = 0;
+  attn_status s = attn_softmax_workspace_size(sd, &bytes);
+  if (s == ATTN_OK) s = an_grow(ws, bytes) ? attn_softmax(sd, q, k, v, o, NULL, ws->p, bytes) : ATTN_E_NULL_POINTER;
+  return s;
+}
+
+attn_status an_linear_out(const attn_linear_desc *ld, const float *q, const float *k, const float *v, float *o,
+                          an_buf *ws) {
+  size_t bytes = 0;
+  attn_status s = attn_linear_workspace_size(ld, &bytes);
+  if (s == ATTN_OK) s = an_grow(ws, bytes) ? attn_linear(ld, q, k, v, o, NULL, ws->p, bytes) : ATTN_E_NULL_POINTER;
+  return s;
+}
+
+double an_rel_fro(const float *a, const float *ref, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double e = (double)a[i] - ref[i];
+    num += e * e, den += (double)ref[i] * ref[i];
+  }
+  return sqrt(num / den);
+}
+
+double an_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }

@@ -79,7 +79,7 @@ START_TEST(softmax_details_and_nothing_written) {
     tu_rng rng = tu_rng_of(11 + i);
     tu_bad b;
     tu_bad_make(&b, &rng, &d.shape, 2, 1, need);
-    tu_bad_apply(&b, rows[i].fault, &d.shape, &d.scale, &d.lse);
+    tu_bad_apply(&b, tu_bad_row((size_t)rows[i].fault, 1, NULL), &d.shape, &d.scale, &d.lse, NULL, 0);
     char ws_text[96];
     snprintf(ws_text, sizeof ws_text, "workspace_size %zu B < %zu B needed", need - 1, need);
     ASSERT_FAILS(attn_softmax(&d, b.q, b.k, b.v, b.o_arg, b.lse_arg, b.ws_arg, b.ws_size), rows[i].expect,

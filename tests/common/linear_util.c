@@ -216,6 +216,27 @@ void lu_rejected_check(lu_rejected *r, const tu_tensor *o, const void *ws, const
   r->copy = NULL;
 }
 
+void lu_bad_call_make(lu_bad_call *b, const attn_linear_desc *d, tu_rng *r, size_t n_q, size_t heads, size_t dv) {
+  memset(b, 0, sizeof *b);
+  lu_state_make_filled(&b->st, d, r);
+  ck_assert_int_eq(attn_linear_workspace_size(d, &b->need), ATTN_OK);
+  tu_tensor_alloc(&b->o, TU_TOKEN_MAJOR, n_q, heads, dv, 1);
+  b->ws = tu_alloc(b->need + 4096, 0);
+}
+
+void lu_bad_call_take(lu_bad_call *b, const attn_linear_state *sp) {
+  const lu_state *owner = sp == &b->alt.s ? &b->alt : &b->st;
+  lu_rejected_take(&b->untouched, sp, owner->mem, owner->bytes);
+}
+
+void lu_bad_call_finish(lu_bad_call *b, const tu_qkv *x) {
+  lu_rejected_check(&b->untouched, &b->o, b->ws, x);
+  if (b->alt.mem) lu_state_free(&b->alt);
+  lu_state_free(&b->st);
+  tu_free(b->ws);
+  tu_tensor_free(&b->o);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* The plain linear suites (check_linear*.c): descriptors, calls, reference comparisons         */
 /* ------------------------------------------------------------------------------------------ */

@@ -111,6 +111,23 @@ void lu_rejected_take(lu_rejected *r, const attn_linear_state *sp, const void *m
  *  guards intact. Frees the snapshot. */
 void lu_rejected_check(lu_rejected *r, const tu_tensor *o, const void *ws, const tu_qkv *x);
 
+/** A valid linear call for a bad-input row: a filled state for d, o [n_q][heads][dv] (token-major,
+ *  sentinel, guarded) and a guarded workspace of need + 4096 bytes (need: d's workspace query).
+ *  alt: a second state a row may make (alt.mem NULL: none). */
+typedef struct lu_bad_call {
+  lu_state st, alt;
+  tu_tensor o;
+  void *ws;
+  size_t need;
+  lu_rejected untouched;
+} lu_bad_call;
+void lu_bad_call_make(lu_bad_call *b, const attn_linear_desc *d, tu_rng *r, size_t n_q, size_t heads, size_t dv);
+/** Before the call: snapshots the state the call gets (sp: &st.s, &alt.s or NULL). */
+void lu_bad_call_take(lu_bad_call *b, const attn_linear_state *sp);
+/** After a rejected call: lu_rejected_check (o, the workspace, the inputs x, the state), then frees
+ *  the states, o and the workspace. */
+void lu_bad_call_finish(lu_bad_call *b, const tu_qkv *x);
+
 /** A log gate or beta value every gated call rejects (ATTN_E_BAD_GATE); LU_BAD_NONE: none. */
 typedef enum lu_bad_value {
   LU_BAD_NONE,
@@ -125,6 +142,14 @@ typedef enum lu_bad_value {
   LU_BETA_NAN,
   LU_BETA_INF
 } lu_bad_value;
+/** The rows of a bad scalar log gate that every gated suite's table holds: ROW(value) gives a row's
+ *  fields after its name. */
+#define LU_BAD_LOG_GATE_ROW_(ROW, text, v) \
+  { "a log gate " text, ROW(v) }
+#define LU_BAD_LOG_GATE_ROWS(ROW)                                                                         \
+  LU_BAD_LOG_GATE_ROW_(ROW, "+0.25", LU_GATE_POS), LU_BAD_LOG_GATE_ROW_(ROW, "+1e-30", LU_GATE_TINY_POS), \
+      LU_BAD_LOG_GATE_ROW_(ROW, "NaN", LU_GATE_NAN), LU_BAD_LOG_GATE_ROW_(ROW, "-inf", LU_GATE_NINF),     \
+      LU_BAD_LOG_GATE_ROW_(ROW, "+inf", LU_GATE_PINF)
 /** Writes that value into lg[at] (a gate) or beta[at] (a beta). */
 void lu_poison_gate(lu_bad_value bad, float *lg, float *beta, size_t at);
 

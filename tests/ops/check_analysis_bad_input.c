@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "analysis_util.h"
+#include "bad_input.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Bad input: each row mutates one argument of a valid call of its kind (n_q 5, n_kv 7, h_q 4, */
@@ -20,117 +21,7 @@ enum { BQ = 5, BKV = 7, BHQ = 4, BHKV = 2, BD = 8, BL = 5 };
 /* Offsets (floats) of the inputs in one arena, which the aliasing faults point into. */
 enum { AR_Q = 1024, AR_K = 2048, AR_G = 3072, AR_B = 3584, AR_T = 4096, AR_F = 4608, AR_FLOATS = 8192 };
 
-typedef enum bi_fault {
-  F_CALL_NULL,
-  F_DESC_NULL,
-  F_KIND_4,
-  F_KIND_NEG,
-  F_NKV_LIMIT,
-  F_NKV_HUGE,
-  F_NKV_LIMIT_SCALE_NAN, /* the limit before the variant's checks */
-  F_NQ_0,
-  F_D_0,
-  F_HQ_3,
-  F_SCALE_NAN,
-  F_QROW_SMALL,
-  F_LSE_LAYOUT, /* softmax: the lse layout is checked without an lse */
-  F_EPS_NEG,
-  F_GATE_POSITIVE,
-  F_GATE_NULL,
-  F_BETA_NULL,
-  F_BIAS_NAN,
-  F_HSEL_4,
-  F_A_ROW_SMALL,
-  F_A_OVERLAP,
-  F_A_BAD_SCALE_NAN, /* the variant's checks before a's layout */
-  F_A_BAD_Q_NULL,    /* a's layout before the pointers */
-  F_Q_NULL,
-  F_K_NULL,
-  F_A_NULL,
-  F_WS_NULL,
-  F_WS_SMALL,
-  F_A_IS_Q,
-  F_A_ENDS_IN_K,
-  F_A_IN_WS,
-  F_WS_OVER_Q,
-  F_A_IS_GATE,
-  F_A_IS_BETA,
-  F_A_IS_TABLE,
-  F_A_IS_F,
-  F_WS_IS_F,
-  F_STATS_NULL,
-  F_STATS_ALL_NULL,
-  F_STATS_SELF_OVERLAP,
-  F_STATS_SAME,
-  F_STATS_IN_Q,
-  F_STATS_IN_WS,
-  F_STATS_IS_TABLE
-} bi_fault;
-
 enum { BI_MATRIX = 1, BI_STATS = 2, BI_BOTH = 3 };
-
-typedef struct bi_case {
-  const char *name;
-  attn_kind kind;
-  bi_fault fault;
-  attn_status expect;
-  int desc_level; /* the size queries answer the same status */
-  int which;      /* BI_MATRIX, BI_STATS or both */
-} bi_case;
-
-#define BI(k, f, s, lvl, w) .kind = ATTN_KIND_##k, .fault = (f), .expect = ATTN_E_##s, .desc_level = (lvl), .which = (w)
-static const bi_case bi_cases[] = {
-    {.name = "call NULL", BI(SOFTMAX, F_CALL_NULL, NULL_POINTER, 1, BI_BOTH)},
-    {.name = "desc NULL", BI(SOFTMAX, F_DESC_NULL, NULL_POINTER, 1, BI_BOTH)},
-    {.name = "kind 4", BI(SOFTMAX, F_KIND_4, BAD_ARGUMENT, 1, BI_BOTH)},
-    {.name = "kind -1", BI(GAU, F_KIND_NEG, BAD_ARGUMENT, 1, BI_BOTH)},
-    {.name = "n_kv above the limit", BI(SOFTMAX, F_NKV_LIMIT, TOO_LARGE, 1, BI_BOTH)},
-    {.name = "n_kv SIZE_MAX", BI(LINEAR, F_NKV_HUGE, TOO_LARGE, 1, BI_BOTH)},
-    {.name = "n_kv above the limit, scale NaN", BI(SELECTIVE, F_NKV_LIMIT_SCALE_NAN, TOO_LARGE, 1, BI_BOTH)},
-    {.name = "n_q 0", BI(GAU, F_NQ_0, ZERO_SIZE, 1, BI_BOTH)},
-    {.name = "d 0", BI(LINEAR, F_D_0, ZERO_SIZE, 1, BI_BOTH)},
-    {.name = "h_q 3 over h_kv 2", BI(SOFTMAX, F_HQ_3, BAD_HEADS, 1, BI_BOTH)},
-    {.name = "softmax scale NaN", BI(SOFTMAX, F_SCALE_NAN, BAD_SCALE, 1, BI_BOTH)},
-    {.name = "linear scale NaN", BI(LINEAR, F_SCALE_NAN, BAD_SCALE, 1, BI_BOTH)},
-    {.name = "GAU scale NaN", BI(GAU, F_SCALE_NAN, BAD_SCALE, 1, BI_BOTH)},
-    {.name = "q row stride below d", BI(SELECTIVE, F_QROW_SMALL, BAD_STRIDE, 1, BI_BOTH)},
-    {.name = "softmax lse layout overlapping itself", BI(SOFTMAX, F_LSE_LAYOUT, BAD_STRIDE, 1, BI_BOTH)},
-    {.name = "linear eps negative", BI(LINEAR, F_EPS_NEG, BAD_EPS, 1, BI_BOTH)},
-    {.name = "a log gate positive", BI(LINEAR, F_GATE_POSITIVE, BAD_GATE, 0, BI_BOTH)},
-    {.name = "log gate NULL", BI(LINEAR, F_GATE_NULL, NULL_POINTER, 0, BI_BOTH)},
-    {.name = "beta NULL", BI(LINEAR, F_BETA_NULL, NULL_POINTER, 0, BI_BOTH)},
-    {.name = "GAU beta NaN", BI(GAU, F_BIAS_NAN, BAD_BIAS, 1, BI_BOTH)},
-    {.name = "selective h_sel = h_q", BI(SELECTIVE, F_HSEL_4, BAD_HEADS, 1, BI_BOTH)},
-    {.name = "a row stride below n_kv", BI(SOFTMAX, F_A_ROW_SMALL, BAD_STRIDE, 0, BI_MATRIX)},
-    {.name = "a heads overlapping rows", BI(GAU, F_A_OVERLAP, BAD_STRIDE, 0, BI_MATRIX)},
-    {.name = "a layout bad and scale NaN", BI(SOFTMAX, F_A_BAD_SCALE_NAN, BAD_SCALE, 0, BI_MATRIX)},
-    {.name = "a layout bad and q NULL", BI(LINEAR, F_A_BAD_Q_NULL, BAD_STRIDE, 0, BI_MATRIX)},
-    {.name = "q NULL", BI(SOFTMAX, F_Q_NULL, NULL_POINTER, 0, BI_BOTH)},
-    {.name = "k NULL", BI(SELECTIVE, F_K_NULL, NULL_POINTER, 0, BI_BOTH)},
-    {.name = "a NULL", BI(LINEAR, F_A_NULL, NULL_POINTER, 0, BI_MATRIX)},
-    {.name = "workspace NULL", BI(GAU, F_WS_NULL, NULL_POINTER, 0, BI_BOTH)},
-    {.name = "workspace one byte short", BI(SOFTMAX, F_WS_SMALL, WORKSPACE_TOO_SMALL, 0, BI_BOTH)},
-    {.name = "workspace one byte short (linear)", BI(LINEAR, F_WS_SMALL, WORKSPACE_TOO_SMALL, 0, BI_BOTH)},
-    {.name = "workspace one byte short (selective)", BI(SELECTIVE, F_WS_SMALL, WORKSPACE_TOO_SMALL, 0, BI_BOTH)},
-    {.name = "a is q", BI(SOFTMAX, F_A_IS_Q, ALIASING, 0, BI_MATRIX)},
-    {.name = "a ends inside k", BI(SELECTIVE, F_A_ENDS_IN_K, ALIASING, 0, BI_MATRIX)},
-    {.name = "a inside the workspace", BI(GAU, F_A_IN_WS, ALIASING, 0, BI_MATRIX)},
-    {.name = "workspace over q", BI(SOFTMAX, F_WS_OVER_Q, ALIASING, 0, BI_BOTH)},
-    {.name = "workspace over q (linear)", BI(LINEAR, F_WS_OVER_Q, ALIASING, 0, BI_BOTH)},
-    {.name = "a is the log gates", BI(LINEAR, F_A_IS_GATE, ALIASING, 0, BI_MATRIX)},
-    {.name = "a is beta", BI(LINEAR, F_A_IS_BETA, ALIASING, 0, BI_MATRIX)},
-    {.name = "a is the bias table", BI(GAU, F_A_IS_TABLE, ALIASING, 0, BI_MATRIX)},
-    {.name = "a is f", BI(SELECTIVE, F_A_IS_F, ALIASING, 0, BI_MATRIX)},
-    {.name = "workspace is f", BI(SELECTIVE, F_WS_IS_F, ALIASING, 0, BI_BOTH)},
-    {.name = "stats NULL", BI(SOFTMAX, F_STATS_NULL, NULL_POINTER, 0, BI_STATS)},
-    {.name = "stats arrays all NULL", BI(LINEAR, F_STATS_ALL_NULL, NULL_POINTER, 0, BI_STATS)},
-    {.name = "stats layout overlapping itself", BI(GAU, F_STATS_SELF_OVERLAP, BAD_STRIDE, 0, BI_STATS)},
-    {.name = "stats entropy is sparsity", BI(SELECTIVE, F_STATS_SAME, ALIASING, 0, BI_STATS)},
-    {.name = "stats count inside q", BI(SOFTMAX, F_STATS_IN_Q, ALIASING, 0, BI_STATS)},
-    {.name = "stats sparsity inside the workspace", BI(LINEAR, F_STATS_IN_WS, ALIASING, 0, BI_STATS)},
-    {.name = "stats entropy is the bias table", BI(GAU, F_STATS_IS_TABLE, ALIASING, 0, BI_STATS)},
-};
-#define BI_NCASES (sizeof bi_cases / sizeof bi_cases[0])
 
 /* A valid call of a kind over the arena, and the arguments a fault changes. */
 typedef struct bi_fixture {
@@ -146,7 +37,8 @@ typedef struct bi_fixture {
   attn_row_stats rs;
   const attn_row_stats *rs_arg;
   void *ws, *ws_arg;
-  size_t need_matrix, need_stats, ws_size;
+  size_t need_matrix, need_stats;
+  int ws_short; /* 1: the workspace one byte short of the function's need */
 } bi_fixture;
 
 static const float bi_zeros[BL] = {0};
@@ -206,152 +98,108 @@ static void bi_make(bi_fixture *b, attn_kind kind, tu_rng *r) {
   b->ws_arg = b->ws;
 }
 
-/* Applies a fault to the fixture (ws_size is set per call: the function's own need). */
-static void bi_apply(bi_fixture *b, bi_fault f) {
-  attn_shape *s = &b->d.shape;
+/* The objects the rows' edits name: the fixture, the descriptor's scale (of the row's kind), the
+ * arena of the inputs, the workspace and the entropy array. */
+enum { OB_FIX, OB_SCALE, OB_ARENA, OB_WS, OB_ENTROPY, OB_N };
+
+typedef struct bi_case {
+  const char *name;
+  attn_kind kind;
+  attn_status expect;
+  int desc_level; /* the size queries answer the same status */
+  int which;      /* BI_MATRIX, BI_STATS or both */
+  tu_edit edit[TU_EDITS];
+} bi_case;
+
+#define BI(k, s, lvl, w) .kind = ATTN_KIND_##k, .expect = ATTN_E_##s, .desc_level = (lvl), .which = (w)
+#define FX_Z(m, val)     TU_SET_Z(OB_FIX, bi_fixture, m, val)
+#define FX_I(m, val)     TU_SET_I(OB_FIX, bi_fixture, m, val)
+#define FX_NUL(m)        TU_NUL(OB_FIX, bi_fixture, m)
+#define FX_PTR(m, to, k) TU_PTR(OB_FIX, bi_fixture, m, to, k)
+#define SH(m, val)       FX_Z(d.shape.m, val)
+#define SCALE_NAN        TU_ELEM_F(OB_SCALE, 0, NAN)
+#define A_LAYOUT(r, h)   FX_Z(a_layout.row_stride, r), FX_Z(a_layout.head_stride, h)
+#define A_AT(to, k)      FX_PTR(a_arg, to, k)
+#define WS_AT(to, k)     FX_PTR(ws_arg, to, k)
+#define BAD_A            A_LAYOUT(BKV - 1, BKV)
+static const bi_case bi_cases[] = {
+    {"call NULL", BI(SOFTMAX, NULL_POINTER, 1, BI_BOTH), {FX_NUL(call_arg)}},
+    {"desc NULL", BI(SOFTMAX, NULL_POINTER, 1, BI_BOTH), {FX_NUL(call.desc)}},
+    {"kind 4", BI(SOFTMAX, BAD_ARGUMENT, 1, BI_BOTH), {FX_I(call.kind, 4)}},
+    {"kind -1", BI(GAU, BAD_ARGUMENT, 1, BI_BOTH), {FX_I(call.kind, -1)}},
+    {"n_kv above the limit", BI(SOFTMAX, TOO_LARGE, 1, BI_BOTH), {SH(n_kv, ATTN_MATRIX_MAX_KV + 1)}},
+    {"n_kv SIZE_MAX", BI(LINEAR, TOO_LARGE, 1, BI_BOTH), {SH(n_kv, SIZE_MAX)}},
+    /* the limit before the variant's checks */
+    {"n_kv above the limit, scale NaN",
+     BI(SELECTIVE, TOO_LARGE, 1, BI_BOTH),
+     {SCALE_NAN, SH(n_kv, ATTN_MATRIX_MAX_KV + 1)}},
+    {"n_q 0", BI(GAU, ZERO_SIZE, 1, BI_BOTH), {SH(n_q, 0)}},
+    {"d 0", BI(LINEAR, ZERO_SIZE, 1, BI_BOTH), {SH(d, 0)}},
+    {"h_q 3 over h_kv 2",
+     BI(SOFTMAX, BAD_HEADS, 1, BI_BOTH),
+     {SH(h_q, 3), SH(q.row_stride, 3 * BD), SH(q.head_stride, BD)}},
+    {"softmax scale NaN", BI(SOFTMAX, BAD_SCALE, 1, BI_BOTH), {SCALE_NAN}},
+    {"linear scale NaN", BI(LINEAR, BAD_SCALE, 1, BI_BOTH), {SCALE_NAN}},
+    {"GAU scale NaN", BI(GAU, BAD_SCALE, 1, BI_BOTH), {SCALE_NAN}},
+    {"q row stride below d", BI(SELECTIVE, BAD_STRIDE, 1, BI_BOTH), {SH(q.row_stride, BD - 1)}},
+    /* softmax: the lse layout is checked without an lse */
+    {"softmax lse layout overlapping itself",
+     BI(SOFTMAX, BAD_STRIDE, 1, BI_BOTH),
+     {FX_Z(d.sm.lse.row_stride, 1), FX_Z(d.sm.lse.head_stride, 1)}},
+    {"linear eps negative", BI(LINEAR, BAD_EPS, 1, BI_BOTH), {TU_SET_F(OB_FIX, bi_fixture, d.lin.eps, -1e-3f)}},
+    {"a log gate positive", BI(LINEAR, BAD_GATE, 0, BI_BOTH), {TU_ELEM_F(OB_ARENA, AR_G + 3 * BHQ + 1, 0.25f)}},
+    {"log gate NULL", BI(LINEAR, NULL_POINTER, 0, BI_BOTH), {FX_NUL(call.log_gate)}},
+    {"beta NULL", BI(LINEAR, NULL_POINTER, 0, BI_BOTH), {FX_NUL(call.beta)}},
+    {"GAU beta NaN",
+     BI(GAU, BAD_BIAS, 1, BI_BOTH),
+     {FX_I(d.gau.bias, ATTN_GAU_BIAS_SCALAR), TU_SET_F(OB_FIX, bi_fixture, d.gau.beta, NAN)}},
+    {"selective h_sel = h_q", BI(SELECTIVE, BAD_HEADS, 1, BI_BOTH), {FX_Z(d.sel.h_sel, BHQ)}},
+    {"a row stride below n_kv", BI(SOFTMAX, BAD_STRIDE, 0, BI_MATRIX), {A_LAYOUT(BKV * BHQ - 1, BKV)}},
+    /* rows BKV apart, heads BKV apart: head 1 of row 0 is row 1's head 0 */
+    {"a heads overlapping rows", BI(GAU, BAD_STRIDE, 0, BI_MATRIX), {A_LAYOUT(BKV, BKV)}},
+    /* the variant's checks before a's layout; a's layout before the pointers */
+    {"a layout bad and scale NaN", BI(SOFTMAX, BAD_SCALE, 0, BI_MATRIX), {SCALE_NAN, BAD_A}},
+    {"a layout bad and q NULL", BI(LINEAR, BAD_STRIDE, 0, BI_MATRIX), {FX_NUL(call.q), BAD_A}},
+    {"q NULL", BI(SOFTMAX, NULL_POINTER, 0, BI_BOTH), {FX_NUL(call.q)}},
+    {"k NULL", BI(SELECTIVE, NULL_POINTER, 0, BI_BOTH), {FX_NUL(call.k)}},
+    {"a NULL", BI(LINEAR, NULL_POINTER, 0, BI_MATRIX), {FX_NUL(a_arg)}},
+    {"workspace NULL", BI(GAU, NULL_POINTER, 0, BI_BOTH), {FX_NUL(ws_arg)}},
+    {"workspace one byte short", BI(SOFTMAX, WORKSPACE_TOO_SMALL, 0, BI_BOTH), {FX_I(ws_short, 1)}},
+    {"workspace one byte short (linear)", BI(LINEAR, WORKSPACE_TOO_SMALL, 0, BI_BOTH), {FX_I(ws_short, 1)}},
+    {"workspace one byte short (selective)", BI(SELECTIVE, WORKSPACE_TOO_SMALL, 0, BI_BOTH), {FX_I(ws_short, 1)}},
+    {"a is q", BI(SOFTMAX, ALIASING, 0, BI_MATRIX), {A_AT(OB_ARENA, AR_Q)}},
+    /* a's span (BQ BHQ BKV floats) ends on k's first element */
+    {"a ends inside k", BI(SELECTIVE, ALIASING, 0, BI_MATRIX), {A_AT(OB_ARENA, AR_K + 1 - BQ * BHQ * BKV)}},
+    {"a inside the workspace", BI(GAU, ALIASING, 0, BI_MATRIX), {A_AT(OB_WS, 16)}},
+    {"workspace over q", BI(SOFTMAX, ALIASING, 0, BI_BOTH), {WS_AT(OB_ARENA, 0)}},
+    {"workspace over q (linear)", BI(LINEAR, ALIASING, 0, BI_BOTH), {WS_AT(OB_ARENA, 0)}},
+    {"a is the log gates", BI(LINEAR, ALIASING, 0, BI_MATRIX), {A_AT(OB_ARENA, AR_G)}},
+    {"a is beta", BI(LINEAR, ALIASING, 0, BI_MATRIX), {A_AT(OB_ARENA, AR_B + 4)}},
+    {"a is the bias table", BI(GAU, ALIASING, 0, BI_MATRIX), {A_AT(OB_ARENA, AR_T + BL - 1)}},
+    {"a is f", BI(SELECTIVE, ALIASING, 0, BI_MATRIX), {A_AT(OB_ARENA, AR_F)}},
+    {"workspace is f", BI(SELECTIVE, ALIASING, 0, BI_BOTH), {WS_AT(OB_ARENA, AR_F)}},
+    {"stats NULL", BI(SOFTMAX, NULL_POINTER, 0, BI_STATS), {FX_NUL(rs_arg)}},
+    {"stats arrays all NULL",
+     BI(LINEAR, NULL_POINTER, 0, BI_STATS),
+     {FX_NUL(rs.entropy), FX_NUL(rs.sparsity), FX_NUL(rs.count)}},
+    {"stats layout overlapping itself",
+     BI(GAU, BAD_STRIDE, 0, BI_STATS),
+     {FX_Z(rs.layout.row_stride, 1), FX_Z(rs.layout.head_stride, 1)}},
+    {"stats entropy is sparsity", BI(SELECTIVE, ALIASING, 0, BI_STATS), {FX_PTR(rs.sparsity, OB_ENTROPY, 0)}},
+    {"stats count inside q", BI(SOFTMAX, ALIASING, 0, BI_STATS), {FX_PTR(rs.count, OB_ARENA, AR_Q + 7)}},
+    {"stats sparsity inside the workspace", BI(LINEAR, ALIASING, 0, BI_STATS), {FX_PTR(rs.sparsity, OB_WS, 100)}},
+    {"stats entropy is the bias table", BI(GAU, ALIASING, 0, BI_STATS), {FX_PTR(rs.entropy, OB_ARENA, AR_T)}},
+};
+#define BI_NCASES (sizeof bi_cases / sizeof bi_cases[0])
+
+/* Applies a row's edits to the fixture (ws_size is set per call: the function's own need). */
+static void bi_apply(bi_fixture *b, const bi_case *c) {
   float *scale = b->call.kind == ATTN_KIND_SOFTMAX  ? &b->d.sm.scale
                  : b->call.kind == ATTN_KIND_LINEAR ? &b->d.lin.scale
                  : b->call.kind == ATTN_KIND_GAU    ? &b->d.gau.scale
                                                     : &b->d.sel.scale;
-  const attn_layout bad_a = {BKV - 1, BKV};
-  switch (f) {
-    case F_CALL_NULL:
-      b->call_arg = NULL;
-      break;
-    case F_DESC_NULL:
-      b->call.desc = NULL;
-      break;
-    case F_KIND_4:
-      b->call.kind = (attn_kind)4;
-      break;
-    case F_KIND_NEG:
-      b->call.kind = (attn_kind)-1;
-      break;
-    case F_NKV_LIMIT_SCALE_NAN:
-      *scale = NAN;
-      /* fall through */
-    case F_NKV_LIMIT:
-      s->n_kv = ATTN_MATRIX_MAX_KV + 1;
-      break;
-    case F_NKV_HUGE:
-      s->n_kv = SIZE_MAX;
-      break;
-    case F_NQ_0:
-      s->n_q = 0;
-      break;
-    case F_D_0:
-      s->d = 0;
-      break;
-    case F_HQ_3:
-      s->h_q = 3;
-      s->q = (attn_layout){3 * BD, BD};
-      break;
-    case F_SCALE_NAN:
-      *scale = NAN;
-      break;
-    case F_QROW_SMALL:
-      s->q.row_stride = BD - 1;
-      break;
-    case F_LSE_LAYOUT:
-      b->d.sm.lse = (attn_layout){1, 1};
-      break;
-    case F_EPS_NEG:
-      b->d.lin.eps = -1e-3f;
-      break;
-    case F_GATE_POSITIVE:
-      b->arena[AR_G + 3 * BHQ + 1] = 0.25f;
-      break;
-    case F_GATE_NULL:
-      b->call.log_gate = NULL;
-      break;
-    case F_BETA_NULL:
-      b->call.beta = NULL;
-      break;
-    case F_BIAS_NAN:
-      b->d.gau.bias = ATTN_GAU_BIAS_SCALAR;
-      b->d.gau.beta = NAN;
-      break;
-    case F_HSEL_4:
-      b->d.sel.h_sel = BHQ;
-      break;
-    case F_A_ROW_SMALL:
-      b->a_layout = (attn_layout){BKV * BHQ - 1, BKV};
-      break;
-    case F_A_OVERLAP: /* rows BKV apart, heads BKV apart: head 1 of row 0 is row 1's head 0 */
-      b->a_layout = bad_a;
-      b->a_layout.row_stride = BKV;
-      break;
-    case F_A_BAD_SCALE_NAN:
-      *scale = NAN;
-      b->a_layout = bad_a;
-      break;
-    case F_A_BAD_Q_NULL:
-      b->call.q = NULL;
-      b->a_layout = bad_a;
-      break;
-    case F_Q_NULL:
-      b->call.q = NULL;
-      break;
-    case F_K_NULL:
-      b->call.k = NULL;
-      break;
-    case F_A_NULL:
-      b->a_arg = NULL;
-      break;
-    case F_WS_NULL:
-      b->ws_arg = NULL;
-      break;
-    case F_A_IS_Q:
-      b->a_arg = b->arena + AR_Q;
-      break;
-    case F_A_ENDS_IN_K: /* a's span (BQ BHQ BKV floats) ends on k's first element */
-      b->a_arg = b->arena + AR_K + 1 - BQ * BHQ * BKV;
-      break;
-    case F_A_IN_WS:
-      b->a_arg = (float *)b->ws + 16;
-      break;
-    case F_WS_OVER_Q:
-      b->ws_arg = b->arena;
-      break;
-    case F_A_IS_GATE:
-      b->a_arg = b->arena + AR_G;
-      break;
-    case F_A_IS_BETA:
-      b->a_arg = b->arena + AR_B + 4;
-      break;
-    case F_A_IS_TABLE:
-      b->a_arg = b->arena + AR_T + BL - 1;
-      break;
-    case F_A_IS_F:
-      b->a_arg = b->arena + AR_F;
-      break;
-    case F_WS_IS_F:
-      b->ws_arg = b->arena + AR_F;
-      break;
-    case F_STATS_NULL:
-      b->rs_arg = NULL;
-      break;
-    case F_STATS_ALL_NULL:
-      b->rs.entropy = b->rs.sparsity = b->rs.count = NULL;
-      break;
-    case F_STATS_SELF_OVERLAP:
-      b->rs.layout = (attn_layout){1, 1};
-      break;
-    case F_STATS_SAME:
-      b->rs.sparsity = b->rs.entropy;
-      break;
-    case F_STATS_IN_Q:
-      b->rs.count = b->arena + AR_Q + 7;
-      break;
-    case F_STATS_IN_WS:
-      b->rs.sparsity = (float *)b->ws + 100;
-      break;
-    case F_STATS_IS_TABLE:
-      b->rs.entropy = b->arena + AR_T;
-      break;
-    default:
-      break;
-  }
+  void *obj[OB_N] = {b, scale, b->arena, b->ws, b->rs.entropy};
+  tu_edits_apply(c->edit, TU_EDITS, obj, OB_N);
 }
 
 static void bi_free(bi_fixture *b) {
@@ -369,10 +217,10 @@ START_TEST(analysis_rejects_bad_input) {
     tu_rng rng = tu_rng_of(500 + (uint64_t)_i);
     bi_fixture b;
     bi_make(&b, c->kind, &rng);
-    bi_apply(&b, c->fault);
+    bi_apply(&b, c);
     memcpy(b.arena_copy, b.arena, sizeof(float) * b.arena_floats);
     const size_t need = which == BI_MATRIX ? b.need_matrix : b.need_stats;
-    const size_t ws_size = c->fault == F_WS_SMALL ? need - 1 : need;
+    const size_t ws_size = need - (size_t)b.ws_short;
     const attn_status got = which == BI_MATRIX ? attn_matrix(b.call_arg, b.a_arg, b.a_layout, b.ws_arg, ws_size)
                                                : attn_matrix_stats(b.call_arg, b.rs_arg, b.ws_arg, ws_size);
     ck_assert_msg(got == c->expect, "%s: %s answered %s, expected %s", c->name,

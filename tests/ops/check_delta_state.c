@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bad_input.h"
 #include "linear_util.h"
 #include "test_util.h"
 #include "tolerances.h"
@@ -169,114 +170,89 @@ END_TEST
 /* ------------------------------------------------------------------------------------------ */
 enum { BN = 5, BHK = 2, BHV = 4, BD = 8, BDV = 6 };
 
-typedef enum db_kind {
-  DB_DESC_NULL,
-  DB_Q_NULL,
-  DB_K_NULL,
-  DB_V_NULL,
-  DB_O_NULL,
-  DB_BETA_NULL,
-  DB_GATE_NULL,
-  DB_WS_NULL,
-  DB_N_0,
-  DB_D_0,
-  DB_DV_0,
-  DB_HQ_NE_HK,
-  DB_HV_NOT_MULTIPLE,
-  DB_HK_ABOVE_HV,
-  DB_NQ_NE_NKV,
-  DB_BAD_VALUE, /* the row's bad log gate or beta at the last token's last head (lu_poison_gate) */
-  DB_GATE_KIND, /* desc.gate = the row's value */
-  DB_L2,        /* desc.qk_l2norm = the row's value */
-  DB_CHUNK_BIG,
-  DB_F16,
-  DB_SCALE_NAN,
-  DB_SCALE_INF,
-  DB_QROW_SMALL,
-  DB_FEAT_HEAD_STRIDE,
-  DB_WS_SMALL,
-  DB_O_IS_Q,
-  DB_O_IN_V,
-  DB_O_IN_STATE,
-  DB_O_IN_WS,
-  DB_O_IN_GATE,
-  DB_STATE_IS_K,
-  DB_STATE_IN_WS,
-  DB_CK_IN_O,
-  DB_CK_IS_STATE,
-  DB_CK_IN_Q,
-  DB_CK_UNSORTED,
-  DB_CK_DUP,
-  DB_CK_RANGE,
-  DB_CK_AFTER_NULL,
-  DB_CK_STATES_NULL
-} db_kind;
+/* The call's arguments, which the rows' edits change, and the objects the edits name: the
+ * descriptor, the arguments, the checkpoints and their after array, the buffers. */
+typedef struct db_args {
+  const attn_delta_desc *d;
+  const float *q, *k, *v, *g, *beta;
+  float *o, *s;
+  void *ws;
+  size_t ws_size;
+} db_args;
+enum { OB_D, OB_ARG, OB_CK, OB_AFTER, OB_Q, OB_K, OB_V, OB_O, OB_STATE, OB_WS, OB_GATE, OB_N };
 
 typedef struct db_case {
   const char *name;
-  db_kind kind;
   attn_status expect;
   int desc_level;
+  tu_edit edit[TU_EDITS];
   int feature;      /* 1: a FEATURE gate */
-  lu_bad_value bad; /* DB_BAD_VALUE: in the last channel with feature */
-  int value;        /* DB_GATE_KIND, DB_L2 */
+  lu_bad_value bad; /* the row's bad log gate or beta at the last token's last head (lu_poison_gate);
+                       in the last channel with feature (0: none) */
 } db_case;
 
-#define DB(k, s, lvl) .kind = (k), .expect = (s), .desc_level = (lvl)
-#define DB_BAD(v)     DB(DB_BAD_VALUE, ATTN_E_BAD_GATE, 0), .bad = (v)
+#define DB(s, lvl)        .expect = (s), .desc_level = (lvl)
+#define DB_BAD(v)         .expect = ATTN_E_BAD_GATE, .desc_level = 0, .bad = (v)
+#define D_I(m, val)       TU_SET_I(OB_D, attn_delta_desc, m, val)
+#define SH(m, val)        TU_SET_Z(OB_D, attn_delta_desc, shape.m, val)
+#define ARG_NUL(m)        TU_NUL(OB_ARG, db_args, m)
+#define ARG_PTR(m, to, k) TU_PTR(OB_ARG, db_args, m, to, k)
+#define WS_ROOM           TU_ADD(OB_ARG, db_args, ws_size, 4096)
+#define CK_NUL(m)         TU_NUL(OB_CK, attn_checkpoints, m)
+#define CK_AT(to, k)      TU_PTR(OB_CK, attn_checkpoints, states, to, k)
+#define AFTER(i, val)     TU_ELEM_Z(OB_AFTER, i, val)
 static const db_case db_cases[] = {
-    {"desc NULL", DB(DB_DESC_NULL, ATTN_E_NULL_POINTER, 0)},
-    {"q NULL", DB(DB_Q_NULL, ATTN_E_NULL_POINTER, 0)},
-    {"k NULL", DB(DB_K_NULL, ATTN_E_NULL_POINTER, 0)},
-    {"v NULL", DB(DB_V_NULL, ATTN_E_NULL_POINTER, 0)},
-    {"o NULL", DB(DB_O_NULL, ATTN_E_NULL_POINTER, 0)},
-    {"beta NULL", DB(DB_BETA_NULL, ATTN_E_NULL_POINTER, 0)},
-    {"log_gate NULL (SCALAR)", DB(DB_GATE_NULL, ATTN_E_NULL_POINTER, 0)},
-    {"workspace NULL", DB(DB_WS_NULL, ATTN_E_NULL_POINTER, 0)},
-    {"n 0", DB(DB_N_0, ATTN_E_ZERO_SIZE, 1)},
-    {"d 0", DB(DB_D_0, ATTN_E_ZERO_SIZE, 1)},
-    {"dv 0", DB(DB_DV_0, ATTN_E_ZERO_SIZE, 1)},
-    {"h_q 4 != h_k 2", DB(DB_HQ_NE_HK, ATTN_E_BAD_HEADS, 1)},
-    {"h_v 3 not a multiple of h_k 2", DB(DB_HV_NOT_MULTIPLE, ATTN_E_BAD_HEADS, 1)},
-    {"h_k 4 above h_v 2", DB(DB_HK_ABOVE_HV, ATTN_E_BAD_HEADS, 1)},
-    {"n_q 4 != n_kv 5", DB(DB_NQ_NE_NKV, ATTN_E_BAD_ARGUMENT, 1)},
-    {"a log gate +0.25", DB_BAD(LU_GATE_POS)},
-    {"a log gate +1e-30", DB_BAD(LU_GATE_TINY_POS)},
-    {"a log gate NaN", DB_BAD(LU_GATE_NAN)},
-    {"a log gate -inf", DB_BAD(LU_GATE_NINF)},
-    {"a log gate +inf", DB_BAD(LU_GATE_PINF)},
+    TU_NULL_ARG_ROWS(DB, ARG_NUL),
+    {"beta NULL", DB(ATTN_E_NULL_POINTER, 0), {ARG_NUL(beta)}},
+    {"log_gate NULL (SCALAR)", DB(ATTN_E_NULL_POINTER, 0), {ARG_NUL(g)}},
+    {"workspace NULL", DB(ATTN_E_NULL_POINTER, 0), {ARG_NUL(ws)}},
+    {"n 0", DB(ATTN_E_ZERO_SIZE, 1), {SH(n_q, 0), SH(n_kv, 0)}},
+    {"d 0", DB(ATTN_E_ZERO_SIZE, 1), {SH(d, 0)}},
+    {"dv 0", DB(ATTN_E_ZERO_SIZE, 1), {SH(dv, 0)}},
+    {"h_q 4 != h_k 2", DB(ATTN_E_BAD_HEADS, 1), {SH(h_q, 4), SH(q.row_stride, 4 * BD)}},
+    {"h_v 3 not a multiple of h_k 2", DB(ATTN_E_BAD_HEADS, 1), {SH(h_v, 3)}},
+    {"h_k 4 above h_v 2",
+     DB(ATTN_E_BAD_HEADS, 1),
+     {SH(h_q, 4), SH(h_k, 4), SH(h_v, 2), SH(q.row_stride, 4 * BD), SH(k.row_stride, 4 * BD)}},
+    {"n_q 4 != n_kv 5", DB(ATTN_E_BAD_ARGUMENT, 1), {SH(n_q, BN - 1)}},
+    LU_BAD_LOG_GATE_ROWS(DB_BAD),
     {"a FEATURE log gate +0.5 (last channel)", DB_BAD(LU_GATE_HALF), .feature = 1},
     {"a FEATURE log gate NaN (last channel)", DB_BAD(LU_GATE_NAN), .feature = 1},
     {"a beta -0.5", DB_BAD(LU_BETA_NEG)},
     {"a beta NaN", DB_BAD(LU_BETA_NAN)},
     {"a beta +inf", DB_BAD(LU_BETA_INF)},
-    {"log_gate given to PLAIN", DB(DB_GATE_KIND, ATTN_E_BAD_GATE, 0), .value = ATTN_DELTA_PLAIN},
-    {"gate kind 3", DB(DB_GATE_KIND, ATTN_E_BAD_GATE, 1), .value = 3},
-    {"gate kind -1", DB(DB_GATE_KIND, ATTN_E_BAD_GATE, 1), .value = -1},
-    {"qk_l2norm 2", DB(DB_L2, ATTN_E_BAD_ARGUMENT, 1), .value = 2},
-    {"qk_l2norm -1", DB(DB_L2, ATTN_E_BAD_ARGUMENT, 1), .value = -1},
-    {"chunk ATTN_LINEAR_MAX_CHUNK + 1", DB(DB_CHUNK_BIG, ATTN_E_BAD_ARGUMENT, 1)},
-    {"kv_type ATTN_F16", DB(DB_F16, ATTN_E_BAD_DTYPE, 1)},
-    {"scale NaN", DB(DB_SCALE_NAN, ATTN_E_BAD_SCALE, 1)},
-    {"scale +inf", DB(DB_SCALE_INF, ATTN_E_BAD_SCALE, 1)},
-    {"q row stride < d", DB(DB_QROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
-    {"FEATURE gate head stride d - 1", DB(DB_FEAT_HEAD_STRIDE, ATTN_E_BAD_STRIDE, 1), .feature = 1},
-    {"workspace one byte short", DB(DB_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0)},
-    {"o is q", DB(DB_O_IS_Q, ATTN_E_ALIASING, 0)},
-    {"o inside v", DB(DB_O_IN_V, ATTN_E_ALIASING, 0)},
-    {"o inside the state", DB(DB_O_IN_STATE, ATTN_E_ALIASING, 0)},
-    {"o inside the workspace", DB(DB_O_IN_WS, ATTN_E_ALIASING, 0)},
-    {"o inside the log gates", DB(DB_O_IN_GATE, ATTN_E_ALIASING, 0)},
-    {"state is k", DB(DB_STATE_IS_K, ATTN_E_ALIASING, 0)},
-    {"state inside the workspace", DB(DB_STATE_IN_WS, ATTN_E_ALIASING, 0)},
-    {"checkpoint states inside o", DB(DB_CK_IN_O, ATTN_E_ALIASING, 0)},
-    {"checkpoint states are the state", DB(DB_CK_IS_STATE, ATTN_E_ALIASING, 0)},
-    {"checkpoint states inside q", DB(DB_CK_IN_Q, ATTN_E_ALIASING, 0)},
-    {"checkpoints {3, 1}", DB(DB_CK_UNSORTED, ATTN_E_BAD_ARGUMENT, 0)},
-    {"checkpoints {2, 2}", DB(DB_CK_DUP, ATTN_E_BAD_ARGUMENT, 0)},
-    {"checkpoints {1, n}", DB(DB_CK_RANGE, ATTN_E_BAD_ARGUMENT, 0)},
-    {"checkpoints' after NULL", DB(DB_CK_AFTER_NULL, ATTN_E_NULL_POINTER, 0)},
-    {"checkpoints' states NULL", DB(DB_CK_STATES_NULL, ATTN_E_NULL_POINTER, 0)},
+    {"log_gate given to PLAIN", DB(ATTN_E_BAD_GATE, 0), {D_I(gate, ATTN_DELTA_PLAIN)}},
+    {"gate kind 3", DB(ATTN_E_BAD_GATE, 1), {D_I(gate, 3)}},
+    {"gate kind -1", DB(ATTN_E_BAD_GATE, 1), {D_I(gate, -1)}},
+    {"qk_l2norm 2", DB(ATTN_E_BAD_ARGUMENT, 1), {D_I(qk_l2norm, 2)}},
+    {"qk_l2norm -1", DB(ATTN_E_BAD_ARGUMENT, 1), {D_I(qk_l2norm, -1)}},
+    {"chunk ATTN_LINEAR_MAX_CHUNK + 1",
+     DB(ATTN_E_BAD_ARGUMENT, 1),
+     {TU_SET_Z(OB_D, attn_delta_desc, chunk, ATTN_LINEAR_MAX_CHUNK + 1)}},
+    {"kv_type ATTN_F16", DB(ATTN_E_BAD_DTYPE, 1), {TU_SET_I(OB_D, attn_delta_desc, shape.kv_type, ATTN_F16)}},
+    {"scale NaN", DB(ATTN_E_BAD_SCALE, 1), {TU_SET_F(OB_D, attn_delta_desc, scale, NAN)}},
+    {"scale +inf", DB(ATTN_E_BAD_SCALE, 1), {TU_SET_F(OB_D, attn_delta_desc, scale, INFINITY)}},
+    {"q row stride < d", DB(ATTN_E_BAD_STRIDE, 1), {SH(q.row_stride, BD - 1)}},
+    {"FEATURE gate head stride d - 1",
+     DB(ATTN_E_BAD_STRIDE, 1),
+     {TU_SET_Z(OB_D, attn_delta_desc, gate_layout.head_stride, BD - 1)},
+     .feature = 1},
+    {"workspace one byte short", DB(ATTN_E_WORKSPACE_TOO_SMALL, 0), {TU_ADD(OB_ARG, db_args, ws_size, -1)}},
+    {"o is q", DB(ATTN_E_ALIASING, 0), {ARG_PTR(o, OB_Q, 0)}},
+    {"o inside v", DB(ATTN_E_ALIASING, 0), {ARG_PTR(o, OB_V, 5)}},
+    {"o inside the state", DB(ATTN_E_ALIASING, 0), {ARG_PTR(o, OB_STATE, 2)}},
+    {"o inside the workspace", DB(ATTN_E_ALIASING, 0), {ARG_PTR(o, OB_WS, 4), WS_ROOM}},
+    {"o inside the log gates", DB(ATTN_E_ALIASING, 0), {ARG_PTR(o, OB_GATE, 3)}},
+    {"state is k", DB(ATTN_E_ALIASING, 0), {ARG_PTR(s, OB_K, 0)}},
+    {"state inside the workspace", DB(ATTN_E_ALIASING, 0), {ARG_PTR(s, OB_WS, 8), WS_ROOM}},
+    {"checkpoint states inside o", DB(ATTN_E_ALIASING, 0), {CK_AT(OB_O, 7)}},
+    {"checkpoint states are the state", DB(ATTN_E_ALIASING, 0), {CK_AT(OB_STATE, 0)}},
+    {"checkpoint states inside q", DB(ATTN_E_ALIASING, 0), {CK_AT(OB_Q, 0)}},
+    {"checkpoints {3, 1}", DB(ATTN_E_BAD_ARGUMENT, 0), {AFTER(0, 3), AFTER(1, 1)}},
+    {"checkpoints {2, 2}", DB(ATTN_E_BAD_ARGUMENT, 0), {AFTER(0, 2), AFTER(1, 2)}},
+    {"checkpoints {1, n}", DB(ATTN_E_BAD_ARGUMENT, 0), {AFTER(1, BN)}},
+    {"checkpoints' after NULL", DB(ATTN_E_NULL_POINTER, 0), {CK_NUL(after)}},
+    {"checkpoints' states NULL", DB(ATTN_E_NULL_POINTER, 0), {CK_NUL(states)}},
 };
 #define DB_NCASES (sizeof db_cases / sizeof db_cases[0])
 
@@ -310,146 +286,17 @@ START_TEST(delta_rejects_bad_input) {
   float *state = dt_state(&d, &rng, 1), *cks = tu_alloc(sizeof(float) * 2 * sf, 0);
   size_t after[2] = {1, 3};
   attn_checkpoints ck = {2, after, cks};
-  const float *qp = x.q.data, *kp = x.k.data, *vp = x.v.data, *gp = lg, *bp = beta;
-  float *op = o.data, *sp = state;
-  void *wp = ws;
-  size_t wsize = need;
-  const attn_delta_desc *dp = &d;
+  db_args a = {&d, x.q.data, x.k.data, x.v.data, lg, beta, o.data, state, ws, need};
   if (c->feature) d.gate = ATTN_DELTA_FEATURE;
   lu_gate_inputs_fault(&g, c->feature, c->bad, &d.gate_layout);
-  switch (c->kind) {
-    case DB_DESC_NULL:
-      dp = NULL;
-      break;
-    case DB_Q_NULL:
-      qp = NULL;
-      break;
-    case DB_K_NULL:
-      kp = NULL;
-      break;
-    case DB_V_NULL:
-      vp = NULL;
-      break;
-    case DB_O_NULL:
-      op = NULL;
-      break;
-    case DB_BETA_NULL:
-      bp = NULL;
-      break;
-    case DB_GATE_NULL:
-      gp = NULL;
-      break;
-    case DB_WS_NULL:
-      wp = NULL;
-      break;
-    case DB_N_0:
-      d.shape.n_q = d.shape.n_kv = 0;
-      break;
-    case DB_D_0:
-      d.shape.d = 0;
-      break;
-    case DB_DV_0:
-      d.shape.dv = 0;
-      break;
-    case DB_HQ_NE_HK:
-      d.shape.h_q = 4;
-      d.shape.q.row_stride = 4 * BD;
-      break;
-    case DB_HV_NOT_MULTIPLE:
-      d.shape.h_v = 3;
-      break;
-    case DB_HK_ABOVE_HV:
-      d.shape.h_q = d.shape.h_k = 4;
-      d.shape.h_v = 2;
-      d.shape.q.row_stride = d.shape.k.row_stride = 4 * BD;
-      break;
-    case DB_NQ_NE_NKV:
-      d.shape.n_q = BN - 1;
-      break;
-    case DB_BAD_VALUE: /* written above */
-      break;
-    case DB_GATE_KIND:
-      d.gate = (attn_delta_gate)c->value;
-      break;
-    case DB_L2:
-      d.qk_l2norm = c->value;
-      break;
-    case DB_CHUNK_BIG:
-      d.chunk = ATTN_LINEAR_MAX_CHUNK + 1;
-      break;
-    case DB_F16:
-      d.shape.kv_type = ATTN_F16;
-      break;
-    case DB_SCALE_NAN:
-      d.scale = NAN;
-      break;
-    case DB_SCALE_INF:
-      d.scale = INFINITY;
-      break;
-    case DB_QROW_SMALL:
-      d.shape.q.row_stride = BD - 1;
-      break;
-    case DB_FEAT_HEAD_STRIDE:
-      d.gate_layout.head_stride = BD - 1;
-      break;
-    case DB_WS_SMALL:
-      wsize = need - 1;
-      break;
-    case DB_O_IS_Q:
-      op = x.q.data;
-      break;
-    case DB_O_IN_V:
-      op = x.v.data + 5;
-      break;
-    case DB_O_IN_STATE:
-      op = state + 2;
-      break;
-    case DB_O_IN_WS:
-      op = (float *)ws + 4;
-      wsize = need + 4096;
-      break;
-    case DB_O_IN_GATE:
-      op = lg + 3;
-      break;
-    case DB_STATE_IS_K:
-      sp = x.k.data;
-      break;
-    case DB_STATE_IN_WS:
-      sp = (float *)ws + 8;
-      wsize = need + 4096;
-      break;
-    case DB_CK_IN_O:
-      ck.states = o.data + 7;
-      break;
-    case DB_CK_IS_STATE:
-      ck.states = state;
-      break;
-    case DB_CK_IN_Q:
-      ck.states = x.q.data;
-      break;
-    case DB_CK_UNSORTED:
-      after[0] = 3;
-      after[1] = 1;
-      break;
-    case DB_CK_DUP:
-      after[0] = after[1] = 2;
-      break;
-    case DB_CK_RANGE:
-      after[1] = BN;
-      break;
-    case DB_CK_AFTER_NULL:
-      ck.after = NULL;
-      break;
-    case DB_CK_STATES_NULL:
-      ck.states = NULL;
-      break;
-  }
+  void *obj[OB_N] = {&d, &a, &ck, after, x.q.data, x.k.data, x.v.data, o.data, state, ws, lg};
+  tu_edits_apply(c->edit, TU_EDITS, obj, OB_N);
   tu_qkv_snapshot(&x);
   lu_gate_inputs_take(&g);
   float *state0 = malloc(sizeof(float) * sf);
   ck_assert(state0);
   memcpy(state0, state, sizeof(float) * sf);
-  const attn_status got = attn_delta(dp, qp, kp, vp, gp, bp, op, sp, &ck, wp, wsize);
+  const attn_status got = attn_delta(a.d, a.q, a.k, a.v, a.g, a.beta, a.o, a.s, &ck, a.ws, a.ws_size);
   ck_assert_msg(got == c->expect, "%s: got %s (%d), want %s (%d)", c->name, attn_status_string(got), (int)got,
                 attn_status_string(c->expect), (int)c->expect);
   ck_assert_msg(attn_last_error()[0] != '\0', "%s: no error detail", c->name);
@@ -520,6 +367,39 @@ static void lc_call(const attn_linear_desc *base, const lc_in *in, size_t t0, si
   tu_qkv_assert_unchanged(&in->x);
 }
 
+/* Restores each of the first n_restore of count checkpoints (after: their tokens, from token pre
+ * on; cks: their states, sf floats each), calls on the tokens after it up to n, and asserts the
+ * checkpointed call's bits: o, the final state st and its token count, the later checkpoints. */
+static void lc_restore_and_continue(const char *label, const attn_linear_desc *d, const lc_in *in, size_t pre, size_t n,
+                                    const size_t *after, size_t count, size_t n_restore, const float *cks, size_t sf,
+                                    const tu_tensor *o, const lu_state *st) {
+  char what[128];
+  for (size_t i = 0; i < n_restore; ++i) {
+    const size_t t0 = after[i] + 1, rest = count - 1 - i;
+    size_t later[8];
+    ck_assert_uint_le(rest, 8);
+    for (size_t j = 0; j < rest; ++j) later[j] = after[i + 1 + j] - t0;
+    lu_state rs;
+    lu_state_make(&rs, d);
+    memcpy(rs.s.data, cks + i * sf, sizeof(float) * sf);
+    rs.s.tokens = pre + t0;
+    float *rck = tu_alloc(sizeof(float) * (rest ? rest : 1) * sf, 0);
+    const attn_checkpoints ck2 = {rest, later, rck};
+    tu_tensor o2;
+    lc_call(d, in, pre + t0, n - t0, &rs.s, &ck2, &o2);
+    snprintf(what, sizeof what, "%s: restored checkpoint %zu: o", label, i);
+    tu_assert_same_bits(what, tu_at(o, t0, 0, 0), o2.data, sizeof(float) * (n - t0) * 16);
+    snprintf(what, sizeof what, "%s: restored checkpoint %zu: state", label, i);
+    tu_assert_same_bits(what, st->s.data, rs.s.data, sizeof(float) * sf);
+    ck_assert_uint_eq(rs.s.tokens, st->s.tokens);
+    snprintf(what, sizeof what, "%s: restored checkpoint %zu: later checkpoints", label, i);
+    if (rest) tu_assert_same_bits(what, cks + (i + 1) * sf, rck, sizeof(float) * rest * sf);
+    tu_tensor_free(&o2);
+    tu_free(rck);
+    lu_state_free(&rs);
+  }
+}
+
 /* A prefix of 10 tokens (ck NULL), then 2C + 7 tokens with checkpoints: each checkpoint against
  * the gated reference's state after its token; restoring checkpoint i (its image in a bound
  * state's data, tokens = 10 + after[i] + 1) and calling on the rest with the later checkpoints
@@ -581,29 +461,8 @@ START_TEST(linear_checkpoint_restore) {
     tu_compare("linear.ckpt", what, &view, r, sc.abs, tol);
     free(r);
   }
-  for (size_t i = 0; i + 1 < count; ++i) { /* restore and continue */
-    const size_t t0 = after[i] + 1, rest = count - 1 - i;
-    size_t later[8];
-    for (size_t j = 0; j < rest; ++j) later[j] = after[i + 1 + j] - t0;
-    lu_state rs;
-    lu_state_make(&rs, &d);
-    memcpy(rs.s.data, cks + i * sf, sizeof(float) * sf);
-    rs.s.tokens = pre + t0;
-    float *rck = tu_alloc(sizeof(float) * rest * sf, 0);
-    const attn_checkpoints ck2 = {rest, later, rck};
-    tu_tensor o2;
-    lc_call(&d, &in, pre + t0, n - t0, &rs.s, &ck2, &o2);
-    snprintf(what, sizeof what, "linear: restored checkpoint %zu (gla %d): o", i, gla);
-    tu_assert_same_bits(what, tu_at(&o, t0, 0, 0), o2.data, sizeof(float) * (n - t0) * 16);
-    snprintf(what, sizeof what, "linear: restored checkpoint %zu: state", i);
-    tu_assert_same_bits(what, st.s.data, rs.s.data, sizeof(float) * sf);
-    ck_assert_uint_eq(rs.s.tokens, st.s.tokens);
-    snprintf(what, sizeof what, "linear: restored checkpoint %zu: later checkpoints", i);
-    tu_assert_same_bits(what, cks + (i + 1) * sf, rck, sizeof(float) * rest * sf);
-    tu_tensor_free(&o2);
-    tu_free(rck);
-    lu_state_free(&rs);
-  }
+  snprintf(what, sizeof what, "linear (gla %d)", gla);
+  lc_restore_and_continue(what, &d, &in, pre, n, after, count, count - 1, cks, sf, &o, &st);
   tu_tensor_free(&o);
   tu_free(cks);
   free(s0);
@@ -654,28 +513,7 @@ START_TEST(linear_checkpoint_flash) {
     tu_tensor_free(&op);
     t0 = t1;
   }
-  for (size_t i = 0; i < 3; ++i) { /* restore and continue */
-    const size_t t0 = after[i] + 1, rest = 2 - i;
-    size_t later[2];
-    for (size_t j = 0; j < rest; ++j) later[j] = after[i + 1 + j] - t0;
-    lu_state rs;
-    lu_state_make(&rs, &d);
-    memcpy(rs.s.data, cks + i * sf, sizeof(float) * sf);
-    rs.s.tokens = G + t0;
-    float *rck = tu_alloc(sizeof(float) * 2 * sf, 0);
-    const attn_checkpoints ck2 = {rest, later, rck};
-    tu_tensor o2;
-    lc_call(&d, &in, G + t0, n - t0, &rs.s, &ck2, &o2);
-    snprintf(what, sizeof what, "flash: restored checkpoint %zu: o", i);
-    tu_assert_same_bits(what, tu_at(&o, t0, 0, 0), o2.data, sizeof(float) * (n - t0) * 16);
-    tu_assert_same_bits("flash: restored: state", st.s.data, rs.s.data, sizeof(float) * sf);
-    ck_assert_uint_eq(rs.s.tokens, st.s.tokens);
-    if (rest)
-      tu_assert_same_bits("flash: restored: later checkpoints", cks + (i + 1) * sf, rck, sizeof(float) * rest * sf);
-    tu_tensor_free(&o2);
-    tu_free(rck);
-    lu_state_free(&rs);
-  }
+  lc_restore_and_continue("flash", &d, &in, G, n, after, 3, 3, cks, sf, &o, &st);
   tu_tensor_free(&o);
   tu_free(cks);
   lu_state_free(&st);
@@ -686,123 +524,70 @@ END_TEST
 
 /* Bad arguments of attn_linear_checkpointed (elu1 without gates unless named; n 6, checkpoints
  * after tokens 1 and 4): the status, and nothing written (o, the state, the checkpoint states). */
-typedef enum lb_kind {
-  LB_WINDOW,
-  LB_FULL,
-  LB_NQ_NE_NKV,
-  LB_STATE_NULL,
-  LB_EXCLUSIVE,
-  LB_CK_UNSORTED,
-  LB_CK_RANGE,
-  LB_CK_AFTER_NULL,
-  LB_CK_STATES_NULL,
-  LB_CK_IN_STATE,
-  LB_CK_IN_O,
-  LB_CK_IN_WS,
-  LB_CK_IS_K,
-  LB_GLA_GATE_NULL
-} lb_kind;
+/* The call's state and workspace size, which the rows' edits change, and the objects they name. */
+typedef struct lb_args {
+  attn_linear_state *s;
+  size_t ws_size;
+} lb_args;
+enum { LB_D, LB_ARG, LB_CK, LB_AFTER, LB_STATE, LB_O, LB_WS, LB_K, LB_N };
+#define LB_MASK(l, r)   TU_SET_Z(LB_D, attn_linear_desc, mask.left, l), TU_SET_Z(LB_D, attn_linear_desc, mask.right, r)
+#define LB_CK_AT(to, k) TU_PTR(LB_CK, attn_checkpoints, states, to, k)
+enum { LB_TOKENS = 6 };
 static const struct {
   const char *name;
-  lb_kind kind;
   attn_status expect;
+  int gla; /* a GLA call (without its log gates) */
+  tu_edit edit[TU_EDITS];
 } lb_cases[] = {
-    {"a window", LB_WINDOW, ATTN_E_BAD_ARGUMENT},
-    {"the full mask", LB_FULL, ATTN_E_BAD_ARGUMENT},
-    {"n_q 5 != n_kv 6", LB_NQ_NE_NKV, ATTN_E_BAD_ARGUMENT},
-    {"state NULL", LB_STATE_NULL, ATTN_E_NULL_POINTER},
-    {"exclusive_chunk 4, checkpoints not at rounds' ends", LB_EXCLUSIVE, ATTN_E_BAD_ARGUMENT},
-    {"checkpoints {4, 1}", LB_CK_UNSORTED, ATTN_E_BAD_ARGUMENT},
-    {"checkpoints {1, n}", LB_CK_RANGE, ATTN_E_BAD_ARGUMENT},
-    {"checkpoints' after NULL", LB_CK_AFTER_NULL, ATTN_E_NULL_POINTER},
-    {"checkpoints' states NULL", LB_CK_STATES_NULL, ATTN_E_NULL_POINTER},
-    {"checkpoint states inside the state", LB_CK_IN_STATE, ATTN_E_ALIASING},
-    {"checkpoint states inside o", LB_CK_IN_O, ATTN_E_ALIASING},
-    {"checkpoint states inside the workspace", LB_CK_IN_WS, ATTN_E_ALIASING},
-    {"checkpoint states are k", LB_CK_IS_K, ATTN_E_ALIASING},
-    {"GLA: log_gate NULL", LB_GLA_GATE_NULL, ATTN_E_NULL_POINTER},
+    {"a window", ATTN_E_BAD_ARGUMENT, 0, {LB_MASK(2, 0)}},
+    {"the full mask", ATTN_E_BAD_ARGUMENT, 0, {LB_MASK(ATTN_UNBOUNDED, ATTN_UNBOUNDED)}},
+    {"n_q 5 != n_kv 6", ATTN_E_BAD_ARGUMENT, 0, {TU_SET_Z(LB_D, attn_linear_desc, shape.n_q, LB_TOKENS - 1)}},
+    {"state NULL", ATTN_E_NULL_POINTER, 0, {TU_NUL(LB_ARG, lb_args, s)}},
+    {"exclusive_chunk 4, checkpoints not at rounds' ends",
+     ATTN_E_BAD_ARGUMENT,
+     0,
+     {TU_SET_Z(LB_D, attn_linear_desc, exclusive_chunk, 4)}},
+    {"checkpoints {4, 1}", ATTN_E_BAD_ARGUMENT, 0, {TU_ELEM_Z(LB_AFTER, 0, 4), TU_ELEM_Z(LB_AFTER, 1, 1)}},
+    {"checkpoints {1, n}", ATTN_E_BAD_ARGUMENT, 0, {TU_ELEM_Z(LB_AFTER, 1, LB_TOKENS)}},
+    {"checkpoints' after NULL", ATTN_E_NULL_POINTER, 0, {TU_NUL(LB_CK, attn_checkpoints, after)}},
+    {"checkpoints' states NULL", ATTN_E_NULL_POINTER, 0, {TU_NUL(LB_CK, attn_checkpoints, states)}},
+    {"checkpoint states inside the state", ATTN_E_ALIASING, 0, {LB_CK_AT(LB_STATE, 3)}},
+    {"checkpoint states inside o", ATTN_E_ALIASING, 0, {LB_CK_AT(LB_O, 1)}},
+    {"checkpoint states inside the workspace",
+     ATTN_E_ALIASING,
+     0,
+     {LB_CK_AT(LB_WS, 2), TU_ADD(LB_ARG, lb_args, ws_size, 4096)}},
+    {"checkpoint states are k", ATTN_E_ALIASING, 0, {LB_CK_AT(LB_K, 0)}},
+    {"GLA: log_gate NULL", ATTN_E_NULL_POINTER, 1, {{0}}},
 };
 #define LB_NCASES (sizeof lb_cases / sizeof lb_cases[0])
 
 START_TEST(linear_checkpointed_rejects) {
-  const lb_kind kind = lb_cases[_i].kind;
-  const size_t n = 6;
+  const int gla = lb_cases[_i].gla;
+  const size_t n = LB_TOKENS;
   tu_rng rng = tu_rng_of(50000 + (uint64_t)_i);
   attn_linear_desc d;
-  lc_desc(&d, kind == LB_GLA_GATE_NULL, n);
+  lc_desc(&d, gla, n);
   lc_in in;
-  lc_in_make(&in, kind == LB_GLA_GATE_NULL, n, &rng);
-  lu_state st;
-  lu_state_make_filled(&st, &d, &rng);
-  size_t need = 0;
-  ck_assert_int_eq(attn_linear_workspace_size(&d, &need), ATTN_OK);
-  void *ws = tu_alloc(need + 4096, 0);
-  tu_tensor o;
-  tu_tensor_alloc(&o, TU_TOKEN_MAJOR, n, 2, 8, 1);
-  const size_t sf = lu_state_floats(&st.s);
+  lc_in_make(&in, gla, n, &rng);
+  lu_bad_call b;
+  lu_bad_call_make(&b, &d, &rng, n, 2, 8);
+  const size_t sf = lu_state_floats(&b.st.s);
   float *cks = tu_alloc(sizeof(float) * 2 * sf, 0);
   size_t after[2] = {1, 4};
   attn_checkpoints ck = {2, after, cks};
-  attn_linear_state *sp = &st.s;
-  size_t wsize = need;
-  switch (kind) {
-    case LB_WINDOW:
-      d.mask = attn_mask_window(2, 0);
-      break;
-    case LB_FULL:
-      d.mask = attn_mask_full();
-      break;
-    case LB_NQ_NE_NKV:
-      d.shape.n_q = n - 1;
-      break;
-    case LB_STATE_NULL:
-      sp = NULL;
-      break;
-    case LB_EXCLUSIVE:
-      d.exclusive_chunk = 4;
-      break;
-    case LB_CK_UNSORTED:
-      after[0] = 4;
-      after[1] = 1;
-      break;
-    case LB_CK_RANGE:
-      after[1] = n;
-      break;
-    case LB_CK_AFTER_NULL:
-      ck.after = NULL;
-      break;
-    case LB_CK_STATES_NULL:
-      ck.states = NULL;
-      break;
-    case LB_CK_IN_STATE:
-      ck.states = st.s.data + 3;
-      break;
-    case LB_CK_IN_O:
-      ck.states = o.data + 1;
-      break;
-    case LB_CK_IN_WS:
-      ck.states = (float *)ws + 2;
-      wsize = need + 4096;
-      break;
-    case LB_CK_IS_K:
-      ck.states = in.x.k.data;
-      break;
-    case LB_GLA_GATE_NULL:
-      break;
-  }
-  lu_rejected untouched;
-  lu_rejected_take(&untouched, sp, st.mem, st.bytes);
-  const attn_status got =
-      attn_linear_checkpointed(&d, in.x.q.data, in.x.k.data, in.x.v.data, NULL, NULL, o.data, sp, &ck, ws, wsize);
+  lb_args a = {&b.st.s, b.need};
+  void *obj[LB_N] = {&d, &a, &ck, after, b.st.s.data, b.o.data, b.ws, in.x.k.data};
+  tu_edits_apply(lb_cases[_i].edit, TU_EDITS, obj, LB_N);
+  lu_bad_call_take(&b, a.s);
+  const attn_status got = attn_linear_checkpointed(&d, in.x.q.data, in.x.k.data, in.x.v.data, NULL, NULL, b.o.data, a.s,
+                                                   &ck, b.ws, a.ws_size);
   ck_assert_msg(got == lb_cases[_i].expect, "%s: got %s, want %s", lb_cases[_i].name, attn_status_string(got),
                 attn_status_string(lb_cases[_i].expect));
-  lu_rejected_check(&untouched, &o, ws, &in.x);
+  lu_bad_call_finish(&b, &in.x);
   for (size_t e = 0; e < 2 * sf; ++e) ck_assert_msg(isnan(cks[e]), "%s: checkpoint written", lb_cases[_i].name);
   tu_assert_guards("checkpoint states", cks);
   tu_free(cks);
-  tu_free(ws);
-  tu_tensor_free(&o);
-  lu_state_free(&st);
   tu_qkv_free(&in.x);
   tu_tensor_free(&in.g);
 }

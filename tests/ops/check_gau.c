@@ -416,125 +416,47 @@ END_TEST
 /* L = 5, normalised): every shared row of bad_input.h (no lse), then GAU's own; the call (and,  */
 /* for descriptor faults, attn_gau_workspace_size) answers the row's status and writes nothing. */
 /* ------------------------------------------------------------------------------------------ */
-typedef enum bv_kind {
-  BV_NORMALIZE_2 = TU_BAD_OWN,
-  BV_NORMALIZE_NEG,
-  BV_BIAS_KIND_3,
-  BV_BIAS_KIND_NEG,
-  BV_BETA_NAN,
-  BV_BETA_INF,
-  BV_BETA_NINF,
-  BV_TABLE_NULL,
-  BV_TABLE_NULL_TWO_SIDED,
-  BV_L_0,
-  BV_L_0_TWO_SIDED,
-  BV_L_OVERFLOW_TWO_SIDED,
-  BV_TABLE_NAN_FIRST,
-  BV_TABLE_NAN_LAST,
-  BV_TABLE_INF_LAST_TWO_SIDED,
-  BV_TABLE_NINF_MIDDLE_TWO_SIDED,
-  BV_O_IS_TABLE,
-  BV_O_OVER_TABLE_END
-} bv_kind;
-
-/* desc_level 1: attn_gau_workspace_size must answer the same status (every validation status but
- * those of the pointers: the bias table's pointer, length and entries are part of the descriptor) */
-#define BV(k, s, lvl) .fault = (k), .expect = (s), .desc_level = (lvl)
-static const tu_bad_case bv_cases[] = {
-    {.name = "normalize 2", BV(BV_NORMALIZE_2, ATTN_E_BAD_ARGUMENT, 1)},
-    {.name = "normalize -1", BV(BV_NORMALIZE_NEG, ATTN_E_BAD_ARGUMENT, 1)},
-    {.name = "bias kind 3", BV(BV_BIAS_KIND_3, ATTN_E_BAD_BIAS, 1)},
-    {.name = "bias kind -1", BV(BV_BIAS_KIND_NEG, ATTN_E_BAD_BIAS, 1)},
-    {.name = "beta NaN", BV(BV_BETA_NAN, ATTN_E_BAD_BIAS, 1)},
-    {.name = "beta +inf", BV(BV_BETA_INF, ATTN_E_BAD_BIAS, 1)},
-    {.name = "beta -inf", BV(BV_BETA_NINF, ATTN_E_BAD_BIAS, 1)},
-    {.name = "causal table NULL", BV(BV_TABLE_NULL, ATTN_E_BAD_BIAS, 1)},
-    {.name = "two-sided table NULL", BV(BV_TABLE_NULL_TWO_SIDED, ATTN_E_BAD_BIAS, 1)},
-    {.name = "causal table L 0", BV(BV_L_0, ATTN_E_BAD_BIAS, 1)},
-    {.name = "two-sided table L 0", BV(BV_L_0_TWO_SIDED, ATTN_E_BAD_BIAS, 1)},
-    {.name = "two-sided table 2L - 1 overflows", BV(BV_L_OVERFLOW_TWO_SIDED, ATTN_E_BAD_BIAS, 1)},
-    {.name = "causal table[0] NaN", BV(BV_TABLE_NAN_FIRST, ATTN_E_BAD_BIAS, 1)},
-    {.name = "causal table[L-1] NaN", BV(BV_TABLE_NAN_LAST, ATTN_E_BAD_BIAS, 1)},
-    {.name = "two-sided table[2L-2] +inf", BV(BV_TABLE_INF_LAST_TWO_SIDED, ATTN_E_BAD_BIAS, 1)},
-    {.name = "two-sided table[L] -inf", BV(BV_TABLE_NINF_MIDDLE_TWO_SIDED, ATTN_E_BAD_BIAS, 1)},
-    {.name = "o is the bias table", BV(BV_O_IS_TABLE, ATTN_E_ALIASING, 0)},
-    {.name = "o ends inside the bias table", BV(BV_O_OVER_TABLE_END, ATTN_E_ALIASING, 0)},
-};
-#define BV_NOWN (sizeof bv_cases / sizeof bv_cases[0])
-
 enum { NQ = 5, NKV = 7, HQ = 4, HKV = 2, D = 8, DV = 6, BL = 5 };
 /* the table buffer: 2 BL - 1 entries used; room for an o span (NQ HQ DV = 120) on either side */
 enum { TABLE_BUF = 512, TABLE_AT = 200 };
 
-/* Applies one of GAU's own faults to the descriptor, the table buffer or the call's o. */
-static void gau_bad_apply(tu_bad *b, int fault, attn_gau_desc *d, float *tbuf) {
-  switch ((bv_kind)fault) {
-    case BV_NORMALIZE_2:
-      d->normalize = 2;
-      break;
-    case BV_NORMALIZE_NEG:
-      d->normalize = -1;
-      break;
-    case BV_BIAS_KIND_3:
-      d->bias = (attn_gau_bias)3;
-      break;
-    case BV_BIAS_KIND_NEG:
-      d->bias = (attn_gau_bias)-1;
-      break;
-    case BV_BETA_NAN:
-      d->bias = ATTN_GAU_BIAS_SCALAR;
-      d->beta = NAN;
-      break;
-    case BV_BETA_INF:
-      d->bias = ATTN_GAU_BIAS_SCALAR;
-      d->beta = INFINITY;
-      break;
-    case BV_BETA_NINF:
-      d->bias = ATTN_GAU_BIAS_SCALAR;
-      d->beta = -INFINITY;
-      break;
-    case BV_TABLE_NULL:
-      d->bias_table = NULL;
-      break;
-    case BV_TABLE_NULL_TWO_SIDED:
-      d->bias = ATTN_GAU_BIAS_TWO_SIDED;
-      d->bias_table = NULL;
-      break;
-    case BV_L_0:
-      d->bias_len = 0;
-      break;
-    case BV_L_0_TWO_SIDED:
-      d->bias = ATTN_GAU_BIAS_TWO_SIDED;
-      d->bias_len = 0;
-      break;
-    case BV_L_OVERFLOW_TWO_SIDED:
-      d->bias = ATTN_GAU_BIAS_TWO_SIDED;
-      d->bias_len = SIZE_MAX / 2 + 1;
-      break;
-    case BV_TABLE_NAN_FIRST:
-      tbuf[TABLE_AT] = NAN;
-      break;
-    case BV_TABLE_NAN_LAST:
-      tbuf[TABLE_AT + BL - 1] = NAN;
-      break;
-    case BV_TABLE_INF_LAST_TWO_SIDED: /* beyond the L entries a causal table would read */
-      d->bias = ATTN_GAU_BIAS_TWO_SIDED;
-      tbuf[TABLE_AT + 2 * BL - 2] = INFINITY;
-      break;
-    case BV_TABLE_NINF_MIDDLE_TWO_SIDED:
-      d->bias = ATTN_GAU_BIAS_TWO_SIDED;
-      tbuf[TABLE_AT + BL] = -INFINITY;
-      break;
-    case BV_O_IS_TABLE:
-      b->o_arg = tbuf + TABLE_AT;
-      break;
-    case BV_O_OVER_TABLE_END: /* o's span (NQ HQ DV floats) ends on the table's last entry */
-      b->o_arg = tbuf + TABLE_AT + BL - NQ * HQ * DV;
-      break;
-    default:
-      break; /* a shared fault (tu_bad_apply) */
-  }
-}
+/* GAU's own rows: edits of the descriptor (GD_*) and of the table buffer (TB: the index of an entry
+ * from the table's start). desc_level 1: attn_gau_workspace_size must answer the same status
+ * (every validation status but those of the pointers: the bias table's pointer, length and
+ * entries are part of the descriptor). */
+enum { OB_DESC = TU_OB_OWN, OB_TBUF };
+#define BV(s, lvl)       .fault = TU_BAD_OWN, .expect = (s), .desc_level = (lvl)
+#define GD_I(f, val)     TU_SET_I(OB_DESC, attn_gau_desc, f, val)
+#define GD_F(f, val)     TU_SET_F(OB_DESC, attn_gau_desc, f, val)
+#define GD_Z(f, val)     TU_SET_Z(OB_DESC, attn_gau_desc, f, val)
+#define TB(i, val)       TU_ELEM_F(OB_TBUF, TABLE_AT + (i), val)
+#define SCALAR_BETA(val) GD_I(bias, ATTN_GAU_BIAS_SCALAR), GD_F(beta, val)
+#define TWO_SIDED        GD_I(bias, ATTN_GAU_BIAS_TWO_SIDED)
+static const tu_bad_case bv_cases[] = {
+    {"normalize 2", BV(ATTN_E_BAD_ARGUMENT, 1), {GD_I(normalize, 2)}},
+    {"normalize -1", BV(ATTN_E_BAD_ARGUMENT, 1), {GD_I(normalize, -1)}},
+    {"bias kind 3", BV(ATTN_E_BAD_BIAS, 1), {GD_I(bias, 3)}},
+    {"bias kind -1", BV(ATTN_E_BAD_BIAS, 1), {GD_I(bias, -1)}},
+    {"beta NaN", BV(ATTN_E_BAD_BIAS, 1), {SCALAR_BETA(NAN)}},
+    {"beta +inf", BV(ATTN_E_BAD_BIAS, 1), {SCALAR_BETA(INFINITY)}},
+    {"beta -inf", BV(ATTN_E_BAD_BIAS, 1), {SCALAR_BETA(-INFINITY)}},
+    {"causal table NULL", BV(ATTN_E_BAD_BIAS, 1), {TU_NUL(OB_DESC, attn_gau_desc, bias_table)}},
+    {"two-sided table NULL", BV(ATTN_E_BAD_BIAS, 1), {TWO_SIDED, TU_NUL(OB_DESC, attn_gau_desc, bias_table)}},
+    {"causal table L 0", BV(ATTN_E_BAD_BIAS, 1), {GD_Z(bias_len, 0)}},
+    {"two-sided table L 0", BV(ATTN_E_BAD_BIAS, 1), {TWO_SIDED, GD_Z(bias_len, 0)}},
+    {"two-sided table 2L - 1 overflows", BV(ATTN_E_BAD_BIAS, 1), {TWO_SIDED, GD_Z(bias_len, SIZE_MAX / 2 + 1)}},
+    {"causal table[0] NaN", BV(ATTN_E_BAD_BIAS, 1), {TB(0, NAN)}},
+    {"causal table[L-1] NaN", BV(ATTN_E_BAD_BIAS, 1), {TB(BL - 1, NAN)}},
+    /* beyond the L entries a causal table would read */
+    {"two-sided table[2L-2] +inf", BV(ATTN_E_BAD_BIAS, 1), {TWO_SIDED, TB(2 * BL - 2, INFINITY)}},
+    {"two-sided table[L] -inf", BV(ATTN_E_BAD_BIAS, 1), {TWO_SIDED, TB(BL, -INFINITY)}},
+    {"o is the bias table", BV(ATTN_E_ALIASING, 0), {TU_PTR(TU_OB_BAD, tu_bad, o_arg, OB_TBUF, TABLE_AT)}},
+    /* o's span (NQ HQ DV floats) ends on the table's last entry */
+    {"o ends inside the bias table",
+     BV(ATTN_E_ALIASING, 0),
+     {TU_PTR(TU_OB_BAD, tu_bad, o_arg, OB_TBUF, TABLE_AT + BL - NQ * HQ * DV)}},
+};
+#define BV_NOWN (sizeof bv_cases / sizeof bv_cases[0])
 
 START_TEST(gau_rejects_bad_input) {
   const tu_bad_case *c = tu_bad_row((size_t)_i, 0, bv_cases);
@@ -553,8 +475,7 @@ START_TEST(gau_rejects_bad_input) {
   ck_assert_int_eq(attn_gau_workspace_size(&d, &need), ATTN_OK);
   tu_bad b;
   tu_bad_make(&b, &rng, &d.shape, 2, 0, need);
-  tu_bad_apply(&b, c->fault, &d.shape, &d.scale, NULL);
-  gau_bad_apply(&b, c->fault, &d, tbuf);
+  tu_bad_apply(&b, c, &d.shape, &d.scale, NULL, (void *[]){&d, tbuf}, 2);
   memcpy(tcopy, tbuf, sizeof(float) * TABLE_BUF);
   const attn_gau_desc *dp = b.desc_null ? NULL : &d;
   tu_bad_assert_status(c, "attn_gau", attn_gau(dp, b.q, b.k, b.v, b.o_arg, b.ws_arg, b.ws_size));

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bad_input.h"
 #include "gated_util.h"
 #include "tolerances.h"
 
@@ -325,63 +326,63 @@ END_TEST
 /* ------------------------------------------------------------------------------------------ */
 enum { BNQ = 5, BNKV = 7, BHQ = 4, BHK = 2, BD = 8, BDV = 6 };
 
-typedef enum gb_kind {
-  GB_GATE_NULL,
-  GB_BETA_NULL,
-  GB_BAD_VALUE, /* the row's bad log gate or beta at the last token's last head (lu_poison_gate) */
-  GB_GATE_KIND, /* desc.gate = the row's value */
-  GB_BETA_FLAG, /* desc.beta = the row's value */
-  GB_FULL_MASK,
-  GB_EXP_MAP,
-  GB_HG_3,
-  GB_FEAT_HEAD_STRIDE,
-  GB_FEAT_ROW_STRIDE,
-  GB_STATE_HG,
-  GB_UNGATED_GATE,
-  GB_UNGATED_BETA,
-  GB_O_IN_GATE
-} gb_kind;
+/* The gated call's arguments the rows' edits change, and the objects they name: the descriptor,
+ * the arguments, the log gates. */
+typedef struct gb_args {
+  const float *g, *beta;
+  float *o;
+  attn_linear_state *s;
+} gb_args;
+enum { OB_D, OB_ARG, OB_GATE, OB_N };
+enum { GB_GATED, GB_UNGATED /* attn_linear, not attn_linear_gated */, GB_STATE_H_G2 /* a state made with h_g 2 */ };
 
 typedef struct gb_case {
   const char *name;
-  gb_kind kind;
   attn_status expect;
-  int desc_level;   /* workspace_size, state_size, feature_size and chunk_size answer the same */
+  int desc_level; /* workspace_size, state_size, feature_size and chunk_size answer the same */
+  int call;       /* GB_GATED, GB_UNGATED or GB_STATE_H_G2 */
+  tu_edit edit[TU_EDITS];
   int feature;      /* 1: a FEATURE gate */
-  lu_bad_value bad; /* GB_BAD_VALUE: in the last feature with feature */
-  int value;        /* GB_GATE_KIND, GB_BETA_FLAG */
+  lu_bad_value bad; /* in the last feature with feature (0: none) */
 } gb_case;
 
-#define GB(k, s, lvl) .kind = (k), .expect = (s), .desc_level = (lvl)
-#define GB_BAD(v)     GB(GB_BAD_VALUE, ATTN_E_BAD_GATE, 0), .bad = (v)
+#define GB(s, lvl)  .expect = (s), .desc_level = (lvl), .call = GB_GATED
+#define GB_BAD(v)   .expect = ATTN_E_BAD_GATE, .desc_level = 0, .bad = (v)
+#define D_I(m, val) TU_SET_I(OB_D, attn_linear_desc, m, val)
+#define D_Z(m, val) TU_SET_Z(OB_D, attn_linear_desc, m, val)
+#define ARG_NUL(m)  TU_NUL(OB_ARG, gb_args, m)
+#define NOSTATE     ARG_NUL(s)
 static const gb_case gb_cases[] = {
-    {.name = "log_gate NULL (SCALAR)", GB(GB_GATE_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "log_gate NULL (FEATURE)", GB(GB_GATE_NULL, ATTN_E_NULL_POINTER, 0), .feature = 1},
-    {.name = "beta NULL with desc.beta", GB(GB_BETA_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "a log gate +0.25", GB_BAD(LU_GATE_POS)},
-    {.name = "a log gate +1e-30", GB_BAD(LU_GATE_TINY_POS)},
-    {.name = "a log gate NaN", GB_BAD(LU_GATE_NAN)},
-    {.name = "a log gate -inf", GB_BAD(LU_GATE_NINF)},
-    {.name = "a log gate +inf", GB_BAD(LU_GATE_PINF)},
-    {.name = "a per-feature log gate +0.5 (last feature)", GB_BAD(LU_GATE_HALF), .feature = 1},
-    {.name = "a per-feature log gate NaN (last feature)", GB_BAD(LU_GATE_NAN), .feature = 1},
-    {.name = "a beta 0", GB_BAD(LU_BETA_0)},
-    {.name = "a beta NaN", GB_BAD(LU_BETA_NAN)},
-    {.name = "a beta -0.5", GB_BAD(LU_BETA_NEG)},
-    {.name = "a beta +inf", GB_BAD(LU_BETA_INF)},
-    {.name = "gate kind 3", GB(GB_GATE_KIND, ATTN_E_BAD_GATE, 1), .value = 3},
-    {.name = "gate kind -1", GB(GB_GATE_KIND, ATTN_E_BAD_GATE, 1), .value = -1},
-    {.name = "desc.beta 2", GB(GB_BETA_FLAG, ATTN_E_BAD_GATE, 1), .value = 2},
-    {.name = "desc.beta -1", GB(GB_BETA_FLAG, ATTN_E_BAD_GATE, 1), .value = -1},
-    {.name = "a gate with the full mask", GB(GB_FULL_MASK, ATTN_E_BAD_WINDOW, 1)},
-    {.name = "a gate with the exp map", GB(GB_EXP_MAP, ATTN_E_BAD_FEATURE_MAP, 1)},
-    {.name = "h_g 3 with H 4", GB(GB_HG_3, ATTN_E_BAD_HEADS, 1)},
-    {.name = "FEATURE gate head stride m - 1", GB(GB_FEAT_HEAD_STRIDE, ATTN_E_BAD_STRIDE, 1), .feature = 1},
-    {.name = "FEATURE gate row stride m - 1 (not 0)", GB(GB_FEAT_ROW_STRIDE, ATTN_E_BAD_STRIDE, 1), .feature = 1},
-    {.name = "a state made with another h_g (L 2, not 4)", GB(GB_STATE_HG, ATTN_E_STATE_MISMATCH, 0)},
-    {.name = "attn_linear with a gate", GB(GB_UNGATED_GATE, ATTN_E_BAD_ARGUMENT, 0)},
-    {.name = "attn_linear with beta", GB(GB_UNGATED_BETA, ATTN_E_BAD_ARGUMENT, 0)},
-    {.name = "o inside the log gates", GB(GB_O_IN_GATE, ATTN_E_ALIASING, 0)},
+    {"log_gate NULL (SCALAR)", GB(ATTN_E_NULL_POINTER, 0), {ARG_NUL(g)}},
+    {"log_gate NULL (FEATURE)", GB(ATTN_E_NULL_POINTER, 0), {ARG_NUL(g)}, .feature = 1},
+    {"beta NULL with desc.beta", GB(ATTN_E_NULL_POINTER, 0), {ARG_NUL(beta)}},
+    LU_BAD_LOG_GATE_ROWS(GB_BAD),
+    {"a per-feature log gate +0.5 (last feature)", GB_BAD(LU_GATE_HALF), .feature = 1},
+    {"a per-feature log gate NaN (last feature)", GB_BAD(LU_GATE_NAN), .feature = 1},
+    {"a beta 0", GB_BAD(LU_BETA_0)},
+    {"a beta NaN", GB_BAD(LU_BETA_NAN)},
+    {"a beta -0.5", GB_BAD(LU_BETA_NEG)},
+    {"a beta +inf", GB_BAD(LU_BETA_INF)},
+    {"gate kind 3", GB(ATTN_E_BAD_GATE, 1), {D_I(gate, 3)}},
+    {"gate kind -1", GB(ATTN_E_BAD_GATE, 1), {D_I(gate, -1)}},
+    {"desc.beta 2", GB(ATTN_E_BAD_GATE, 1), {D_I(beta, 2)}},
+    {"desc.beta -1", GB(ATTN_E_BAD_GATE, 1), {D_I(beta, -1)}},
+    /* a bidirectional call takes no state */
+    {"a gate with the full mask",
+     GB(ATTN_E_BAD_WINDOW, 1),
+     {D_Z(mask.left, ATTN_UNBOUNDED), D_Z(mask.right, ATTN_UNBOUNDED), NOSTATE}},
+    /* the state was made for elu1 */
+    {"a gate with the exp map", GB(ATTN_E_BAD_FEATURE_MAP, 1), {D_I(feature_map, ATTN_FEATURE_EXP), NOSTATE}},
+    {"h_g 3 with H 4", GB(ATTN_E_BAD_HEADS, 1), {D_Z(h_g, 3), NOSTATE}},
+    {"FEATURE gate head stride m - 1", GB(ATTN_E_BAD_STRIDE, 1), {D_Z(gate_layout.head_stride, BD - 1)}, .feature = 1},
+    {"FEATURE gate row stride m - 1 (not 0)",
+     GB(ATTN_E_BAD_STRIDE, 1),
+     {D_Z(gate_layout.row_stride, BD - 1)},
+     .feature = 1},
+    {"a state made with another h_g (L 2, not 4)", .expect = ATTN_E_STATE_MISMATCH, .call = GB_STATE_H_G2},
+    {"attn_linear with a gate", .expect = ATTN_E_BAD_ARGUMENT, .call = GB_UNGATED, .edit = {D_I(beta, 0)}},
+    {"attn_linear with beta", .expect = ATTN_E_BAD_ARGUMENT, .call = GB_UNGATED, .edit = {D_I(gate, ATTN_GATE_NONE)}},
+    {"o inside the log gates", GB(ATTN_E_ALIASING, 0), {TU_PTR(OB_ARG, gb_args, o, OB_GATE, 3)}},
 };
 #define GB_NCASES (sizeof gb_cases / sizeof gb_cases[0])
 
@@ -391,96 +392,36 @@ START_TEST(gated_rejects_bad_input) {
   tu_qkv x = tu_qkv_of(TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, BNQ, BNKV, BHQ, BHK, BHK, BD, BDV);
   lu_gate_inputs g;
   lu_gate_inputs_make(&g, &rng, BNKV, BHQ, BD, 0.1f, 2.0f);
-  float *lg = g.lg, *beta = g.beta;
   attn_linear_desc d;
   gt_desc(&d, BNQ, BNKV, BHQ, BHK, BHK, BHQ, BD, BDV, ATTN_FEATURE_ELU1, 1, ATTN_GATE_SCALAR, 1, 0);
   d.gate_layout.row_stride = BHQ;
   d.gate_layout.head_stride = 1;
   d.beta_layout.row_stride = BHQ;
   d.beta_layout.head_stride = 1;
-  lu_state st, alt;
-  memset(&alt, 0, sizeof alt);
-  lu_state_make_filled(&st, &d, &rng);
-  size_t need = 0;
-  ck_assert_int_eq(attn_linear_workspace_size(&d, &need), ATTN_OK);
-  tu_tensor o;
-  tu_tensor_alloc(&o, TU_TOKEN_MAJOR, BNQ, BHQ, BDV, 1);
-  void *ws = tu_alloc(need + 4096, 0);
-  const float *gp = lg, *bp = beta;
-  float *op = o.data;
-  attn_linear_state *sp = &st.s;
-  int have_alt = 0, ungated = 0;
+  lu_bad_call b;
+  lu_bad_call_make(&b, &d, &rng, BNQ, BHQ, BDV);
+  gb_args a = {g.lg, g.beta, b.o.data, &b.st.s};
   if (c->feature) d.gate = ATTN_GATE_FEATURE;
   lu_gate_inputs_fault(&g, c->feature, c->bad, &d.gate_layout);
-  switch (c->kind) {
-    case GB_GATE_NULL:
-      gp = NULL;
-      break;
-    case GB_BETA_NULL:
-      bp = NULL;
-      break;
-    case GB_BAD_VALUE: /* written above */
-      break;
-    case GB_GATE_KIND:
-      d.gate = (attn_gate_kind)c->value;
-      break;
-    case GB_BETA_FLAG:
-      d.beta = c->value;
-      break;
-    case GB_FULL_MASK:
-      d.mask = attn_mask_full();
-      sp = NULL; /* a bidirectional call takes no state */
-      break;
-    case GB_EXP_MAP:
-      d.feature_map = ATTN_FEATURE_EXP;
-      sp = NULL; /* the state was made for elu1 */
-      break;
-    case GB_HG_3:
-      d.h_g = 3;
-      sp = NULL;
-      break;
-    case GB_FEAT_HEAD_STRIDE:
-      d.gate_layout.head_stride = BD - 1;
-      break;
-    case GB_FEAT_ROW_STRIDE:
-      d.gate_layout.row_stride = BD - 1;
-      break;
-    case GB_STATE_HG: {
-      attn_linear_desc ad = d;
-      ad.h_g = 2; /* L = lcm(2, 2, 2) = 2 state heads instead of 4 */
-      lu_state_make_filled(&alt, &ad, &rng);
-      ck_assert_uint_eq(alt.s.heads, 2);
-      have_alt = 1;
-      sp = &alt.s;
-      break;
-    }
-    case GB_UNGATED_GATE:
-      d.beta = 0;
-      ungated = 1;
-      break;
-    case GB_UNGATED_BETA:
-      d.gate = ATTN_GATE_NONE;
-      ungated = 1;
-      break;
-    case GB_O_IN_GATE:
-      op = lg + 3;
-      break;
+  tu_edits_apply(c->edit, TU_EDITS, (void *[]){&d, &a, g.lg}, OB_N);
+  if (c->call == GB_STATE_H_G2) {
+    attn_linear_desc ad = d;
+    ad.h_g = 2; /* L = lcm(2, 2, 2) = 2 state heads instead of 4 */
+    lu_state_make_filled(&b.alt, &ad, &rng);
+    ck_assert_uint_eq(b.alt.s.heads, 2);
+    a.s = &b.alt.s;
   }
   /* snapshots: the state (struct and data) and the gate inputs */
-  lu_rejected untouched;
-  lu_rejected_take(&untouched, sp, have_alt ? alt.mem : st.mem, have_alt ? alt.bytes : st.bytes);
+  lu_bad_call_take(&b, a.s);
   lu_gate_inputs_take(&g);
-  const attn_status got = ungated ? attn_linear(&d, x.q.data, x.k.data, x.v.data, op, sp, ws, need)
-                                  : attn_linear_gated(&d, x.q.data, x.k.data, x.v.data, gp, bp, op, sp, ws, need);
+  const attn_status got =
+      c->call == GB_UNGATED ? attn_linear(&d, x.q.data, x.k.data, x.v.data, a.o, a.s, b.ws, b.need)
+                            : attn_linear_gated(&d, x.q.data, x.k.data, x.v.data, a.g, a.beta, a.o, a.s, b.ws, b.need);
   ck_assert_msg(got == c->expect, "%s: got %s (%d), want %s (%d)", c->name, attn_status_string(got), (int)got,
                 attn_status_string(c->expect), (int)c->expect);
   if (c->desc_level) lu_assert_queries(&d, c->expect);
-  lu_rejected_check(&untouched, &o, ws, &x);
+  lu_bad_call_finish(&b, &x);
   lu_gate_inputs_check(&g);
-  if (have_alt) tu_free(alt.mem);
-  tu_free(st.mem);
-  tu_free(ws);
-  tu_tensor_free(&o);
   lu_gate_inputs_free(&g);
   tu_qkv_free(&x);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #define LU_SHORT_NAMES /* linear_util.h: T, H, ELU, FAV, SIZES, ... */
+#include "bad_input.h"
 #include "linear_util.h"
 #include "test_util.h"
 #include "tolerances.h"
@@ -331,201 +332,167 @@ END_TEST
 /* for descriptor faults, every size query) answers the row's status, and neither o nor the     */
 /* state (struct and data) is written.                                                          */
 /* ------------------------------------------------------------------------------------------ */
-#define HUGE_N (SIZE_MAX / 2)
-
-typedef enum lv_kind {
-  LV_DESC_NULL,
-  LV_Q_NULL,
-  LV_K_NULL,
-  LV_V_NULL,
-  LV_O_NULL,
-  LV_WS_NULL,
-  LV_STATE_DATA_NULL,
-  LV_NQ_0,
-  LV_NKV_0,
-  LV_HQ_0,
-  LV_HK_0,
-  LV_HV_0,
-  LV_D_0,
-  LV_DV_0,
-  LV_NQ_HUGE,
-  LV_NKV_HUGE,
-  LV_KROW_HUGE,
-  LV_QROW_SMALL,
-  LV_VHEAD_SMALL,
-  LV_O_SELF_OVERLAP,
-  LV_HEADS_3_2,
-  LV_HV_3,
-  LV_HK_3,
-  LV_EPS_NAN,
-  LV_EPS_NEG,
-  LV_EPS_INF,
-  LV_SCALE_NAN,
-  LV_SCALE_INF,
-  LV_SCALE_NINF,
-  LV_FM_COUNT,
-  LV_FM_NEG,
-  LV_FM_99,
-  LV_M_D_PLUS_1,
-  LV_M_1,
-  LV_MASK_WINDOW,
-  LV_MASK_RIGHT,
-  LV_MASK_DIAGONAL,
-  LV_MASK_CHUNK_CAUSAL,
-  LV_MASK_CHUNK_FULL,
-  LV_NORM_2,
-  LV_NORM_NEG,
-  LV_CHUNK_TOO_BIG,
-  LV_WS_SMALL,
-  LV_O_IS_Q,
-  LV_O_IN_K,
-  LV_O_IS_V,
-  LV_STATE_DV,
-  LV_STATE_HEADS,
-  LV_STATE_HV,
-  LV_STATE_D,
-  LV_STATE_MAP,
-  LV_STATE_NORM,
-  LV_STATE_BIDIR,
-  LV_STATE_IN_O,
-  LV_STATE_IS_K,
-  LV_STATE_IN_WS,
-  /* the exponential maps (rows with .xmap: the valid call uses that map, and its state) */
-  LV_UNNORM,
-  LV_SCALE_0,
-  LV_SCALE_NEG,
-  LV_SCALE_2,
-  LV_SCALE_HALF,
-  LV_EPS_1E6,
-  LV_FM_6,
-  LV_M_2D,
-  LV_FAVOR_SRC_99,
-  LV_FAVOR_SRC_NEG,
-  LV_FAVOR_W_NULL,
-  LV_FAVOR_WT_NULL,
-  LV_FAVOR_WT_NAN,
-  LV_FAVOR_W_NAN,
-  LV_FAVOR_W_INF,
-  LV_FAVOR_W_NINF_LAST,
-  LV_STATE_FAVOR_M,
-  LV_STATE_MAP_EXP
-} lv_kind;
+/* The call's arguments, which the rows' edits change. */
+typedef struct lv_args {
+  const attn_linear_desc *d;
+  const float *q, *k, *v;
+  float *o;
+  attn_linear_state *s;
+  void *ws;
+  size_t ws_size;
+} lv_args;
+/* The objects the edits name: the descriptor, the arguments, the state, the descriptor of the
+ * state's own (ALT: a state of another shape or mode, made from it when a row edits it), the
+ * caller's W buffer, the inputs, o and the workspace. */
+enum { OB_D, OB_ARG, OB_STATE, OB_ALT, OB_W, OB_Q, OB_K, OB_V, OB_O, OB_WS, OB_N };
 
 typedef struct lv_case {
   const char *name;
-  lv_kind kind;
   attn_status expect;
   int desc_level; /* workspace_size, state_size, feature_size and chunk_size must answer the same */
   int xmap;       /* the map of the valid call (0: elu1) */
+  tu_edit edit[TU_EDITS];
+  tu_edit pre[2]; /* edits of the valid call, before its state and workspace are made */
 } lv_case;
 
-#define LV(k, s, lvl)       .kind = (k), .expect = (s), .desc_level = (lvl)
-#define LVX(k, s, lvl, map) .kind = (k), .expect = (s), .desc_level = (lvl), .xmap = (map)
+#define LV(s, lvl)        .expect = (s), .desc_level = (lvl), .xmap = 0
+#define LVX(s, lvl, map)  .expect = (s), .desc_level = (lvl), .xmap = (map)
+#define D_Z(m, val)       TU_SET_Z(OB_D, attn_linear_desc, m, val)
+#define D_I(m, val)       TU_SET_I(OB_D, attn_linear_desc, m, val)
+#define D_F(m, val)       TU_SET_F(OB_D, attn_linear_desc, m, val)
+#define SH(m, val)        D_Z(shape.m, val)
+#define MASK(l, r, g)     D_Z(mask.left, l), D_Z(mask.right, r), D_Z(mask.chunk, g)
+#define ARG_NUL(m)        TU_NUL(OB_ARG, lv_args, m)
+#define ARG_PTR(m, to, k) TU_PTR(OB_ARG, lv_args, m, to, k)
+#define NOSTATE           ARG_NUL(s)
+#define ST_PTR(to, k)     TU_PTR(OB_STATE, attn_linear_state, data, to, k)
+#define ALT_Z(m, val)     TU_SET_Z(OB_ALT, attn_linear_desc, m, val)
+#define ALT_I(m, val)     TU_SET_I(OB_ALT, attn_linear_desc, m, val)
+#define W(i, val)         TU_ELEM_F(OB_W, i, val)
+#define W_CALLER(src)     D_I(favor_source, src), TU_PTR(OB_D, attn_linear_desc, favor_w, OB_W, 0)
+#define U                 ATTN_UNBOUNDED
 static const lv_case lv_cases[] = {
-    {.name = "desc NULL", LV(LV_DESC_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "q NULL", LV(LV_Q_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "k NULL", LV(LV_K_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "v NULL", LV(LV_V_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "o NULL", LV(LV_O_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "workspace NULL", LV(LV_WS_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "state data NULL", LV(LV_STATE_DATA_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "n_q 0", LV(LV_NQ_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "n_kv 0", LV(LV_NKV_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "h_q 0", LV(LV_HQ_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "h_k 0", LV(LV_HK_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "h_v 0", LV(LV_HV_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "d 0", LV(LV_D_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "dv 0", LV(LV_DV_0, ATTN_E_ZERO_SIZE, 1)},
-    {.name = "n_q SIZE_MAX/2", LV(LV_NQ_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
-    {.name = "n_kv SIZE_MAX/2", LV(LV_NKV_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
-    {.name = "k row stride huge", LV(LV_KROW_HUGE, ATTN_E_SIZE_OVERFLOW, 1)},
-    {.name = "q row stride < d", LV(LV_QROW_SMALL, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "v head stride < dv", LV(LV_VHEAD_SMALL, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "o layout overlaps itself", LV(LV_O_SELF_OVERLAP, ATTN_E_BAD_STRIDE, 1)},
-    {.name = "h_q 3, h_k = h_v 2", LV(LV_HEADS_3_2, ATTN_E_BAD_HEADS, 1)},
-    {.name = "h_v 3 does not divide H 4", LV(LV_HV_3, ATTN_E_BAD_HEADS, 1)},
-    {.name = "h_k 3 does not divide H 4", LV(LV_HK_3, ATTN_E_BAD_HEADS, 1)},
-    {.name = "eps NaN", LV(LV_EPS_NAN, ATTN_E_BAD_EPS, 1)},
-    {.name = "eps negative", LV(LV_EPS_NEG, ATTN_E_BAD_EPS, 1)},
-    {.name = "eps +inf", LV(LV_EPS_INF, ATTN_E_BAD_EPS, 1)},
-    {.name = "scale NaN", LV(LV_SCALE_NAN, ATTN_E_BAD_SCALE, 1)},
-    {.name = "scale +inf", LV(LV_SCALE_INF, ATTN_E_BAD_SCALE, 1)},
-    {.name = "scale -inf", LV(LV_SCALE_NINF, ATTN_E_BAD_SCALE, 1)},
-    {.name = "feature map COUNT", LV(LV_FM_COUNT, ATTN_E_BAD_FEATURE_MAP, 1)},
-    {.name = "feature map -1", LV(LV_FM_NEG, ATTN_E_BAD_FEATURE_MAP, 1)},
-    {.name = "feature map 99", LV(LV_FM_99, ATTN_E_BAD_FEATURE_MAP, 1)},
-    {.name = "m = d + 1", LV(LV_M_D_PLUS_1, ATTN_E_BAD_FEATURE_MAP, 1)},
-    {.name = "m = 1 < d", LV(LV_M_1, ATTN_E_BAD_FEATURE_MAP, 1)},
+    TU_NULL_ARG_ROWS(LV, ARG_NUL),
+    {"workspace NULL", LV(ATTN_E_NULL_POINTER, 0), {ARG_NUL(ws)}},
+    {"state data NULL", LV(ATTN_E_NULL_POINTER, 0), {TU_NUL(OB_STATE, attn_linear_state, data)}},
+    {"n_q 0", LV(ATTN_E_ZERO_SIZE, 1), {SH(n_q, 0)}},
+    {"n_kv 0", LV(ATTN_E_ZERO_SIZE, 1), {SH(n_kv, 0)}},
+    {"h_q 0", LV(ATTN_E_ZERO_SIZE, 1), {SH(h_q, 0)}},
+    {"h_k 0", LV(ATTN_E_ZERO_SIZE, 1), {SH(h_k, 0), NOSTATE}},
+    {"h_v 0", LV(ATTN_E_ZERO_SIZE, 1), {SH(h_v, 0), NOSTATE}},
+    {"d 0", LV(ATTN_E_ZERO_SIZE, 1), {SH(d, 0), NOSTATE}},
+    {"dv 0", LV(ATTN_E_ZERO_SIZE, 1), {SH(dv, 0), NOSTATE}},
+    {"n_q SIZE_MAX/2", LV(ATTN_E_SIZE_OVERFLOW, 1), {SH(n_q, SIZE_MAX / 2)}},
+    {"n_kv SIZE_MAX/2", LV(ATTN_E_SIZE_OVERFLOW, 1), {SH(n_kv, SIZE_MAX / 2)}},
+    {"k row stride huge", LV(ATTN_E_SIZE_OVERFLOW, 1), {SH(k.row_stride, SIZE_MAX / 4)}},
+    {"q row stride < d", LV(ATTN_E_BAD_STRIDE, 1), {SH(q.row_stride, D - 1)}},
+    {"v head stride < dv", LV(ATTN_E_BAD_STRIDE, 1), {SH(v.head_stride, DV - 1)}},
+    {"o layout overlaps itself", LV(ATTN_E_BAD_STRIDE, 1), {SH(o.row_stride, DV), SH(o.head_stride, DV)}},
+    {"h_q 3, h_k = h_v 2", LV(ATTN_E_BAD_HEADS, 1), {SH(h_q, 3)}},
+    {"h_v 3 does not divide H 4", LV(ATTN_E_BAD_HEADS, 1), {SH(h_v, 3)}},
+    {"h_k 3 does not divide H 4", LV(ATTN_E_BAD_HEADS, 1), {SH(h_k, 3)}},
+    {"eps NaN", LV(ATTN_E_BAD_EPS, 1), {D_F(eps, NAN)}},
+    {"eps negative", LV(ATTN_E_BAD_EPS, 1), {D_F(eps, -1e-6f)}},
+    {"eps +inf", LV(ATTN_E_BAD_EPS, 1), {D_F(eps, INFINITY)}},
+    {"scale NaN", LV(ATTN_E_BAD_SCALE, 1), {D_F(scale, NAN)}},
+    {"scale +inf", LV(ATTN_E_BAD_SCALE, 1), {D_F(scale, INFINITY)}},
+    {"scale -inf", LV(ATTN_E_BAD_SCALE, 1), {D_F(scale, -INFINITY)}},
+    {"feature map COUNT", LV(ATTN_E_BAD_FEATURE_MAP, 1), {D_I(feature_map, ATTN_FEATURE_COUNT), NOSTATE}},
+    {"feature map -1", LV(ATTN_E_BAD_FEATURE_MAP, 1), {D_I(feature_map, -1), NOSTATE}},
+    {"feature map 99", LV(ATTN_E_BAD_FEATURE_MAP, 1), {D_I(feature_map, 99), NOSTATE}},
+    {"m = d + 1", LV(ATTN_E_BAD_FEATURE_MAP, 1), {D_Z(m, D + 1)}},
+    {"m = 1 < d", LV(ATTN_E_BAD_FEATURE_MAP, 1), {D_Z(m, 1)}},
     /* masks other than full and causal, with the call's state: windowed linear attention keeps
      * none, for every map (attn.h, since 0.4.0) */
-    {.name = "elu1 mask: causal window (3, 0), a state", LV(LV_MASK_WINDOW, ATTN_E_BAD_ARGUMENT, 0)},
-    {.name = "exp mask: causal window (3, 0), a state", LVX(LV_MASK_WINDOW, ATTN_E_BAD_ARGUMENT, 0, EXPM)},
-    {.name = "dsoftmax mask: right 5, a state", LVX(LV_MASK_RIGHT, ATTN_E_BAD_ARGUMENT, 0, DSM)},
-    {.name = "favor mask: diagonal (0, 0), a state", LVX(LV_MASK_DIAGONAL, ATTN_E_BAD_ARGUMENT, 0, FAV)},
-    {.name = "exp mask: causal chunk 16, a state", LVX(LV_MASK_CHUNK_CAUSAL, ATTN_E_BAD_ARGUMENT, 0, EXPM)},
-    {.name = "dsoftmax mask: full chunk 16, a state", LVX(LV_MASK_CHUNK_FULL, ATTN_E_BAD_ARGUMENT, 0, DSM)},
-    {.name = "normalize 2", LV(LV_NORM_2, ATTN_E_BAD_ARGUMENT, 1)},
-    {.name = "normalize -1", LV(LV_NORM_NEG, ATTN_E_BAD_ARGUMENT, 1)},
-    {.name = "chunk above ATTN_LINEAR_MAX_CHUNK", LV(LV_CHUNK_TOO_BIG, ATTN_E_BAD_ARGUMENT, 1)},
-    {.name = "workspace one byte short", LV(LV_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0)},
-    {.name = "o is q", LV(LV_O_IS_Q, ATTN_E_ALIASING, 0)},
-    {.name = "o inside k", LV(LV_O_IN_K, ATTN_E_ALIASING, 0)},
-    {.name = "o is v", LV(LV_O_IS_V, ATTN_E_ALIASING, 0)},
-    {.name = "state with another dv", LV(LV_STATE_DV, ATTN_E_STATE_MISMATCH, 0)},
-    {.name = "state with another head count", LV(LV_STATE_HEADS, ATTN_E_STATE_MISMATCH, 0)},
-    {.name = "state with other value heads (L 4)", LV(LV_STATE_HV, ATTN_E_STATE_MISMATCH, 0)},
-    {.name = "state with another feature size", LV(LV_STATE_D, ATTN_E_STATE_MISMATCH, 0)},
-    {.name = "state with another feature map", LV(LV_STATE_MAP, ATTN_E_STATE_MISMATCH, 0)},
-    {.name = "state with another normalize mode", LV(LV_STATE_NORM, ATTN_E_STATE_MISMATCH, 0)},
-    {.name = "state passed to bidirectional", LV(LV_STATE_BIDIR, ATTN_E_BAD_ARGUMENT, 0)},
-    {.name = "state data inside o", LV(LV_STATE_IN_O, ATTN_E_ALIASING, 0)},
-    {.name = "state data is k", LV(LV_STATE_IS_K, ATTN_E_ALIASING, 0)},
-    {.name = "state data inside the workspace", LV(LV_STATE_IN_WS, ATTN_E_ALIASING, 0)},
-    /* the exponential maps */
-    {.name = "exp un-normalised", LVX(LV_UNNORM, ATTN_E_BAD_NORMALIZATION, 1, EXPM)},
-    {.name = "favor un-normalised", LVX(LV_UNNORM, ATTN_E_BAD_NORMALIZATION, 1, FAV)},
-    {.name = "dsoftmax un-normalised", LVX(LV_UNNORM, ATTN_E_BAD_NORMALIZATION, 1, DSM)},
-    {.name = "exp scale 0", LVX(LV_SCALE_0, ATTN_E_BAD_SCALE, 1, EXPM)},
-    {.name = "exp scale -1", LVX(LV_SCALE_NEG, ATTN_E_BAD_SCALE, 1, EXPM)},
-    {.name = "exp scale NaN", LVX(LV_SCALE_NAN, ATTN_E_BAD_SCALE, 1, EXPM)},
-    {.name = "exp scale +inf", LVX(LV_SCALE_INF, ATTN_E_BAD_SCALE, 1, EXPM)},
-    {.name = "favor scale 0", LVX(LV_SCALE_0, ATTN_E_BAD_SCALE, 1, FAV)},
-    {.name = "favor scale -1", LVX(LV_SCALE_NEG, ATTN_E_BAD_SCALE, 1, FAV)},
-    {.name = "favor scale -inf", LVX(LV_SCALE_NINF, ATTN_E_BAD_SCALE, 1, FAV)},
-    {.name = "favor scale NaN", LVX(LV_SCALE_NAN, ATTN_E_BAD_SCALE, 1, FAV)},
-    {.name = "dsoftmax scale 2", LVX(LV_SCALE_2, ATTN_E_BAD_SCALE, 1, DSM)},
-    {.name = "dsoftmax scale 0.5", LVX(LV_SCALE_HALF, ATTN_E_BAD_SCALE, 1, DSM)},
-    {.name = "dsoftmax scale 0", LVX(LV_SCALE_0, ATTN_E_BAD_SCALE, 1, DSM)},
-    {.name = "dsoftmax scale NaN", LVX(LV_SCALE_NAN, ATTN_E_BAD_SCALE, 1, DSM)},
-    {.name = "dsoftmax eps 1e-6", LVX(LV_EPS_1E6, ATTN_E_BAD_EPS, 1, DSM)},
-    {.name = "dsoftmax eps NaN", LVX(LV_EPS_NAN, ATTN_E_BAD_EPS, 1, DSM)},
-    {.name = "dsoftmax eps negative", LVX(LV_EPS_NEG, ATTN_E_BAD_EPS, 1, DSM)},
-    {.name = "exp eps negative", LVX(LV_EPS_NEG, ATTN_E_BAD_EPS, 1, EXPM)},
-    {.name = "favor eps +inf", LVX(LV_EPS_INF, ATTN_E_BAD_EPS, 1, FAV)},
-    {.name = "feature map 6 (after dsoftmax)", LVX(LV_FM_6, ATTN_E_BAD_FEATURE_MAP, 1, DSM)},
-    {.name = "exp m = 1", LVX(LV_M_1, ATTN_E_BAD_FEATURE_MAP, 1, EXPM)},
-    {.name = "exp m = d + 1", LVX(LV_M_D_PLUS_1, ATTN_E_BAD_FEATURE_MAP, 1, EXPM)},
-    {.name = "exp m = 2d", LVX(LV_M_2D, ATTN_E_BAD_FEATURE_MAP, 1, EXPM)},
-    {.name = "dsoftmax m = 1", LVX(LV_M_1, ATTN_E_BAD_FEATURE_MAP, 1, DSM)},
-    {.name = "dsoftmax m = 2d", LVX(LV_M_2D, ATTN_E_BAD_FEATURE_MAP, 1, DSM)},
-    {.name = "favor source 99", LVX(LV_FAVOR_SRC_99, ATTN_E_BAD_FEATURE_MATRIX, 1, FAV)},
-    {.name = "favor source -1", LVX(LV_FAVOR_SRC_NEG, ATTN_E_BAD_FEATURE_MATRIX, 1, FAV)},
-    {.name = "favor caller W NULL", LVX(LV_FAVOR_W_NULL, ATTN_E_BAD_FEATURE_MATRIX, 1, FAV)},
-    {.name = "favor caller W^T NULL", LVX(LV_FAVOR_WT_NULL, ATTN_E_BAD_FEATURE_MATRIX, 1, FAV)},
-    {.name = "favor caller W^T with a NaN", LVX(LV_FAVOR_WT_NAN, ATTN_E_BAD_FEATURE_MATRIX, 1, FAV)},
-    {.name = "favor caller W with a NaN", LVX(LV_FAVOR_W_NAN, ATTN_E_BAD_FEATURE_MATRIX, 1, FAV)},
-    {.name = "favor caller W with +inf", LVX(LV_FAVOR_W_INF, ATTN_E_BAD_FEATURE_MATRIX, 1, FAV)},
-    {.name = "favor caller W, last element -inf", LVX(LV_FAVOR_W_NINF_LAST, ATTN_E_BAD_FEATURE_MATRIX, 1, FAV)},
-    {.name = "favor state m 64 used with m 128", LVX(LV_STATE_FAVOR_M, ATTN_E_STATE_MISMATCH, 0, FAV)},
-    {.name = "favor state (m = d) used with exp", LVX(LV_STATE_MAP_EXP, ATTN_E_STATE_MISMATCH, 0, EXPM)},
-    {.name = "exp state used with dsoftmax", LVX(LV_STATE_MAP_EXP, ATTN_E_STATE_MISMATCH, 0, DSM)},
-    {.name = "exp: state with another normalize mode", LVX(LV_STATE_NORM, ATTN_E_STATE_MISMATCH, 0, EXPM)},
-    {.name = "favor: state with another head count", LVX(LV_STATE_HEADS, ATTN_E_STATE_MISMATCH, 0, FAV)},
-    {.name = "dsoftmax: o is q", LVX(LV_O_IS_Q, ATTN_E_ALIASING, 0, DSM)},
-    {.name = "favor: workspace one byte short", LVX(LV_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0, FAV)},
-    {.name = "favor mask: causal window (3, 0), a state", LVX(LV_MASK_WINDOW, ATTN_E_BAD_ARGUMENT, 0, FAV)},
-    {.name = "favor mask: full chunk 16, a state", LVX(LV_MASK_CHUNK_FULL, ATTN_E_BAD_ARGUMENT, 0, FAV)},
-    {.name = "exp mask: right 5, a state", LVX(LV_MASK_RIGHT, ATTN_E_BAD_ARGUMENT, 0, EXPM)},
+    {"elu1 mask: causal window (3, 0), a state", LV(ATTN_E_BAD_ARGUMENT, 0), {MASK(3, 0, 0)}},
+    {"exp mask: causal window (3, 0), a state", LVX(ATTN_E_BAD_ARGUMENT, 0, EXPM), {MASK(3, 0, 0)}},
+    {"dsoftmax mask: right 5, a state", LVX(ATTN_E_BAD_ARGUMENT, 0, DSM), {MASK(U, 5, 0)}},
+    {"favor mask: diagonal (0, 0), a state", LVX(ATTN_E_BAD_ARGUMENT, 0, FAV), {MASK(0, 0, 0)}},
+    {"exp mask: causal chunk 16, a state", LVX(ATTN_E_BAD_ARGUMENT, 0, EXPM), {D_Z(mask.chunk, 16)}},
+    {"dsoftmax mask: full chunk 16, a state", LVX(ATTN_E_BAD_ARGUMENT, 0, DSM), {MASK(U, U, 16)}},
+    {"normalize 2", LV(ATTN_E_BAD_ARGUMENT, 1), {D_I(normalize, 2), NOSTATE}},
+    {"normalize -1", LV(ATTN_E_BAD_ARGUMENT, 1), {D_I(normalize, -1), NOSTATE}},
+    {"chunk above ATTN_LINEAR_MAX_CHUNK", LV(ATTN_E_BAD_ARGUMENT, 1), {D_Z(chunk, ATTN_LINEAR_MAX_CHUNK + 1)}},
+    {"workspace one byte short", LV(ATTN_E_WORKSPACE_TOO_SMALL, 0), {TU_ADD(OB_ARG, lv_args, ws_size, -1)}},
+    {"o is q", LV(ATTN_E_ALIASING, 0), {ARG_PTR(o, OB_Q, 0)}},
+    {"o inside k", LV(ATTN_E_ALIASING, 0), {ARG_PTR(o, OB_K, 5)}},
+    {"o is v", LV(ATTN_E_ALIASING, 0), {ARG_PTR(o, OB_V, 0)}},
+    {"state with another dv", LV(ATTN_E_STATE_MISMATCH, 0), {ALT_Z(shape.dv, DV - 1)}},
+    {"state with another head count", LV(ATTN_E_STATE_MISMATCH, 0), {ALT_Z(shape.h_k, 1), ALT_Z(shape.h_v, 1)}},
+    {"state with other value heads (L 4)", LV(ATTN_E_STATE_MISMATCH, 0), {ALT_Z(shape.h_v, HQ)}},
+    {"state with another feature size", LV(ATTN_E_STATE_MISMATCH, 0), {ALT_Z(shape.d, D + 1)}},
+    {"state with another feature map", LV(ATTN_E_STATE_MISMATCH, 0), {ALT_I(feature_map, ATTN_FEATURE_IDENTITY)}},
+    {"state with another normalize mode", LV(ATTN_E_STATE_MISMATCH, 0), {ALT_I(normalize, 0)}},
+    {"state passed to bidirectional", LV(ATTN_E_BAD_ARGUMENT, 0), {MASK(U, U, 0)}},
+    {"state data inside o", LV(ATTN_E_ALIASING, 0), {ST_PTR(OB_O, 2)}},
+    {"state data is k", LV(ATTN_E_ALIASING, 0), {ST_PTR(OB_K, 0)}},
+    {"state data inside the workspace",
+     LV(ATTN_E_ALIASING, 0),
+     {ST_PTR(OB_WS, 8), TU_ADD(OB_ARG, lv_args, ws_size, 4096)}},
+    /* the exponential maps (rows with .xmap: the valid call uses that map, and its state) */
+    {"exp un-normalised", LVX(ATTN_E_BAD_NORMALIZATION, 1, EXPM), {D_I(normalize, 0), NOSTATE}},
+    {"favor un-normalised", LVX(ATTN_E_BAD_NORMALIZATION, 1, FAV), {D_I(normalize, 0), NOSTATE}},
+    {"dsoftmax un-normalised", LVX(ATTN_E_BAD_NORMALIZATION, 1, DSM), {D_I(normalize, 0), NOSTATE}},
+    {"exp scale 0", LVX(ATTN_E_BAD_SCALE, 1, EXPM), {D_F(scale, 0.0f)}},
+    {"exp scale -1", LVX(ATTN_E_BAD_SCALE, 1, EXPM), {D_F(scale, -1.0f)}},
+    {"exp scale NaN", LVX(ATTN_E_BAD_SCALE, 1, EXPM), {D_F(scale, NAN)}},
+    {"exp scale +inf", LVX(ATTN_E_BAD_SCALE, 1, EXPM), {D_F(scale, INFINITY)}},
+    {"favor scale 0", LVX(ATTN_E_BAD_SCALE, 1, FAV), {D_F(scale, 0.0f)}},
+    {"favor scale -1", LVX(ATTN_E_BAD_SCALE, 1, FAV), {D_F(scale, -1.0f)}},
+    {"favor scale -inf", LVX(ATTN_E_BAD_SCALE, 1, FAV), {D_F(scale, -INFINITY)}},
+    {"favor scale NaN", LVX(ATTN_E_BAD_SCALE, 1, FAV), {D_F(scale, NAN)}},
+    {"dsoftmax scale 2", LVX(ATTN_E_BAD_SCALE, 1, DSM), {D_F(scale, 2.0f)}},
+    {"dsoftmax scale 0.5", LVX(ATTN_E_BAD_SCALE, 1, DSM), {D_F(scale, 0.5f)}},
+    {"dsoftmax scale 0", LVX(ATTN_E_BAD_SCALE, 1, DSM), {D_F(scale, 0.0f)}},
+    {"dsoftmax scale NaN", LVX(ATTN_E_BAD_SCALE, 1, DSM), {D_F(scale, NAN)}},
+    {"dsoftmax eps 1e-6", LVX(ATTN_E_BAD_EPS, 1, DSM), {D_F(eps, 1e-6f)}},
+    {"dsoftmax eps NaN", LVX(ATTN_E_BAD_EPS, 1, DSM), {D_F(eps, NAN)}},
+    {"dsoftmax eps negative", LVX(ATTN_E_BAD_EPS, 1, DSM), {D_F(eps, -1e-6f)}},
+    {"exp eps negative", LVX(ATTN_E_BAD_EPS, 1, EXPM), {D_F(eps, -1e-6f)}},
+    {"favor eps +inf", LVX(ATTN_E_BAD_EPS, 1, FAV), {D_F(eps, INFINITY)}},
+    {"feature map 6 (after dsoftmax)", LVX(ATTN_E_BAD_FEATURE_MAP, 1, DSM), {D_I(feature_map, 6), NOSTATE}},
+    {"exp m = 1", LVX(ATTN_E_BAD_FEATURE_MAP, 1, EXPM), {D_Z(m, 1)}},
+    {"exp m = d + 1", LVX(ATTN_E_BAD_FEATURE_MAP, 1, EXPM), {D_Z(m, D + 1)}},
+    {"exp m = 2d", LVX(ATTN_E_BAD_FEATURE_MAP, 1, EXPM), {D_Z(m, 2 * D)}},
+    {"dsoftmax m = 1", LVX(ATTN_E_BAD_FEATURE_MAP, 1, DSM), {D_Z(m, 1)}},
+    {"dsoftmax m = 2d", LVX(ATTN_E_BAD_FEATURE_MAP, 1, DSM), {D_Z(m, 2 * D)}},
+    {"favor source 99", LVX(ATTN_E_BAD_FEATURE_MATRIX, 1, FAV), {D_I(favor_source, 99)}},
+    {"favor source -1", LVX(ATTN_E_BAD_FEATURE_MATRIX, 1, FAV), {D_I(favor_source, -1)}},
+    {"favor caller W NULL",
+     LVX(ATTN_E_BAD_FEATURE_MATRIX, 1, FAV),
+     {D_I(favor_source, ATTN_FAVOR_CALLER), TU_NUL(OB_D, attn_linear_desc, favor_w)}},
+    {"favor caller W^T NULL",
+     LVX(ATTN_E_BAD_FEATURE_MATRIX, 1, FAV),
+     {D_I(favor_source, ATTN_FAVOR_CALLER_T), TU_NUL(OB_D, attn_linear_desc, favor_w)}},
+    /* the W rows: a valid call with the caller's W (m = 4d by default: 4 * D * D floats) */
+    {"favor caller W^T with a NaN",
+     LVX(ATTN_E_BAD_FEATURE_MATRIX, 1, FAV),
+     {W_CALLER(ATTN_FAVOR_CALLER_T), W(4 * D * D - 2, NAN)}},
+    {"favor caller W with a NaN", LVX(ATTN_E_BAD_FEATURE_MATRIX, 1, FAV), {W(5, NAN)}, {W_CALLER(ATTN_FAVOR_CALLER)}},
+    {"favor caller W with +inf",
+     LVX(ATTN_E_BAD_FEATURE_MATRIX, 1, FAV),
+     {W(4 * D * D / 2, INFINITY)},
+     {W_CALLER(ATTN_FAVOR_CALLER)}},
+    {"favor caller W, last element -inf",
+     LVX(ATTN_E_BAD_FEATURE_MATRIX, 1, FAV),
+     {W(4 * D * D - 1, -INFINITY)},
+     {W_CALLER(ATTN_FAVOR_CALLER)}},
+    /* the call: m 128; its state: made for m 64 */
+    {"favor state m 64 used with m 128", LVX(ATTN_E_STATE_MISMATCH, 0, FAV), {ALT_Z(m, 64)}, {D_Z(m, 128)}},
+    /* a state of the same shape (m = d) made for another exponential map */
+    {"favor state (m = d) used with exp", LVX(ATTN_E_STATE_MISMATCH, 0, EXPM), {ALT_I(feature_map, FAV), ALT_Z(m, D)}},
+    {"exp state used with dsoftmax", LVX(ATTN_E_STATE_MISMATCH, 0, DSM), {ALT_I(feature_map, EXPM), ALT_Z(m, D)}},
+    {"exp: state with another normalize mode", LVX(ATTN_E_STATE_MISMATCH, 0, EXPM), {ALT_I(normalize, 0)}},
+    {"favor: state with another head count",
+     LVX(ATTN_E_STATE_MISMATCH, 0, FAV),
+     {ALT_Z(shape.h_k, 1), ALT_Z(shape.h_v, 1)}},
+    {"dsoftmax: o is q", LVX(ATTN_E_ALIASING, 0, DSM), {ARG_PTR(o, OB_Q, 0)}},
+    {"favor: workspace one byte short",
+     LVX(ATTN_E_WORKSPACE_TOO_SMALL, 0, FAV),
+     {TU_ADD(OB_ARG, lv_args, ws_size, -1)}},
+    {"favor mask: causal window (3, 0), a state", LVX(ATTN_E_BAD_ARGUMENT, 0, FAV), {MASK(3, 0, 0)}},
+    {"favor mask: full chunk 16, a state", LVX(ATTN_E_BAD_ARGUMENT, 0, FAV), {MASK(U, U, 16)}},
+    {"exp mask: right 5, a state", LVX(ATTN_E_BAD_ARGUMENT, 0, EXPM), {MASK(U, 5, 0)}},
 };
 #define LV_NCASES (sizeof lv_cases / sizeof lv_cases[0])
 
@@ -537,282 +504,24 @@ START_TEST(linear_rejects_bad_input) {
   attn_linear_desc d;
   const attn_feature_map base_map = c->xmap ? (attn_feature_map)c->xmap : ELU;
   ck_assert_int_eq(attn_linear_desc_init(&d, NQ, NKV, HQ, HKV, D, DV, base_map), ATTN_OK);
-  /* a valid FAVOR+ call with the caller's W (the W rows change it); seed rows change the source */
-  float wbuf[8 * D * D];
+  float wbuf[8 * D * D]; /* the caller's W of the W rows */
   for (size_t e = 0; e < sizeof wbuf / sizeof wbuf[0]; ++e) wbuf[e] = tu_rng_range(&rng, -1.0f, 1.0f);
-  const int w_row = c->kind == LV_FAVOR_W_NAN || c->kind == LV_FAVOR_W_INF || c->kind == LV_FAVOR_W_NINF_LAST;
-  if (w_row) {
-    d.favor_source = ATTN_FAVOR_CALLER;
-    d.favor_w = wbuf; /* m = 4d by default: 4 * D * D floats */
-  }
-  if (c->kind == LV_STATE_FAVOR_M) d.m = 128;
-  lu_state st, alt;
-  lu_state_make_filled(&st, &d, &rng);
-  size_t need = 0;
-  ck_assert_int_eq(attn_linear_workspace_size(&d, &need), ATTN_OK);
-  tu_tensor o;
-  tu_tensor_alloc(&o, T, NQ, HQ, DV, 1);
-  void *ws = tu_alloc(need + 4096, 0);
-  const float *q = x.q.data, *k = x.k.data, *v = x.v.data;
-  float *op = o.data;
-  size_t ws_size = need;
-  const attn_linear_desc *dp = &d;
-  attn_linear_state *sp = &st.s;
-  attn_shape *s = &d.shape;
-  int have_alt = 0;
+  void *obj[OB_N] = {[OB_D] = &d, [OB_W] = wbuf};
+  tu_edits_apply(c->pre, 2, obj, OB_N); /* the valid call */
+  lu_bad_call b;
+  lu_bad_call_make(&b, &d, &rng, NQ, HQ, DV);
+  lv_args a = {&d, x.q.data, x.k.data, x.v.data, b.o.data, &b.st.s, b.ws, b.need};
   attn_linear_desc ad = d;
-  switch (c->kind) {
-    case LV_DESC_NULL:
-      dp = NULL;
-      break;
-    case LV_Q_NULL:
-      q = NULL;
-      break;
-    case LV_K_NULL:
-      k = NULL;
-      break;
-    case LV_V_NULL:
-      v = NULL;
-      break;
-    case LV_O_NULL:
-      op = NULL;
-      break;
-    case LV_WS_NULL:
-      break; /* pointer set below */
-    case LV_STATE_DATA_NULL:
-      st.s.data = NULL;
-      break;
-    case LV_NQ_0:
-      s->n_q = 0;
-      break;
-    case LV_NKV_0:
-      s->n_kv = 0;
-      break;
-    case LV_HQ_0:
-      s->h_q = 0;
-      break;
-    case LV_HK_0:
-      s->h_k = 0;
-      sp = NULL;
-      break;
-    case LV_HV_0:
-      s->h_v = 0;
-      sp = NULL;
-      break;
-    case LV_D_0:
-      s->d = 0;
-      sp = NULL;
-      break;
-    case LV_DV_0:
-      s->dv = 0;
-      sp = NULL;
-      break;
-    case LV_NQ_HUGE:
-      s->n_q = HUGE_N;
-      break;
-    case LV_NKV_HUGE:
-      s->n_kv = HUGE_N;
-      break;
-    case LV_KROW_HUGE:
-      s->k.row_stride = SIZE_MAX / 4;
-      break;
-    case LV_QROW_SMALL:
-      s->q.row_stride = D - 1;
-      break;
-    case LV_VHEAD_SMALL:
-      s->v.head_stride = DV - 1;
-      break;
-    case LV_O_SELF_OVERLAP:
-      s->o.row_stride = DV;
-      s->o.head_stride = DV;
-      break;
-    case LV_HEADS_3_2:
-      s->h_q = 3;
-      break;
-    case LV_HV_3:
-      s->h_v = 3;
-      break;
-    case LV_HK_3:
-      s->h_k = 3;
-      break;
-    case LV_EPS_NAN:
-      d.eps = NAN;
-      break;
-    case LV_EPS_NEG:
-      d.eps = -1e-6f;
-      break;
-    case LV_EPS_INF:
-      d.eps = INFINITY;
-      break;
-    case LV_SCALE_NAN:
-      d.scale = NAN;
-      break;
-    case LV_SCALE_INF:
-      d.scale = INFINITY;
-      break;
-    case LV_SCALE_NINF:
-      d.scale = -INFINITY;
-      break;
-    case LV_FM_COUNT:
-      d.feature_map = ATTN_FEATURE_COUNT;
-      sp = NULL;
-      break;
-    case LV_FM_NEG:
-      d.feature_map = (attn_feature_map)-1;
-      sp = NULL;
-      break;
-    case LV_FM_99:
-      d.feature_map = (attn_feature_map)99;
-      sp = NULL;
-      break;
-    case LV_M_D_PLUS_1:
-      d.m = D + 1;
-      break;
-    case LV_M_1:
-      d.m = 1;
-      break;
-    case LV_MASK_WINDOW:
-      d.mask = attn_mask_window(3, 0);
-      break;
-    case LV_MASK_RIGHT:
-      d.mask = attn_mask_window(ATTN_UNBOUNDED, 5);
-      break;
-    case LV_MASK_DIAGONAL:
-      d.mask = attn_mask_window(0, 0);
-      break;
-    case LV_MASK_CHUNK_CAUSAL:
-      d.mask.chunk = 16;
-      break;
-    case LV_MASK_CHUNK_FULL:
-      d.mask = attn_mask_full();
-      d.mask.chunk = 16;
-      break;
-    case LV_NORM_2:
-      d.normalize = 2;
-      sp = NULL;
-      break;
-    case LV_NORM_NEG:
-      d.normalize = -1;
-      sp = NULL;
-      break;
-    case LV_CHUNK_TOO_BIG:
-      d.chunk = ATTN_LINEAR_MAX_CHUNK + 1;
-      break;
-    case LV_WS_SMALL:
-      ck_assert_uint_gt(need, 0);
-      ws_size = need - 1;
-      break;
-    case LV_O_IS_Q:
-      op = x.q.data;
-      break;
-    case LV_O_IN_K:
-      op = x.k.data + 5;
-      break;
-    case LV_O_IS_V:
-      op = x.v.data;
-      break;
-    case LV_STATE_DV:
-      ad.shape.dv = DV - 1;
-      have_alt = 1;
-      break;
-    case LV_STATE_HEADS:
-      ad.shape.h_k = ad.shape.h_v = 1;
-      have_alt = 1;
-      break;
-    case LV_STATE_HV:
-      ad.shape.h_v = HQ;
-      have_alt = 1;
-      break;
-    case LV_STATE_D:
-      ad.shape.d = D + 1;
-      have_alt = 1;
-      break;
-    case LV_STATE_MAP:
-      ad.feature_map = ATTN_FEATURE_IDENTITY;
-      have_alt = 1;
-      break;
-    case LV_STATE_NORM:
-      ad.normalize = 0;
-      have_alt = 1;
-      break;
-    case LV_STATE_BIDIR:
-      d.mask = attn_mask_full();
-      break;
-    case LV_STATE_IN_O:
-      st.s.data = o.data + 2;
-      break;
-    case LV_STATE_IS_K:
-      st.s.data = x.k.data;
-      break;
-    case LV_STATE_IN_WS:
-      st.s.data = (float *)ws + 8;
-      ws_size = need + 4096;
-      break;
-    case LV_UNNORM:
-      d.normalize = 0;
-      sp = NULL;
-      break;
-    case LV_SCALE_0:
-      d.scale = 0.0f;
-      break;
-    case LV_SCALE_NEG:
-      d.scale = -1.0f;
-      break;
-    case LV_SCALE_2:
-      d.scale = 2.0f;
-      break;
-    case LV_SCALE_HALF:
-      d.scale = 0.5f;
-      break;
-    case LV_EPS_1E6:
-      d.eps = 1e-6f;
-      break;
-    case LV_FM_6:
-      d.feature_map = (attn_feature_map)6;
-      sp = NULL;
-      break;
-    case LV_M_2D:
-      d.m = 2 * D;
-      break;
-    case LV_FAVOR_SRC_99:
-      d.favor_source = (attn_favor_source)99;
-      break;
-    case LV_FAVOR_SRC_NEG:
-      d.favor_source = (attn_favor_source)-1;
-      break;
-    case LV_FAVOR_W_NULL:
-      d.favor_source = ATTN_FAVOR_CALLER;
-      d.favor_w = NULL;
-      break;
-    case LV_FAVOR_W_NAN:
-      wbuf[5] = NAN;
-      break;
-    case LV_FAVOR_WT_NULL:
-      d.favor_source = ATTN_FAVOR_CALLER_T;
-      d.favor_w = NULL;
-      break;
-    case LV_FAVOR_WT_NAN:
-      d.favor_source = ATTN_FAVOR_CALLER_T;
-      d.favor_w = wbuf;
-      wbuf[4 * D * D - 2] = NAN;
-      break;
-    case LV_FAVOR_W_INF:
-      wbuf[4 * D * D / 2] = INFINITY;
-      break;
-    case LV_FAVOR_W_NINF_LAST:
-      wbuf[4 * D * D - 1] = -INFINITY;
-      break;
-    case LV_STATE_FAVOR_M: /* the call: m 128; its state: made for m 64 */
-      ad.m = 64;
-      have_alt = 1;
-      break;
-    case LV_STATE_MAP_EXP: /* a state of the same shape (m = d) made for another exponential map */
-      ad.feature_map = base_map == EXPM ? FAV : EXPM;
-      ad.m = D;
-      have_alt = 1;
-      break;
-  }
-  if (have_alt) { /* a state of another shape or mode, from a valid descriptor */
+  obj[OB_ARG] = &a;
+  obj[OB_STATE] = &b.st.s;
+  obj[OB_ALT] = &ad;
+  obj[OB_Q] = x.q.data;
+  obj[OB_K] = x.k.data;
+  obj[OB_V] = x.v.data;
+  obj[OB_O] = b.o.data;
+  obj[OB_WS] = b.ws;
+  tu_edits_apply(c->edit, TU_EDITS, obj, OB_N);
+  if (tu_edits_touch(c->edit, TU_EDITS, OB_ALT)) { /* a state of another shape or mode, from a valid descriptor */
     attn_linear_desc fresh;
     ck_assert_int_eq(attn_linear_desc_init(&fresh, NQ, NKV, HQ, HKV, D, DV, ad.feature_map), ATTN_OK);
     const attn_shape *as = &ad.shape;
@@ -820,18 +529,13 @@ START_TEST(linear_rejects_bad_input) {
     fresh.normalize = ad.normalize;
     fresh.m = ad.m;
     if (!ad.normalize && lu_xmap(ad.feature_map)) fresh.feature_map = ELU; /* a valid un-normalised state */
-    lu_state_make_filled(&alt, &fresh, &rng);
-    sp = &alt.s;
+    lu_state_make_filled(&b.alt, &fresh, &rng);
+    a.s = &b.alt.s;
   }
-  lu_rejected untouched; /* the state that goes in (struct and data) */
-  lu_rejected_take(&untouched, sp, have_alt ? alt.mem : st.mem, have_alt ? alt.bytes : st.bytes);
-  ck_assert_int_eq(attn_linear(dp, q, k, v, op, sp, c->kind == LV_WS_NULL ? NULL : ws, ws_size), c->expect);
+  lu_bad_call_take(&b, a.s); /* the state that goes in (struct and data) */
+  ck_assert_int_eq(attn_linear(a.d, a.q, a.k, a.v, a.o, a.s, a.ws, a.ws_size), c->expect);
   if (c->desc_level) lu_assert_queries(&d, c->expect);
-  lu_rejected_check(&untouched, &o, ws, &x);
-  if (have_alt) tu_free(alt.mem);
-  tu_free(st.mem);
-  tu_free(ws);
-  tu_tensor_free(&o);
+  lu_bad_call_finish(&b, &x);
   tu_qkv_free(&x);
 }
 END_TEST

@@ -537,80 +537,29 @@ enum { BNQ = 5, BNKV = 9, BHQ = 4, BHKV = 2, BD = 8, BDV = 6, BSEL = 3 };
 /* f's buffer: room for o or lse inside it */
 #define BF_FLOATS ((size_t)4 * BNKV * BHQ * BDV)
 
-typedef enum bs_kind {
-  BS_F_NULL = TU_BAD_OWN,
-  BS_HSEL_HQ,
-  BS_HSEL_HUGE,
-  BS_F_IN_Q,
-  BS_F_IN_K,
-  BS_F_IN_V,
-  BS_F_IN_O,
-  BS_F_IN_LSE,
-  BS_F_IN_WS,
-  BS_O_IN_F,
-  BS_LSE_IN_F
-} bs_kind;
-
-#define BS(k, s, lvl) .fault = (k), .expect = (s), .desc_level = (lvl)
+/* Selective's own rows: edits of the descriptor (h_sel), of the call's f (F: f points n floats
+ * into an object) and of the shared arguments (ARG). */
+enum { OB_DESC = TU_OB_OWN, OB_FBUF, OB_FP };
+#define BS(s, lvl)    .fault = TU_BAD_OWN, .expect = (s), .desc_level = (lvl)
+#define HSEL(val)     TU_SET_Z(OB_DESC, attn_selective_desc, h_sel, val)
+#define F(to, n)      TU_ELEM_P(OB_FP, 0, to, n)
+#define ARG(f, to, n) TU_PTR(TU_OB_BAD, tu_bad, f, to, n)
 static const tu_bad_case bs_cases[] = {
-    {.name = "f NULL", BS(BS_F_NULL, ATTN_E_NULL_POINTER, 0)},
-    {.name = "h_sel = h_q", BS(BS_HSEL_HQ, ATTN_E_BAD_HEADS, 1)},
-    {.name = "h_sel SIZE_MAX", BS(BS_HSEL_HUGE, ATTN_E_BAD_HEADS, 1)},
-    {.name = "f inside q", BS(BS_F_IN_Q, ATTN_E_ALIASING, 0)},
-    {.name = "f inside k", BS(BS_F_IN_K, ATTN_E_ALIASING, 0)},
-    {.name = "f inside v", BS(BS_F_IN_V, ATTN_E_ALIASING, 0)},
-    {.name = "f inside o", BS(BS_F_IN_O, ATTN_E_ALIASING, 0)},
-    {.name = "f inside lse", BS(BS_F_IN_LSE, ATTN_E_ALIASING, 0)},
-    {.name = "f inside workspace", BS(BS_F_IN_WS, ATTN_E_ALIASING, 0)},
-    {.name = "o overlaps f", BS(BS_O_IN_F, ATTN_E_ALIASING, 0)},
-    {.name = "lse inside f", BS(BS_LSE_IN_F, ATTN_E_ALIASING, 0)},
+    {"f NULL", BS(ATTN_E_NULL_POINTER, 0), {F(TU_OBJ_NONE, 0)}},
+    {"h_sel = h_q", BS(ATTN_E_BAD_HEADS, 1), {HSEL(BHQ)}},
+    {"h_sel SIZE_MAX", BS(ATTN_E_BAD_HEADS, 1), {HSEL(SIZE_MAX)}},
+    {"f inside q", BS(ATTN_E_ALIASING, 0), {F(TU_OB_Q, 3)}},
+    {"f inside k", BS(ATTN_E_ALIASING, 0), {F(TU_OB_K, 5)}},
+    {"f inside v", BS(ATTN_E_ALIASING, 0), {F(TU_OB_V, 0)}},
+    {"f inside o", BS(ATTN_E_ALIASING, 0), {F(TU_OB_O, 7)}},
+    {"f inside lse", BS(ATTN_E_ALIASING, 0), {F(TU_OB_LSE_DATA, 2)}},
+    {"f inside workspace",
+     BS(ATTN_E_ALIASING, 0),
+     {F(TU_OB_WS, 4), TU_ADD(TU_OB_BAD, tu_bad, ws_size, TU_BAD_WS_ROOM)}},
+    {"o overlaps f", BS(ATTN_E_ALIASING, 0), {ARG(o_arg, OB_FBUF, BNKV - 1)}}, /* o's first element is f's last */
+    {"lse inside f", BS(ATTN_E_ALIASING, 0), {ARG(lse_arg, OB_FBUF, 2)}},
 };
 #define BS_NOWN (sizeof bs_cases / sizeof bs_cases[0])
-
-/* Applies one of selective's own faults to the descriptor's h_sel or the call's pointers (*fp:
- * the call's f). A shared fault that leaves h_sel no longer below h_q gets h_sel 0, so that the
- * row tests its own fault, not h_sel. */
-static void sel_bad_apply(tu_bad *b, int fault, attn_selective_desc *d, float *fbuf, float **fp) {
-  switch ((bs_kind)fault) {
-    case BS_F_NULL:
-      *fp = NULL;
-      break;
-    case BS_HSEL_HQ:
-      d->h_sel = BHQ;
-      break;
-    case BS_HSEL_HUGE:
-      d->h_sel = SIZE_MAX;
-      break;
-    case BS_F_IN_Q:
-      *fp = b->x.q.data + 3;
-      break;
-    case BS_F_IN_K:
-      *fp = b->x.k.data + 5;
-      break;
-    case BS_F_IN_V:
-      *fp = b->x.v.data;
-      break;
-    case BS_F_IN_O:
-      *fp = b->o.data + 7;
-      break;
-    case BS_F_IN_LSE:
-      *fp = b->lse.data + 2;
-      break;
-    case BS_F_IN_WS:
-      *fp = (float *)b->ws + 4;
-      b->ws_size = b->need + TU_BAD_WS_ROOM;
-      break;
-    case BS_O_IN_F:
-      b->o_arg = fbuf + BNKV - 1; /* o's first element is f's last */
-      break;
-    case BS_LSE_IN_F:
-      b->lse_arg = fbuf + 2;
-      break;
-    default: /* a shared fault (tu_bad_apply) */
-      if (d->shape.h_q && d->h_sel >= d->shape.h_q) d->h_sel = 0;
-      break;
-  }
-}
 
 START_TEST(selective_rejects_bad_input) {
   const tu_bad_case *c = tu_bad_row((size_t)_i, 1, bs_cases);
@@ -629,8 +578,10 @@ START_TEST(selective_rejects_bad_input) {
   ck_assert_ptr_nonnull(f_before);
   memcpy(f_before, fbuf, sizeof(float) * BF_FLOATS);
   float *fp = fbuf;
-  tu_bad_apply(&b, c->fault, &d.shape, &d.scale, &d.lse);
-  sel_bad_apply(&b, c->fault, &d, fbuf, &fp);
+  tu_bad_apply(&b, c, &d.shape, &d.scale, &d.lse, (void *[]){&d, fbuf, &fp}, 3);
+  /* a shared fault that leaves h_sel no longer below h_q gets h_sel 0, so that the row tests its
+   * own fault, not h_sel */
+  if (c->fault < TU_BAD_OWN && d.shape.h_q && d.h_sel >= d.shape.h_q) d.h_sel = 0;
   const attn_selective_desc *dp = b.desc_null ? NULL : &d;
   tu_bad_assert_status(c, "attn_selective",
                        attn_selective(dp, b.q, b.k, b.v, b.o_arg, b.lse_arg, fp, b.ws_arg, b.ws_size));

@@ -568,37 +568,56 @@ typedef enum cb_kind {
   CB_WS_MISMATCH
 } cb_kind;
 
+/* The step's arguments, which the step rows' edits change, and the objects the edits name: the
+ * descriptor, the arguments, the cache memory (its start and its end) and the step's q row. The
+ * other rows (load, copy, the workspace query) make their own calls. */
+typedef struct sc_args {
+  const attn_selective_desc *d;
+  attn_selcache *c;
+  const float *q, *k, *v;
+  float *o, *lse;
+  void *ws;
+  size_t ws_size;
+} sc_args;
+enum { OB_D, OB_ARG, OB_MEM, OB_MEM_END, OB_Q, OB_N };
+#define CB(f, s)          .fault = (f), .expect = (s), .desc_level = 0
+#define SH(m, val)        TU_SET_Z(OB_D, attn_selective_desc, shape.m, val)
+#define ARG_NUL(m)        TU_NUL(OB_ARG, sc_args, m)
+#define ARG_PTR(m, to, k) TU_PTR(OB_ARG, sc_args, m, to, k)
 static const tu_bad_case cb_cases[] = {
-    {"step: desc NULL", CB_STEP_DESC_NULL, ATTN_E_NULL_POINTER, 0},
-    {"step: cache NULL", CB_STEP_CACHE_NULL, ATTN_E_NULL_POINTER, 0},
-    {"step: q NULL", CB_STEP_Q_NULL, ATTN_E_NULL_POINTER, 0},
-    {"step: k NULL", CB_STEP_K_NULL, ATTN_E_NULL_POINTER, 0},
-    {"step: v NULL", CB_STEP_V_NULL, ATTN_E_NULL_POINTER, 0},
-    {"step: o NULL", CB_STEP_O_NULL, ATTN_E_NULL_POINTER, 0},
-    {"step: workspace NULL", CB_STEP_WS_NULL, ATTN_E_NULL_POINTER, 0},
-    {"step: n_q 2", CB_STEP_NQ_2, ATTN_E_BAD_ARGUMENT, 0},
-    {"step: n_kv 2", CB_STEP_NKV_2, ATTN_E_BAD_ARGUMENT, 0},
-    {"step: h_kv of the cache differs", CB_STEP_HKV_MISMATCH, ATTN_E_STATE_MISMATCH, 0},
-    {"step: d of the cache differs", CB_STEP_D_MISMATCH, ATTN_E_STATE_MISMATCH, 0},
-    {"step: dv of the cache differs", CB_STEP_DV_MISMATCH, ATTN_E_STATE_MISMATCH, 0},
-    {"step: h_sel = h_q", CB_STEP_HSEL, ATTN_E_BAD_HEADS, 0},
-    {"step: scale NaN", CB_STEP_SCALE_NAN, ATTN_E_BAD_SCALE, 0},
-    {"step: workspace one byte short", CB_STEP_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL, 0},
-    {"step: cache full, no budget", CB_STEP_FULL, ATTN_E_WORKSPACE_TOO_SMALL, 0},
-    {"step: o inside the cache memory", CB_STEP_O_IN_MEMORY, ATTN_E_ALIASING, 0},
-    {"step: lse inside the cache memory", CB_STEP_LSE_IN_MEMORY, ATTN_E_ALIASING, 0},
-    {"step: workspace overlaps the cache memory", CB_STEP_WS_IN_MEMORY, ATTN_E_ALIASING, 0},
-    {"step: o is q", CB_STEP_O_IS_Q, ATTN_E_ALIASING, 0},
-    {"load: more tokens than free slots", CB_LOAD_TOO_MANY, ATTN_E_WORKSPACE_TOO_SMALL, 0},
-    {"load: d of the cache differs", CB_LOAD_MISMATCH, ATTN_E_STATE_MISMATCH, 0},
-    {"load: k NULL", CB_LOAD_K_NULL, ATTN_E_NULL_POINTER, 0},
-    {"load: f NULL", CB_LOAD_F_NULL, ATTN_E_NULL_POINTER, 0},
-    {"load: f inside the cache memory", CB_LOAD_F_IN_MEMORY, ATTN_E_ALIASING, 0},
-    {"copy: src NULL", CB_COPY_NULL, ATTN_E_NULL_POINTER, 0},
-    {"copy: capacities differ", CB_COPY_CAPACITY, ATTN_E_STATE_MISMATCH, 0},
-    {"copy: dv differs", CB_COPY_DV, ATTN_E_STATE_MISMATCH, 0},
-    {"copy: memories overlap", CB_COPY_OVERLAP, ATTN_E_ALIASING, 0},
-    {"workspace size: d of the cache differs", CB_WS_MISMATCH, ATTN_E_STATE_MISMATCH, 0},
+    {"step: desc NULL", CB(CB_STEP_DESC_NULL, ATTN_E_NULL_POINTER), {ARG_NUL(d)}},
+    {"step: cache NULL", CB(CB_STEP_CACHE_NULL, ATTN_E_NULL_POINTER), {ARG_NUL(c)}},
+    {"step: q NULL", CB(CB_STEP_Q_NULL, ATTN_E_NULL_POINTER), {ARG_NUL(q)}},
+    {"step: k NULL", CB(CB_STEP_K_NULL, ATTN_E_NULL_POINTER), {ARG_NUL(k)}},
+    {"step: v NULL", CB(CB_STEP_V_NULL, ATTN_E_NULL_POINTER), {ARG_NUL(v)}},
+    {"step: o NULL", CB(CB_STEP_O_NULL, ATTN_E_NULL_POINTER), {ARG_NUL(o)}},
+    {"step: workspace NULL", CB(CB_STEP_WS_NULL, ATTN_E_NULL_POINTER), {ARG_NUL(ws)}},
+    {"step: n_q 2", CB(CB_STEP_NQ_2, ATTN_E_BAD_ARGUMENT), {SH(n_q, 2)}},
+    {"step: n_kv 2", CB(CB_STEP_NKV_2, ATTN_E_BAD_ARGUMENT), {SH(n_kv, 2)}},
+    /* h_kv 1: the same rows read as MQA */
+    {"step: h_kv of the cache differs", CB(CB_STEP_HKV_MISMATCH, ATTN_E_STATE_MISMATCH), {SH(h_k, 1), SH(h_v, 1)}},
+    {"step: d of the cache differs", CB(CB_STEP_D_MISMATCH, ATTN_E_STATE_MISMATCH), {SH(d, 2 * CD)}},
+    {"step: dv of the cache differs", CB(CB_STEP_DV_MISMATCH, ATTN_E_STATE_MISMATCH), {SH(dv, CDV - 1)}},
+    {"step: h_sel = h_q", CB(CB_STEP_HSEL, ATTN_E_BAD_HEADS), {TU_SET_Z(OB_D, attn_selective_desc, h_sel, CHQ)}},
+    {"step: scale NaN", CB(CB_STEP_SCALE_NAN, ATTN_E_BAD_SCALE), {TU_SET_F(OB_D, attn_selective_desc, scale, NAN)}},
+    {"step: workspace one byte short",
+     CB(CB_STEP_WS_SMALL, ATTN_E_WORKSPACE_TOO_SMALL),
+     {TU_ADD(OB_ARG, sc_args, ws_size, -1)}},
+    {"step: cache full, no budget", CB(CB_STEP_FULL, ATTN_E_WORKSPACE_TOO_SMALL)},
+    {"step: o inside the cache memory", CB(CB_STEP_O_IN_MEMORY, ATTN_E_ALIASING), {ARG_PTR(o, OB_MEM, 3)}},
+    {"step: lse inside the cache memory", CB(CB_STEP_LSE_IN_MEMORY, ATTN_E_ALIASING), {ARG_PTR(lse, OB_MEM_END, -2)}},
+    {"step: workspace overlaps the cache memory", CB(CB_STEP_WS_IN_MEMORY, ATTN_E_ALIASING), {ARG_PTR(ws, OB_MEM, 2)}},
+    {"step: o is q", CB(CB_STEP_O_IS_Q, ATTN_E_ALIASING), {ARG_PTR(o, OB_Q, 0)}},
+    {"load: more tokens than free slots", CB(CB_LOAD_TOO_MANY, ATTN_E_WORKSPACE_TOO_SMALL)},
+    {"load: d of the cache differs", CB(CB_LOAD_MISMATCH, ATTN_E_STATE_MISMATCH)},
+    {"load: k NULL", CB(CB_LOAD_K_NULL, ATTN_E_NULL_POINTER)},
+    {"load: f NULL", CB(CB_LOAD_F_NULL, ATTN_E_NULL_POINTER)},
+    {"load: f inside the cache memory", CB(CB_LOAD_F_IN_MEMORY, ATTN_E_ALIASING)},
+    {"copy: src NULL", CB(CB_COPY_NULL, ATTN_E_NULL_POINTER)},
+    {"copy: capacities differ", CB(CB_COPY_CAPACITY, ATTN_E_STATE_MISMATCH)},
+    {"copy: dv differs", CB(CB_COPY_DV, ATTN_E_STATE_MISMATCH)},
+    {"copy: memories overlap", CB(CB_COPY_OVERLAP, ATTN_E_ALIASING)},
+    {"workspace size: d of the cache differs", CB(CB_WS_MISMATCH, ATTN_E_STATE_MISMATCH)},
 };
 #define CB_NCASES (sizeof cb_cases / sizeof cb_cases[0])
 
@@ -635,12 +654,10 @@ START_TEST(selcache_rejects_bad_input) {
   size_t need = 0;
   ck_assert_int_eq(attn_selcache_workspace_size(&d, &s.c, &need), ATTN_OK);
   void *ws = tu_alloc(need + 64, 0);
-  const float *q = qv.data, *k = kv.data, *v = vv.data;
-  float *op = o.data, *lp = lse.data;
-  void *wp = ws;
-  size_t ws_size = need;
-  attn_selcache *cp = &s.c;
-  const attn_selective_desc *dp = &d;
+  sc_args a = {&d, &s.c, qv.data, kv.data, vv.data, o.data, lse.data, ws, need};
+  void *obj[OB_N] = {&d, &a, s.mem, (unsigned char *)s.mem + s.bytes, (void *)qv.data};
+  tu_edits_apply(c->edit, TU_EDITS, obj, OB_N);
+  if (full) ck_assert_uint_eq(s.c.live, s.c.capacity);
   /* a second cache (copy rows) and the state of both before the call */
   sc_fix other;
   memset(&other, 0, sizeof other);
@@ -649,71 +666,6 @@ START_TEST(selcache_rejects_bad_input) {
   ck_assert_ptr_nonnull(mem_before);
   memcpy(mem_before, s.mem, s.bytes);
   attn_status st = ATTN_OK;
-  switch ((cb_kind)c->fault) {
-    case CB_STEP_DESC_NULL:
-      dp = NULL;
-      break;
-    case CB_STEP_CACHE_NULL:
-      cp = NULL;
-      break;
-    case CB_STEP_Q_NULL:
-      q = NULL;
-      break;
-    case CB_STEP_K_NULL:
-      k = NULL;
-      break;
-    case CB_STEP_V_NULL:
-      v = NULL;
-      break;
-    case CB_STEP_O_NULL:
-      op = NULL;
-      break;
-    case CB_STEP_WS_NULL:
-      wp = NULL;
-      break;
-    case CB_STEP_NQ_2:
-      d.shape.n_q = 2;
-      break;
-    case CB_STEP_NKV_2:
-      d.shape.n_kv = 2;
-      break;
-    case CB_STEP_HKV_MISMATCH: /* h_kv 1: the same rows read as MQA */
-      d.shape.h_k = d.shape.h_v = 1;
-      break;
-    case CB_STEP_D_MISMATCH:
-      d.shape.d = 2 * CD;
-      break;
-    case CB_STEP_DV_MISMATCH:
-      d.shape.dv = CDV - 1;
-      break;
-    case CB_STEP_HSEL:
-      d.h_sel = CHQ;
-      break;
-    case CB_STEP_SCALE_NAN:
-      d.scale = NAN;
-      break;
-    case CB_STEP_WS_SMALL:
-      ws_size = need - 1;
-      break;
-    case CB_STEP_FULL:
-      ck_assert_uint_eq(s.c.live, s.c.capacity);
-      break;
-    case CB_STEP_O_IN_MEMORY:
-      op = (float *)s.mem + 3;
-      break;
-    case CB_STEP_LSE_IN_MEMORY:
-      lp = (float *)((unsigned char *)s.mem + s.bytes) - 2;
-      break;
-    case CB_STEP_WS_IN_MEMORY:
-      wp = (unsigned char *)s.mem + 8;
-      ws_size = need;
-      break;
-    case CB_STEP_O_IS_Q:
-      op = (float *)qv.data; /* the step's own q row */
-      break;
-    default:
-      break;
-  }
   switch ((cb_kind)c->fault) {
     case CB_LOAD_TOO_MANY:
     case CB_LOAD_MISMATCH:
@@ -755,7 +707,7 @@ START_TEST(selcache_rejects_bad_input) {
       break;
     }
     default:
-      st = attn_selcache_step(dp, cp, q, k, v, op, lp, wp, ws_size);
+      st = attn_selcache_step(a.d, a.c, a.q, a.k, a.v, a.o, a.lse, a.ws, a.ws_size);
       break;
   }
   ck_assert_msg(st == c->expect, "%s: status %d (%s), expected %d (%s)", c->name, (int)st, attn_status_string(st),

@@ -708,7 +708,7 @@ START_TEST(softmax_rejects_bad_input) {
   ck_assert_int_eq(attn_softmax_workspace_size(&d, &need), ATTN_OK);
   tu_bad b;
   tu_bad_make(&b, &rng, &d.shape, 2, 1, need);
-  tu_bad_apply(&b, c->fault, &d.shape, &d.scale, &d.lse);
+  tu_bad_apply(&b, c, &d.shape, &d.scale, &d.lse, NULL, 0);
   const attn_softmax_desc *dp = b.desc_null ? NULL : &d;
   tu_bad_assert_status(c, "attn_softmax", attn_softmax(dp, b.q, b.k, b.v, b.o_arg, b.lse_arg, b.ws_arg, b.ws_size));
   size_t bytes = TU_BAD_UNTOUCHED;

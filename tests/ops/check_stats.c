@@ -561,39 +561,32 @@ END_TEST
 /* arrays keep their bytes, the inputs too.                                                      */
 /* ------------------------------------------------------------------------------------------ */
 enum { BNQ = 5, BNKV = 9, STAT_FLOATS = BNQ * TU_BAD_HQ };
-typedef enum st_fault {
-  SF_STATS_NULL = TU_BAD_OWN,
-  SF_ARRAYS_NULL,
-  SF_LAYOUT_ROW_0,
-  SF_LAYOUT_HEADS_OVERLAP,
-  SF_ENTROPY_IN_Q,
-  SF_SPARSITY_IS_K,
-  SF_COUNT_IN_V,
-  SF_ENTROPY_IN_O,
-  SF_SPARSITY_IN_WS,
-  SF_COUNT_IS_ENTROPY,
-  SF_SPARSITY_IN_ENTROPY,
-  SF_COUNT_IN_LSE,   /* softmax, selective */
-  SF_ENTROPY_IN_F,   /* selective */
-  SF_COUNT_IN_TABLE, /* GAU */
-} st_fault;
-#define BAD(n, f, s) \
-  { .name = (n), .fault = (f), .expect = (s), .desc_level = 0 }
+/* The statistics' own rows: edits of the attn_row_stats (RS), of the call's pointer to it (OB_SP),
+ * pointing a field n floats into an object (the arrays, f, GAU's table). The fault tags the kinds
+ * a row runs for. */
+enum { SF_ALL = TU_BAD_OWN, SF_LSE /* softmax, selective */, SF_SEL, SF_GAU };
+enum { OB_RS = TU_OB_OWN, OB_SP, OB_ARR, OB_F, OB_TABLE };
+#define BAD(f, s)         .fault = (f), .expect = (s), .desc_level = 0
+#define RS_NUL(m)         TU_NUL(OB_RS, attn_row_stats, m)
+#define RS_PTR(m, to, k)  TU_PTR(OB_RS, attn_row_stats, m, to, k)
+#define RS_LAYOUT(m, val) TU_SET_Z(OB_RS, attn_row_stats, layout.m, val)
 static const tu_bad_case st_bad_own[] = {
-    BAD("stats NULL", SF_STATS_NULL, ATTN_E_NULL_POINTER),
-    BAD("all three arrays NULL", SF_ARRAYS_NULL, ATTN_E_NULL_POINTER),
-    BAD("stats row stride 0", SF_LAYOUT_ROW_0, ATTN_E_BAD_STRIDE),
-    BAD("stats heads overlap the next token", SF_LAYOUT_HEADS_OVERLAP, ATTN_E_BAD_STRIDE),
-    BAD("entropy inside q", SF_ENTROPY_IN_Q, ATTN_E_ALIASING),
-    BAD("sparsity is k", SF_SPARSITY_IS_K, ATTN_E_ALIASING),
-    BAD("count inside v", SF_COUNT_IN_V, ATTN_E_ALIASING),
-    BAD("entropy inside o", SF_ENTROPY_IN_O, ATTN_E_ALIASING),
-    BAD("sparsity inside the workspace", SF_SPARSITY_IN_WS, ATTN_E_ALIASING),
-    BAD("count is entropy", SF_COUNT_IS_ENTROPY, ATTN_E_ALIASING),
-    BAD("sparsity inside entropy", SF_SPARSITY_IN_ENTROPY, ATTN_E_ALIASING),
-    BAD("count inside lse", SF_COUNT_IN_LSE, ATTN_E_ALIASING),
-    BAD("entropy inside f", SF_ENTROPY_IN_F, ATTN_E_ALIASING),
-    BAD("count inside the bias table", SF_COUNT_IN_TABLE, ATTN_E_ALIASING),
+    {"stats NULL", BAD(SF_ALL, ATTN_E_NULL_POINTER), {TU_ELEM_P(OB_SP, 0, TU_OBJ_NONE, 0)}},
+    {"all three arrays NULL", BAD(SF_ALL, ATTN_E_NULL_POINTER), {RS_NUL(entropy), RS_NUL(sparsity), RS_NUL(count)}},
+    {"stats row stride 0", BAD(SF_ALL, ATTN_E_BAD_STRIDE), {RS_LAYOUT(row_stride, 0)}},
+    {"stats heads overlap the next token",
+     BAD(SF_ALL, ATTN_E_BAD_STRIDE),
+     {RS_LAYOUT(row_stride, TU_BAD_HQ - 1), RS_LAYOUT(head_stride, 1)}},
+    {"entropy inside q", BAD(SF_ALL, ATTN_E_ALIASING), {RS_PTR(entropy, TU_OB_Q, 3)}},
+    {"sparsity is k", BAD(SF_ALL, ATTN_E_ALIASING), {RS_PTR(sparsity, TU_OB_K, 0)}},
+    {"count inside v", BAD(SF_ALL, ATTN_E_ALIASING), {RS_PTR(count, TU_OB_V, 1)}},
+    {"entropy inside o", BAD(SF_ALL, ATTN_E_ALIASING), {RS_PTR(entropy, TU_OB_O, 2)}},
+    {"sparsity inside the workspace", BAD(SF_ALL, ATTN_E_ALIASING), {RS_PTR(sparsity, TU_OB_WS, 5)}},
+    {"count is entropy", BAD(SF_ALL, ATTN_E_ALIASING), {RS_PTR(count, OB_ARR, 0)}},
+    {"sparsity inside entropy", BAD(SF_ALL, ATTN_E_ALIASING), {RS_PTR(sparsity, OB_ARR, STAT_FLOATS - 1)}},
+    {"count inside lse", BAD(SF_LSE, ATTN_E_ALIASING), {RS_PTR(count, TU_OB_LSE_DATA, 1)}},
+    {"entropy inside f", BAD(SF_SEL, ATTN_E_ALIASING), {RS_PTR(entropy, OB_F, 2)}},
+    {"count inside the bias table", BAD(SF_GAU, ATTN_E_ALIASING), {RS_PTR(count, OB_TABLE, 1)}},
 };
 #define ST_NOWN (sizeof st_bad_own / sizeof st_bad_own[0])
 
@@ -605,9 +598,7 @@ static size_t st_bad_rows(st_kind kind, size_t *row, size_t max) {
   for (size_t i = 0; i < shared + ST_NOWN && n < max; i++) {
     if (i >= shared) {
       const int f = st_bad_own[i - shared].fault;
-      if ((f == SF_COUNT_IN_LSE && kind == GAU) || (f == SF_ENTROPY_IN_F && kind != SEL) ||
-          (f == SF_COUNT_IN_TABLE && kind != GAU))
-        continue;
+      if ((f == SF_LSE && kind == GAU) || (f == SF_SEL && kind != SEL) || (f == SF_GAU && kind != GAU)) continue;
     }
     row[n++] = i;
   }
@@ -644,53 +635,7 @@ START_TEST(stats_reject_bad_input) {
   const attn_row_stats *sp = &stats;
   float *scale = d.kind == SM ? &d.sm.scale : d.kind == GAU ? &d.gau.scale : &d.sel.scale; /* for tu_bad_apply */
   attn_layout *lse = d.kind == SM ? &d.sm.lse : d.kind == SEL ? &d.sel.lse : NULL;
-  tu_bad_apply(&b, c->fault, s, scale, lse);
-  switch ((int)c->fault) {
-    case SF_STATS_NULL:
-      sp = NULL;
-      break;
-    case SF_ARRAYS_NULL:
-      stats.entropy = stats.sparsity = stats.count = NULL;
-      break;
-    case SF_LAYOUT_ROW_0:
-      stats.layout.row_stride = 0;
-      break;
-    case SF_LAYOUT_HEADS_OVERLAP:
-      stats.layout = (attn_layout){TU_BAD_HQ - 1, 1};
-      break;
-    case SF_ENTROPY_IN_Q:
-      stats.entropy = (float *)b.q + 3;
-      break;
-    case SF_SPARSITY_IS_K:
-      stats.sparsity = (float *)b.k;
-      break;
-    case SF_COUNT_IN_V:
-      stats.count = (float *)b.v + 1;
-      break;
-    case SF_ENTROPY_IN_O:
-      stats.entropy = b.o.data + 2;
-      break;
-    case SF_SPARSITY_IN_WS:
-      stats.sparsity = (float *)b.ws + 5;
-      break;
-    case SF_COUNT_IS_ENTROPY:
-      stats.count = stats.entropy;
-      break;
-    case SF_SPARSITY_IN_ENTROPY:
-      stats.sparsity = stats.entropy + STAT_FLOATS - 1;
-      break;
-    case SF_COUNT_IN_LSE:
-      stats.count = b.lse.data + 1;
-      break;
-    case SF_ENTROPY_IN_F:
-      stats.entropy = f + 2;
-      break;
-    case SF_COUNT_IN_TABLE:
-      stats.count = d.table + 1;
-      break;
-    default:
-      break;
-  }
+  tu_bad_apply(&b, c, s, scale, lse, (void *[]){&stats, (void *)&sp, arr, f, d.table}, 5);
   char call[64];
   snprintf(call, sizeof call, "attn_%s_stats", st_names[kind]);
   tu_bad_assert_status(

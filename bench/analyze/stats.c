@@ -97,35 +97,36 @@ void *an_grow(an_buf *b, size_t bytes) {
   return b->p;
 }
 
+/* ws grown to *bytes when s is ATTN_OK (the status of the size query that wrote *bytes, evaluated
+ * before this call reads it); s, or ATTN_E_NULL_POINTER when it cannot grow. */
+static attn_status an_ws_ready(an_buf *ws, attn_status s, const size_t *bytes) {
+  return s != ATTN_OK || an_grow(ws, *bytes) ? s : ATTN_E_NULL_POINTER;
+}
+
 attn_status an_matrix(const attn_call *call, float *a, size_t n_kv, an_buf *ws) {
-  attn_layout lay = {n_kv, n_kv};
   size_t bytes = 0;
-  attn_status s = attn_matrix_workspace_size(call, &bytes);
-  if (s == ATTN_OK) s = an_grow(ws, bytes) ? attn_matrix(call, a, lay, ws->p, bytes) : ATTN_E_NULL_POINTER;
-  return s;
+  const attn_status s = an_ws_ready(ws, attn_matrix_workspace_size(call, &bytes), &bytes);
+  return s != ATTN_OK ? s : attn_matrix(call, a, (attn_layout){n_kv, n_kv}, ws->p, bytes);
 }
 
 attn_status an_matrix_stats(const attn_call *call, const attn_row_stats *st, an_buf *ws) {
   size_t bytes = 0;
-  attn_status s = attn_matrix_stats_workspace_size(call, &bytes);
-  if (s == ATTN_OK) s = an_grow(ws, bytes) ? attn_matrix_stats(call, st, ws->p, bytes) : ATTN_E_NULL_POINTER;
-  return s;
+  const attn_status s = an_ws_ready(ws, attn_matrix_stats_workspace_size(call, &bytes), &bytes);
+  return s != ATTN_OK ? s : attn_matrix_stats(call, st, ws->p, bytes);
 }
 
 attn_status an_softmax_out(const attn_softmax_desc *sd, const float *q, const float *k, const float *v, float *o,
                            an_buf *ws) {
   size_t bytes = 0;
-  attn_status s = attn_softmax_workspace_size(sd, &bytes);
-  if (s == ATTN_OK) s = an_grow(ws, bytes) ? attn_softmax(sd, q, k, v, o, NULL, ws->p, bytes) : ATTN_E_NULL_POINTER;
-  return s;
+  const attn_status s = an_ws_ready(ws, attn_softmax_workspace_size(sd, &bytes), &bytes);
+  return s != ATTN_OK ? s : attn_softmax(sd, q, k, v, o, NULL, ws->p, bytes);
 }
 
 attn_status an_linear_out(const attn_linear_desc *ld, const float *q, const float *k, const float *v, float *o,
                           an_buf *ws) {
   size_t bytes = 0;
-  attn_status s = attn_linear_workspace_size(ld, &bytes);
-  if (s == ATTN_OK) s = an_grow(ws, bytes) ? attn_linear(ld, q, k, v, o, NULL, ws->p, bytes) : ATTN_E_NULL_POINTER;
-  return s;
+  const attn_status s = an_ws_ready(ws, attn_linear_workspace_size(ld, &bytes), &bytes);
+  return s != ATTN_OK ? s : attn_linear(ld, q, k, v, o, NULL, ws->p, bytes);
 }
 
 double an_rel_fro(const float *a, const float *ref, size_t n) {

@@ -4,14 +4,12 @@
  * schedules of the scan (by head groups, and the waves) take their chunk steps from here. */
 #include "engine/chunkwise/internal.h"
 
-/* The scan's state update on rows [f0, f1): S = dC (.) S + D (dC_f = g[f gs], or 1 when g is
+/* The scan's state update: S = dC (.) S + D (dC_f = g[f lds], D's column dv + 1, or 1 when g is
  * NULL); with keep, D gets S as it was (the state before D's chunk). The same operations, in the
  * same order, whichever way the scan is scheduled. */
 static void cw_scan_update(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, float *S, float *D,
-                           const float *g, size_t gs, size_t f0, size_t f1, int keep) {
-  if (f1 > f0)
-    uk->rows_axpby(f1 - f0, p->W, S + f0 * p->lds, p->lds, D + f0 * p->lds, p->lds, g ? g + f0 * gs : NULL, gs, NULL, 0,
-                   1, keep);
+                           const float *g, int keep) {
+  uk->rows_axpby(p->m, p->W, S, p->lds, D, p->lds, g, p->lds, NULL, 0, 1, keep);
 }
 
 /* Maps with offsets, the outputs of a chunk (aligned tokens t0 .. t0+cn of state head h) from S,
@@ -97,7 +95,7 @@ static void cw_plain_outputs(const cw_ctx *x0, float *S, const cw_chunk *c, size
 static void cw_plain_combine(const cw_ctx *x, float *S, const cw_chunk *c, int keep) {
   const attn_chunkwise_plan *p = x->p;
   const float *g = p->g.kind != ATTN_GATE_NONE ? c->D + p->shape->dv + 1 : NULL;
-  cw_scan_update(p, x->uk, S, c->D, g, p->lds, 0, p->m, keep);
+  cw_scan_update(p, x->uk, S, c->D, g, keep);
 }
 
 /* Maps with offsets: D at the chunk's own offsets (kl: Kf at them, dl: those), the outputs on S
@@ -135,7 +133,7 @@ static void cw_excl_combine(const cw_ctx *x, float *S, const cw_chunk *c, int ke
   const attn_chunkwise_plan *p = x->p;
   size_t qa, qb;
   if (attn_cw_xround(p, c->k, &qa, &qb))
-    cw_scan_update(p, x->uk, S, c->D, NULL, 1, 0, p->m, keep);
+    cw_scan_update(p, x->uk, S, c->D, NULL, keep);
   else if (keep) /* the last round: kept, not absorbed */
     memcpy(c->D, S, p->m * p->lds * sizeof(float));
 }

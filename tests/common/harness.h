@@ -13,6 +13,15 @@
 
 #include <attn.h>
 
+/* Check's ck_assert_msg (under every ck_assert_*) reports each passing assertion to the runner
+ * as a mark point, a write(2) per assertion: the suites' loops over every element paid more for
+ * that than for the library (a third of a run natively, more under the sanitizers and qemu). Here
+ * a passing assertion is a comparison only; a failing one reports as before. What is lost: after
+ * a crash Check names the last mark_point() rather than the last passing assertion. */
+#undef ck_assert_msg
+#define ck_assert_msg(expr, ...) \
+  ((expr) ? (void)0 : _ck_assert_failed(__FILE__, __LINE__, "Assertion '" #expr "' failed", ##__VA_ARGS__))
+
 /* ------------------------------------------------------------------------------------------ */
 /* Environment and main                                                                        */
 /* ------------------------------------------------------------------------------------------ */

@@ -213,7 +213,7 @@ static void sm_compare(const char *what, const attn_softmax_desc *d, const sm_re
                        const double *exp_lse, const double *oscale, const double *sabs, double factor) {
   const attn_shape *s = &d->shape;
   const size_t rows = got->o.n * s->h_q;
-  double *tol = malloc(sizeof(double) * rows * s->dv);
+  double *tol = calloc(rows * s->dv, sizeof(double));
   ck_assert_ptr_nonnull(tol);
   for (size_t r = 0; r < rows; ++r)
     for (size_t c = 0; c < s->dv; ++c) tol[r * s->dv + c] = factor * tol_softmax_o(s->n_kv, s->d, sabs[r]);

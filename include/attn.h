@@ -478,6 +478,18 @@ ATTN_API attn_status attn_softmax_desc_init(attn_softmax_desc *desc, size_t n_q,
 ATTN_API attn_status attn_softmax_workspace_size(const attn_softmax_desc *desc, size_t *bytes);
 
 /**
+ * Bytes of workspace this very call needs (since 0.8.0): at most attn_softmax_workspace_size's
+ * answer, for a descriptor of these n_q and n_kv only (ask again when they change). attn_softmax
+ * checks workspace_size against this number. A call of at most 8 rows per key head (n_q h_q /
+ * h_k <= 8 and n_q below a query block: a decode step, a speculative block) holds its own rows'
+ * state, scores and key ranges, with no packed K/V: at d = dv = 128 and 8 heads of 8 (AVX-512),
+ * a decode step over 1k / 32k keys needs 33 / 50 KiB with 1 worker, 33 / 365 KiB with 2 and
+ * 36 / 662 KiB with 8, where attn_softmax_workspace_size answers 4.3, 9.0 and 34.5 MiB.
+ * @retval ATTN_OK  and every status of attn_softmax_workspace_size.
+ */
+ATTN_API attn_status attn_softmax_call_workspace_size(const attn_softmax_desc *desc, size_t *bytes);
+
+/**
  * Softmax attention for all heads of one sequence.
  * @param desc  shapes, mask, scale and strides (see attn_softmax_desc).
  * @param q     n_q x h_q rows of d floats;  k: n_kv x h_k rows of d;  v: n_kv x h_v rows of dv,
@@ -489,7 +501,8 @@ ATTN_API attn_status attn_softmax_workspace_size(const attn_softmax_desc *desc, 
  *              the element type), lse or the workspace.
  * @param lse   optional out (NULL: not written): natural-log LSE per (query, head), -inf for
  *              rows with no visible key.
- * @param workspace, workspace_size  scratch of at least attn_softmax_workspace_size bytes.
+ * @param workspace, workspace_size  scratch of at least attn_softmax_call_workspace_size bytes (which
+ *              attn_softmax_workspace_size's answer, for any n_q and n_kv, always is).
  * @retval ATTN_OK
  * @retval ATTN_E_NULL_POINTER q, k, v, o, workspace or desc is NULL.
  * @retval ATTN_E_ZERO_SIZE n_q, n_kv, h_q, h_k, h_v, d or dv is 0.
@@ -1047,6 +1060,9 @@ ATTN_API attn_status attn_gau_desc_init(attn_gau_desc *desc, size_t n_q, size_t 
  *         workspace (the bias and its table are checked: ATTN_E_BAD_BIAS).
  */
 ATTN_API attn_status attn_gau_workspace_size(const attn_gau_desc *desc, size_t *bytes);
+/** This very call's bytes, at most attn_gau_workspace_size's (as attn_softmax_call_workspace_size;
+ * since 0.8.0). */
+ATTN_API attn_status attn_gau_call_workspace_size(const attn_gau_desc *desc, size_t *bytes);
 
 /**
  * GAU relu^2 attention for all heads of one sequence (attn_gau_desc).
@@ -1109,6 +1125,9 @@ ATTN_API attn_status attn_selective_desc_init(attn_selective_desc *desc, size_t 
  * (48 on AVX2 and NEON, 64 on AVX-512, 32 scalar) per key head of dv + 5 floats.
  */
 ATTN_API attn_status attn_selective_workspace_size(const attn_selective_desc *desc, size_t *bytes);
+/** This very call's bytes, at most attn_selective_workspace_size's (as
+ * attn_softmax_call_workspace_size; since 0.8.0). */
+ATTN_API attn_status attn_selective_call_workspace_size(const attn_selective_desc *desc, size_t *bytes);
 
 /**
  * Selective attention prefill (a causal call; decode is n_q = 1, chunked prefill n_q < n_kv).

@@ -191,6 +191,12 @@ static const pcase pcases[] = {
     /* 16 heads advancing together in a decode step (15 per group with a block's rows on the
      * AVX-512 path), their key ranges' states stored per group and folded */
     {"softmax decode split 16 heads", C_SOFTMAX, 1, 4500, 16, 16, 32, 32, CAUSAL, 0, 0, ATTN_F32, 0, 0},
+    /* a decode over a short cache (no key ranges): its heads in groups, one per worker up to
+     * one per key head; the same bits as all heads in one group; 3 tokens (a speculative block) */
+    {"softmax decode short 8 heads", C_SOFTMAX, 1, 1000, 8, 8, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
+    {"softmax decode short gqa fp16", C_SOFTMAX, 1, 700, 12, 3, 16, 16, CAUSAL, 0, 0, ATTN_F16, 0, 0},
+    {"softmax 3 tokens short", C_SOFTMAX, 3, 1500, 6, 6, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
+    {"gau decode short", C_GAU, 1, 900, 4, 4, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
     {"softmax prefill bf16", C_SOFTMAX, 200, 200, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_BF16, 0, 0},
     {"gau decode split fp16", C_GAU, 1, 9000, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F16, 0, 0},
     {"softmax stats prefill", C_SM_STATS, 150, 150, 4, 2, 16, 16, CAUSAL, 0, 0, ATTN_F32, 0, 0},
@@ -308,7 +314,7 @@ static void run_case(const pcase *c, const pinputs *in, const attn_threads *th, 
         d.bias = in->gates, d.bias_layout = (attn_layout){0, c->n_kv}; /* [h][n_kv], every query */
       }
       float *lse = outs_add(o, rows);
-      ck_assert_int_eq(attn_softmax_workspace_size(&d, &ws), ATTN_OK);
+      TU_CALL_WS(attn_softmax, &d, &ws);
       w = tu_alloc(ws, 0);
       if (c->kind != C_SM_STATS) {
         ck_assert_int_eq(attn_softmax(&d, q, k, v, out, lse, w, ws - 1), ATTN_E_WORKSPACE_TOO_SMALL);
@@ -328,7 +334,7 @@ static void run_case(const pcase *c, const pinputs *in, const attn_threads *th, 
       d.shape.kv_type = c->kv;
       if (c->kind == C_GAU) d.bias = ATTN_GAU_BIAS_CAUSAL, d.bias_table = in->bias_table, d.bias_len = 64;
       d.normalize = c->kind == C_GAU_STATS;
-      ck_assert_int_eq(attn_gau_workspace_size(&d, &ws), ATTN_OK);
+      TU_CALL_WS(attn_gau, &d, &ws);
       w = tu_alloc(ws, 0);
       if (c->kind == C_GAU) {
         st = attn_gau(&d, q, k, v, out, w, ws);
@@ -375,7 +381,7 @@ static void run_case(const pcase *c, const pinputs *in, const attn_threads *th, 
       d.h_sel = c->h_q > 4 ? 5 : 1; /* 6 heads: in the last head group */
       float *lse = outs_add(o, rows), *f = outs_add(o, c->n_kv);
       memcpy(f, in->f_init, c->n_kv * sizeof(float));
-      ck_assert_int_eq(attn_selective_workspace_size(&d, &ws), ATTN_OK);
+      TU_CALL_WS(attn_selective, &d, &ws);
       w = tu_alloc(ws, 0);
       if (c->kind == C_SELECTIVE) {
         st = attn_selective(&d, q, k, v, out, lse, f, w, ws);
@@ -433,7 +439,7 @@ START_TEST(parallel_bit_identical) {
 }
 END_TEST
 
-/* The workspace grows with the workers and does not depend on n_q or n_kv. */
+/* The workspace grows with the workers and does not depend on n_q or n_kv; a decode's own is small. */
 START_TEST(parallel_workspace_sizes) {
   attn_softmax_desc d;
   size_t one, two, eight, other;
@@ -464,6 +470,21 @@ START_TEST(parallel_workspace_sizes) {
         ck_assert_msg(bytes == first, "shape %zu threads %d: n_q %zu needs %zu bytes, n_q 1 %zu", i, threaded, n_q,
                       bytes, first);
       }
+    }
+  /* A decode step's own workspace (attn_softmax_call_workspace_size) holds its rows, not a
+   * prefill's: at d = dv = 128, 8 heads of 8, over 1k and 32k keys, within the bounds attn.h's
+   * figures (33 - 662 KiB on AVX-512) leave room for every path's blocks; and a decode runs in it. */
+  static const size_t workers[3] = {1, 2, 8}, bound_kib[3] = {96, 512, 1024};
+  for (size_t w = 0; w < 3; w++)
+    for (size_t n_kv = 1024; n_kv <= 32768; n_kv *= 32) {
+      ck_assert_int_eq(attn_softmax_desc_init(&d, 1, n_kv, 8, 8, 128, 128), ATTN_OK);
+      th.workers = workers[w];
+      d.shape.threads = w ? &th : NULL;
+      size_t any = 0, own = 0;
+      ck_assert_int_eq(attn_softmax_workspace_size(&d, &any), ATTN_OK);
+      ck_assert_int_eq(attn_softmax_call_workspace_size(&d, &own), ATTN_OK);
+      ck_assert_msg(own <= bound_kib[w] << 10 && own <= any / 8, "%zu workers, %zu keys: %zu bytes (any n_q: %zu)",
+                    workers[w], n_kv, own, any);
     }
 }
 END_TEST

@@ -237,9 +237,10 @@ typedef void attn_f32_bf16_cvt_fn(size_t n, const float *x, uint16_t *y);
  * al) elements or floats after head 0's (alpha: al floats): a few keys of every head before the
  * next keys, so that heads side by side in a token's row are read in one sweep along memory, and
  * heads far apart as parallel streams. Per head, few_scores gives the same bits as a one-head
- * call; with one head few_pv is the GEMM's arithmetic per element (the sum over j in order, then
+ * call; few_pv without hd is the GEMM's arithmetic per element (the sum over j in order, then
  * the scaled old value added: blocks read in place and blocks converted into scratch agree), with
- * several it scales acc first and adds the sums of short runs of keys. The engine calls them for
+ * hd (one head too: a head's bits do not depend on its group) it scales acc first and adds the
+ * sums of short runs of keys. The engine calls them for
  * every element type, so an fp16 call and an fp32 call on the same values give the same bits.
  * nk == 0 is allowed (st untouched; acc scaled).
  */

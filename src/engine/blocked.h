@@ -145,7 +145,7 @@ typedef struct attn_blocked_worker_layout {
   size_t qs, ss, fz, run;      /* selection: scale Q_sel^T (d x tb), its scores, F (bc x tb), the keys'
                                    running sums (bc) */
   size_t kc, vc;               /* half K/V: converted K rows (24 x d), the block's V rows (bc x dv) */
-  size_t sth;                  /* few blocks of several heads: hg heads' ST (bc x BLK_FEW_ROWS each) */
+  size_t sth;                  /* few blocks of several heads: hg heads' ST (bc x R each) */
   size_t pk, pv, ptag;         /* packed K (BLK_PACK_KEYS x d), V (x dv), which head they hold (a size_t
                                    at ptag: head + 1, 0 for none) */
   size_t fold;                 /* when the step can split: hg heads of a range's state (cr rows) */
@@ -207,7 +207,8 @@ typedef struct attn_blocked_plan {
   size_t slot_floats;        /* one range's state of a head group (hg heads) */
   size_t workers;            /* scratch regions (attn_shape.threads; 1 without) */
   size_t worker_floats;      /* one worker's scratch, a multiple of 16 floats */
-  size_t scratch_bytes;      /* the whole workspace */
+  size_t scratch_bytes;      /* the workspace this call lays out and uses (its own rows, ranges, packing) */
+  size_t reserve_bytes;      /* the workspace query's answer: reserved for any n_q and n_kv, >= scratch_bytes */
 } attn_blocked_plan;
 
 /*
@@ -277,8 +278,9 @@ ATTN_INTERNAL void attn_blocked_desc_defaults(attn_shape *shape, float *scale, s
                                               size_t h_kv, size_t dim, size_t dv);
 
 /* A workspace query's answer: st (the variant's checks and plan), then bytes NULL
- * (ATTN_E_NULL_POINTER), else *bytes = p->scratch_bytes (p is read only when st is ATTN_OK). */
-ATTN_INTERNAL attn_status attn_blocked_ws_answer(attn_status st, const attn_blocked_plan *p, size_t *bytes);
+ * (ATTN_E_NULL_POINTER), else *bytes = p->reserve_bytes (any call of the shape's sizes), or with
+ * `call` p->scratch_bytes (this call's own; p is read only when st is ATTN_OK). */
+ATTN_INTERNAL attn_status attn_blocked_ws_answer(attn_status st, const attn_blocked_plan *p, int call, size_t *bytes);
 
 /* A statistics call's checks (attn_row_stats_check over the call's n_q x h_q rows: stats NULL or
  * all three arrays NULL, a layout overlapping itself, arrays overlapping each other) and its

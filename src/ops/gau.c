@@ -130,7 +130,12 @@ static attn_status gau_prepare(const attn_gau_desc *d, gau_call *c) {
 
 attn_status attn_gau_workspace_size(const attn_gau_desc *d, size_t *bytes) {
   gau_call c;
-  return attn_blocked_ws_answer(gau_prepare(d, &c), &c.b.plan, bytes);
+  return attn_blocked_ws_answer(gau_prepare(d, &c), &c.b.plan, 0, bytes);
+}
+
+attn_status attn_gau_call_workspace_size(const attn_gau_desc *d, size_t *bytes) {
+  gau_call c;
+  return attn_blocked_ws_answer(gau_prepare(d, &c), &c.b.plan, 1, bytes);
 }
 
 /* attn_gau, with the statistics when `want` (stats validated; NULL is then an error). */

@@ -179,7 +179,7 @@ attn_status attn_lin_plan(const attn_linear_desc *d, attn_chunkwise_plan *p, att
                           const attn_lin_window_params *lp, const struct attn_ukernels *uk, attn_lin_ws *l) {
   const int w = attn_lin_windowed(d);
   attn_status st = w ? attn_lin_window_plan(d, p->m, bp, lp, uk) : attn_chunkwise_plan_make(p, d->chunk, uk);
-  return st ? st : lin_ws_plan(d, p->m, w ? bp->scratch_bytes : p->scratch_bytes, l);
+  return st ? st : lin_ws_plan(d, p->m, w ? bp->reserve_bytes : p->scratch_bytes, l);
 }
 
 attn_status attn_retnet_log_decays(size_t heads, float *log_gamma) {

@@ -38,7 +38,12 @@ attn_status attn_sel_prepare(const attn_selective_desc *d, attn_blocked_call *c)
 
 attn_status attn_selective_workspace_size(const attn_selective_desc *d, size_t *bytes) {
   attn_blocked_call c;
-  return attn_blocked_ws_answer(attn_sel_prepare(d, &c), &c.plan, bytes);
+  return attn_blocked_ws_answer(attn_sel_prepare(d, &c), &c.plan, 0, bytes);
+}
+
+attn_status attn_selective_call_workspace_size(const attn_selective_desc *d, size_t *bytes) {
+  attn_blocked_call c;
+  return attn_blocked_ws_answer(attn_sel_prepare(d, &c), &c.plan, 1, bytes);
 }
 
 /* attn_selective, with the statistics when `want` (stats validated; NULL is then an error). */

@@ -206,7 +206,12 @@ static attn_status sm_prepare(const attn_softmax_desc *d, sm_call *c) {
 
 attn_status attn_softmax_workspace_size(const attn_softmax_desc *d, size_t *bytes) {
   sm_call c;
-  return attn_blocked_ws_answer(sm_prepare(d, &c), &c.b.plan, bytes);
+  return attn_blocked_ws_answer(sm_prepare(d, &c), &c.b.plan, 0, bytes);
+}
+
+attn_status attn_softmax_call_workspace_size(const attn_softmax_desc *d, size_t *bytes) {
+  sm_call c;
+  return attn_blocked_ws_answer(sm_prepare(d, &c), &c.b.plan, 1, bytes);
 }
 
 /* attn_softmax, with the statistics when `want` (stats validated; NULL is then an error). */

@@ -267,7 +267,7 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_heads_(attn_hkv_co
                                                                      size_t nk, const float *pt, size_t ldp,
                                                                      const char *v, size_t ldv, float *acc, size_t lda,
                                                                      const float *alpha) {
-  if (!hd || hd->n == 1) {
+  if (!hd) { /* heads in a group (hd), even one, add jc keys at a time: the same bits in any group */
     attn_hkv_pv_(conv, es, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
     return;
   }

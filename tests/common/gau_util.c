@@ -51,7 +51,7 @@ void gau_call(const attn_gau_desc *desc, const tu_tensor *q, const tu_tensor *k,
   ck_assert_ptr_nonnull(tcopy);
   if (tcount) memcpy(tcopy, dd.bias_table, sizeof(float) * tcount);
   size_t ws = 0;
-  ck_assert_int_eq(attn_gau_workspace_size(&dd, &ws), ATTN_OK);
+  TU_CALL_WS(attn_gau, &dd, &ws);
   void *w = tu_alloc(ws, misalign);
   ck_assert_int_eq(attn_gau(&dd, q->data, k->data, v->data, o->data, w, ws), ATTN_OK);
   tu_assert_guards("gau workspace", w);

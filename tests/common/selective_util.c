@@ -40,7 +40,7 @@ void sel_run(const attn_selective_desc *desc, const tu_tensor *q, const tu_tenso
   tu_fill_sentinel(r->f, nkv);
   if (f_in) memcpy(r->f, f_in, sizeof(float) * first_new);
   size_t ws = 0;
-  ck_assert_int_eq(attn_selective_workspace_size(&dd, &ws), ATTN_OK);
+  TU_CALL_WS(attn_selective, &dd, &ws);
   void *w = tu_alloc(ws, misalign);
   ck_assert_int_eq(
       attn_selective(&dd, q->data, k->data, v->data, r->o.data, with_lse ? r->lse.data : NULL, r->f, w, ws), ATTN_OK);

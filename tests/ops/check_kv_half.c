@@ -105,6 +105,7 @@ static const kv_case cases[] = {
      TU_DATA_UNIFORM, 0},
     {"softmax bf16 window", KC_SOFTMAX, ATTN_BF16, 70, 150, 3, 3, 24, 40, 37, 0, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, 0},
     {"softmax f16 decode gqa", KC_SOFTMAX, ATTN_F16, 1, 333, 8, 2, 64, 64, UNB, 0, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, 0},
+    {"softmax f16 verify gqa", KC_SOFTMAX, ATTN_F16, 6, 444, 16, 4, 32, 32, UNB, 0, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, 0},
     {"softmax bf16 decode padded", KC_SOFTMAX, ATTN_BF16, 1, 1001, 4, 4, 128, 72, UNB, 0, TU_PADDED, TU_DATA_UNIFORM,
      0},
     {"softmax f16 large logits", KC_SOFTMAX, ATTN_F16, 40, 120, 2, 1, 16, 16, UNB, 0, TU_TOKEN_MAJOR, TU_DATA_LARGE, 0},

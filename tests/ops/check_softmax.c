@@ -91,6 +91,10 @@ static const sm_case sm_cases[] = {
      * heads advance together: 24 wide heads in one group (3 per group with a block's rows on the
      * AVX-512 path), 40 heads of 7 rows in two groups (36 + 4), GQA 48 / 12 with 2 tokens */
     {.name = "decode_24_heads_together", SIZES(1, 300, 128, 128), HEADS(24, 24), .mask = CAUSAL},
+    /* speculative blocks: 2 - 8 tokens of up to 32 rows per key head read K and V in place */
+    {.name = "verify_5_gqa4", SIZES(5, 777, 64, 40), HEADS(8, 2), .mask = CAUSAL},
+    {.name = "verify_8_gqa4_window", SIZES(8, 500, 16, 16), HEADS(4, 1), .mask = WINDOW(100, 0)},
+    {.name = "verify_7_mha", SIZES(7, 4200, 24, 24), HEADS(3, 3), .mask = CAUSAL},
     {.name = "few7_40_heads_groups", SIZES(7, 150, 128, 128), HEADS(40, 40), .mask = CAUSAL},
     {.name = "few2_gqa_48_12", SIZES(2, 150, 64, 64), HEADS(48, 12), .mask = CAUSAL},
     /* key splits (attn.h, threads: at most ATTN_SPLIT_TOKENS tokens over >= 2 ATTN_SPLIT_KEYS
@@ -191,7 +195,7 @@ static void sm_call(const attn_softmax_desc *desc, const tu_tensor *q, const tu_
   r->has_lse = with_lse;
   tu_outputs_alloc(&dd.shape, &dd.lse, q, k, v, okind, &r->o, with_lse ? &r->lse : NULL);
   size_t ws = 0;
-  ck_assert_int_eq(attn_softmax_workspace_size(&dd, &ws), ATTN_OK);
+  TU_CALL_WS(attn_softmax, &dd, &ws);
   void *w = tu_alloc(ws, misalign);
   ck_assert_int_eq(attn_softmax(&dd, q->data, k->data, v->data, r->o.data, with_lse ? r->lse.data : NULL, w, ws),
                    ATTN_OK);
@@ -705,7 +709,7 @@ START_TEST(softmax_rejects_bad_input) {
   ck_assert_int_eq(attn_softmax_desc_init(&d, NQ, NKV, HQ, HKV, D, DV), ATTN_OK);
   d.mask = attn_mask_causal();
   size_t need = 0;
-  ck_assert_int_eq(attn_softmax_workspace_size(&d, &need), ATTN_OK);
+  TU_CALL_WS(attn_softmax, &d, &need);
   tu_bad b;
   tu_bad_make(&b, &rng, &d.shape, 2, 1, need);
   tu_bad_apply(&b, c, &d.shape, &d.scale, &d.lse, NULL, 0);

@@ -154,9 +154,16 @@ static void st_desc_make(st_desc *d, const st_case *c, tu_rng *r) {
 }
 
 static attn_status st_ws_size(const st_desc *d, size_t *bytes) {
-  return d->kind == SM    ? attn_softmax_workspace_size(&d->sm, bytes)
-         : d->kind == GAU ? attn_gau_workspace_size(&d->gau, bytes)
-                          : attn_selective_workspace_size(&d->sel, bytes);
+  size_t any = 0; /* the call's own bytes, within the any-n_q answer */
+  const attn_status st = d->kind == SM    ? attn_softmax_call_workspace_size(&d->sm, bytes)
+                         : d->kind == GAU ? attn_gau_call_workspace_size(&d->gau, bytes)
+                                          : attn_selective_call_workspace_size(&d->sel, bytes);
+  const attn_status sa = d->kind == SM    ? attn_softmax_workspace_size(&d->sm, &any)
+                         : d->kind == GAU ? attn_gau_workspace_size(&d->gau, &any)
+                                          : attn_selective_workspace_size(&d->sel, &any);
+  ck_assert_int_eq(st, sa);
+  if (st == ATTN_OK) ck_assert_uint_le(*bytes, any);
+  return st;
 }
 
 /* The plain call (!with) or the statistics call of kind's descriptor in d (NULL: none). */

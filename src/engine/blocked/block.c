@@ -78,7 +78,7 @@ void attn_blk_pv(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked
 void attn_blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked) {
   const attn_blocked_plan *p = t->p;
   const attn_shape *s = p->shape;
-  const size_t rows = t->rows, hs = p->bc * BLK_FEW_ROWS;
+  const size_t rows = t->rows, hs = p->bc * p->R; /* a few-rows plan's R: its rows */
   float *sth = t->ws + p->wl.sth;
   const attn_few_heads hk = {t->hn, s->k.head_stride, p->head_floats, hs, 0, 0, 0, 0};
   t->uk->few_scores(p->kv_type, &hk, jn, rows, s->d, blk_row(t, t->io->k, s->k, j0, t->h0), s->k.row_stride,

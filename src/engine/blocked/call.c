@@ -19,10 +19,10 @@ attn_status attn_blocked_call_check(attn_blocked_call *c, const attn_shape *s, f
   return (c->uk = attn_dispatch()) ? ATTN_OK : attn_fail_isa();
 }
 
-attn_status attn_blocked_ws_answer(attn_status st, const attn_blocked_plan *p, size_t *bytes) {
+attn_status attn_blocked_ws_answer(attn_status st, const attn_blocked_plan *p, int call, size_t *bytes) {
   if (st) return st;
   if (!bytes) return attn_fail(ATTN_E_NULL_POINTER, "bytes is NULL");
-  *bytes = p->scratch_bytes;
+  *bytes = call ? p->scratch_bytes : p->reserve_bytes;
   return ATTN_OK;
 }
 

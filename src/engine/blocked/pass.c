@@ -92,7 +92,7 @@ static blk_block_fn *const blk_block_of[] = {[BLK_BLOCK_SCORED] = blk_block_scor
 static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
   const attn_blocked_plan *p = t->p;
   blk_block_fn *const block = blk_block_of[p->block];
-  const int together = p->heads_together && t->hn > 1;
+  const int together = p->heads_together; /* one head too: its bits do not depend on its group */
   const int sel_here = p->sel && p->sel_kv >= t->h0 && p->sel_kv < t->h0 + t->hn;
   const size_t hs = sel_here ? p->sel_kv - t->h0 : 0;
   for (int64_t j0 = lo; j0 <= hi; j0 += (int64_t)p->bc) {

@@ -32,6 +32,55 @@ static size_t blk_short_group(const attn_blocked_plan *p, size_t hf, size_t more
   return attn_max_sz(1, attn_min_sz(p->shape->h_k, BLK_SHORT_GROUP_FLOATS / per));
 }
 
+/* The regions a worker's scratch holds, in floats, and the workspace's range slots. */
+typedef struct blk_sizes {
+  size_t st, fms, tbm2, sth, heads, fold; /* scores, map scratch, 2 tb m (checked), heads' scores,
+                                             head regions, a fold region */
+  size_t slot_heads_floats, slot_ranges;  /* with threads: ph floats per head of the groups, ranges */
+  int pack;                               /* packed K and V */
+} blk_sizes;
+
+/* Each worker's scratch layout (p->wl, worker_floats, slots) for sizes z, and the workspace's
+ * bytes; nonzero on overflow. */
+static int blk_lay_out(attn_blocked_plan *p, const blk_sizes *z, size_t *bytes) {
+  const attn_shape *s = p->shape;
+  const size_t m = p->m, bc = p->bc, tb = p->tb;
+  const int half = s->kv_type != ATTN_F32;
+  attn_ws w = {0, 0};
+  size_t bcm, strip, dtb, bctb, bcd, bcdv, pkd, pkdv, slots = 0, total;
+  if (!attn_mul_ok(bc, m, &bcm) || !attn_mul_ok(bc + 2 * tb, p->g, &strip) || !attn_mul_ok(s->d, tb, &dtb) ||
+      !attn_mul_ok(bc, tb, &bctb) || !attn_mul_ok(bc, s->d, &bcd) || !attn_mul_ok(bc, s->dv, &bcdv) ||
+      !attn_mul_ok(BLK_PACK_KEYS, s->d, &pkd) || !attn_mul_ok(BLK_PACK_KEYS, s->dv, &pkdv) ||
+      !attn_mul_ok(z->slot_heads_floats, z->slot_ranges, &slots))
+    return 1;
+  p->wl.st = attn_ws_take(&w, z->st);
+  p->wl.kf = attn_ws_take(&w, p->fm ? bcm : 0);
+  p->wl.ku = attn_ws_take(&w, p->xm ? bcm : 0);
+  p->wl.km = attn_ws_take(&w, p->xm ? bcm : 0);
+  p->wl.fms = attn_ws_take(&w, z->fms);
+  p->wl.cb = attn_ws_take(&w, p->xm ? m : 0);
+  p->wl.tmp = attn_ws_take(&w, p->xm ? 3 * m : 0);
+  p->wl.strip = attn_ws_take(&w, p->step->strip ? strip : 0);
+  p->wl.qs = attn_ws_take(&w, p->sel ? dtb : 0);
+  p->wl.ss = attn_ws_take(&w, p->sel ? bctb : 0);
+  p->wl.fz = attn_ws_take(&w, p->sel ? bctb : 0);
+  p->wl.run = attn_ws_take(&w, p->sel ? bc : 0);
+  /* half K/V: the block's converted rows (no scratch for fp32, read in place) */
+  p->wl.kc = attn_ws_take(&w, half ? bcd / bc * attn_min_sz(bc, BLK_HALF_K_KEYS) : 0);
+  p->wl.vc = attn_ws_take(&w, half ? bcdv : 0);
+  p->wl.sth = attn_ws_take(&w, z->sth); /* `few` blocks of several heads: every head's ST */
+  p->wl.pk = attn_ws_take(&w, z->pack ? pkd : 0);
+  p->wl.pv = attn_ws_take(&w, z->pack ? pkdv : 0);
+  p->wl.ptag = attn_ws_take(&w, z->pack ? sizeof(size_t) : 0); /* floats enough for a size_t */
+  p->wl.heads = attn_ws_take(&w, z->heads);
+  p->wl.fold = attn_ws_take(&w, z->fold);
+  p->worker_floats = w.floats;
+  if (w.overflow || !attn_mul_ok(w.floats, p->workers, &total)) return 1;
+  attn_ws all = {total, 0};
+  p->slots = attn_ws_take(&all, slots);
+  return !attn_ws_bytes(&all, bytes);
+}
+
 /* A plan whose workspace does not fit in size_t. */
 static ATTN_COLD attn_status blk_overflow(const attn_shape *s) {
   return attn_fail(ATTN_E_SIZE_OVERFLOW, "the workspace of n_q %zu, h_q %zu, d %zu, dv %zu overflows size_t", s->n_q,
@@ -63,7 +112,7 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
   if (sel) p->sel = 1, p->sel_kv = sel->h_sel / p->g, p->sel_gi = sel->h_sel % p->g;
   p->bc = uk->kv_block;
   const size_t m = p->m;
-  size_t mr, bcr, rdv, rsf, bcm, tbm2, fr, fms;
+  size_t mr, bcr, rdv, rsf, bcm, tbm2, fr;
   if (!attn_mul_ok(p->tb, p->g, &p->R) || !attn_mul_ok(m, p->R, &mr) || !attn_mul_ok(p->bc, p->R, &bcr) ||
       !attn_mul_ok(p->R, s->dv, &rdv) || !attn_mul_ok(p->R, step->row_floats + step->stats_floats, &rsf) ||
       !attn_mul_ok(p->bc, m, &bcm) || !attn_mul_ok(2 * p->tb, m, &tbm2) ||
@@ -106,61 +155,19 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
   } else if (s->n_q < p->tb) {
     p->hg = hg;
   }
-  p->groups = (s->h_k + p->hg - 1) / p->hg;
   p->qblocks = (s->n_q + p->tb - 1) / p->tb;
-  /* the map's scratch for up to max(bc, tb) rows: favor's x' rows, fr floats (checked above) */
-  fms = p->fm ? p->fm->scratch(attn_max_sz(p->bc, p->tb), s->d, m) : 0;
-  attn_ws w = {0, 0};
-  p->wl.st = attn_ws_take(&w, bcr);
-  p->wl.kf = attn_ws_take(&w, p->fm ? bcm : 0);
-  p->wl.ku = attn_ws_take(&w, p->xm ? bcm : 0);
-  p->wl.km = attn_ws_take(&w, p->xm ? bcm : 0);
-  p->wl.fms = attn_ws_take(&w, fms);
-  p->wl.cb = attn_ws_take(&w, p->xm ? m : 0);
-  p->wl.tmp = attn_ws_take(&w, p->xm ? 3 * m : 0);
-  size_t strip;
-  if (!attn_mul_ok(p->bc + 2 * p->tb, p->g, &strip)) return blk_overflow(s);
-  p->wl.strip = attn_ws_take(&w, step->strip ? strip : 0);
-  size_t dtb, bctb;
-  if (!attn_mul_ok(s->d, p->tb, &dtb) || !attn_mul_ok(p->bc, p->tb, &bctb)) return blk_overflow(s);
-  p->wl.qs = attn_ws_take(&w, p->sel ? dtb : 0);
-  p->wl.ss = attn_ws_take(&w, p->sel ? bctb : 0);
-  p->wl.fz = attn_ws_take(&w, p->sel ? bctb : 0);
-  p->wl.run = attn_ws_take(&w, p->sel ? p->bc : 0);
-  /* half K/V: the block's converted rows (no scratch for fp32, read in place) */
-  size_t bcd, bcdv;
   p->kv_type = s->kv_type;
   p->kv.size = attn_dtype_size(s->kv_type);
   p->kv.to_f32 = s->kv_type == ATTN_F16 ? uk->f16_cvt : s->kv_type == ATTN_BF16 ? uk->bf16_cvt : NULL;
-  const int half = s->kv_type != ATTN_F32;
-  if (!attn_mul_ok(p->bc, s->d, &bcd) || !attn_mul_ok(p->bc, s->dv, &bcdv)) return blk_overflow(s);
-  p->wl.kc = attn_ws_take(&w, half ? bcd / p->bc * attn_min_sz(p->bc, BLK_HALF_K_KEYS) : 0);
-  p->wl.vc = attn_ws_take(&w, half ? bcdv : 0);
-  size_t sth; /* `few` blocks of several heads: every head's ST, BLK_FEW_ROWS rows at most (any n_q) */
-  if (!attn_mul_ok(hg_res, st_head, &sth)) return blk_overflow(s);
-  p->wl.sth = attn_ws_take(&w, sth);
   p->few = !p->fm && attn_min_sz(p->tb, s->n_q) * p->g <= BLK_FEW_ROWS;
   p->views = !p->fm && !p->sel && !p->few;
   p->block = p->xm ? BLK_BLOCK_XMAP : BLK_BLOCK_SCORED;
   p->scores = p->fm ? BLK_SCORES_FEATURE : p->few ? BLK_SCORES_FEW : BLK_SCORES_GEMM;
   p->heads_together = p->few && !p->sel;
-  /* Packed K/V: reserved for every call that may pack (no map, no selection: whatever n_q and
-   * n_kv, as the workspace depends on neither); used where a head's rows are not contiguous fp32
-   * and several query blocks read them. */
-  size_t pkd, pkdv;
-  const int may_pack = !p->fm && !p->sel;
-  if (!attn_mul_ok(BLK_PACK_KEYS, s->d, &pkd) || !attn_mul_ok(BLK_PACK_KEYS, s->dv, &pkdv)) return blk_overflow(s);
-  p->wl.pk = attn_ws_take(&w, may_pack ? pkd : 0);
-  p->wl.pv = attn_ws_take(&w, may_pack ? pkdv : 0);
-  p->wl.ptag = attn_ws_take(&w, may_pack ? sizeof(size_t) : 0); /* floats enough for a size_t */
   p->pack_keys = attn_min_sz(s->n_kv, BLK_PACK_KEYS);
-  const int scattered = half || s->k.row_stride != s->d || s->v.row_stride != s->dv;
-  p->pack = may_pack && p->views && p->hg == 1 && p->qblocks >= BLK_PACK_MIN_QBLOCKS && scattered;
-  p->wl.heads = attn_ws_take(&w, heads_res);
   /* Key ranges: a step that can fold them and no map; one query block of at most
    * ATTN_SPLIT_TOKENS tokens, in ranges of whole key blocks, at least ATTN_SPLIT_KEYS keys each;
-   * with a selection, every task (blk_ranges: up to BLK_SPLIT_MAX ranges, per query block). The
-   * fold region (and, with threads, every range's state) is reserved whatever n_q and n_kv are. */
+   * with a selection, every task (blk_ranges: up to BLK_SPLIT_MAX ranges, per query block). */
   p->split = sel && can_split ? BLK_SPLIT_MAX : 1;
   if (can_split && !sel && s->n_q <= ATTN_SPLIT_TOKENS && s->n_q <= p->tb) {
     const int64_t nkv = (int64_t)s->n_kv, p0 = nkv - (int64_t)s->n_q, p1 = nkv - 1;
@@ -169,22 +176,36 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
     p->split =
         attn_max_sz(1, attn_min_sz(BLK_SPLIT_MAX, attn_min_sz(span / ATTN_SPLIT_KEYS, (span + p->bc - 1) / p->bc)));
   }
-  /* a range's state: cr rows of a head (ph floats); per worker a fold region of the largest
-   * group; with threads, every group's (p->hg heads, slot_floats) of every range */
-  size_t ph = 0, fold = 0;
-  if (can_split && (!attn_mul_ok(p->cr, s->dv + row_arrays, &ph) || !attn_mul_ok(ph, hg_res, &fold)))
-    return blk_overflow(s);
-  p->slot_floats = ph * p->hg; /* p->hg <= hg_res */
-  p->wl.fold = attn_ws_take(&w, fold);
-  p->worker_floats = w.floats;
   p->workers = attn_workers(s->threads);
-  size_t total, slots = 0, bytes;
-  if (can_split && p->workers > 1 && (!attn_mul_ok(ph, gh_res, &slots) || !attn_mul_ok(slots, BLK_SPLIT_MAX, &slots)))
-    return blk_overflow(s);
-  if (w.overflow || !attn_mul_ok(w.floats, p->workers, &total)) return blk_overflow(s);
-  attn_ws all = {total, 0};
-  p->slots = attn_ws_take(&all, slots);
-  if (!attn_ws_bytes(&all, &bytes)) return blk_overflow(s);
-  p->scratch_bytes = bytes;
+  /* A few-rows call on threads whose key ranges alone give fewer tasks than workers: its heads
+   * in that many groups (at most one per key head), so that a decode over a short cache uses the
+   * threads too. Heads are independent (each its own rows, state and outputs): grouping them
+   * otherwise changes no bit, while the key ranges (which do) stay the problem's alone. */
+  if (p->heads_together && p->workers > 1 && p->split < p->workers) {
+    const size_t want = attn_min_sz(s->h_k, (p->workers + p->split - 1) / p->split);
+    if ((s->h_k + p->hg - 1) / p->hg < want) p->hg = (s->h_k + want - 1) / want;
+  }
+  p->groups = (s->h_k + p->hg - 1) / p->hg;
+  const int scattered = s->kv_type != ATTN_F32 || s->k.row_stride != s->d || s->v.row_stride != s->dv;
+  p->pack = !p->fm && !p->sel && p->views && p->hg == 1 && p->qblocks >= BLK_PACK_MIN_QBLOCKS && scattered;
+  /* the map's scratch for up to max(bc, tb) rows: favor's x' rows, fr floats (checked above) */
+  const size_t fms = p->fm ? p->fm->scratch(attn_max_sz(p->bc, p->tb), s->d, m) : 0;
+  /* a range's state: cr rows of a head (ph floats) */
+  size_t ph = 0;
+  if (can_split && !attn_mul_ok(p->cr, s->dv + row_arrays, &ph)) return blk_overflow(s);
+  p->slot_floats = ph * p->hg; /* p->hg <= hg_res */
+  /* with threads, a few-rows plan's groups hold at most h_k + hg - 1 heads (the last one short) */
+  if (few_heads && p->workers > 1) gh_res = attn_max_sz(gh_res, s->h_k + hg_res - 1);
+  /* The workspace query's answer: reserved for every n_q and n_kv (a prefill's serves the decode
+   * steps after it), then the call's own layout, no more than this call uses (its rows' heads and
+   * scores, packing only where it packs, its key ranges), which the call checks. */
+  const blk_sizes reserve = {bcr, fms, tbm2, st_head * hg_res, heads_res, ph * hg_res,
+                             can_split && p->workers > 1 ? ph * gh_res : 0, BLK_SPLIT_MAX, !p->fm && !p->sel};
+  if (blk_lay_out(p, &reserve, &p->reserve_bytes)) return blk_overflow(s);
+  const size_t rows_st = p->bc * p->R; /* bc x R: checked with the block's R above, R <= it */
+  const blk_sizes own = {rows_st, fms, tbm2, p->heads_together ? rows_st * p->hg : 0, p->hg * p->head_floats,
+                         p->split > 1 ? p->slot_floats : 0, p->split > 1 && p->workers > 1 ? ph * p->groups * p->hg : 0,
+                         p->split, p->pack};
+  if (blk_lay_out(p, &own, &p->scratch_bytes)) return blk_overflow(s);
   return ATTN_OK;
 }

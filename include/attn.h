@@ -71,10 +71,10 @@ extern "C" {
  * Version
  * ------------------------------------------------------------------------------------------- */
 #define ATTN_VERSION_MAJOR  0
-#define ATTN_VERSION_MINOR  7
-#define ATTN_VERSION_PATCH  1
+#define ATTN_VERSION_MINOR  8
+#define ATTN_VERSION_PATCH  0
 #define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
-#define ATTN_VERSION_STRING "0.7.1"
+#define ATTN_VERSION_STRING "0.8.0"
 
 /** Version of the library actually linked, as ATTN_VERSION_NUMBER. Thread-safe. */
 ATTN_API unsigned attn_version_number(void);
@@ -208,11 +208,15 @@ ATTN_API attn_isa attn_isa_get(void);
  * check of its log gates and beta (a pass over each before anything is written) runs in slices of
  * a fixed size on the workers too. A split's merge
  * (softmax and selective: running maxima and sums rescaled like attn_softmax_merge; GAU: sums)
- * runs on the calling thread.
+ * runs on the calling thread. A softmax or GAU call of at most 32 rows per key head (n_q h_q /
+ * h_k: decode steps, speculative blocks) whose key ranges give fewer tasks than workers also
+ * splits its heads into groups, one per worker up to one per key head (since 0.8.0): heads are
+ * independent, so the grouping changes no bit, and a decode over a short cache runs on the
+ * threads too.
  * The workspace holds one scratch region per worker (*_workspace_size reads `workers`), plus, for
  * a split, each range's partial result, and for a linear scan in waves, the heads' states and a
  * wave's chunks (8 MiB at most, or one chunk per head): ask the size with the same shape as the
- * call.
+ * call (or, softmax, GAU and selective, the call's own bytes: *_call_workspace_size).
  * ------------------------------------------------------------------------------------------- */
 /** A task: runs task `task` as worker `worker` (< the attn_threads' workers). */
 typedef void (*attn_task_fn)(void *context, size_t task, size_t worker);

@@ -4,7 +4,8 @@
  * compared with naive attention through OpenBLAS and through oneDNN. softmax_causal_stats is
  * softmax_causal through attn_softmax_stats (entropy, sparsity and count of every row): the cost
  * of the statistics beside its plain row; softmax_causal_opts and softmax_causal_bias the cost of
- * the options (sinks, cap and ALiBi; a bias tensor).
+ * the options (sinks, cap and ALiBi; a bias tensor). softmax_verify is a speculative block of 4
+ * tokens over the cache: its cost beside softmax_decode's (the cache is read once for all four).
  */
 #include <math.h>
 #include <string.h>
@@ -36,7 +37,13 @@ static const bench_variant variants[] = {
     {"softmax_causal_bias", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 1,
      NULL, 0, "softmax_causal with a key-padding bias (one float per key, broadcast over queries and heads)",
      ATTN_GATE_NONE, 0, 0},
+    {"softmax_verify", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0, NULL, 0,
+     "a speculative block: 4 new tokens (causal among themselves) over the cache (beside softmax_decode)",
+     ATTN_GATE_NONE, 0, 0},
 };
+
+/* Tokens of a speculative block (softmax_verify). */
+enum { BENCH_VERIFY_TOKENS = 4 };
 
 /* The mask's bounds live in the shape (bottom-right aligned), where flops.h counts the visible
  * pairs and the naive baselines mask their scores. */
@@ -44,7 +51,7 @@ static bench_shape softmax_shape(const bench_variant *v, const bench_sweep *sw, 
   bench_shape s = bench_shape_start(v, sw, kind, n, d);
   if (v->windowed) s.window_left = sw->window - 1;
   if (v->causal) s.window_right = 0;
-  if (v->mode == BENCH_DECODE) s.n_q = 1;
+  if (v->mode == BENCH_DECODE) s.n_q = v == &variants[10] ? BENCH_VERIFY_TOKENS : 1;
   s.stats = v == &variants[3];
   s.kv_type = v == &variants[5] ? ATTN_F16 : v == &variants[6] ? ATTN_BF16 : ATTN_F32;
   s.options = v == &variants[7] || v == &variants[8] ? 1 : v == &variants[9] ? 2 : 0;
@@ -118,7 +125,7 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
   }
   attn_row_stats_init(&im->stats, s->h_q, im->arrays, im->arrays + rows, im->arrays + 2 * rows);
   const size_t es = half ? sizeof(uint16_t) : sizeof(float);
-  if (s->n_q == 1 && bench_work_copy_cache(w, half ? (const void *)im->kh : (const void *)w->k, nk * es,
+  if (s->n_q <= BENCH_VERIFY_TOKENS && bench_work_copy_cache(w, half ? (const void *)im->kh : (const void *)w->k, nk * es,
                                            half ? (const void *)im->vh : (const void *)w->v, nv * es, err, errlen))
     return -1;
   return bench_work_workspace(w, attn_softmax_workspace_size(desc, &w->workspace_bytes), "attn_softmax_workspace_size",

@@ -44,6 +44,10 @@
  * When a call has fewer query tokens than a block (decode, short chunks), and in every selective
  * call (so that F is computed once per key block), several heads (as many as keep their state
  * within ~256 KiB) advance through the key blocks together, so K and V stream in memory order.
+ * With threads, a few-rows call (at most BLK_FEW_ROWS rows per key head) whose key ranges give
+ * fewer tasks than workers takes its heads in one group per worker instead (heads are independent:
+ * the same bits). The workspace query reserves for every n_q and n_kv (reserve_bytes); a call lays
+ * out only what its own plan uses (scratch_bytes: a decode's rows, packing only where it packs).
  * The code: engine/blocked/, one file per concern (engine/blocked/internal.h lists them).
  */
 #ifndef ATTN_ENGINE_BLOCKED_H

@@ -301,9 +301,18 @@ typedef struct attn_layout {
  * first touch) avoids most of them.
  */
 typedef enum attn_dtype {
-  ATTN_F32 = 0, /**< IEEE binary32 (float) */
-  ATTN_F16 = 1, /**< IEEE binary16 (half): 1 sign, 5 exponent, 10 fraction bits */
-  ATTN_BF16 = 2 /**< bfloat16: the upper 16 bits of a binary32 */
+  ATTN_F32 = 0,  /**< IEEE binary32 (float) */
+  ATTN_F16 = 1,  /**< IEEE binary16 (half): 1 sign, 5 exponent, 10 fraction bits */
+  ATTN_BF16 = 2, /**< bfloat16: the upper 16 bits of a binary32 */
+  /** int8_t q with one float scale s per (token, head) of K and of V: the value is the float
+   *  s * q (one rounded product), the scales in attn_softmax_desc.k_scales / v_scales. Softmax
+   *  only (since 0.8.0); ATTN_E_BAD_DTYPE elsewhere. */
+  ATTN_I8 = 3,
+  /** llama.cpp's block_q8_0 (ggml's GGML_TYPE_Q8_0), read in place: blocks of 34 bytes, an fp16
+   *  scale d (2 bytes, the caller's byte order) then 32 int8_t q; value j of a block is the float
+   *  (float)d * q[j]. d and dv must be multiples of 32 (ATTN_E_BAD_DTYPE), and K and V strides
+   *  count blocks (a row of d values is d / 32 blocks). Softmax only (since 0.8.0). */
+  ATTN_Q8_0 = 4
 } attn_dtype;
 
 /**
@@ -351,9 +360,10 @@ typedef struct attn_shape {
   attn_dtype kv_type;          /**< element type of k and v (strides count elements of that type);
                                ATTN_F32 from attn_shape_init and every *_desc_init. Softmax, GAU
                                and selective attention (and the selective cache's load and step)
-                               take ATTN_F16 and ATTN_BF16; linear attention and attn_matrix
-                               return ATTN_E_BAD_DTYPE for them; an unknown value is
-                               ATTN_E_BAD_DTYPE everywhere (0.6.0) */
+                               take ATTN_F16 and ATTN_BF16; softmax also ATTN_I8 and ATTN_Q8_0
+                               (0.8.0); linear attention and attn_matrix return ATTN_E_BAD_DTYPE
+                               for all of them; an unknown value is ATTN_E_BAD_DTYPE everywhere
+                               (0.6.0) */
 } attn_shape;
 
 /**
@@ -453,6 +463,13 @@ typedef struct attn_softmax_desc {
                                   overlap o, lse or the workspace (ATTN_E_ALIASING) */
   attn_layout bias_layout;   /**< strides of bias, in floats; 0 broadcasts over queries or heads
                                   (init: [n_q][h_q][n_kv] contiguous) */
+  /* int8 K/V (shape.kv_type ATTN_I8; since 0.8.0): the scale of key j of key head h is
+   * k_scales[j scale_layout.row_stride + h scale_layout.head_stride], v_scales likewise. Read only
+   * for ATTN_I8 (ATTN_E_NULL_POINTER when NULL then); must not overlap o, lse or the workspace
+   * (ATTN_E_ALIASING). A non-finite scale makes its row's values non-finite (the policy above). */
+  const float *k_scales, *v_scales;
+  attn_layout scale_layout; /**< strides in floats; 0 broadcasts (row_stride 0: a scale per head;
+                                 both: one per tensor); init: [n_kv][h_kv] contiguous */
 } attn_softmax_desc;
 
 /**
@@ -518,7 +535,11 @@ ATTN_API attn_status attn_softmax_call_workspace_size(const attn_softmax_desc *d
  * @retval ATTN_E_ALIASING o or lse overlaps an input (the bias included), or each other.
  * @retval ATTN_E_WORKSPACE_TOO_SMALL
  * @retval ATTN_E_UNSUPPORTED_ISA the forced path cannot run here.
- * @retval ATTN_E_BAD_DTYPE shape.kv_type is not an attn_dtype (since 0.6.0).
+ * @retval ATTN_E_BAD_DTYPE shape.kv_type is not an attn_dtype (since 0.6.0), or ATTN_Q8_0 with d
+ *         or dv not a multiple of 32 (since 0.8.0).
+ * ATTN_I8 and ATTN_Q8_0 K/V are converted block by block into fp32 scratch (each value one rounded
+ * product, as the caller would dequantise them), then run as fp32: the results are the fp32
+ * call's on those floats, bit for bit.
  * On any error no output is written. Reentrant.
  */
 ATTN_API attn_status attn_softmax(const attn_softmax_desc *desc, const float *q, const void *k, const void *v, float *o,

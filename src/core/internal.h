@@ -74,10 +74,16 @@ typedef struct attn_spans {
   size_t q, k, v, o, H;
   size_t kv_elem; /* bytes of one K or V element (shape.kv_type) */
 } attn_spans;
-/* Bytes of one element of a K/V type; 0 for an unknown one. */
+#define ATTN_Q8_0_BLOCK_BYTES 34
+/* Bytes of one element of a K/V type (a q8_0 element is a block of 32 values); 0 for an unknown one. */
 static inline size_t attn_dtype_size(attn_dtype t) {
-  return t == ATTN_F32 ? sizeof(float) : (t == ATTN_F16 || t == ATTN_BF16) ? sizeof(uint16_t) : 0;
+  return t == ATTN_F32 ? sizeof(float) : (t == ATTN_F16 || t == ATTN_BF16) ? sizeof(uint16_t) : t == ATTN_I8 ? 1
+         : t == ATTN_Q8_0 ? ATTN_Q8_0_BLOCK_BYTES : 0;
 }
+/* ATTN_Q8_0: values per block and bytes per block (an fp16 scale, then the values). */
+enum { ATTN_Q8_0_VALUES = 32 };
+/* A row of w values in elements of the type: a q8_0 row is w / 32 blocks. */
+static inline size_t attn_dtype_width(attn_dtype t, size_t w) { return t == ATTN_Q8_0 ? w / ATTN_Q8_0_VALUES : w; }
 /* The validation every variant shares: sizes, the K/V type (known: ATTN_E_BAD_DTYPE otherwise),
  * head counts dividing H, strides, spans. h_extra:
  * one more head count (a gate's) that joins H = max(h_q, h_k, h_v, h_extra), or 0. */

@@ -221,6 +221,12 @@ typedef void attn_bf16_cvt_fn(size_t rows, size_t cols, const uint16_t *x, size_
  * and its fraction's top bits, made quiet (fp16 0x7e00 | frac >> 13, bf16 0x0040 | bits >> 16):
  * hardware conversions' result. The same bits on every path (in the default rounding mode, which
  * an emulated path's subnormals rely on). x and y must not overlap. */
+/* int8 K/V rows into fp32 (rows x cols floats, contiguous): i8_cvt y[r][c] = s[r lds] x[r ldx + c]
+ * (ATTN_I8); q8_cvt: rows of cols / 32 q8_0 blocks, ldx in blocks (ATTN_Q8_0). Each value one
+ * rounded float product, the same on every path. */
+typedef void attn_i8_cvt_fn(size_t rows, size_t cols, const int8_t *x, size_t ldx, const float *s, size_t lds,
+                            float *y);
+typedef void attn_q8_cvt_fn(size_t rows, size_t cols, const uint8_t *x, size_t ldx, float *y);
 typedef void attn_f32_f16_cvt_fn(size_t n, const float *x, uint16_t *y);
 typedef void attn_f32_bf16_cvt_fn(size_t n, const float *x, uint16_t *y);
 
@@ -278,7 +284,7 @@ typedef void attn_few_pv_fn(attn_dtype type, const attn_few_heads *hd, size_t nq
   /* selective attention: F's running sums over a block of scores */                        \
   KERNEL(select_scan)                                                                       \
   /* K/V conversion of fp16 / bf16 blocks into fp32 scratch; fp32 rows to fp16 / bf16 */     \
-  KERNEL(f16_cvt) KERNEL(bf16_cvt) KERNEL(f32_f16_cvt) KERNEL(f32_bf16_cvt)                 \
+  KERNEL(f16_cvt) KERNEL(bf16_cvt) KERNEL(i8_cvt) KERNEL(q8_cvt) KERNEL(f32_f16_cvt) KERNEL(f32_bf16_cvt)                 \
   /* few query rows: scores and P V over K/V in place (fp32, fp16, bf16) */                 \
   KERNEL(few_scores) KERNEL(few_pv)
 /* clang-format on */

@@ -106,10 +106,10 @@ static ATTN_COLD attn_status shape_layout(attn_status st, const attn_shape *s, c
   switch (i) {
     case 0:
       return attn_fail_layout(st, "shape.q", "d", s->n_q, s->h_q, s->d, s->q);
-    case 1:
-      return attn_fail_layout(st, "shape.k", "d", s->n_kv, s->h_k, s->d, s->k);
+    case 1: /* widths in elements (q8_0: blocks) */
+      return attn_fail_layout(st, "shape.k", "d", s->n_kv, s->h_k, attn_dtype_width(s->kv_type, s->d), s->k);
     case 2:
-      return attn_fail_layout(st, "shape.v", "dv", s->n_kv, s->h_v, s->dv, s->v);
+      return attn_fail_layout(st, "shape.v", "dv", s->n_kv, s->h_v, attn_dtype_width(s->kv_type, s->dv), s->v);
     default:
       return attn_fail_layout(st, "shape.o", "dv", s->n_q, sp->H, s->dv, s->o);
   }
@@ -122,12 +122,18 @@ attn_status attn_shape_check(const attn_shape *s, size_t h_extra, attn_spans *sp
     return shape_threads(s->threads);
   if (!(sp->kv_elem = attn_dtype_size(s->kv_type)))
     return attn_fail(ATTN_E_BAD_DTYPE, "shape.kv_type %d: not an attn_dtype", (int)s->kv_type);
+  if (s->kv_type == ATTN_Q8_0 && (s->d % ATTN_Q8_0_VALUES || s->dv % ATTN_Q8_0_VALUES))
+    return attn_fail(ATTN_E_BAD_DTYPE, "shape.kv_type ATTN_Q8_0: d %zu and dv %zu must be multiples of 32", s->d, s->dv);
   sp->H = attn_max_sz(max3(s->h_q, s->h_k, s->h_v), h_extra);
   if (sp->H % s->h_q || sp->H % s->h_k || sp->H % s->h_v || (h_extra && sp->H % h_extra))
     return shape_heads(s, h_extra, sp->H);
   if ((st = attn_check_input(s->n_q, s->h_q, s->d, s->q, &sp->q))) return shape_layout(st, s, sp, 0);
-  if ((st = attn_check_input(s->n_kv, s->h_k, s->d, s->k, &sp->k))) return shape_layout(st, s, sp, 1);
-  if ((st = attn_check_input(s->n_kv, s->h_v, s->dv, s->v, &sp->v))) return shape_layout(st, s, sp, 2);
+  const size_t kw = attn_dtype_width(s->kv_type, s->d), vw = attn_dtype_width(s->kv_type, s->dv);
+  if ((st = attn_check_input(s->n_kv, s->h_k, kw, s->k, &sp->k))) return shape_layout(st, s, sp, 1);
+  if ((st = attn_check_input(s->n_kv, s->h_v, vw, s->v, &sp->v))) return shape_layout(st, s, sp, 2);
+  if (sp->kv_elem > sizeof(float) && (sp->k > PTRDIFF_MAX / sp->kv_elem || sp->v > PTRDIFF_MAX / sp->kv_elem))
+    return attn_fail(ATTN_E_SIZE_OVERFLOW, "shape.k or shape.v: %zu or %zu blocks of %zu bytes overflow", sp->k, sp->v,
+                     sp->kv_elem);
   if ((st = attn_check_output(s->n_q, sp->H, s->dv, s->o, &sp->o))) return shape_layout(st, s, sp, 3);
   return ATTN_OK;
 }

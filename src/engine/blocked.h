@@ -190,8 +190,10 @@ typedef struct attn_blocked_plan {
   size_t slots;       /* after the workers' scratch, with threads: every range's state, per task */
   attn_dtype kv_type; /* K and V elements (shape.kv_type), for the few-rows kernels */
   struct {
-    size_t size;             /* bytes of an element */
-    attn_f16_cvt_fn *to_f32; /* rows into fp32 (the path's kernel); NULL: fp32, read in place */
+    size_t size;             /* bytes of an element (ATTN_Q8_0: a block of 32 values) */
+    attn_f16_cvt_fn *to_f32; /* half rows into fp32 (the path's kernel); NULL: fp32 or int8 */
+    int converted;           /* rows into fp32 scratch (half and int8); 0: fp32 read in place */
+    int int8;                /* ATTN_I8 or ATTN_Q8_0: converted into scratch on the few-rows path too */
   } kv;                      /* the K/V element type's trait, chosen at plan time */
   int few;                   /* at most BLK_FEW_ROWS rows per task and no feature map: scores by few_scores
                                and an unmasked block's P V by few_pv, K and V read in place (half: a
@@ -258,6 +260,8 @@ typedef struct attn_blocked_io {
   float *sel_f;                /* selection (attn_blocked_select): F_j of every key, in/out (n_kv floats) */
   const attn_row_stats *stats; /* per-row statistics (validated: attn_blocked_stats_outputs), or NULL */
   const float *fm_wt;          /* FAVOR+'s W^T (d x m) for a feature map that takes one, or NULL */
+  const float *k_scales, *v_scales; /* ATTN_I8: a scale per (key, key head), layout `scales` */
+  attn_layout scales;
 } attn_blocked_io;
 
 /* A call of a variant over one attn_shape on this engine (softmax, GAU, selective): its spans,
@@ -269,12 +273,12 @@ typedef struct attn_blocked_call {
   const struct attn_ukernels *uk;
 } attn_blocked_call;
 
-/* The checks such variants share, in their order: the shape, h_k == h_v dividing h_q
- * (ATTN_E_BAD_HEADS), a finite scale (ATTN_E_BAD_SCALE), the optional output's layout (aux NULL:
- * none), then the active path (ATTN_E_UNSUPPORTED_ISA). The caller then checks its own fields
- * and makes c->plan. */
+/* The checks such variants share, in their order: the shape, int8 K/V only where `int8`
+ * (ATTN_E_BAD_DTYPE), h_k == h_v dividing h_q (ATTN_E_BAD_HEADS), a finite scale
+ * (ATTN_E_BAD_SCALE), the optional output's layout (aux NULL: none), then the active path
+ * (ATTN_E_UNSUPPORTED_ISA). The caller then checks its own fields and makes c->plan. */
 ATTN_INTERNAL attn_status attn_blocked_call_check(attn_blocked_call *c, const attn_shape *s, float scale,
-                                                  const attn_layout *aux);
+                                                  const attn_layout *aux, int int8);
 
 /* The defaults every descriptor of this engine starts from: shape = attn_shape_init's with h_k =
  * h_v = h_kv, *scale = 1/sqrt(dim) rounded from double (1 for dim 0). */

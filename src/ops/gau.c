@@ -119,7 +119,7 @@ static attn_status gau_bias(const attn_gau_desc *d, gau_call *c) {
 static attn_status gau_prepare(const attn_gau_desc *d, gau_call *c) {
   attn_status st;
   if (!d) return attn_fail(ATTN_E_NULL_POINTER, "desc is NULL");
-  if ((st = attn_blocked_call_check(&c->b, &d->shape, d->scale, NULL))) return st;
+  if ((st = attn_blocked_call_check(&c->b, &d->shape, d->scale, NULL, 0))) return st;
   if (d->normalize != 0 && d->normalize != 1)
     return attn_fail(ATTN_E_BAD_ARGUMENT, "desc.normalize %d: must be 0 or 1", d->normalize);
   if ((st = gau_bias(d, c))) return st;

@@ -20,7 +20,7 @@ attn_status attn_selective_desc_init(attn_selective_desc *d, size_t n_q, size_t 
 attn_status attn_sel_check(const attn_selective_desc *d, attn_blocked_call *c) {
   attn_status st;
   if (!d) return attn_fail(ATTN_E_NULL_POINTER, "desc is NULL");
-  if ((st = attn_blocked_call_check(c, &d->shape, d->scale, &d->lse))) return st;
+  if ((st = attn_blocked_call_check(c, &d->shape, d->scale, &d->lse, 0))) return st;
   if (d->h_sel >= d->shape.h_q)
     return attn_fail(ATTN_E_BAD_HEADS, "desc.h_sel %zu >= shape.h_q %zu", d->h_sel, d->shape.h_q);
   return ATTN_OK;

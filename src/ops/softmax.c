@@ -151,6 +151,7 @@ attn_status attn_softmax_desc_init(attn_softmax_desc *d, size_t n_q, size_t n_kv
   d->mask = attn_mask_full();
   d->lse = (attn_layout){h_q, 1};
   d->bias_layout = (attn_layout){h_q * n_kv, n_kv};
+  d->scale_layout = (attn_layout){h_kv, 1};
   return ATTN_OK;
 }
 
@@ -158,7 +159,8 @@ attn_status attn_softmax_desc_init(attn_softmax_desc *d, size_t n_q, size_t n_kv
 typedef struct sm_call {
   attn_blocked_call b;
   sm_opts op;
-  size_t bias_floats; /* the bias tensor's span (0: none) */
+  size_t bias_floats;  /* the bias tensor's span (0: none) */
+  size_t scale_floats; /* ATTN_I8: each scale array's span (0: not read) */
 } sm_call;
 
 /* A sink or slope array (h_q floats, name) that is not finite: its first bad element. */
@@ -172,7 +174,18 @@ static ATTN_COLD attn_status sm_bad_array(const char *name, const float *x, size
 static attn_status sm_options(const attn_softmax_desc *d, sm_call *c) {
   const attn_shape *s = &d->shape;
   c->op = (sm_opts){d->sinks, d->alibi_slopes, d->bias, d->bias_layout, d->softcap};
-  c->bias_floats = 0;
+  c->bias_floats = c->scale_floats = 0;
+  if (s->kv_type == ATTN_I8) { /* the scales: one float per (key, key head) */
+    if (!d->k_scales || !d->v_scales)
+      return attn_fail(ATTN_E_NULL_POINTER, "desc.%s is NULL: ATTN_I8 K/V take a scale per (token, head)",
+                       d->k_scales ? "v_scales" : "k_scales");
+    size_t a, b, e; /* any strides (0 broadcasts: a scale per head, or one per tensor) */
+    if (!attn_mul_ok(s->n_kv - 1, d->scale_layout.row_stride, &a) ||
+        !attn_mul_ok(s->h_k - 1, d->scale_layout.head_stride, &b) || !attn_add_ok(a, b, &e) ||
+        !attn_add_ok(e, 1, &c->scale_floats) || c->scale_floats > PTRDIFF_MAX / sizeof(float))
+      return attn_fail(ATTN_E_SIZE_OVERFLOW, "desc.scale_layout {%zu, %zu}: the scales' span overflows",
+                       d->scale_layout.row_stride, d->scale_layout.head_stride);
+  }
   if (!(d->softcap >= 0.0f) || !isfinite(d->softcap))
     return attn_fail(ATTN_E_BAD_SCALE, "desc.softcap %g: must be 0 (none) or positive and finite", (double)d->softcap);
   if (d->sinks && !attn_rows_finite(d->sinks, 1, s->h_q, 0)) return sm_bad_array("sinks", d->sinks, s->h_q);
@@ -192,7 +205,7 @@ static attn_status sm_options(const attn_softmax_desc *d, sm_call *c) {
 static attn_status sm_prepare(const attn_softmax_desc *d, sm_call *c) {
   attn_status st;
   if (!d) return attn_fail(ATTN_E_NULL_POINTER, "desc is NULL");
-  if ((st = attn_blocked_call_check(&c->b, &d->shape, d->scale, &d->lse))) return st;
+  if ((st = attn_blocked_call_check(&c->b, &d->shape, d->scale, &d->lse, 1))) return st;
   if ((st = sm_options(d, c))) return st;
   const int on = sm_opts_on(d);
   const attn_blocked_spec spec = {.shape = &d->shape,
@@ -227,22 +240,31 @@ static attn_status sm_run(const attn_softmax_desc *d, const float *q, const void
   static const char out_names[] = "o lse workspace stats.entropy stats.sparsity stats.count";
   if ((st = attn_check_io(&c.b.sp, q, k, v, out, out_bytes, n)))
     return attn_fail_io(out_names, &c.b.sp, q, k, v, out, out_bytes, n);
-  /* the option arrays are inputs too */
-  const void *opt_in[3] = {d->sinks, d->alibi_slopes, d->bias};
-  const size_t opt_bytes[3] = {d->shape.h_q * sizeof(float), d->shape.h_q * sizeof(float),
-                               c.bias_floats * sizeof(float)};
-  for (size_t i = 0; i < 3; i++)
+  /* the option arrays (and int8 scales) are inputs too */
+  const int i8 = d->shape.kv_type == ATTN_I8;
+  const void *opt_in[5] = {d->sinks, d->alibi_slopes, d->bias, i8 ? d->k_scales : NULL, i8 ? d->v_scales : NULL};
+  const size_t opt_bytes[5] = {d->shape.h_q * sizeof(float), d->shape.h_q * sizeof(float), c.bias_floats * sizeof(float),
+                               c.scale_floats * sizeof(float), c.scale_floats * sizeof(float)};
+  for (size_t i = 0; i < 5; i++)
     for (size_t a = 0; opt_in[i] && a < n; a++)
       if (out[a] && attn_overlap(opt_in[i], opt_bytes[i], out[a], out_bytes[a])) {
         const char *name;
         const int len = (int)attn_name_at(out_names, a, &name);
-        return attn_fail(ATTN_E_ALIASING, "%.*s overlaps input desc.%s", len, name,
-                         i == 0   ? "sinks"
-                         : i == 1 ? "alibi_slopes"
-                                  : "bias");
+        static const char in_names[] = "sinks alibi_slopes bias k_scales v_scales";
+        const char *in_name;
+        const int in_len = (int)attn_name_at(in_names, i, &in_name);
+        return attn_fail(ATTN_E_ALIASING, "%.*s overlaps input desc.%.*s", len, name, in_len, in_name);
       }
-  const attn_blocked_io io = {
-      .q = q, .k = k, .v = v, .o = o, .aux = lse, .aux_layout = d->lse, .stats = want ? stats : NULL};
+  const attn_blocked_io io = {.q = q,
+                              .k = k,
+                              .v = v,
+                              .o = o,
+                              .aux = lse,
+                              .aux_layout = d->lse,
+                              .stats = want ? stats : NULL,
+                              .k_scales = d->k_scales,
+                              .v_scales = d->v_scales,
+                              .scales = d->scale_layout};
   attn_blocked_run_all(&c.b.plan, c.b.uk, &io, attn_ws_base(workspace));
   return ATTN_OK;
 }

@@ -5,4 +5,6 @@
 #define ATTN_BF16_CVT_NAME     attn_bf16_cvt_ukernel__scalar
 #define ATTN_F32_F16_CVT_NAME  attn_f32_f16_cvt_ukernel__scalar
 #define ATTN_F32_BF16_CVT_NAME attn_f32_bf16_cvt_ukernel__scalar
+#define ATTN_I8_CVT_NAME       attn_i8_cvt_ukernel__scalar
+#define ATTN_Q8_CVT_NAME       attn_q8_cvt_ukernel__scalar
 #include "simd/cvt_tmpl.h"

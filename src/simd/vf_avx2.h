@@ -74,6 +74,10 @@ static inline vf vf_from_bf16(const uint16_t *p) {
   const simde__m256i w = simde_mm256_cvtepu16_epi32(simde_mm_loadu_si128((const simde__m128i *)(const void *)p));
   return simde_mm256_castsi256_ps(simde_mm256_slli_epi32(w, 16));
 }
+/* 8 int8 values as floats (exact). */
+static inline vf vf_from_i8(const int8_t *p) {
+  return simde_mm256_cvtepi32_ps(simde_mm256_cvtepi8_epi32(simde_mm_loadl_epi64((const simde__m128i *)(const void *)p)));
+}
 /* (float)(a[i] - c[i]) of 8 doubles: the difference in double, one rounding to float. */
 static inline vf vf_from_f64_diff(const double *a, const double *c) {
   const simde__m128 lo = simde_mm256_cvtpd_ps(simde_mm256_sub_pd(simde_mm256_loadu_pd(a), simde_mm256_loadu_pd(c)));

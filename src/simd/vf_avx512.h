@@ -120,6 +120,16 @@ static inline vf vf_from_f16(const uint16_t *p) {
   return vf_join_(v[0], v[1]);
 #endif
 }
+/* 16 int8 values as floats (exact). */
+static inline vf vf_from_i8(const int8_t *p) {
+#if ATTN_AVX512_NATIVE_
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)));
+#else /* (SIMDe has neither conversion) */
+  float t[16];
+  for (int i = 0; i < 16; i++) t[i] = (float)p[i];
+  return simde_mm512_loadu_ps(t);
+#endif
+}
 static inline vf vf_from_bf16(const uint16_t *p) {
   const simde__m256i h = simde_mm256_loadu_si256((const void *)p);
 #if ATTN_AVX512_NATIVE_

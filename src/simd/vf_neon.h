@@ -74,6 +74,13 @@ static inline void vf_hsum4(vf a, vf b, vf c, vf d, float *out) {
 static inline vf vf_from_bf16(const uint16_t *p) {
   return simde_vreinterpretq_f32_u32(simde_vshlq_n_u32(simde_vmovl_u16(simde_vld1_u16(p)), 16));
 }
+/* 4 int8 values as floats (exact): widened to 16 and 32 bits. */
+static inline vf vf_from_i8(const int8_t *p) {
+  int32_t w;
+  memcpy(&w, p, sizeof w);
+  const simde_int16x8_t h = simde_vmovl_s8(simde_vreinterpret_s8_s32(simde_vdup_n_s32(w)));
+  return simde_vcvtq_f32_s32(simde_vmovl_s16(simde_vget_low_s16(h)));
+}
 /* (float)(a[i] - c[i]) of 4 doubles: the difference in double, one rounding to float. */
 static inline vf vf_from_f64_diff(const double *a, const double *c) {
   const simde_float32x2_t lo = simde_vcvt_f32_f64(simde_vsubq_f64(simde_vld1q_f64(a), simde_vld1q_f64(c)));

@@ -78,6 +78,8 @@ static inline vf vf_from_bf16(const uint16_t *p) {
   const vu32_ h = {p[0], p[1], p[2], p[3]};
   return (vf)(h << 16);
 }
+/* ATTN_VL int8 values as floats (exact). */
+static inline vf vf_from_i8(const int8_t *p) { return (vf){(float)p[0], (float)p[1], (float)p[2], (float)p[3]}; }
 /* 32-bit lanes as unsigned integers (vf_common.h's fp16 / bf16 rounding). */
 typedef vu32_ vu;
 static inline vu vu_of(vf a) { return (vu)a; }

@@ -3,7 +3,7 @@
  * (prefill, decode, windows, GQA, LSE, large logits), GAU (scalar bias, a table), selective
  * attention (prefill, a decode step carrying F, the selective cache's load and step), strided
  * layouts, non-finite and subnormal half values, bad and unsupported element types, aliasing in
- * bytes.
+ * bytes. int8 K/V (ATTN_I8, ATTN_Q8_0): kv_int8.c, run from here.
  *
  * Inputs: K and V are drawn as floats, rounded to the half type by the tests' own converter
  * (tests/common/half_ref.h, independent of the library's), and stored twice: as 16-bit patterns in
@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "half_ref.h"
+#include "kv_int8.h"
 #include "ref/ref_selective.h"
 #include "test_util.h"
 #include "tolerances.h"
@@ -515,7 +516,7 @@ static void assert_untouched(const char *what, const float *x, size_t n) {
 /* An unknown kv_type: every variant and the cache refuse with ATTN_E_BAD_DTYPE and write nothing;
  * a half type where only fp32 is taken (linear attention, attn_matrix): the same. */
 START_TEST(kv_half_bad_dtype) {
-  static const int bad[] = {3, -1, 1000, ATTN_F16, ATTN_BF16};
+  static const int bad[] = {5, -1, 1000, ATTN_F16, ATTN_BF16};
   const attn_dtype ty = (attn_dtype)bad[_i];
   const int unknown = _i < 3;
   float q[BN * BH * BD], k[BN * BH * BD], v[BN * BH * BDV], o[BN * BH * BDV], lse[BN * BH], f[BN], ent[BN * BH];
@@ -641,7 +642,8 @@ static Suite *kv_half_suite(attn_isa isa) {
   /* clang-format off */
   return TU_SUITE(isa,
     {"reference", kv_half_matches_reference, (int)NCASES}, {"reference", kv_half_selcache, 2},
-    {"bad_input", kv_half_bad_dtype, 5}, {"bad_input", kv_half_aliasing_in_bytes, 2});
+    {"bad_input", kv_half_bad_dtype, 5}, {"bad_input", kv_half_aliasing_in_bytes, 2},
+    {"int8", kv_int8_softmax_test(), kv_int8_softmax_cases()}, {"int8", kv_int8_bad_test(), kv_int8_bad_cases()});
   /* clang-format on */
 }
 

@@ -57,14 +57,18 @@ const float *attn_blk_step(const blk_task *t, size_t hh, int64_t j0, size_t jn, 
 }
 
 /* acc (head hh) = alpha acc + P V from P^T at st: V rows vb (fp32, row stride ldv), or vh (rows of
- * shape.kv_type read in place by few_pv: an unmasked block of a `few` plan). */
+ * shape.kv_type read in place by few_pv: an unmasked block of a `few` plan; int8: vb, by few_pv as
+ * one head of a group, the arithmetic of an fp32 plan's heads together). */
 void attn_blk_pv(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked, const float *st, const float *alpha,
                  const float *vb, const void *vh, size_t ldv) {
   const attn_blocked_plan *p = t->p;
   const size_t rows = t->rows, DV = p->shape->dv;
   float *acc = blk_head(t, hh) + p->hl.acc + t->c0 * DV;
+  static const attn_few_heads one_head = {1, 0, 0, 0, 0, 0, 0, 0};
   if (vh)
     t->uk->few_pv(p->kv_type, NULL, rows, DV, jn, st, rows, vh, ldv, acc, DV, alpha);
+  else if (p->kv.int8 && p->few && !masked) /* converted rows, as a group of heads adds them in place */
+    t->uk->few_pv(ATTN_F32, &one_head, rows, DV, jn, st, rows, vb, ldv, acc, DV, alpha);
   else if (masked && !blk_hidden_v_finite(p, vb, ldv, j0, jn, t->p0, t->p1))
     blk_pv_exact(p, t->uk, st, jn, j0, t->tn, t->p0, vb, ldv, acc, alpha);
   else

@@ -95,7 +95,7 @@ typedef struct bench_shape {
   int fixed_decay;                  /**< with a SCALAR gate: one fixed decay per head (RetNet) */
   size_t exclusive;                 /**< causal linear: FLASH's exclusive_chunk (0: none) */
   int stats;                        /**< softmax, GAU, selective: the *_stats call (per-row statistics) */
-  attn_dtype kv_type;               /**< softmax: K and V's element type (ATTN_F32 unless a half row) */
+  attn_dtype kv_type;               /**< softmax: K and V's element type (ATTN_F32 unless a half or int8 row) */
   int kv_head_major;                /**< softmax: K and V [heads][n][d] (--kv-layout head), else [n][heads][d] */
   int qkv_head_major;               /**< linear and recurrent: Q, K, V and O [heads][n][d] (--linear-layout
                                          head), else [n][heads][d] */
@@ -177,8 +177,10 @@ static inline bench_cost bench_cost_of(const bench_shape *s) {
     case BENCH_ONEDNN: {
       double pairs = bench_visible_pairs(s->n_q, s->n_kv, s->window_left, s->window_right, &c.kv_rows);
       c.flops = pairs * (double)s->h_q * (double)(2 * s->d + 2 * s->dv);
-      const double fkv = s->kv_type == ATTN_F32 ? f4 : 2.0; /* fp16 / bf16 K and V: 2 bytes */
-      c.bytes = q_o + c.kv_rows * (double)s->h_kv * (double)(s->d + s->dv) * fkv;
+      /* fp16 / bf16 K and V: 2 bytes; int8: 1 and a float scale per row; q8_0: 34 bytes per 32 */
+      const double fkv = s->kv_type == ATTN_F32 ? f4 : s->kv_type == ATTN_I8 ? 1.0 : s->kv_type == ATTN_Q8_0 ? 34.0 / 32 : 2.0;
+      const double rows_extra = s->kv_type == ATTN_I8 ? 2.0 * f4 : 0.0;
+      c.bytes = q_o + c.kv_rows * (double)s->h_kv * ((double)(s->d + s->dv) * fkv + rows_extra);
       break;
     }
     case BENCH_LINEAR:

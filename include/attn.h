@@ -537,9 +537,9 @@ ATTN_API attn_status attn_softmax_call_workspace_size(const attn_softmax_desc *d
  * @retval ATTN_E_UNSUPPORTED_ISA the forced path cannot run here.
  * @retval ATTN_E_BAD_DTYPE shape.kv_type is not an attn_dtype (since 0.6.0), or ATTN_Q8_0 with d
  *         or dv not a multiple of 32 (since 0.8.0).
- * ATTN_I8 and ATTN_Q8_0 K/V are converted block by block into fp32 scratch (each value one rounded
- * product, as the caller would dequantise them), then run as fp32: the results are the fp32
- * call's on those floats, bit for bit.
+ * ATTN_I8 and ATTN_Q8_0 K/V are converted to fp32 as they are read (each value one rounded product,
+ * as the caller would dequantise it: in registers for decode steps and speculative blocks, into
+ * scratch block by block otherwise): the results are the fp32 call's on those floats, bit for bit.
  * On any error no output is written. Reentrant.
  */
 ATTN_API attn_status attn_softmax(const attn_softmax_desc *desc, const float *q, const void *k, const void *v, float *o,

@@ -473,7 +473,7 @@ static void few_heads_case(attn_dtype ty, size_t nh, size_t nk, size_t nq, size_
   for (size_t i = 0; i < nh * ha; i++) acc[i] = acc0[i] = frand();
   uint16_t *kh, *vh;
   const void *kx = few_store(ty, k, nkk, &kh), *vx = few_store(ty, v, nvv, &vh);
-  const attn_few_heads hdk = {nh, hk, hq, hs, 0, 0, 0, 0}, hdv = {nh, 0, 0, 0, hp, hv, ha, hal};
+  const attn_few_heads hdk = {nh, hk, hq, hs, 0, 0, 0, 0, NULL, 0, 0}, hdv = {nh, 0, 0, 0, hp, hv, ha, hal, NULL, 0, 0};
   uk->few_scores(ty, &hdk, nk, nq, d, kx, ldk, q, ldq, st, ldst);
   uk->few_pv(ty, &hdv, nq, dv, nk, pt, ldp, vx, ldv, acc, lda, scaled ? al : NULL);
   const size_t es = ty == ATTN_F32 ? sizeof(float) : sizeof(uint16_t);

@@ -37,6 +37,11 @@ static const bench_variant variants[] = {
     {"softmax_causal_bias", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 1,
      NULL, 0, "softmax_causal with a key-padding bias (one float per key, broadcast over queries and heads)",
      ATTN_GATE_NONE, 0, 0},
+    {"softmax_decode_i8", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0, NULL,
+     0, "softmax_decode with an int8 cache and a float scale per token and head (ATTN_I8)", ATTN_GATE_NONE, 0, 0},
+    {"softmax_decode_q8_0", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
+     NULL, 0, "softmax_decode with a q8_0 cache (llama.cpp's blocks of 32 values and an fp16 scale; ATTN_Q8_0)",
+     ATTN_GATE_NONE, 0, 0},
     {"softmax_verify", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0, NULL, 0,
      "a speculative block: 4 new tokens (causal among themselves) over the cache (beside softmax_decode)",
      ATTN_GATE_NONE, 0, 0},
@@ -51,9 +56,13 @@ static bench_shape softmax_shape(const bench_variant *v, const bench_sweep *sw, 
   bench_shape s = bench_shape_start(v, sw, kind, n, d);
   if (v->windowed) s.window_left = sw->window - 1;
   if (v->causal) s.window_right = 0;
-  if (v->mode == BENCH_DECODE) s.n_q = v == &variants[10] ? BENCH_VERIFY_TOKENS : 1;
+  if (v->mode == BENCH_DECODE) s.n_q = v == &variants[12] ? BENCH_VERIFY_TOKENS : 1;
   s.stats = v == &variants[3];
-  s.kv_type = v == &variants[5] ? ATTN_F16 : v == &variants[6] ? ATTN_BF16 : ATTN_F32;
+  s.kv_type = v == &variants[5]    ? ATTN_F16
+              : v == &variants[6]  ? ATTN_BF16
+              : v == &variants[10] ? ATTN_I8
+              : v == &variants[11] ? ATTN_Q8_0
+                                   : ATTN_F32;
   s.options = v == &variants[7] || v == &variants[8] ? 1 : v == &variants[9] ? 2 : 0;
   return s;
 }
@@ -61,12 +70,14 @@ static bench_shape softmax_shape(const bench_variant *v, const bench_sweep *sw, 
 enum { BENCH_OPT_HEADS = 256 };
 
 /* The descriptor, and with statistics their arrays (three of n_q x h_q floats after it); with a
- * bias, its row of n_kv floats after those; with half K/V, the cache's K and V as 16-bit patterns
- * after those (kh, vh). */
+ * bias, its row of n_kv floats after those; with half or int8 K/V, the cache's K and V in that
+ * type after those (kh, vh; ATTN_I8: each followed by its scales, so that a cache copy carries
+ * its own, at `scales` bytes from its start). */
 typedef struct softmax_impl {
   attn_softmax_desc desc;
   attn_row_stats stats;
-  uint16_t *kh, *vh;
+  void *kh, *vh;
+  size_t scales; /* ATTN_I8: bytes from a K or V copy's start to its scales */
   float sinks[BENCH_OPT_HEADS], slopes[BENCH_OPT_HEADS]; /* options: the first h_q (<= 256) */
   float arrays[];
 } softmax_impl;
@@ -88,12 +99,36 @@ static uint16_t bf16_bits(float x) {
 static void to_half(attn_dtype t, const float *x, uint16_t *h, size_t n) {
   for (size_t i = 0; i < n; i++) h[i] = t == ATTN_F16 ? f16_bits(x[i]) : bf16_bits(x[i]);
 }
+/* Bytes of n values (a multiple of 32 for q8_0) in a cache type: int8 with its n / w scales of a
+ * row of w values (ATTN_I8), q8_0 blocks, or 16-bit patterns. */
+static size_t cache_bytes(attn_dtype t, size_t n, size_t w) {
+  return t == ATTN_I8 ? n + n / w * sizeof(float) : t == ATTN_Q8_0 ? n / 32 * 34 : n * sizeof(uint16_t);
+}
+/* Inputs in [-1, 1) as int8 with the scale 1/127 (one per row of w values, stored after the n
+ * values) or as q8_0 blocks of that scale in fp16. */
+static void to_int8(attn_dtype t, const float *x, unsigned char *y, size_t n, size_t w) {
+  for (size_t i = 0; i < n; i++) {
+    const long q = lrintf(x[i] * 127.0f);
+    const unsigned char b = (unsigned char)(int8_t)(q > 127 ? 127 : q < -127 ? -127 : q);
+    if (t == ATTN_I8) {
+      y[i] = b;
+    } else {
+      if (i % 32 == 0) {
+        const uint16_t h = f16_bits(1.0f / 127.0f);
+        memcpy(y + i / 32 * 34, &h, sizeof h);
+      }
+      y[i / 32 * 34 + 2 + i % 32] = b;
+    }
+  }
+  const float s = 1.0f / 127.0f;
+  for (size_t r = 0; t == ATTN_I8 && r < n / w; r++) memcpy(y + n + r * sizeof s, &s, sizeof s);
+}
 
 static int softmax_setup(bench_work *w, char *err, size_t errlen) {
   const bench_shape *s = &w->s;
   const size_t rows = s->n_q * s->h_q;
   const size_t nk = s->n_kv * s->h_kv * s->d, nv = s->n_kv * s->h_kv * s->dv;
-  const size_t half = s->kv_type == ATTN_F32 ? 0 : (nk + nv) * sizeof(uint16_t);
+  const size_t kb = cache_bytes(s->kv_type, nk, s->d), half = s->kv_type == ATTN_F32 ? 0 : kb + cache_bytes(s->kv_type, nv, s->dv);
   const size_t stats = s->stats ? 3 * rows : 0, bias = s->options == 2 ? s->n_kv : 0; /* floats of each */
   softmax_impl *im = bench_work_impl(w, sizeof *im + (stats + bias) * sizeof(float) + half, err, errlen);
   if (!im) return -1;
@@ -104,11 +139,23 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
   desc->shape.k = bench_layout(s->kv_head_major, s->n_kv, s->h_kv, s->d);
   desc->shape.v = bench_layout(s->kv_head_major, s->n_kv, s->h_kv, s->dv);
   im->kh = im->vh = NULL;
-  if (half) { /* the cache in 16 bits, converted once here (not timed) */
-    im->kh = (uint16_t *)(im->arrays + stats + bias);
-    im->vh = im->kh + nk;
-    to_half(s->kv_type, w->k, im->kh, nk);
-    to_half(s->kv_type, w->v, im->vh, nv);
+  im->scales = s->kv_type == ATTN_I8 ? nk : 0; /* (the scales' offset: the same in K and V when d = dv) */
+  if (s->kv_type == ATTN_I8 && s->d != s->dv) return bench_work_fail(err, errlen, "int8 rows: d != dv", ATTN_OK);
+  if (half) { /* the cache in 16 or 8 bits, converted once here (not timed) */
+    im->kh = (void *)(im->arrays + stats + bias);
+    im->vh = (unsigned char *)im->kh + kb;
+    if (s->kv_type == ATTN_I8 || s->kv_type == ATTN_Q8_0) {
+      to_int8(s->kv_type, w->k, im->kh, nk, s->d);
+      to_int8(s->kv_type, w->v, im->vh, nv, s->dv);
+      if (s->kv_type == ATTN_Q8_0) /* strides count blocks */
+        desc->shape.k.row_stride /= 32, desc->shape.k.head_stride /= 32, desc->shape.v.row_stride /= 32,
+            desc->shape.v.head_stride /= 32;
+      desc->k_scales = desc->v_scales = (const float *)(const void *)((unsigned char *)im->kh + nk);
+      desc->scale_layout = (attn_layout){s->h_kv, 1};
+    } else {
+      to_half(s->kv_type, w->k, im->kh, nk);
+      to_half(s->kv_type, w->v, im->vh, nv);
+    }
   }
   desc->mask = attn_mask_window(s->window_left, s->window_right);
   if (bias) { /* 0 for every key (a padding mask without padding): the bias path's whole cost */
@@ -124,9 +171,10 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
     desc->sinks = im->sinks, desc->alibi_slopes = im->slopes, desc->softcap = 30.0f;
   }
   attn_row_stats_init(&im->stats, s->h_q, im->arrays, im->arrays + rows, im->arrays + 2 * rows);
-  const size_t es = half ? sizeof(uint16_t) : sizeof(float);
-  if (s->n_q <= BENCH_VERIFY_TOKENS && bench_work_copy_cache(w, half ? (const void *)im->kh : (const void *)w->k, nk * es,
-                                           half ? (const void *)im->vh : (const void *)w->v, nv * es, err, errlen))
+  const size_t kbytes = half ? kb : nk * sizeof(float), vbytes = half ? half - kb : nv * sizeof(float);
+  if (s->n_q <= BENCH_VERIFY_TOKENS && bench_work_copy_cache(w, half ? (const void *)im->kh : (const void *)w->k, kbytes,
+                                                             half ? (const void *)im->vh : (const void *)w->v, vbytes,
+                                                             err, errlen))
     return -1;
   return bench_work_workspace(w, attn_softmax_workspace_size(desc, &w->workspace_bytes), "attn_softmax_workspace_size",
                               err, errlen);
@@ -136,9 +184,13 @@ static void softmax_run(bench_work *w) {
   const softmax_impl *im = w->impl;
   const void *k = im->kh ? (const void *)im->kh : w->k, *v = im->vh ? (const void *)im->vh : w->v;
   bench_work_cache(w, &k, &v);
-  bench_work_status(w, w->s.stats ? attn_softmax_stats(&im->desc, w->q, k, v, w->o, NULL, &im->stats, w->workspace,
+  attn_softmax_desc d = im->desc;
+  if (im->scales) /* this copy's own scales */
+    d.k_scales = (const float *)(const void *)((const unsigned char *)k + im->scales),
+    d.v_scales = (const float *)(const void *)((const unsigned char *)v + im->scales);
+  bench_work_status(w, w->s.stats ? attn_softmax_stats(&d, w->q, k, v, w->o, NULL, &im->stats, w->workspace,
                                                        w->workspace_bytes)
-                                  : attn_softmax(&im->desc, w->q, k, v, w->o, NULL, w->workspace, w->workspace_bytes));
+                                  : attn_softmax(&d, w->q, k, v, w->o, NULL, w->workspace, w->workspace_bytes));
 }
 
 const bench_adapter bench_softmax_adapter = {

@@ -254,6 +254,8 @@ typedef struct attn_few_heads {
   size_t n;           /* heads (at least 1) */
   size_t k, q, s;     /* few_scores: head strides of k (elements), q and st (floats) */
   size_t p, v, a, al; /* few_pv: of pt (floats), v (elements), acc and alpha (floats) */
+  const float *sc;    /* ATTN_I8: the scale of head 0's first row (k or v), row stride sld, head shd */
+  size_t sld, shd;
 } attn_few_heads;
 typedef void attn_few_scores_fn(attn_dtype type, const attn_few_heads *hd, size_t nk, size_t nq, size_t d,
                                 const void *k, size_t ldk, const float *q, size_t ldq, float *st, size_t ldst);

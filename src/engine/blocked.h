@@ -24,7 +24,8 @@
  * mask. Same pass, no n x n buffer; without io.stats nothing of it runs.
  * A boundary block whose V holds a non-finite value in a row some token cannot see takes P V per
  * token over that token's visible keys only, so a hidden value never meets its zero weight.
- * K and V stored as fp16 or bf16 (attn_shape.kv_type): per key block and head, the block's V rows
+ * K and V stored as fp16, bf16 or int8 (attn_shape.kv_type; int8: ATTN_I8 with io's scales per
+ * row, ATTN_Q8_0 blocks): per key block and head, the block's V rows
  * are converted (the path's f16_cvt / bf16_cvt kernel) into fp32 scratch of bc x dv floats, and
  * its K rows 24 keys at a time into scratch of 24 x d floats (L1-resident), each chunk's rows of
  * ST computed at once; the GEMM, the step and P V run on the scratch as they would on fp32 K and

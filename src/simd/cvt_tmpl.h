@@ -51,7 +51,8 @@ ATTN_CVT_(ATTN_BF16_CVT_NAME, vf_from_bf16)
 #ifdef ATTN_I8_CVT_NAME
 void ATTN_I8_CVT_NAME(size_t rows, size_t cols, const int8_t *x, size_t ldx, const float *s, size_t lds, float *y) {
   for (size_t r = 0; r < rows; r++, x += ldx, y += cols) {
-    __builtin_prefetch((const void *)((uintptr_t)x + 8 * ldx));
+    for (size_t c = 0; c < cols; c += 64) /* every line of the row 16 rows ahead */
+      __builtin_prefetch((const void *)((uintptr_t)(x + c) + 16 * ldx));
     const vf sc = vf_set1(s[r * lds]);
     size_t c = 0;
     for (; c + ATTN_VL <= cols; c += ATTN_VL) vf_store(y + c, vf_mul(sc, vf_from_i8(x + c)));
@@ -68,7 +69,8 @@ void ATTN_I8_CVT_NAME(size_t rows, size_t cols, const int8_t *x, size_t ldx, con
 #ifdef ATTN_Q8_CVT_NAME
 void ATTN_Q8_CVT_NAME(size_t rows, size_t cols, const uint8_t *x, size_t ldx, float *y) {
   for (size_t r = 0; r < rows; r++, x += ldx * ATTN_Q8_0_BLOCK_BYTES, y += cols) {
-    __builtin_prefetch((const void *)((uintptr_t)x + 8 * ldx * ATTN_Q8_0_BLOCK_BYTES));
+    for (size_t c = 0; c < cols / ATTN_Q8_0_VALUES * ATTN_Q8_0_BLOCK_BYTES; c += 64) /* 16 rows ahead */
+      __builtin_prefetch((const void *)((uintptr_t)(x + c) + 16 * ldx * ATTN_Q8_0_BLOCK_BYTES));
     for (size_t b = 0; b < cols / ATTN_Q8_0_VALUES; b++) {
       const uint8_t *blk = x + b * ATTN_Q8_0_BLOCK_BYTES;
       uint16_t h;

@@ -4,7 +4,7 @@
  * row once for one to a few query rows: converting half rows into scratch first (cvt_tmpl.h)
  * stored and reloaded them, and left the fp16 decode little faster than fp32 where memory
  * bounds it. Here a row is read in place, fp16 / bf16 converted in registers
- * (vf_from_f16 / vf_from_bf16), and used at once:
+ * (vf_from_f16 / vf_from_bf16; int8 vf_from_i8 times the row's or q8_0 block's scale), and used at once:
  *   scores: each key row's vectors along d, FMAs with KR keys x QR query rows of accumulators,
  *           the sums of a row's four keys reduced together (vf_hsum4; with four rows, each
  *           key's four rows, adjacent in the scores);
@@ -17,7 +17,9 @@
  */
 #include <string.h>
 
+#include "core/internal.h"
 #include "core/ukernels.h"
+#include "simd/half.h"
 
 #if ATTN_VREGS >= 32
 #define ATTN_HKV_QR 4 /* scores: 4 keys x 4 rows of accumulators; P V: 4 rows x 4 vectors */
@@ -62,27 +64,50 @@
  * per line (two vectors on AVX-512, four on AVX2), fp32 rows once per vector, as before. */
 #define ATTN_HKV_LINE_(off) (es == sizeof(float) || (off) % 64 == 0)
 
-/* ATTN_VL elements at p as floats: fp32 loaded, fp16 / bf16 converted. */
-typedef vf attn_hkv_conv_fn_(const void *p);
-static inline vf attn_hkv_f32_(const void *p) { return vf_load((const float *)p); }
-static inline vf attn_hkv_f16_(const void *p) { return vf_from_f16((const uint16_t *)p); }
-static inline vf attn_hkv_bf16_(const void *p) { return vf_from_bf16((const uint16_t *)p); }
+/* ATTN_VL elements from element c of a row (its first byte at row) as floats: fp32 loaded, fp16 /
+ * bf16 converted, int8 times the row's scale s (ATTN_I8), q8_0 times its block's fp16 scale (a
+ * vector never straddles two blocks: ATTN_VL divides 32). Each value one rounded product, as the
+ * conversion kernels give it (cvt_tmpl.h). */
+typedef vf attn_hkv_conv_fn_(const char *row, size_t c, vf s);
+static inline vf attn_hkv_f32_(const char *row, size_t c, vf s) {
+  (void)s;
+  return vf_load((const float *)(const void *)row + c);
+}
+static inline vf attn_hkv_f16_(const char *row, size_t c, vf s) {
+  (void)s;
+  return vf_from_f16((const uint16_t *)(const void *)row + c);
+}
+static inline vf attn_hkv_bf16_(const char *row, size_t c, vf s) {
+  (void)s;
+  return vf_from_bf16((const uint16_t *)(const void *)row + c);
+}
+static inline vf attn_hkv_i8_(const char *row, size_t c, vf s) {
+  return vf_mul(s, vf_from_i8((const int8_t *)(const void *)row + c));
+}
+static inline vf attn_hkv_q8_(const char *row, size_t c, vf s) {
+  (void)s;
+  const char *b = row + c / ATTN_Q8_0_VALUES * ATTN_Q8_0_BLOCK_BYTES;
+  uint16_t h;
+  memcpy(&h, b, sizeof h);
+  return vf_mul(vf_set1(attn_f16_bits_to_f32(h)), vf_from_i8((const int8_t *)(const void *)(b + sizeof h) + c % 32));
+}
 
-/* ATTN_VL elements of es bytes from p, w of them valid (the rest read as 0, never past the w-th). */
-static inline __attribute__((always_inline)) vf attn_hkv_load_(attn_hkv_conv_fn_ *conv, size_t es, const char *p,
-                                                               size_t w) {
-  if (w == ATTN_VL) return conv(p);
+/* ATTN_VL elements of es bytes from element c of row, w of them valid (the rest read as 0, never
+ * past the w-th; q8_0 rows have no tails). */
+static inline __attribute__((always_inline)) vf attn_hkv_load_(attn_hkv_conv_fn_ *conv, size_t es, const char *row,
+                                                               size_t c, size_t w, vf s) {
+  if (w == ATTN_VL) return conv(row, c, s);
   _Alignas(64) char t[ATTN_VL * sizeof(float)] = {0};
-  memcpy(t, p, w * es);
-  return conv(t);
+  memcpy(t, row + c * es, w * es);
+  return conv(t, 0, s);
 }
 
 /* One tile of scores: keys kr[0 .. KR) (the first kv valid; the others repeat a valid row and are
  * not stored) against rows q[0 .. qr) (qv valid, the same). */
 static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(attn_hkv_conv_fn_ *conv, size_t es, size_t qr,
                                                                         size_t kv, size_t qv, size_t d,
-                                                                        const char *const *kr, size_t ldk,
-                                                                        const float *const *qp, float *st,
+                                                                        const char *const *kr, const vf *ks,
+                                                                        size_t ldk, const float *const *qp, float *st,
                                                                         size_t ldst) {
   vf acc[ATTN_HKV_KR][ATTN_HKV_QR];
 #pragma GCC unroll 4
@@ -95,7 +120,7 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(attn_hkv
 #pragma GCC unroll 4
     for (size_t i = 0; i < ATTN_HKV_KR; i++) {
       if (ATTN_HKV_LINE_(p * es)) ATTN_HKV_PREFETCH_(kr[i] + p * es, ldk);
-      kx[i] = conv(kr[i] + p * es);
+      kx[i] = conv(kr[i], p, ks[i]);
     }
 #pragma GCC unroll 4
     for (size_t r = 0; r < qr; r++) {
@@ -108,7 +133,7 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(attn_hkv
     const size_t w = d - p;
     vf kx[ATTN_HKV_KR];
 #pragma GCC unroll 4
-    for (size_t i = 0; i < ATTN_HKV_KR; i++) kx[i] = attn_hkv_load_(conv, es, kr[i] + p * es, w);
+    for (size_t i = 0; i < ATTN_HKV_KR; i++) kx[i] = attn_hkv_load_(conv, es, kr[i], p, w, ks[i]);
 #pragma GCC unroll 4
     for (size_t r = 0; r < qr; r++) {
       const vf qx = vf_load_n(qp[r] + p, w);
@@ -140,38 +165,47 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(attn_hkv
   }
 }
 
-static inline __attribute__((always_inline)) void attn_hkv_scores_(attn_hkv_conv_fn_ *conv, size_t es, size_t nh,
-                                                                   size_t hk, size_t hq, size_t hs, size_t nk,
-                                                                   size_t nq, size_t d, const char *k0, size_t ldk,
-                                                                   const float *q0, size_t ldq, float *st0,
-                                                                   size_t ldst) {
+/* eu: bytes per stride unit (es, or a q8_0 block's); ldpf: the row stride the prefetches count
+ * in (fp32 rows ahead, see ATTN_HKV_PREFETCH_); sc (ATTN_I8): each row's scale, ld sld, head hsd. */
+static inline __attribute__((always_inline)) void attn_hkv_scores_(attn_hkv_conv_fn_ *conv, size_t es, size_t eu,
+                                                                   size_t ldpf, const float *sc, size_t sld,
+                                                                   size_t shd, size_t nh, size_t hk, size_t hq,
+                                                                   size_t hs, size_t nk, size_t nq, size_t d,
+                                                                   const char *k0, size_t ldk, const float *q0,
+                                                                   size_t ldq, float *st0, size_t ldst) {
   for (size_t j0 = 0; j0 < nk; j0 += ATTN_HKV_KR)
     for (size_t h = 0; h < nh; h++) {
-      const char *k = k0 + h * hk * es;
+      const char *k = k0 + h * hk * eu;
       const float *q = q0 + h * hq;
       float *st = st0 + h * hs;
       const size_t kv = nk - j0 < ATTN_HKV_KR ? nk - j0 : ATTN_HKV_KR;
       const char *kr[ATTN_HKV_KR];
-      for (size_t i = 0; i < ATTN_HKV_KR; i++) kr[i] = k + (j0 + (i < kv ? i : kv - 1)) * ldk * es;
+      vf ks[ATTN_HKV_KR];
+      for (size_t i = 0; i < ATTN_HKV_KR; i++) {
+        const size_t j = j0 + (i < kv ? i : kv - 1);
+        kr[i] = k + j * ldk * eu;
+        ks[i] = sc ? vf_set1(sc[j * sld + h * shd]) : vf_zero();
+      }
       for (size_t r0 = 0; r0 < nq; r0 += ATTN_HKV_QR) {
         const size_t qv = nq - r0 < ATTN_HKV_QR ? nq - r0 : ATTN_HKV_QR;
         const float *qp[ATTN_HKV_QR];
         for (size_t r = 0; r < ATTN_HKV_QR; r++) qp[r] = q + (r0 + (r < qv ? r : qv - 1)) * ldq;
         if (nq == 1) /* one query row (a decode step without GQA): a one-row tile */
-          attn_hkv_scores_tile_(conv, es, 1, kv, 1, d, kr, ldk, qp, st + j0 * ldst, ldst);
+          attn_hkv_scores_tile_(conv, es, 1, kv, 1, d, kr, ks, ldpf, qp, st + j0 * ldst, ldst);
         else
-          attn_hkv_scores_tile_(conv, es, ATTN_HKV_QR, kv, qv, d, kr, ldk, qp, st + j0 * ldst + r0, ldst);
+          attn_hkv_scores_tile_(conv, es, ATTN_HKV_QR, kv, qv, d, kr, ks, ldpf, qp, st + j0 * ldst + r0, ldst);
       }
     }
 }
 
 /* One tile of P V: rows r0 .. r0 + qv (of qr) and columns c0 .. c0 + cw (of NV vectors; full:
  * all NV whole, a constant, so that the loop over keys keeps every accumulator in a register). */
-static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(attn_hkv_conv_fn_ *conv, size_t es, size_t qr,
-                                                                    size_t qv, int full, size_t cw, size_t nk,
-                                                                    const float *pt, size_t ldp, const char *v,
-                                                                    size_t ldv, float *acc, size_t lda,
-                                                                    const float *alpha) {
+static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(attn_hkv_conv_fn_ *conv, size_t es, size_t eu,
+                                                                    size_t ldpf, const float *sc, size_t sld,
+                                                                    size_t qr, size_t qv, int full, size_t cw,
+                                                                    size_t nk, const float *pt, size_t ldp,
+                                                                    const char *v, size_t c0, size_t ldv, float *acc,
+                                                                    size_t lda, const float *alpha) {
   vf a[ATTN_HKV_QR][ATTN_HKV_NV];
   size_t w[ATTN_HKV_NV];
 #pragma GCC unroll 4
@@ -184,15 +218,15 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(attn_hkv_con
 #pragma GCC unroll 4
     for (size_t u = 0; u < ATTN_HKV_NV; u++) a[r][u] = vf_zero();
   for (size_t j = 0; j < nk; j++) {
-    const char *vr = v + j * ldv * es;
+    const char *vr = v + j * ldv * eu;
     const float *pr = pt + j * ldp;
+    const vf vs = sc ? vf_set1(sc[j * sld]) : vf_zero();
     vf vx[ATTN_HKV_NV];
 #pragma GCC unroll 4
     for (size_t u = 0; u < ATTN_HKV_NV; u++) {
-      if (w[u] && ATTN_HKV_LINE_(u * ATTN_VL * es)) ATTN_HKV_PREFETCH_(vr + u * ATTN_VL * es, ldv);
-      vx[u] = full   ? conv(vr + u * ATTN_VL * es)
-              : w[u] ? attn_hkv_load_(conv, es, vr + u * ATTN_VL * es, w[u])
-                     : vf_zero();
+      const size_t c = c0 + u * ATTN_VL;
+      if (w[u] && ATTN_HKV_LINE_(c * es)) ATTN_HKV_PREFETCH_(vr + c * es, ldpf);
+      vx[u] = full ? conv(vr, c, vs) : w[u] ? attn_hkv_load_(conv, es, vr, c, w[u], vs) : vf_zero();
     }
 #pragma GCC unroll 4
     for (size_t r = 0; r < qr; r++) {
@@ -214,9 +248,11 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(attn_hkv_con
   }
 }
 
-static inline __attribute__((always_inline)) void attn_hkv_pv_(attn_hkv_conv_fn_ *conv, size_t es, size_t nq, size_t dv,
-                                                               size_t nk, const float *pt, size_t ldp, const char *v,
-                                                               size_t ldv, float *acc, size_t lda, const float *alpha) {
+static inline __attribute__((always_inline)) void attn_hkv_pv_(attn_hkv_conv_fn_ *conv, size_t es, size_t eu,
+                                                               size_t ldpf, const float *sc, size_t sld, size_t nq,
+                                                               size_t dv, size_t nk, const float *pt, size_t ldp,
+                                                               const char *v, size_t ldv, float *acc, size_t lda,
+                                                               const float *alpha) {
   enum { NC = ATTN_HKV_NV * ATTN_VL };
   for (size_t c0 = 0; c0 < dv; c0 += NC) {
     const size_t cw = dv - c0 < NC ? dv - c0 : NC;
@@ -224,8 +260,8 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_(attn_hkv_conv_fn_
       const size_t qv = nq - r0 < ATTN_HKV_QR ? nq - r0 : ATTN_HKV_QR;
       const float *al = alpha ? alpha + r0 : NULL;
       const int full = cw == NC;
-#define ATTN_HKV_PV_(qr_c, full_c)                                                                      \
-  attn_hkv_pv_tile_(conv, es, qr_c, qr_c == 1 ? 1 : qv, full_c, cw, nk, pt + r0, ldp, v + c0 * es, ldv, \
+#define ATTN_HKV_PV_(qr_c, full_c)                                                                               \
+  attn_hkv_pv_tile_(conv, es, eu, ldpf, sc, sld, qr_c, qr_c == 1 ? 1 : qv, full_c, cw, nk, pt + r0, ldp, v, c0, ldv, \
                     acc + r0 * lda + c0, lda, al)
       if (nq == 1)
         full ? ATTN_HKV_PV_(1, 1) : ATTN_HKV_PV_(1, 0);
@@ -236,20 +272,47 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_(attn_hkv_conv_fn_
   }
 }
 
+/* The element type's conversion, bytes per element (es) and per stride unit (eu), and the row
+ * stride the prefetches count in: half rows twice as many rows ahead as fp32 (the same distance
+ * in memory), int8 and q8_0 rows as many as half rows. ATTN_I8 rows need hd's scales. */
+#define ATTN_HKV_TYPED_(type, ld, call)                                                    \
+  do {                                                                                     \
+    if ((type) == ATTN_F16) {                                                              \
+      attn_hkv_conv_fn_ *const conv = attn_hkv_f16_;                                       \
+      const size_t es = 2, eu = 2, ldpf = (ld);                                            \
+      call;                                                                                \
+    } else if ((type) == ATTN_BF16) {                                                      \
+      attn_hkv_conv_fn_ *const conv = attn_hkv_bf16_;                                      \
+      const size_t es = 2, eu = 2, ldpf = (ld);                                            \
+      call;                                                                                \
+    } else if ((type) == ATTN_I8) {                                                        \
+      attn_hkv_conv_fn_ *const conv = attn_hkv_i8_;                                        \
+      const size_t es = 1, eu = 1, ldpf = (ld) / 2;                                        \
+      call;                                                                                \
+    } else if ((type) == ATTN_Q8_0) {                                                      \
+      attn_hkv_conv_fn_ *const conv = attn_hkv_q8_;                                        \
+      const size_t es = 1, eu = ATTN_Q8_0_BLOCK_BYTES, ldpf = (ld) * ATTN_Q8_0_BLOCK_BYTES / 2; \
+      call;                                                                                \
+    } else {                                                                               \
+      attn_hkv_conv_fn_ *const conv = attn_hkv_f32_;                                       \
+      const size_t es = 4, eu = 4, ldpf = (ld);                                            \
+      call;                                                                                \
+    }                                                                                      \
+  } while (0)
+
 void ATTN_FEW_SCORES_NAME(attn_dtype type, const attn_few_heads *hd, size_t nk, size_t nq, size_t d, const void *k,
                           size_t ldk, const float *q, size_t ldq, float *st, size_t ldst) {
   const size_t nh = hd ? hd->n : 1, hk = hd ? hd->k : 0, hq = hd ? hd->q : 0, hs = hd ? hd->s : 0;
-  if (type == ATTN_F16)
-    attn_hkv_scores_(attn_hkv_f16_, 2, nh, hk, hq, hs, nk, nq, d, k, ldk, q, ldq, st, ldst);
-  else if (type == ATTN_BF16)
-    attn_hkv_scores_(attn_hkv_bf16_, 2, nh, hk, hq, hs, nk, nq, d, k, ldk, q, ldq, st, ldst);
-  else
-    attn_hkv_scores_(attn_hkv_f32_, 4, nh, hk, hq, hs, nk, nq, d, k, ldk, q, ldq, st, ldst);
+  const float *sc = type == ATTN_I8 ? hd->sc : NULL;
+  const size_t sld = hd ? hd->sld : 0, shd = hd ? hd->shd : 0;
+  ATTN_HKV_TYPED_(type, ldk,
+                  attn_hkv_scores_(conv, es, eu, ldpf, sc, sld, shd, nh, hk, hq, hs, nk, nq, d, k, ldk, q, ldq, st, ldst));
 }
 
 /* P V of several heads, jc keys (a constant: the tile's key loop is compiled for it) of each head
  * before the next head. */
-static inline __attribute__((always_inline)) void attn_hkv_pv_keys_(attn_hkv_conv_fn_ *conv, size_t es,
+static inline __attribute__((always_inline)) void attn_hkv_pv_keys_(attn_hkv_conv_fn_ *conv, size_t es, size_t eu,
+                                                                    size_t ldpf, const float *sc,
                                                                     const attn_few_heads *hd, size_t nq, size_t dv,
                                                                     size_t nk, const float *pt, size_t ldp,
                                                                     const char *v, size_t ldv, float *acc, size_t lda,
@@ -257,18 +320,19 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_keys_(attn_hkv_con
   for (size_t j0 = 0; j0 < nk; j0 += jc) {
     const size_t jn = nk - j0 < jc ? nk - j0 : jc;
     for (size_t h = 0; h < hd->n; h++)
-      attn_hkv_pv_(conv, es, nq, dv, jn, pt + h * hd->p + j0 * ldp, ldp, v + (h * hd->v + j0 * ldv) * es, ldv,
-                   acc + h * hd->a, lda, NULL);
+      attn_hkv_pv_(conv, es, eu, ldpf, sc ? sc + h * hd->shd + j0 * hd->sld : NULL, hd->sld, nq, dv, jn,
+                   pt + h * hd->p + j0 * ldp, ldp, v + (h * hd->v + j0 * ldv) * eu, ldv, acc + h * hd->a, lda, NULL);
   }
 }
 
-static inline __attribute__((always_inline)) void attn_hkv_pv_heads_(attn_hkv_conv_fn_ *conv, size_t es,
+static inline __attribute__((always_inline)) void attn_hkv_pv_heads_(attn_hkv_conv_fn_ *conv, size_t es, size_t eu,
+                                                                     size_t ldpf, const float *sc,
                                                                      const attn_few_heads *hd, size_t nq, size_t dv,
                                                                      size_t nk, const float *pt, size_t ldp,
                                                                      const char *v, size_t ldv, float *acc, size_t lda,
                                                                      const float *alpha) {
   if (!hd) { /* heads in a group (hd), even one, add jc keys at a time: the same bits in any group */
-    attn_hkv_pv_(conv, es, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
+    attn_hkv_pv_(conv, es, eu, ldpf, NULL, 0, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
     return;
   }
   for (size_t h = 0; h < hd->n && alpha; h++) /* scaled once, then every chunk adds */
@@ -281,21 +345,18 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_heads_(attn_hkv_co
       }
     }
   if (nq == 1)
-    attn_hkv_pv_keys_(conv, es, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, ATTN_HKV_JC);
+    attn_hkv_pv_keys_(conv, es, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, ATTN_HKV_JC);
   else
-    attn_hkv_pv_keys_(conv, es, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, ATTN_HKV_JC_ROWS);
+    attn_hkv_pv_keys_(conv, es, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, ATTN_HKV_JC_ROWS);
 }
 
 void ATTN_FEW_PV_NAME(attn_dtype type, const attn_few_heads *hd, size_t nq, size_t dv, size_t nk, const float *pt,
                       size_t ldp, const void *v, size_t ldv, float *acc, size_t lda, const float *alpha) {
-  if (type == ATTN_F16)
-    attn_hkv_pv_heads_(attn_hkv_f16_, 2, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
-  else if (type == ATTN_BF16)
-    attn_hkv_pv_heads_(attn_hkv_bf16_, 2, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
-  else
-    attn_hkv_pv_heads_(attn_hkv_f32_, 4, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
+  const float *sc = type == ATTN_I8 ? hd->sc : NULL;
+  ATTN_HKV_TYPED_(type, ldv, attn_hkv_pv_heads_(conv, es, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha));
 }
 
+#undef ATTN_HKV_TYPED_
 #undef ATTN_HKV_QR
 #undef ATTN_HKV_NV
 #undef ATTN_HKV_KR

@@ -57,18 +57,14 @@ const float *attn_blk_step(const blk_task *t, size_t hh, int64_t j0, size_t jn, 
 }
 
 /* acc (head hh) = alpha acc + P V from P^T at st: V rows vb (fp32, row stride ldv), or vh (rows of
- * shape.kv_type read in place by few_pv: an unmasked block of a `few` plan; int8: vb, by few_pv as
- * one head of a group, the arithmetic of an fp32 plan's heads together). */
+ * shape.kv_type read in place by few_pv: an unmasked block of a `few` plan). */
 void attn_blk_pv(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked, const float *st, const float *alpha,
                  const float *vb, const void *vh, size_t ldv) {
   const attn_blocked_plan *p = t->p;
   const size_t rows = t->rows, DV = p->shape->dv;
   float *acc = blk_head(t, hh) + p->hl.acc + t->c0 * DV;
-  static const attn_few_heads one_head = {1, 0, 0, 0, 0, 0, 0, 0};
   if (vh)
     t->uk->few_pv(p->kv_type, NULL, rows, DV, jn, st, rows, vh, ldv, acc, DV, alpha);
-  else if (p->kv.int8 && p->few && !masked) /* converted rows, as a group of heads adds them in place */
-    t->uk->few_pv(ATTN_F32, &one_head, rows, DV, jn, st, rows, vb, ldv, acc, DV, alpha);
   else if (masked && !blk_hidden_v_finite(p, vb, ldv, j0, jn, t->p0, t->p1))
     blk_pv_exact(p, t->uk, st, jn, j0, t->tn, t->p0, vb, ldv, acc, alpha);
   else
@@ -84,7 +80,12 @@ void attn_blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked) 
   const attn_shape *s = p->shape;
   const size_t rows = t->rows, hs = p->bc * p->R; /* a few-rows plan's R: its rows */
   float *sth = t->ws + p->wl.sth;
-  const attn_few_heads hk = {t->hn, s->k.head_stride, p->head_floats, hs, 0, 0, 0, 0};
+  const attn_layout sl = t->io->scales; /* ATTN_I8: the block's first rows' scales */
+  const size_t s0 = (size_t)j0 * sl.row_stride + t->h0 * sl.head_stride;
+  const int i8 = p->kv_type == ATTN_I8;
+  const attn_few_heads hk = {
+      t->hn, s->k.head_stride, p->head_floats, hs, 0, 0, 0, 0, i8 ? t->io->k_scales + s0 : NULL, sl.row_stride,
+      sl.head_stride};
   t->uk->few_scores(p->kv_type, &hk, jn, rows, s->d, blk_row(t, t->io->k, s->k, j0, t->h0), s->k.row_stride,
                     blk_head(t, 0) + p->hl.qt, s->d, sth, rows);
   const float *alpha0 = NULL;
@@ -99,7 +100,8 @@ void attn_blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked) 
   }
   if (masked) return;
   /* every head's factor lies at the same place of its region (the step's row state) */
-  const attn_few_heads hv = {t->hn, 0, 0, 0, hs, s->v.head_stride, p->head_floats, p->head_floats};
+  const attn_few_heads hv = {t->hn,         0, 0, 0, hs, s->v.head_stride, p->head_floats, p->head_floats,
+                             i8 ? t->io->v_scales + s0 : NULL, sl.row_stride, sl.head_stride};
   t->uk->few_pv(p->kv_type, &hv, rows, s->dv, jn, sth, rows, blk_row(t, t->io->v, s->v, j0, t->h0), s->v.row_stride,
                 blk_head(t, 0) + p->hl.acc, s->dv, alpha0);
 }

@@ -9,11 +9,11 @@ typedef void blk_block_fn(const blk_task *t, size_t hh, size_t order, int64_t j0
 typedef void blk_scores_fn(const blk_task *t, size_t hh, int64_t j0, size_t jn, float *st);
 
 /* The block's values: V in place where the few-rows P V reads them (an unmasked block: *vh), else
- * fp32 rows (*vb, row stride *ldv; half K/V converted into scratch, int8 K/V always). */
+ * fp32 rows (*vb, row stride *ldv; half and int8 K/V converted into scratch). */
 static void blk_values(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked, const void **vh,
                        const float **vb, size_t *ldv) {
   const attn_blocked_plan *p = t->p;
-  const int in_place = p->few && !masked && !p->kv.int8; /* a masked block's P V needs fp32 rows */
+  const int in_place = p->few && !masked; /* a masked block's P V needs fp32 rows */
   *ldv = p->shape->v.row_stride;
   *vh = in_place ? blk_row(t, t->io->v, p->shape->v, j0, t->h0 + hh) : NULL;
   *vb = in_place ? NULL : attn_blk_kv(t, 1, j0, jn, t->h0 + hh, ldv);
@@ -26,12 +26,6 @@ static void blk_scores_gemm(const blk_task *t, size_t hh, int64_t j0, size_t jn,
 static void blk_scores_few(const blk_task *t, size_t hh, int64_t j0, size_t jn, float *st) {
   const attn_blocked_plan *p = t->p;
   const attn_shape *s = p->shape;
-  if (p->kv.int8) { /* the block's K rows converted (fp32 from there: the fp32 call's bits) */
-    size_t ldk;
-    const float *kb = attn_blk_kv(t, 0, j0, jn, t->h0 + hh, &ldk);
-    t->uk->few_scores(ATTN_F32, NULL, jn, t->rows, s->d, kb, ldk, blk_head(t, hh) + p->hl.qt, s->d, st, t->rows);
-    return;
-  }
   t->uk->few_scores(p->kv_type, NULL, jn, t->rows, s->d, blk_row(t, t->io->k, s->k, j0, t->h0 + hh), s->k.row_stride,
                     blk_head(t, hh) + p->hl.qt, s->d, st, t->rows);
 }

@@ -66,8 +66,7 @@ static int blk_lay_out(attn_blocked_plan *p, const blk_sizes *z, size_t *bytes) 
   p->wl.fz = attn_ws_take(&w, p->sel ? bctb : 0);
   p->wl.run = attn_ws_take(&w, p->sel ? bc : 0);
   /* half K/V: the block's converted rows (no scratch for fp32, read in place) */
-  /* (int8 few-rows plans convert a whole block's K for the scores) */
-  p->wl.kc = attn_ws_take(&w, p->kv.int8 ? bcd : half ? bcd / bc * attn_min_sz(bc, BLK_HALF_K_KEYS) : 0);
+  p->wl.kc = attn_ws_take(&w, half ? bcd / bc * attn_min_sz(bc, BLK_HALF_K_KEYS) : 0);
   p->wl.vc = attn_ws_take(&w, half ? bcdv : 0);
   p->wl.sth = attn_ws_take(&w, z->sth); /* `few` blocks of several heads: every head's ST */
   p->wl.pk = attn_ws_take(&w, z->pack ? pkd : 0);
@@ -166,7 +165,7 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
   p->views = !p->fm && !p->sel && !p->few;
   p->block = p->xm ? BLK_BLOCK_XMAP : BLK_BLOCK_SCORED;
   p->scores = p->fm ? BLK_SCORES_FEATURE : p->few ? BLK_SCORES_FEW : BLK_SCORES_GEMM;
-  p->heads_together = p->few && !p->sel && !p->kv.int8; /* int8: each head's rows converted */
+  p->heads_together = p->few && !p->sel;
   p->pack_keys = attn_min_sz(s->n_kv, BLK_PACK_KEYS);
   /* Key ranges: a step that can fold them and no map; one query block of at most
    * ATTN_SPLIT_TOKENS tokens, in ranges of whole key blocks, at least ATTN_SPLIT_KEYS keys each;

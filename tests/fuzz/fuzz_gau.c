@@ -138,9 +138,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_output_alloc(&in, &o, n_q, h_q, dv, d.shape.o);
   void *ws = fz_alloc(need, fz_pick(&in, 64));
 
-  size_t own = 0; /* the call runs in its own bytes (at most need), which a workspace fault cuts */
-  fz_check_status("call_workspace_size", attn_gau_call_workspace_size(&d, &own), ATTN_OK);
-  FZ_CHECK(own <= need, "call_workspace_size %zu > workspace_size %zu", own, need);
   attn_gau_desc cd = d; /* the call's descriptor, which faults change */
   float *ctable = NULL; /* the call's copy of the table (a fault may poison it) */
   if (count) {
@@ -148,7 +145,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t e = 0; e < count; ++e) ctable[e] = table[e];
     cd.bias_table = ctable;
   }
-  fz_call_bind(&c, &cd.shape, NULL, &x, &o, ws, own);
+  fz_call_bind(&c, &cd.shape, NULL, &x, &o, ws, need);
+  size_t own = 0; /* the call runs in its own bytes (at most need), which a workspace fault cuts */
+  fz_check_status("call_workspace_size", attn_gau_call_workspace_size(&cd, &own), ATTN_OK);
+  FZ_CHECK(own <= need, "call_workspace_size %zu > workspace_size %zu", own, need);
+  c.ws_bytes = own;
   for (int f = fz_fault_count(&in); f > 0; --f) {
     const int fault = (int)fz_pick(&in, F_COUNT);
     if (fault == F_BAD_SCALE) {

@@ -178,7 +178,10 @@ static inline bench_cost bench_cost_of(const bench_shape *s) {
       double pairs = bench_visible_pairs(s->n_q, s->n_kv, s->window_left, s->window_right, &c.kv_rows);
       c.flops = pairs * (double)s->h_q * (double)(2 * s->d + 2 * s->dv);
       /* fp16 / bf16 K and V: 2 bytes; int8: 1 and a float scale per row; q8_0: 34 bytes per 32 */
-      const double fkv = s->kv_type == ATTN_F32 ? f4 : s->kv_type == ATTN_I8 ? 1.0 : s->kv_type == ATTN_Q8_0 ? 34.0 / 32 : 2.0;
+      const double fkv = s->kv_type == ATTN_F32    ? f4
+                         : s->kv_type == ATTN_I8   ? 1.0
+                         : s->kv_type == ATTN_Q8_0 ? 34.0 / 32
+                                                   : 2.0;
       const double rows_extra = s->kv_type == ATTN_I8 ? 2.0 * f4 : 0.0;
       c.bytes = q_o + c.kv_rows * (double)s->h_kv * ((double)(s->d + s->dv) * fkv + rows_extra);
       break;
@@ -212,11 +215,12 @@ static inline bench_cost bench_cost_of(const bench_shape *s) {
       const double n = (double)s->n_q, state = (double)s->h_kv * (double)s->d * (double)s->dv * f4;
       c.flops = bench_delta_flops(s->n_q, s->h_kv, s->d, s->dv, s->chunk ? s->chunk : 1);
       c.bytes = n * (double)s->h_q * 2.0 * (double)s->d * f4 + n * (double)s->h_kv * 2.0 * (double)s->dv * f4;
-      c.bytes += n * (double)s->h_kv * (1.0 + (s->delta_gate == ATTN_DELTA_FEATURE   ? (double)s->d
-                                               : s->delta_gate == ATTN_DELTA_SCALAR ? 1.0
-                                                                                    : 0.0)) *
-                 f4;                /* beta and the log gates */
-      c.bytes += 2.0 * state;       /* the state read and written */
+      c.bytes += n * (double)s->h_kv *
+                 (1.0 + (s->delta_gate == ATTN_DELTA_FEATURE  ? (double)s->d
+                         : s->delta_gate == ATTN_DELTA_SCALAR ? 1.0
+                                                              : 0.0)) *
+                 f4;          /* beta and the log gates */
+      c.bytes += 2.0 * state; /* the state read and written */
       if (s->checkpoints) c.bytes += (double)bench_delta_checkpoints(s->n_q, s->chunk) * state;
       break;
     }

@@ -77,7 +77,7 @@ typedef struct softmax_impl {
   attn_softmax_desc desc;
   attn_row_stats stats;
   void *kh, *vh;
-  size_t scales; /* ATTN_I8: bytes from a K or V copy's start to its scales */
+  size_t scales;                                         /* ATTN_I8: bytes from a K or V copy's start to its scales */
   float sinks[BENCH_OPT_HEADS], slopes[BENCH_OPT_HEADS]; /* options: the first h_q (<= 256) */
   float arrays[];
 } softmax_impl;
@@ -128,7 +128,8 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
   const bench_shape *s = &w->s;
   const size_t rows = s->n_q * s->h_q;
   const size_t nk = s->n_kv * s->h_kv * s->d, nv = s->n_kv * s->h_kv * s->dv;
-  const size_t kb = cache_bytes(s->kv_type, nk, s->d), half = s->kv_type == ATTN_F32 ? 0 : kb + cache_bytes(s->kv_type, nv, s->dv);
+  const size_t kb = cache_bytes(s->kv_type, nk, s->d),
+               half = s->kv_type == ATTN_F32 ? 0 : kb + cache_bytes(s->kv_type, nv, s->dv);
   const size_t stats = s->stats ? 3 * rows : 0, bias = s->options == 2 ? s->n_kv : 0; /* floats of each */
   softmax_impl *im = bench_work_impl(w, sizeof *im + (stats + bias) * sizeof(float) + half, err, errlen);
   if (!im) return -1;
@@ -172,9 +173,9 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
   }
   attn_row_stats_init(&im->stats, s->h_q, im->arrays, im->arrays + rows, im->arrays + 2 * rows);
   const size_t kbytes = half ? kb : nk * sizeof(float), vbytes = half ? half - kb : nv * sizeof(float);
-  if (s->n_q <= BENCH_VERIFY_TOKENS && bench_work_copy_cache(w, half ? (const void *)im->kh : (const void *)w->k, kbytes,
-                                                             half ? (const void *)im->vh : (const void *)w->v, vbytes,
-                                                             err, errlen))
+  if (s->n_q <= BENCH_VERIFY_TOKENS &&
+      bench_work_copy_cache(w, half ? (const void *)im->kh : (const void *)w->k, kbytes,
+                            half ? (const void *)im->vh : (const void *)w->v, vbytes, err, errlen))
     return -1;
   return bench_work_workspace(w, attn_softmax_workspace_size(desc, &w->workspace_bytes), "attn_softmax_workspace_size",
                               err, errlen);
@@ -188,9 +189,9 @@ static void softmax_run(bench_work *w) {
   if (im->scales) /* this copy's own scales */
     d.k_scales = (const float *)(const void *)((const unsigned char *)k + im->scales),
     d.v_scales = (const float *)(const void *)((const unsigned char *)v + im->scales);
-  bench_work_status(w, w->s.stats ? attn_softmax_stats(&d, w->q, k, v, w->o, NULL, &im->stats, w->workspace,
-                                                       w->workspace_bytes)
-                                  : attn_softmax(&d, w->q, k, v, w->o, NULL, w->workspace, w->workspace_bytes));
+  bench_work_status(
+      w, w->s.stats ? attn_softmax_stats(&d, w->q, k, v, w->o, NULL, &im->stats, w->workspace, w->workspace_bytes)
+                    : attn_softmax(&d, w->q, k, v, w->o, NULL, w->workspace, w->workspace_bytes));
 }
 
 const bench_adapter bench_softmax_adapter = {

@@ -60,6 +60,9 @@ ATTN_INTERNAL ATTN_COLD size_t attn_first_nonfinite(const float *x, size_t n);
 ATTN_INTERNAL ATTN_COLD attn_status attn_fail_isa(void);
 
 /* ---- argument validation (src/core/validate.c) ---- */
+/* Elements from a [rows x heads x width] tensor's first element to one past its last, any strides
+ * (0 broadcasts); ATTN_E_SIZE_OVERFLOW past PTRDIFF_MAX bytes of floats. */
+ATTN_INTERNAL attn_status attn_layout_span(size_t rows, size_t heads, size_t width, attn_layout l, size_t *span);
 /* A [rows x heads x width] tensor: element span (one past the last element) in *span. */
 ATTN_INTERNAL attn_status attn_check_input(size_t rows, size_t heads, size_t width, attn_layout l, size_t *span);
 /* As above, and the layout must not overlap itself. */
@@ -77,8 +80,11 @@ typedef struct attn_spans {
 #define ATTN_Q8_0_BLOCK_BYTES 34
 /* Bytes of one element of a K/V type (a q8_0 element is a block of 32 values); 0 for an unknown one. */
 static inline size_t attn_dtype_size(attn_dtype t) {
-  return t == ATTN_F32 ? sizeof(float) : (t == ATTN_F16 || t == ATTN_BF16) ? sizeof(uint16_t) : t == ATTN_I8 ? 1
-         : t == ATTN_Q8_0 ? ATTN_Q8_0_BLOCK_BYTES : 0;
+  return t == ATTN_F32                       ? sizeof(float)
+         : (t == ATTN_F16 || t == ATTN_BF16) ? sizeof(uint16_t)
+         : t == ATTN_I8                      ? 1
+         : t == ATTN_Q8_0                    ? ATTN_Q8_0_BLOCK_BYTES
+                                             : 0;
 }
 /* ATTN_Q8_0: values per block and bytes per block (an fp16 scale, then the values). */
 enum { ATTN_Q8_0_VALUES = 32 };

@@ -239,7 +239,7 @@ typedef void attn_f32_bf16_cvt_fn(size_t n, const float *x, uint16_t *y);
  *   few_pv:     acc[r * lda + c] = s_r acc[r * lda + c] + sum_j pt[j * ldp + r] V(j, c),
  *               V(j, c) = v[j * ldv + c], s_r = alpha[r] (alpha NULL: 1, a plain +=)
  *               (nq rows, dv columns, nk keys; acc overlaps neither pt nor alpha).
- * hd (NULL: one head) runs hd->n heads at once, head h's operands hd->(k, q, s) or hd->(p, v, a,
+ * hd (NULL: one head; ATTN_I8 needs it, for its scales) runs hd->n heads at once, head h's operands hd->(k, q, s) or hd->(p, v, a,
  * al) elements or floats after head 0's (alpha: al floats): a few keys of every head before the
  * next keys, so that heads side by side in a token's row are read in one sweep along memory, and
  * heads far apart as parallel streams. Per head, few_scores gives the same bits as a one-head

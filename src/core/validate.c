@@ -1,7 +1,7 @@
 /* Argument validation shared by every public entry point. */
 #include "core/internal.h"
 
-static attn_status span_of(size_t rows, size_t heads, size_t width, attn_layout l, size_t *span) {
+attn_status attn_layout_span(size_t rows, size_t heads, size_t width, attn_layout l, size_t *span) {
   size_t a, b, s;
   if (!attn_mul_ok(rows - 1, l.row_stride, &a) || !attn_mul_ok(heads - 1, l.head_stride, &b) ||
       !attn_add_ok(a, b, &s) || !attn_add_ok(s, width, &s) || s > PTRDIFF_MAX / sizeof(float))
@@ -13,7 +13,7 @@ static attn_status span_of(size_t rows, size_t heads, size_t width, attn_layout 
 attn_status attn_check_input(size_t rows, size_t heads, size_t width, attn_layout l, size_t *span) {
   if (rows == 0 || heads == 0 || width == 0) return ATTN_E_ZERO_SIZE;
   if ((rows > 1 && l.row_stride < width) || (heads > 1 && l.head_stride < width)) return ATTN_E_BAD_STRIDE;
-  return span_of(rows, heads, width, l, span);
+  return attn_layout_span(rows, heads, width, l, span);
 }
 
 attn_status attn_check_output(size_t rows, size_t heads, size_t width, attn_layout l, size_t *span) {
@@ -123,7 +123,8 @@ attn_status attn_shape_check(const attn_shape *s, size_t h_extra, attn_spans *sp
   if (!(sp->kv_elem = attn_dtype_size(s->kv_type)))
     return attn_fail(ATTN_E_BAD_DTYPE, "shape.kv_type %d: not an attn_dtype", (int)s->kv_type);
   if (s->kv_type == ATTN_Q8_0 && (s->d % ATTN_Q8_0_VALUES || s->dv % ATTN_Q8_0_VALUES))
-    return attn_fail(ATTN_E_BAD_DTYPE, "shape.kv_type ATTN_Q8_0: d %zu and dv %zu must be multiples of 32", s->d, s->dv);
+    return attn_fail(ATTN_E_BAD_DTYPE, "shape.kv_type ATTN_Q8_0: d %zu and dv %zu must be multiples of 32", s->d,
+                     s->dv);
   sp->H = attn_max_sz(max3(s->h_q, s->h_k, s->h_v), h_extra);
   if (sp->H % s->h_q || sp->H % s->h_k || sp->H % s->h_v || (h_extra && sp->H % h_extra))
     return shape_heads(s, h_extra, sp->H);

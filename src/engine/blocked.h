@@ -193,8 +193,6 @@ typedef struct attn_blocked_plan {
   struct {
     size_t size;             /* bytes of an element (ATTN_Q8_0: a block of 32 values) */
     attn_f16_cvt_fn *to_f32; /* half rows into fp32 (the path's kernel); NULL: fp32 or int8 */
-    int converted;           /* rows into fp32 scratch (half and int8); 0: fp32 read in place */
-    int int8;                /* ATTN_I8 or ATTN_Q8_0: converted into scratch on the few-rows path too */
   } kv;                      /* the K/V element type's trait, chosen at plan time */
   int few;                   /* at most BLK_FEW_ROWS rows per task and no feature map: scores by few_scores
                                and an unmasked block's P V by few_pv, K and V read in place (half: a
@@ -258,9 +256,9 @@ typedef struct attn_blocked_io {
   float *o;
   float *aux; /* one float per (query, head), or NULL */
   attn_layout aux_layout;
-  float *sel_f;                /* selection (attn_blocked_select): F_j of every key, in/out (n_kv floats) */
-  const attn_row_stats *stats; /* per-row statistics (validated: attn_blocked_stats_outputs), or NULL */
-  const float *fm_wt;          /* FAVOR+'s W^T (d x m) for a feature map that takes one, or NULL */
+  float *sel_f;                     /* selection (attn_blocked_select): F_j of every key, in/out (n_kv floats) */
+  const attn_row_stats *stats;      /* per-row statistics (validated: attn_blocked_stats_outputs), or NULL */
+  const float *fm_wt;               /* FAVOR+'s W^T (d x m) for a feature map that takes one, or NULL */
   const float *k_scales, *v_scales; /* ATTN_I8: a scale per (key, key head), layout `scales` */
   attn_layout scales;
 } attn_blocked_io;

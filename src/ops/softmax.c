@@ -179,10 +179,8 @@ static attn_status sm_options(const attn_softmax_desc *d, sm_call *c) {
     if (!d->k_scales || !d->v_scales)
       return attn_fail(ATTN_E_NULL_POINTER, "desc.%s is NULL: ATTN_I8 K/V take a scale per (token, head)",
                        d->k_scales ? "v_scales" : "k_scales");
-    size_t a, b, e; /* any strides (0 broadcasts: a scale per head, or one per tensor) */
-    if (!attn_mul_ok(s->n_kv - 1, d->scale_layout.row_stride, &a) ||
-        !attn_mul_ok(s->h_k - 1, d->scale_layout.head_stride, &b) || !attn_add_ok(a, b, &e) ||
-        !attn_add_ok(e, 1, &c->scale_floats) || c->scale_floats > PTRDIFF_MAX / sizeof(float))
+    /* any strides (0 broadcasts: a scale per head, or one per tensor) */
+    if (attn_layout_span(s->n_kv, s->h_k, 1, d->scale_layout, &c->scale_floats))
       return attn_fail(ATTN_E_SIZE_OVERFLOW, "desc.scale_layout {%zu, %zu}: the scales' span overflows",
                        d->scale_layout.row_stride, d->scale_layout.head_stride);
   }
@@ -191,14 +189,9 @@ static attn_status sm_options(const attn_softmax_desc *d, sm_call *c) {
   if (d->sinks && !attn_rows_finite(d->sinks, 1, s->h_q, 0)) return sm_bad_array("sinks", d->sinks, s->h_q);
   if (d->alibi_slopes && !attn_rows_finite(d->alibi_slopes, 1, s->h_q, 0))
     return sm_bad_array("alibi_slopes", d->alibi_slopes, s->h_q);
-  if (d->bias) {
-    size_t a, b, e;
-    if (!attn_mul_ok(s->n_q - 1, d->bias_layout.row_stride, &a) ||
-        !attn_mul_ok(s->h_q - 1, d->bias_layout.head_stride, &b) || !attn_add_ok(a, b, &e) ||
-        !attn_add_ok(e, s->n_kv, &c->bias_floats) || c->bias_floats > PTRDIFF_MAX / sizeof(float))
-      return attn_fail(ATTN_E_SIZE_OVERFLOW, "desc.bias_layout {%zu, %zu}: the bias tensor's span overflows",
-                       d->bias_layout.row_stride, d->bias_layout.head_stride);
-  }
+  if (d->bias && attn_layout_span(s->n_q, s->h_q, s->n_kv, d->bias_layout, &c->bias_floats))
+    return attn_fail(ATTN_E_SIZE_OVERFLOW, "desc.bias_layout {%zu, %zu}: the bias tensor's span overflows",
+                     d->bias_layout.row_stride, d->bias_layout.head_stride);
   return ATTN_OK;
 }
 
@@ -243,8 +236,9 @@ static attn_status sm_run(const attn_softmax_desc *d, const float *q, const void
   /* the option arrays (and int8 scales) are inputs too */
   const int i8 = d->shape.kv_type == ATTN_I8;
   const void *opt_in[5] = {d->sinks, d->alibi_slopes, d->bias, i8 ? d->k_scales : NULL, i8 ? d->v_scales : NULL};
-  const size_t opt_bytes[5] = {d->shape.h_q * sizeof(float), d->shape.h_q * sizeof(float), c.bias_floats * sizeof(float),
-                               c.scale_floats * sizeof(float), c.scale_floats * sizeof(float)};
+  const size_t opt_bytes[5] = {d->shape.h_q * sizeof(float), d->shape.h_q * sizeof(float),
+                               c.bias_floats * sizeof(float), c.scale_floats * sizeof(float),
+                               c.scale_floats * sizeof(float)};
   for (size_t i = 0; i < 5; i++)
     for (size_t a = 0; opt_in[i] && a < n; a++)
       if (out[a] && attn_overlap(opt_in[i], opt_bytes[i], out[a], out_bytes[a])) {

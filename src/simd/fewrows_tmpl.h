@@ -106,8 +106,8 @@ static inline __attribute__((always_inline)) vf attn_hkv_load_(attn_hkv_conv_fn_
  * not stored) against rows q[0 .. qr) (qv valid, the same). */
 static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(attn_hkv_conv_fn_ *conv, size_t es, size_t qr,
                                                                         size_t kv, size_t qv, size_t d,
-                                                                        const char *const *kr, const vf *ks,
-                                                                        size_t ldk, const float *const *qp, float *st,
+                                                                        const char *const *kr, const vf *ks, size_t ldk,
+                                                                        const float *const *qp, float *st,
                                                                         size_t ldst) {
   vf acc[ATTN_HKV_KR][ATTN_HKV_QR];
 #pragma GCC unroll 4
@@ -168,11 +168,11 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(attn_hkv
 /* eu: bytes per stride unit (es, or a q8_0 block's); ldpf: the row stride the prefetches count
  * in (fp32 rows ahead, see ATTN_HKV_PREFETCH_); sc (ATTN_I8): each row's scale, ld sld, head hsd. */
 static inline __attribute__((always_inline)) void attn_hkv_scores_(attn_hkv_conv_fn_ *conv, size_t es, size_t eu,
-                                                                   size_t ldpf, const float *sc, size_t sld,
-                                                                   size_t shd, size_t nh, size_t hk, size_t hq,
-                                                                   size_t hs, size_t nk, size_t nq, size_t d,
-                                                                   const char *k0, size_t ldk, const float *q0,
-                                                                   size_t ldq, float *st0, size_t ldst) {
+                                                                   size_t ldpf, const float *sc, size_t sld, size_t shd,
+                                                                   size_t nh, size_t hk, size_t hq, size_t hs,
+                                                                   size_t nk, size_t nq, size_t d, const char *k0,
+                                                                   size_t ldk, const float *q0, size_t ldq, float *st0,
+                                                                   size_t ldst) {
   for (size_t j0 = 0; j0 < nk; j0 += ATTN_HKV_KR)
     for (size_t h = 0; h < nh; h++) {
       const char *k = k0 + h * hk * eu;
@@ -201,11 +201,11 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_(attn_hkv_conv
 /* One tile of P V: rows r0 .. r0 + qv (of qr) and columns c0 .. c0 + cw (of NV vectors; full:
  * all NV whole, a constant, so that the loop over keys keeps every accumulator in a register). */
 static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(attn_hkv_conv_fn_ *conv, size_t es, size_t eu,
-                                                                    size_t ldpf, const float *sc, size_t sld,
-                                                                    size_t qr, size_t qv, int full, size_t cw,
-                                                                    size_t nk, const float *pt, size_t ldp,
-                                                                    const char *v, size_t c0, size_t ldv, float *acc,
-                                                                    size_t lda, const float *alpha) {
+                                                                    size_t ldpf, const float *sc, size_t sld, size_t qr,
+                                                                    size_t qv, int full, size_t cw, size_t nk,
+                                                                    const float *pt, size_t ldp, const char *v,
+                                                                    size_t c0, size_t ldv, float *acc, size_t lda,
+                                                                    const float *alpha) {
   vf a[ATTN_HKV_QR][ATTN_HKV_NV];
   size_t w[ATTN_HKV_NV];
 #pragma GCC unroll 4
@@ -260,7 +260,7 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_(attn_hkv_conv_fn_
       const size_t qv = nq - r0 < ATTN_HKV_QR ? nq - r0 : ATTN_HKV_QR;
       const float *al = alpha ? alpha + r0 : NULL;
       const int full = cw == NC;
-#define ATTN_HKV_PV_(qr_c, full_c)                                                                               \
+#define ATTN_HKV_PV_(qr_c, full_c)                                                                                   \
   attn_hkv_pv_tile_(conv, es, eu, ldpf, sc, sld, qr_c, qr_c == 1 ? 1 : qv, full_c, cw, nk, pt + r0, ldp, v, c0, ldv, \
                     acc + r0 * lda + c0, lda, al)
       if (nq == 1)
@@ -274,39 +274,45 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_(attn_hkv_conv_fn_
 
 /* The element type's conversion, bytes per element (es) and per stride unit (eu), and the row
  * stride the prefetches count in: half rows twice as many rows ahead as fp32 (the same distance
- * in memory), int8 and q8_0 rows as many as half rows. ATTN_I8 rows need hd's scales. */
-#define ATTN_HKV_TYPED_(type, ld, call)                                                    \
-  do {                                                                                     \
-    if ((type) == ATTN_F16) {                                                              \
-      attn_hkv_conv_fn_ *const conv = attn_hkv_f16_;                                       \
-      const size_t es = 2, eu = 2, ldpf = (ld);                                            \
-      call;                                                                                \
-    } else if ((type) == ATTN_BF16) {                                                      \
-      attn_hkv_conv_fn_ *const conv = attn_hkv_bf16_;                                      \
-      const size_t es = 2, eu = 2, ldpf = (ld);                                            \
-      call;                                                                                \
-    } else if ((type) == ATTN_I8) {                                                        \
-      attn_hkv_conv_fn_ *const conv = attn_hkv_i8_;                                        \
-      const size_t es = 1, eu = 1, ldpf = (ld) / 2;                                        \
-      call;                                                                                \
-    } else if ((type) == ATTN_Q8_0) {                                                      \
-      attn_hkv_conv_fn_ *const conv = attn_hkv_q8_;                                        \
-      const size_t es = 1, eu = ATTN_Q8_0_BLOCK_BYTES, ldpf = (ld) * ATTN_Q8_0_BLOCK_BYTES / 2; \
-      call;                                                                                \
-    } else {                                                                               \
-      attn_hkv_conv_fn_ *const conv = attn_hkv_f32_;                                       \
-      const size_t es = 4, eu = 4, ldpf = (ld);                                            \
-      call;                                                                                \
-    }                                                                                      \
+ * in memory), int8 and q8_0 rows as many as half rows; the rows' scales (ATTN_I8: hd's, NULL,
+ * a constant, for the other types). */
+#define ATTN_HKV_TYPED_(type, hd, ld, call)                                                   \
+  do {                                                                                        \
+    if ((type) == ATTN_F16) {                                                                 \
+      attn_hkv_conv_fn_ *const conv = attn_hkv_f16_;                                          \
+      const size_t es = 2, eu = 2, ldpf = (ld);                                               \
+      const float *const sc = NULL;                                                           \
+      call;                                                                                   \
+    } else if ((type) == ATTN_BF16) {                                                         \
+      attn_hkv_conv_fn_ *const conv = attn_hkv_bf16_;                                         \
+      const size_t es = 2, eu = 2, ldpf = (ld);                                               \
+      const float *const sc = NULL;                                                           \
+      call;                                                                                   \
+    } else if ((type) == ATTN_I8) {                                                           \
+      attn_hkv_conv_fn_ *const conv = attn_hkv_i8_;                                           \
+      const size_t es = 1, eu = 1, ldpf = (ld) / 2;                                           \
+      const float *const sc = (hd)->sc;                                                       \
+      call;                                                                                   \
+    } else if ((type) == ATTN_Q8_0) {                                                         \
+      attn_hkv_conv_fn_ *const conv = attn_hkv_q8_;                                           \
+      const size_t es = 1, eu = ATTN_Q8_0_BLOCK_BYTES, ldpf = (ld)*ATTN_Q8_0_BLOCK_BYTES / 2; \
+      const float *const sc = NULL;                                                           \
+      call;                                                                                   \
+    } else {                                                                                  \
+      attn_hkv_conv_fn_ *const conv = attn_hkv_f32_;                                          \
+      const size_t es = 4, eu = 4, ldpf = (ld);                                               \
+      const float *const sc = NULL;                                                           \
+      call;                                                                                   \
+    }                                                                                         \
   } while (0)
 
 void ATTN_FEW_SCORES_NAME(attn_dtype type, const attn_few_heads *hd, size_t nk, size_t nq, size_t d, const void *k,
                           size_t ldk, const float *q, size_t ldq, float *st, size_t ldst) {
   const size_t nh = hd ? hd->n : 1, hk = hd ? hd->k : 0, hq = hd ? hd->q : 0, hs = hd ? hd->s : 0;
-  const float *sc = type == ATTN_I8 ? hd->sc : NULL;
   const size_t sld = hd ? hd->sld : 0, shd = hd ? hd->shd : 0;
-  ATTN_HKV_TYPED_(type, ldk,
-                  attn_hkv_scores_(conv, es, eu, ldpf, sc, sld, shd, nh, hk, hq, hs, nk, nq, d, k, ldk, q, ldq, st, ldst));
+  ATTN_HKV_TYPED_(
+      type, hd, ldk,
+      attn_hkv_scores_(conv, es, eu, ldpf, sc, sld, shd, nh, hk, hq, hs, nk, nq, d, k, ldk, q, ldq, st, ldst));
 }
 
 /* P V of several heads, jc keys (a constant: the tile's key loop is compiled for it) of each head
@@ -352,8 +358,8 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_heads_(attn_hkv_co
 
 void ATTN_FEW_PV_NAME(attn_dtype type, const attn_few_heads *hd, size_t nq, size_t dv, size_t nk, const float *pt,
                       size_t ldp, const void *v, size_t ldv, float *acc, size_t lda, const float *alpha) {
-  const float *sc = type == ATTN_I8 ? hd->sc : NULL;
-  ATTN_HKV_TYPED_(type, ldv, attn_hkv_pv_heads_(conv, es, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha));
+  ATTN_HKV_TYPED_(type, hd, ldv,
+                  attn_hkv_pv_heads_(conv, es, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha));
 }
 
 #undef ATTN_HKV_TYPED_

@@ -76,7 +76,8 @@ static inline vf vf_from_bf16(const uint16_t *p) {
 }
 /* 8 int8 values as floats (exact). */
 static inline vf vf_from_i8(const int8_t *p) {
-  return simde_mm256_cvtepi32_ps(simde_mm256_cvtepi8_epi32(simde_mm_loadl_epi64((const simde__m128i *)(const void *)p)));
+  return simde_mm256_cvtepi32_ps(
+      simde_mm256_cvtepi8_epi32(simde_mm_loadl_epi64((const simde__m128i *)(const void *)p)));
 }
 /* (float)(a[i] - c[i]) of 8 doubles: the difference in double, one rounding to float. */
 static inline vf vf_from_f64_diff(const double *a, const double *c) {

@@ -25,12 +25,12 @@
 /* *bytes = the call's own workspace (prefix##_call_workspace_size), asserted to be at most the
  * answer for any n_q and n_kv (prefix##_workspace_size): what the runners allocate, so that every
  * call runs in exactly the bytes it asks for. */
-#define TU_CALL_WS(prefix, desc, bytes)                                 \
-  do {                                                                  \
-    size_t any_ = 0;                                                    \
-    ck_assert_int_eq(prefix##_workspace_size((desc), &any_), ATTN_OK);  \
+#define TU_CALL_WS(prefix, desc, bytes)                                       \
+  do {                                                                        \
+    size_t any_ = 0;                                                          \
+    ck_assert_int_eq(prefix##_workspace_size((desc), &any_), ATTN_OK);        \
     ck_assert_int_eq(prefix##_call_workspace_size((desc), (bytes)), ATTN_OK); \
-    ck_assert_uint_le(*(bytes), any_);                                  \
+    ck_assert_uint_le(*(bytes), any_);                                        \
   } while (0)
 
 /* ------------------------------------------------------------------------------------------ */

@@ -179,7 +179,8 @@ START_TEST(kv_int8_softmax) {
   if (c->ty == ATTN_I8) {
     di.k_scales = k.scales, di.v_scales = v.scales, di.scale_layout = k.sl;
   } else { /* strides in blocks */
-    di.shape.k.row_stride /= 32, di.shape.k.head_stride /= 32, di.shape.v.row_stride /= 32, di.shape.v.head_stride /= 32;
+    di.shape.k.row_stride /= 32, di.shape.k.head_stride /= 32, di.shape.v.row_stride /= 32,
+        di.shape.v.head_stride /= 32;
   }
   attn_pool *pool = NULL;
   attn_threads th;
@@ -230,13 +231,25 @@ START_TEST(kv_int8_bad) {
   attn_status want = ATTN_OK;
   float *out = o;
   switch (_i) {
-    case 0: d.k_scales = NULL, want = ATTN_E_NULL_POINTER; break;
-    case 1: d.v_scales = NULL, want = ATTN_E_NULL_POINTER; break;
-    case 2: d.shape.kv_type = ATTN_Q8_0, d.shape.d = 48, d.shape.k.row_stride = 2, d.shape.k.head_stride = 1,
-            want = ATTN_E_BAD_DTYPE; break;
-    case 3: d.scale_layout = (attn_layout){SIZE_MAX / 2, 1}, want = ATTN_E_SIZE_OVERFLOW; break;
-    case 4: d.k_scales = o + 8, want = ATTN_E_ALIASING; break; /* the scales inside o */
-    default: d.shape.kv_type = (attn_dtype)5, want = ATTN_E_BAD_DTYPE; break;
+    case 0:
+      d.k_scales = NULL, want = ATTN_E_NULL_POINTER;
+      break;
+    case 1:
+      d.v_scales = NULL, want = ATTN_E_NULL_POINTER;
+      break;
+    case 2:
+      d.shape.kv_type = ATTN_Q8_0, d.shape.d = 48, d.shape.k.row_stride = 2, d.shape.k.head_stride = 1,
+      want = ATTN_E_BAD_DTYPE;
+      break;
+    case 3:
+      d.scale_layout = (attn_layout){SIZE_MAX / 2, 1}, want = ATTN_E_SIZE_OVERFLOW;
+      break;
+    case 4:
+      d.k_scales = o + 8, want = ATTN_E_ALIASING;
+      break; /* the scales inside o */
+    default:
+      d.shape.kv_type = (attn_dtype)5, want = ATTN_E_BAD_DTYPE;
+      break;
   }
   size_t bytes = 12345;
   ck_assert_int_eq(attn_softmax(&d, q, k, v, out, lse, ws, sizeof ws), want);

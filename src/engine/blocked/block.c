@@ -84,8 +84,8 @@ void attn_blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked) 
   const size_t s0 = (size_t)j0 * sl.row_stride + t->h0 * sl.head_stride;
   const int i8 = p->kv_type == ATTN_I8;
   const attn_few_heads hk = {
-      t->hn, s->k.head_stride, p->head_floats, hs, 0, 0, 0, 0, i8 ? t->io->k_scales + s0 : NULL, sl.row_stride,
-      sl.head_stride};
+      t->hn,         s->k.head_stride, p->head_floats, hs, 0, 0, 0, 0, i8 ? t->io->k_scales + s0 : NULL,
+      sl.row_stride, sl.head_stride};
   t->uk->few_scores(p->kv_type, &hk, jn, rows, s->d, blk_row(t, t->io->k, s->k, j0, t->h0), s->k.row_stride,
                     blk_head(t, 0) + p->hl.qt, s->d, sth, rows);
   const float *alpha0 = NULL;
@@ -100,8 +100,17 @@ void attn_blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked) 
   }
   if (masked) return;
   /* every head's factor lies at the same place of its region (the step's row state) */
-  const attn_few_heads hv = {t->hn,         0, 0, 0, hs, s->v.head_stride, p->head_floats, p->head_floats,
-                             i8 ? t->io->v_scales + s0 : NULL, sl.row_stride, sl.head_stride};
+  const attn_few_heads hv = {t->hn,
+                             0,
+                             0,
+                             0,
+                             hs,
+                             s->v.head_stride,
+                             p->head_floats,
+                             p->head_floats,
+                             i8 ? t->io->v_scales + s0 : NULL,
+                             sl.row_stride,
+                             sl.head_stride};
   t->uk->few_pv(p->kv_type, &hv, rows, s->dv, jn, sth, rows, blk_row(t, t->io->v, s->v, j0, t->h0), s->v.row_stride,
                 blk_head(t, 0) + p->hl.acc, s->dv, alpha0);
 }

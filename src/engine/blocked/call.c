@@ -9,7 +9,8 @@ attn_status attn_blocked_call_check(attn_blocked_call *c, const attn_shape *s, f
   c->aux_span = 0;
   if ((st = attn_shape_check(s, 0, &c->sp))) return st;
   if (!int8 && (s->kv_type == ATTN_I8 || s->kv_type == ATTN_Q8_0))
-    return attn_fail(ATTN_E_BAD_DTYPE, "shape.kv_type %d: int8 K/V are softmax's only (ATTN_F32, ATTN_F16, ATTN_BF16 here)",
+    return attn_fail(ATTN_E_BAD_DTYPE,
+                     "shape.kv_type %d: int8 K/V are softmax's only (ATTN_F32, ATTN_F16, ATTN_BF16 here)",
                      (int)s->kv_type);
   if (s->h_k != s->h_v)
     return attn_fail(ATTN_E_BAD_HEADS, "shape.h_k %zu != shape.h_v %zu: this variant needs one value head per key head",

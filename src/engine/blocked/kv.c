@@ -35,7 +35,7 @@ void attn_blk_pack(const blk_task *t) {
   const size_t n = p->pack_keys;
   const void *k = blk_row(t, t->io->k, s->k, 0, t->h0), *v = blk_row(t, t->io->v, s->v, 0, t->h0);
   float *pk = t->ws + p->wl.pk, *pv = t->ws + p->wl.pv;
-  if (!p->kv.converted) {
+  if (p->kv_type == ATTN_F32) {
     for (size_t j = 0; j < n; j++) {
       memcpy(pk + j * s->d, (const float *)k + j * s->k.row_stride, s->d * sizeof(float));
       memcpy(pv + j * s->dv, (const float *)v + j * s->v.row_stride, s->dv * sizeof(float));
@@ -50,7 +50,7 @@ void attn_blk_pack(const blk_task *t) {
 /* Rows [j0, j0 + jn) of key (value 0) or value (value 1) head h as fp32: from the worker's packed
  * rows where they hold them (*ld: d or dv); else in place for fp32 (*ld: the layout's row
  * stride), converted by the path's conversion kernel into the scratch at wl.kc / wl.vc (bc x w
- * floats, *ld = w) for half types. */
+ * floats, *ld = w) for half and int8 types. */
 const float *attn_blk_kv(const blk_task *t, int value, int64_t j0, size_t jn, size_t h, size_t *ld) {
   const attn_blocked_plan *p = t->p;
   const attn_shape *s = p->shape;
@@ -59,7 +59,7 @@ const float *attn_blk_kv(const blk_task *t, int value, int64_t j0, size_t jn, si
     *ld = w;
     return t->ws + (value ? p->wl.pv : p->wl.pk) + (size_t)j0 * w;
   }
-  if (!p->kv.converted) {
+  if (p->kv_type == ATTN_F32) {
     const attn_layout l = value ? s->v : s->k;
     *ld = l.row_stride;
     return blk_row(t, value ? t->io->v : t->io->k, l, j0, h);
@@ -76,7 +76,7 @@ const float *attn_blk_kv(const blk_task *t, int value, int64_t j0, size_t jn, si
 void attn_blk_scores(const blk_task *t, int64_t j0, size_t jn, size_t h, size_t n, const float *b, size_t ldb,
                      float *st, size_t ldst) {
   const attn_shape *s = t->p->shape;
-  const size_t step = t->p->kv.converted ? BLK_HALF_K_KEYS : jn;
+  const size_t step = t->p->kv_type != ATTN_F32 ? BLK_HALF_K_KEYS : jn;
   for (size_t a = 0; a < jn; a += step) {
     const size_t cn = attn_min_sz(step, jn - a);
     size_t ldk;

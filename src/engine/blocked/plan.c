@@ -34,10 +34,10 @@ static size_t blk_short_group(const attn_blocked_plan *p, size_t hf, size_t more
 
 /* The regions a worker's scratch holds, in floats, and the workspace's range slots. */
 typedef struct blk_sizes {
-  size_t st, fms, tbm2, sth, heads, fold; /* scores, map scratch, 2 tb m (checked), heads' scores,
-                                             head regions, a fold region */
-  size_t slot_heads_floats, slot_ranges;  /* with threads: ph floats per head of the groups, ranges */
-  int pack;                               /* packed K and V */
+  size_t st, fms, sth, heads, fold;      /* scores, map scratch, heads' scores, head regions, a fold
+                                           region */
+  size_t slot_heads_floats, slot_ranges; /* with threads: ph floats per head of the groups, ranges */
+  int pack;                              /* packed K and V */
 } blk_sizes;
 
 /* Each worker's scratch layout (p->wl, worker_floats, slots) for sizes z, and the workspace's
@@ -45,7 +45,7 @@ typedef struct blk_sizes {
 static int blk_lay_out(attn_blocked_plan *p, const blk_sizes *z, size_t *bytes) {
   const attn_shape *s = p->shape;
   const size_t m = p->m, bc = p->bc, tb = p->tb;
-  const int half = s->kv_type != ATTN_F32;
+  const int converted = s->kv_type != ATTN_F32; /* half and int8 K/V */
   attn_ws w = {0, 0};
   size_t bcm, strip, dtb, bctb, bcd, bcdv, pkd, pkdv, slots = 0, total;
   if (!attn_mul_ok(bc, m, &bcm) || !attn_mul_ok(bc + 2 * tb, p->g, &strip) || !attn_mul_ok(s->d, tb, &dtb) ||
@@ -65,9 +65,9 @@ static int blk_lay_out(attn_blocked_plan *p, const blk_sizes *z, size_t *bytes) 
   p->wl.ss = attn_ws_take(&w, p->sel ? bctb : 0);
   p->wl.fz = attn_ws_take(&w, p->sel ? bctb : 0);
   p->wl.run = attn_ws_take(&w, p->sel ? bc : 0);
-  /* half K/V: the block's converted rows (no scratch for fp32, read in place) */
-  p->wl.kc = attn_ws_take(&w, half ? bcd / bc * attn_min_sz(bc, BLK_HALF_K_KEYS) : 0);
-  p->wl.vc = attn_ws_take(&w, half ? bcdv : 0);
+  /* half and int8 K/V: the block's converted rows (no scratch for fp32, read in place) */
+  p->wl.kc = attn_ws_take(&w, converted ? bcd / bc * attn_min_sz(bc, BLK_HALF_K_KEYS) : 0);
+  p->wl.vc = attn_ws_take(&w, converted ? bcdv : 0);
   p->wl.sth = attn_ws_take(&w, z->sth); /* `few` blocks of several heads: every head's ST */
   p->wl.pk = attn_ws_take(&w, z->pack ? pkd : 0);
   p->wl.pv = attn_ws_take(&w, z->pack ? pkdv : 0);
@@ -159,8 +159,6 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
   p->kv_type = s->kv_type;
   p->kv.size = attn_dtype_size(s->kv_type);
   p->kv.to_f32 = s->kv_type == ATTN_F16 ? uk->f16_cvt : s->kv_type == ATTN_BF16 ? uk->bf16_cvt : NULL;
-  p->kv.int8 = s->kv_type == ATTN_I8 || s->kv_type == ATTN_Q8_0;
-  p->kv.converted = s->kv_type != ATTN_F32;
   p->few = !p->fm && attn_min_sz(p->tb, s->n_q) * p->g <= BLK_FEW_ROWS;
   p->views = !p->fm && !p->sel && !p->few;
   p->block = p->xm ? BLK_BLOCK_XMAP : BLK_BLOCK_SCORED;
@@ -201,13 +199,24 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
   /* The workspace query's answer: reserved for every n_q and n_kv (a prefill's serves the decode
    * steps after it), then the call's own layout, no more than this call uses (its rows' heads and
    * scores, packing only where it packs, its key ranges), which the call checks. */
-  const blk_sizes reserve = {bcr, fms, tbm2, st_head * hg_res, heads_res, ph * hg_res,
-                             can_split && p->workers > 1 ? ph * gh_res : 0, BLK_SPLIT_MAX, !p->fm && !p->sel};
+  const blk_sizes reserve = {bcr,
+                             fms,
+                             st_head * hg_res,
+                             heads_res,
+                             ph * hg_res,
+                             can_split && p->workers > 1 ? ph * gh_res : 0,
+                             BLK_SPLIT_MAX,
+                             !p->fm && !p->sel};
   if (blk_lay_out(p, &reserve, &p->reserve_bytes)) return blk_overflow(s);
   const size_t rows_st = p->bc * p->R; /* bc x R: checked with the block's R above, R <= it */
-  const blk_sizes own = {rows_st, fms, tbm2, p->heads_together ? rows_st * p->hg : 0, p->hg * p->head_floats,
-                         p->split > 1 ? p->slot_floats : 0, p->split > 1 && p->workers > 1 ? ph * p->groups * p->hg : 0,
-                         p->split, p->pack};
+  const blk_sizes own = {rows_st,
+                         fms,
+                         p->heads_together ? rows_st * p->hg : 0,
+                         p->hg * p->head_floats,
+                         p->split > 1 ? p->slot_floats : 0,
+                         p->split > 1 && p->workers > 1 ? ph * p->groups * p->hg : 0,
+                         p->split,
+                         p->pack};
   if (blk_lay_out(p, &own, &p->scratch_bytes)) return blk_overflow(s);
   return ATTN_OK;
 }

@@ -225,35 +225,29 @@ START_TEST(kv_int8_bad) {
   static char ws[1 << 20];
   for (size_t i = 0; i < BAD_N * BAD_H; i++) scales[i] = 0.01f;
   for (size_t i = 0; i < sizeof o / sizeof o[0]; i++) o[i] = -7.0f;
+  /* each row's fault on a valid ATTN_I8 call; the query answers the call's status but aliasing's */
+  static const struct {
+    int ty;             /* kv_type */
+    int k_null, v_null; /* a scale array NULL */
+    size_t d;           /* d (0: BAD_D) */
+    size_t scale_rows;  /* scale_layout.row_stride (0: BAD_H) */
+    int scales_in_o;    /* k_scales inside o */
+    attn_status want;
+  } rows[] = {
+      {ATTN_I8, 1, 0, 0, 0, 0, ATTN_E_NULL_POINTER}, {ATTN_I8, 0, 1, 0, 0, 0, ATTN_E_NULL_POINTER},
+      {ATTN_Q8_0, 0, 0, 48, 0, 0, ATTN_E_BAD_DTYPE}, {ATTN_I8, 0, 0, 0, SIZE_MAX / 2, 0, ATTN_E_SIZE_OVERFLOW},
+      {ATTN_I8, 0, 0, 0, 0, 1, ATTN_E_ALIASING},     {5, 0, 0, 0, 0, 0, ATTN_E_BAD_DTYPE},
+  };
   attn_softmax_desc d;
   ck_assert_int_eq(attn_softmax_desc_init(&d, BAD_N, BAD_N, BAD_H, BAD_H, BAD_D, BAD_D), ATTN_OK);
-  d.shape.kv_type = ATTN_I8, d.k_scales = scales, d.v_scales = scales;
-  attn_status want = ATTN_OK;
-  float *out = o;
-  switch (_i) {
-    case 0:
-      d.k_scales = NULL, want = ATTN_E_NULL_POINTER;
-      break;
-    case 1:
-      d.v_scales = NULL, want = ATTN_E_NULL_POINTER;
-      break;
-    case 2:
-      d.shape.kv_type = ATTN_Q8_0, d.shape.d = 48, d.shape.k.row_stride = 2, d.shape.k.head_stride = 1,
-      want = ATTN_E_BAD_DTYPE;
-      break;
-    case 3:
-      d.scale_layout = (attn_layout){SIZE_MAX / 2, 1}, want = ATTN_E_SIZE_OVERFLOW;
-      break;
-    case 4:
-      d.k_scales = o + 8, want = ATTN_E_ALIASING;
-      break; /* the scales inside o */
-    default:
-      d.shape.kv_type = (attn_dtype)5, want = ATTN_E_BAD_DTYPE;
-      break;
-  }
+  d.shape.kv_type = (attn_dtype)rows[_i].ty;
+  d.k_scales = rows[_i].k_null ? NULL : rows[_i].scales_in_o ? o + 8 : scales;
+  d.v_scales = rows[_i].v_null ? NULL : scales;
+  if (rows[_i].d) d.shape.d = rows[_i].d, d.shape.k.row_stride = 2, d.shape.k.head_stride = 1;
+  if (rows[_i].scale_rows) d.scale_layout.row_stride = rows[_i].scale_rows;
   size_t bytes = 12345;
-  ck_assert_int_eq(attn_softmax(&d, q, k, v, out, lse, ws, sizeof ws), want);
-  ck_assert_int_eq(attn_softmax_call_workspace_size(&d, &bytes), _i == 4 ? ATTN_OK : want); /* (aliasing: calls) */
+  ck_assert_int_eq(attn_softmax(&d, q, k, v, o, lse, ws, sizeof ws), rows[_i].want);
+  ck_assert_int_eq(attn_softmax_call_workspace_size(&d, &bytes), rows[_i].scales_in_o ? ATTN_OK : rows[_i].want);
   for (size_t i = 0; i < sizeof o / sizeof o[0]; i++) ck_assert_msg(o[i] == -7.0f, "o[%zu] written", i);
   /* the variants that take no int8 K/V refuse both types */
   for (int ty = ATTN_I8; ty <= ATTN_Q8_0 && _i == 0; ty++) {
@@ -276,4 +270,4 @@ END_TEST
 const TTest *kv_int8_softmax_test(void) { return kv_int8_softmax; }
 int kv_int8_softmax_cases(void) { return (int)I8_NCASES; }
 const TTest *kv_int8_bad_test(void) { return kv_int8_bad; }
-int kv_int8_bad_cases(void) { return 6; }
+int kv_int8_bad_cases(void) { return 6; } /* the rows of kv_int8_bad */

@@ -546,6 +546,70 @@ ATTN_API attn_status attn_softmax(const attn_softmax_desc *desc, const float *q,
                                   float *lse, void *workspace, size_t workspace_size);
 
 /**
+ * A batch of sequences for attn_softmax_batch (since 0.9.0): B sequences of different lengths in
+ * one call (varlen: FlashAttention's cu_seqlens), with K/V either contiguous per sequence or in
+ * pages of a shared pool (vLLM's and FlashInfer's paged KV cache). Sequence b's queries, outputs
+ * and LSE are rows [q_offsets[b], q_offsets[b + 1]) of q, o and lse (packed); each sequence is
+ * masked on its own (attn_mask, bottom-right: its query i sits at n_kv_b - n_q_b + i).
+ * Contiguous K/V (page_size 0): its keys are rows [kv_offsets[b], kv_offsets[b + 1]) of k, v (and
+ * of the int8 scales). Paged (page_size > 0): its n_kv_b = kv_lens[b] keys lie in pages of
+ * page_size tokens: key j is row j % page_size of page page_table[b table_stride + j /
+ * page_size], whose first element is page k_page_stride (v_page_stride) elements into k (v); the
+ * layouts shape.k and shape.v give rows and heads within a page: [pages][page_size][h_kv][d] is
+ * {h_kv d, d} with page stride page_size h_kv d, [pages][h_kv][page_size][d] is {d, page_size d}
+ * with h_kv page_size d. Pages may be shared between sequences (a common prefix).
+ */
+typedef struct attn_batch {
+  size_t count;               /**< sequences B (>= 1) */
+  const size_t *q_offsets;    /**< B + 1 non-decreasing row offsets, the last <= shape.n_q */
+  const size_t *kv_offsets;   /**< contiguous K/V: B + 1 non-decreasing, the last <= shape.n_kv */
+  const size_t *kv_lens;      /**< paged: B key counts */
+  const int32_t *page_table;  /**< paged: B rows of table_stride entries, each in [0, pages) */
+  size_t table_stride;        /**< paged: entries between rows (>= the longest sequence's pages) */
+  size_t page_size;           /**< tokens per page; 0: K/V contiguous (kv_offsets) */
+  size_t pages;               /**< paged: pages of the pool (>= 1) */
+  size_t k_page_stride;       /**< paged: k elements between pages (ATTN_Q8_0: blocks) */
+  size_t v_page_stride;       /**< paged: v elements between pages */
+  size_t scale_page_stride;   /**< paged ATTN_I8: floats between pages of k_scales and v_scales */
+} attn_batch;
+
+/** Zero a batch (no sequences, contiguous K/V). @retval ATTN_OK @retval ATTN_E_NULL_POINTER batch is NULL. Since 0.9.0. */
+ATTN_API attn_status attn_batch_init(attn_batch *batch);
+
+/**
+ * Bytes of workspace attn_softmax_batch needs for this batch (its lengths: ask again when they
+ * change): a record per sequence (~1 KiB) and, per worker, the largest of its sequences' own
+ * call workspaces (attn_softmax_call_workspace_size). Since 0.9.0.
+ * @retval ATTN_OK and every status of attn_softmax_batch but those of its pointers and memory.
+ */
+ATTN_API attn_status attn_softmax_batch_workspace_size(const attn_softmax_desc *desc, const attn_batch *batch,
+                                                      size_t *bytes);
+
+/**
+ * Softmax attention over a batch of sequences in one call (since 0.9.0). desc gives what every
+ * sequence shares: heads, widths, strides (K/V within a page when paged), mask, scale, options
+ * and kv_type (every type of attn_softmax, int8 scales paged as their rows); its shape.n_q is the
+ * rows of q, o and lse; its shape.n_kv the rows of k and v (contiguous), or page_size (paged).
+ * A bias is indexed by the packed query row and the key's position in its sequence (the bias
+ * layout needs the longest sequence's keys). One dispatch to shape.threads takes every
+ * sequence's tasks (query blocks, head groups, key ranges); o and lse are bit for bit those of
+ * attn_softmax on each sequence alone (its keys contiguous), for any thread count and any pages.
+ * Rows of q, o and lse no sequence holds are not touched; a sequence without query rows is
+ * skipped.
+ * @param q, k, v, o, lse, workspace  as attn_softmax; k and v the pool when paged.
+ * @retval ATTN_OK, and the statuses of attn_softmax, plus
+ * @retval ATTN_E_NULL_POINTER batch, q_offsets, kv_offsets (contiguous), kv_lens or page_table (paged) is NULL.
+ * @retval ATTN_E_ZERO_SIZE count is 0, pages is 0 (paged), or a sequence with query rows has no key.
+ * @retval ATTN_E_BAD_ARGUMENT offsets decrease or pass shape.n_q / n_kv, shape.n_kv != page_size
+ *         (paged), table_stride is too short, or a page index a sequence reads is outside [0, pages).
+ * @retval ATTN_E_ALIASING o, lse or the workspace overlaps the pool, an option array or the batch's arrays.
+ * On any error no output is written. Reentrant; the batch's arrays are read during the call only.
+ */
+ATTN_API attn_status attn_softmax_batch(const attn_softmax_desc *desc, const attn_batch *batch, const float *q,
+                                        const void *k, const void *v, float *o, float *lse, void *workspace,
+                                        size_t workspace_size);
+
+/**
  * Merge partial softmax results computed over disjoint key sets (split-KV, ring attention):
  *   M = max_c lse_c, w_c = exp(lse_c - M), o = sum_c w_c o_c / sum_c w_c, lse = M + log sum_c w_c.
  * Rows whose parts all have lse = -inf give zeros and -inf. A part with lse = -inf is empty: its

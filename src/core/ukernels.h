@@ -288,7 +288,7 @@ typedef void attn_few_pv_fn(attn_dtype type, const attn_few_heads *hd, size_t nq
   /* K/V conversion of fp16 / bf16 blocks into fp32 scratch; fp32 rows to fp16 / bf16 */     \
   KERNEL(f16_cvt) KERNEL(bf16_cvt) KERNEL(i8_cvt) KERNEL(q8_cvt) KERNEL(f32_f16_cvt) KERNEL(f32_bf16_cvt)                 \
   /* few query rows: scores and P V over K/V in place (fp32, fp16, bf16) */                 \
-  KERNEL(few_scores) KERNEL(few_pv)
+  KERNEL(few_scores) KERNEL(few_pv) TUNING(few_pv_run) TUNING(few_pv_run_rows)
 /* clang-format on */
 
 struct attn_ukernels {

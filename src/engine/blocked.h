@@ -67,7 +67,8 @@ typedef struct attn_step_block {
                        is st * exp(bm[r]); -inf: the row sees none of these keys); NULL otherwise */
   int64_t j0, p0;     /* positions of the first key and of the first column's token */
   size_t g;           /* columns per query token (the GQA group) */
-  size_t h, t;        /* column r is query head h + r % g of the call's token t + r / g */
+  size_t h, t;        /* column r is query head h + r % g of token t + r / g (the caller's rows:
+                         io.t_base + the call's token) */
   const void *params; /* the plan's step_params */
   float *strip;       /* a step with `strip`: (keys per block + 2 tokens per block) * g floats */
   int stats;          /* the call wants statistics: the step's kernel accumulates them too */
@@ -149,7 +150,10 @@ typedef struct attn_blocked_worker_layout {
   size_t strip;                /* the step's strip */
   size_t qs, ss, fz, run;      /* selection: scale Q_sel^T (d x tb), its scores, F (bc x tb), the keys'
                                    running sums (bc) */
-  size_t kc, vc;               /* half K/V: converted K rows (24 x d), the block's V rows (bc x dv) */
+  size_t kc, vc;               /* half K/V: converted K rows (24 x d), the block's V rows (bc x dv; paged
+                                   fp32 too: a block's rows across pages) */
+  size_t vg, vg_scales;        /* paged few-rows plans: a run of few_pv's keys across a page boundary
+                                   (rows of dv elements; ATTN_I8 scales vg_scales floats after vg) */
   size_t sth;                  /* few blocks of several heads: hg heads' ST (bc x R each) */
   size_t pk, pv, ptag;         /* packed K (BLK_PACK_KEYS x d), V (x dv), which head they hold (a size_t
                                    at ptag: head + 1, 0 for none) */
@@ -190,6 +194,7 @@ typedef struct attn_blocked_plan {
   size_t head_floats;
   size_t slots;       /* after the workers' scratch, with threads: every range's state, per task */
   attn_dtype kv_type; /* K and V elements (shape.kv_type), for the few-rows kernels */
+  int paged;          /* K/V in pages (attn_blocked_spec.paged): the calls' io must give them */
   struct {
     size_t size;             /* bytes of an element (ATTN_Q8_0: a block of 32 values) */
     attn_f16_cvt_fn *to_f32; /* half rows into fp32 (the path's kernel); NULL: fp32 or int8 */
@@ -244,6 +249,7 @@ typedef struct attn_blocked_spec {
   const attn_blocked_features *feat; /* a feature map (windowed linear attention), or NULL */
   const attn_blocked_select *sel;    /* selective attention's selection, or NULL */
   const float *stats_sinks;          /* softmax's sinks, taken out of its statistics, or NULL */
+  int paged;                         /* K/V come in pages (attn_blocked_io.pages): scratch for them */
 } attn_blocked_spec;
 
 /* Plan a call. */
@@ -261,6 +267,15 @@ typedef struct attn_blocked_io {
   const float *fm_wt;               /* FAVOR+'s W^T (d x m) for a feature map that takes one, or NULL */
   const float *k_scales, *v_scales; /* ATTN_I8: a scale per (key, key head), layout `scales` */
   attn_layout scales;
+  /* Paged K/V (NULL table: k, v and the scales hold the keys in order): key j of head h lies in
+   * page table[j / size] at row j % size, the page's first row `k` (or `v`, `scales`) elements
+   * from k (v, the scales); the layouts give the rows and heads within a page. The engine reads
+   * every run of a page's rows in place and gives the bits of the call whose keys lie in order. */
+  struct {
+    const int32_t *table;
+    size_t size, k, v, scales;
+  } pages;
+  size_t t_base; /* the call's token 0 in the caller's rows (a batch's packed rows): the steps' t */
 } attn_blocked_io;
 
 /* A call of a variant over one attn_shape on this engine (softmax, GAU, selective): its spans,
@@ -302,5 +317,47 @@ ATTN_INTERNAL attn_status attn_blocked_stats_outputs(const attn_blocked_call *c,
  * calling thread, as the same fold runs without threads. */
 ATTN_INTERNAL void attn_blocked_run_all(const attn_blocked_plan *p, const struct attn_ukernels *uk,
                                         const attn_blocked_io *io, float *ws);
+
+/*
+ * Batches (varlen and paged calls): B sequences, each its own shape (n_q, n_kv; the batch's heads,
+ * widths and strides), plan and io, run in one dispatch. Each sequence's tasks are exactly those
+ * of its own call (its plan, made with the batch's threads), so every output bit is that call's.
+ * Without threads the sequences run one after another, each as attn_blocked_run_all; with
+ * threads one parallel-for takes every sequence's tasks (a split task's ranges one after another
+ * on its worker), or, when the whole batch has fewer tasks than workers, every range of every
+ * split task (each stored in its slot and folded in order after it, as a single call does).
+ */
+typedef struct attn_blocked_seq {
+  attn_shape shape;
+  attn_blocked_plan plan; /* over shape */
+  attn_blocked_io io;
+  size_t item0; /* its first item of the parallel-for (attn_blocked_batch_plan) */
+  size_t slot0; /* spread: its split tasks' slots, floats from the batch's slots */
+} attn_blocked_seq;
+
+typedef struct attn_blocked_batch {
+  attn_blocked_seq *seqs; /* count records, each planned (sequences with n_q = 0 left out) */
+  size_t count;
+  size_t workers;       /* of the threads every plan was made with */
+  size_t worker_floats; /* the largest plan's worker scratch */
+  size_t tasks;         /* every plan's tasks */
+  size_t split_slots;   /* floats of every split task's range slots */
+  int spread;           /* split tasks' ranges in parallel (fewer tasks than workers) */
+  size_t items;         /* tasks of the parallel-for */
+  size_t slots;         /* floats of the ranges' slots when spread, after the workers' scratch */
+} attn_blocked_batch;
+
+/* A batch's sizes, sequence by sequence: start from {0} (seqs NULL), add each plan (the same
+ * threads for all), then attn_blocked_batch_size; nonzero on overflow. */
+ATTN_INTERNAL int attn_blocked_batch_add(attn_blocked_batch *b, const attn_blocked_plan *p);
+/* Whether ranges spread, and the workspace the batch runs in (the workers' scratch, the slots,
+ * each worker's last sequence), in floats after a 64-byte aligned base; nonzero on overflow. */
+ATTN_INTERNAL int attn_blocked_batch_size(attn_blocked_batch *b, size_t *floats);
+/* The records' items and slots (b->seqs set, count records, after attn_blocked_batch_size). */
+ATTN_INTERNAL void attn_blocked_batch_place(attn_blocked_batch *b);
+
+/* Every sequence of a planned batch on the workspace `ws` (attn_blocked_batch_plan's floats). */
+ATTN_INTERNAL void attn_blocked_run_batch(const attn_blocked_batch *b, const attn_threads *threads,
+                                          const struct attn_ukernels *uk, float *ws);
 
 #endif

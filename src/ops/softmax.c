@@ -11,7 +11,7 @@
  * w = exp(s - m), so the entropy is log l - e / l (the LSE minus the mean logit) and the sparsity
  * l / sqrt(n q2). A row whose l is NaN or 0 gets NaN for both.
  */
-#include "engine/blocked.h"
+#include "ops/softmax_internal.h"
 
 static void sm_init(float *rs, size_t R, size_t rows, const attn_step_rows *w) {
   (void)w;
@@ -84,11 +84,6 @@ const attn_score_step attn_softmax_score_step = {3, 0, sm_init, sm_step, sm_fini
  * row state: m = sink, l = 1 (and 1 in the statistics' sum w^2); at the end the engine takes the
  * sink's weight e^(sink - m) back out of the statistics' sums (plan.stats_sinks).
  */
-typedef struct sm_opts {
-  const float *sinks, *alibi, *bias;
-  attn_layout bl;
-  float softcap;
-} sm_opts;
 
 static int sm_opts_on(const attn_softmax_desc *d) {
   return d->sinks || d->alibi_slopes || d->bias || d->softcap != 0.0f;
@@ -155,14 +150,6 @@ attn_status attn_softmax_desc_init(attn_softmax_desc *d, size_t n_q, size_t n_kv
   return ATTN_OK;
 }
 
-/* A validated call planned on the active path, with its options (the step's parameters). */
-typedef struct sm_call {
-  attn_blocked_call b;
-  sm_opts op;
-  size_t bias_floats;  /* the bias tensor's span (0: none) */
-  size_t scale_floats; /* ATTN_I8: each scale array's span (0: not read) */
-} sm_call;
-
 /* A sink or slope array (h_q floats, name) that is not finite: its first bad element. */
 static ATTN_COLD attn_status sm_bad_array(const char *name, const float *x, size_t n) {
   const size_t i = attn_first_nonfinite(x, n);
@@ -195,36 +182,53 @@ static attn_status sm_options(const attn_softmax_desc *d, sm_call *c) {
   return ATTN_OK;
 }
 
-static attn_status sm_prepare(const attn_softmax_desc *d, sm_call *c) {
-  attn_status st;
-  if (!d) return attn_fail(ATTN_E_NULL_POINTER, "desc is NULL");
-  if ((st = attn_blocked_call_check(&c->b, &d->shape, d->scale, &d->lse, 1))) return st;
-  if ((st = sm_options(d, c))) return st;
+attn_status attn_softmax_plan(const attn_softmax_desc *d, const sm_call *c, const attn_shape *s, int paged,
+                              attn_blocked_plan *p) {
   const int on = sm_opts_on(d);
-  const attn_blocked_spec spec = {.shape = &d->shape,
+  const attn_blocked_spec spec = {.shape = s,
                                   .mask = d->mask,
                                   .scale = d->scale,
                                   .step = on ? &sm_opt_step_def : &attn_softmax_score_step,
                                   .step_params = on ? &c->op : NULL,
-                                  .stats_sinks = d->sinks};
-  return attn_blocked_plan_make(&c->b.plan, &spec, c->b.uk);
+                                  .stats_sinks = d->sinks,
+                                  .paged = paged};
+  return attn_blocked_plan_make(p, &spec, c->b.uk);
+}
+
+attn_status attn_softmax_prepare(const attn_softmax_desc *d, sm_call *c) {
+  attn_status st;
+  if (!d) return attn_fail(ATTN_E_NULL_POINTER, "desc is NULL");
+  if ((st = attn_blocked_call_check(&c->b, &d->shape, d->scale, &d->lse, 1))) return st;
+  if ((st = sm_options(d, c))) return st;
+  return attn_softmax_plan(d, c, &d->shape, 0, &c->b.plan);
+}
+
+attn_status attn_softmax_check_inputs(const attn_softmax_desc *d, const sm_call *c, const char *out_names,
+                                      void *const *out, const size_t *out_bytes, size_t n) {
+  const int i8 = d->shape.kv_type == ATTN_I8;
+  const void *const in[5] = {d->sinks, d->alibi_slopes, d->bias, i8 ? d->k_scales : NULL, i8 ? d->v_scales : NULL};
+  const size_t in_bytes[5] = {d->shape.h_q * sizeof(float), d->shape.h_q * sizeof(float),
+                              c->bias_floats * sizeof(float), c->scale_floats * sizeof(float),
+                              c->scale_floats * sizeof(float)};
+  return attn_check_extra_inputs("desc.sinks desc.alibi_slopes desc.bias desc.k_scales desc.v_scales", in, in_bytes, 5,
+                                 out_names, out, out_bytes, n);
 }
 
 attn_status attn_softmax_workspace_size(const attn_softmax_desc *d, size_t *bytes) {
   sm_call c;
-  return attn_blocked_ws_answer(sm_prepare(d, &c), &c.b.plan, 0, bytes);
+  return attn_blocked_ws_answer(attn_softmax_prepare(d, &c), &c.b.plan, 0, bytes);
 }
 
 attn_status attn_softmax_call_workspace_size(const attn_softmax_desc *d, size_t *bytes) {
   sm_call c;
-  return attn_blocked_ws_answer(sm_prepare(d, &c), &c.b.plan, 1, bytes);
+  return attn_blocked_ws_answer(attn_softmax_prepare(d, &c), &c.b.plan, 1, bytes);
 }
 
 /* attn_softmax, with the statistics when `want` (stats validated; NULL is then an error). */
 static attn_status sm_run(const attn_softmax_desc *d, const float *q, const void *k, const void *v, float *o,
                           float *lse, int want, const attn_row_stats *stats, void *workspace, size_t workspace_size) {
   sm_call c;
-  attn_status st = sm_prepare(d, &c);
+  attn_status st = attn_softmax_prepare(d, &c);
   if (st) return st;
   if ((st = attn_check_call_memory(q, k, v, o, workspace, workspace_size, c.b.plan.scratch_bytes))) return st;
   void *out[6] = {o, lse, workspace};
@@ -234,21 +238,7 @@ static attn_status sm_run(const attn_softmax_desc *d, const float *q, const void
   if ((st = attn_check_io(&c.b.sp, q, k, v, out, out_bytes, n)))
     return attn_fail_io(out_names, &c.b.sp, q, k, v, out, out_bytes, n);
   /* the option arrays (and int8 scales) are inputs too */
-  const int i8 = d->shape.kv_type == ATTN_I8;
-  const void *opt_in[5] = {d->sinks, d->alibi_slopes, d->bias, i8 ? d->k_scales : NULL, i8 ? d->v_scales : NULL};
-  const size_t opt_bytes[5] = {d->shape.h_q * sizeof(float), d->shape.h_q * sizeof(float),
-                               c.bias_floats * sizeof(float), c.scale_floats * sizeof(float),
-                               c.scale_floats * sizeof(float)};
-  for (size_t i = 0; i < 5; i++)
-    for (size_t a = 0; opt_in[i] && a < n; a++)
-      if (out[a] && attn_overlap(opt_in[i], opt_bytes[i], out[a], out_bytes[a])) {
-        const char *name;
-        const int len = (int)attn_name_at(out_names, a, &name);
-        static const char in_names[] = "sinks alibi_slopes bias k_scales v_scales";
-        const char *in_name;
-        const int in_len = (int)attn_name_at(in_names, i, &in_name);
-        return attn_fail(ATTN_E_ALIASING, "%.*s overlaps input desc.%.*s", len, name, in_len, in_name);
-      }
+  if ((st = attn_softmax_check_inputs(d, &c, out_names, out, out_bytes, n))) return st;
   const attn_blocked_io io = {.q = q,
                               .k = k,
                               .v = v,

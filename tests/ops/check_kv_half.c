@@ -27,6 +27,7 @@
 
 #include "half_ref.h"
 #include "kv_int8.h"
+#include "kv_paged.h"
 #include "ref/ref_selective.h"
 #include "test_util.h"
 #include "tolerances.h"
@@ -643,7 +644,8 @@ static Suite *kv_half_suite(attn_isa isa) {
   return TU_SUITE(isa,
     {"reference", kv_half_matches_reference, (int)NCASES}, {"reference", kv_half_selcache, 2},
     {"bad_input", kv_half_bad_dtype, 5}, {"bad_input", kv_half_aliasing_in_bytes, 2},
-    {"int8", kv_int8_softmax_test(), kv_int8_softmax_cases()}, {"int8", kv_int8_bad_test(), kv_int8_bad_cases()});
+    {"int8", kv_int8_softmax_test(), kv_int8_softmax_cases()}, {"int8", kv_int8_bad_test(), kv_int8_bad_cases()},
+    {"paged", kv_paged_batch_test(), kv_paged_batch_cases()}, {"paged", kv_paged_bad_test(), kv_paged_bad_cases()});
   /* clang-format on */
 }
 

@@ -49,7 +49,7 @@ const float *attn_blk_step(const blk_task *t, size_t hh, int64_t j0, size_t jn, 
                              t->p0,
                              p->g,
                              (t->h0 + hh) * p->g,
-                             t->t0,
+                             t->io->t_base + t->t0,
                              p->step_params,
                              t->ws + p->wl.strip,
                              t->io->stats != NULL};
@@ -71,23 +71,64 @@ void attn_blk_pv(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked
     t->uk->gemm(rows, DV, jn, st, 1, rows, vb, ldv, acc, DV, alpha, 1);
 }
 
+/* P V of an unmasked `few` block of every head from their P^T (sth, hs floats a head): few_pv over
+ * the heads in one sweep, run by run of a page. few_pv adds a few keys at a time from its first
+ * (uk->few_pv_run, _rows), so a block is cut only after whole runs of them; a run of keys across a
+ * page boundary is gathered, head by head, into scratch (wl.vg: its rows and ATTN_I8 scales) and
+ * added from there: the bits of the block read in one piece. */
+static void blk_pv_heads(const blk_task *t, int64_t j0, size_t jn, const float *sth, size_t hs, const float *alpha) {
+  const attn_blocked_plan *p = t->p;
+  const attn_shape *s = p->shape;
+  const size_t rows = t->rows, jc = rows == 1 ? t->uk->few_pv_run : t->uk->few_pv_run_rows;
+  const int i8 = p->kv_type == ATTN_I8;
+  /* every head's factor lies at the same place of its region (the step's row state) */
+  attn_few_heads hv = {.n = t->hn, .p = hs, .v = s->v.head_stride, .a = p->head_floats, .al = p->head_floats};
+  hv.sld = t->io->scales.row_stride, hv.shd = t->io->scales.head_stride;
+  float *acc = blk_head(t, 0) + p->hl.acc;
+  for (size_t a = 0, n, run; a < jn; a += n, alpha = NULL) {
+    const void *v = blk_kv_row(t, 1, j0 + (int64_t)a, t->h0, &run);
+    n = run >= jn - a ? jn - a : run - run % jc; /* whole runs of few_pv's keys, or the block's last */
+    if (n) {
+      hv.sc = i8 ? blk_scale(t, 1, j0 + (int64_t)a, t->h0) : NULL;
+      t->uk->few_pv(p->kv_type, &hv, rows, s->dv, n, sth + a * rows, rows, v, s->v.row_stride, acc, s->dv, alpha);
+      continue;
+    }
+    n = attn_min_sz(jc, jn - a); /* keys [a, a + n) lie across a page boundary */
+    const size_t w = attn_dtype_width(p->kv_type, s->dv), bytes = w * p->kv.size;
+    char *vg = (char *)(void *)(t->ws + p->wl.vg);
+    float *sg = t->ws + p->wl.vg + p->wl.vg_scales;
+    for (size_t hh = 0; hh < t->hn; hh++) {
+      for (size_t r = 0; r < n; r++) {
+        memcpy(vg + r * bytes, blk_row(t, 1, j0 + (int64_t)(a + r), t->h0 + hh), bytes);
+        if (i8) sg[r] = *blk_scale(t, 1, j0 + (int64_t)(a + r), t->h0 + hh);
+      }
+      const attn_few_heads h1 = {.n = 1, .sc = i8 ? sg : NULL, .sld = 1};
+      t->uk->few_pv(p->kv_type, &h1, rows, s->dv, n, sth + hh * hs + a * rows, rows, vg, w, acc + hh * p->head_floats,
+                    s->dv, alpha ? alpha + hh * p->head_floats : NULL);
+    }
+  }
+}
+
 /* A `few` block of every head of the task at once (no selection, no map): the scores of all heads
  * key after key (few_scores over the heads: with heads side by side in a token's row, one sweep
- * along memory), each head's step on its own ST (wl.sth), then P V of all heads the same way
- * (unmasked) or head by head (masked: V converted where half). */
+ * along memory; run by run of a page, keys being independent), each head's step on its own ST
+ * (wl.sth), then P V of all heads the same way (unmasked) or head by head (masked: V converted
+ * where half). */
 void attn_blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked) {
   const attn_blocked_plan *p = t->p;
   const attn_shape *s = p->shape;
   const size_t rows = t->rows, hs = p->bc * p->R; /* a few-rows plan's R: its rows */
   float *sth = t->ws + p->wl.sth;
-  const attn_layout sl = t->io->scales; /* ATTN_I8: the block's first rows' scales */
-  const size_t s0 = (size_t)j0 * sl.row_stride + t->h0 * sl.head_stride;
   const int i8 = p->kv_type == ATTN_I8;
-  const attn_few_heads hk = {
-      t->hn,         s->k.head_stride, p->head_floats, hs, 0, 0, 0, 0, i8 ? t->io->k_scales + s0 : NULL,
-      sl.row_stride, sl.head_stride};
-  t->uk->few_scores(p->kv_type, &hk, jn, rows, s->d, blk_row(t, t->io->k, s->k, j0, t->h0), s->k.row_stride,
-                    blk_head(t, 0) + p->hl.qt, s->d, sth, rows);
+  attn_few_heads hk = {.n = t->hn, .k = s->k.head_stride, .q = p->head_floats, .s = hs};
+  hk.sld = t->io->scales.row_stride, hk.shd = t->io->scales.head_stride;
+  for (size_t a = 0, run; a < jn; a += run) {
+    const void *k = blk_kv_row(t, 0, j0 + (int64_t)a, t->h0, &run);
+    run = attn_min_sz(run, jn - a);
+    hk.sc = i8 ? blk_scale(t, 0, j0 + (int64_t)a, t->h0) : NULL;
+    t->uk->few_scores(p->kv_type, &hk, run, rows, s->d, k, s->k.row_stride, blk_head(t, 0) + p->hl.qt, s->d,
+                      sth + a * rows, rows);
+  }
   const float *alpha0 = NULL;
   for (size_t hh = 0; hh < t->hn; hh++) {
     const float *alpha = attn_blk_step(t, hh, j0, jn, masked, sth + hh * hs, NULL);
@@ -98,21 +139,7 @@ void attn_blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked) 
       attn_blk_pv(t, hh, j0, jn, masked, sth + hh * hs, alpha, vb, NULL, ldv);
     }
   }
-  if (masked) return;
-  /* every head's factor lies at the same place of its region (the step's row state) */
-  const attn_few_heads hv = {t->hn,
-                             0,
-                             0,
-                             0,
-                             hs,
-                             s->v.head_stride,
-                             p->head_floats,
-                             p->head_floats,
-                             i8 ? t->io->v_scales + s0 : NULL,
-                             sl.row_stride,
-                             sl.head_stride};
-  t->uk->few_pv(p->kv_type, &hv, rows, s->dv, jn, sth, rows, blk_row(t, t->io->v, s->v, j0, t->h0), s->v.row_stride,
-                blk_head(t, 0) + p->hl.acc, s->dv, alpha0);
+  if (!masked) blk_pv_heads(t, j0, jn, sth, hs, alpha0);
 }
 
 /* A boundary block of head hh (plans with p->views): its keys BLK_BOUNDARY_KEYS at a time, each

@@ -4,7 +4,7 @@
  * loop's step (blk_accumulate, inline in its callers as it was in one file). Positions are
  * absolute (bottom-right: token t of the call sits at n_kv - n_q + t). The files, each using only
  * those listed before it (and mask.h): plan.c, kv.c, block.c, xfeat.c, select.c, pass.c, stats.c,
- * task.c, schedule.c, call.c. */
+ * task.c, schedule.c, batch.c, call.c. */
 #ifndef ATTN_ENGINE_BLOCKED_INTERNAL_H
 #define ATTN_ENGINE_BLOCKED_INTERNAL_H
 
@@ -58,9 +58,37 @@ typedef struct blk_task {
 
 static inline float *blk_head(const blk_task *t, size_t hh) { return t->ws + t->p->wl.heads + hh * t->p->head_floats; }
 
-/* Row j0 of key/value head h of x (K or V, layout l), in place: elements of shape.kv_type. */
-static inline const void *blk_row(const blk_task *t, const void *x, attn_layout l, int64_t j0, size_t h) {
-  return (const char *)x + ((size_t)j0 * l.row_stride + h * l.head_stride) * t->p->kv.size;
+/* Row j0 of key (value 0) or value (value 1) head h, in place (elements of shape.kv_type), and in
+ * *run how many rows from it lie evenly spaced (l.row_stride apart): to the end of its page
+ * (io->pages), all of them without pages. */
+static inline const void *blk_kv_row(const blk_task *t, int value, int64_t j0, size_t h, size_t *run) {
+  const attn_blocked_plan *p = t->p;
+  const attn_blocked_io *io = t->io;
+  const attn_layout l = value ? p->shape->v : p->shape->k;
+  size_t base = 0, j = (size_t)j0;
+  *run = SIZE_MAX;
+  if (io->pages.table) {
+    const size_t P = io->pages.size;
+    base = (size_t)io->pages.table[j / P] * (value ? io->pages.v : io->pages.k);
+    *run = P - j % P, j %= P;
+  }
+  return (const char *)(value ? io->v : io->k) + (base + j * l.row_stride + h * l.head_stride) * p->kv.size;
+}
+/* The same without the run: rows a caller reads only within one page (or without pages). */
+static inline const void *blk_row(const blk_task *t, int value, int64_t j0, size_t h) {
+  size_t run;
+  return blk_kv_row(t, value, j0, h, &run);
+}
+/* ATTN_I8: the scale of row j0 of key (value 0) or value head h (paged as its rows). */
+static inline const float *blk_scale(const blk_task *t, int value, int64_t j0, size_t h) {
+  const attn_blocked_io *io = t->io;
+  const attn_layout l = io->scales;
+  size_t base = 0, j = (size_t)j0;
+  if (io->pages.table) {
+    const size_t P = io->pages.size;
+    base = (size_t)io->pages.table[j / P] * io->pages.scales, j %= P;
+  }
+  return (value ? io->v_scales : io->k_scales) + base + j * l.row_stride + h * l.head_stride;
 }
 
 /* Head hh's scaled Q^T from the task's (or view's) first row: d x rows, row stride t->ldq. */
@@ -93,6 +121,16 @@ ATTN_INTERNAL void attn_blk_keys(const blk_task *t, int64_t lo, int64_t hi);
 /* ---- stats.c: per-row statistics ---- */
 ATTN_INTERNAL void attn_blk_stats(const attn_blocked_plan *p, const float *rs, size_t R, size_t r, int64_t pos,
                                   const attn_row_stats *st, size_t t, size_t h);
+/* ---- schedule.c: tasks whole, serial or by ranges (batch.c runs them too) ---- */
+ATTN_INTERNAL void attn_blk_run_task(const attn_blocked_plan *p, const struct attn_ukernels *uk,
+                                     const attn_blocked_io *io, size_t task, float *ws);
+ATTN_INTERNAL void attn_blk_run_serial(const attn_blocked_plan *p, const struct attn_ukernels *uk,
+                                       const attn_blocked_io *io, size_t task, float *ws);
+ATTN_INTERNAL void attn_blk_store_range(const attn_blocked_plan *p, const struct attn_ukernels *uk,
+                                        const attn_blocked_io *io, size_t task, size_t r, float *ws, float *slots);
+ATTN_INTERNAL void attn_blk_fold_slots(const attn_blocked_plan *p, const struct attn_ukernels *uk,
+                                       const attn_blocked_io *io, size_t task, size_t S, const float *slots, float *ws);
+ATTN_INTERNAL size_t attn_blk_par_order(const attn_blocked_plan *p, size_t i);
 /* ---- task.c: a task's state ---- */
 ATTN_INTERNAL blk_task attn_blk_task_of(const attn_blocked_plan *p, const struct attn_ukernels *uk,
                                         const attn_blocked_io *io, size_t task, float *ws);

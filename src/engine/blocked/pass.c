@@ -13,9 +13,12 @@ typedef void blk_scores_fn(const blk_task *t, size_t hh, int64_t j0, size_t jn, 
 static void blk_values(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked, const void **vh,
                        const float **vb, size_t *ldv) {
   const attn_blocked_plan *p = t->p;
-  const int in_place = p->few && !masked; /* a masked block's P V needs fp32 rows */
+  size_t run;
+  const void *row = blk_kv_row(t, 1, j0, t->h0 + hh, &run);
+  /* a masked block's P V needs fp32 rows, and few_pv one run of rows */
+  const int in_place = p->few && !masked && run >= jn;
   *ldv = p->shape->v.row_stride;
-  *vh = in_place ? blk_row(t, t->io->v, p->shape->v, j0, t->h0 + hh) : NULL;
+  *vh = in_place ? row : NULL;
   *vb = in_place ? NULL : attn_blk_kv(t, 1, j0, jn, t->h0 + hh, ldv);
 }
 
@@ -23,11 +26,16 @@ static void blk_scores_gemm(const blk_task *t, size_t hh, int64_t j0, size_t jn,
   attn_blk_scores(t, j0, jn, t->h0 + hh, t->rows, blk_qt(t, hh), t->ldq, st, t->rows);
 }
 
+/* (key rows are independent: run by run of a page, the same bits) */
 static void blk_scores_few(const blk_task *t, size_t hh, int64_t j0, size_t jn, float *st) {
   const attn_blocked_plan *p = t->p;
   const attn_shape *s = p->shape;
-  t->uk->few_scores(p->kv_type, NULL, jn, t->rows, s->d, blk_row(t, t->io->k, s->k, j0, t->h0 + hh), s->k.row_stride,
-                    blk_head(t, hh) + p->hl.qt, s->d, st, t->rows);
+  for (size_t a = 0, run; a < jn; a += run) {
+    const void *k = blk_kv_row(t, 0, j0 + (int64_t)a, t->h0 + hh, &run);
+    run = attn_min_sz(run, jn - a);
+    t->uk->few_scores(p->kv_type, NULL, run, t->rows, s->d, k, s->k.row_stride, blk_head(t, hh) + p->hl.qt, s->d,
+                      st + a * t->rows, t->rows);
+  }
 }
 
 /* psi(K_blk) (keys read in place), then its product with the head's features. */
@@ -35,8 +43,7 @@ static void blk_scores_feature(const blk_task *t, size_t hh, int64_t j0, size_t 
   const attn_blocked_plan *p = t->p;
   const attn_shape *s = p->shape;
   float *kf = t->ws + p->wl.kf;
-  p->fm->apply(t->uk, &t->fa, 1, jn, s->d, s->d, blk_row(t, t->io->k, s->k, j0, t->h0 + hh), s->k.row_stride, kf, s->d,
-               1, NULL);
+  p->fm->apply(t->uk, &t->fa, 1, jn, s->d, s->d, blk_row(t, 0, j0, t->h0 + hh), s->k.row_stride, kf, s->d, 1, NULL);
   t->uk->gemm(jn, t->rows, s->d, kf, s->d, 1, blk_head(t, hh) + p->hl.qt, t->rows, st, t->rows, NULL, 0);
 }
 
@@ -77,7 +84,7 @@ static void blk_block_xmap(const blk_task *t, size_t hh, size_t order, int64_t j
   const float *vb;
   size_t ldv;
   blk_values(t, hh, j0, jn, masked, &vh, &vb, &ldv);
-  p->fm->apply(t->uk, &t->fa, 1, jn, s->d, m, blk_row(t, t->io->k, s->k, j0, t->h0 + hh), s->k.row_stride, ku, m, 1,
+  p->fm->apply(t->uk, &t->fa, 1, jn, s->d, m, blk_row(t, 0, j0, t->h0 + hh), s->k.row_stride, ku, m, 1,
                t->ws + p->wl.fms);
   for (size_t a = 0, b; a < jn; a = b) {
     b = masked ? attn_blk_split(t->uk, m, ku, a, jn, tmp, tmp + m) : jn;

@@ -38,6 +38,7 @@ typedef struct blk_sizes {
                                            region */
   size_t slot_heads_floats, slot_ranges; /* with threads: ph floats per head of the groups, ranges */
   int pack;                              /* packed K and V */
+  size_t few_run;                        /* few_pv's keys at a time, when some n_q runs a few-rows plan */
 } blk_sizes;
 
 /* Each worker's scratch layout (p->wl, worker_floats, slots) for sizes z, and the workspace's
@@ -67,7 +68,11 @@ static int blk_lay_out(attn_blocked_plan *p, const blk_sizes *z, size_t *bytes) 
   p->wl.run = attn_ws_take(&w, p->sel ? bc : 0);
   /* half and int8 K/V: the block's converted rows (no scratch for fp32, read in place) */
   p->wl.kc = attn_ws_take(&w, converted ? bcd / bc * attn_min_sz(bc, BLK_HALF_K_KEYS) : 0);
-  p->wl.vc = attn_ws_take(&w, converted ? bcdv : 0);
+  p->wl.vc = attn_ws_take(&w, converted || p->paged ? bcdv : 0);
+  /* paged few-rows blocks: one run of few_pv's keys (fp32 rows bound every type's) and its scales */
+  const size_t jc = attn_max_sz(z->few_run, 1);
+  p->wl.vg_scales = jc * s->dv; /* jc <= 32: no overflow beside bc dv */
+  p->wl.vg = attn_ws_take(&w, p->paged && z->few_run ? p->wl.vg_scales + jc : 0);
   p->wl.sth = attn_ws_take(&w, z->sth); /* `few` blocks of several heads: every head's ST */
   p->wl.pk = attn_ws_take(&w, z->pack ? pkd : 0);
   p->wl.pv = attn_ws_take(&w, z->pack ? pkdv : 0);
@@ -99,7 +104,8 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
                            .step_params = spec->step_params,
                            .scale = spec->scale,
                            .m = s->d,
-                           .stats_sinks = spec->stats_sinks};
+                           .stats_sinks = spec->stats_sinks,
+                           .paged = spec->paged};
   if (feat) p->fm = feat->fm, p->fm_xs = feat->xs, p->m = feat->m;
   p->xm = p->fm && p->fm->offsets;
   p->dsm = p->xm && p->fm->query == ATTN_EXPF_SOFTMAX;
@@ -186,7 +192,7 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
     if ((s->h_k + p->hg - 1) / p->hg < want) p->hg = (s->h_k + want - 1) / want;
   }
   p->groups = (s->h_k + p->hg - 1) / p->hg;
-  const int scattered = s->kv_type != ATTN_F32 || s->k.row_stride != s->d || s->v.row_stride != s->dv;
+  const int scattered = s->kv_type != ATTN_F32 || s->k.row_stride != s->d || s->v.row_stride != s->dv || p->paged;
   p->pack = !p->fm && !p->sel && p->views && p->hg == 1 && p->qblocks >= BLK_PACK_MIN_QBLOCKS && scattered;
   /* the map's scratch for up to max(bc, tb) rows: favor's x' rows, fr floats (checked above) */
   const size_t fms = p->fm ? p->fm->scratch(attn_max_sz(p->bc, p->tb), s->d, m) : 0;
@@ -206,7 +212,8 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
                              ph * hg_res,
                              can_split && p->workers > 1 ? ph * gh_res : 0,
                              BLK_SPLIT_MAX,
-                             !p->fm && !p->sel};
+                             !p->fm && !p->sel,
+                             few_heads ? attn_max_sz(uk->few_pv_run, uk->few_pv_run_rows) : 0};
   if (blk_lay_out(p, &reserve, &p->reserve_bytes)) return blk_overflow(s);
   const size_t rows_st = p->bc * p->R; /* bc x R: checked with the block's R above, R <= it */
   const blk_sizes own = {rows_st,
@@ -216,7 +223,8 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
                          p->split > 1 ? p->slot_floats : 0,
                          p->split > 1 && p->workers > 1 ? ph * p->groups * p->hg : 0,
                          p->split,
-                         p->pack};
+                         p->pack,
+                         p->heads_together ? attn_max_sz(uk->few_pv_run, uk->few_pv_run_rows) : 0};
   if (blk_lay_out(p, &own, &p->scratch_bytes)) return blk_overflow(s);
   return ATTN_OK;
 }

@@ -27,8 +27,8 @@ static void blk_range(const blk_task *t, size_t r, int64_t *lo, int64_t *hi) {
 }
 
 /* One task, whole (no split), on a worker's scratch. */
-static void blk_run_task(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
-                         size_t task, float *ws) {
+void attn_blk_run_task(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
+                       size_t task, float *ws) {
   const blk_task t = attn_blk_task_of(p, uk, io, task, ws);
   int64_t lo, hi;
   attn_blk_task_keys(&t, &lo, &hi);
@@ -53,12 +53,12 @@ static blk_task blk_run_range(const attn_blocked_plan *p, const struct attn_uker
  * fold region in order (range 0 first), as the threaded fold folds the ranges' slots. The ranges
  * share the scratch, so range 0's queries serve the others: a split plan has no feature map
  * (can_split), and its key blocks only read the scaled Q. */
-static void blk_run_serial(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
-                           size_t task, float *ws) {
+void attn_blk_run_serial(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
+                         size_t task, float *ws) {
   blk_task t = attn_blk_task_of(p, uk, io, task, ws);
   const size_t S = blk_ranges(&t);
   if (S == 1) {
-    blk_run_task(p, uk, io, task, ws);
+    attn_blk_run_task(p, uk, io, task, ws);
     return;
   }
   float *fold = ws + p->wl.fold;
@@ -80,22 +80,42 @@ typedef struct blk_par {
   size_t qb; /* a selection's query block */
 } blk_par;
 
-/* Range r of head group G's task (query block task / groups) stored into its slot. */
-static void blk_par_range(const blk_par *c, size_t task, size_t r, float *ws) {
-  const attn_blocked_plan *p = c->p;
-  const blk_task t = blk_run_range(p, c->uk, c->io, task, r, ws, 1); /* ws last held any task's */
-  attn_blk_store(&t, c->ws + p->slots + ((task % p->groups) * p->split + r) * p->slot_floats);
+/* Range r of a task stored into its slot (`slots`: the task's first, ranges slot_floats apart). */
+void attn_blk_store_range(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
+                          size_t task, size_t r, float *ws, float *slots) {
+  const blk_task t = blk_run_range(p, uk, io, task, r, ws, 1); /* ws last held any task's */
+  attn_blk_store(&t, slots + r * p->slot_floats);
 }
 
-/* The outputs of a split task from its ranges' slots, folded in range order (calling thread). */
-static void blk_par_fold(const blk_par *c, size_t task, size_t S) {
-  const attn_blocked_plan *p = c->p;
-  const blk_task t = attn_blk_task_of(p, c->uk, c->io, task, c->ws);
-  const float *slot = c->ws + p->slots + (task % p->groups) * p->split * p->slot_floats;
-  float *fold = c->ws + p->wl.fold;
-  memcpy(fold, slot, p->slot_floats * sizeof(float));
-  for (size_t r = 1; r < S; r++) attn_blk_fold(&t, fold, slot + r * p->slot_floats);
+/* The outputs of a split task from its S ranges' slots, folded in range order (calling thread,
+ * on the scratch ws of worker 0). */
+void attn_blk_fold_slots(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
+                         size_t task, size_t S, const float *slots, float *ws) {
+  const blk_task t = attn_blk_task_of(p, uk, io, task, ws);
+  float *fold = ws + p->wl.fold;
+  memcpy(fold, slots, p->slot_floats * sizeof(float));
+  for (size_t r = 1; r < S; r++) attn_blk_fold(&t, fold, slots + r * p->slot_floats);
   attn_blk_end(&t, fold);
+}
+
+/* Head group G's slots of a call: a query block's groups hold them in turn (one query block
+ * runs at a time where ranges split: selection, or a single query block). */
+static float *blk_slots(const blk_par *c, size_t task) {
+  return c->ws + c->p->slots + (task % c->p->groups) * c->p->split * c->p->slot_floats;
+}
+static void blk_par_range(const blk_par *c, size_t task, size_t r, float *ws) {
+  attn_blk_store_range(c->p, c->uk, c->io, task, r, ws, blk_slots(c, task));
+}
+static void blk_par_fold(const blk_par *c, size_t task, size_t S) {
+  attn_blk_fold_slots(c->p, c->uk, c->io, task, S, blk_slots(c, task), c->ws);
+}
+
+/* The i-th task of a plan without a split in a parallel-for's order: the last query blocks first
+ * (under a causal mask they cost the most); packed K/V head by head, so that a worker packs a head
+ * once for its run of its tasks. */
+size_t attn_blk_par_order(const attn_blocked_plan *p, size_t i) {
+  const size_t last = p->qblocks - 1;
+  return p->pack ? (last - i % p->qblocks) * p->groups + i / p->qblocks : p->qblocks * p->groups - 1 - i;
 }
 
 /* A task of the parallel-for: a whole task, or (split) one range stored into its slot. */
@@ -103,11 +123,8 @@ static void blk_par_task(void *ctx, size_t i, size_t worker) {
   const blk_par *c = ctx;
   const attn_blocked_plan *p = c->p;
   float *ws = c->ws + worker * p->worker_floats;
-  if (p->split == 1) { /* the last query blocks first: under a causal mask they cost the most */
-    const size_t last = p->qblocks - 1;
-    /* packed K/V: head by head, so that a worker packs a head once for its run of its tasks */
-    blk_run_task(p, c->uk, c->io,
-                 p->pack ? (last - i % p->qblocks) * p->groups + i / p->qblocks : p->qblocks * p->groups - 1 - i, ws);
+  if (p->split == 1) {
+    attn_blk_run_task(p, c->uk, c->io, attn_blk_par_order(p, i), ws);
     return;
   }
   blk_par_range(c, i / p->split, i % p->split, ws); /* one query block: task = head group */
@@ -135,7 +152,7 @@ static void blk_run_select(const attn_blocked_plan *p, const struct attn_ukernel
       for (size_t G = 0; G < p->groups; G++) blk_par_fold(&c, qb * p->groups + G, S);
       continue;
     }
-    for (size_t G = 0; G < p->groups; G++) blk_run_serial(p, uk, io, qb * p->groups + G, ws);
+    for (size_t G = 0; G < p->groups; G++) attn_blk_run_serial(p, uk, io, qb * p->groups + G, ws);
   }
 }
 
@@ -163,8 +180,8 @@ void attn_blocked_run_all(const attn_blocked_plan *p, const struct attn_ukernels
   const attn_shape *s = p->shape;
   if (s->k.row_stride < s->k.head_stride || p->pack) {
     for (size_t G = 0; G < p->groups; G++)
-      for (size_t qb = 0; qb < p->qblocks; qb++) blk_run_serial(p, uk, io, qb * p->groups + G, ws);
+      for (size_t qb = 0; qb < p->qblocks; qb++) attn_blk_run_serial(p, uk, io, qb * p->groups + G, ws);
     return;
   }
-  for (size_t task = 0; task < tasks; task++) blk_run_serial(p, uk, io, task, ws);
+  for (size_t task = 0; task < tasks; task++) attn_blk_run_serial(p, uk, io, task, ws);
 }

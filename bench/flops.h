@@ -102,6 +102,7 @@ typedef struct bench_shape {
   int options;                      /**< softmax: 1 sinks, soft cap 30 and ALiBi slopes, 2 a key-padding
                                          bias row (the options' cost; their few flops per pair are not
                                          counted) */
+  int paged;                        /**< softmax: through attn_softmax_batch, the cache as pages */
   /* Delta rule (bench_kind_delta): h_q = h_k key heads (q and k rows of d), h_kv = h_v value
    * heads (v and o rows of dv, gates, beta and one d x dv state each). */
   attn_delta_gate delta_gate; /**< PLAIN (DeltaNet), SCALAR (GDN), FEATURE (KDA) */

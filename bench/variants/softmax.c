@@ -6,6 +6,8 @@
  * of the statistics beside its plain row; softmax_causal_opts and softmax_causal_bias the cost of
  * the options (sinks, cap and ALiBi; a bias tensor). softmax_verify is a speculative block of 4
  * tokens over the cache: its cost beside softmax_decode's (the cache is read once for all four).
+ * softmax_decode_paged is softmax_decode through attn_softmax_batch over the cache as pages of 16
+ * tokens (a page table, pages in order): the paged path's cost beside the contiguous one.
  */
 #include <math.h>
 #include <string.h>
@@ -45,7 +47,13 @@ static const bench_variant variants[] = {
     {"softmax_verify", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0, NULL, 0,
      "a speculative block: 4 new tokens (causal among themselves) over the cache (beside softmax_decode)",
      ATTN_GATE_NONE, 0, 0},
+    {"softmax_decode_paged", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
+     NULL, 0, "softmax_decode through attn_softmax_batch with the cache in pages of 16 tokens (a page table)",
+     ATTN_GATE_NONE, 0, 0},
 };
+
+/* Tokens of a page (softmax_decode_paged). */
+enum { BENCH_PAGE_TOKENS = 16 };
 
 /* Tokens of a speculative block (softmax_verify). */
 enum { BENCH_VERIFY_TOKENS = 4 };
@@ -64,6 +72,7 @@ static bench_shape softmax_shape(const bench_variant *v, const bench_sweep *sw, 
               : v == &variants[11] ? ATTN_Q8_0
                                    : ATTN_F32;
   s.options = v == &variants[7] || v == &variants[8] ? 1 : v == &variants[9] ? 2 : 0;
+  s.paged = v == &variants[13];
   return s;
 }
 
@@ -79,6 +88,9 @@ typedef struct softmax_impl {
   void *kh, *vh;
   size_t scales;                                         /* ATTN_I8: bytes from a K or V copy's start to its scales */
   float sinks[BENCH_OPT_HEADS], slopes[BENCH_OPT_HEADS]; /* options: the first h_q (<= 256) */
+  attn_batch batch;                                      /* softmax_decode_paged: one sequence in pages */
+  size_t q_offsets[2], kv_len;
+  int32_t *table; /* its pages in order: the cache's blocks of BENCH_PAGE_TOKENS tokens */
   float arrays[];
 } softmax_impl;
 
@@ -131,7 +143,10 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
   const size_t kb = cache_bytes(s->kv_type, nk, s->d),
                half = s->kv_type == ATTN_F32 ? 0 : kb + cache_bytes(s->kv_type, nv, s->dv);
   const size_t stats = s->stats ? 3 * rows : 0, bias = s->options == 2 ? s->n_kv : 0; /* floats of each */
-  softmax_impl *im = bench_work_impl(w, sizeof *im + (stats + bias) * sizeof(float) + half, err, errlen);
+  const int paged = s->paged;
+  const size_t pages = paged ? (s->n_kv + BENCH_PAGE_TOKENS - 1) / BENCH_PAGE_TOKENS : 0;
+  softmax_impl *im =
+      bench_work_impl(w, sizeof *im + (stats + bias + pages) * sizeof(float) + half, err, errlen);
   if (!im) return -1;
   attn_softmax_desc *desc = &im->desc;
   attn_softmax_desc_init(desc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv);
@@ -172,11 +187,33 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
     desc->sinks = im->sinks, desc->alibi_slopes = im->slopes, desc->softcap = 30.0f;
   }
   attn_row_stats_init(&im->stats, s->h_q, im->arrays, im->arrays + rows, im->arrays + 2 * rows);
+  im->table = NULL;
+  if (paged) { /* the cache's blocks of 16 tokens as pages, in order: the paged path's own cost */
+    im->table = (int32_t *)(void *)(im->arrays + stats + bias);
+    for (size_t p = 0; p < pages; p++) im->table[p] = (int32_t)p;
+    attn_batch_init(&im->batch);
+    im->q_offsets[0] = 0, im->q_offsets[1] = 1, im->kv_len = s->n_kv;
+    im->batch = (attn_batch){.count = 1,
+                             .q_offsets = im->q_offsets,
+                             .kv_lens = &im->kv_len,
+                             .page_table = im->table,
+                             .table_stride = pages,
+                             .page_size = BENCH_PAGE_TOKENS,
+                             .pages = pages,
+                             .k_page_stride = BENCH_PAGE_TOKENS * desc->shape.k.row_stride,
+                             .v_page_stride = BENCH_PAGE_TOKENS * desc->shape.v.row_stride};
+    if (s->kv_head_major || s->kv_type != ATTN_F32 || s->n_kv % BENCH_PAGE_TOKENS)
+      return bench_work_fail(err, errlen, "paged rows: fp32 token-major caches of whole pages", ATTN_OK);
+    desc->shape.n_kv = BENCH_PAGE_TOKENS;
+  }
   const size_t kbytes = half ? kb : nk * sizeof(float), vbytes = half ? half - kb : nv * sizeof(float);
   if (s->n_q <= BENCH_VERIFY_TOKENS &&
       bench_work_copy_cache(w, half ? (const void *)im->kh : (const void *)w->k, kbytes,
                             half ? (const void *)im->vh : (const void *)w->v, vbytes, err, errlen))
     return -1;
+  if (paged)
+    return bench_work_workspace(w, attn_softmax_batch_workspace_size(desc, &im->batch, &w->workspace_bytes),
+                                "attn_softmax_batch_workspace_size", err, errlen);
   return bench_work_workspace(w, attn_softmax_workspace_size(desc, &w->workspace_bytes), "attn_softmax_workspace_size",
                               err, errlen);
 }
@@ -189,6 +226,10 @@ static void softmax_run(bench_work *w) {
   if (im->scales) /* this copy's own scales */
     d.k_scales = (const float *)(const void *)((const unsigned char *)k + im->scales),
     d.v_scales = (const float *)(const void *)((const unsigned char *)v + im->scales);
+  if (im->table) {
+    bench_work_status(w, attn_softmax_batch(&d, &im->batch, w->q, k, v, w->o, NULL, w->workspace, w->workspace_bytes));
+    return;
+  }
   bench_work_status(
       w, w->s.stats ? attn_softmax_stats(&d, w->q, k, v, w->o, NULL, &im->stats, w->workspace, w->workspace_bytes)
                     : attn_softmax(&d, w->q, k, v, w->o, NULL, w->workspace, w->workspace_bytes));

@@ -387,8 +387,47 @@ START_TEST(kv_paged_batch) {
 END_TEST
 
 /* Bad batches: a status, nothing written. A valid paged decode of two sequences, then each row's
- * fault. */
+ * fault (a field of the batch or the descriptor set to a value; SIZE_MAX: unchanged). */
 enum { BD_H = 2, BD_D = 8, BD_P = 4, BD_PAGES = 4 };
+typedef enum {
+  F_NONE,
+  F_COUNT,
+  F_QOFF_NULL,
+  F_TABLE_NULL,
+  F_TABLE1,
+  F_STRIDE,
+  F_NKV,
+  F_QOFF1,
+  F_QOFF2,
+  F_LEN1,
+  F_CONTIG,
+  F_PAGES,
+  F_O_IN_POOL,
+  F_O_ON_TABLE,
+  F_KPS
+} bd_field;
+static const struct {
+  bd_field field;
+  long long value;
+  attn_status want;
+} bd_rows[] = {
+    {F_NONE, 0, ATTN_OK},
+    {F_COUNT, 0, ATTN_E_ZERO_SIZE},
+    {F_QOFF_NULL, 0, ATTN_E_NULL_POINTER},
+    {F_TABLE_NULL, 0, ATTN_E_NULL_POINTER},
+    {F_TABLE1, BD_PAGES, ATTN_E_BAD_ARGUMENT}, /* a page past the pool */
+    {F_TABLE1, -1, ATTN_E_BAD_ARGUMENT},       /* a negative page */
+    {F_STRIDE, 1, ATTN_E_BAD_ARGUMENT},        /* a row shorter than sequence 0's 2 pages */
+    {F_NKV, BD_P + 1, ATTN_E_BAD_ARGUMENT},    /* shape.n_kv not the page size */
+    {F_QOFF1, 3, ATTN_E_BAD_ARGUMENT},         /* offsets decrease */
+    {F_QOFF2, 5, ATTN_E_BAD_ARGUMENT},         /* past shape.n_q */
+    {F_LEN1, 0, ATTN_E_ZERO_SIZE},             /* query rows without keys */
+    {F_CONTIG, 0, ATTN_E_BAD_ARGUMENT},        /* contiguous offsets that decrease */
+    {F_PAGES, 0, ATTN_E_ZERO_SIZE},
+    {F_O_IN_POOL, 0, ATTN_E_ALIASING},
+    {F_O_ON_TABLE, 0, ATTN_E_ALIASING},
+    {F_KPS, (long long)(SIZE_MAX / 4), ATTN_E_SIZE_OVERFLOW}, /* the pool's span */
+};
 START_TEST(kv_paged_bad) {
   static float q[4 * BD_H * BD_D], o[4 * BD_H * BD_D], lse[4 * BD_H];
   static float pool[BD_PAGES * BD_P * BD_H * BD_D];
@@ -399,78 +438,72 @@ START_TEST(kv_paged_bad) {
   attn_softmax_desc d;
   ck_assert_int_eq(attn_softmax_desc_init(&d, 4, BD_P, BD_H, BD_H, BD_D, BD_D), ATTN_OK);
   d.mask = attn_mask_causal();
-  attn_batch bt = {.count = 2,
-                   .q_offsets = q_off,
-                   .kv_lens = lens,
-                   .page_table = table,
-                   .table_stride = 2,
-                   .page_size = BD_P,
-                   .pages = BD_PAGES,
-                   .k_page_stride = BD_P * BD_H * BD_D,
-                   .v_page_stride = BD_P * BD_H * BD_D};
-  attn_batch b = bt;
+  attn_batch b = {.count = 2,
+                  .q_offsets = q_off,
+                  .kv_lens = lens,
+                  .page_table = table,
+                  .table_stride = 2,
+                  .page_size = BD_P,
+                  .pages = BD_PAGES,
+                  .k_page_stride = BD_P * BD_H * BD_D,
+                  .v_page_stride = BD_P * BD_H * BD_D};
   attn_softmax_desc dd = d;
-  const float *pk = pool;
   float *po = o;
-  attn_status want = ATTN_OK;
-  switch (_i) {
-    case 0:
-      want = ATTN_OK;
+  const long long x = bd_rows[_i].value;
+  const attn_status want = bd_rows[_i].want;
+  switch (bd_rows[_i].field) { /* the row's one fault */
+    case F_NONE:
       break;
-    case 1:
-      b.count = 0, want = ATTN_E_ZERO_SIZE;
+    case F_COUNT:
+      b.count = (size_t)x;
       break;
-    case 2:
-      b.q_offsets = NULL, want = ATTN_E_NULL_POINTER;
+    case F_QOFF_NULL:
+      b.q_offsets = NULL;
       break;
-    case 3:
-      b.page_table = NULL, want = ATTN_E_NULL_POINTER;
+    case F_TABLE_NULL:
+      b.page_table = NULL;
       break;
-    case 4:
-      table[1] = BD_PAGES, want = ATTN_E_BAD_ARGUMENT;
+    case F_TABLE1:
+      table[1] = (int32_t)x;
       break;
-    case 5:
-      table[1] = -1, want = ATTN_E_BAD_ARGUMENT;
+    case F_STRIDE:
+      b.table_stride = (size_t)x;
       break;
-    case 6:
-      b.table_stride = 1, want = ATTN_E_BAD_ARGUMENT;
+    case F_NKV:
+      dd.shape.n_kv = (size_t)x;
       break;
-    case 7:
-      dd.shape.n_kv = BD_P + 1, want = ATTN_E_BAD_ARGUMENT;
+    case F_QOFF1:
+      q_off[1] = (size_t)x;
       break;
-    case 8:
-      q_off[1] = 3, q_off[2] = 2, want = ATTN_E_BAD_ARGUMENT;
+    case F_QOFF2:
+      q_off[2] = (size_t)x;
       break;
-    case 9:
-      q_off[2] = 5, want = ATTN_E_BAD_ARGUMENT;
+    case F_LEN1:
+      lens[1] = (size_t)x;
       break;
-    case 10:
-      lens[1] = 0, want = ATTN_E_ZERO_SIZE;
+    case F_CONTIG:
+      b.page_size = 0, b.kv_offsets = kv_off;
       break;
-    case 11:
-      b.page_size = 0, b.kv_offsets = kv_off, want = ATTN_E_BAD_ARGUMENT;
-      break; /* offsets decrease */
-    case 12:
-      b.pages = 0, want = ATTN_E_ZERO_SIZE;
+    case F_PAGES:
+      b.pages = (size_t)x;
       break;
-    case 13:
-      po = pool + 8, want = ATTN_E_ALIASING;
-      break; /* o in the pool */
-    case 14:
-      po = (float *)(void *)table, want = ATTN_E_ALIASING;
-      break; /* o over the table */
-    case 15:
-      b.k_page_stride = SIZE_MAX / 2, want = ATTN_E_SIZE_OVERFLOW;
+    case F_O_IN_POOL:
+      po = pool + 8;
       break;
-    default:
-      ck_abort();
+    case F_O_ON_TABLE:
+      po = (float *)(void *)table;
+      break;
+    case F_KPS:
+      b.k_page_stride = (size_t)x;
+      break;
   }
-  const float before = po == o ? -7.0f : po[0];
-  const attn_status got = attn_softmax_batch(&dd, &b, q, pk, pool, po, lse, ws, sizeof ws);
+  unsigned char before[sizeof o];
+  memcpy(before, po == o ? (void *)o : (void *)po, po == (float *)(void *)table ? sizeof table : sizeof before);
+  const attn_status got = attn_softmax_batch(&dd, &b, q, pool, pool, po, lse, ws, sizeof ws);
   ck_assert_msg(got == want, "row %d: status %d, want %d", _i, (int)got, (int)want);
   if (want == ATTN_OK) return;
-  for (size_t i = 0; po == o && i < sizeof o / sizeof o[0]; i++) ck_assert_msg(o[i] == -7.0f, "o[%zu] written", i);
-  ck_assert(po[0] == before || isnan(po[0]) == isnan(before));
+  ck_assert_msg(memcmp(before, po, po == (float *)(void *)table ? sizeof table : sizeof before) == 0,
+                "row %d: o written", _i);
   size_t bytes;
   if (want != ATTN_E_ALIASING) ck_assert_int_eq(attn_softmax_batch_workspace_size(&dd, &b, &bytes), want);
   ck_assert_int_eq(attn_softmax_batch_workspace_size(&d, NULL, &bytes), ATTN_E_NULL_POINTER);
@@ -480,4 +513,4 @@ END_TEST
 const TTest *kv_paged_batch_test(void) { return kv_paged_batch; }
 int kv_paged_batch_cases(void) { return (int)PG_NCASES; }
 const TTest *kv_paged_bad_test(void) { return kv_paged_bad; }
-int kv_paged_bad_cases(void) { return 16; } /* the rows of kv_paged_bad */
+int kv_paged_bad_cases(void) { return (int)(sizeof bd_rows / sizeof bd_rows[0]); }

@@ -191,7 +191,6 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
   if (paged) { /* the cache's blocks of 16 tokens as pages, in order: the paged path's own cost */
     im->table = (int32_t *)(void *)(im->arrays + stats + bias);
     for (size_t p = 0; p < pages; p++) im->table[p] = (int32_t)p;
-    attn_batch_init(&im->batch);
     im->q_offsets[0] = 0, im->q_offsets[1] = 1, im->kv_len = s->n_kv;
     im->batch = (attn_batch){.count = 1,
                              .q_offsets = im->q_offsets,

@@ -26,8 +26,7 @@
 #include <string.h>
 
 #include "half_ref.h"
-#include "kv_int8.h"
-#include "kv_paged.h"
+#include "kv_tests.h"
 #include "ref/ref_selective.h"
 #include "test_util.h"
 #include "tolerances.h"

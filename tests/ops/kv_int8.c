@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "half_ref.h"
-#include "kv_int8.h"
+#include "kv_tests.h"
 #include "test_util.h"
 #include "tolerances.h"
 

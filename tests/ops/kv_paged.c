@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kv_paged.h"
+#include "kv_tests.h"
 #include "test_util.h"
 #include "tolerances.h"
 

@@ -103,6 +103,7 @@ typedef struct bench_shape {
                                          bias row (the options' cost; their few flops per pair are not
                                          counted) */
   int paged;                        /**< softmax: through attn_softmax_batch, the cache as pages */
+  attn_dtype qo_type;               /**< softmax: Q and O's element type (ATTN_F32 unless a half row) */
   /* Delta rule (bench_kind_delta): h_q = h_k key heads (q and k rows of d), h_kv = h_v value
    * heads (v and o rows of dv, gates, beta and one d x dv state each). */
   attn_delta_gate delta_gate; /**< PLAIN (DeltaNet), SCALAR (GDN), FEATURE (KDA) */
@@ -170,7 +171,7 @@ static inline size_t bench_delta_checkpoints(size_t n, size_t chunk) { return ch
 static inline bench_cost bench_cost_of(const bench_shape *s) {
   bench_cost c = {0, 0, (double)s->n_q, (double)s->n_kv};
   const double f4 = sizeof(float);
-  double q_o = (double)s->n_q * (double)s->h_q * (double)(s->d + s->dv) * f4;
+  double q_o = (double)s->n_q * (double)s->h_q * (double)(s->d + s->dv) * (s->qo_type == ATTN_F32 ? f4 : 2.0);
   size_t dva = s->normalize ? s->dv + 1 : s->dv;
   switch (s->kind) {
     case BENCH_SOFTMAX:

@@ -71,10 +71,10 @@ extern "C" {
  * Version
  * ------------------------------------------------------------------------------------------- */
 #define ATTN_VERSION_MAJOR  0
-#define ATTN_VERSION_MINOR  9
+#define ATTN_VERSION_MINOR  10
 #define ATTN_VERSION_PATCH  0
 #define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
-#define ATTN_VERSION_STRING "0.9.0"
+#define ATTN_VERSION_STRING "0.10.0"
 
 /** Version of the library actually linked, as ATTN_VERSION_NUMBER. Thread-safe. */
 ATTN_API unsigned attn_version_number(void);
@@ -112,9 +112,9 @@ typedef enum attn_status {
                                         (ATTN_MATRIX_MAX_KV; 0.5.0) */
   ATTN_E_SYSTEM = 20,              /**< attn_pool_create: the system refused memory or a thread
                                         (0.6.0) */
-  ATTN_E_BAD_DTYPE = 21            /**< an unknown element type (attn_shape.kv_type), or one the
-                                        variant does not take (linear attention, attn_matrix:
-                                        fp32 only) (0.6.0) */
+  ATTN_E_BAD_DTYPE = 21            /**< an unknown element type (attn_shape.kv_type, q_type,
+                                        o_type), or one the variant does not take (linear
+                                        attention's K/V, attn_matrix: fp32 only) (0.6.0) */
 } attn_status;
 
 /** A short English description of a status; "unknown status" for values not listed. Never NULL. */
@@ -288,8 +288,12 @@ typedef struct attn_layout {
 } attn_layout;
 
 /**
- * Element type of K and V (attn_shape.kv_type; since 0.6.0). Queries, outputs and every other
- * array stay fp32. A half type is read as raw 16-bit patterns (uint16_t in the caller's byte
+ * Element type of K and V (attn_shape.kv_type; since 0.6.0), and of queries and outputs
+ * (attn_shape.q_type and o_type, ATTN_F32, ATTN_F16 or ATTN_BF16; since 0.10.0); every other
+ * array stays fp32. Half queries are converted exactly as a task reads them, and each output row
+ * is computed in fp32 and rounded once (to nearest even) as it is written: a call's outputs are
+ * the fp32 call's on the converted queries, rounded; LSE, states and statistics are the fp32
+ * call's bit for bit. A half type is read as raw 16-bit patterns (uint16_t in the caller's byte
  * order), converted exactly to fp32 block by block inside the kernels (every fp16 and bf16 value
  * is a float), and all arithmetic is fp32 as for ATTN_F32: the results are those of the fp32 call
  * on the converted values. Subnormals, infinities and NaNs convert to the same float values, and
@@ -364,6 +368,12 @@ typedef struct attn_shape {
                                (0.8.0); linear attention and attn_matrix return ATTN_E_BAD_DTYPE
                                for all of them; an unknown value is ATTN_E_BAD_DTYPE everywhere
                                (0.6.0) */
+  attn_dtype q_type;           /**< element type of q (strides count elements of that type): ATTN_F32
+                               (attn_shape_init), ATTN_F16 or ATTN_BF16 for softmax (its batch too),
+                               GAU, selective attention (its cache's step too), linear attention
+                               and the delta rule; others ATTN_E_BAD_DTYPE. 0.10.0 */
+  attn_dtype o_type;           /**< element type of o, as q_type (independent of it). LSE, states,
+                               statistics and every other array stay fp32. 0.10.0 */
 } attn_shape;
 
 /**
@@ -513,12 +523,13 @@ ATTN_API attn_status attn_softmax_call_workspace_size(const attn_softmax_desc *d
 /**
  * Softmax attention for all heads of one sequence.
  * @param desc  shapes, mask, scale and strides (see attn_softmax_desc).
- * @param q     n_q x h_q rows of d floats;  k: n_kv x h_k rows of d;  v: n_kv x h_v rows of dv,
+ * @param q     n_q x h_q rows of d (of shape.q_type: float *, or uint16_t * holding fp16 / bf16
+ *              bits; const void * since 0.10.0);  k: n_kv x h_k rows of d;  v: n_kv x h_v rows of dv,
  *              k and v of desc->shape.kv_type (float *, or uint16_t * holding fp16 / bf16 bits;
  *              const void * since 0.6.0, source-compatible with float *), strides in its elements.
  *              Half K/V are converted exactly, block by block, in the kernels: the result is the
  *              fp32 call's on the converted values (a decode reads half the bytes).
- * @param o     out: n_q x h_q rows of dv floats. Must not overlap q, k, v (their spans in bytes of
+ * @param o     out: n_q x h_q rows of dv of shape.o_type. Must not overlap q, k, v (their spans in bytes of
  *              the element type), lse or the workspace.
  * @param lse   optional out (NULL: not written): natural-log LSE per (query, head), -inf for
  *              rows with no visible key.
@@ -536,13 +547,14 @@ ATTN_API attn_status attn_softmax_call_workspace_size(const attn_softmax_desc *d
  * @retval ATTN_E_WORKSPACE_TOO_SMALL
  * @retval ATTN_E_UNSUPPORTED_ISA the forced path cannot run here.
  * @retval ATTN_E_BAD_DTYPE shape.kv_type is not an attn_dtype (since 0.6.0), or ATTN_Q8_0 with d
- *         or dv not a multiple of 32 (since 0.8.0).
+ *         or dv not a multiple of 32 (since 0.8.0); shape.q_type or o_type not ATTN_F32, ATTN_F16
+ *         or ATTN_BF16 (since 0.10.0, every variant that takes them).
  * ATTN_I8 and ATTN_Q8_0 K/V are converted to fp32 as they are read (each value one rounded product,
  * as the caller would dequantise it: in registers for decode steps and speculative blocks, into
  * scratch block by block otherwise): the results are the fp32 call's on those floats, bit for bit.
  * On any error no output is written. Reentrant.
  */
-ATTN_API attn_status attn_softmax(const attn_softmax_desc *desc, const float *q, const void *k, const void *v, float *o,
+ATTN_API attn_status attn_softmax(const attn_softmax_desc *desc, const void *q, const void *k, const void *v, void *o,
                                   float *lse, void *workspace, size_t workspace_size);
 
 /**
@@ -605,8 +617,8 @@ ATTN_API attn_status attn_softmax_batch_workspace_size(const attn_softmax_desc *
  * @retval ATTN_E_ALIASING o, lse or the workspace overlaps the pool, an option array or the batch's arrays.
  * On any error no output is written. Reentrant; the batch's arrays are read during the call only.
  */
-ATTN_API attn_status attn_softmax_batch(const attn_softmax_desc *desc, const attn_batch *batch, const float *q,
-                                        const void *k, const void *v, float *o, float *lse, void *workspace,
+ATTN_API attn_status attn_softmax_batch(const attn_softmax_desc *desc, const attn_batch *batch, const void *q,
+                                        const void *k, const void *v, void *o, float *lse, void *workspace,
                                         size_t workspace_size);
 
 /**
@@ -917,7 +929,7 @@ ATTN_API attn_status attn_linear_favor_matrix(const attn_linear_desc *desc, floa
  * above all a threaded one, should give each head its own rows (head-major: row_stride d,
  * head_stride n d). Either layout gives the same outputs and state bit for bit.
  */
-ATTN_API attn_status attn_linear(const attn_linear_desc *desc, const float *q, const float *k, const float *v, float *o,
+ATTN_API attn_status attn_linear(const attn_linear_desc *desc, const void *q, const float *k, const float *v, void *o,
                                  attn_linear_state *state, void *workspace, size_t workspace_size);
 
 /**
@@ -950,8 +962,8 @@ ATTN_API attn_status attn_linear(const attn_linear_desc *desc, const float *q, c
  *         its rows, other than the row stride 0), ATTN_E_BAD_HEADS (h_g does not divide H).
  *         On any error neither o nor the state is written.
  */
-ATTN_API attn_status attn_linear_gated(const attn_linear_desc *desc, const float *q, const float *k, const float *v,
-                                       const float *log_gate, const float *beta, float *o, attn_linear_state *state,
+ATTN_API attn_status attn_linear_gated(const attn_linear_desc *desc, const void *q, const float *k, const float *v,
+                                       const float *log_gate, const float *beta, void *o, attn_linear_state *state,
                                        void *workspace, size_t workspace_size);
 
 /**
@@ -1000,8 +1012,8 @@ typedef struct attn_checkpoints {
  *         (state, or ck's after or states with count > 0), ATTN_E_ALIASING (ck->states overlapping
  *         an input, o, the state or the workspace). On any error nothing is written.
  */
-ATTN_API attn_status attn_linear_checkpointed(const attn_linear_desc *desc, const float *q, const float *k,
-                                              const float *v, const float *log_gate, const float *beta, float *o,
+ATTN_API attn_status attn_linear_checkpointed(const attn_linear_desc *desc, const void *q, const float *k,
+                                              const float *v, const float *log_gate, const float *beta, void *o,
                                               attn_linear_state *state, const attn_checkpoints *ck, void *workspace,
                                               size_t workspace_size);
 
@@ -1091,8 +1103,8 @@ ATTN_API attn_status attn_delta_chunk_size(const attn_delta_desc *desc, size_t *
  *         ATTN_E_NULL_POINTER, ATTN_E_WORKSPACE_TOO_SMALL, ATTN_E_ALIASING, ATTN_E_UNSUPPORTED_ISA.
  *         On any error nothing is written. Reentrant; a state is used by one call at a time.
  */
-ATTN_API attn_status attn_delta(const attn_delta_desc *desc, const float *q, const float *k, const float *v,
-                                const float *log_gate, const float *beta, float *o, float *state,
+ATTN_API attn_status attn_delta(const attn_delta_desc *desc, const void *q, const float *k, const float *v,
+                                const float *log_gate, const float *beta, void *o, float *state,
                                 const attn_checkpoints *ck, void *workspace, size_t workspace_size);
 
 /* ============================================================================================ */
@@ -1166,7 +1178,7 @@ ATTN_API attn_status attn_gau_call_workspace_size(const attn_gau_desc *desc, siz
  *         table too).
  *         On any error o is not written. Reentrant.
  */
-ATTN_API attn_status attn_gau(const attn_gau_desc *desc, const float *q, const void *k, const void *v, float *o,
+ATTN_API attn_status attn_gau(const attn_gau_desc *desc, const void *q, const void *k, const void *v, void *o,
                               void *workspace, size_t workspace_size);
 
 /* ============================================================================================ */
@@ -1230,8 +1242,8 @@ ATTN_API attn_status attn_selective_call_workspace_size(const attn_selective_des
  *         ATTN_E_NULL_POINTER (f NULL), ATTN_E_ALIASING (f overlapping an input or output).
  *         On any error neither o, lse nor f is written. Reentrant (calls with distinct f).
  */
-ATTN_API attn_status attn_selective(const attn_selective_desc *desc, const float *q, const void *k, const void *v,
-                                    float *o, float *lse, float *f, void *workspace, size_t workspace_size);
+ATTN_API attn_status attn_selective(const attn_selective_desc *desc, const void *q, const void *k, const void *v,
+                                    void *o, float *lse, float *f, void *workspace, size_t workspace_size);
 
 /**
  * A selective KV cache for decode with context pruning (spec 6): per live token its keys and
@@ -1304,8 +1316,8 @@ ATTN_API attn_status attn_selcache_load(attn_selcache *cache, const attn_selecti
  *         slot is live (no room for the new token: give a budget or more capacity). On error
  *         neither o, lse nor the cache is changed. Not reentrant on one cache.
  */
-ATTN_API attn_status attn_selcache_step(const attn_selective_desc *desc, attn_selcache *cache, const float *q,
-                                        const void *k, const void *v, float *o, float *lse, void *workspace,
+ATTN_API attn_status attn_selcache_step(const attn_selective_desc *desc, attn_selcache *cache, const void *q,
+                                        const void *k, const void *v, void *o, float *lse, void *workspace,
                                         size_t workspace_size);
 
 /** Workspace bytes of attn_selcache_step for desc and cache. */
@@ -1368,13 +1380,13 @@ ATTN_API attn_status attn_row_stats_init(attn_row_stats *stats, size_t heads, fl
  *         NULL), ATTN_E_BAD_STRIDE (a stats layout that overlaps itself), ATTN_E_ALIASING (a
  *         stats array overlapping another, an input or an output). On error nothing is written.
  */
-ATTN_API attn_status attn_softmax_stats(const attn_softmax_desc *desc, const float *q, const void *k, const void *v,
-                                        float *o, float *lse, const attn_row_stats *stats, void *workspace,
+ATTN_API attn_status attn_softmax_stats(const attn_softmax_desc *desc, const void *q, const void *k, const void *v,
+                                        void *o, float *lse, const attn_row_stats *stats, void *workspace,
                                         size_t workspace_size);
-ATTN_API attn_status attn_gau_stats(const attn_gau_desc *desc, const float *q, const void *k, const void *v, float *o,
+ATTN_API attn_status attn_gau_stats(const attn_gau_desc *desc, const void *q, const void *k, const void *v, void *o,
                                     const attn_row_stats *stats, void *workspace, size_t workspace_size);
-ATTN_API attn_status attn_selective_stats(const attn_selective_desc *desc, const float *q, const void *k, const void *v,
-                                          float *o, float *lse, float *f, const attn_row_stats *stats, void *workspace,
+ATTN_API attn_status attn_selective_stats(const attn_selective_desc *desc, const void *q, const void *k, const void *v,
+                                          void *o, float *lse, float *f, const attn_row_stats *stats, void *workspace,
                                           size_t workspace_size);
 
 /** The variant of an attn_call. */
@@ -1418,8 +1430,8 @@ ATTN_API attn_status attn_matrix_workspace_size(const attn_call *call, size_t *b
  * @retval ATTN_OK, the statuses of the variant's call for its descriptor and inputs,
  *         ATTN_E_NULL_POINTER (call, desc, q, k, a or the workspace NULL; a gate or beta the
  *         descriptor asks for), ATTN_E_BAD_ARGUMENT (an unknown kind), ATTN_E_TOO_LARGE
- *         (n_kv > ATTN_MATRIX_MAX_KV), ATTN_E_BAD_DTYPE (a kv_type other than ATTN_F32: call.k
- *         is read as floats), ATTN_E_BAD_STRIDE (a layout smaller than a row or
+ *         (n_kv > ATTN_MATRIX_MAX_KV), ATTN_E_BAD_DTYPE (a kv_type, q_type or o_type other than
+ *         ATTN_F32: call.q and call.k are read as floats), ATTN_E_BAD_STRIDE (a layout smaller than a row or
  *         overlapping itself), ATTN_E_WORKSPACE_TOO_SMALL, ATTN_E_ALIASING (a overlapping an
  *         input or the workspace, or the workspace an input). On error a is not written. Reentrant.
  */

@@ -8,6 +8,7 @@
  * tokens over the cache: its cost beside softmax_decode's (the cache is read once for all four).
  * softmax_decode_paged is softmax_decode through attn_softmax_batch over the cache as pages of 16
  * tokens (a page table, pages in order): the paged path's cost beside the contiguous one.
+ * softmax_causal_bf16qo is softmax_causal with bf16 Q and O (the engines' edge conversions).
  */
 #include <math.h>
 #include <string.h>
@@ -47,6 +48,9 @@ static const bench_variant variants[] = {
     {"softmax_verify", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0, NULL, 0,
      "a speculative block: 4 new tokens (causal among themselves) over the cache (beside softmax_decode)",
      ATTN_GATE_NONE, 0, 0},
+    {"softmax_causal_bf16qo", &bench_softmax_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
+     NULL, 0, "softmax_causal with Q and O in bf16 (shape.q_type, o_type; converted at the kernels' edges)",
+     ATTN_GATE_NONE, 0, 0},
     {"softmax_decode_paged", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      NULL, 0, "softmax_decode through attn_softmax_batch with the cache in pages of 16 tokens (a page table)",
      ATTN_GATE_NONE, 0, 0},
@@ -72,7 +76,8 @@ static bench_shape softmax_shape(const bench_variant *v, const bench_sweep *sw, 
               : v == &variants[11] ? ATTN_Q8_0
                                    : ATTN_F32;
   s.options = v == &variants[7] || v == &variants[8] ? 1 : v == &variants[9] ? 2 : 0;
-  s.paged = v == &variants[13];
+  s.qo_type = v == &variants[13] ? ATTN_BF16 : ATTN_F32;
+  s.paged = v == &variants[14];
   return s;
 }
 
@@ -86,6 +91,7 @@ typedef struct softmax_impl {
   attn_softmax_desc desc;
   attn_row_stats stats;
   void *kh, *vh;
+  uint16_t *qh, *oh; /* softmax_causal_bf16qo: Q and O in bf16 */
   size_t scales;                                         /* ATTN_I8: bytes from a K or V copy's start to its scales */
   float sinks[BENCH_OPT_HEADS], slopes[BENCH_OPT_HEADS]; /* options: the first h_q (<= 256) */
   attn_batch batch;                                      /* softmax_decode_paged: one sequence in pages */
@@ -145,8 +151,9 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
   const size_t stats = s->stats ? 3 * rows : 0, bias = s->options == 2 ? s->n_kv : 0; /* floats of each */
   const int paged = s->paged;
   const size_t pages = paged ? (s->n_kv + BENCH_PAGE_TOKENS - 1) / BENCH_PAGE_TOKENS : 0;
+  const size_t qo = s->qo_type == ATTN_F32 ? 0 : rows * (s->d + s->dv) * sizeof(uint16_t);
   softmax_impl *im =
-      bench_work_impl(w, sizeof *im + (stats + bias + pages) * sizeof(float) + half, err, errlen);
+      bench_work_impl(w, sizeof *im + (stats + bias + pages) * sizeof(float) + half + qo, err, errlen);
   if (!im) return -1;
   attn_softmax_desc *desc = &im->desc;
   attn_softmax_desc_init(desc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv);
@@ -155,6 +162,13 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
   desc->shape.k = bench_layout(s->kv_head_major, s->n_kv, s->h_kv, s->d);
   desc->shape.v = bench_layout(s->kv_head_major, s->n_kv, s->h_kv, s->dv);
   im->kh = im->vh = NULL;
+  im->qh = im->oh = NULL;
+  if (qo) { /* Q in bf16 once here (not timed), O written as bf16 */
+    im->qh = (uint16_t *)(void *)((unsigned char *)(im->arrays + stats + bias + pages) + half);
+    im->oh = im->qh + rows * s->d;
+    to_half(s->qo_type, w->q, im->qh, rows * s->d);
+    desc->shape.q_type = desc->shape.o_type = s->qo_type;
+  }
   im->scales = s->kv_type == ATTN_I8 ? nk : 0; /* (the scales' offset: the same in K and V when d = dv) */
   if (s->kv_type == ATTN_I8 && s->d != s->dv) return bench_work_fail(err, errlen, "int8 rows: d != dv", ATTN_OK);
   if (half) { /* the cache in 16 or 8 bits, converted once here (not timed) */
@@ -229,9 +243,11 @@ static void softmax_run(bench_work *w) {
     bench_work_status(w, attn_softmax_batch(&d, &im->batch, w->q, k, v, w->o, NULL, w->workspace, w->workspace_bytes));
     return;
   }
+  const void *q = im->qh ? (const void *)im->qh : w->q;
+  void *o = im->oh ? (void *)im->oh : w->o;
   bench_work_status(
-      w, w->s.stats ? attn_softmax_stats(&d, w->q, k, v, w->o, NULL, &im->stats, w->workspace, w->workspace_bytes)
-                    : attn_softmax(&d, w->q, k, v, w->o, NULL, w->workspace, w->workspace_bytes));
+      w, w->s.stats ? attn_softmax_stats(&d, q, k, v, o, NULL, &im->stats, w->workspace, w->workspace_bytes)
+                    : attn_softmax(&d, q, k, v, o, NULL, w->workspace, w->workspace_bytes));
 }
 
 const bench_adapter bench_softmax_adapter = {

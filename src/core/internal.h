@@ -75,7 +75,8 @@ ATTN_INTERNAL ATTN_COLD attn_status attn_fail_layout(attn_status st, const char 
 /* Element spans of a shape's tensors and its output heads H = max(h_q, h_k, h_v). */
 typedef struct attn_spans {
   size_t q, k, v, o, H;
-  size_t kv_elem; /* bytes of one K or V element (shape.kv_type) */
+  size_t kv_elem;        /* bytes of one K or V element (shape.kv_type) */
+  size_t q_elem, o_elem; /* bytes of one q and one o element (shape.q_type, o_type) */
 } attn_spans;
 #define ATTN_Q8_0_BLOCK_BYTES 34
 /* Bytes of one element of a K/V type (a q8_0 element is a block of 32 values); 0 for an unknown one. */
@@ -86,11 +87,16 @@ static inline size_t attn_dtype_size(attn_dtype t) {
          : t == ATTN_Q8_0                    ? ATTN_Q8_0_BLOCK_BYTES
                                              : 0;
 }
+/* Bytes of one element of a query or output type (ATTN_F32, ATTN_F16, ATTN_BF16); 0 for another. */
+static inline size_t attn_act_size(attn_dtype t) {
+  return t == ATTN_F32 ? sizeof(float) : (t == ATTN_F16 || t == ATTN_BF16) ? sizeof(uint16_t) : 0;
+}
 /* ATTN_Q8_0: values per block and bytes per block (an fp16 scale, then the values). */
 enum { ATTN_Q8_0_VALUES = 32 };
 /* A row of w values in elements of the type: a q8_0 row is w / 32 blocks. */
 static inline size_t attn_dtype_width(attn_dtype t, size_t w) { return t == ATTN_Q8_0 ? w / ATTN_Q8_0_VALUES : w; }
 /* The validation every variant shares: sizes, the K/V type (known: ATTN_E_BAD_DTYPE otherwise),
+ * the query and output types (fp32 or half: ATTN_E_BAD_DTYPE otherwise),
  * head counts dividing H, strides, spans. h_extra:
  * one more head count (a gate's) that joins H = max(h_q, h_k, h_v, h_extra), or 0. */
 ATTN_INTERNAL attn_status attn_shape_check(const attn_shape *s, size_t h_extra, attn_spans *sp);
@@ -111,11 +117,11 @@ ATTN_INTERNAL void attn_parallel(const attn_threads *th, size_t tasks, attn_task
 /* ATTN_E_ALIASING when one of the n_out outputs (NULL entries skipped; sizes in bytes; workspaces
  * and states count as outputs) overlaps q, k or v (spans sp; k and v in elements of sp->kv_elem
  * bytes) or another output. */
-ATTN_INTERNAL attn_status attn_check_io(const attn_spans *sp, const float *q, const void *k, const void *v,
+ATTN_INTERNAL attn_status attn_check_io(const attn_spans *sp, const void *q, const void *k, const void *v,
                                         void *const *out, const size_t *out_bytes, size_t n_out);
 /* Its failure described: which output (names: the outputs', space-separated) overlaps which
  * input or output. Returns ATTN_E_ALIASING. */
-ATTN_INTERNAL ATTN_COLD attn_status attn_fail_io(const char *names, const attn_spans *sp, const float *q, const void *k,
+ATTN_INTERNAL ATTN_COLD attn_status attn_fail_io(const char *names, const attn_spans *sp, const void *q, const void *k,
                                                  const void *v, void *const *out, const size_t *out_bytes,
                                                  size_t n_out);
 /* ATTN_E_ALIASING when one of the n_in extra inputs (a call's arrays besides q, k and v: gates,
@@ -136,7 +142,7 @@ ATTN_INTERNAL attn_status attn_check_checkpoints(const attn_checkpoints *ck, siz
                                                  size_t *bytes);
 /* A compute call's required pointers (q, k, v, o, workspace: ATTN_E_NULL_POINTER naming the first
  * NULL) and its workspace (at least need bytes: ATTN_E_WORKSPACE_TOO_SMALL). */
-ATTN_INTERNAL attn_status attn_check_call_memory(const float *q, const void *k, const void *v, const float *o,
+ATTN_INTERNAL attn_status attn_check_call_memory(const void *q, const void *k, const void *v, const void *o,
                                                  const void *workspace, size_t workspace_size, size_t need);
 /* Checked arithmetic: return 0 on overflow. */
 static inline int attn_mul_ok(size_t a, size_t b, size_t *r) {

@@ -125,6 +125,9 @@ attn_status attn_shape_check(const attn_shape *s, size_t h_extra, attn_spans *sp
   if (s->kv_type == ATTN_Q8_0 && (s->d % ATTN_Q8_0_VALUES || s->dv % ATTN_Q8_0_VALUES))
     return attn_fail(ATTN_E_BAD_DTYPE, "shape.kv_type ATTN_Q8_0: d %zu and dv %zu must be multiples of 32", s->d,
                      s->dv);
+  if (!(sp->q_elem = attn_act_size(s->q_type)) || !(sp->o_elem = attn_act_size(s->o_type)))
+    return attn_fail(ATTN_E_BAD_DTYPE, "shape.q_type %d or o_type %d: not ATTN_F32, ATTN_F16 or ATTN_BF16",
+                     (int)s->q_type, (int)s->o_type);
   sp->H = attn_max_sz(max3(s->h_q, s->h_k, s->h_v), h_extra);
   if (sp->H % s->h_q || sp->H % s->h_k || sp->H % s->h_v || (h_extra && sp->H % h_extra))
     return shape_heads(s, h_extra, sp->H);
@@ -141,11 +144,11 @@ attn_status attn_shape_check(const attn_shape *s, size_t h_extra, attn_spans *sp
 
 /* The first overlap attn_check_io refuses, in its order: output *a with input *b (b < 3: q, k,
  * v) or with output *b - 3. Returns 0 when there is none. */
-static inline int io_overlap(const attn_spans *sp, const float *q, const void *k, const void *v, void *const *out,
+static inline int io_overlap(const attn_spans *sp, const void *q, const void *k, const void *v, void *const *out,
                              const size_t *out_bytes, size_t n_out, size_t *a, size_t *b) {
-  const size_t F = sizeof(float), E = sp->kv_elem; /* spans fit in PTRDIFF_MAX / sizeof(float) */
+  const size_t E = sp->kv_elem; /* spans fit in PTRDIFF_MAX / sizeof(float) */
   const void *in[] = {q, k, v};
-  const size_t in_bytes[] = {sp->q * F, sp->k * E, sp->v * E};
+  const size_t in_bytes[] = {sp->q * sp->q_elem, sp->k * E, sp->v * E};
   for (*a = 0; *a < n_out; ++*a) {
     if (!out[*a]) continue;
     for (*b = 0; *b < 3; ++*b)
@@ -156,13 +159,13 @@ static inline int io_overlap(const attn_spans *sp, const float *q, const void *k
   return 0;
 }
 
-attn_status attn_check_io(const attn_spans *sp, const float *q, const void *k, const void *v, void *const *out,
+attn_status attn_check_io(const attn_spans *sp, const void *q, const void *k, const void *v, void *const *out,
                           const size_t *out_bytes, size_t n_out) {
   size_t a, b;
   return io_overlap(sp, q, k, v, out, out_bytes, n_out, &a, &b) ? ATTN_E_ALIASING : ATTN_OK;
 }
 
-attn_status attn_fail_io(const char *names, const attn_spans *sp, const float *q, const void *k, const void *v,
+attn_status attn_fail_io(const char *names, const attn_spans *sp, const void *q, const void *k, const void *v,
                          void *const *out, const size_t *out_bytes, size_t n_out) {
   size_t a, b;
   if (!io_overlap(sp, q, k, v, out, out_bytes, n_out, &a, &b))
@@ -208,7 +211,7 @@ attn_status attn_check_checkpoints(const attn_checkpoints *ck, size_t n, size_t 
   return ATTN_OK;
 }
 
-attn_status attn_check_call_memory(const float *q, const void *k, const void *v, const float *o, const void *workspace,
+attn_status attn_check_call_memory(const void *q, const void *k, const void *v, const void *o, const void *workspace,
                                    size_t workspace_size, size_t need) {
   if (!q || !k || !v || !o || !workspace)
     return attn_fail_null("q k v o workspace", (const void *[]){q, k, v, o, workspace});

@@ -54,6 +54,7 @@
 #ifndef ATTN_ENGINE_BLOCKED_H
 #define ATTN_ENGINE_BLOCKED_H
 
+#include "engine/act.h"
 #include "engine/featmap.h"
 
 /* A block of scores handed to a score step: ST (nk keys x nq rows, stride ld), whose row jj is
@@ -158,6 +159,8 @@ typedef struct attn_blocked_worker_layout {
   size_t pk, pv, ptag;         /* packed K (BLK_PACK_KEYS x d), V (x dv), which head they hold (a size_t
                                    at ptag: head + 1, 0 for none) */
   size_t fold;                 /* when the step can split: hg heads of a range's state (cr rows) */
+  size_t qc, oc;               /* half queries: a task's rows of g query heads, converted (tb g x d);
+                                   half outputs: a row before its conversion (dv) */
 } attn_blocked_worker_layout;
 
 /* One head's region (blk_head), offsets in floats from its start. */
@@ -257,9 +260,9 @@ ATTN_INTERNAL attn_status attn_blocked_plan_make(attn_blocked_plan *p, const att
                                                  const struct attn_ukernels *uk);
 
 typedef struct attn_blocked_io {
-  const float *q;
+  const void *q;     /* elements of shape.q_type */
   const void *k, *v; /* elements of the plan's kv_type */
-  float *o;
+  void *o;           /* elements of shape.o_type */
   float *aux; /* one float per (query, head), or NULL */
   attn_layout aux_layout;
   float *sel_f;                     /* selection (attn_blocked_select): F_j of every key, in/out (n_kv floats) */

@@ -85,6 +85,7 @@
 #ifndef ATTN_ENGINE_CHUNKWISE_H
 #define ATTN_ENGINE_CHUNKWISE_H
 
+#include "engine/act.h"
 #include "engine/featmap.h"
 
 /* How the state moves from one token to the next, S_t = G_t(S_{t-1}) + beta_t psi(k_t) v_t^T
@@ -126,6 +127,8 @@ typedef struct attn_chunkwise_worker_layout {
   size_t g;                         /* the scan by head groups: the gathered heads' chunk rows (attn_cw_gather) */
   size_t slots, x;                  /* the waves: scan_group + 1 chunk slots, and the state moving through a
                                        group */
+  size_t qc, oh;                    /* half queries: a chunk's rows converted (C x d); half outputs: a batch
+                                       of rows before their conversion (CW_ROW_BATCH x dv) */
 } attn_chunkwise_worker_layout;
 
 /* A chunk's slot in the waves, offsets from the slot: its D, then S before it (m x lds) at 0, and */
@@ -176,8 +179,9 @@ ATTN_INTERNAL attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_
                                                    const struct attn_ukernels *uk);
 
 typedef struct attn_chunkwise_io {
-  const float *q, *k, *v;
-  float *o;
+  const void *q;      /* elements of shape.q_type */
+  const float *k, *v;
+  void *o;            /* elements of shape.o_type */
   float *state;                 /* heads slabs of m x lds floats, or NULL: an empty prefix, nothing kept */
   const float *log_gate, *beta; /* the gates' arrays (plan g), or NULL */
   const float *fm_wt;           /* FAVOR+'s W^T (d x m), or NULL */
@@ -218,6 +222,7 @@ typedef struct attn_delta_scratch {
   size_t l, a, x;                 /* C x C each */
   size_t b;                       /* cumulative log decays: C (SCALAR) or C x d (FEATURE) doubles */
   size_t rs, e, s0;               /* d row scales; the step's vectors (5 d + 2 dv); a zero state (d x dv) */
+  size_t oc;                      /* half outputs: a chunk's rows before their conversion (C x dv) */
 } attn_delta_scratch;
 
 typedef struct attn_delta_plan {
@@ -236,8 +241,9 @@ typedef struct attn_delta_plan {
 } attn_delta_plan;
 
 typedef struct attn_delta_io {
-  const float *q, *k, *v, *log_gate, *beta;
-  float *o;
+  const void *q; /* elements of shape.q_type */
+  const float *k, *v, *log_gate, *beta;
+  void *o;       /* elements of shape.o_type */
   float *state;               /* h_v x d x dv, or NULL: zero, nothing kept */
   const attn_checkpoints *ck; /* NULL or count 0: none */
 } attn_delta_io;

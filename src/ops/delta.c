@@ -113,8 +113,8 @@ attn_status attn_delta_state_size(const attn_delta_desc *d, size_t *bytes) { ret
 attn_status attn_delta_workspace_size(const attn_delta_desc *d, size_t *bytes) { return dl_size(d, 1, bytes); }
 attn_status attn_delta_chunk_size(const attn_delta_desc *d, size_t *chunk) { return dl_size(d, 2, chunk); }
 
-attn_status attn_delta(const attn_delta_desc *d, const float *q, const float *k, const float *v, const float *log_gate,
-                       const float *beta, float *o, float *state, const attn_checkpoints *ck, void *workspace,
+attn_status attn_delta(const attn_delta_desc *d, const void *q, const float *k, const float *v, const float *log_gate,
+                       const float *beta, void *o, float *state, const attn_checkpoints *ck, void *workspace,
                        size_t workspace_size) {
   attn_spans sp;
   size_t span[2];
@@ -134,7 +134,7 @@ attn_status attn_delta(const attn_delta_desc *d, const float *q, const float *k,
   if (workspace_size < p.scratch_bytes) return attn_fail_ws("workspace_size", workspace_size, p.scratch_bytes);
   static const char out_names[] = "o workspace state ck->states";
   void *out[] = {o, workspace, state, ck_bytes ? ck->states : NULL};
-  const size_t out_bytes[] = {sp.o * sizeof(float), workspace_size, state_bytes, ck_bytes};
+  const size_t out_bytes[] = {sp.o * sp.o_elem, workspace_size, state_bytes, ck_bytes};
   if ((st = attn_check_io(&sp, q, k, v, out, out_bytes, 4)))
     return attn_fail_io(out_names, &sp, q, k, v, out, out_bytes, 4);
   const void *gin[] = {log_gate, beta};

@@ -139,14 +139,14 @@ attn_status attn_gau_call_workspace_size(const attn_gau_desc *d, size_t *bytes) 
 }
 
 /* attn_gau, with the statistics when `want` (stats validated; NULL is then an error). */
-static attn_status gau_run(const attn_gau_desc *d, const float *q, const void *k, const void *v, float *o, int want,
+static attn_status gau_run(const attn_gau_desc *d, const void *q, const void *k, const void *v, void *o, int want,
                            const attn_row_stats *stats, void *workspace, size_t workspace_size) {
   gau_call c;
   attn_status st = gau_prepare(d, &c);
   if (st) return st;
   if ((st = attn_check_call_memory(q, k, v, o, workspace, workspace_size, c.b.plan.scratch_bytes))) return st;
   void *out[5] = {o, workspace};
-  size_t out_bytes[5] = {c.b.sp.o * sizeof(float), workspace_size}, n = 2;
+  size_t out_bytes[5] = {c.b.sp.o * c.b.sp.o_elem, workspace_size}, n = 2;
   if (want && (st = attn_blocked_stats_outputs(&c.b, stats, out, out_bytes, &n))) return st;
   static const char out_names[] = "o workspace stats.entropy stats.sparsity stats.count";
   if ((st = attn_check_io(&c.b.sp, q, k, v, out, out_bytes, n)))
@@ -163,12 +163,12 @@ static attn_status gau_run(const attn_gau_desc *d, const float *q, const void *k
   return ATTN_OK;
 }
 
-attn_status attn_gau(const attn_gau_desc *d, const float *q, const void *k, const void *v, float *o, void *workspace,
+attn_status attn_gau(const attn_gau_desc *d, const void *q, const void *k, const void *v, void *o, void *workspace,
                      size_t workspace_size) {
   return gau_run(d, q, k, v, o, 0, NULL, workspace, workspace_size);
 }
 
-attn_status attn_gau_stats(const attn_gau_desc *d, const float *q, const void *k, const void *v, float *o,
+attn_status attn_gau_stats(const attn_gau_desc *d, const void *q, const void *k, const void *v, void *o,
                            const attn_row_stats *stats, void *workspace, size_t workspace_size) {
   return gau_run(d, q, k, v, o, 1, stats, workspace, workspace_size);
 }

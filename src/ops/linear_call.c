@@ -126,8 +126,8 @@ static ATTN_COLD attn_status lin_gates_null(const attn_linear_desc *d, const flo
   return attn_fail(ATTN_E_NULL_POINTER, "beta is NULL: desc.beta is 1");
 }
 
-attn_status attn_lin_run(const attn_linear_desc *d, const float *q, const float *k, const float *v,
-                         const float *log_gate, const float *beta, float *o, attn_linear_state *state, void *workspace,
+attn_status attn_lin_run(const attn_linear_desc *d, const void *q, const float *k, const float *v,
+                         const float *log_gate, const float *beta, void *o, attn_linear_state *state, void *workspace,
                          size_t workspace_size, int gated) {
   attn_spans sp;
   attn_chunkwise_plan p;
@@ -161,7 +161,7 @@ attn_status attn_lin_run(const attn_linear_desc *d, const float *q, const float 
   if (workspace_size < l.bytes) return attn_fail_ws("workspace_size", workspace_size, l.bytes);
   static const char out_names[] = "o workspace state->data";
   void *out[] = {o, workspace, state ? state->data : NULL};
-  const size_t out_bytes[] = {sp.o * sizeof(float), workspace_size, p.state_floats * sizeof(float)};
+  const size_t out_bytes[] = {sp.o * sp.o_elem, workspace_size, p.state_floats * sizeof(float)};
   if ((st = attn_check_io(&sp, q, k, v, out, out_bytes, 3)))
     return attn_fail_io(out_names, &sp, q, k, v, out, out_bytes, 3);
   const void *gin[] = {log_gate, beta}; /* the gates are inputs too */
@@ -193,13 +193,13 @@ attn_status attn_lin_run(const attn_linear_desc *d, const float *q, const float 
   return ATTN_OK;
 }
 
-attn_status attn_linear(const attn_linear_desc *d, const float *q, const float *k, const float *v, float *o,
+attn_status attn_linear(const attn_linear_desc *d, const void *q, const float *k, const float *v, void *o,
                         attn_linear_state *state, void *workspace, size_t workspace_size) {
   return attn_lin_run(d, q, k, v, NULL, NULL, o, state, workspace, workspace_size, 0);
 }
 
-attn_status attn_linear_gated(const attn_linear_desc *d, const float *q, const float *k, const float *v,
-                              const float *log_gate, const float *beta, float *o, attn_linear_state *state,
+attn_status attn_linear_gated(const attn_linear_desc *d, const void *q, const float *k, const float *v,
+                              const float *log_gate, const float *beta, void *o, attn_linear_state *state,
                               void *workspace, size_t workspace_size) {
   return attn_lin_run(d, q, k, v, log_gate, beta, o, state, workspace, workspace_size, 1);
 }

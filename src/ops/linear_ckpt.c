@@ -8,26 +8,27 @@
 /* The call's piece of tokens [t0, t1): the descriptor and the inputs' and output's rows. */
 typedef struct lin_piece {
   attn_linear_desc d;
-  const float *q, *k, *v, *lg, *beta;
-  float *o;
+  const void *q;
+  const float *k, *v, *lg, *beta;
+  void *o;
 } lin_piece;
 
-static lin_piece lin_piece_of(const attn_linear_desc *d, const float *q, const float *k, const float *v,
-                              const float *lg, const float *beta, float *o, size_t t0, size_t t1) {
+static lin_piece lin_piece_of(const attn_linear_desc *d, const void *q, const float *k, const float *v,
+                              const float *lg, const float *beta, void *o, size_t t0, size_t t1) {
   const attn_shape *s = &d->shape;
   lin_piece c = {.d = *d,
-                 .q = q + t0 * s->q.row_stride,
+                 .q = attn_act_at(q, attn_act_size(s->q_type), s->q, t0, 0),
                  .k = k + t0 * s->k.row_stride,
                  .v = v + t0 * s->v.row_stride,
                  .lg = lg ? lg + t0 * d->gate_layout.row_stride : NULL,
                  .beta = beta ? beta + t0 * d->beta_layout.row_stride : NULL,
-                 .o = o + t0 * s->o.row_stride};
+                 .o = (void *)attn_act_at(o, attn_act_size(s->o_type), s->o, t0, 0)};
   c.d.shape.n_q = c.d.shape.n_kv = t1 - t0;
   return c;
 }
 
-attn_status attn_linear_checkpointed(const attn_linear_desc *d, const float *q, const float *k, const float *v,
-                                     const float *log_gate, const float *beta, float *o, attn_linear_state *state,
+attn_status attn_linear_checkpointed(const attn_linear_desc *d, const void *q, const float *k, const float *v,
+                                     const float *log_gate, const float *beta, void *o, attn_linear_state *state,
                                      const attn_checkpoints *ck, void *workspace, size_t workspace_size) {
   if (!ck || !ck->count) return attn_lin_run(d, q, k, v, log_gate, beta, o, state, workspace, workspace_size, 1);
   attn_spans sp;
@@ -52,7 +53,7 @@ attn_status attn_linear_checkpointed(const attn_linear_desc *d, const float *q, 
   /* Every piece validated before the first runs (its workspace, gates, aliasing, state): the
    * pieces' outputs and the checkpoints overlap nothing else, so a failure writes nothing. */
   void *out[] = {o, workspace, state->data, ck->states};
-  const size_t out_bytes[] = {sp.o * sizeof(float), workspace_size, state_bytes, ck_bytes};
+  const size_t out_bytes[] = {sp.o * sp.o_elem, workspace_size, state_bytes, ck_bytes};
   if ((st = attn_check_io(&sp, q, k, v, out, out_bytes, 4)))
     return attn_fail_io("o workspace state->data ck->states", &sp, q, k, v, out, out_bytes, 4);
   const void *gin[] = {d->gate != ATTN_GATE_NONE ? log_gate : NULL, d->beta ? beta : NULL};

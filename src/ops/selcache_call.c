@@ -101,8 +101,8 @@ attn_status attn_selcache_workspace_size(const attn_selective_desc *d, const att
   return attn_selective_workspace_size(&s, bytes);
 }
 
-attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, const float *q, const void *k,
-                               const void *v, float *o, float *lse, void *workspace, size_t workspace_size) {
+attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, const void *q, const void *k,
+                               const void *v, void *o, float *lse, void *workspace, size_t workspace_size) {
   if (!d || !c) return attn_fail_null("desc cache", (const void *[]){d, c});
   attn_blocked_call in; /* the new token's tensors, checked as a one-token call of desc (no plan) */
   attn_status st = attn_sel_check(d, &in);
@@ -123,7 +123,7 @@ attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, c
   size_t mem;
   (void)attn_sc_bytes(c->capacity, c->h_kv, c->d, c->dv, &mem);
   void *out[] = {o, lse, workspace, c->memory};
-  const size_t out_bytes[] = {in.sp.o * sizeof(float), in.aux_span * sizeof(float), workspace_size, mem};
+  const size_t out_bytes[] = {in.sp.o * in.sp.o_elem, in.aux_span * sizeof(float), workspace_size, mem};
   if ((st = attn_check_io(&in.sp, q, k, v, out, out_bytes, 4)))
     return attn_fail_io("o lse workspace cache_memory", &in.sp, q, k, v, out, out_bytes, 4);
   /* (1) the new token in the next slot, F = 0; attention over the live slots with the current F,

@@ -47,7 +47,7 @@ attn_status attn_selective_call_workspace_size(const attn_selective_desc *d, siz
 }
 
 /* attn_selective, with the statistics when `want` (stats validated; NULL is then an error). */
-static attn_status sel_run(const attn_selective_desc *d, const float *q, const void *k, const void *v, float *o,
+static attn_status sel_run(const attn_selective_desc *d, const void *q, const void *k, const void *v, void *o,
                            float *lse, float *f, int want, const attn_row_stats *stats, void *workspace,
                            size_t workspace_size) {
   attn_blocked_call c;
@@ -59,7 +59,7 @@ static attn_status sel_run(const attn_selective_desc *d, const float *q, const v
     return attn_fail_ws("workspace_size", workspace_size, c.plan.scratch_bytes);
   const size_t nkv = d->shape.n_kv, f_bytes = nkv * sizeof(float); /* nkv <= span of k: no overflow */
   void *out[7] = {o, lse, workspace, f};
-  size_t out_bytes[7] = {c.sp.o * sizeof(float), c.aux_span * sizeof(float), workspace_size, f_bytes}, n = 4;
+  size_t out_bytes[7] = {c.sp.o * c.sp.o_elem, c.aux_span * sizeof(float), workspace_size, f_bytes}, n = 4;
   if (want && (st = attn_blocked_stats_outputs(&c, stats, out, out_bytes, &n))) return st;
   if ((st = attn_check_io(&c.sp, q, k, v, out, out_bytes, n)))
     return attn_fail_io("o lse workspace f stats.entropy stats.sparsity stats.count", &c.sp, q, k, v, out, out_bytes,
@@ -73,12 +73,12 @@ static attn_status sel_run(const attn_selective_desc *d, const float *q, const v
   return ATTN_OK;
 }
 
-attn_status attn_selective(const attn_selective_desc *d, const float *q, const void *k, const void *v, float *o,
+attn_status attn_selective(const attn_selective_desc *d, const void *q, const void *k, const void *v, void *o,
                            float *lse, float *f, void *workspace, size_t workspace_size) {
   return sel_run(d, q, k, v, o, lse, f, 0, NULL, workspace, workspace_size);
 }
 
-attn_status attn_selective_stats(const attn_selective_desc *d, const float *q, const void *k, const void *v, float *o,
+attn_status attn_selective_stats(const attn_selective_desc *d, const void *q, const void *k, const void *v, void *o,
                                  float *lse, float *f, const attn_row_stats *stats, void *workspace,
                                  size_t workspace_size) {
   return sel_run(d, q, k, v, o, lse, f, 1, stats, workspace, workspace_size);

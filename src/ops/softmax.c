@@ -225,14 +225,14 @@ attn_status attn_softmax_call_workspace_size(const attn_softmax_desc *d, size_t 
 }
 
 /* attn_softmax, with the statistics when `want` (stats validated; NULL is then an error). */
-static attn_status sm_run(const attn_softmax_desc *d, const float *q, const void *k, const void *v, float *o,
+static attn_status sm_run(const attn_softmax_desc *d, const void *q, const void *k, const void *v, void *o,
                           float *lse, int want, const attn_row_stats *stats, void *workspace, size_t workspace_size) {
   sm_call c;
   attn_status st = attn_softmax_prepare(d, &c);
   if (st) return st;
   if ((st = attn_check_call_memory(q, k, v, o, workspace, workspace_size, c.b.plan.scratch_bytes))) return st;
   void *out[6] = {o, lse, workspace};
-  size_t out_bytes[6] = {c.b.sp.o * sizeof(float), c.b.aux_span * sizeof(float), workspace_size}, n = 3;
+  size_t out_bytes[6] = {c.b.sp.o * c.b.sp.o_elem, c.b.aux_span * sizeof(float), workspace_size}, n = 3;
   if (want && (st = attn_blocked_stats_outputs(&c.b, stats, out, out_bytes, &n))) return st;
   static const char out_names[] = "o lse workspace stats.entropy stats.sparsity stats.count";
   if ((st = attn_check_io(&c.b.sp, q, k, v, out, out_bytes, n)))
@@ -253,12 +253,12 @@ static attn_status sm_run(const attn_softmax_desc *d, const float *q, const void
   return ATTN_OK;
 }
 
-attn_status attn_softmax(const attn_softmax_desc *d, const float *q, const void *k, const void *v, float *o, float *lse,
+attn_status attn_softmax(const attn_softmax_desc *d, const void *q, const void *k, const void *v, void *o, float *lse,
                          void *workspace, size_t workspace_size) {
   return sm_run(d, q, k, v, o, lse, 0, NULL, workspace, workspace_size);
 }
 
-attn_status attn_softmax_stats(const attn_softmax_desc *d, const float *q, const void *k, const void *v, float *o,
+attn_status attn_softmax_stats(const attn_softmax_desc *d, const void *q, const void *k, const void *v, void *o,
                                float *lse, const attn_row_stats *stats, void *workspace, size_t workspace_size) {
   return sm_run(d, q, k, v, o, lse, 1, stats, workspace, workspace_size);
 }

@@ -80,8 +80,8 @@ static size_t smb_pool(size_t pages, size_t stride, size_t page_span) {
 }
 
 /* Sequence b's shape and io within the batch's tensors. */
-static void smb_seq(const attn_softmax_desc *d, const attn_batch *bt, size_t b, const float *q, const void *k,
-                    const void *v, float *o, float *lse, attn_blocked_seq *r) {
+static void smb_seq(const attn_softmax_desc *d, const attn_batch *bt, size_t b, const void *q, const void *k,
+                    const void *v, void *o, float *lse, attn_blocked_seq *r) {
   const attn_shape *s = &d->shape;
   const int paged = smb_paged(bt);
   const size_t q0 = bt->q_offsets[b], k0 = paged ? 0 : bt->kv_offsets[b], es = attn_dtype_size(s->kv_type);
@@ -89,10 +89,10 @@ static void smb_seq(const attn_softmax_desc *d, const attn_batch *bt, size_t b, 
   r->shape.n_q = smb_nq(bt, b), r->shape.n_kv = smb_nkv(bt, b);
   const int i8 = s->kv_type == ATTN_I8;
   const size_t s0 = k0 * d->scale_layout.row_stride;
-  r->io = (attn_blocked_io){.q = q ? q + q0 * s->q.row_stride : NULL,
+  r->io = (attn_blocked_io){.q = q ? attn_act_at(q, attn_act_size(s->q_type), s->q, q0, 0) : NULL,
                             .k = k ? (const char *)k + k0 * s->k.row_stride * es : NULL,
                             .v = v ? (const char *)v + k0 * s->v.row_stride * es : NULL,
-                            .o = o ? o + q0 * s->o.row_stride : NULL,
+                            .o = o ? (void *)attn_act_at(o, attn_act_size(s->o_type), s->o, q0, 0) : NULL,
                             .aux = lse ? lse + q0 * d->lse.row_stride : NULL,
                             .aux_layout = d->lse,
                             .k_scales = i8 ? d->k_scales + s0 : NULL,
@@ -154,14 +154,14 @@ attn_status attn_softmax_batch_workspace_size(const attn_softmax_desc *d, const 
   return ATTN_OK;
 }
 
-attn_status attn_softmax_batch(const attn_softmax_desc *d, const attn_batch *bt, const float *q, const void *k,
-                               const void *v, float *o, float *lse, void *workspace, size_t workspace_size) {
+attn_status attn_softmax_batch(const attn_softmax_desc *d, const attn_batch *bt, const void *q, const void *k,
+                               const void *v, void *o, float *lse, void *workspace, size_t workspace_size) {
   smb_call x;
   attn_status st = smb_prepare(d, bt, &x);
   if (st) return st;
   if ((st = attn_check_call_memory(q, k, v, o, workspace, workspace_size, x.bytes))) return st;
   void *out[3] = {o, lse, workspace};
-  const size_t out_bytes[3] = {x.sp.o * sizeof(float), x.c.b.aux_span * sizeof(float), workspace_size};
+  const size_t out_bytes[3] = {x.sp.o * x.sp.o_elem, x.c.b.aux_span * sizeof(float), workspace_size};
   static const char out_names[] = "o lse workspace";
   if ((st = attn_check_io(&x.sp, q, k, v, out, out_bytes, 3)))
     return attn_fail_io(out_names, &x.sp, q, k, v, out, out_bytes, 3);

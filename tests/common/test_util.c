@@ -1,6 +1,8 @@
 /* Shared helpers of the attn Check suites: see test_util.h. */
 #include "test_util.h"
 
+#include "half_ref.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -482,4 +484,25 @@ double *tu_dup(double value, size_t count) {
   ck_assert_ptr_nonnull(p);
   for (size_t i = 0; i < count; ++i) p[i] = value;
   return p;
+}
+
+uint16_t tu_half_bits(attn_dtype ty, float x) {
+  return ty == ATTN_F16 ? hr_f16_bits(hr_f16_round((double)x)) : hr_bf16_bits(x);
+}
+
+double tu_half_value(attn_dtype ty, uint16_t h) { return ty == ATTN_F16 ? hr_f16_value(h) : hr_bf16_value(h); }
+
+uint16_t *tu_half_of(tu_tensor *t, attn_dtype ty) {
+  uint16_t *h = malloc(sizeof(uint16_t) * (t->span ? t->span : 1));
+  ck_assert_ptr_nonnull(h);
+  for (size_t e = 0; e < t->span; e++) h[e] = ty == ATTN_F16 ? 0x7e55 : 0x7fd5; /* NaN gaps */
+  for (size_t i = 0; i < t->n; i++)
+    for (size_t a = 0; a < t->h; a++)
+      for (size_t c = 0; c < t->w; c++) {
+        float *x = tu_at(t, i, a, c);
+        const uint16_t b = tu_half_bits(ty, *x);
+        *x = (float)tu_half_value(ty, b);
+        h[(size_t)(x - t->data)] = b;
+      }
+  return h;
 }

@@ -177,6 +177,14 @@ void tu_compare(const char *family, const char *what, const tu_tensor *got, cons
  *  from the size_t fields at the byte offsets at[0..4] (case_table.h's TU_SELECT_CASES). */
 size_t tu_select_cases(const void *rows, size_t count, size_t stride, const size_t at[5], size_t *sel);
 
+/** A tensor stored as fp16 or bf16: every logical element of t rounded to the type in place (the
+ *  tests' own converter, half_ref.h), and its 16-bit patterns in a new malloc'd buffer of t's
+ *  layout (t->span elements) whose gaps hold NaN patterns, so a read of a gap poisons a result. */
+uint16_t *tu_half_of(tu_tensor *t, attn_dtype ty);
+/** The pattern of a float rounded to fp16 or bf16 (nearest even), and the value of a pattern. */
+uint16_t tu_half_bits(attn_dtype ty, float x);
+double tu_half_value(attn_dtype ty, uint16_t h);
+
 /** Convenience: a double array of `count` copies of value (freed by the caller). */
 double *tu_dup(double value, size_t count);
 

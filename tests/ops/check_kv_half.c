@@ -43,24 +43,10 @@ typedef struct hx {
 } hx;
 
 static uint16_t bits_of(attn_dtype ty, float x) { return ty == ATTN_F16 ? hr_f16_bits((double)x) : hr_bf16_bits(x); }
-static double value_of(attn_dtype ty, uint16_t h) { return ty == ATTN_F16 ? hr_f16_value(h) : hr_bf16_value(h); }
+static double value_of(attn_dtype ty, uint16_t h) { return tu_half_value(ty, h); }
 
-/* Round every logical element of t to the type (in place), then write its patterns into a new
- * buffer of t's layout whose gaps hold NaN patterns. */
-static hx half_of(tu_tensor *t, attn_dtype ty) {
-  hx h = {malloc(sizeof(uint16_t) * (t->span ? t->span : 1)), t->span};
-  ck_assert_ptr_nonnull(h.data);
-  for (size_t e = 0; e < t->span; e++) h.data[e] = ty == ATTN_F16 ? 0x7e55 : 0x7fd5; /* NaN gaps */
-  for (size_t i = 0; i < t->n; i++)
-    for (size_t a = 0; a < t->h; a++)
-      for (size_t c = 0; c < t->w; c++) {
-        float *x = tu_at(t, i, a, c);
-        const uint16_t b = ty == ATTN_F16 ? hr_f16_bits(hr_f16_round((double)*x)) : hr_bf16_bits(*x);
-        *x = (float)value_of(ty, b);
-        h.data[(size_t)(x - t->data)] = b;
-      }
-  return h;
-}
+/* t rounded to the type in place, and its patterns (tu_half_of). */
+static hx half_of(tu_tensor *t, attn_dtype ty) { return (hx){tu_half_of(t, ty), t->span}; }
 
 /* Set element (i, a, c) of both twins to the half pattern b. */
 static void half_set(tu_tensor *t, hx *h, attn_dtype ty, size_t i, size_t a, size_t c, uint16_t b) {
@@ -644,7 +630,9 @@ static Suite *kv_half_suite(attn_isa isa) {
     {"reference", kv_half_matches_reference, (int)NCASES}, {"reference", kv_half_selcache, 2},
     {"bad_input", kv_half_bad_dtype, 5}, {"bad_input", kv_half_aliasing_in_bytes, 2},
     {"int8", kv_int8_softmax_test(), kv_int8_softmax_cases()}, {"int8", kv_int8_bad_test(), kv_int8_bad_cases()},
-    {"paged", kv_paged_batch_test(), kv_paged_batch_cases()}, {"paged", kv_paged_bad_test(), kv_paged_bad_cases()});
+    {"paged", kv_paged_batch_test(), kv_paged_batch_cases()}, {"paged", kv_paged_bad_test(), kv_paged_bad_cases()},
+    {"qo_half", qo_half_test(), qo_half_cases()}, {"qo_half", qo_half_bad_test(), qo_half_bad_cases()},
+    {"qo_half", qo_half_alias_test(), 2});
   /* clang-format on */
 }
 

@@ -48,8 +48,8 @@ static int blk_lay_out(attn_blocked_plan *p, const blk_sizes *z, size_t *bytes) 
   const size_t m = p->m, bc = p->bc, tb = p->tb;
   const int converted = s->kv_type != ATTN_F32; /* half and int8 K/V */
   attn_ws w = {0, 0};
-  size_t bcm, strip, dtb, bctb, bcd, bcdv, pkd, pkdv, slots = 0, total;
-  if (!attn_mul_ok(bc, m, &bcm) || !attn_mul_ok(bc + 2 * tb, p->g, &strip) || !attn_mul_ok(s->d, tb, &dtb) ||
+  size_t bcm, strip, dtb, dr, bctb, bcd, bcdv, pkd, pkdv, slots = 0, total;
+  if (!attn_mul_ok(bc, m, &bcm) || !attn_mul_ok(bc + 2 * tb, p->g, &strip) || !attn_mul_ok(s->d, tb, &dtb) || !attn_mul_ok(dtb, p->g, &dr) ||
       !attn_mul_ok(bc, tb, &bctb) || !attn_mul_ok(bc, s->d, &bcd) || !attn_mul_ok(bc, s->dv, &bcdv) ||
       !attn_mul_ok(BLK_PACK_KEYS, s->d, &pkd) || !attn_mul_ok(BLK_PACK_KEYS, s->dv, &pkdv) ||
       !attn_mul_ok(z->slot_heads_floats, z->slot_ranges, &slots))
@@ -79,6 +79,8 @@ static int blk_lay_out(attn_blocked_plan *p, const blk_sizes *z, size_t *bytes) 
   p->wl.ptag = attn_ws_take(&w, z->pack ? sizeof(size_t) : 0); /* floats enough for a size_t */
   p->wl.heads = attn_ws_take(&w, z->heads);
   p->wl.fold = attn_ws_take(&w, z->fold);
+  p->wl.qc = attn_ws_take(&w, s->q_type != ATTN_F32 ? dr : 0);
+  p->wl.oc = attn_ws_take(&w, s->o_type != ATTN_F32 ? s->dv : 0);
   p->worker_floats = w.floats;
   if (w.overflow || !attn_mul_ok(w.floats, p->workers, &total)) return 1;
   attn_ws all = {total, 0};

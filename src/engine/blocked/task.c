@@ -34,13 +34,30 @@ void attn_blk_task_keys(const blk_task *t, int64_t *lo, int64_t *hi) {
   *hi = b < last ? b : last;
 }
 
-/* scale * Q^T of `cols` query rows (d x cols, row stride cols, at qt): column c is token c / g,
- * head c % g of the rows from q (the query layout's strides). A vector transpose, then the scale:
- * each element rounded once, as a scalar product (a strided scalar pack was a large share of a
- * short task's fixed cost). */
-static void blk_pack_qt(const blk_task *t, float *qt, size_t cols, size_t g, const float *q) {
+/* The task's query rows (tokens t0 .. t0 + tn) of query heads [h, h + nh), fp32, and their layout
+ * in *l: in place, or (half queries) converted into the worker's wl.qc, head by head. */
+static const float *blk_queries(const blk_task *t, size_t h, size_t nh, attn_layout *l) {
   const attn_shape *s = t->p->shape;
-  t->uk->transpose(ATTN_TR_COPY, s->d, cols, g, qt, cols, q, s->q.row_stride, s->q.head_stride);
+  const void *q = attn_act_at(t->io->q, attn_act_size(s->q_type), s->q, t->t0, h);
+  if (s->q_type == ATTN_F32) {
+    *l = s->q;
+    return q;
+  }
+  float *y = t->ws + t->p->wl.qc;
+  for (size_t i = 0; i < nh; i++)
+    attn_act_in(t->uk, s->q_type, t->tn, s->d, attn_act_at(q, sizeof(uint16_t), s->q, 0, i), s->q.row_stride,
+                y + i * t->tn * s->d);
+  *l = (attn_layout){s->d, t->tn * s->d};
+  return y;
+}
+
+/* scale * Q^T of `cols` query rows (d x cols, row stride cols, at qt): column c is token c / g,
+ * head c % g of the rows from q (layout l). A vector transpose, then the scale: each element
+ * rounded once, as a scalar product (a strided scalar pack was a large share of a short task's
+ * fixed cost). */
+static void blk_pack_qt(const blk_task *t, float *qt, size_t cols, size_t g, const float *q, attn_layout l) {
+  const attn_shape *s = t->p->shape;
+  t->uk->transpose(ATTN_TR_COPY, s->d, cols, g, qt, cols, q, l.row_stride, l.head_stride);
   t->uk->rows_axpby(s->d, cols, qt, cols, qt, cols, NULL, 0, &t->p->scale, 0, 0, 0);
 }
 
@@ -52,31 +69,33 @@ void attn_blk_begin(const blk_task *t, int first, int queries) {
   const attn_shape *s = p->shape;
   const attn_blocked_io *io = t->io;
   const attn_score_step *sp = p->step;
-  const size_t g = p->g, D = s->d, DV = s->dv, R = p->R, m = p->m, tn = t->tn, rows = t->rows, t0 = t->t0;
+  const size_t g = p->g, D = s->d, DV = s->dv, R = p->R, m = p->m, tn = t->tn, rows = t->rows;
   float *ws = t->ws;
+  attn_layout l;
   /* selection by a task without h_sel's key head: scale Q_sel^T for its own GEMM (attn_blk_select) */
   const int sel_gemm = queries && p->sel && !(p->sel_kv >= t->h0 && p->sel_kv < t->h0 + t->hn);
-  if (sel_gemm)
-    blk_pack_qt(t, ws + p->wl.qs, tn, 1, io->q + t0 * s->q.row_stride + (p->sel_kv * g + p->sel_gi) * s->q.head_stride);
+  if (sel_gemm) {
+    const float *qs = blk_queries(t, p->sel_kv * g + p->sel_gi, 1, &l);
+    blk_pack_qt(t, ws + p->wl.qs, tn, 1, qs, l);
+  }
   for (size_t hh = 0; hh < t->hn; hh++) {
     float *reg = blk_head(t, hh);
     float *qt = reg + p->hl.qt, *acc = reg + p->hl.acc;
+    const float *qh = queries ? blk_queries(t, (t->h0 + hh) * g, g, &l) : NULL;
     for (size_t gi = 0; queries && p->fm && gi < g; gi++) { /* u(q) row-major, or phi(q) transposed */
-      const float *qh = io->q + t0 * s->q.row_stride + ((t->h0 + hh) * g + gi) * s->q.head_stride;
+      const float *qg = qh + gi * l.head_stride;
       if (p->xm)
-        p->fm->apply(t->uk, &t->fa, 0, tn, D, m, qh, s->q.row_stride, reg + p->hl.uq + gi * m, g * m, 1,
-                     ws + p->wl.fms);
+        p->fm->apply(t->uk, &t->fa, 0, tn, D, m, qg, l.row_stride, reg + p->hl.uq + gi * m, g * m, 1, ws + p->wl.fms);
       else
-        p->fm->apply(t->uk, &t->fa, 0, tn, D, D, qh, s->q.row_stride, qt + gi, g, rows, NULL);
+        p->fm->apply(t->uk, &t->fa, 0, tn, D, D, qg, l.row_stride, qt + gi, g, rows, NULL);
     }
     if (queries && !p->fm) { /* column r = ti g + gi of d x rows; few: row r of R x d */
-      const float *qh = io->q + t0 * s->q.row_stride + (t->h0 + hh) * g * s->q.head_stride;
       if (!p->few)
-        blk_pack_qt(t, qt, rows, g, qh);
+        blk_pack_qt(t, qt, rows, g, qh, l);
       else
         for (size_t ti = 0; ti < tn; ti++)
           for (size_t gi = 0; gi < g; gi++) {
-            const float *qr = qh + ti * s->q.row_stride + gi * s->q.head_stride;
+            const float *qr = qh + ti * l.row_stride + gi * l.head_stride;
             float *row = qt + (ti * g + gi) * D;
             for (size_t x = 0; x < D; x++) row[x] = qr[x] * p->scale;
           }
@@ -114,16 +133,19 @@ void attn_blk_end(const blk_task *t, float *fold) {
   const attn_blocked_plan *p = t->p;
   const attn_shape *s = p->shape;
   const attn_blocked_io *io = t->io;
-  const size_t g = p->g, DV = s->dv, stride = fold ? p->cr : p->R;
+  const size_t g = p->g, DV = s->dv, stride = fold ? p->cr : p->R, E = attn_act_size(s->o_type);
   for (size_t hh = 0; hh < t->hn; hh++) {
     float *reg = blk_head(t, hh), *acc = fold ? blk_folded(p, fold, hh) : reg + p->hl.acc;
     const float *rs = fold ? acc + p->cr * DV : reg + p->hl.rs;
     for (size_t ti = 0; ti < t->tn; ti++)
       for (size_t gi = 0; gi < g; gi++) {
         const size_t r = ti * g + gi, h = (t->h0 + hh) * g + gi, tok = t->t0 + ti;
-        p->step->finish(acc + r * DV, rs, stride, r, DV, io->o + tok * s->o.row_stride + h * s->o.head_stride,
+        void *o = (void *)attn_act_at(io->o, E, s->o, tok, h);
+        float *of = s->o_type == ATTN_F32 ? o : t->ws + p->wl.oc; /* half: the fp32 row, then rounded */
+        p->step->finish(acc + r * DV, rs, stride, r, DV, of,
                         io->aux ? io->aux + tok * io->aux_layout.row_stride + h * io->aux_layout.head_stride : NULL,
                         p->step_params);
+        if (s->o_type != ATTN_F32) attn_act_out(t->uk, s->o_type, 1, DV, of, DV, o, DV);
         if (io->stats) attn_blk_stats(p, rs, stride, r, t->p0 + (int64_t)ti, io->stats, tok, h);
       }
   }

@@ -54,8 +54,13 @@ void attn_cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn, const float 
       const float inv = den == 0.0f ? 0.0f : 1.0f / den;
       f[i] = g ? p->out_scale * inv * gi : p->out_scale * inv; /* with scale 1 and no g, exactly inv */
     }
-    x->uk->rows_axpby(rn, s->dv, x->io->o + (t0 + i0) * s->o.row_stride + h * s->o.head_stride, s->o.row_stride,
-                      x->oc + i0 * p->W, p->W, NULL, 0, f, 1, 0, 0);
+    void *o = (void *)attn_act_at(x->io->o, attn_act_size(s->o_type), s->o, t0 + i0, h);
+    if (s->o_type == ATTN_F32) {
+      x->uk->rows_axpby(rn, s->dv, o, s->o.row_stride, x->oc + i0 * p->W, p->W, NULL, 0, f, 1, 0, 0);
+    } else { /* the fp32 rows, then rounded */
+      x->uk->rows_axpby(rn, s->dv, x->oh, s->dv, x->oc + i0 * p->W, p->W, NULL, 0, f, 1, 0, 0);
+      attn_act_out(x->uk, s->o_type, rn, s->dv, x->oh, s->dv, o, s->o.row_stride);
+    }
   }
 }
 
@@ -65,8 +70,8 @@ void attn_cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn, const float 
 void attn_cw_load_q(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t cn, size_t rs, size_t cs, int intra) {
   const attn_chunkwise_plan *p = x->p;
   const attn_shape *s = p->shape;
-  const float *q = cw_q_row(x, h / p->qdiv, t0);
-  const size_t ldq = x->gq ? s->d : s->q.row_stride;
+  size_t ldq;
+  const float *q = cw_q_rows(x, h / p->qdiv, t0, cn, &ldq);
   if (!p->fm->offsets) {
     p->fm->apply(x->uk, &x->fa, 0, cn, s->d, p->m, q, ldq, x->qt, rs, cs, x->fs);
     return;

@@ -14,6 +14,7 @@ typedef struct dl_ctx {
   const struct attn_ukernels *uk;
   const attn_delta_io *io;
   float *q, *k, *kg, *kn, *kt, *kr, *w, *vb, *u, *l, *a, *x, *rs, *e;
+  float *oc; /* half outputs: the rows in fp32 first */
   double *b;
   size_t h, hk; /* value head, key head */
 } dl_ctx;

@@ -11,9 +11,13 @@ static void dl_chunk(const dl_ctx *x, float *S, size_t j0, size_t cn) {
   const size_t d = s->d, dv = s->dv, C = p->C;
   attn_delta_local(x, j0, cn);
   x->uk->gemm(cn, dv, d, x->w, p->ldvk, 1, S, dv, x->u, p->ldvk, NULL, 1);
-  float *o = x->io->o + j0 * s->o.row_stride + x->h * s->o.head_stride;
-  x->uk->gemm(cn, dv, d, x->q, d, 1, S, dv, o, s->o.row_stride, NULL, 0);
-  x->uk->gemm(cn, dv, cn, x->a, C, 1, x->u, p->ldvk, o, s->o.row_stride, NULL, 1);
+  void *oy = (void *)attn_act_at(x->io->o, attn_act_size(s->o_type), s->o, j0, x->h);
+  const int o32 = s->o_type == ATTN_F32; /* half outputs: the fp32 rows, then rounded */
+  float *o = o32 ? oy : x->oc;
+  const size_t ldo = o32 ? s->o.row_stride : dv;
+  x->uk->gemm(cn, dv, d, x->q, d, 1, S, dv, o, ldo, NULL, 0);
+  x->uk->gemm(cn, dv, cn, x->a, C, 1, x->u, p->ldvk, o, ldo, NULL, 1);
+  if (!o32) attn_act_out(x->uk, s->o_type, cn, dv, o, dv, oy, s->o.row_stride);
   const int plain = p->gate == ATTN_DELTA_PLAIN; /* no decay: K itself, no row scales */
   x->uk->gemm(d, dv, cn, plain ? x->k : x->kn, 1, d, x->u, p->ldvk, S, dv, plain ? NULL : x->rs, 1);
 }
@@ -42,7 +46,10 @@ static void dl_step(const dl_ctx *x, float *S, size_t t) {
   for (size_t c = 0; c < dv; c++) dl[c] = bt * (v[c] - u[c]) + z;
   float qk = 0.0f;
   for (size_t f = 0; f < d; f++) qk += qv[f] * kv[f], fa[f] = g ? g[f] * qv[f] : qv[f];
-  x->uk->linear_step(d, dv, fa, kv, dl, qk, S, dv, x->io->o + t * s->o.row_stride + x->h * s->o.head_stride, g);
+  void *oy = (void *)attn_act_at(x->io->o, attn_act_size(s->o_type), s->o, t, x->h);
+  float *o = s->o_type == ATTN_F32 ? oy : x->oc; /* half outputs: the fp32 row, then rounded */
+  x->uk->linear_step(d, dv, fa, kv, dl, qk, S, dv, o, g);
+  if (s->o_type != ATTN_F32) attn_act_out(x->uk, s->o_type, 1, dv, o, dv, oy, dv);
 }
 
 /* A group of value heads [h0, h1): chunk after chunk (cut after every checkpoint, the states
@@ -79,6 +86,7 @@ static void dl_group(void *ctx, size_t task, size_t worker) {
               .x = ws + at->x,
               .rs = ws + at->rs,
               .e = ws + at->e,
+              .oc = ws + at->oc,
               .b = (double *)(void *)(ws + at->b)};
   const size_t n = p->shape->n_q, hf = p->head_floats;
   float *S0 = c->io->state ? c->io->state + h0 * hf : ws + at->s0; /* head h's state at S0 + (h - h0) hf */

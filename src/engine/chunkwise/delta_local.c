@@ -21,9 +21,9 @@ static void dl_norm(size_t n, float *restrict x, int l2norm, float a) {
     for (size_t f = 0; f < n; f++) x[f] *= a;
 }
 
-/* x = a x / |x| (or a x), then NaN everywhere when x held a non-finite element. */
-static void dl_token_row(size_t n, float *x, const float *src, int l2norm, float a) {
-  memcpy(x, src, n * sizeof(float));
+/* x = a x / |x| (or a x) from src (type t), then NaN everywhere when x held a non-finite element. */
+static void dl_token_row(const dl_ctx *c, attn_dtype t, size_t n, float *x, const void *src, int l2norm, float a) {
+  attn_act_in(c->uk, t, 1, n, src, n, x);
   const float z = attn_rows_finite(x, 1, n, n) ? 0.0f : NAN;
   dl_norm(n, x, l2norm, a);
   for (size_t f = 0; z != 0.0f && f < n; f++) x[f] += z; /* z is 0 or NaN */
@@ -32,15 +32,23 @@ static void dl_token_row(size_t n, float *x, const float *src, int l2norm, float
 void attn_delta_token(const dl_ctx *x, size_t t, float *qv, float *kv) {
   const attn_delta_plan *p = x->p;
   const attn_shape *s = p->shape;
-  dl_token_row(s->d, qv, dl_row(x->io->q, s->q, t, x->hk), p->l2norm, p->scale);
-  dl_token_row(s->d, kv, dl_row(x->io->k, s->k, t, x->hk), p->l2norm, 1.0f);
+  dl_token_row(x, s->q_type, s->d, qv, attn_act_at(x->io->q, attn_act_size(s->q_type), s->q, t, x->hk), p->l2norm,
+               p->scale);
+  dl_token_row(x, ATTN_F32, s->d, kv, dl_row(x->io->k, s->k, t, x->hk), p->l2norm, 1.0f);
 }
 
 int attn_delta_load(const dl_ctx *x, size_t j0, size_t cn) {
   const attn_delta_plan *p = x->p;
   const attn_shape *s = p->shape;
   const size_t d = s->d, dv = s->dv;
-  int ok = x->uk->rows_copy(cn, d, x->q, d, dl_row(x->io->q, s->q, j0, x->hk), s->q.row_stride);
+  const void *q = attn_act_at(x->io->q, attn_act_size(s->q_type), s->q, j0, x->hk);
+  int ok;
+  if (s->q_type == ATTN_F32) {
+    ok = x->uk->rows_copy(cn, d, x->q, d, q, s->q.row_stride);
+  } else { /* half queries: converted, then checked as rows_copy checks */
+    attn_act_in(x->uk, s->q_type, cn, d, q, s->q.row_stride, x->q);
+    ok = attn_rows_finite(x->q, cn, d, d);
+  }
   ok &= x->uk->rows_copy(cn, d, x->k, d, dl_row(x->io->k, s->k, j0, x->hk), s->k.row_stride);
   ok &= x->uk->rows_copy(cn, dv, x->vb, p->ldvk, dl_row(x->io->v, s->v, j0, x->h), s->v.row_stride);
   if (!ok) return 0;

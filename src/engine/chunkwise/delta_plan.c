@@ -47,6 +47,7 @@ attn_status attn_delta_plan_make(attn_delta_plan *p, const attn_shape *s, attn_d
   size_t gf = 0;
   if (!attn_mul_ok(g, hf, &gf)) w.overflow = 1;
   a->s0 = attn_ws_take(&w, gf); /* the group's zero states when the caller keeps none */
+  a->oc = attn_ws_take(&w, s->o_type != ATTN_F32 ? cdv : 0);
   p->worker_floats = w.floats;
   size_t all;
   if (w.overflow || !attn_mul_ok(p->worker_floats, p->workers, &all)) w.overflow = 1;

@@ -29,6 +29,7 @@ typedef struct cw_ctx {
   const attn_chunkwise_io *io;
   attn_fm_args fa; /* the map's arguments: the plan's scale, the call's W^T */
   float *kf, *va, *qt, *at, *oc, *fs;
+  float *qc, *oh;            /* half queries, half outputs: their fp32 rows (wl.qc, wl.oh) */
   float *ku, *qu;            /* exponential maps: pre-exponential key and query features (C x m) */
   float *cp, *cn, *rn;       /* exponential maps: offsets before and after the chunk, running row (m) */
   double *b;                 /* gates: the chunk's cumulative log gates (C, or C x m per-feature) */
@@ -61,9 +62,15 @@ static inline const float *cw_v_row(const cw_ctx *x, size_t j) {
   const attn_shape *s = x->p->shape;
   return x->gv ? x->gv + (j - x->g0k) * s->dv : x->io->v + j * s->v.row_stride + x->hv * s->v.head_stride;
 }
-static inline const float *cw_q_row(const cw_ctx *x, size_t hq, size_t t) {
+/* Rows t .. t + n of query head hq as fp32 (*ld their row stride): gathered, in place, or (half
+ * queries) converted into x->qc (n <= the chunk). */
+static inline const float *cw_q_rows(const cw_ctx *x, size_t hq, size_t t, size_t n, size_t *ld) {
   const attn_shape *s = x->p->shape;
-  return x->gq ? x->gq + (t - x->g0q) * s->d : x->io->q + t * s->q.row_stride + hq * s->q.head_stride;
+  if (x->gq) return *ld = s->d, x->gq + (t - x->g0q) * s->d;
+  const void *q = attn_act_at(x->io->q, attn_act_size(s->q_type), s->q, t, hq);
+  if (s->q_type == ATTN_F32) return *ld = s->q.row_stride, q;
+  attn_act_in(x->uk, s->q_type, n, s->d, q, s->q.row_stride, x->qc);
+  return *ld = s->d, x->qc;
 }
 
 static inline int cw_gated(const attn_chunkwise_plan *p) { return p->g.kind != ATTN_GATE_NONE || p->g.beta; }
@@ -104,6 +111,8 @@ static inline cw_ctx cw_ctx_of(const attn_chunkwise_plan *p, const struct attn_u
                   .at = ws + p->wl.at,
                   .oc = ws + p->wl.oc,
                   .fs = ws + p->wl.fm,
+                  .qc = ws + p->wl.qc,
+                  .oh = ws + p->wl.oh,
                   .ku = ws + p->wl.ku,
                   .qu = ws + p->wl.qu,
                   .cp = ws + p->wl.cp,

@@ -137,6 +137,10 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     p->wl.slots = attn_ws_take(&w, per); /* the group's chunks' slots, and one for a chunk run alone */
     p->wl.x = attn_ws_take(&w, ms);      /* the state moving through a group */
   }
+  size_t cd, rd; /* the half queries' and outputs' rows */
+  if (!attn_mul_ok(p->C, s->d, &cd) || !attn_mul_ok(CW_ROW_BATCH, s->dv, &rd)) return cw_overflow(p, "workspace");
+  p->wl.qc = attn_ws_take(&w, s->q_type != ATTN_F32 ? cd : 0);
+  p->wl.oh = attn_ws_take(&w, s->o_type != ATTN_F32 ? rd : 0);
   p->worker_floats = w.floats;
   size_t total;
   if (w.overflow || !attn_mul_ok(w.floats, p->workers, &total)) return cw_overflow(p, "workspace");

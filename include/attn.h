@@ -572,17 +572,17 @@ ATTN_API attn_status attn_softmax(const attn_softmax_desc *desc, const void *q, 
  * with h_kv page_size d. Pages may be shared between sequences (a common prefix).
  */
 typedef struct attn_batch {
-  size_t count;               /**< sequences B (>= 1) */
-  const size_t *q_offsets;    /**< B + 1 non-decreasing row offsets, the last <= shape.n_q */
-  const size_t *kv_offsets;   /**< contiguous K/V: B + 1 non-decreasing, the last <= shape.n_kv */
-  const size_t *kv_lens;      /**< paged: B key counts */
-  const int32_t *page_table;  /**< paged: B rows of table_stride entries, each in [0, pages) */
-  size_t table_stride;        /**< paged: entries between rows (>= the longest sequence's pages) */
-  size_t page_size;           /**< tokens per page; 0: K/V contiguous (kv_offsets) */
-  size_t pages;               /**< paged: pages of the pool (>= 1) */
-  size_t k_page_stride;       /**< paged: k elements between pages (ATTN_Q8_0: blocks) */
-  size_t v_page_stride;       /**< paged: v elements between pages */
-  size_t scale_page_stride;   /**< paged ATTN_I8: floats between pages of k_scales and v_scales */
+  size_t count;              /**< sequences B (>= 1) */
+  const size_t *q_offsets;   /**< B + 1 non-decreasing row offsets, the last <= shape.n_q */
+  const size_t *kv_offsets;  /**< contiguous K/V: B + 1 non-decreasing, the last <= shape.n_kv */
+  const size_t *kv_lens;     /**< paged: B key counts */
+  const int32_t *page_table; /**< paged: B rows of table_stride entries, each in [0, pages) */
+  size_t table_stride;       /**< paged: entries between rows (>= the longest sequence's pages) */
+  size_t page_size;          /**< tokens per page; 0: K/V contiguous (kv_offsets) */
+  size_t pages;              /**< paged: pages of the pool (>= 1) */
+  size_t k_page_stride;      /**< paged: k elements between pages (ATTN_Q8_0: blocks) */
+  size_t v_page_stride;      /**< paged: v elements between pages */
+  size_t scale_page_stride;  /**< paged ATTN_I8: floats between pages of k_scales and v_scales */
 } attn_batch;
 
 /** Zero a batch (no sequences, contiguous K/V). @retval ATTN_OK @retval ATTN_E_NULL_POINTER batch is NULL. Since 0.9.0. */
@@ -595,7 +595,7 @@ ATTN_API attn_status attn_batch_init(attn_batch *batch);
  * @retval ATTN_OK and every status of attn_softmax_batch but those of its pointers and memory.
  */
 ATTN_API attn_status attn_softmax_batch_workspace_size(const attn_softmax_desc *desc, const attn_batch *batch,
-                                                      size_t *bytes);
+                                                       size_t *bytes);
 
 /**
  * Softmax attention over a batch of sequences in one call (since 0.9.0). desc gives what every
@@ -1180,6 +1180,22 @@ ATTN_API attn_status attn_gau_call_workspace_size(const attn_gau_desc *desc, siz
  */
 ATTN_API attn_status attn_gau(const attn_gau_desc *desc, const void *q, const void *k, const void *v, void *o,
                               void *workspace, size_t workspace_size);
+
+/** Bytes of workspace attn_gau_batch needs for this batch (as attn_softmax_batch_workspace_size).
+ *  Since 0.10.0. @retval ATTN_OK and every status of attn_gau_batch but those of its pointers and memory. */
+ATTN_API attn_status attn_gau_batch_workspace_size(const attn_gau_desc *desc, const attn_batch *batch, size_t *bytes);
+
+/**
+ * GAU over a batch of sequences in one call (since 0.10.0), as attn_softmax_batch is softmax's:
+ * packed query rows by batch->q_offsets, K/V contiguous by kv_offsets or in pages of a pool
+ * (fp32, fp16, bf16), each sequence masked bottom-right on its own and its positional bias taken
+ * from its own positions; desc->shape.n_q is the packed rows, n_kv the contiguous rows or
+ * page_size. o is bit for bit attn_gau's on each sequence alone, for any thread count and pages.
+ * @retval ATTN_OK, the statuses of attn_gau, and those attn_softmax_batch gives for the batch.
+ * On any error no output is written. Reentrant.
+ */
+ATTN_API attn_status attn_gau_batch(const attn_gau_desc *desc, const attn_batch *batch, const void *q, const void *k,
+                                    const void *v, void *o, void *workspace, size_t workspace_size);
 
 /* ============================================================================================ */
 /* Selective attention (spec 6; Leviathan, Kalman, Matias 2024, seed 002). Since 0.4.0.          */

@@ -91,7 +91,7 @@ typedef struct softmax_impl {
   attn_softmax_desc desc;
   attn_row_stats stats;
   void *kh, *vh;
-  uint16_t *qh, *oh; /* softmax_causal_bf16qo: Q and O in bf16 */
+  uint16_t *qh, *oh;                                     /* softmax_causal_bf16qo: Q and O in bf16 */
   size_t scales;                                         /* ATTN_I8: bytes from a K or V copy's start to its scales */
   float sinks[BENCH_OPT_HEADS], slopes[BENCH_OPT_HEADS]; /* options: the first h_q (<= 256) */
   attn_batch batch;                                      /* softmax_decode_paged: one sequence in pages */
@@ -152,8 +152,7 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
   const int paged = s->paged;
   const size_t pages = paged ? (s->n_kv + BENCH_PAGE_TOKENS - 1) / BENCH_PAGE_TOKENS : 0;
   const size_t qo = s->qo_type == ATTN_F32 ? 0 : rows * (s->d + s->dv) * sizeof(uint16_t);
-  softmax_impl *im =
-      bench_work_impl(w, sizeof *im + (stats + bias + pages) * sizeof(float) + half + qo, err, errlen);
+  softmax_impl *im = bench_work_impl(w, sizeof *im + (stats + bias + pages) * sizeof(float) + half + qo, err, errlen);
   if (!im) return -1;
   attn_softmax_desc *desc = &im->desc;
   attn_softmax_desc_init(desc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv);
@@ -245,9 +244,9 @@ static void softmax_run(bench_work *w) {
   }
   const void *q = im->qh ? (const void *)im->qh : w->q;
   void *o = im->oh ? (void *)im->oh : w->o;
-  bench_work_status(
-      w, w->s.stats ? attn_softmax_stats(&d, q, k, v, o, NULL, &im->stats, w->workspace, w->workspace_bytes)
-                    : attn_softmax(&d, q, k, v, o, NULL, w->workspace, w->workspace_bytes));
+  bench_work_status(w, w->s.stats
+                           ? attn_softmax_stats(&d, q, k, v, o, NULL, &im->stats, w->workspace, w->workspace_bytes)
+                           : attn_softmax(&d, q, k, v, o, NULL, w->workspace, w->workspace_bytes));
 }
 
 const bench_adapter bench_softmax_adapter = {

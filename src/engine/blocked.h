@@ -263,7 +263,7 @@ typedef struct attn_blocked_io {
   const void *q;     /* elements of shape.q_type */
   const void *k, *v; /* elements of the plan's kv_type */
   void *o;           /* elements of shape.o_type */
-  float *aux; /* one float per (query, head), or NULL */
+  float *aux;        /* one float per (query, head), or NULL */
   attn_layout aux_layout;
   float *sel_f;                     /* selection (attn_blocked_select): F_j of every key, in/out (n_kv floats) */
   const attn_row_stats *stats;      /* per-row statistics (validated: attn_blocked_stats_outputs), or NULL */

@@ -179,9 +179,9 @@ ATTN_INTERNAL attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_
                                                    const struct attn_ukernels *uk);
 
 typedef struct attn_chunkwise_io {
-  const void *q;      /* elements of shape.q_type */
+  const void *q; /* elements of shape.q_type */
   const float *k, *v;
-  void *o;            /* elements of shape.o_type */
+  void *o;                      /* elements of shape.o_type */
   float *state;                 /* heads slabs of m x lds floats, or NULL: an empty prefix, nothing kept */
   const float *log_gate, *beta; /* the gates' arrays (plan g), or NULL */
   const float *fm_wt;           /* FAVOR+'s W^T (d x m), or NULL */
@@ -243,7 +243,7 @@ typedef struct attn_delta_plan {
 typedef struct attn_delta_io {
   const void *q; /* elements of shape.q_type */
   const float *k, *v, *log_gate, *beta;
-  void *o;       /* elements of shape.o_type */
+  void *o;                    /* elements of shape.o_type */
   float *state;               /* h_v x d x dv, or NULL: zero, nothing kept */
   const attn_checkpoints *ck; /* NULL or count 0: none */
 } attn_delta_io;

@@ -8,7 +8,7 @@
  * Statistics (attn_gau_stats): the kernel also sums w, w^2 and w log w of w = relu(s + b)^2 per
  * row (t_i cancels in both statistics), in three more arrays of row state.
  */
-#include "engine/blocked.h"
+#include "ops/batch_internal.h"
 
 attn_status attn_gau_desc_init(attn_gau_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dim,
                                size_t dv) {
@@ -116,6 +116,14 @@ static attn_status gau_bias(const attn_gau_desc *d, gau_call *c) {
   return ATTN_OK;
 }
 
+/* The plan of a checked call over a shape (a batch's sequence: paged, K/V in pages). */
+static attn_status gau_plan(const attn_gau_desc *d, const gau_call *c, const attn_shape *s, int paged,
+                            attn_blocked_plan *p) {
+  const attn_blocked_spec spec = {
+      .shape = s, .mask = d->mask, .scale = d->scale, .step = &gau_score_step, .step_params = &c->gp, .paged = paged};
+  return attn_blocked_plan_make(p, &spec, c->b.uk);
+}
+
 static attn_status gau_prepare(const attn_gau_desc *d, gau_call *c) {
   attn_status st;
   if (!d) return attn_fail(ATTN_E_NULL_POINTER, "desc is NULL");
@@ -123,9 +131,7 @@ static attn_status gau_prepare(const attn_gau_desc *d, gau_call *c) {
   if (d->normalize != 0 && d->normalize != 1)
     return attn_fail(ATTN_E_BAD_ARGUMENT, "desc.normalize %d: must be 0 or 1", d->normalize);
   if ((st = gau_bias(d, c))) return st;
-  const attn_blocked_spec spec = {
-      .shape = &d->shape, .mask = d->mask, .scale = d->scale, .step = &gau_score_step, .step_params = &c->gp};
-  return attn_blocked_plan_make(&c->b.plan, &spec, c->b.uk);
+  return gau_plan(d, c, &d->shape, 0, &c->b.plan);
 }
 
 attn_status attn_gau_workspace_size(const attn_gau_desc *d, size_t *bytes) {
@@ -151,13 +157,9 @@ static attn_status gau_run(const attn_gau_desc *d, const void *q, const void *k,
   static const char out_names[] = "o workspace stats.entropy stats.sparsity stats.count";
   if ((st = attn_check_io(&c.b.sp, q, k, v, out, out_bytes, n)))
     return attn_fail_io(out_names, &c.b.sp, q, k, v, out, out_bytes, n);
-  const size_t tb = c.table_floats * sizeof(float); /* the table is an input too */
-  for (size_t i = 0; tb && i < n; i++)
-    if (out[i] && attn_overlap(d->bias_table, tb, out[i], out_bytes[i])) {
-      const char *name;
-      const int len = (int)attn_name_at(out_names, i, &name);
-      return attn_fail(ATTN_E_ALIASING, "%.*s overlaps input desc.bias_table", len, name);
-    }
+  const void *const in[1] = {d->bias_table}; /* the table is an input too */
+  const size_t in_bytes[1] = {c.table_floats * sizeof(float)};
+  if ((st = attn_check_extra_inputs("desc.bias_table", in, in_bytes, 1, out_names, out, out_bytes, n))) return st;
   const attn_blocked_io io = {.q = q, .k = k, .v = v, .o = o, .stats = want ? stats : NULL};
   attn_blocked_run_all(&c.b.plan, c.b.uk, &io, attn_ws_base(workspace));
   return ATTN_OK;
@@ -171,4 +173,54 @@ attn_status attn_gau(const attn_gau_desc *d, const void *q, const void *k, const
 attn_status attn_gau_stats(const attn_gau_desc *d, const void *q, const void *k, const void *v, void *o,
                            const attn_row_stats *stats, void *workspace, size_t workspace_size) {
   return gau_run(d, q, k, v, o, 1, stats, workspace, workspace_size);
+}
+
+/* ---- batches (attn_gau_batch): the shared batch layer (ops/batch.c) over gau_plan ---- */
+typedef struct gaub_call {
+  const attn_gau_desc *d;
+  gau_call c;
+  ob_variant v;
+  ob_call x;
+} gaub_call;
+
+static attn_status gaub_plan(const void *ctx, const attn_shape *s, int paged, attn_blocked_plan *p) {
+  const gaub_call *m = ctx;
+  return gau_plan(m->d, &m->c, s, paged, p);
+}
+
+static attn_status gaub_prepare(const attn_gau_desc *d, const attn_batch *bt, gaub_call *m) {
+  attn_status st;
+  if ((st = gau_prepare(d, &m->c))) return st;
+  m->d = d;
+  m->v = (ob_variant){.ctx = m, .plan = gaub_plan};
+  return attn_ob_prepare(&d->shape, &m->c.b.sp, bt, &m->v, &m->x);
+}
+
+attn_status attn_gau_batch_workspace_size(const attn_gau_desc *d, const attn_batch *bt, size_t *bytes) {
+  gaub_call m;
+  const attn_status st = gaub_prepare(d, bt, &m);
+  if (st) return st;
+  if (!bytes) return attn_fail(ATTN_E_NULL_POINTER, "bytes is NULL");
+  *bytes = m.x.bytes;
+  return ATTN_OK;
+}
+
+attn_status attn_gau_batch(const attn_gau_desc *d, const attn_batch *bt, const void *q, const void *k, const void *v,
+                           void *o, void *workspace, size_t workspace_size) {
+  gaub_call m;
+  attn_status st = gaub_prepare(d, bt, &m);
+  if (st) return st;
+  if ((st = attn_check_call_memory(q, k, v, o, workspace, workspace_size, m.x.bytes))) return st;
+  const attn_spans *sp = &m.x.sp;
+  void *out[2] = {o, workspace};
+  const size_t out_bytes[2] = {sp->o * sp->o_elem, workspace_size};
+  static const char out_names[] = "o workspace";
+  if ((st = attn_check_io(sp, q, k, v, out, out_bytes, 2)))
+    return attn_fail_io(out_names, sp, q, k, v, out, out_bytes, 2);
+  const void *const in[1] = {d->bias_table};
+  const size_t in_bytes[1] = {m.c.table_floats * sizeof(float)};
+  if ((st = attn_check_extra_inputs("desc.bias_table", in, in_bytes, 1, out_names, out, out_bytes, 2))) return st;
+  if ((st = attn_ob_check_arrays(bt, &m.x, out_names, out, out_bytes, 2))) return st;
+  attn_ob_run(&d->shape, bt, &m.v, &m.x, m.c.b.uk, q, k, v, o, workspace);
+  return ATTN_OK;
 }

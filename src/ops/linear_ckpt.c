@@ -13,8 +13,8 @@ typedef struct lin_piece {
   void *o;
 } lin_piece;
 
-static lin_piece lin_piece_of(const attn_linear_desc *d, const void *q, const float *k, const float *v,
-                              const float *lg, const float *beta, void *o, size_t t0, size_t t1) {
+static lin_piece lin_piece_of(const attn_linear_desc *d, const void *q, const float *k, const float *v, const float *lg,
+                              const float *beta, void *o, size_t t0, size_t t1) {
   const attn_shape *s = &d->shape;
   lin_piece c = {.d = *d,
                  .q = attn_act_at(q, attn_act_size(s->q_type), s->q, t0, 0),

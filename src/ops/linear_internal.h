@@ -72,8 +72,8 @@ ATTN_INTERNAL ATTN_COLD attn_status attn_lin_state_mismatch(const attn_linear_st
 /* ---- the compute call (linear_call.c) ---- */
 
 /* Every log gate finite and <= 0, every beta finite and > 0 (NULL: none), on the call's threads. */
-ATTN_INTERNAL attn_status attn_lin_check_gates(const attn_linear_desc *d, const attn_chunkwise_plan *p,
-                                               const float *lg, const float *beta);
+ATTN_INTERNAL attn_status attn_lin_check_gates(const attn_linear_desc *d, const attn_chunkwise_plan *p, const float *lg,
+                                               const float *beta);
 /* attn_linear (gated 0: a descriptor with a gate or beta is the wrong call) and attn_linear_gated. */
 ATTN_INTERNAL attn_status attn_lin_run(const attn_linear_desc *d, const void *q, const float *k, const float *v,
                                        const float *log_gate, const float *beta, void *o, attn_linear_state *state,

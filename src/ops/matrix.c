@@ -66,8 +66,8 @@ attn_status attn_mx_prepare(const attn_call *c, int with_matrix, mx_plan *p) {
   if (cs->kv_type != ATTN_F32) /* k is read as floats (attn_call.k) */
     return attn_fail(ATTN_E_BAD_DTYPE, "shape.kv_type %d: the analysis takes ATTN_F32 K only", (int)cs->kv_type);
   if (cs->q_type != ATTN_F32 || cs->o_type != ATTN_F32) /* q is read as floats, the matrix written as them */
-    return attn_fail(ATTN_E_BAD_DTYPE, "shape.q_type %d, o_type %d: the analysis takes ATTN_F32 only",
-                     (int)cs->q_type, (int)cs->o_type);
+    return attn_fail(ATTN_E_BAD_DTYPE, "shape.q_type %d, o_type %d: the analysis takes ATTN_F32 only", (int)cs->q_type,
+                     (int)cs->o_type);
   memset(p, 0, sizeof *p);
   memcpy(&p->d, c->desc, mx_desc_bytes[c->kind]);
   attn_shape *s = &p->d.shape;

@@ -225,8 +225,8 @@ attn_status attn_softmax_call_workspace_size(const attn_softmax_desc *d, size_t 
 }
 
 /* attn_softmax, with the statistics when `want` (stats validated; NULL is then an error). */
-static attn_status sm_run(const attn_softmax_desc *d, const void *q, const void *k, const void *v, void *o,
-                          float *lse, int want, const attn_row_stats *stats, void *workspace, size_t workspace_size) {
+static attn_status sm_run(const attn_softmax_desc *d, const void *q, const void *k, const void *v, void *o, float *lse,
+                          int want, const attn_row_stats *stats, void *workspace, size_t workspace_size) {
   sm_call c;
   attn_status st = attn_softmax_prepare(d, &c);
   if (st) return st;

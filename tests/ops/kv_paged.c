@@ -38,12 +38,13 @@ typedef struct pg_case {
   kv_store store;
   size_t page;    /* tokens per page (paged) */
   size_t threads; /* the batch on a pool of this many workers (0: none) */
-  int opts;       /* sinks, ALiBi, soft cap and a bias */
+  int opts;       /* sinks, ALiBi, soft cap and a bias (GAU: a two-sided bias table) */
   float qs;       /* query scale: large logits */
+  int gau;        /* attn_gau_batch instead of attn_softmax_batch */
 } pg_case;
 
 static const pg_case pg_cases[] = {
-    {"decode paged", 4, {1, 1, 1, 1}, {300, 17, 1000, 64}, 8, 2, 64, 64, ATTN_F32, UNB, 0, PAGED_TOKEN, 16, 0, 0, 1},
+    {"decode paged", 4, {1, 1, 1, 1}, {300, 17, 1000, 64}, 8, 2, 64, 64, ATTN_F32, UNB, 0, PAGED_TOKEN, 16, 0, 0, 1, 0},
     {"decode paged threads",
      4,
      {1, 1, 1, 1},
@@ -59,15 +60,32 @@ static const pg_case pg_cases[] = {
      16,
      3,
      0,
-     1},
-    {"decode head-major page 5", 3, {1, 1, 1}, {101, 7, 260}, 4, 4, 32, 24, ATTN_F32, UNB, 0, PAGED_HEAD, 5, 0, 0, 4},
-    {"prefill varlen gqa", 4, {37, 0, 70, 5}, {37, 9, 100, 400}, 4, 2, 24, 13, ATTN_F32, UNB, 0, CONTIG, 0, 2, 0, 1},
-    {"chunked prefill f16 window", 2, {40, 3}, {250, 90}, 4, 2, 32, 32, ATTN_F16, 60, 0, PAGED_TOKEN, 32, 2, 0, 1},
-    {"verify i8 page 7", 3, {4, 6, 1}, {500, 300, 77}, 8, 2, 32, 32, ATTN_I8, UNB, 0, PAGED_TOKEN, 7, 3, 0, 1},
-    {"decode q8_0 head-major", 2, {1, 2}, {400, 129}, 4, 2, 64, 32, ATTN_Q8_0, UNB, 0, PAGED_HEAD, 16, 0, 0, 1},
-    {"options paged", 2, {3, 20}, {130, 60}, 4, 2, 16, 16, ATTN_F32, UNB, 0, PAGED_TOKEN, 16, 2, 1, 1},
-    {"prefill packed pages", 2, {530, 600}, {530, 700}, 2, 1, 16, 16, ATTN_BF16, UNB, 0, PAGED_TOKEN, 64, 2, 0, 1},
-    {"key ranges spread", 2, {1, 1}, {9000, 5000}, 4, 2, 16, 16, ATTN_BF16, UNB, 0, CONTIG, 0, 3, 0, 1},
+     1,
+     0},
+    {"decode head-major page 5",
+     3,
+     {1, 1, 1},
+     {101, 7, 260},
+     4,
+     4,
+     32,
+     24,
+     ATTN_F32,
+     UNB,
+     0,
+     PAGED_HEAD,
+     5,
+     0,
+     0,
+     4,
+     0},
+    {"prefill varlen gqa", 4, {37, 0, 70, 5}, {37, 9, 100, 400}, 4, 2, 24, 13, ATTN_F32, UNB, 0, CONTIG, 0, 2, 0, 1, 0},
+    {"chunked prefill f16 window", 2, {40, 3}, {250, 90}, 4, 2, 32, 32, ATTN_F16, 60, 0, PAGED_TOKEN, 32, 2, 0, 1, 0},
+    {"verify i8 page 7", 3, {4, 6, 1}, {500, 300, 77}, 8, 2, 32, 32, ATTN_I8, UNB, 0, PAGED_TOKEN, 7, 3, 0, 1, 0},
+    {"decode q8_0 head-major", 2, {1, 2}, {400, 129}, 4, 2, 64, 32, ATTN_Q8_0, UNB, 0, PAGED_HEAD, 16, 0, 0, 1, 0},
+    {"options paged", 2, {3, 20}, {130, 60}, 4, 2, 16, 16, ATTN_F32, UNB, 0, PAGED_TOKEN, 16, 2, 1, 1, 0},
+    {"prefill packed pages", 2, {530, 600}, {530, 700}, 2, 1, 16, 16, ATTN_BF16, UNB, 0, PAGED_TOKEN, 64, 2, 0, 1, 0},
+    {"key ranges spread", 2, {1, 1}, {9000, 5000}, 4, 2, 16, 16, ATTN_BF16, UNB, 0, CONTIG, 0, 3, 0, 1, 0},
     {"key ranges per worker",
      3,
      {1, 2, 1},
@@ -83,7 +101,43 @@ static const pg_case pg_cases[] = {
      48,
      2,
      0,
+     1,
+     0},
+    {"gau decode paged",
+     4,
+     {1, 1, 1, 1},
+     {300, 17, 1000, 64},
+     8,
+     2,
+     64,
+     64,
+     ATTN_F16,
+     UNB,
+     0,
+     PAGED_TOKEN,
+     16,
+     0,
+     0,
+     1,
      1},
+    {"gau chunked table head-major",
+     3,
+     {30, 1, 7},
+     {200, 90, 7},
+     4,
+     2,
+     32,
+     24,
+     ATTN_BF16,
+     UNB,
+     0,
+     PAGED_HEAD,
+     7,
+     2,
+     1,
+     1,
+     1},
+    {"gau prefill varlen window", 3, {37, 0, 70}, {37, 9, 100}, 4, 4, 16, 16, ATTN_F32, 20, 3, CONTIG, 0, 3, 0, 1, 1},
 };
 #define PG_NCASES (sizeof pg_cases / sizeof pg_cases[0])
 
@@ -273,6 +327,37 @@ static void opts_apply(const pg_case *c, pg_opts *op, attn_softmax_desc *d, size
   d->bias = op->bias + q0 * op->bl.row_stride, d->bias_layout = op->bl;
 }
 
+/* GAU's descriptor of a case (n_q rows over n_kv keys of the case's type and layouts). */
+static const float gau_table[] = {0.3f, -0.2f, 0.1f, 0.05f, -0.4f, 0.25f, 0.0f, -0.1f, 0.2f};
+static attn_gau_desc gau_desc(const pg_case *c, size_t n_q, size_t n_kv, attn_layout kl, attn_layout vl) {
+  attn_gau_desc g;
+  ck_assert_int_eq(attn_gau_desc_init(&g, n_q, n_kv, c->h_q, c->h_kv, c->d, c->dv), ATTN_OK);
+  g.mask = attn_mask_window(c->left, c->right);
+  g.shape.kv_type = c->ty, g.shape.k = kl, g.shape.v = vl;
+  if (c->opts) g.bias = ATTN_GAU_BIAS_TWO_SIDED, g.bias_table = gau_table, g.bias_len = 5;
+  return g;
+}
+
+/* GAU: sequence b's o (rows at got, [n_q][h_q][dv]) against the float64 reference of its twins. */
+static void gau_reference(const pg_case *c, pg_seq *s, size_t b, const float *got) {
+  attn_gau_desc g = gau_desc(c, c->nq[b], c->nkv[b], s->k.l, s->v.l);
+  g.shape.kv_type = ATTN_F32;
+  const ref_gau_problem p = tu_gau_problem(&g, &s->q, &s->k, &s->v);
+  const size_t count = c->nq[b] * c->h_q * c->dv;
+  double *ro = malloc(sizeof(double) * count * 6);
+  ck_assert_ptr_nonnull(ro);
+  double *os = ro + count, *oa = os + count, *on = oa + count, *sc = on + count, *tol = sc + count;
+  ref_gau(&p, ro, os, oa, on);
+  for (size_t e = 0; e < count; e++) {
+    sc[e] = os[e] > 0.0 ? os[e] : 1.0;
+    tol[e] = tol_gau_bound(c->nkv[b], c->d, os[e], oa[e], on[e]) / sc[e];
+  }
+  tu_tensor t = {
+      .data = (float *)got, .n = c->nq[b], .h = c->h_q, .w = c->dv, .l = {c->h_q * c->dv, c->dv}, .span = count};
+  tu_compare("kv_paged.gau.o", c->name, &t, ro, sc, tol);
+  free(ro);
+}
+
 START_TEST(kv_paged_batch) {
   const pg_case *c = &pg_cases[_i];
   tu_rng rng = tu_rng_of(0x9a6e + (uint64_t)_i);
@@ -300,12 +385,22 @@ START_TEST(kv_paged_batch) {
   for (size_t b = 0; b < c->B; b++) {
     if (!c->nq[b]) continue;
     memcpy(q + q_off[b] * H * c->d, seqs[b].q.data, c->nq[b] * H * c->d * sizeof(float));
+    const attn_layout kl = {c->h_kv * el_width(c->ty, c->d), el_width(c->ty, c->d)},
+                      vl = {c->h_kv * el_width(c->ty, c->dv), el_width(c->ty, c->dv)};
+    if (c->gau) {
+      const attn_gau_desc g = gau_desc(c, c->nq[b], c->nkv[b], kl, vl);
+      size_t ws = 0;
+      TU_CALL_WS(attn_gau, &g, &ws);
+      void *w = malloc(ws);
+      ck_assert_int_eq(attn_gau(&g, seqs[b].q.data, seqs[b].ks, seqs[b].vs, want + q_off[b] * H * DV, w, ws), ATTN_OK);
+      free(w);
+      continue;
+    }
     attn_softmax_desc d;
     ck_assert_int_eq(attn_softmax_desc_init(&d, c->nq[b], c->nkv[b], H, c->h_kv, c->d, c->dv), ATTN_OK);
     d.mask = attn_mask_window(c->left, c->right);
     d.shape.kv_type = c->ty;
-    d.shape.k = (attn_layout){c->h_kv * el_width(c->ty, c->d), el_width(c->ty, c->d)};
-    d.shape.v = (attn_layout){c->h_kv * el_width(c->ty, c->dv), el_width(c->ty, c->dv)};
+    d.shape.k = kl, d.shape.v = vl;
     d.k_scales = seqs[b].ksc, d.v_scales = seqs[b].vsc;
     opts_apply(c, &op, &d, q_off[b]);
     size_t ws = 0;
@@ -341,17 +436,24 @@ START_TEST(kv_paged_batch) {
     ck_assert_int_eq(attn_pool_threads(pool, &th), ATTN_OK);
     d.shape.threads = &th;
   }
+  attn_gau_desc g = gau_desc(c, rows, st.rows, st.kl, st.vl);
+  g.shape.threads = d.shape.threads;
   size_t wsb = 0;
-  ck_assert_int_eq(attn_softmax_batch_workspace_size(&d, &bt, &wsb), ATTN_OK);
+  ck_assert_int_eq(
+      c->gau ? attn_gau_batch_workspace_size(&g, &bt, &wsb) : attn_softmax_batch_workspace_size(&d, &bt, &wsb),
+      ATTN_OK);
   void *w = tu_alloc(wsb, 0);
   float *o = tu_alloc(sizeof(float) * rows * H * DV, 0), *lse = tu_alloc(sizeof(float) * rows * H, 0);
   tu_fill_sentinel(o, rows * H * DV), tu_fill_sentinel(lse, rows * H);
-  ck_assert_int_eq(attn_softmax_batch(&d, &bt, q, st.k, st.v, o, lse, w, wsb - 1), ATTN_E_WORKSPACE_TOO_SMALL);
-  ck_assert_int_eq(attn_softmax_batch(&d, &bt, q, st.k, st.v, o, lse, w, wsb), ATTN_OK);
+  for (size_t less = 1; less < 2; less--) { /* one byte short of the workspace, then enough */
+    const attn_status got = c->gau ? attn_gau_batch(&g, &bt, q, st.k, st.v, o, w, wsb - less)
+                                   : attn_softmax_batch(&d, &bt, q, st.k, st.v, o, lse, w, wsb - less);
+    ck_assert_int_eq(got, less ? ATTN_E_WORKSPACE_TOO_SMALL : ATTN_OK);
+  }
   attn_pool_destroy(pool);
   tu_assert_guards("batch workspace", w), tu_assert_guards("batch o", o), tu_assert_guards("batch lse", lse);
   same_bits("o", c->name, o, want, N * H * DV);
-  same_bits("lse", c->name, lse, want_lse, N * H);
+  if (!c->gau) same_bits("lse", c->name, lse, want_lse, N * H);
   const float sent = tu_sentinel();
   for (size_t e = N * H * DV; e < rows * H * DV; e++)
     ck_assert_msg(memcmp(o + e, &sent, sizeof sent) == 0, "%s: o[%zu] past the batch's rows written", c->name, e);
@@ -359,6 +461,10 @@ START_TEST(kv_paged_batch) {
   /* each sequence against the float64 reference of its twins */
   for (size_t b = 0; b < c->B; b++) {
     if (!c->nq[b]) continue;
+    if (c->gau) {
+      gau_reference(c, &seqs[b], b, o + q_off[b] * H * DV);
+      continue;
+    }
     attn_softmax_desc db;
     ck_assert_int_eq(attn_softmax_desc_init(&db, c->nq[b], c->nkv[b], H, c->h_kv, c->d, c->dv), ATTN_OK);
     db.mask = attn_mask_window(c->left, c->right);

@@ -38,7 +38,7 @@ typedef struct qo_case {
   size_t n_q, n_kv, h_q, h_kv, d, dv; /* delta: h_q value heads, h_kv key heads, n_q tokens */
   size_t left, right;                 /* mask (softmax, batch, GAU, linear) */
   tu_layout_kind lay;                 /* q, k, v; o is padded (head-padded for head-major inputs) */
-  int opt;     /* softmax: sinks, ALiBi, soft cap; GAU: bias table; linear: the feature map; delta: gate */
+  int opt;        /* softmax: sinks, ALiBi, soft cap; GAU: bias table; linear: the feature map; delta: gate */
   size_t workers; /* 0: no threads */
 } qo_case;
 
@@ -58,13 +58,12 @@ static const qo_case qo_cases[] = {
     {"gau f16 causal", V_GAU, F16, F16, 45, 130, 4, 2, 19, 11, UNB, 0, TU_PADDED, 0, 0},
     {"gau bf16 table decode", V_GAU, B16, B16, 1, 400, 2, 2, 16, 20, UNB, 0, TU_HEAD_MAJOR, 1, 0},
     {"selective f16 prefill gqa", V_SELECTIVE, F16, F16, 150, 150, 4, 2, 24, 13, UNB, 0, TU_PADDED, 0, 0},
-    {"selective bf16 head groups threads", V_SELECTIVE, B16, B16, 60, 60, 4, 4, 256, 256, UNB, 0, TU_TOKEN_MAJOR, 0,
-     2},
+    {"selective bf16 head groups threads", V_SELECTIVE, B16, B16, 60, 60, 4, 4, 256, 256, UNB, 0, TU_TOKEN_MAJOR, 0, 2},
     {"selcache f16 steps", V_SELCACHE, F16, B16, 6, 36, 4, 2, 24, 13, UNB, 0, TU_TOKEN_MAJOR, 0, 0},
-    {"linear elu1 f16 then a step", V_LINEAR, F16, F16, 150, 150, 4, 2, 32, 24, UNB, 0, TU_PADDED,
-     ATTN_FEATURE_ELU1, 0},
-    {"linear exp bf16 then a step", V_LINEAR, B16, B16, 100, 100, 2, 2, 16, 16, UNB, 0, TU_HEAD_MAJOR,
-     ATTN_FEATURE_EXP, 0},
+    {"linear elu1 f16 then a step", V_LINEAR, F16, F16, 150, 150, 4, 2, 32, 24, UNB, 0, TU_PADDED, ATTN_FEATURE_ELU1,
+     0},
+    {"linear exp bf16 then a step", V_LINEAR, B16, B16, 100, 100, 2, 2, 16, 16, UNB, 0, TU_HEAD_MAJOR, ATTN_FEATURE_EXP,
+     0},
     {"linear relu f16 gathered scan", V_LINEAR, F16, B16, 200, 200, 4, 4, 32, 32, UNB, 0, TU_TOKEN_MAJOR,
      ATTN_FEATURE_RELU, 0},
     {"linear elu1 bf16 waves", V_LINEAR, B16, F16, 260, 260, 2, 2, 16, 16, UNB, 0, TU_TOKEN_MAJOR, ATTN_FEATURE_ELU1,
@@ -74,8 +73,8 @@ static const qo_case qo_cases[] = {
     {"gla f16 per-feature", V_GLA, F16, F16, 130, 130, 4, 2, 32, 16, UNB, 0, TU_PADDED, 0, 0},
     {"linear checkpoints bf16", V_CKPT, B16, B16, 120, 120, 2, 2, 16, 16, UNB, 0, TU_TOKEN_MAJOR, ATTN_FEATURE_ELU1, 0},
     {"delta f16 scalar", V_DELTA, F16, F16, 70, 70, 4, 2, 32, 24, UNB, 0, TU_PADDED, ATTN_DELTA_SCALAR, 0},
-    {"delta bf16 feature threads", V_DELTA, B16, F16, 50, 50, 4, 4, 16, 16, UNB, 0, TU_TOKEN_MAJOR,
-     ATTN_DELTA_FEATURE, 2},
+    {"delta bf16 feature threads", V_DELTA, B16, F16, 50, 50, 4, 4, 16, 16, UNB, 0, TU_TOKEN_MAJOR, ATTN_DELTA_FEATURE,
+     2},
 };
 #define QO_NCASES (sizeof qo_cases / sizeof qo_cases[0])
 
@@ -309,17 +308,17 @@ static void run_delta(const qo_run *r) {
     size_t b;
     ck_assert_int_eq(attn_delta_workspace_size(&d, &b), ATTN_OK);
     void *ws = ws_of(b);
-    ck_assert_int_eq(attn_delta(&d, elem(r->q, r->qt, r->x->q.l, t0, 0), tu_at(&r->x->k, t0, 0, 0),
-                                tu_at(&r->x->v, t0, 0, 0), r->g + t0 * d.gate_layout.row_stride,
-                                r->b + t0 * d.beta_layout.row_stride, (void *)elem(r->o, r->ot, r->ol, t0, 0), r->aux,
-                                NULL, ws, b),
-                     ATTN_OK);
+    ck_assert_int_eq(
+        attn_delta(&d, elem(r->q, r->qt, r->x->q.l, t0, 0), tu_at(&r->x->k, t0, 0, 0), tu_at(&r->x->v, t0, 0, 0),
+                   r->g + t0 * d.gate_layout.row_stride, r->b + t0 * d.beta_layout.row_stride,
+                   (void *)elem(r->o, r->ot, r->ol, t0, 0), r->aux, NULL, ws, b),
+        ATTN_OK);
     free(ws);
   }
 }
 
 typedef void (*qo_run_fn)(const qo_run *r);
-static const qo_run_fn runs[] = {run_softmax, run_batch, run_gau, run_selective, run_selcache,
+static const qo_run_fn runs[] = {run_softmax, run_batch,  run_gau,    run_selective, run_selcache,
                                  run_linear,  run_linear, run_linear, run_delta};
 
 /* Floats of a case's fp32 outputs beside o. */
@@ -446,8 +445,17 @@ START_TEST(qo_half_matches_fp32) {
   float *aux32 = calloc(na + 1, sizeof(float)), *aux = calloc(na + 1, sizeof(float));
   ck_assert(aux32 && aux);
   const qo_run r32 = {c, &x, g, b, x.q.data, F32, F32, o32.data, o32.l, aux32, NULL};
-  const qo_run r = {c, &x, g, b, qh ? (const void *)qh : x.q.data, c->qt, c->ot, c->ot == F32 ? (void *)o.data : oh,
-                    o32.l, aux, c->workers ? &th : NULL};
+  const qo_run r = {c,
+                    &x,
+                    g,
+                    b,
+                    qh ? (const void *)qh : x.q.data,
+                    c->qt,
+                    c->ot,
+                    c->ot == F32 ? (void *)o.data : oh,
+                    o32.l,
+                    aux,
+                    c->workers ? &th : NULL};
   runs[c->var](&r32);
   runs[c->var](&r);
   const void *got = c->ot == F32 ? (const void *)o.data : oh;
@@ -476,9 +484,16 @@ typedef struct qo_bad {
   int q_type, o_type;
 } qo_bad;
 static const qo_bad bad_rows[] = {
-    {V_SOFTMAX, ATTN_I8, F32}, {V_SOFTMAX, F32, ATTN_Q8_0}, {V_SOFTMAX, 7, F16}, {V_GAU, F16, 9},
-    {V_SELECTIVE, ATTN_I8, F16}, {V_LINEAR, -1, F32}, {V_LINEAR, F16, ATTN_I8}, {V_DELTA, ATTN_Q8_0, F16},
-    {-1, F16, F32}, {-1, F32, B16},
+    {V_SOFTMAX, ATTN_I8, F32},
+    {V_SOFTMAX, F32, ATTN_Q8_0},
+    {V_SOFTMAX, 7, F16},
+    {V_GAU, F16, 9},
+    {V_SELECTIVE, ATTN_I8, F16},
+    {V_LINEAR, -1, F32},
+    {V_LINEAR, F16, ATTN_I8},
+    {V_DELTA, ATTN_Q8_0, F16},
+    {-1, F16, F32},
+    {-1, F32, B16},
 };
 
 START_TEST(qo_half_bad_type) {
@@ -500,8 +515,12 @@ START_TEST(qo_half_bad_type) {
   attn_selective_desc_init(&ld, N, N, HH, HH, D, D);
   attn_linear_desc_init(&nd, N, N, HH, HH, D, D, ATTN_FEATURE_ELU1);
   attn_delta_desc_init(&dd, N, HH, HH, D, D, ATTN_DELTA_PLAIN);
-  s = w->var == V_SOFTMAX ? &sd.shape : w->var == V_GAU ? &gd.shape : w->var == V_SELECTIVE ? &ld.shape
-      : w->var == V_LINEAR ? &nd.shape : w->var == V_DELTA ? &dd.shape : &sd.shape;
+  s = w->var == V_SOFTMAX     ? &sd.shape
+      : w->var == V_GAU       ? &gd.shape
+      : w->var == V_SELECTIVE ? &ld.shape
+      : w->var == V_LINEAR    ? &nd.shape
+      : w->var == V_DELTA     ? &dd.shape
+                              : &sd.shape;
   s->q_type = (attn_dtype)w->q_type, s->o_type = (attn_dtype)w->o_type;
   switch (w->var) {
     case V_SOFTMAX:

@@ -49,10 +49,10 @@ static int blk_lay_out(attn_blocked_plan *p, const blk_sizes *z, size_t *bytes) 
   const int converted = s->kv_type != ATTN_F32; /* half and int8 K/V */
   attn_ws w = {0, 0};
   size_t bcm, strip, dtb, dr, bctb, bcd, bcdv, pkd, pkdv, slots = 0, total;
-  if (!attn_mul_ok(bc, m, &bcm) || !attn_mul_ok(bc + 2 * tb, p->g, &strip) || !attn_mul_ok(s->d, tb, &dtb) || !attn_mul_ok(dtb, p->g, &dr) ||
-      !attn_mul_ok(bc, tb, &bctb) || !attn_mul_ok(bc, s->d, &bcd) || !attn_mul_ok(bc, s->dv, &bcdv) ||
-      !attn_mul_ok(BLK_PACK_KEYS, s->d, &pkd) || !attn_mul_ok(BLK_PACK_KEYS, s->dv, &pkdv) ||
-      !attn_mul_ok(z->slot_heads_floats, z->slot_ranges, &slots))
+  if (!attn_mul_ok(bc, m, &bcm) || !attn_mul_ok(bc + 2 * tb, p->g, &strip) || !attn_mul_ok(s->d, tb, &dtb) ||
+      !attn_mul_ok(dtb, p->g, &dr) || !attn_mul_ok(bc, tb, &bctb) || !attn_mul_ok(bc, s->d, &bcd) ||
+      !attn_mul_ok(bc, s->dv, &bcdv) || !attn_mul_ok(BLK_PACK_KEYS, s->d, &pkd) ||
+      !attn_mul_ok(BLK_PACK_KEYS, s->dv, &pkdv) || !attn_mul_ok(z->slot_heads_floats, z->slot_ranges, &slots))
     return 1;
   p->wl.st = attn_ws_take(&w, z->st);
   p->wl.kf = attn_ws_take(&w, p->fm ? bcm : 0);

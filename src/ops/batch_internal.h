@@ -4,7 +4,7 @@
 #ifndef ATTN_OPS_BATCH_INTERNAL_H
 #define ATTN_OPS_BATCH_INTERNAL_H
 
-#include "engine/blocked.h"
+#include "engine/blocked_batch.h"
 
 /* A variant's part of a batch. */
 typedef struct ob_variant {

@@ -1,6 +1,7 @@
-/* A batch of sequences on the blocked engine (engine/blocked.h, attn_blocked_run_batch): one
+/* A batch of sequences on the blocked engine (engine/blocked_batch.h, attn_blocked_run_batch): one
  * parallel-for over every sequence's tasks, each run exactly as its own call runs it. */
 #include "engine/blocked/internal.h"
+#include "engine/blocked_batch.h"
 
 /* Tasks of a sequence's plan (query blocks x head groups) and the items they give. */
 static size_t blk_tasks(const attn_blocked_plan *p) { return p->qblocks * p->groups; }

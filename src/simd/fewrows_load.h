@@ -1,0 +1,97 @@
+/*
+ * The few-rows kernels' row access (simd/fewrows_tmpl.h), written once against the vf_* shim:
+ * their tile sizes, how far ahead they prefetch, and ATTN_VL elements of a K or V row of any type
+ * as floats (fp32 loaded, half converted in registers, int8 scaled). Included by the template
+ * after the path's shim.
+ */
+#ifndef ATTN_SIMD_FEWROWS_LOAD_H
+#define ATTN_SIMD_FEWROWS_LOAD_H
+
+#include <string.h>
+
+#include "core/internal.h"
+#include "core/ukernels.h"
+#include "simd/half.h"
+
+#if ATTN_VREGS >= 32
+#define ATTN_HKV_QR 4 /* scores: 4 keys x 4 rows of accumulators; P V: 4 rows x 4 vectors */
+#define ATTN_HKV_NV 4
+#else
+#define ATTN_HKV_QR 2 /* 16 registers: 4 x 2 accumulators; 2 rows x 4 vectors */
+#define ATTN_HKV_NV 4
+#endif
+#define ATTN_HKV_KR 4
+/* P V over several heads goes ATTN_HKV_JC keys of a head (one query row) or ATTN_HKV_JC_ROWS (a
+ * group of rows: GQA) before the next head. One row is memory-bound and wants short steps (see
+ * above; 32 keys were slower, measured: 82996a3); a
+ * group feeds each key row qr times the FMAs and takes a tile's accumulators through memory once
+ * per call, so a path may take more keys there (src/avx512/few-rows.c). */
+#ifndef ATTN_HKV_JC
+#define ATTN_HKV_JC 8
+#endif
+#ifndef ATTN_HKV_JC_ROWS
+#define ATTN_HKV_JC_ROWS 8
+#endif
+#ifndef ATTN_HKV_PF
+#define ATTN_HKV_PF 8 /* fp32 rows ahead that each step prefetches (as cvt_tmpl.h) */
+#endif
+/* The same columns ATTN_HKV_PF fp32 rows' bytes after p (rows ld elements apart; half rows: twice
+ * as many rows ahead, the same distance in memory, so that as many lines are in flight): an
+ * address computed as an integer, which may lie past the tensor (a prefetch never faults).
+ * Half rows go twice as many rows ahead (measured: 924fee6).
+ * Half rows whose distance is ATTN_HKV_PF_FAR bytes or more (a token-major cache of several heads:
+ * 16 KiB at 8 heads of 64) prefetch into L2 only (prefetcht1), once per 64-byte line: that far
+ * ahead, K and V together would fill most of an L1 (measured: 79bc357). One head and fp32 rows
+ * keep prefetcht0 on every vector. */
+#define ATTN_HKV_PF_FAR 8192
+#define ATTN_HKV_PREFETCH_(p, ld)                                                             \
+  do {                                                                                        \
+    const void *ahead_ = (const void *)((uintptr_t)(p) + ATTN_HKV_PF * (ld) * sizeof(float)); \
+    if (es == sizeof(float) || ATTN_HKV_PF * (ld) * sizeof(float) < ATTN_HKV_PF_FAR)          \
+      __builtin_prefetch(ahead_, 0, 3);                                                       \
+    else                                                                                      \
+      __builtin_prefetch(ahead_, 0, 2);                                                       \
+  } while (0)
+/* Whether the vector at byte offset `off` of a row starts a 64-byte line: half rows prefetch once
+ * per line (two vectors on AVX-512, four on AVX2), fp32 rows once per vector, as before. */
+#define ATTN_HKV_LINE_(off) (es == sizeof(float) || (off) % 64 == 0)
+
+/* ATTN_VL elements from element c of a row (its first byte at row) as floats: fp32 loaded, fp16 /
+ * bf16 converted, int8 times the row's scale s (ATTN_I8), q8_0 times its block's fp16 scale (a
+ * vector never straddles two blocks: ATTN_VL divides 32). Each value one rounded product, as the
+ * conversion kernels give it (cvt_tmpl.h). */
+typedef vf attn_hkv_conv_fn_(const char *row, size_t c, vf s);
+static inline vf attn_hkv_f32_(const char *row, size_t c, vf s) {
+  (void)s;
+  return vf_load((const float *)(const void *)row + c);
+}
+static inline vf attn_hkv_f16_(const char *row, size_t c, vf s) {
+  (void)s;
+  return vf_from_f16((const uint16_t *)(const void *)row + c);
+}
+static inline vf attn_hkv_bf16_(const char *row, size_t c, vf s) {
+  (void)s;
+  return vf_from_bf16((const uint16_t *)(const void *)row + c);
+}
+static inline vf attn_hkv_i8_(const char *row, size_t c, vf s) {
+  return vf_mul(s, vf_from_i8((const int8_t *)(const void *)row + c));
+}
+static inline vf attn_hkv_q8_(const char *row, size_t c, vf s) {
+  (void)s;
+  const char *b = row + c / ATTN_Q8_0_VALUES * ATTN_Q8_0_BLOCK_BYTES;
+  uint16_t h;
+  memcpy(&h, b, sizeof h);
+  return vf_mul(vf_set1(attn_f16_bits_to_f32(h)), vf_from_i8((const int8_t *)(const void *)(b + sizeof h) + c % 32));
+}
+
+/* ATTN_VL elements of es bytes from element c of row, w of them valid (the rest read as 0, never
+ * past the w-th; q8_0 rows have no tails). */
+static inline __attribute__((always_inline)) vf attn_hkv_load_(attn_hkv_conv_fn_ *conv, size_t es, const char *row,
+                                                               size_t c, size_t w, vf s) {
+  if (w == ATTN_VL) return conv(row, c, s);
+  _Alignas(64) char t[ATTN_VL * sizeof(float)] = {0};
+  memcpy(t, row + c * es, w * es);
+  return conv(t, 0, s);
+}
+
+#endif

@@ -19,6 +19,7 @@
 enum { MAXB = 4, MAX_NQ = 40, MAX_KV = 160, MAX_D = 40, SPARE = 2 };
 
 static size_t el(attn_dtype t) { return t == ATTN_F32 ? 4 : 2; }
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
 /* n floats drawn from the bytes, stored as type t at dst. */
 static void draw(fz_in *in, attn_dtype t, void *dst, size_t n, float amp) {
@@ -82,7 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     nq[b] = fz_pick(&in, 4) ? fz_pick(&in, 3) : fz_size(&in, MAX_NQ); /* mostly decode steps */
     nkv[b] = fz_size(&in, MAX_KV);
     qo[b + 1] = qo[b] + nq[b], ko[b + 1] = ko[b] + nkv[b];
-    if (P) pages += (nkv[b] + P - 1) / P, max_pages = attn_max_sz(max_pages, (nkv[b] + P - 1) / P);
+    if (P) pages += (nkv[b] + P - 1) / P, max_pages = max_sz(max_pages, (nkv[b] + P - 1) / P);
   }
   const size_t rows = qo[B] + 1, E = el(base.kv_type), eq = el(base.q_type), eo = el(base.o_type);
   /* K/V: each sequence's rows token-major and contiguous, then stored in the batch's pool */

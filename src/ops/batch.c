@@ -114,7 +114,7 @@ attn_status attn_ob_prepare(const attn_shape *s, const attn_spans *sp, const att
     if (!ob_nq(bt, b)) continue;
     attn_blocked_seq r;
     ob_seq(s, bt, v, b, NULL, NULL, NULL, NULL, &r);
-    if ((st = v->plan(v->ctx, &r.shape, ob_paged(bt), &r.plan))) return st;
+    if ((st = v->plan(v, &r.shape, ob_paged(bt), &r.plan))) return st;
     if (attn_blocked_batch_add(&x->eb, &r.plan))
       return attn_fail(ATTN_E_SIZE_OVERFLOW, "the batch's workspace overflows");
   }
@@ -125,6 +125,13 @@ attn_status attn_ob_prepare(const attn_shape *s, const attn_spans *sp, const att
   x->rec_bytes = (rec + 63) / 64 * 64;
   if (!attn_add_ok(x->rec_bytes, fb, &x->bytes) || !attn_add_ok(x->bytes, 64, &x->bytes))
     return attn_fail(ATTN_E_SIZE_OVERFLOW, "the batch's workspace overflows");
+  return ATTN_OK;
+}
+
+attn_status attn_ob_ws_answer(attn_status st, const ob_batch *b, size_t *bytes) {
+  if (st) return st;
+  if (!bytes) return attn_fail(ATTN_E_NULL_POINTER, "bytes is NULL");
+  *bytes = b->x.bytes;
   return ATTN_OK;
 }
 
@@ -149,7 +156,7 @@ void attn_ob_run(const attn_shape *s, const attn_batch *bt, const ob_variant *v,
     if (!ob_nq(bt, b)) continue;
     attn_blocked_seq *r = &recs[n++];
     ob_seq(s, bt, v, b, q, k, vv, o, r);
-    (void)v->plan(v->ctx, &r->shape, ob_paged(bt), &r->plan); /* planned as by attn_ob_prepare */
+    (void)v->plan(v, &r->shape, ob_paged(bt), &r->plan); /* planned as by attn_ob_prepare */
   }
   x->eb.seqs = recs;
   attn_blocked_batch_place(&x->eb);

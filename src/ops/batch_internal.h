@@ -8,9 +8,9 @@
 
 /* A variant's part of a batch. */
 typedef struct ob_variant {
-  const void *ctx;
+  const void *desc, *call; /* its descriptor and its checked call over the whole descriptor */
   /* Its plan over a sequence's shape (paged: K/V in pages), as its own call would make it. */
-  attn_status (*plan)(const void *ctx, const attn_shape *s, int paged, attn_blocked_plan *p);
+  attn_status (*plan)(const struct ob_variant *v, const attn_shape *s, int paged, attn_blocked_plan *p);
   float *aux;                       /* one float per packed row and head (softmax's LSE), or NULL */
   attn_layout aux_layout;           /* its layout */
   const float *k_scales, *v_scales; /* ATTN_I8: the scales of the keys in order, or of the pool */
@@ -28,10 +28,19 @@ typedef struct ob_call {
   size_t rec_bytes, bytes;
 } ob_call;
 
+/* A variant's batch: its part and the batch's. */
+typedef struct ob_batch {
+  ob_variant v;
+  ob_call x;
+} ob_batch;
+
 /* The batch's checks over a validated shape s (spans sp) and each sequence planned for the
  * workspace (every status of attn_softmax_batch's batch arrays). */
 ATTN_INTERNAL attn_status attn_ob_prepare(const attn_shape *s, const attn_spans *sp, const attn_batch *bt,
                                           const ob_variant *v, ob_call *x);
+/* A batch workspace query's answer: st (the variant's checks, then attn_ob_prepare's), then bytes
+ * NULL (ATTN_E_NULL_POINTER), else *bytes = the batch's workspace. */
+ATTN_INTERNAL attn_status attn_ob_ws_answer(attn_status st, const ob_batch *b, size_t *bytes);
 /* ATTN_E_ALIASING when one of the n outputs (names space-separated) overlaps the batch's arrays. */
 ATTN_INTERNAL attn_status attn_ob_check_arrays(const attn_batch *bt, const ob_call *x, const char *out_names,
                                                void *const *out, const size_t *out_bytes, size_t n);

@@ -177,32 +177,24 @@ attn_status attn_gau_stats(const attn_gau_desc *d, const void *q, const void *k,
 
 /* ---- batches (attn_gau_batch): the shared batch layer (ops/batch.c) over gau_plan ---- */
 typedef struct gaub_call {
-  const attn_gau_desc *d;
   gau_call c;
-  ob_variant v;
-  ob_call x;
+  ob_batch b;
 } gaub_call;
 
-static attn_status gaub_plan(const void *ctx, const attn_shape *s, int paged, attn_blocked_plan *p) {
-  const gaub_call *m = ctx;
-  return gau_plan(m->d, &m->c, s, paged, p);
+static attn_status gaub_plan(const ob_variant *v, const attn_shape *s, int paged, attn_blocked_plan *p) {
+  return gau_plan(v->desc, v->call, s, paged, p);
 }
 
 static attn_status gaub_prepare(const attn_gau_desc *d, const attn_batch *bt, gaub_call *m) {
   attn_status st;
   if ((st = gau_prepare(d, &m->c))) return st;
-  m->d = d;
-  m->v = (ob_variant){.ctx = m, .plan = gaub_plan};
-  return attn_ob_prepare(&d->shape, &m->c.b.sp, bt, &m->v, &m->x);
+  m->b.v = (ob_variant){.desc = d, .call = &m->c, .plan = gaub_plan};
+  return attn_ob_prepare(&d->shape, &m->c.b.sp, bt, &m->b.v, &m->b.x);
 }
 
 attn_status attn_gau_batch_workspace_size(const attn_gau_desc *d, const attn_batch *bt, size_t *bytes) {
   gaub_call m;
-  const attn_status st = gaub_prepare(d, bt, &m);
-  if (st) return st;
-  if (!bytes) return attn_fail(ATTN_E_NULL_POINTER, "bytes is NULL");
-  *bytes = m.x.bytes;
-  return ATTN_OK;
+  return attn_ob_ws_answer(gaub_prepare(d, bt, &m), &m.b, bytes);
 }
 
 attn_status attn_gau_batch(const attn_gau_desc *d, const attn_batch *bt, const void *q, const void *k, const void *v,
@@ -210,8 +202,8 @@ attn_status attn_gau_batch(const attn_gau_desc *d, const attn_batch *bt, const v
   gaub_call m;
   attn_status st = gaub_prepare(d, bt, &m);
   if (st) return st;
-  if ((st = attn_check_call_memory(q, k, v, o, workspace, workspace_size, m.x.bytes))) return st;
-  const attn_spans *sp = &m.x.sp;
+  if ((st = attn_check_call_memory(q, k, v, o, workspace, workspace_size, m.b.x.bytes))) return st;
+  const attn_spans *sp = &m.b.x.sp;
   void *out[2] = {o, workspace};
   const size_t out_bytes[2] = {sp->o * sp->o_elem, workspace_size};
   static const char out_names[] = "o workspace";
@@ -220,7 +212,7 @@ attn_status attn_gau_batch(const attn_gau_desc *d, const attn_batch *bt, const v
   const void *const in[1] = {d->bias_table};
   const size_t in_bytes[1] = {m.c.table_floats * sizeof(float)};
   if ((st = attn_check_extra_inputs("desc.bias_table", in, in_bytes, 1, out_names, out, out_bytes, 2))) return st;
-  if ((st = attn_ob_check_arrays(bt, &m.x, out_names, out, out_bytes, 2))) return st;
-  attn_ob_run(&d->shape, bt, &m.v, &m.x, m.c.b.uk, q, k, v, o, workspace);
+  if ((st = attn_ob_check_arrays(bt, &m.b.x, out_names, out, out_bytes, 2))) return st;
+  attn_ob_run(&d->shape, bt, &m.b.v, &m.b.x, m.c.b.uk, q, k, v, o, workspace);
   return ATTN_OK;
 }

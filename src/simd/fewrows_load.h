@@ -54,11 +54,23 @@
   } while (0)
 /* Whether the vector at byte offset `off` of a row starts a 64-byte line: half rows prefetch once
  * per line (two vectors on AVX-512, four on AVX2), fp32 rows once per vector, as before. */
-#define ATTN_HKV_LINE_(off) (es == sizeof(float) || (off) % 64 == 0)
+#define ATTN_HKV_LINE_(off) (gs == ATTN_VL && (es == sizeof(float) || (off) % 64 == 0))
+/* q8_0 rows prefetch per block instead, its last byte (and a row's first block its first byte
+ * too): a row's blocks are not line-aligned (34 bytes), so offsets in the row say nothing of
+ * lines (a token-major row of 8 heads of 128 missed one line in 17 by them), and one prefetch a
+ * block covers every line of contiguous blocks (one per vector on AVX-512; two were slower). */
+#define ATTN_HKV_BLOCK_PF_(row, p, ld)                                         \
+  do {                                                                         \
+    if (gs != ATTN_VL) {                                                       \
+      const char *b_ = (row) + (p) / ATTN_Q8_0_VALUES * ATTN_Q8_0_BLOCK_BYTES; \
+      if ((p) == 0) ATTN_HKV_PREFETCH_(b_, ld);                                \
+      ATTN_HKV_PREFETCH_(b_ + ATTN_Q8_0_BLOCK_BYTES - 1, ld);                  \
+    }                                                                          \
+  } while (0)
 
 /* ATTN_VL elements from element c of a row (its first byte at row) as floats: fp32 loaded, fp16 /
- * bf16 converted, int8 times the row's scale s (ATTN_I8), q8_0 times its block's fp16 scale (a
- * vector never straddles two blocks: ATTN_VL divides 32). Each value one rounded product, as the
+ * bf16 converted, int8 times the scale s (ATTN_I8: the row's; ATTN_Q8_0: the block's, from
+ * attn_hkv_s_q8_; a vector never straddles two blocks: ATTN_VL divides 32). Each value one rounded product, as the
  * conversion kernels give it (cvt_tmpl.h). */
 typedef vf attn_hkv_conv_fn_(const char *row, size_t c, vf s);
 static inline vf attn_hkv_f32_(const char *row, size_t c, vf s) {
@@ -77,11 +89,25 @@ static inline vf attn_hkv_i8_(const char *row, size_t c, vf s) {
   return vf_mul(s, vf_from_i8((const int8_t *)(const void *)row + c));
 }
 static inline vf attn_hkv_q8_(const char *row, size_t c, vf s) {
+  return vf_mul(s, vf_from_i8((const int8_t *)(const void *)(row + c / ATTN_Q8_0_VALUES * ATTN_Q8_0_BLOCK_BYTES +
+                                                             sizeof(uint16_t)) +
+                              c % ATTN_Q8_0_VALUES));
+}
+
+/* The scale that the conversion above takes for the group of gs elements from element c (a
+ * multiple of gs) of a row: ATTN_I8's row scale s as it is (and nothing for the unscaled types;
+ * gs = ATTN_VL), q8_0's block's fp16 scale broadcast (gs = 32), once per block rather than once
+ * per vector. */
+typedef vf attn_hkv_scale_fn_(const char *row, size_t c, vf s);
+static inline vf attn_hkv_s_row_(const char *row, size_t c, vf s) {
+  (void)row, (void)c;
+  return s;
+}
+static inline vf attn_hkv_s_q8_(const char *row, size_t c, vf s) {
   (void)s;
-  const char *b = row + c / ATTN_Q8_0_VALUES * ATTN_Q8_0_BLOCK_BYTES;
   uint16_t h;
-  memcpy(&h, b, sizeof h);
-  return vf_mul(vf_set1(attn_f16_bits_to_f32(h)), vf_from_i8((const int8_t *)(const void *)(b + sizeof h) + c % 32));
+  memcpy(&h, row + c / ATTN_Q8_0_VALUES * ATTN_Q8_0_BLOCK_BYTES, sizeof h);
+  return vf_set1_f16(h);
 }
 
 /* ATTN_VL elements of es bytes from element c of row, w of them valid (the rest read as 0, never

@@ -19,29 +19,36 @@
 
 /* One tile of scores: keys kr[0 .. KR) (the first kv valid; the others repeat a valid row and are
  * not stored) against rows q[0 .. qr) (qv valid, the same). */
-static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(attn_hkv_conv_fn_ *conv, size_t es, size_t qr,
-                                                                        size_t kv, size_t qv, size_t d,
-                                                                        const char *const *kr, const vf *ks, size_t ldk,
-                                                                        const float *const *qp, float *st,
-                                                                        size_t ldst) {
+static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(
+    attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn, size_t gs, size_t es, size_t qr, size_t kv, size_t qv, size_t d,
+    const char *const *kr, const vf *ks, size_t ldk, const float *const *qp, float *st, size_t ldst) {
   vf acc[ATTN_HKV_KR][ATTN_HKV_QR];
 #pragma GCC unroll 4
   for (size_t i = 0; i < ATTN_HKV_KR; i++)
 #pragma GCC unroll 4
     for (size_t r = 0; r < qr; r++) acc[i][r] = vf_zero();
   size_t p = 0;
-  for (; p + ATTN_VL <= d; p += ATTN_VL) {
-    vf kx[ATTN_HKV_KR];
+  for (; p + gs <= d; p += gs) { /* groups of gs elements (whole vectors) that share a scale */
+    vf bs[ATTN_HKV_KR];
 #pragma GCC unroll 4
     for (size_t i = 0; i < ATTN_HKV_KR; i++) {
-      if (ATTN_HKV_LINE_(p * es)) ATTN_HKV_PREFETCH_(kr[i] + p * es, ldk);
-      kx[i] = conv(kr[i], p, ks[i]);
+      ATTN_HKV_BLOCK_PF_(kr[i], p, ldk);
+      bs[i] = sfn(kr[i], p, ks[i]);
     }
+#pragma GCC unroll 8
+    for (size_t e = p; e < p + gs; e += ATTN_VL) {
+      vf kx[ATTN_HKV_KR];
 #pragma GCC unroll 4
-    for (size_t r = 0; r < qr; r++) {
-      const vf qx = vf_load(qp[r] + p);
+      for (size_t i = 0; i < ATTN_HKV_KR; i++) {
+        if (ATTN_HKV_LINE_(e * es)) ATTN_HKV_PREFETCH_(kr[i] + e * es, ldk);
+        kx[i] = conv(kr[i], e, bs[i]);
+      }
 #pragma GCC unroll 4
-      for (size_t i = 0; i < ATTN_HKV_KR; i++) acc[i][r] = vf_fma(kx[i], qx, acc[i][r]);
+      for (size_t r = 0; r < qr; r++) {
+        const vf qx = vf_load(qp[r] + e);
+#pragma GCC unroll 4
+        for (size_t i = 0; i < ATTN_HKV_KR; i++) acc[i][r] = vf_fma(kx[i], qx, acc[i][r]);
+      }
     }
   }
   if (p < d) { /* the tail: zero-padded rows */
@@ -82,12 +89,10 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(attn_hkv
 
 /* eu: bytes per stride unit (es, or a q8_0 block's); ldpf: the row stride the prefetches count
  * in (fp32 rows ahead, see ATTN_HKV_PREFETCH_); sc (ATTN_I8): each row's scale, ld sld, head hsd. */
-static inline __attribute__((always_inline)) void attn_hkv_scores_(attn_hkv_conv_fn_ *conv, size_t es, size_t eu,
-                                                                   size_t ldpf, const float *sc, size_t sld, size_t shd,
-                                                                   size_t nh, size_t hk, size_t hq, size_t hs,
-                                                                   size_t nk, size_t nq, size_t d, const char *k0,
-                                                                   size_t ldk, const float *q0, size_t ldq, float *st0,
-                                                                   size_t ldst) {
+static inline __attribute__((always_inline)) void attn_hkv_scores_(
+    attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn, size_t gs, size_t es, size_t eu, size_t ldpf, const float *sc,
+    size_t sld, size_t shd, size_t nh, size_t hk, size_t hq, size_t hs, size_t nk, size_t nq, size_t d, const char *k0,
+    size_t ldk, const float *q0, size_t ldq, float *st0, size_t ldst) {
   for (size_t j0 = 0; j0 < nk; j0 += ATTN_HKV_KR)
     for (size_t h = 0; h < nh; h++) {
       const char *k = k0 + h * hk * eu;
@@ -106,21 +111,21 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_(attn_hkv_conv
         const float *qp[ATTN_HKV_QR];
         for (size_t r = 0; r < ATTN_HKV_QR; r++) qp[r] = q + (r0 + (r < qv ? r : qv - 1)) * ldq;
         if (nq == 1) /* one query row (a decode step without GQA): a one-row tile */
-          attn_hkv_scores_tile_(conv, es, 1, kv, 1, d, kr, ks, ldpf, qp, st + j0 * ldst, ldst);
+          attn_hkv_scores_tile_(conv, sfn, gs, es, 1, kv, 1, d, kr, ks, ldpf, qp, st + j0 * ldst, ldst);
         else
-          attn_hkv_scores_tile_(conv, es, ATTN_HKV_QR, kv, qv, d, kr, ks, ldpf, qp, st + j0 * ldst + r0, ldst);
+          attn_hkv_scores_tile_(conv, sfn, gs, es, ATTN_HKV_QR, kv, qv, d, kr, ks, ldpf, qp, st + j0 * ldst + r0, ldst);
       }
     }
 }
 
 /* One tile of P V: rows r0 .. r0 + qv (of qr) and columns c0 .. c0 + cw (of NV vectors; full:
  * all NV whole, a constant, so that the loop over keys keeps every accumulator in a register). */
-static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(attn_hkv_conv_fn_ *conv, size_t es, size_t eu,
-                                                                    size_t ldpf, const float *sc, size_t sld, size_t qr,
-                                                                    size_t qv, int full, size_t cw, size_t nk,
-                                                                    const float *pt, size_t ldp, const char *v,
-                                                                    size_t c0, size_t ldv, float *acc, size_t lda,
-                                                                    const float *alpha) {
+static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn,
+                                                                    size_t gs, size_t es, size_t eu, size_t ldpf,
+                                                                    const float *sc, size_t sld, size_t qr, size_t qv,
+                                                                    int full, size_t cw, size_t nk, const float *pt,
+                                                                    size_t ldp, const char *v, size_t c0, size_t ldv,
+                                                                    float *acc, size_t lda, const float *alpha) {
   vf a[ATTN_HKV_QR][ATTN_HKV_NV];
   size_t w[ATTN_HKV_NV];
 #pragma GCC unroll 4
@@ -136,12 +141,16 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(attn_hkv_con
     const char *vr = v + j * ldv * eu;
     const float *pr = pt + j * ldp;
     const vf vs = sc ? vf_set1(sc[j * sld]) : vf_zero();
-    vf vx[ATTN_HKV_NV];
+    vf vx[ATTN_HKV_NV], bs = vs;
 #pragma GCC unroll 4
     for (size_t u = 0; u < ATTN_HKV_NV; u++) {
       const size_t c = c0 + u * ATTN_VL;
+      if (w[u] && (u == 0 || c % gs == 0)) { /* a new group's scale */
+        ATTN_HKV_BLOCK_PF_(vr, c, ldpf);
+        bs = sfn(vr, c - c % gs, vs);
+      }
       if (w[u] && ATTN_HKV_LINE_(c * es)) ATTN_HKV_PREFETCH_(vr + c * es, ldpf);
-      vx[u] = full ? conv(vr, c, vs) : w[u] ? attn_hkv_load_(conv, es, vr, c, w[u], vs) : vf_zero();
+      vx[u] = full ? conv(vr, c, bs) : w[u] ? attn_hkv_load_(conv, es, vr, c, w[u], bs) : vf_zero();
     }
 #pragma GCC unroll 4
     for (size_t r = 0; r < qr; r++) {
@@ -163,11 +172,11 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(attn_hkv_con
   }
 }
 
-static inline __attribute__((always_inline)) void attn_hkv_pv_(attn_hkv_conv_fn_ *conv, size_t es, size_t eu,
-                                                               size_t ldpf, const float *sc, size_t sld, size_t nq,
-                                                               size_t dv, size_t nk, const float *pt, size_t ldp,
-                                                               const char *v, size_t ldv, float *acc, size_t lda,
-                                                               const float *alpha) {
+static inline __attribute__((always_inline)) void attn_hkv_pv_(attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn,
+                                                               size_t gs, size_t es, size_t eu, size_t ldpf,
+                                                               const float *sc, size_t sld, size_t nq, size_t dv,
+                                                               size_t nk, const float *pt, size_t ldp, const char *v,
+                                                               size_t ldv, float *acc, size_t lda, const float *alpha) {
   enum { NC = ATTN_HKV_NV * ATTN_VL };
   for (size_t c0 = 0; c0 < dv; c0 += NC) {
     const size_t cw = dv - c0 < NC ? dv - c0 : NC;
@@ -176,8 +185,8 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_(attn_hkv_conv_fn_
       const float *al = alpha ? alpha + r0 : NULL;
       const int full = cw == NC;
 #define ATTN_HKV_PV_(qr_c, full_c)                                                                                   \
-  attn_hkv_pv_tile_(conv, es, eu, ldpf, sc, sld, qr_c, qr_c == 1 ? 1 : qv, full_c, cw, nk, pt + r0, ldp, v, c0, ldv, \
-                    acc + r0 * lda + c0, lda, al)
+  attn_hkv_pv_tile_(conv, sfn, gs, es, eu, ldpf, sc, sld, qr_c, qr_c == 1 ? 1 : qv, full_c, cw, nk, pt + r0, ldp, v, \
+                    c0, ldv, acc + r0 * lda + c0, lda, al)
       if (nq == 1)
         full ? ATTN_HKV_PV_(1, 1) : ATTN_HKV_PV_(1, 0);
       else
@@ -195,26 +204,36 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_(attn_hkv_conv_fn_
   do {                                                                                        \
     if ((type) == ATTN_F16) {                                                                 \
       attn_hkv_conv_fn_ *const conv = attn_hkv_f16_;                                          \
+      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_row_;                                        \
+      const size_t gs = ATTN_VL;                                                              \
       const size_t es = 2, eu = 2, ldpf = (ld);                                               \
       const float *const sc = NULL;                                                           \
       call;                                                                                   \
     } else if ((type) == ATTN_BF16) {                                                         \
       attn_hkv_conv_fn_ *const conv = attn_hkv_bf16_;                                         \
+      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_row_;                                        \
+      const size_t gs = ATTN_VL;                                                              \
       const size_t es = 2, eu = 2, ldpf = (ld);                                               \
       const float *const sc = NULL;                                                           \
       call;                                                                                   \
     } else if ((type) == ATTN_I8) {                                                           \
       attn_hkv_conv_fn_ *const conv = attn_hkv_i8_;                                           \
+      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_row_;                                        \
+      const size_t gs = ATTN_VL;                                                              \
       const size_t es = 1, eu = 1, ldpf = (ld) / 2;                                           \
       const float *const sc = (hd)->sc;                                                       \
       call;                                                                                   \
     } else if ((type) == ATTN_Q8_0) {                                                         \
       attn_hkv_conv_fn_ *const conv = attn_hkv_q8_;                                           \
+      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_q8_;                                         \
+      const size_t gs = ATTN_Q8_0_VALUES;                                                     \
       const size_t es = 1, eu = ATTN_Q8_0_BLOCK_BYTES, ldpf = (ld)*ATTN_Q8_0_BLOCK_BYTES / 2; \
       const float *const sc = NULL;                                                           \
       call;                                                                                   \
     } else {                                                                                  \
       attn_hkv_conv_fn_ *const conv = attn_hkv_f32_;                                          \
+      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_row_;                                        \
+      const size_t gs = ATTN_VL;                                                              \
       const size_t es = 4, eu = 4, ldpf = (ld);                                               \
       const float *const sc = NULL;                                                           \
       call;                                                                                   \
@@ -227,33 +246,33 @@ void ATTN_FEW_SCORES_NAME(attn_dtype type, const attn_few_heads *hd, size_t nk, 
   const size_t sld = hd ? hd->sld : 0, shd = hd ? hd->shd : 0;
   ATTN_HKV_TYPED_(
       type, hd, ldk,
-      attn_hkv_scores_(conv, es, eu, ldpf, sc, sld, shd, nh, hk, hq, hs, nk, nq, d, k, ldk, q, ldq, st, ldst));
+      attn_hkv_scores_(conv, sfn, gs, es, eu, ldpf, sc, sld, shd, nh, hk, hq, hs, nk, nq, d, k, ldk, q, ldq, st, ldst));
 }
 
 /* P V of several heads, jc keys (a constant: the tile's key loop is compiled for it) of each head
  * before the next head. */
-static inline __attribute__((always_inline)) void attn_hkv_pv_keys_(attn_hkv_conv_fn_ *conv, size_t es, size_t eu,
-                                                                    size_t ldpf, const float *sc,
-                                                                    const attn_few_heads *hd, size_t nq, size_t dv,
-                                                                    size_t nk, const float *pt, size_t ldp,
-                                                                    const char *v, size_t ldv, float *acc, size_t lda,
-                                                                    const size_t jc) {
+static inline __attribute__((always_inline)) void attn_hkv_pv_keys_(attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn,
+                                                                    size_t gs, size_t es, size_t eu, size_t ldpf,
+                                                                    const float *sc, const attn_few_heads *hd,
+                                                                    size_t nq, size_t dv, size_t nk, const float *pt,
+                                                                    size_t ldp, const char *v, size_t ldv, float *acc,
+                                                                    size_t lda, const size_t jc) {
   for (size_t j0 = 0; j0 < nk; j0 += jc) {
     const size_t jn = nk - j0 < jc ? nk - j0 : jc;
     for (size_t h = 0; h < hd->n; h++)
-      attn_hkv_pv_(conv, es, eu, ldpf, sc ? sc + h * hd->shd + j0 * hd->sld : NULL, hd->sld, nq, dv, jn,
+      attn_hkv_pv_(conv, sfn, gs, es, eu, ldpf, sc ? sc + h * hd->shd + j0 * hd->sld : NULL, hd->sld, nq, dv, jn,
                    pt + h * hd->p + j0 * ldp, ldp, v + (h * hd->v + j0 * ldv) * eu, ldv, acc + h * hd->a, lda, NULL);
   }
 }
 
-static inline __attribute__((always_inline)) void attn_hkv_pv_heads_(attn_hkv_conv_fn_ *conv, size_t es, size_t eu,
-                                                                     size_t ldpf, const float *sc,
-                                                                     const attn_few_heads *hd, size_t nq, size_t dv,
-                                                                     size_t nk, const float *pt, size_t ldp,
-                                                                     const char *v, size_t ldv, float *acc, size_t lda,
-                                                                     const float *alpha) {
+static inline __attribute__((always_inline)) void attn_hkv_pv_heads_(attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn,
+                                                                     size_t gs, size_t es, size_t eu, size_t ldpf,
+                                                                     const float *sc, const attn_few_heads *hd,
+                                                                     size_t nq, size_t dv, size_t nk, const float *pt,
+                                                                     size_t ldp, const char *v, size_t ldv, float *acc,
+                                                                     size_t lda, const float *alpha) {
   if (!hd) { /* heads in a group (hd), even one, add jc keys at a time: the same bits in any group */
-    attn_hkv_pv_(conv, es, eu, ldpf, NULL, 0, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
+    attn_hkv_pv_(conv, sfn, gs, es, eu, ldpf, NULL, 0, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
     return;
   }
   for (size_t h = 0; h < hd->n && alpha; h++) /* scaled once, then every chunk adds */
@@ -266,15 +285,16 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_heads_(attn_hkv_co
       }
     }
   if (nq == 1)
-    attn_hkv_pv_keys_(conv, es, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, ATTN_HKV_JC);
+    attn_hkv_pv_keys_(conv, sfn, gs, es, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, ATTN_HKV_JC);
   else
-    attn_hkv_pv_keys_(conv, es, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, ATTN_HKV_JC_ROWS);
+    attn_hkv_pv_keys_(conv, sfn, gs, es, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, ATTN_HKV_JC_ROWS);
 }
 
 void ATTN_FEW_PV_NAME(attn_dtype type, const attn_few_heads *hd, size_t nq, size_t dv, size_t nk, const float *pt,
                       size_t ldp, const void *v, size_t ldv, float *acc, size_t lda, const float *alpha) {
-  ATTN_HKV_TYPED_(type, hd, ldv,
-                  attn_hkv_pv_heads_(conv, es, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha));
+  ATTN_HKV_TYPED_(
+      type, hd, ldv,
+      attn_hkv_pv_heads_(conv, sfn, gs, es, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha));
 }
 
 #undef ATTN_HKV_TYPED_
@@ -286,4 +306,5 @@ void ATTN_FEW_PV_NAME(attn_dtype type, const attn_few_heads *hd, size_t nq, size
 #undef ATTN_HKV_PF
 #undef ATTN_HKV_PREFETCH_
 #undef ATTN_HKV_LINE_
+#undef ATTN_HKV_BLOCK_PF_
 #undef ATTN_HKV_PF_FAR

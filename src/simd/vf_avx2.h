@@ -7,6 +7,7 @@
 
 #define ATTN_VL    8
 #define ATTN_VREGS 16 /* ymm0-15 */
+#include "simd/half.h"
 #include "simd/vu_x86.h"
 ATTN_VF_X86(256)
 typedef simde__m256 vmask;
@@ -73,6 +74,15 @@ static inline vf vf_from_f16(const uint16_t *p) {
 static inline vf vf_from_bf16(const uint16_t *p) {
   const simde__m256i w = simde_mm256_cvtepu16_epi32(simde_mm_loadu_si128((const simde__m128i *)(const void *)p));
   return simde_mm256_castsi256_ps(simde_mm256_slli_epi32(w, 16));
+}
+/* One fp16 value (a q8_0 block's scale) as a float in every lane: vcvtph2ps of its broadcast
+ * where F16C is native, the bit conversion of simd/half.h otherwise (both make a NaN quiet). */
+static inline vf vf_set1_f16(uint16_t h) {
+#if defined(SIMDE_X86_F16C_NATIVE)
+  return simde_mm256_cvtph_ps(simde_mm_set1_epi16((int16_t)h));
+#else
+  return simde_mm256_set1_ps(attn_f16_bits_to_f32(h));
+#endif
 }
 /* 8 int8 values as floats (exact). */
 static inline vf vf_from_i8(const int8_t *p) {

@@ -20,6 +20,7 @@
 
 #define ATTN_VL    16
 #define ATTN_VREGS 32 /* zmm0-31 */
+#include "simd/half.h"
 #include "simd/vu_x86.h"
 ATTN_VF_X86(512)
 typedef simde__mmask16 vmask;
@@ -118,6 +119,15 @@ static inline vf vf_from_f16(const uint16_t *p) {
     v[i] = simde_mm256_or_ps(v[i], simde_mm256_and_ps(simde_mm256_cmp_ps(v[i], v[i], SIMDE_CMP_UNORD_Q),
                                                       simde_mm256_castsi256_ps(simde_mm256_set1_epi32(0x00400000))));
   return vf_join_(v[0], v[1]);
+#endif
+}
+/* One fp16 value (a q8_0 block's scale) as a float in every lane: vcvtph2ps of its broadcast
+ * where native, the bit conversion of simd/half.h otherwise (both make a NaN quiet). */
+static inline vf vf_set1_f16(uint16_t h) {
+#if ATTN_AVX512_NATIVE_
+  return _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
+#else
+  return simde_mm512_set1_ps(attn_f16_bits_to_f32(h));
 #endif
 }
 /* 16 int8 values as floats (exact). */

@@ -74,6 +74,11 @@ static inline void vf_hsum4(vf a, vf b, vf c, vf d, float *out) {
 static inline vf vf_from_bf16(const uint16_t *p) {
   return simde_vreinterpretq_f32_u32(simde_vshlq_n_u32(simde_vmovl_u16(simde_vld1_u16(p)), 16));
 }
+/* One fp16 value (a q8_0 block's scale) as a float in every lane (NaN made quiet). */
+static inline vf vf_set1_f16(uint16_t h) {
+  const uint16_t t[4] = {h, h, h, h};
+  return vf_from_f16(t);
+}
 /* 4 int8 values as floats (exact): widened to 16 and 32 bits. */
 static inline vf vf_from_i8(const int8_t *p) {
   int32_t w;

@@ -78,6 +78,11 @@ static inline vf vf_from_bf16(const uint16_t *p) {
   const vu32_ h = {p[0], p[1], p[2], p[3]};
   return (vf)(h << 16);
 }
+/* One fp16 value (a q8_0 block's scale) as a float in every lane (NaN made quiet). */
+static inline vf vf_set1_f16(uint16_t h) {
+  const uint16_t t[4] = {h, h, h, h};
+  return vf_from_f16(t);
+}
 /* ATTN_VL int8 values as floats (exact). */
 static inline vf vf_from_i8(const int8_t *p) { return (vf){(float)p[0], (float)p[1], (float)p[2], (float)p[3]}; }
 /* 32-bit lanes as unsigned integers (vf_common.h's fp16 / bf16 rounding). */

@@ -537,6 +537,66 @@ START_TEST(few_rows_shapes) {
 }
 END_TEST
 
+/* few_scores_wide: nh heads side by side in a token's row, Q transposed (d x nq, padded), rows
+ * around every tile edge of every path (1 .. 32: vector tails, one to eight vectors) and keys
+ * around its key tiles. Against the double loop with the GEMM's bound; guard zones around st and
+ * its padding; per head, the bits of a one-head call; a half call, the fp32 call's bits on the
+ * rounded values. */
+static void few_wide_case(attn_dtype ty, size_t nh, size_t nk, size_t nq, size_t d) {
+  const size_t hk = d + 1, ldk = nh * hk + 2, ldq = nq + 1, hq = d * ldq + 3, ldst = nq + 2, hs = nk * ldst + 3;
+  const size_t nkk = nk * ldk + 1;
+  float *k = malloc(nkk * sizeof(float)), *q = malloc(nh * hq * sizeof(float)), *st = galloc(nh * hs + 1);
+  float *one = malloc((hs + 1) * sizeof(float)), *st2 = malloc((nh * hs + 1) * sizeof(float));
+  for (size_t i = 0; i < nkk; i++) k[i] = frand();
+  for (size_t i = 0; i < nh * hq; i++) q[i] = frand();
+  for (size_t i = 0; i < nh * hs + 1; i++) st[i] = st2[i] = 7.0f;
+  uint16_t *kh;
+  const void *kx = few_store(ty, k, nkk, &kh);
+  const attn_few_heads hd = {nh, hk, hq, hs, 0, 0, 0, 0, NULL, 0, 0};
+  uk->few_scores_wide(ty, &hd, nk, nq, d, kx, ldk, q, ldq, st, ldst);
+  const size_t es = ty == ATTN_F32 ? sizeof(float) : sizeof(uint16_t);
+  for (size_t h = 0; h < nh; h++) {
+    for (size_t i = 0; i < hs + 1; i++) one[i] = 7.0f;
+    uk->few_scores_wide(ty, NULL, nk, nq, d, (const char *)kx + h * hk * es, ldk, q + h * hq, ldq, one, ldst);
+    ck_assert_msg(memcmp(one, st + h * hs, hs * sizeof(float)) == 0, "few_scores_wide %d heads=%zu: head %zu differs",
+                  (int)ty, nh, h);
+    for (size_t i = nk * ldst; i < hs; i++)
+      ck_assert_msg(st[h * hs + i] == 7.0f, "few_scores_wide wrote past head %zu's keys", h);
+    for (size_t j = 0; j < nk; j++)
+      for (size_t r = 0; r < ldst; r++) {
+        const float got = st[h * hs + j * ldst + r];
+        if (r >= nq) {
+          ck_assert_msg(got == 7.0f, "few_scores_wide wrote padding (%zu, %zu, %zu)", h, j, r);
+          continue;
+        }
+        double ref = 0, mag = 0;
+        for (size_t p = 0; p < d; p++) {
+          const double t = (double)k[j * ldk + h * hk + p] * q[h * hq + p * ldq + r];
+          ref += t, mag += fabs(t);
+        }
+        const double tol = (double)(d + 2) * 5.960464477539063e-08 * mag + 1e-30;
+        ck_assert_msg(fabs(got - ref) <= tol, "few_scores_wide %d nk=%zu nq=%zu d=%zu at (%zu,%zu,%zu): %a, want %a",
+                      (int)ty, nk, nq, d, h, j, r, (double)got, ref);
+      }
+  }
+  ck_assert_msg(st[nh * hs] == 7.0f, "few_scores_wide wrote past the last head");
+  uk->few_scores_wide(ATTN_F32, &hd, nk, nq, d, k, ldk, q, ldq, st2, ldst);
+  ck_assert_msg(memcmp(st2, st, (nh * hs + 1) * sizeof(float)) == 0, "few_scores_wide %d: not the fp32 bits", (int)ty);
+  gcheck_free(st);
+  free(one), free(st2), free(k), free(q), free(kh);
+}
+
+START_TEST(few_rows_wide) {
+  const attn_dtype ty = _i == 0 ? ATTN_F32 : _i == 1 ? ATTN_F16 : ATTN_BF16;
+  static const size_t nqs[] = {1, 4, 5, 8, 9, 12, 16, 17, 24, 31, 32};
+  static const size_t nks[] = {1, 3, 8, 13, 40};
+  static const size_t ds[] = {1, 3, 16, 17, 33, 64, 72};
+  for (size_t a = 0; a < sizeof nqs / sizeof nqs[0]; a++)
+    for (size_t b = 0; b < sizeof nks / sizeof nks[0]; b++)
+      few_wide_case(ty, 1 + (a + b) % 3, nks[b], nqs[a], ds[(a + 2 * b) % 7]);
+}
+END_TEST
+
 /* ---- selective attention's selection sums: exclusive running sums of relu'd rows ---- */
 /* The reference: row jj's first follower (tn for BOS, else d0 + jj clamped to [0, tn]), then
  * fz = run + the relu'd values of the tokens before, in double. */
@@ -649,7 +709,7 @@ static Suite *internal_blocked_suite(attn_isa active) {
     {"gemm", gemm_shapes, (int)NGS}, {"gemm", gemm_last_columns, 12}, {"gemm", gemm_in_place_row, 1},
     {"softmax_block", softmax_block_steps, 15}, {"softmax_block", softmax_block_nonfinite, 5},
       {"softmax_block", gau_block_steps, 11}, {"softmax_block", window_block_values, 7},
-    {"few_rows", few_rows_shapes, 3}, {"few_rows", few_rows_heads, 3},
+    {"few_rows", few_rows_shapes, 3}, {"few_rows", few_rows_heads, 3}, {"few_rows", few_rows_wide, 3},
     {"select", select_scan_values, 2}, {"select", select_scan_nonfinite, 1});
   /* clang-format on */
 }

@@ -259,6 +259,12 @@ typedef struct attn_few_heads {
 } attn_few_heads;
 typedef void attn_few_scores_fn(attn_dtype type, const attn_few_heads *hd, size_t nk, size_t nq, size_t d,
                                 const void *k, size_t ldk, const float *q, size_t ldq, float *st, size_t ldst);
+/* few_scores_wide: st[j * ldst + r] = sum_p K(j, p) qt[p * ldq + r] for nq <= 32 rows (Q
+ * transposed: rows in the vectors' lanes, no reduction; each score one FMA chain along p = 0 ..
+ * d - 1), otherwise few_scores' contract (types, hd with hd->q the head stride of qt, bits of a
+ * one-head call per head, fp16 bits = fp32 bits of the converted values). */
+typedef void attn_few_scores_wide_fn(attn_dtype type, const attn_few_heads *hd, size_t nk, size_t nq, size_t d,
+                                     const void *k, size_t ldk, const float *qt, size_t ldq, float *st, size_t ldst);
 typedef void attn_few_pv_fn(attn_dtype type, const attn_few_heads *hd, size_t nq, size_t dv, size_t nk, const float *pt,
                             size_t ldp, const void *v, size_t ldv, float *acc, size_t lda, const float *alpha);
 
@@ -287,8 +293,10 @@ typedef void attn_few_pv_fn(attn_dtype type, const attn_few_heads *hd, size_t nq
   KERNEL(select_scan)                                                                       \
   /* K/V conversion of fp16 / bf16 blocks into fp32 scratch; fp32 rows to fp16 / bf16 */     \
   KERNEL(f16_cvt) KERNEL(bf16_cvt) KERNEL(i8_cvt) KERNEL(q8_cvt) KERNEL(f32_f16_cvt) KERNEL(f32_bf16_cvt)                 \
-  /* few query rows: scores and P V over K/V in place (fp32, fp16, bf16) */                 \
-  KERNEL(few_scores) KERNEL(few_pv) TUNING(few_pv_run) TUNING(few_pv_run_rows)
+  /* few query rows: scores and P V over K/V in place (every K/V type); scores of many rows,  \
+     rows in lanes, from few_wide_rows rows of a key head */                                \
+  KERNEL(few_scores) KERNEL(few_scores_wide) TUNING(few_wide_rows)                          \
+  KERNEL(few_pv) TUNING(few_pv_run) TUNING(few_pv_run_rows)
 /* clang-format on */
 
 struct attn_ukernels {

@@ -13,7 +13,8 @@
  * a time: several streams in flight instead of one (measured: 82996a3). Tails (d or dv not a multiple of
  * ATTN_VL) convert a zero-padded copy, as cvt_tmpl.h does, and read only the valid elements.
  * Tiles fit the shim's register file (ATTN_VREGS).
- * Include the path's shim, define ATTN_FEW_SCORES_NAME and ATTN_FEW_PV_NAME, then include.
+ * Include the path's shim, define ATTN_FEW_SCORES_NAME, ATTN_FEW_PV_NAME and ATTN_FEW_WIDE_NAME
+ * (simd/fewwide_tmpl.h, included here), then include.
  */
 #include "simd/fewrows_load.h"
 
@@ -296,6 +297,9 @@ void ATTN_FEW_PV_NAME(attn_dtype type, const attn_few_heads *hd, size_t nq, size
       type, hd, ldv,
       attn_hkv_pv_heads_(conv, sfn, gs, es, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha));
 }
+
+/* Many rows of one key head, rows in lanes (the same row access). */
+#include "simd/fewwide_tmpl.h"
 
 #undef ATTN_HKV_TYPED_
 #undef ATTN_HKV_QR

@@ -109,6 +109,18 @@ static void blk_pv_heads(const blk_task *t, int64_t j0, size_t jn, const float *
   }
 }
 
+/* Scores of nk keys from k (a run of rows in place) against the task's rows (qt: as attn_blk_begin
+ * laid them out, blk_few_wide) into st (nk x rows), of one head or hd's heads. */
+void attn_blk_few_scores(const blk_task *t, const attn_few_heads *hd, size_t nk, const void *k, const float *qt,
+                         float *st) {
+  const attn_blocked_plan *p = t->p;
+  const attn_shape *s = p->shape;
+  if (blk_few_wide(t))
+    t->uk->few_scores_wide(p->kv_type, hd, nk, t->rows, s->d, k, s->k.row_stride, qt, t->rows, st, t->rows);
+  else
+    t->uk->few_scores(p->kv_type, hd, nk, t->rows, s->d, k, s->k.row_stride, qt, s->d, st, t->rows);
+}
+
 /* A `few` block of every head of the task at once (no selection, no map): the scores of all heads
  * key after key (few_scores over the heads: with heads side by side in a token's row, one sweep
  * along memory; run by run of a page, keys being independent), each head's step on its own ST
@@ -126,8 +138,7 @@ void attn_blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked) 
     const void *k = blk_kv_row(t, 0, j0 + (int64_t)a, t->h0, &run);
     run = attn_min_sz(run, jn - a);
     hk.sc = i8 ? blk_scale(t, 0, j0 + (int64_t)a, t->h0) : NULL;
-    t->uk->few_scores(p->kv_type, &hk, run, rows, s->d, k, s->k.row_stride, blk_head(t, 0) + p->hl.qt, s->d,
-                      sth + a * rows, rows);
+    attn_blk_few_scores(t, &hk, run, k, blk_head(t, 0) + p->hl.qt, sth + a * rows);
   }
   const float *alpha0 = NULL;
   for (size_t hh = 0; hh < t->hn; hh++) {

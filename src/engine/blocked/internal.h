@@ -93,6 +93,9 @@ static inline const float *blk_scale(const blk_task *t, int value, int64_t j0, s
 
 /* Head hh's scaled Q^T from the task's (or view's) first row: d x rows, row stride t->ldq. */
 static inline const float *blk_qt(const blk_task *t, size_t hh) { return blk_head(t, hh) + t->p->hl.qt + t->c0; }
+/* Whether a few-rows task's queries lie transposed (hl.qt: d x rows, a GQA group's speculative
+ * block) for few_scores_wide, or row by row (rows x d) for few_scores: by its rows alone. */
+static inline int blk_few_wide(const blk_task *t) { return t->rows >= t->uk->few_wide_rows; }
 
 /* ---- functions shared between the files, by file (each documented at its definition) ---- */
 /* ---- kv.c: K/V access ---- */
@@ -105,6 +108,8 @@ ATTN_INTERNAL const float *attn_blk_step(const blk_task *t, size_t hh, int64_t j
                                          const float *bm);
 ATTN_INTERNAL void attn_blk_pv(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked, const float *st,
                                const float *alpha, const float *vb, const void *vh, size_t ldv);
+ATTN_INTERNAL void attn_blk_few_scores(const blk_task *t, const attn_few_heads *hd, size_t nk, const void *k,
+                                       const float *qt, float *st);
 ATTN_INTERNAL void attn_blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked);
 ATTN_INTERNAL void attn_blk_boundary(const blk_task *t, size_t hh, int64_t j0, size_t jn, const float *vb, size_t ldv);
 /* ---- xfeat.c: exponential feature maps ---- */

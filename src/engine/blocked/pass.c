@@ -29,12 +29,10 @@ static void blk_scores_gemm(const blk_task *t, size_t hh, int64_t j0, size_t jn,
 /* (key rows are independent: run by run of a page, the same bits) */
 static void blk_scores_few(const blk_task *t, size_t hh, int64_t j0, size_t jn, float *st) {
   const attn_blocked_plan *p = t->p;
-  const attn_shape *s = p->shape;
   for (size_t a = 0, run; a < jn; a += run) {
     const void *k = blk_kv_row(t, 0, j0 + (int64_t)a, t->h0 + hh, &run);
     run = attn_min_sz(run, jn - a);
-    t->uk->few_scores(p->kv_type, NULL, run, t->rows, s->d, k, s->k.row_stride, blk_head(t, hh) + p->hl.qt, s->d,
-                      st + a * t->rows, t->rows);
+    attn_blk_few_scores(t, NULL, run, k, blk_head(t, hh) + p->hl.qt, st + a * t->rows);
   }
 }
 

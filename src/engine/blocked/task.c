@@ -90,7 +90,7 @@ void attn_blk_begin(const blk_task *t, int first, int queries) {
         p->fm->apply(t->uk, &t->fa, 0, tn, D, D, qg, l.row_stride, qt + gi, g, rows, NULL);
     }
     if (queries && !p->fm) { /* column r = ti g + gi of d x rows; few: row r of R x d */
-      if (!p->few)
+      if (!p->few || blk_few_wide(t))
         blk_pack_qt(t, qt, rows, g, qh, l);
       else
         for (size_t ti = 0; ti < tn; ti++)

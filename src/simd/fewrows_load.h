@@ -1,8 +1,8 @@
 /*
  * The few-rows kernels' row access (simd/fewrows_tmpl.h), written once against the vf_* shim:
  * their tile sizes, how far ahead they prefetch, and ATTN_VL elements of a K or V row of any type
- * as floats (fp32 loaded, half converted in registers, int8 scaled). Included by the template
- * after the path's shim.
+ * as floats (fp32 loaded, half converted in registers, int8 scaled), and the dispatch on the
+ * element type (ATTN_HKV_TYPED_). Included by the templates after the path's shim.
  */
 #ifndef ATTN_SIMD_FEWROWS_LOAD_H
 #define ATTN_SIMD_FEWROWS_LOAD_H
@@ -21,6 +21,11 @@
 #define ATTN_HKV_NV 4
 #endif
 #define ATTN_HKV_KR 4
+/* Rows of a P V tile over several rows (PV_QR x NV accumulators): the rows' tiles each read the
+ * value rows again (from L1 after the first), so more rows a tile cost fewer passes. */
+#ifndef ATTN_HKV_PV_QR
+#define ATTN_HKV_PV_QR ATTN_HKV_QR
+#endif
 /* P V over several heads goes ATTN_HKV_JC keys of a head (one query row) or ATTN_HKV_JC_ROWS (a
  * group of rows: GQA) before the next head. One row is memory-bound and wants short steps (see
  * above; 32 keys were slower, measured: 82996a3); a
@@ -119,5 +124,49 @@ static inline __attribute__((always_inline)) vf attn_hkv_load_(attn_hkv_conv_fn_
   memcpy(t, row + c * es, w * es);
   return conv(t, 0, s);
 }
+
+/* The element type's conversion, bytes per element (es) and per stride unit (eu), and the row
+ * stride the prefetches count in: half rows twice as many rows ahead as fp32 (the same distance
+ * in memory), int8 and q8_0 rows as many as half rows; the rows' scales (ATTN_I8: hd's, NULL,
+ * a constant, for the other types). */
+#define ATTN_HKV_TYPED_(type, hd, ld, call)                                                   \
+  do {                                                                                        \
+    if ((type) == ATTN_F16) {                                                                 \
+      attn_hkv_conv_fn_ *const conv = attn_hkv_f16_;                                          \
+      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_row_;                                        \
+      const size_t gs = ATTN_VL;                                                              \
+      const size_t es = 2, eu = 2, ldpf = (ld);                                               \
+      const float *const sc = NULL;                                                           \
+      call;                                                                                   \
+    } else if ((type) == ATTN_BF16) {                                                         \
+      attn_hkv_conv_fn_ *const conv = attn_hkv_bf16_;                                         \
+      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_row_;                                        \
+      const size_t gs = ATTN_VL;                                                              \
+      const size_t es = 2, eu = 2, ldpf = (ld);                                               \
+      const float *const sc = NULL;                                                           \
+      call;                                                                                   \
+    } else if ((type) == ATTN_I8) {                                                           \
+      attn_hkv_conv_fn_ *const conv = attn_hkv_i8_;                                           \
+      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_row_;                                        \
+      const size_t gs = ATTN_VL;                                                              \
+      const size_t es = 1, eu = 1, ldpf = (ld) / 2;                                           \
+      const float *const sc = (hd)->sc;                                                       \
+      call;                                                                                   \
+    } else if ((type) == ATTN_Q8_0) {                                                         \
+      attn_hkv_conv_fn_ *const conv = attn_hkv_q8_;                                           \
+      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_q8_;                                         \
+      const size_t gs = ATTN_Q8_0_VALUES;                                                     \
+      const size_t es = 1, eu = ATTN_Q8_0_BLOCK_BYTES, ldpf = (ld)*ATTN_Q8_0_BLOCK_BYTES / 2; \
+      const float *const sc = NULL;                                                           \
+      call;                                                                                   \
+    } else {                                                                                  \
+      attn_hkv_conv_fn_ *const conv = attn_hkv_f32_;                                          \
+      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_row_;                                        \
+      const size_t gs = ATTN_VL;                                                              \
+      const size_t es = 4, eu = 4, ldpf = (ld);                                               \
+      const float *const sc = NULL;                                                           \
+      call;                                                                                   \
+    }                                                                                         \
+  } while (0)
 
 #endif

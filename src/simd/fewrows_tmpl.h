@@ -121,20 +121,18 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_(
 
 /* One tile of P V: rows r0 .. r0 + qv (of qr) and columns c0 .. c0 + cw (of NV vectors; full:
  * all NV whole, a constant, so that the loop over keys keeps every accumulator in a register). */
-static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn,
-                                                                    size_t gs, size_t es, size_t eu, size_t ldpf,
-                                                                    const float *sc, size_t sld, size_t qr, size_t qv,
-                                                                    int full, size_t cw, size_t nk, const float *pt,
-                                                                    size_t ldp, const char *v, size_t c0, size_t ldv,
-                                                                    float *acc, size_t lda, const float *alpha) {
-  vf a[ATTN_HKV_QR][ATTN_HKV_NV];
+static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(
+    attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn, size_t gs, size_t es, size_t eu, size_t ldpf, const float *sc,
+    size_t sld, size_t qr, size_t qv, int full, int pf, size_t cw, size_t nk, const float *pt, size_t ldp,
+    const char *v, size_t c0, size_t ldv, float *acc, size_t lda, const float *alpha) {
+  vf a[ATTN_HKV_PV_QR > ATTN_HKV_QR ? ATTN_HKV_PV_QR : ATTN_HKV_QR][ATTN_HKV_NV];
   size_t w[ATTN_HKV_NV];
 #pragma GCC unroll 4
   for (size_t u = 0; u < ATTN_HKV_NV; u++) {
     const size_t c = u * ATTN_VL;
     w[u] = full ? ATTN_VL : cw > c ? (cw - c < ATTN_VL ? cw - c : ATTN_VL) : 0;
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (size_t r = 0; r < qr; r++)
 #pragma GCC unroll 4
     for (size_t u = 0; u < ATTN_HKV_NV; u++) a[r][u] = vf_zero();
@@ -147,13 +145,13 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(attn_hkv_con
     for (size_t u = 0; u < ATTN_HKV_NV; u++) {
       const size_t c = c0 + u * ATTN_VL;
       if (w[u] && (u == 0 || c % gs == 0)) { /* a new group's scale */
-        ATTN_HKV_BLOCK_PF_(vr, c, ldpf);
+        if (pf) ATTN_HKV_BLOCK_PF_(vr, c, ldpf);
         bs = sfn(vr, c - c % gs, vs);
       }
-      if (w[u] && ATTN_HKV_LINE_(c * es)) ATTN_HKV_PREFETCH_(vr + c * es, ldpf);
+      if (pf && w[u] && ATTN_HKV_LINE_(c * es)) ATTN_HKV_PREFETCH_(vr + c * es, ldpf);
       vx[u] = full ? conv(vr, c, bs) : w[u] ? attn_hkv_load_(conv, es, vr, c, w[u], bs) : vf_zero();
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (size_t r = 0; r < qr; r++) {
       const vf pb = vf_set1(pr[r < qv ? r : qv - 1]);
 #pragma GCC unroll 4
@@ -173,73 +171,44 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(attn_hkv_con
   }
 }
 
+/* P V of columns c0 .. c0 + cw of every row (acc: column c0's), rows in tiles of ATTN_HKV_QR
+ * (groups of up to that many) or ATTN_HKV_PV_QR, the first of them prefetching. */
+static inline __attribute__((always_inline)) void attn_hkv_pv_cols_(attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn,
+                                                                    size_t gs, size_t es, size_t eu, size_t ldpf,
+                                                                    const float *sc, size_t sld, size_t nq, size_t cw,
+                                                                    size_t nk, const float *pt, size_t ldp,
+                                                                    const char *v, size_t c0, size_t ldv, float *acc,
+                                                                    size_t lda, const float *alpha) {
+  enum { NC = ATTN_HKV_NV * ATTN_VL };
+  const size_t qr = nq <= ATTN_HKV_QR ? ATTN_HKV_QR : ATTN_HKV_PV_QR; /* a small group: no idle rows */
+  const int full = cw == NC;
+  for (size_t r0 = 0; r0 < nq; r0 += qr) {
+    const size_t qv = nq - r0 < qr ? nq - r0 : qr;
+    const float *al = alpha ? alpha + r0 : NULL;
+    const int pf = r0 == 0; /* the next row tiles find the rows in L1 */
+#define ATTN_HKV_PV_(qr_c, full_c)                                                                                    \
+  attn_hkv_pv_tile_(conv, sfn, gs, es, eu, ldpf, sc, sld, qr_c, qr_c == 1 ? 1 : qv, full_c, pf, cw, nk, pt + r0, ldp, \
+                    v, c0, ldv, acc + r0 * lda, lda, al)
+    if (nq == 1)
+      full ? ATTN_HKV_PV_(1, 1) : ATTN_HKV_PV_(1, 0);
+    else if (qr == ATTN_HKV_QR)
+      full ? ATTN_HKV_PV_(ATTN_HKV_QR, 1) : ATTN_HKV_PV_(ATTN_HKV_QR, 0);
+    else
+      full ? ATTN_HKV_PV_(ATTN_HKV_PV_QR, 1) : ATTN_HKV_PV_(ATTN_HKV_PV_QR, 0);
+#undef ATTN_HKV_PV_
+  }
+}
+
 static inline __attribute__((always_inline)) void attn_hkv_pv_(attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn,
                                                                size_t gs, size_t es, size_t eu, size_t ldpf,
                                                                const float *sc, size_t sld, size_t nq, size_t dv,
                                                                size_t nk, const float *pt, size_t ldp, const char *v,
                                                                size_t ldv, float *acc, size_t lda, const float *alpha) {
   enum { NC = ATTN_HKV_NV * ATTN_VL };
-  for (size_t c0 = 0; c0 < dv; c0 += NC) {
-    const size_t cw = dv - c0 < NC ? dv - c0 : NC;
-    for (size_t r0 = 0; r0 < nq; r0 += ATTN_HKV_QR) {
-      const size_t qv = nq - r0 < ATTN_HKV_QR ? nq - r0 : ATTN_HKV_QR;
-      const float *al = alpha ? alpha + r0 : NULL;
-      const int full = cw == NC;
-#define ATTN_HKV_PV_(qr_c, full_c)                                                                                   \
-  attn_hkv_pv_tile_(conv, sfn, gs, es, eu, ldpf, sc, sld, qr_c, qr_c == 1 ? 1 : qv, full_c, cw, nk, pt + r0, ldp, v, \
-                    c0, ldv, acc + r0 * lda + c0, lda, al)
-      if (nq == 1)
-        full ? ATTN_HKV_PV_(1, 1) : ATTN_HKV_PV_(1, 0);
-      else
-        full ? ATTN_HKV_PV_(ATTN_HKV_QR, 1) : ATTN_HKV_PV_(ATTN_HKV_QR, 0);
-#undef ATTN_HKV_PV_
-    }
-  }
+  for (size_t c0 = 0; c0 < dv; c0 += NC)
+    attn_hkv_pv_cols_(conv, sfn, gs, es, eu, ldpf, sc, sld, nq, dv - c0 < NC ? dv - c0 : NC, nk, pt, ldp, v, c0, ldv,
+                      acc + c0, lda, alpha);
 }
-
-/* The element type's conversion, bytes per element (es) and per stride unit (eu), and the row
- * stride the prefetches count in: half rows twice as many rows ahead as fp32 (the same distance
- * in memory), int8 and q8_0 rows as many as half rows; the rows' scales (ATTN_I8: hd's, NULL,
- * a constant, for the other types). */
-#define ATTN_HKV_TYPED_(type, hd, ld, call)                                                   \
-  do {                                                                                        \
-    if ((type) == ATTN_F16) {                                                                 \
-      attn_hkv_conv_fn_ *const conv = attn_hkv_f16_;                                          \
-      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_row_;                                        \
-      const size_t gs = ATTN_VL;                                                              \
-      const size_t es = 2, eu = 2, ldpf = (ld);                                               \
-      const float *const sc = NULL;                                                           \
-      call;                                                                                   \
-    } else if ((type) == ATTN_BF16) {                                                         \
-      attn_hkv_conv_fn_ *const conv = attn_hkv_bf16_;                                         \
-      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_row_;                                        \
-      const size_t gs = ATTN_VL;                                                              \
-      const size_t es = 2, eu = 2, ldpf = (ld);                                               \
-      const float *const sc = NULL;                                                           \
-      call;                                                                                   \
-    } else if ((type) == ATTN_I8) {                                                           \
-      attn_hkv_conv_fn_ *const conv = attn_hkv_i8_;                                           \
-      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_row_;                                        \
-      const size_t gs = ATTN_VL;                                                              \
-      const size_t es = 1, eu = 1, ldpf = (ld) / 2;                                           \
-      const float *const sc = (hd)->sc;                                                       \
-      call;                                                                                   \
-    } else if ((type) == ATTN_Q8_0) {                                                         \
-      attn_hkv_conv_fn_ *const conv = attn_hkv_q8_;                                           \
-      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_q8_;                                         \
-      const size_t gs = ATTN_Q8_0_VALUES;                                                     \
-      const size_t es = 1, eu = ATTN_Q8_0_BLOCK_BYTES, ldpf = (ld)*ATTN_Q8_0_BLOCK_BYTES / 2; \
-      const float *const sc = NULL;                                                           \
-      call;                                                                                   \
-    } else {                                                                                  \
-      attn_hkv_conv_fn_ *const conv = attn_hkv_f32_;                                          \
-      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_row_;                                        \
-      const size_t gs = ATTN_VL;                                                              \
-      const size_t es = 4, eu = 4, ldpf = (ld);                                               \
-      const float *const sc = NULL;                                                           \
-      call;                                                                                   \
-    }                                                                                         \
-  } while (0)
 
 void ATTN_FEW_SCORES_NAME(attn_dtype type, const attn_few_heads *hd, size_t nk, size_t nq, size_t d, const void *k,
                           size_t ldk, const float *q, size_t ldq, float *st, size_t ldst) {
@@ -303,6 +272,7 @@ void ATTN_FEW_PV_NAME(attn_dtype type, const attn_few_heads *hd, size_t nq, size
 
 #undef ATTN_HKV_TYPED_
 #undef ATTN_HKV_QR
+#undef ATTN_HKV_PV_QR
 #undef ATTN_HKV_NV
 #undef ATTN_HKV_KR
 #undef ATTN_HKV_JC

@@ -1336,6 +1336,29 @@ ATTN_API attn_status attn_selcache_step(const attn_selective_desc *desc, attn_se
                                         const void *k, const void *v, void *o, float *lse, void *workspace,
                                         size_t workspace_size);
 
+/**
+ * One decode step of each of `count` caches in one call (since 0.11.0): sequence b's new token is
+ * row b of q, k, v, o and lse in the layouts of desc (shape.n_q = shape.n_kv = count; h_kv, d, dv
+ * those of every cache), caches[b] its cache. Each cache steps exactly as attn_selcache_step with
+ * a one-token descriptor of desc's fields would step it (appends, attends, adds its selection,
+ * evicts): o, lse and every cache's state are those calls' bit for bit, for any threads; the
+ * attention of all sequences goes to shape.threads in one dispatch (a sequence on one worker at
+ * a time). The caches must be distinct and their memories must not overlap each other or any
+ * tensor. The workspace: attn_selcache_step_batch_workspace_size.
+ * @retval ATTN_OK and the statuses of attn_selcache_step, plus ATTN_E_ZERO_SIZE (count 0),
+ *         ATTN_E_NULL_POINTER (caches or an entry NULL), ATTN_E_BAD_ARGUMENT (shape.n_q or n_kv
+ *         not count), ATTN_E_ALIASING (two caches' memories overlap). On error neither o, lse nor
+ *         any cache is changed. Not reentrant on one cache.
+ */
+ATTN_API attn_status attn_selcache_step_batch(const attn_selective_desc *desc, attn_selcache *const *caches,
+                                              size_t count, const void *q, const void *k, const void *v, void *o,
+                                              float *lse, void *workspace, size_t workspace_size);
+
+/** Workspace bytes of attn_selcache_step_batch for desc and these caches (enough for any of their
+ *  steps while their capacities hold; since 0.11.0). */
+ATTN_API attn_status attn_selcache_step_batch_workspace_size(const attn_selective_desc *desc,
+                                                             attn_selcache *const *caches, size_t count, size_t *bytes);
+
 /** Workspace bytes of attn_selcache_step for desc and cache. */
 ATTN_API attn_status attn_selcache_workspace_size(const attn_selective_desc *desc, const attn_selcache *cache,
                                                   size_t *bytes);

@@ -32,9 +32,17 @@ static ATTN_COLD attn_status sc_mismatch(const attn_selcache *c, const attn_sele
                    want[i]);
 }
 
+/* The cache `name` is initialised (ATTN_E_BAD_ARGUMENT) and, desc non-NULL, of its heads and widths
+ * (ATTN_E_STATE_MISMATCH). */
+attn_status attn_sc_check(const attn_selcache *c, const attn_selective_desc *d, const char *name) {
+  if (!sc_valid(c)) return sc_invalid(name, c);
+  if (d && !sc_matches(c, d)) return sc_mismatch(c, d);
+  return ATTN_OK;
+}
+
 /* Copy n token rows of h heads x w elements from a tensor (layout l, elements of type ty) into
  * slots [s0, s0 + n): fp32 copied, fp16 / bf16 converted (exactly) by the path's kernel. */
-static void sc_put(const struct attn_ukernels *uk, float *dst, size_t rows_floats, size_t s0, const void *src,
+void attn_sc_put(const struct attn_ukernels *uk, float *dst, size_t rows_floats, size_t s0, const void *src,
                    attn_layout l, attn_dtype ty, size_t n, size_t h, size_t w) {
   for (size_t t = 0; t < n; t++)
     for (size_t hh = 0; hh < h; hh++) {
@@ -53,8 +61,7 @@ attn_status attn_selcache_load(attn_selcache *c, const attn_selective_desc *d, c
   attn_status st = attn_sel_prepare(d, &call);
   if (st) return st;
   if (!c || !k || !v || !f) return attn_fail_null("cache k v f", (const void *[]){c, k, v, f});
-  if (!sc_valid(c)) return sc_invalid("cache", c);
-  if (!sc_matches(c, d)) return sc_mismatch(c, d);
+  if ((st = attn_sc_check(c, d, "cache"))) return st;
   const size_t n = d->shape.n_kv;
   if (n > c->capacity - c->live)
     return attn_fail(ATTN_E_WORKSPACE_TOO_SMALL, "shape.n_kv %zu > the cache's %zu free slots (capacity %zu)", n,
@@ -71,8 +78,8 @@ attn_status attn_selcache_load(attn_selcache *c, const attn_selective_desc *d, c
     return attn_fail(ATTN_E_ALIASING, "cache memory overlaps input f");
   const sc_view w = sc_view_of(c);
   for (size_t e = 0; e < c->live; e++) w.f[e] = f[sc_pos(&w, e)]; /* the live tokens' F now */
-  sc_put(call.uk, w.k, w.rk, c->live, k, d->shape.k, d->shape.kv_type, n, c->h_kv, c->d);
-  sc_put(call.uk, w.v, w.rv, c->live, v, d->shape.v, d->shape.kv_type, n, c->h_kv, c->dv);
+  attn_sc_put(call.uk, w.k, w.rk, c->live, k, d->shape.k, d->shape.kv_type, n, c->h_kv, c->d);
+  attn_sc_put(call.uk, w.v, w.rv, c->live, v, d->shape.v, d->shape.kv_type, n, c->h_kv, c->dv);
   for (size_t t = 0; t < n; t++) {
     w.f[c->live + t] = f[c->tokens + t];
     sc_set_pos(&w, c->live + t, (uint64_t)(c->tokens + t));
@@ -83,21 +90,11 @@ attn_status attn_selcache_load(attn_selcache *c, const attn_selective_desc *d, c
   return ATTN_OK;
 }
 
-/* The descriptor of a step's attention over the live slots (n_kv = live) in the cache's layout. */
-static attn_selective_desc sc_step_desc(const attn_selective_desc *d, const attn_selcache *c, size_t live) {
-  attn_selective_desc s = *d;
-  s.shape.n_kv = live;
-  s.shape.k = (attn_layout){c->h_kv * c->d, c->d};
-  s.shape.v = (attn_layout){c->h_kv * c->dv, c->dv};
-  s.shape.kv_type = ATTN_F32; /* the cache holds fp32 K and V, whatever the new token's type */
-  return s;
-}
-
 attn_status attn_selcache_workspace_size(const attn_selective_desc *d, const attn_selcache *c, size_t *bytes) {
   if (!d || !c) return attn_fail_null("desc cache", (const void *[]){d, c});
-  if (!sc_valid(c)) return sc_invalid("cache", c);
-  if (!sc_matches(c, d)) return sc_mismatch(c, d);
-  const attn_selective_desc s = sc_step_desc(d, c, c->capacity);
+  attn_status st;
+  if ((st = attn_sc_check(c, d, "cache"))) return st;
+  const attn_selective_desc s = attn_sc_step_desc(d, c, c->capacity);
   return attn_selective_workspace_size(&s, bytes);
 }
 
@@ -110,12 +107,11 @@ attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, c
   if (d->shape.n_q != 1 || d->shape.n_kv != 1)
     return attn_fail(ATTN_E_BAD_ARGUMENT, "shape.n_q %zu, shape.n_kv %zu: a cache step takes one token (1, 1)",
                      d->shape.n_q, d->shape.n_kv);
-  if (!sc_valid(c)) return sc_invalid("cache", c);
-  if (!sc_matches(c, d)) return sc_mismatch(c, d);
+  if ((st = attn_sc_check(c, d, "cache"))) return st;
   if ((st = attn_check_call_memory(q, k, v, o, workspace, 0, 0))) return st; /* its size: checked below */
   if (c->live >= c->capacity)
     return attn_fail(ATTN_E_WORKSPACE_TOO_SMALL, "the cache is full: live %zu = capacity %zu", c->live, c->capacity);
-  const attn_selective_desc s = sc_step_desc(d, c, c->live + 1);
+  const attn_selective_desc s = attn_sc_step_desc(d, c, c->live + 1);
   attn_blocked_call call;
   if ((st = attn_sel_prepare(&s, &call))) return st;
   if (workspace_size < call.plan.scratch_bytes)
@@ -129,8 +125,8 @@ attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, c
   /* (1) the new token in the next slot, F = 0; attention over the live slots with the current F,
    * (2) whose selection the engine adds to F of every slot but BOS (slot 0) and the new one */
   const sc_view w = sc_view_of(c);
-  sc_put(call.uk, w.k, w.rk, c->live, k, d->shape.k, d->shape.kv_type, 1, c->h_kv, c->d);
-  sc_put(call.uk, w.v, w.rv, c->live, v, d->shape.v, d->shape.kv_type, 1, c->h_kv, c->dv);
+  attn_sc_put(call.uk, w.k, w.rk, c->live, k, d->shape.k, d->shape.kv_type, 1, c->h_kv, c->d);
+  attn_sc_put(call.uk, w.v, w.rv, c->live, v, d->shape.v, d->shape.kv_type, 1, c->h_kv, c->dv);
   w.f[c->live] = 0.0f;
   sc_set_pos(&w, c->live, (uint64_t)c->tokens);
   c->live++;
@@ -143,8 +139,8 @@ attn_status attn_selcache_step(const attn_selective_desc *d, attn_selcache *c, c
 
 attn_status attn_selcache_copy(attn_selcache *dst, const attn_selcache *src) {
   if (!dst || !src) return attn_fail_null("dst src", (const void *[]){dst, src});
-  if (!sc_valid(dst)) return sc_invalid("dst", dst);
-  if (!sc_valid(src)) return sc_invalid("src", src);
+  attn_status st;
+  if ((st = attn_sc_check(dst, NULL, "dst")) || (st = attn_sc_check(src, NULL, "src"))) return st;
   if (dst->capacity != src->capacity || dst->h_kv != src->h_kv || dst->d != src->d || dst->dv != src->dv)
     return attn_fail(ATTN_E_STATE_MISMATCH,
                      "dst (capacity %zu, h_kv %zu, d %zu, dv %zu) and src (%zu, %zu, %zu, %zu) differ", dst->capacity,

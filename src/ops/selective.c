@@ -26,14 +26,21 @@ attn_status attn_sel_check(const attn_selective_desc *d, attn_blocked_call *c) {
   return ATTN_OK;
 }
 
+/* The blocked plan of a checked selective call of d's fields over shape s (d's, or a batch
+ * record's: the plan points at s). */
+attn_status attn_sel_plan(const attn_selective_desc *d, const attn_shape *s, const struct attn_ukernels *uk,
+                          attn_blocked_plan *p) {
+  const attn_blocked_select sel = {d->h_sel};
+  const attn_blocked_spec spec = {
+      .shape = s, .mask = attn_mask_causal(), .scale = d->scale, .step = &attn_softmax_score_step, .sel = &sel};
+  return attn_blocked_plan_make(p, &spec, uk);
+}
+
 /* The checks and the blocked plan of a selective call. */
 attn_status attn_sel_prepare(const attn_selective_desc *d, attn_blocked_call *c) {
   attn_status st = attn_sel_check(d, c);
   if (st) return st;
-  const attn_blocked_select sel = {d->h_sel};
-  const attn_blocked_spec spec = {
-      .shape = &d->shape, .mask = attn_mask_causal(), .scale = d->scale, .step = &attn_softmax_score_step, .sel = &sel};
-  return attn_blocked_plan_make(&c->plan, &spec, c->uk);
+  return attn_sel_plan(d, &d->shape, c->uk, &c->plan);
 }
 
 attn_status attn_selective_workspace_size(const attn_selective_desc *d, size_t *bytes) {

@@ -3,7 +3,8 @@
  * pruning = attn_selective exactly; loads in pieces; budget and tau eviction against a float64
  * simulation of the policy; a NaN F; live bytes; copy / snapshot), "api" (attn_selcache_size and
  * init) and "bad_input" (the exact status of every bad argument of step, load, copy and workspace
- * size; outputs and cache untouched). attn_selective itself: check_selective.c.
+ * size; outputs and cache untouched); "batch" and "batch_bad" (selcache_batch.c: caches stepped in
+ * one call). attn_selective itself: check_selective.c.
  */
 #include <math.h>
 #include <stdint.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "bad_input.h" /* tu_bad_case: a row of the table */
+#include "selcache_tests.h"
 #include "selective_util.h"
 #include "tolerances.h"
 #include "case_table.h" /* last: its short macro names */
@@ -737,5 +739,7 @@ TU_MAIN(
     {"cache", selcache_policy_matches_simulation, (int)POL_NCASES}, {"cache", selcache_copy_and_restore, 1},
     {"cache", selcache_nan_f_ranks_last, 1},
   {"api", selcache_size_and_init, 1},
-  {"bad_input", selcache_rejects_bad_input, (int)CB_NCASES})
+  {"bad_input", selcache_rejects_bad_input, (int)CB_NCASES},
+  {"batch", selcache_batch_test(), selcache_batch_cases()},
+    {"batch_bad", selcache_batch_bad_test(), selcache_batch_bad_cases()})
 /* clang-format on */

@@ -3,16 +3,22 @@
 #include "engine/blocked/internal.h"
 #include "engine/blocked_batch.h"
 
+/* Whether a plan runs whole on one worker: a selection over several query blocks or head groups
+ * (selective attention: F runs along the tokens, and its head groups must read F of a key before
+ * the last one writes it: attn_blk_run_select_serial, the bits of its own call at any threads).
+ * One block of one group (a cache's decode step) is a task like any other, its key ranges
+ * writing F of disjoint keys. */
+static int blk_whole(const attn_blocked_plan *p) { return p->sel && p->qblocks * p->groups > 1; }
 /* Tasks of a sequence's plan (query blocks x head groups) and the items they give. */
-static size_t blk_tasks(const attn_blocked_plan *p) { return p->qblocks * p->groups; }
+static size_t blk_tasks(const attn_blocked_plan *p) { return blk_whole(p) ? 1 : p->qblocks * p->groups; }
 static size_t blk_items(const attn_blocked_batch *b, const attn_blocked_plan *p) {
-  return blk_tasks(p) * (b->spread ? p->split : 1);
+  return blk_tasks(p) * (b->spread && !blk_whole(p) ? p->split : 1);
 }
 
 int attn_blocked_batch_add(attn_blocked_batch *b, const attn_blocked_plan *p) {
   const size_t tasks = blk_tasks(p);
   size_t f = 0;
-  if (p->split > 1 && !attn_mul_ok(tasks * p->split, p->slot_floats, &f)) return 1; /* tasks split: <= 16 */
+  if (p->split > 1 && !blk_whole(p) && !attn_mul_ok(tasks * p->split, p->slot_floats, &f)) return 1; /* split: <= 16 */
   if (!attn_add_ok(b->tasks, tasks, &b->tasks) || !attn_add_ok(b->split_slots, f, &b->split_slots)) return 1;
   b->workers = p->workers;
   b->worker_floats = attn_max_sz(b->worker_floats, p->worker_floats);
@@ -40,7 +46,7 @@ void attn_blocked_batch_place(attn_blocked_batch *b) {
     const attn_blocked_plan *p = &q->plan;
     q->item0 = items, q->slot0 = slots;
     items += blk_items(b, p);
-    if (b->spread && p->split > 1) slots += blk_tasks(p) * p->split * p->slot_floats;
+    if (b->spread && p->split > 1 && !blk_whole(p)) slots += blk_tasks(p) * p->split * p->slot_floats;
   }
   b->items = items;
 }
@@ -78,7 +84,9 @@ static void blk_batch_item(void *ctx, size_t i, size_t worker) {
     *owner = (size_t)(q - b->seqs) + 1;
     if (p->pack) *(size_t *)(void *)(ws + p->wl.ptag) = 0;
   }
-  if (p->split == 1)
+  if (blk_whole(p))
+    attn_blk_run_select_serial(p, c->uk, &q->io, ws);
+  else if (p->split == 1)
     attn_blk_run_task(p, c->uk, &q->io, attn_blk_par_order(p, k), ws);
   else if (!b->spread)
     attn_blk_run_serial(p, c->uk, &q->io, k, ws);
@@ -101,7 +109,7 @@ void attn_blocked_run_batch(const attn_blocked_batch *b, const attn_threads *thr
     const attn_blocked_seq *q = &b->seqs[i];
     const attn_blocked_plan *p = &q->plan;
     const float *slots = ws + b->workers * b->worker_floats + q->slot0;
-    for (size_t task = 0; p->split > 1 && task < blk_tasks(p); task++)
+    for (size_t task = 0; p->split > 1 && !blk_whole(p) && task < blk_tasks(p); task++)
       attn_blk_fold_slots(p, uk, &q->io, task, p->split, slots + task * p->split * p->slot_floats, ws);
   }
 }

@@ -131,6 +131,8 @@ ATTN_INTERNAL void attn_blk_run_task(const attn_blocked_plan *p, const struct at
                                      const attn_blocked_io *io, size_t task, float *ws);
 ATTN_INTERNAL void attn_blk_run_serial(const attn_blocked_plan *p, const struct attn_ukernels *uk,
                                        const attn_blocked_io *io, size_t task, float *ws);
+ATTN_INTERNAL void attn_blk_run_select_serial(const attn_blocked_plan *p, const struct attn_ukernels *uk,
+                                              const attn_blocked_io *io, float *ws);
 ATTN_INTERNAL void attn_blk_store_range(const attn_blocked_plan *p, const struct attn_ukernels *uk,
                                         const attn_blocked_io *io, size_t task, size_t r, float *ws, float *slots);
 ATTN_INTERNAL void attn_blk_fold_slots(const attn_blocked_plan *p, const struct attn_ukernels *uk,

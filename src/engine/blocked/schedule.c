@@ -138,6 +138,14 @@ static void blk_par_sel_range(void *ctx, size_t r, size_t worker) {
   for (size_t G = 0; G < p->groups; G++) blk_par_range(c, c->qb * p->groups + G, r, c->ws + worker * p->worker_floats);
 }
 
+/* A selection on the calling thread: its query blocks in order, each block's head groups in order
+ * (a split task's ranges one after another): the bits of the threaded run (blk_run_select). */
+void attn_blk_run_select_serial(const attn_blocked_plan *p, const struct attn_ukernels *uk, const attn_blocked_io *io,
+                                float *ws) {
+  for (size_t qb = 0; qb < p->qblocks; qb++)
+    for (size_t G = 0; G < p->groups; G++) attn_blk_run_serial(p, uk, io, qb * p->groups + G, ws);
+}
+
 /* A selection: query blocks in order (F runs along the tokens); with threads, each block's key
  * ranges in parallel, then every head group's fold. Tasks group-major within a block, as the
  * serial order reads F of a key before its last group writes it. */

@@ -180,7 +180,8 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_cols_(attn_hkv_con
                                                                     const char *v, size_t c0, size_t ldv, float *acc,
                                                                     size_t lda, const float *alpha) {
   enum { NC = ATTN_HKV_NV * ATTN_VL };
-  const size_t qr = nq <= ATTN_HKV_QR ? ATTN_HKV_QR : ATTN_HKV_PV_QR; /* a small group: no idle rows */
+  /* up to two tiles of ATTN_HKV_QR rows, those (a 6-row tile and a 2-row one were slower at 8) */
+  const size_t qr = nq <= 2 * ATTN_HKV_QR ? ATTN_HKV_QR : ATTN_HKV_PV_QR;
   const int full = cw == NC;
   for (size_t r0 = 0; r0 < nq; r0 += qr) {
     const size_t qv = nq - r0 < qr ? nq - r0 : qr;

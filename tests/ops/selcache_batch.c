@@ -117,9 +117,9 @@ START_TEST(selcache_batch_equals_steps) {
     for (size_t i = 0; i < nk; i++) xk[i] = tu_rng_range(&rng, -1.0f, 1.0f);
     for (size_t i = 0; i < nv; i++) xv[i] = tu_rng_range(&rng, -1.0f, 1.0f);
     char *q = sb_typed(c->qo, xq, nq), *k = sb_typed(c->kv, xk, nk), *v = sb_typed(c->kv, xv, nv);
-    char *o = tu_alloc(no * qs, 1), *o1 = malloc(c->h_q * c->dv * qs);
-    float *lse = (float *)(void *)tu_alloc(B * c->h_q * sizeof(float), 2), *lse1 = malloc(c->h_q * sizeof(float));
-    void *w = tu_alloc(ws, s % 2);
+    char *o = tu_alloc(no * qs, 4), *o1 = malloc(c->h_q * c->dv * qs);
+    float *lse = (float *)(void *)tu_alloc(B * c->h_q * sizeof(float), 8), *lse1 = malloc(c->h_q * sizeof(float));
+    void *w = tu_alloc(ws, s % 2 * 4);
     ck_assert(o1 && lse1);
     ck_assert_int_eq(attn_selcache_step_batch(&d, caches, B, q, k, v, o, lse, w, ws), ATTN_OK);
     tu_assert_guards("batch workspace", w);

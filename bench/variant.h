@@ -100,7 +100,7 @@ typedef struct bench_adapter {
 /** Most sizes a variant sweeps (and most values of a command-line list). */
 #define BENCH_MAX_SIZES 64
 /** Most variants over all adapters. */
-#define BENCH_MAX_VARIANTS 48
+#define BENCH_MAX_VARIANTS 96
 
 /** Latency mode (--latency): the threads every attn call of a row runs on (NULL: the calling
  *  thread alone), and the threads the baselines may use (OpenBLAS, oneDNN); 1 otherwise. */

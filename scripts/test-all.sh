@@ -188,7 +188,7 @@ if want aarch64; then
     --cross-file tests/cross/aarch64-linux-gnu.ini
 fi
 if want sanitize || want fuzz; then CC=clang build_one sanitize build-asan -- "${asan_args[@]}"; fi
-want native && build_one native build-test -- --buildtype=debugoptimized -Dbench=disabled
+want native && build_one native build-test -- --buildtype=debugoptimized -Dbench=enabled # its --quick --dry-run test
 want emul && build_one emul build-emul -- --buildtype=debugoptimized -Dbench=disabled -Dsimde_no_native=true
 if want tsan; then
   CC=clang build_one tsan build-tsan tests/check_threads tests/check_parallel -- --buildtype=debugoptimized \

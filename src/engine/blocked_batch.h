@@ -40,6 +40,10 @@ ATTN_INTERNAL int attn_blocked_batch_add(attn_blocked_batch *b, const attn_block
 /* Whether ranges spread, and the workspace the batch runs in (the workers' scratch, the slots,
  * each worker's last sequence), in floats after a 64-byte aligned base; nonzero on overflow. */
 ATTN_INTERNAL int attn_blocked_batch_size(attn_blocked_batch *b, size_t *floats);
+/* The workspace of a batch run from its caller's workspace: `count` records (attn_blocked_seq,
+ * in whole 64-byte lines: *rec_bytes), then the engine's floats (attn_blocked_batch_size), with
+ * room to align the base to 64 bytes: *bytes in all; nonzero on overflow. */
+ATTN_INTERNAL int attn_blocked_batch_bytes(attn_blocked_batch *b, size_t count, size_t *rec_bytes, size_t *bytes);
 /* The records' items and slots (b->seqs set, count records, after attn_blocked_batch_size). */
 ATTN_INTERNAL void attn_blocked_batch_place(attn_blocked_batch *b);
 

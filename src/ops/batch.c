@@ -118,12 +118,7 @@ attn_status attn_ob_prepare(const attn_shape *s, const attn_spans *sp, const att
     if (attn_blocked_batch_add(&x->eb, &r.plan))
       return attn_fail(ATTN_E_SIZE_OVERFLOW, "the batch's workspace overflows");
   }
-  size_t floats, rec, fb;
-  if (attn_blocked_batch_size(&x->eb, &floats) || !attn_mul_ok(x->eb.count, sizeof(attn_blocked_seq), &rec) ||
-      rec > SIZE_MAX - 63 || !attn_mul_ok(floats, sizeof(float), &fb))
-    return attn_fail(ATTN_E_SIZE_OVERFLOW, "the batch's workspace overflows");
-  x->rec_bytes = (rec + 63) / 64 * 64;
-  if (!attn_add_ok(x->rec_bytes, fb, &x->bytes) || !attn_add_ok(x->bytes, 64, &x->bytes))
+  if (attn_blocked_batch_bytes(&x->eb, x->eb.count, &x->rec_bytes, &x->bytes))
     return attn_fail(ATTN_E_SIZE_OVERFLOW, "the batch's workspace overflows");
   return ATTN_OK;
 }

@@ -129,44 +129,30 @@ static inline __attribute__((always_inline)) vf attn_hkv_load_(attn_hkv_conv_fn_
  * stride the prefetches count in: half rows twice as many rows ahead as fp32 (the same distance
  * in memory), int8 and q8_0 rows as many as half rows; the rows' scales (ATTN_I8: hd's, NULL,
  * a constant, for the other types). */
-#define ATTN_HKV_TYPED_(type, hd, ld, call)                                                   \
-  do {                                                                                        \
-    if ((type) == ATTN_F16) {                                                                 \
-      attn_hkv_conv_fn_ *const conv = attn_hkv_f16_;                                          \
-      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_row_;                                        \
-      const size_t gs = ATTN_VL;                                                              \
-      const size_t es = 2, eu = 2, ldpf = (ld);                                               \
-      const float *const sc = NULL;                                                           \
-      call;                                                                                   \
-    } else if ((type) == ATTN_BF16) {                                                         \
-      attn_hkv_conv_fn_ *const conv = attn_hkv_bf16_;                                         \
-      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_row_;                                        \
-      const size_t gs = ATTN_VL;                                                              \
-      const size_t es = 2, eu = 2, ldpf = (ld);                                               \
-      const float *const sc = NULL;                                                           \
-      call;                                                                                   \
-    } else if ((type) == ATTN_I8) {                                                           \
-      attn_hkv_conv_fn_ *const conv = attn_hkv_i8_;                                           \
-      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_row_;                                        \
-      const size_t gs = ATTN_VL;                                                              \
-      const size_t es = 1, eu = 1, ldpf = (ld) / 2;                                           \
-      const float *const sc = (hd)->sc;                                                       \
-      call;                                                                                   \
-    } else if ((type) == ATTN_Q8_0) {                                                         \
-      attn_hkv_conv_fn_ *const conv = attn_hkv_q8_;                                           \
-      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_q8_;                                         \
-      const size_t gs = ATTN_Q8_0_VALUES;                                                     \
-      const size_t es = 1, eu = ATTN_Q8_0_BLOCK_BYTES, ldpf = (ld)*ATTN_Q8_0_BLOCK_BYTES / 2; \
-      const float *const sc = NULL;                                                           \
-      call;                                                                                   \
-    } else {                                                                                  \
-      attn_hkv_conv_fn_ *const conv = attn_hkv_f32_;                                          \
-      attn_hkv_scale_fn_ *const sfn = attn_hkv_s_row_;                                        \
-      const size_t gs = ATTN_VL;                                                              \
-      const size_t es = 4, eu = 4, ldpf = (ld);                                               \
-      const float *const sc = NULL;                                                           \
-      call;                                                                                   \
-    }                                                                                         \
+/* call with the names the kernels take bound to one type's row access: its conversion and group
+ * scale, gs elements a scale, es bytes an element, eu a stride unit, prefetches counted in ldpf,
+ * the rows' scales sc. */
+#define ATTN_HKV_AS_(conv_, sfn_, gs_, es_, eu_, ldpf_, sc_, call) \
+  do {                                                             \
+    attn_hkv_conv_fn_ *const conv = conv_;                         \
+    attn_hkv_scale_fn_ *const sfn = sfn_;                          \
+    const size_t gs = gs_, es = es_, eu = eu_, ldpf = ldpf_;       \
+    const float *const sc = sc_;                                   \
+    call;                                                          \
+  } while (0)
+#define ATTN_HKV_TYPED_(type, hd, ld, call)                                                  \
+  do {                                                                                       \
+    if ((type) == ATTN_F16)                                                                  \
+      ATTN_HKV_AS_(attn_hkv_f16_, attn_hkv_s_row_, ATTN_VL, 2, 2, (ld), NULL, call);         \
+    else if ((type) == ATTN_BF16)                                                            \
+      ATTN_HKV_AS_(attn_hkv_bf16_, attn_hkv_s_row_, ATTN_VL, 2, 2, (ld), NULL, call);        \
+    else if ((type) == ATTN_I8)                                                              \
+      ATTN_HKV_AS_(attn_hkv_i8_, attn_hkv_s_row_, ATTN_VL, 1, 1, (ld) / 2, (hd)->sc, call);  \
+    else if ((type) == ATTN_Q8_0)                                                            \
+      ATTN_HKV_AS_(attn_hkv_q8_, attn_hkv_s_q8_, ATTN_Q8_0_VALUES, 1, ATTN_Q8_0_BLOCK_BYTES, \
+                   (ld)*ATTN_Q8_0_BLOCK_BYTES / 2, NULL, call);                              \
+    else                                                                                     \
+      ATTN_HKV_AS_(attn_hkv_f32_, attn_hkv_s_row_, ATTN_VL, 4, 4, (ld), NULL, call);         \
   } while (0)
 
 #endif

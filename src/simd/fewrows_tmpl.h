@@ -272,6 +272,7 @@ void ATTN_FEW_PV_NAME(attn_dtype type, const attn_few_heads *hd, size_t nq, size
 #include "simd/fewwide_tmpl.h"
 
 #undef ATTN_HKV_TYPED_
+#undef ATTN_HKV_AS_
 #undef ATTN_HKV_QR
 #undef ATTN_HKV_PV_QR
 #undef ATTN_HKV_NV

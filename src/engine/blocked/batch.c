@@ -39,6 +39,15 @@ int attn_blocked_batch_size(attn_blocked_batch *b, size_t *floats) {
   return 0;
 }
 
+int attn_blocked_batch_bytes(attn_blocked_batch *b, size_t count, size_t *rec_bytes, size_t *bytes) {
+  size_t floats, rec, fb;
+  if (attn_blocked_batch_size(b, &floats) || !attn_mul_ok(count, sizeof(attn_blocked_seq), &rec) ||
+      rec > SIZE_MAX - 63 || !attn_mul_ok(floats, sizeof(float), &fb))
+    return 1;
+  *rec_bytes = (rec + 63) / 64 * 64;
+  return !attn_add_ok(*rec_bytes, fb, bytes) || !attn_add_ok(*bytes, 64, bytes);
+}
+
 void attn_blocked_batch_place(attn_blocked_batch *b) {
   size_t items = 0, slots = 0;
   for (size_t i = 0; i < b->count; i++) {

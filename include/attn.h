@@ -1342,9 +1342,9 @@ ATTN_API attn_status attn_selcache_step(const attn_selective_desc *desc, attn_se
  * those of every cache), caches[b] its cache. Each cache steps exactly as attn_selcache_step with
  * a one-token descriptor of desc's fields would step it (appends, attends, adds its selection,
  * evicts): o, lse and every cache's state are those calls' bit for bit, for any threads; the
- * attention of all sequences goes to shape.threads in one dispatch (a sequence on one worker at
- * a time). The caches must be distinct and their memories must not overlap each other or any
- * tensor. The workspace: attn_selcache_step_batch_workspace_size.
+ * attention of all sequences goes to shape.threads in one dispatch. The caches must be distinct
+ * and their memories must not overlap each other or any tensor. The workspace:
+ * attn_selcache_step_batch_workspace_size.
  * @retval ATTN_OK and the statuses of attn_selcache_step, plus ATTN_E_ZERO_SIZE (count 0),
  *         ATTN_E_NULL_POINTER (caches or an entry NULL), ATTN_E_BAD_ARGUMENT (shape.n_q or n_kv
  *         not count), ATTN_E_ALIASING (two caches' memories overlap). On error neither o, lse nor

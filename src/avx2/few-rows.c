@@ -1,7 +1,6 @@
-/* avx2 path: scores and P V for few query rows (and scores for many, rows in lanes) over K/V read in place, fp32 or converted in
+/* avx2 path: scores and P V for few query rows over K/V read in place, fp32 or converted in
  * registers from fp16 / bf16 (src/simd/fewrows_tmpl.h). */
 #include "simd/vf_avx2.h"
 #define ATTN_FEW_SCORES_NAME attn_few_scores_ukernel__avx2
 #define ATTN_FEW_PV_NAME     attn_few_pv_ukernel__avx2
-#define ATTN_FEW_WIDE_NAME   attn_few_scores_wide_ukernel__avx2
 #include "simd/fewrows_tmpl.h"

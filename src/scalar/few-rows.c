@@ -1,7 +1,6 @@
-/* scalar path: scores and P V for few query rows (and scores for many, rows in lanes) over K/V read in place, fp32 or converted in
+/* scalar path: scores and P V for few query rows over K/V read in place, fp32 or converted in
  * registers from fp16 / bf16 (src/simd/fewrows_tmpl.h). */
 #include "simd/vf_scalar.h"
 #define ATTN_FEW_SCORES_NAME attn_few_scores_ukernel__scalar
 #define ATTN_FEW_PV_NAME     attn_few_pv_ukernel__scalar
-#define ATTN_FEW_WIDE_NAME   attn_few_scores_wide_ukernel__scalar
 #include "simd/fewrows_tmpl.h"

@@ -13,8 +13,7 @@
  * a time: several streams in flight instead of one (measured: 82996a3). Tails (d or dv not a multiple of
  * ATTN_VL) convert a zero-padded copy, as cvt_tmpl.h does, and read only the valid elements.
  * Tiles fit the shim's register file (ATTN_VREGS).
- * Include the path's shim, define ATTN_FEW_SCORES_NAME, ATTN_FEW_PV_NAME and ATTN_FEW_WIDE_NAME
- * (simd/fewwide_tmpl.h, included here), then include.
+ * Include the path's shim, define ATTN_FEW_SCORES_NAME and ATTN_FEW_PV_NAME, then include.
  */
 #include "simd/fewrows_load.h"
 
@@ -36,7 +35,6 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(
       ATTN_HKV_BLOCK_PF_(kr[i], p, ldk);
       bs[i] = sfn(kr[i], p, ks[i]);
     }
-#pragma GCC unroll 8
     for (size_t e = p; e < p + gs; e += ATTN_VL) {
       vf kx[ATTN_HKV_KR];
 #pragma GCC unroll 4
@@ -172,16 +170,21 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(
 }
 
 /* P V of columns c0 .. c0 + cw of every row (acc: column c0's), rows in tiles of ATTN_HKV_QR
- * (groups of up to that many) or ATTN_HKV_PV_QR, the first of them prefetching. */
+ * (groups of up to that many) or ATTN_HKV_PV_QR, the first of them prefetching. tiles (a
+ * constant: the tiles a call site compiles): ATTN_HKV_ONE one row, ATTN_HKV_FEW one row or
+ * ATTN_HKV_QR-row tiles, ATTN_HKV_MANY those or ATTN_HKV_PV_QR-row ones (more than one row). */
+enum { ATTN_HKV_ONE, ATTN_HKV_FEW, ATTN_HKV_MANY };
 static inline __attribute__((always_inline)) void attn_hkv_pv_cols_(attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn,
                                                                     size_t gs, size_t es, size_t eu, size_t ldpf,
                                                                     const float *sc, size_t sld, size_t nq, size_t cw,
                                                                     size_t nk, const float *pt, size_t ldp,
                                                                     const char *v, size_t c0, size_t ldv, float *acc,
-                                                                    size_t lda, const float *alpha) {
+                                                                    size_t lda, const float *alpha, const int tiles) {
   enum { NC = ATTN_HKV_NV * ATTN_VL };
   /* up to two tiles of ATTN_HKV_QR rows, those (a 6-row tile and a 2-row one were slower at 8) */
-  const size_t qr = nq <= 2 * ATTN_HKV_QR ? ATTN_HKV_QR : ATTN_HKV_PV_QR;
+  const size_t qr = tiles == ATTN_HKV_ONE                            ? 1
+                    : tiles == ATTN_HKV_FEW || nq <= 2 * ATTN_HKV_QR ? ATTN_HKV_QR
+                                                                     : ATTN_HKV_PV_QR;
   const int full = cw == NC;
   for (size_t r0 = 0; r0 < nq; r0 += qr) {
     const size_t qv = nq - r0 < qr ? nq - r0 : qr;
@@ -190,12 +193,13 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_cols_(attn_hkv_con
 #define ATTN_HKV_PV_(qr_c, full_c)                                                                                    \
   attn_hkv_pv_tile_(conv, sfn, gs, es, eu, ldpf, sc, sld, qr_c, qr_c == 1 ? 1 : qv, full_c, pf, cw, nk, pt + r0, ldp, \
                     v, c0, ldv, acc + r0 * lda, lda, al)
-    if (nq == 1)
-      full ? ATTN_HKV_PV_(1, 1) : ATTN_HKV_PV_(1, 0);
-    else if (qr == ATTN_HKV_QR)
-      full ? ATTN_HKV_PV_(ATTN_HKV_QR, 1) : ATTN_HKV_PV_(ATTN_HKV_QR, 0);
-    else
+    if (tiles == ATTN_HKV_ONE || (tiles == ATTN_HKV_FEW && nq == 1)) full ? ATTN_HKV_PV_(1, 1) : ATTN_HKV_PV_(1, 0);
+#if ATTN_HKV_PV_QR != ATTN_HKV_QR
+    else if (tiles == ATTN_HKV_MANY && qr == ATTN_HKV_PV_QR)
       full ? ATTN_HKV_PV_(ATTN_HKV_PV_QR, 1) : ATTN_HKV_PV_(ATTN_HKV_PV_QR, 0);
+#endif
+    else
+      full ? ATTN_HKV_PV_(ATTN_HKV_QR, 1) : ATTN_HKV_PV_(ATTN_HKV_QR, 0);
 #undef ATTN_HKV_PV_
   }
 }
@@ -204,11 +208,12 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_(attn_hkv_conv_fn_
                                                                size_t gs, size_t es, size_t eu, size_t ldpf,
                                                                const float *sc, size_t sld, size_t nq, size_t dv,
                                                                size_t nk, const float *pt, size_t ldp, const char *v,
-                                                               size_t ldv, float *acc, size_t lda, const float *alpha) {
+                                                               size_t ldv, float *acc, size_t lda, const float *alpha,
+                                                               const int tiles) {
   enum { NC = ATTN_HKV_NV * ATTN_VL };
   for (size_t c0 = 0; c0 < dv; c0 += NC)
     attn_hkv_pv_cols_(conv, sfn, gs, es, eu, ldpf, sc, sld, nq, dv - c0 < NC ? dv - c0 : NC, nk, pt, ldp, v, c0, ldv,
-                      acc + c0, lda, alpha);
+                      acc + c0, lda, alpha, tiles);
 }
 
 void ATTN_FEW_SCORES_NAME(attn_dtype type, const attn_few_heads *hd, size_t nk, size_t nq, size_t d, const void *k,
@@ -227,12 +232,13 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_keys_(attn_hkv_con
                                                                     const float *sc, const attn_few_heads *hd,
                                                                     size_t nq, size_t dv, size_t nk, const float *pt,
                                                                     size_t ldp, const char *v, size_t ldv, float *acc,
-                                                                    size_t lda, const size_t jc) {
+                                                                    size_t lda, const size_t jc, const int tiles) {
   for (size_t j0 = 0; j0 < nk; j0 += jc) {
     const size_t jn = nk - j0 < jc ? nk - j0 : jc;
     for (size_t h = 0; h < hd->n; h++)
       attn_hkv_pv_(conv, sfn, gs, es, eu, ldpf, sc ? sc + h * hd->shd + j0 * hd->sld : NULL, hd->sld, nq, dv, jn,
-                   pt + h * hd->p + j0 * ldp, ldp, v + (h * hd->v + j0 * ldv) * eu, ldv, acc + h * hd->a, lda, NULL);
+                   pt + h * hd->p + j0 * ldp, ldp, v + (h * hd->v + j0 * ldv) * eu, ldv, acc + h * hd->a, lda, NULL,
+                   tiles);
   }
 }
 
@@ -243,7 +249,7 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_heads_(attn_hkv_co
                                                                      size_t ldp, const char *v, size_t ldv, float *acc,
                                                                      size_t lda, const float *alpha) {
   if (!hd) { /* heads in a group (hd), even one, add jc keys at a time: the same bits in any group */
-    attn_hkv_pv_(conv, sfn, gs, es, eu, ldpf, NULL, 0, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha);
+    attn_hkv_pv_(conv, sfn, gs, es, eu, ldpf, NULL, 0, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha, ATTN_HKV_FEW);
     return;
   }
   for (size_t h = 0; h < hd->n && alpha; h++) /* scaled once, then every chunk adds */
@@ -256,9 +262,11 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_heads_(attn_hkv_co
       }
     }
   if (nq == 1)
-    attn_hkv_pv_keys_(conv, sfn, gs, es, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, ATTN_HKV_JC);
+    attn_hkv_pv_keys_(conv, sfn, gs, es, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, ATTN_HKV_JC,
+                      ATTN_HKV_ONE);
   else
-    attn_hkv_pv_keys_(conv, sfn, gs, es, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, ATTN_HKV_JC_ROWS);
+    attn_hkv_pv_keys_(conv, sfn, gs, es, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, ATTN_HKV_JC_ROWS,
+                      ATTN_HKV_MANY);
 }
 
 void ATTN_FEW_PV_NAME(attn_dtype type, const attn_few_heads *hd, size_t nq, size_t dv, size_t nk, const float *pt,
@@ -267,9 +275,6 @@ void ATTN_FEW_PV_NAME(attn_dtype type, const attn_few_heads *hd, size_t nq, size
       type, hd, ldv,
       attn_hkv_pv_heads_(conv, sfn, gs, es, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha));
 }
-
-/* Many rows of one key head, rows in lanes (the same row access). */
-#include "simd/fewwide_tmpl.h"
 
 #undef ATTN_HKV_TYPED_
 #undef ATTN_HKV_AS_

@@ -8,8 +8,10 @@
  * its rows adjacent, with no reduction. A key row is read once, in place, converted in registers
  * VL elements at a time (fp16 / bf16 / int8 / q8_0 as few_scores reads it) into a small staged
  * copy the broadcasts read. Each score is one FMA chain along d, p = 0 .. d - 1.
- * Included by fewrows_tmpl.h (its row access and tunings); the path defines ATTN_FEW_WIDE_NAME.
+ * Include the path's shim, define ATTN_FEW_WIDE_NAME, then include (its own translation unit,
+ * beside few-rows.c: the two compile in parallel).
  */
+#include "simd/fewrows_load.h"
 
 /* Accumulators a tile may hold: leave room for the rows' vectors and the broadcast. */
 #if ATTN_VREGS >= 32

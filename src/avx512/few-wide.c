@@ -1,0 +1,5 @@
+/* avx512 path: scores of many query rows of a key head, rows in the vectors' lanes, over K read
+ * in place (src/simd/fewwide_tmpl.h). */
+#include "simd/vf_avx512.h"
+#define ATTN_FEW_WIDE_NAME attn_few_scores_wide_ukernel__avx512
+#include "simd/fewwide_tmpl.h"

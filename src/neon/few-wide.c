@@ -1,0 +1,5 @@
+/* neon path: scores of many query rows of a key head, rows in the vectors' lanes, over K read
+ * in place (src/simd/fewwide_tmpl.h). */
+#include "simd/vf_neon.h"
+#define ATTN_FEW_WIDE_NAME attn_few_scores_wide_ukernel__neon
+#include "simd/fewwide_tmpl.h"

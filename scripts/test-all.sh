@@ -10,8 +10,9 @@
 #   Every build is made first, one after another (each on every core); then the suites' tests
 #   run in two lanes side by side, one test at a time in each, the longest suite first, so that
 #   both cores stay busy until the end. Each suite's output is printed when it ends.
-#   install: a release build of the static and shared library installed into a scratch prefix;
-#   docs/example.c built against it with pkg-config and by a CMake project (find_package);
+#   install: the native suite's build (both library kinds from the same objects, made with a
+#   scratch prefix) installed there; docs/example.c built against it with pkg-config and by a
+#   CMake project (find_package);
 #   every ATTN_API function exported by the shared library and nothing else, and the examples
 #   run on it; attn as a Meson subproject (its tests and bench off by default).
 #   fuzz: the libFuzzer targets of tests/fuzz (clang, ASan + UBSan, the library built with
@@ -60,8 +61,11 @@ fi
 
 setup_dir() { # build dir, meson setup args...: reconfigure a valid build tree, else start afresh
   local dir=$1; shift
-  if [ -f "$dir/meson-private/coredata.dat" ]; then meson setup --reconfigure "$dir" "$@" >/dev/null
-  else rm -rf "$dir" && meson setup "$dir" "$@" >/dev/null; fi
+  local out rc=0
+  if [ -f "$dir/meson-private/coredata.dat" ]; then out=$(meson setup --reconfigure "$dir" "$@" 2>&1) || rc=$?
+  else rm -rf "$dir" && { out=$(meson setup "$dir" "$@" 2>&1) || rc=$?; }; fi
+  [ $rc = 0 ] || echo "$out" | tail -n 20 # meson's error is on its standard output
+  return $rc
 }
 
 build_suite() { # name, build dir, [targets...] --, meson setup args...
@@ -85,12 +89,11 @@ test_suite() { # name, build dir, extra meson test args...: one test at a time (
 }
 
 install_checks() {
-  # One release build of both library kinds (the same objects), installed into a scratch prefix.
-  local prefix dir=build-install t0=$SECONDS
-  prefix=$(mktemp -d)
+  # The native build (both library kinds, the same objects; set up with the prefix), installed.
+  # (A release build of its own cost the CI 90 s of compiling for no check of its own.)
+  local prefix=$install_prefix dir=build-test t0=$SECONDS
   echo "== install: meson install into $prefix (static and shared), example against pkg-config"
-  setup_dir "$dir" --prefix "$prefix" --libdir lib -Ddefault_library=both -Dtests=disabled -Dbench=disabled || return 1
-  ninja -C "$dir" >/dev/null && meson install -C "$dir" >/dev/null || return 1
+  meson install -C "$dir" --no-rebuild >/dev/null || return 1
   local flags
   flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs --static attn) || return 1
   # libattn.so sits beside libattn.a: -Bstatic makes -lattn the archive, so that the private
@@ -136,7 +139,7 @@ install_checks() {
       echo "the subproject built its tests or bench"; exit 1
     fi
     ninja -C build >/dev/null && meson test -C build >/dev/null) || return 1
-  rm -rf "$prefix" "$cons"
+  rm -rf "$cons"
   echo "== install: passed in $((SECONDS - t0)) s"
 }
 
@@ -188,7 +191,12 @@ if want aarch64; then
     --cross-file tests/cross/aarch64-linux-gnu.ini
 fi
 if want sanitize || want fuzz; then CC=clang build_one sanitize build-asan -- "${asan_args[@]}"; fi
-want native && build_one native build-test -- --buildtype=debugoptimized -Dbench=enabled # its --quick --dry-run test
+# native: its bench --quick --dry-run test; install: its library installed (install_checks)
+install_prefix=$(mktemp -d)
+if want native || want install; then
+  build_one native build-test -- --buildtype=debugoptimized -Dbench=enabled -Ddefault_library=both \
+    --prefix "$install_prefix" --libdir lib
+fi
 want emul && build_one emul build-emul -- --buildtype=debugoptimized -Dbench=disabled -Dsimde_no_native=true
 if want tsan; then
   CC=clang build_one tsan build-tsan tests/check_threads tests/check_parallel -- --buildtype=debugoptimized \
@@ -202,9 +210,9 @@ want native && [ -n "${built[native]:-}" ] && launch native "test_suite native b
 [ -n "${built[sanitize]:-}" ] && want fuzz && launch fuzz "test_suite fuzz build-asan --suite fuzz"
 want emul && [ -n "${built[emul]:-}" ] && launch emul "test_suite emul build-emul --timeout-multiplier 2"
 want tsan && [ -n "${built[tsan]:-}" ] && launch tsan "test_suite tsan build-tsan --suite threads --timeout-multiplier 3"
-want install && launch install install_checks
+want install && [ -n "${built[native]:-}" ] && launch install install_checks
 while [ $running -gt 0 ]; do finish_one; done
-rm -rf "$logs"
+rm -rf "$logs" "$install_prefix"
 echo "== every suite ran in $((SECONDS - t_all)) s"
 [ $status = 0 ] && echo "== all suites passed" || echo "== SOME SUITES FAILED"
 exit $status

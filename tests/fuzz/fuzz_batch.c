@@ -1,5 +1,6 @@
 /*
- * libFuzzer target: attn_softmax_batch and attn_gau_batch with their workspace queries.
+ * libFuzzer target: attn_softmax_batch and attn_gau_batch with their workspace queries; and
+ * attn_selcache_step_batch (fuzz_selcache_batch.c).
  *
  * From the bytes: the ISA path, the variant, 1-4 sequences (0-40 query rows, 1-160 keys each),
  * heads (GQA), widths, the mask, K/V contiguous or in pages (1-24 tokens, token-major or
@@ -15,6 +16,8 @@
 #include <string.h>
 
 #include "fuzz_common.h"
+
+void fb_selcache(fz_in *in); /* fuzz_selcache_batch.c */
 
 enum { MAXB = 4, MAX_NQ = 40, MAX_KV = 160, MAX_D = 40, SPARE = 2 };
 
@@ -69,7 +72,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_in in;
   fz_begin(&in, data, size);
   const attn_dtype types[3] = {ATTN_F32, ATTN_F16, ATTN_BF16};
-  const int gau = (int)fz_pick(&in, 2);
+  const int variant = (int)fz_pick(&in, 3), gau = variant == 1;
+  if (variant == 2) {
+    fb_selcache(&in);
+    return 0;
+  }
   const size_t B = 1 + fz_pick(&in, MAXB), h_kv = 1 + fz_pick(&in, 3), h_q = h_kv * (1 + fz_pick(&in, 4));
   const size_t d = fz_size(&in, MAX_D), dv = fz_size(&in, MAX_D);
   attn_shape base;

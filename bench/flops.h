@@ -103,6 +103,10 @@ typedef struct bench_shape {
                                          bias row (the options' cost; their few flops per pair are not
                                          counted) */
   int paged;                        /**< softmax: through attn_softmax_batch, the cache as pages */
+  size_t seqs;                      /**< softmax: n_q rows and n_kv keys as this many equal sequences,
+                                         each with its own cache (0 or 1: one sequence), in one
+                                         attn_softmax_batch call */
+  int seq_calls;                    /**< softmax with seqs > 1: one attn_softmax call per sequence */
   attn_dtype qo_type;               /**< softmax: Q and O's element type (ATTN_F32 unless a half row) */
   /* Delta rule (bench_kind_delta): h_q = h_k key heads (q and k rows of d), h_kv = h_v value
    * heads (v and o rows of dv, gates, beta and one d x dv state each). */
@@ -177,7 +181,9 @@ static inline bench_cost bench_cost_of(const bench_shape *s) {
     case BENCH_SOFTMAX:
     case BENCH_BLAS:
     case BENCH_ONEDNN: {
-      double pairs = bench_visible_pairs(s->n_q, s->n_kv, s->window_left, s->window_right, &c.kv_rows);
+      const size_t seqs = s->seqs > 1 ? s->seqs : 1; /* each sequence its share of the rows and keys */
+      double pairs = bench_visible_pairs(s->n_q / seqs, s->n_kv / seqs, s->window_left, s->window_right, &c.kv_rows);
+      pairs *= (double)seqs, c.kv_rows *= (double)seqs;
       c.flops = pairs * (double)s->h_q * (double)(2 * s->d + 2 * s->dv);
       /* fp16 / bf16 K and V: 2 bytes; int8: 1 and a float scale per row; q8_0: 34 bytes per 32 */
       const double fkv = s->kv_type == ATTN_F32    ? f4

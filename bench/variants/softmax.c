@@ -9,6 +9,10 @@
  * softmax_decode_paged is softmax_decode through attn_softmax_batch over the cache as pages of 16
  * tokens (a page table, pages in order): the paged path's cost beside the contiguous one.
  * softmax_causal_bf16qo is softmax_causal with bf16 Q and O (the engines' edge conversions).
+ * softmax_decode_batch is a decode step of 16 sequences, each with its own cache of n / 16
+ * tokens, in one attn_softmax_batch call; softmax_decode_seqs the same step as 16 attn_softmax
+ * calls, as an engine without the batch call makes them: both read the bytes softmax_decode reads
+ * over n keys (the batch's gain is in its one dispatch to the threads).
  */
 #include <math.h>
 #include <string.h>
@@ -54,6 +58,11 @@ static const bench_variant variants[] = {
     {"softmax_decode_paged", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      NULL, 0, "softmax_decode through attn_softmax_batch with the cache in pages of 16 tokens (a page table)",
      ATTN_GATE_NONE, 0, 0},
+    {"softmax_decode_batch", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
+     NULL, 0, "a decode step of 16 sequences of n / 16 cached tokens each, in one attn_softmax_batch call",
+     ATTN_GATE_NONE, 0, 0},
+    {"softmax_decode_seqs", &bench_softmax_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
+     NULL, 0, "softmax_decode_batch's step as 16 attn_softmax calls, one per sequence", ATTN_GATE_NONE, 0, 0},
 };
 
 /* Tokens of a page (softmax_decode_paged). */
@@ -62,13 +71,18 @@ enum { BENCH_PAGE_TOKENS = 16 };
 /* Tokens of a speculative block (softmax_verify). */
 enum { BENCH_VERIFY_TOKENS = 4 };
 
+/* Sequences of softmax_decode_batch and softmax_decode_seqs. */
+enum { BENCH_SEQS = 16 };
+
 /* The mask's bounds live in the shape (bottom-right aligned), where flops.h counts the visible
  * pairs and the naive baselines mask their scores. */
 static bench_shape softmax_shape(const bench_variant *v, const bench_sweep *sw, bench_kind kind, size_t n, size_t d) {
   bench_shape s = bench_shape_start(v, sw, kind, n, d);
   if (v->windowed) s.window_left = sw->window - 1;
   if (v->causal) s.window_right = 0;
-  if (v->mode == BENCH_DECODE) s.n_q = v == &variants[12] ? BENCH_VERIFY_TOKENS : 1;
+  s.seqs = v == &variants[15] || v == &variants[16] ? BENCH_SEQS : 1;
+  s.seq_calls = v == &variants[16];
+  if (v->mode == BENCH_DECODE) s.n_q = v == &variants[12] ? BENCH_VERIFY_TOKENS : s.seqs;
   s.stats = v == &variants[3];
   s.kv_type = v == &variants[5]    ? ATTN_F16
               : v == &variants[6]  ? ATTN_BF16
@@ -95,8 +109,11 @@ typedef struct softmax_impl {
   size_t scales;                                         /* ATTN_I8: bytes from a K or V copy's start to its scales */
   float sinks[BENCH_OPT_HEADS], slopes[BENCH_OPT_HEADS]; /* options: the first h_q (<= 256) */
   attn_batch batch;                                      /* softmax_decode_paged: one sequence in pages */
-  size_t q_offsets[2], kv_len;
-  int32_t *table; /* its pages in order: the cache's blocks of BENCH_PAGE_TOKENS tokens */
+  size_t q_offsets[BENCH_SEQS + 1], kv_len;              /* softmax_decode_batch: BENCH_SEQS sequences */
+  size_t kv_offsets[BENCH_SEQS + 1];
+  attn_softmax_desc seq; /* softmax_decode_seqs: one sequence's step */
+  int batched;           /* through attn_softmax_batch (paged or several sequences) */
+  int32_t *table;        /* its pages in order: the cache's blocks of BENCH_PAGE_TOKENS tokens */
   float arrays[];
 } softmax_impl;
 
@@ -218,12 +235,26 @@ static int softmax_setup(bench_work *w, char *err, size_t errlen) {
       return bench_work_fail(err, errlen, "paged rows: fp32 token-major caches of whole pages", ATTN_OK);
     desc->shape.n_kv = BENCH_PAGE_TOKENS;
   }
+  im->batched = paged;
+  if (s->seqs > 1) { /* the cache's n_kv tokens as s->seqs caches of n_kv / s->seqs, one new row each */
+    const size_t per = s->n_kv / s->seqs;
+    if (s->n_kv % s->seqs || s->kv_head_major || s->kv_type != ATTN_F32 || s->seqs > BENCH_SEQS)
+      return bench_work_fail(err, errlen, "batch rows: fp32 token-major caches of 16 equal sequences", ATTN_OK);
+    for (size_t b = 0; b <= s->seqs; b++) im->q_offsets[b] = b, im->kv_offsets[b] = b * per;
+    im->batch = (attn_batch){.count = s->seqs, .q_offsets = im->q_offsets, .kv_offsets = im->kv_offsets};
+    im->seq = *desc;
+    im->seq.shape.n_q = 1, im->seq.shape.n_kv = per;
+    im->batched = !s->seq_calls;
+  }
   const size_t kbytes = half ? kb : nk * sizeof(float), vbytes = half ? half - kb : nv * sizeof(float);
-  if (s->n_q <= BENCH_VERIFY_TOKENS &&
+  if ((s->n_q <= BENCH_VERIFY_TOKENS || s->seqs > 1) &&
       bench_work_copy_cache(w, half ? (const void *)im->kh : (const void *)w->k, kbytes,
                             half ? (const void *)im->vh : (const void *)w->v, vbytes, err, errlen))
     return -1;
-  if (paged)
+  if (s->seq_calls)
+    return bench_work_workspace(w, attn_softmax_workspace_size(&im->seq, &w->workspace_bytes),
+                                "attn_softmax_workspace_size", err, errlen);
+  if (im->batched)
     return bench_work_workspace(w, attn_softmax_batch_workspace_size(desc, &im->batch, &w->workspace_bytes),
                                 "attn_softmax_batch_workspace_size", err, errlen);
   return bench_work_workspace(w, attn_softmax_workspace_size(desc, &w->workspace_bytes), "attn_softmax_workspace_size",
@@ -238,8 +269,17 @@ static void softmax_run(bench_work *w) {
   if (im->scales) /* this copy's own scales */
     d.k_scales = (const float *)(const void *)((const unsigned char *)k + im->scales),
     d.v_scales = (const float *)(const void *)((const unsigned char *)v + im->scales);
-  if (im->table) {
+  if (im->batched) {
     bench_work_status(w, attn_softmax_batch(&d, &im->batch, w->q, k, v, w->o, NULL, w->workspace, w->workspace_bytes));
+    return;
+  }
+  if (w->s.seq_calls) { /* each sequence's step alone: its row of q and o, its keys (token-major fp32) */
+    const bench_shape *s = &w->s;
+    for (size_t b = 0; b < s->seqs; b++)
+      bench_work_status(
+          w, attn_softmax(&im->seq, w->q + b * s->h_q * s->d, (const float *)k + im->kv_offsets[b] * s->h_kv * s->d,
+                          (const float *)v + im->kv_offsets[b] * s->h_kv * s->dv, w->o + b * s->h_q * s->dv, NULL,
+                          w->workspace, w->workspace_bytes));
     return;
   }
   const void *q = im->qh ? (const void *)im->qh : w->q;

@@ -86,7 +86,8 @@ void fb_selcache(fz_in *in) {
     fz_check_status("selcache_init", attn_selcache_init(&t[b], cap, h_kv, d, dv, tau, budget, tm[b], mb[b]), ATTN_OK);
     const size_t pre = fz_pick(in, cap); /* tokens before the batch, while a slot stays free */
     for (size_t s = 0; s < pre && (budget || a[b].live + 1 < cap); s++) {
-      void *q = sc_draw(in, qt, h_q * d, 2.0f), *k = sc_draw(in, kt, h_kv * d, 1.0f), *v = sc_draw(in, kt, h_kv * dv, 1.0f);
+      void *q = sc_draw(in, qt, h_q * d, 2.0f), *k = sc_draw(in, kt, h_kv * d, 1.0f),
+           *v = sc_draw(in, kt, h_kv * dv, 1.0f);
       sc_step1(&d1, &a[b], q, k, v, o1, l1);
       sc_step1(&d1, &t[b], q, k, v, o1, l1); /* the twin alike: the same memory, byte for byte */
       free(q), free(k), free(v);
@@ -146,9 +147,10 @@ void fb_selcache(fz_in *in) {
         sc_step1(&d1, &t[b], q + b * h_q * d * eq, k + b * h_kv * d * ek, v + b * h_kv * dv * ek,
                  want + b * h_q * dv * eq, wl + b * h_q);
         if (!sc_same_report(&a[b], &t[b]))
-          fz_fail("selcache batch step %zu: cache %zu's report (live %zu, evicted %zu) differs from its own step's "
-                  "(live %zu, evicted %zu)",
-                  s, b, a[b].live, a[b].evicted, t[b].live, t[b].evicted);
+          fz_fail(
+              "selcache batch step %zu: cache %zu's report (live %zu, evicted %zu) differs from its own step's "
+              "(live %zu, evicted %zu)",
+              s, b, a[b].live, a[b].evicted, t[b].live, t[b].evicted);
         sc_same("a cache's memory", s, a[b].memory, t[b].memory, mb[b]);
       }
       sc_same("o", s, o, want, osz);

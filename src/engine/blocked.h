@@ -306,6 +306,17 @@ ATTN_INTERNAL void attn_blocked_desc_defaults(attn_shape *shape, float *scale, s
  * (ATTN_E_NULL_POINTER), else *bytes = p->reserve_bytes (any call of the shape's sizes), or with
  * `call` p->scratch_bytes (this call's own; p is read only when st is ATTN_OK). */
 ATTN_INTERNAL attn_status attn_blocked_ws_answer(attn_status st, const attn_blocked_plan *p, int call, size_t *bytes);
+/* A variant's two workspace queries (attn.h): name##_workspace_size and name##_call_workspace_size,
+ * over prepare(desc, &call) (its checks and plan; call_t's plan at call.plan). */
+#define ATTN_BLOCKED_WS_QUERIES(name, desc_t, call_t, prepare, plan)       \
+  attn_status name##_workspace_size(const desc_t *d, size_t *bytes) {      \
+    call_t c;                                                              \
+    return attn_blocked_ws_answer(prepare(d, &c), &c.plan, 0, bytes);      \
+  }                                                                        \
+  attn_status name##_call_workspace_size(const desc_t *d, size_t *bytes) { \
+    call_t c;                                                              \
+    return attn_blocked_ws_answer(prepare(d, &c), &c.plan, 1, bytes);      \
+  }
 
 /* A statistics call's checks (attn_row_stats_check over the call's n_q x h_q rows: stats NULL or
  * all three arrays NULL, a layout overlapping itself, arrays overlapping each other) and its

@@ -33,6 +33,12 @@ typedef struct ob_batch {
   ob_variant v;
   ob_call x;
 } ob_batch;
+/* A variant's batch call: its checked call over the whole descriptor (call_t), then the batch. */
+#define ATTN_OB_CALL(call_t) \
+  struct {                   \
+    call_t c;                \
+    ob_batch b;              \
+  }
 
 /* The batch's checks over a validated shape s (spans sp) and each sequence planned for the
  * workspace (every status of attn_softmax_batch's batch arrays). */

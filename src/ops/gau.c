@@ -134,15 +134,7 @@ static attn_status gau_prepare(const attn_gau_desc *d, gau_call *c) {
   return gau_plan(d, c, &d->shape, 0, &c->b.plan);
 }
 
-attn_status attn_gau_workspace_size(const attn_gau_desc *d, size_t *bytes) {
-  gau_call c;
-  return attn_blocked_ws_answer(gau_prepare(d, &c), &c.b.plan, 0, bytes);
-}
-
-attn_status attn_gau_call_workspace_size(const attn_gau_desc *d, size_t *bytes) {
-  gau_call c;
-  return attn_blocked_ws_answer(gau_prepare(d, &c), &c.b.plan, 1, bytes);
-}
+ATTN_BLOCKED_WS_QUERIES(attn_gau, attn_gau_desc, gau_call, gau_prepare, b.plan)
 
 /* attn_gau, with the statistics when `want` (stats validated; NULL is then an error). */
 static attn_status gau_run(const attn_gau_desc *d, const void *q, const void *k, const void *v, void *o, int want,
@@ -176,10 +168,7 @@ attn_status attn_gau_stats(const attn_gau_desc *d, const void *q, const void *k,
 }
 
 /* ---- batches (attn_gau_batch): the shared batch layer (ops/batch.c) over gau_plan ---- */
-typedef struct gaub_call {
-  gau_call c;
-  ob_batch b;
-} gaub_call;
+typedef ATTN_OB_CALL(gau_call) gaub_call;
 
 static attn_status gaub_plan(const ob_variant *v, const attn_shape *s, int paged, attn_blocked_plan *p) {
   return gau_plan(v->desc, v->call, s, paged, p);

@@ -43,15 +43,7 @@ attn_status attn_sel_prepare(const attn_selective_desc *d, attn_blocked_call *c)
   return attn_sel_plan(d, &d->shape, c->uk, &c->plan);
 }
 
-attn_status attn_selective_workspace_size(const attn_selective_desc *d, size_t *bytes) {
-  attn_blocked_call c;
-  return attn_blocked_ws_answer(attn_sel_prepare(d, &c), &c.plan, 0, bytes);
-}
-
-attn_status attn_selective_call_workspace_size(const attn_selective_desc *d, size_t *bytes) {
-  attn_blocked_call c;
-  return attn_blocked_ws_answer(attn_sel_prepare(d, &c), &c.plan, 1, bytes);
-}
+ATTN_BLOCKED_WS_QUERIES(attn_selective, attn_selective_desc, attn_blocked_call, attn_sel_prepare, plan)
 
 /* attn_selective, with the statistics when `want` (stats validated; NULL is then an error). */
 static attn_status sel_run(const attn_selective_desc *d, const void *q, const void *k, const void *v, void *o,

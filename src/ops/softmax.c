@@ -214,15 +214,7 @@ attn_status attn_softmax_check_inputs(const attn_softmax_desc *d, const sm_call 
                                  out_names, out, out_bytes, n);
 }
 
-attn_status attn_softmax_workspace_size(const attn_softmax_desc *d, size_t *bytes) {
-  sm_call c;
-  return attn_blocked_ws_answer(attn_softmax_prepare(d, &c), &c.b.plan, 0, bytes);
-}
-
-attn_status attn_softmax_call_workspace_size(const attn_softmax_desc *d, size_t *bytes) {
-  sm_call c;
-  return attn_blocked_ws_answer(attn_softmax_prepare(d, &c), &c.b.plan, 1, bytes);
-}
+ATTN_BLOCKED_WS_QUERIES(attn_softmax, attn_softmax_desc, sm_call, attn_softmax_prepare, b.plan)
 
 /* attn_softmax, with the statistics when `want` (stats validated; NULL is then an error). */
 static attn_status sm_run(const attn_softmax_desc *d, const void *q, const void *k, const void *v, void *o, float *lse,

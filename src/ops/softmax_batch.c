@@ -4,11 +4,7 @@
 #include "ops/batch_internal.h"
 #include "ops/softmax_internal.h"
 
-/* A validated batch: the whole descriptor's call, the batch's. */
-typedef struct smb_call {
-  sm_call c;
-  ob_batch b;
-} smb_call;
+typedef ATTN_OB_CALL(sm_call) smb_call; /* a validated batch */
 
 static attn_status smb_plan(const ob_variant *v, const attn_shape *s, int paged, attn_blocked_plan *p) {
   return attn_softmax_plan(v->desc, v->call, s, paged, p);

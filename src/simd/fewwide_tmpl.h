@@ -60,12 +60,7 @@ static inline __attribute__((always_inline)) void attn_fw_tile_(attn_hkv_conv_fn
 #pragma GCC unroll 8
         for (size_t v = 0; v < rv; v++)
           qx[v] = v + 1 < rv || wl == ATTN_VL ? vf_load(qr + v * ATTN_VL) : vf_load_n(qr + v * ATTN_VL, wl);
-#pragma GCC unroll 8
-        for (size_t i = 0; i < kt; i++) {
-          const vf b = vf_set1(kb[i][x]);
-#pragma GCC unroll 8
-          for (size_t v = 0; v < rv; v++) acc[i][v] = vf_fma(b, qx[v], acc[i][v]);
-        }
+        ATTN_VF_RANK1(acc, kt, rv, kb[r_][x], qx);
       }
     }
   }

@@ -55,12 +55,7 @@ static inline __attribute__((always_inline)) void attn_gemm_tile_(size_t mrc, si
     vf bv[ATTN_GEMM_NV];
 #pragma GCC unroll 16
     for (size_t v = 0; v < nvc; v++) bv[v] = full ? vf_load(bp + v * ATTN_VL) : vf_load_n(bp + v * ATTN_VL, cnt[v]);
-#pragma GCC unroll 16
-    for (size_t r = 0; r < mrc; r++) {
-      const vf av = vf_set1(ar[r][ap]);
-#pragma GCC unroll 16
-      for (size_t v = 0; v < nvc; v++) acc[r][v] = vf_fma(av, bv[v], acc[r][v]);
-    }
+    ATTN_VF_RANK1(acc, mrc, nvc, ar[r_][ap], bv);
   }
 
 #pragma GCC unroll 16

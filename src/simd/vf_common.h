@@ -123,4 +123,16 @@ static inline float vf_hmax(vf a) {
       CALL(NULL, 0, 0, 0);                                                                                             \
   } while (0)
 
+/* One rank-1 update of a tile of accumulators, the inner step of the GEMM and few_scores_wide
+ * tiles: acc[r][v] += a(r) b[v] for r < nr rows and v < nv vectors, a(r) a scalar (an expression
+ * of r_, broadcast once per row), b the row's nv vectors. Constant nr and nv unroll it whole and
+ * keep acc in registers. */
+#define ATTN_VF_RANK1(acc, nr, nv, a_of_r_, b)                                              \
+  _Pragma("GCC unroll 16") for (size_t r_ = 0; r_ < (nr); r_++) {                          \
+    const vf a_ = vf_set1(a_of_r_);                                                        \
+    _Pragma("GCC unroll 16") for (size_t v_ = 0; v_ < (nv); v_++) {                        \
+      (acc)[r_][v_] = vf_fma(a_, (b)[v_], (acc)[r_][v_]);                                  \
+    }                                                                                      \
+  }
+
 #endif

@@ -98,32 +98,22 @@ static inline size_t cw_pre_q(const attn_chunkwise_plan *p) {
   return p->causal && s->n_q > s->n_kv ? s->n_q - s->n_kv : 0;
 }
 
+/* The float regions of a worker's scratch a context points at: X(its field, the layout's). */
+/* clang-format off */
+#define CW_REGIONS(X)                                                                                   \
+  X(kf, kf) X(va, va) X(qt, qt) X(at, at) X(oc, oc) X(fs, fm) X(qc, qc) X(oh, oh) X(ku, ku) X(qu, qu) \
+  X(cp, cp) X(cn, cn) X(rn, run) X(wt, wt) X(din, din) X(dout, dout) X(dc, dc) X(ks, ks)
+/* clang-format on */
+
 /* The context of state head `task` on a worker's scratch ws. */
 static inline cw_ctx cw_ctx_of(const attn_chunkwise_plan *p, const struct attn_ukernels *uk,
                                const attn_chunkwise_io *io, size_t task, float *ws) {
+#define CW_AT_(field, region) .field = ws + p->wl.region,
   return (cw_ctx){.p = p,
                   .uk = uk,
                   .io = io,
                   .fa = {.xs = p->fm_xs, .wt = io->fm_wt},
-                  .kf = ws + p->wl.kf,
-                  .va = ws + p->wl.va,
-                  .qt = ws + p->wl.qt,
-                  .at = ws + p->wl.at,
-                  .oc = ws + p->wl.oc,
-                  .fs = ws + p->wl.fm,
-                  .qc = ws + p->wl.qc,
-                  .oh = ws + p->wl.oh,
-                  .ku = ws + p->wl.ku,
-                  .qu = ws + p->wl.qu,
-                  .cp = ws + p->wl.cp,
-                  .cn = ws + p->wl.cn,
-                  .rn = ws + p->wl.run,
                   .b = (double *)(void *)(ws + p->wl.b),
-                  .wt = ws + p->wl.wt,
-                  .din = ws + p->wl.din,
-                  .dout = ws + p->wl.dout,
-                  .dc = ws + p->wl.dc,
-                  .ks = ws + p->wl.ks,
                   .hk = task / p->kdiv,
                   .hv = task / p->vdiv,
                   .hg = task / p->gdiv,
@@ -131,7 +121,9 @@ static inline cw_ctx cw_ctx_of(const attn_chunkwise_plan *p, const struct attn_u
                   .gk = NULL,
                   .gv = NULL,
                   .g0q = 0,
-                  .g0k = 0};
+                  .g0k = 0,
+                  CW_REGIONS(CW_AT_)};
+#undef CW_AT_
 }
 
 static inline float *cw_scan_state(const cw_par *c, size_t h) {

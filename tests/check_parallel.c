@@ -282,6 +282,11 @@ static void inputs_free(pinputs *in) {
   tu_free_all((void *[]){in->gates, in->beta, in->bias_table, in->f_init, in->kh, in->vh}, 6);
 }
 
+/* The blocked engine's calls of a case: its mask and K/V type, on the threads th. */
+static void blocked_case(attn_shape *shape, attn_mask *mask, const pcase *c, const attn_threads *th) {
+  *mask = c->mask, shape->threads = th, shape->kv_type = c->kv;
+}
+
 static attn_row_stats stats_of(outs *o, size_t rows, size_t h) {
   attn_row_stats st;
   float *e = outs_add(o, rows), *sp = outs_add(o, rows), *n = outs_add(o, rows);
@@ -306,9 +311,7 @@ static void run_case(const pcase *c, const pinputs *in, const attn_threads *th, 
     case C_SM_STATS: {
       attn_softmax_desc d;
       ck_assert_int_eq(attn_softmax_desc_init(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv), ATTN_OK);
-      d.mask = c->mask;
-      d.shape.threads = th;
-      d.shape.kv_type = c->kv;
+      blocked_case(&d.shape, &d.mask, c, th);
       if (c->kind == C_SM_OPTS) { /* every option (their arrays: the inputs' spare floats) */
         d.sinks = in->bias_table, d.alibi_slopes = in->bias_table + 8, d.softcap = 3.0f;
         d.bias = in->gates, d.bias_layout = (attn_layout){0, c->n_kv}; /* [h][n_kv], every query */
@@ -329,9 +332,7 @@ static void run_case(const pcase *c, const pinputs *in, const attn_threads *th, 
     case C_GAU_STATS: {
       attn_gau_desc d;
       ck_assert_int_eq(attn_gau_desc_init(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv), ATTN_OK);
-      d.mask = c->mask;
-      d.shape.threads = th;
-      d.shape.kv_type = c->kv;
+      blocked_case(&d.shape, &d.mask, c, th);
       if (c->kind == C_GAU) d.bias = ATTN_GAU_BIAS_CAUSAL, d.bias_table = in->bias_table, d.bias_len = 64;
       d.normalize = c->kind == C_GAU_STATS;
       TU_CALL_WS(attn_gau, &d, &ws);

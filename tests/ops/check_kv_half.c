@@ -629,10 +629,8 @@ static Suite *kv_half_suite(attn_isa isa) {
   return TU_SUITE(isa,
     {"reference", kv_half_matches_reference, (int)NCASES}, {"reference", kv_half_selcache, 2},
     {"bad_input", kv_half_bad_dtype, 5}, {"bad_input", kv_half_aliasing_in_bytes, 2},
-    {"int8", kv_int8_softmax_test(), kv_int8_softmax_cases()}, {"int8", kv_int8_bad_test(), kv_int8_bad_cases()},
-    {"paged", kv_paged_batch_test(), kv_paged_batch_cases()}, {"paged", kv_paged_bad_test(), kv_paged_bad_cases()},
-    {"qo_half", qo_half_test(), qo_half_cases()}, {"qo_half", qo_half_bad_test(), qo_half_bad_cases()},
-    {"qo_half", qo_half_alias_test(), 2});
+    kv_int8_row(0), kv_int8_row(1), kv_paged_row(0), kv_paged_row(1),
+    qo_half_row(0), qo_half_row(1), qo_half_row(2));
   /* clang-format on */
 }
 

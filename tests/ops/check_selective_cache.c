@@ -740,6 +740,5 @@ TU_MAIN(
     {"cache", selcache_nan_f_ranks_last, 1},
   {"api", selcache_size_and_init, 1},
   {"bad_input", selcache_rejects_bad_input, (int)CB_NCASES},
-  {"batch", selcache_batch_test(), selcache_batch_cases()},
-    {"batch_bad", selcache_batch_bad_test(), selcache_batch_bad_cases()})
+  selcache_batch_row(0), selcache_batch_row(1))
 /* clang-format on */

@@ -267,7 +267,7 @@ START_TEST(kv_int8_bad) {
 }
 END_TEST
 
-const TTest *kv_int8_softmax_test(void) { return kv_int8_softmax; }
-int kv_int8_softmax_cases(void) { return (int)I8_NCASES; }
-const TTest *kv_int8_bad_test(void) { return kv_int8_bad; }
-int kv_int8_bad_cases(void) { return 6; } /* the rows of kv_int8_bad */
+tu_entry kv_int8_row(size_t i) {
+  const tu_entry rows[] = {{"int8", kv_int8_softmax, (int)I8_NCASES}, {"int8", kv_int8_bad, 6 /* its rows */}};
+  return rows[i];
+}

@@ -543,7 +543,8 @@ START_TEST(kv_paged_bad) {
 }
 END_TEST
 
-const TTest *kv_paged_batch_test(void) { return kv_paged_batch; }
-int kv_paged_batch_cases(void) { return (int)PG_NCASES; }
-const TTest *kv_paged_bad_test(void) { return kv_paged_bad; }
-int kv_paged_bad_cases(void) { return (int)(sizeof bd_rows / sizeof bd_rows[0]); }
+tu_entry kv_paged_row(size_t i) {
+  const tu_entry rows[] = {{"paged", kv_paged_batch, (int)PG_NCASES},
+                           {"paged", kv_paged_bad, (int)(sizeof bd_rows / sizeof bd_rows[0])}};
+  return rows[i];
+}

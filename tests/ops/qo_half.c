@@ -581,8 +581,9 @@ START_TEST(qo_half_aliasing_in_bytes) {
 }
 END_TEST
 
-const TTest *qo_half_test(void) { return qo_half_matches_fp32; }
-int qo_half_cases(void) { return (int)QO_NCASES; }
-const TTest *qo_half_bad_test(void) { return qo_half_bad_type; }
-int qo_half_bad_cases(void) { return (int)(sizeof bad_rows / sizeof bad_rows[0]); }
-const TTest *qo_half_alias_test(void) { return qo_half_aliasing_in_bytes; }
+tu_entry qo_half_row(size_t i) {
+  const tu_entry rows[] = {{"qo_half", qo_half_matches_fp32, (int)QO_NCASES},
+                           {"qo_half", qo_half_bad_type, (int)(sizeof bad_rows / sizeof bad_rows[0])},
+                           {"qo_half", qo_half_aliasing_in_bytes, 2}};
+  return rows[i];
+}

@@ -290,7 +290,8 @@ START_TEST(selcache_batch_rejects_bad_input) {
 }
 END_TEST
 
-const TTest *selcache_batch_test(void) { return selcache_batch_equals_steps; }
-int selcache_batch_cases(void) { return (int)SB_NCASES; }
-const TTest *selcache_batch_bad_test(void) { return selcache_batch_rejects_bad_input; }
-int selcache_batch_bad_cases(void) { return SBB_ROWS; }
+tu_entry selcache_batch_row(size_t i) {
+  const tu_entry rows[] = {{"batch", selcache_batch_equals_steps, (int)SB_NCASES},
+                           {"batch_bad", selcache_batch_rejects_bad_input, SBB_ROWS}};
+  return rows[i];
+}

@@ -1,13 +1,10 @@
 /* The tests the selective_cache executable runs beside its own: batches of caches stepped in one
- * call (selcache_batch.c), each Check test and its loop count. */
+ * call (selcache_batch.c), row i (0: the batch, 1: its bad input) of the executable's list. */
 #ifndef ATTN_TEST_SELCACHE_TESTS_H
 #define ATTN_TEST_SELCACHE_TESTS_H
 
-#include <check.h>
+#include "harness.h"
 
-const TTest *selcache_batch_test(void);
-int selcache_batch_cases(void);
-const TTest *selcache_batch_bad_test(void);
-int selcache_batch_bad_cases(void);
+tu_entry selcache_batch_row(size_t i);
 
 #endif

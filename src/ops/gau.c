@@ -8,6 +8,7 @@
  * Statistics (attn_gau_stats): the kernel also sums w, w^2 and w log w of w = relu(s + b)^2 per
  * row (t_i cancels in both statistics), in three more arrays of row state.
  */
+#include "engine/blocked_call.h"
 #include "ops/batch_internal.h"
 
 attn_status attn_gau_desc_init(attn_gau_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dim,

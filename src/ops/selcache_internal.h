@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "engine/blocked.h"
+#include "engine/blocked_call.h"
 
 /* Selective attention's checks of a descriptor (no plan), and those with its blocked plan
  * (selective.c): the cache's calls run on them. */

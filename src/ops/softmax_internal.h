@@ -2,7 +2,7 @@
 #ifndef ATTN_OPS_SOFTMAX_INTERNAL_H
 #define ATTN_OPS_SOFTMAX_INTERNAL_H
 
-#include "engine/blocked.h"
+#include "engine/blocked_call.h"
 
 /* The options' step parameters (attn_softmax_desc's sinks, ALiBi, bias, cap). */
 typedef struct sm_opts {

@@ -2,6 +2,7 @@
 #include <math.h>
 
 #include "engine/blocked/internal.h"
+#include "engine/blocked_call.h"
 
 attn_status attn_blocked_call_check(attn_blocked_call *c, const attn_shape *s, float scale, const attn_layout *aux,
                                     int int8) {

@@ -1,6 +1,7 @@
 /* The blocked engine's per-row statistics (attn.h, analysis): each row's entropy, sparsity and count
  * from the sums its step kept, and a statistics call's checks of its outputs. */
 #include "engine/blocked/internal.h"
+#include "engine/blocked_call.h"
 #include "engine/blocked/mask.h"
 
 #include <float.h>

@@ -90,7 +90,7 @@ test_suite() { # name, build dir, extra meson test args...: one test at a time (
 
 install_checks() {
   # The native build (both library kinds, the same objects; set up with the prefix), installed.
-  # (A release build of its own cost the CI 90 s of compiling for no check of its own.)
+  # (A release build of its own was the longest part of this suite, for no check of its own.)
   local prefix=$install_prefix dir=build-test t0=$SECONDS
   echo "== install: meson install into $prefix (static and shared), example against pkg-config"
   meson install -C "$dir" --no-rebuild >/dev/null || return 1

@@ -49,7 +49,7 @@ attn_status attn_delta_plan_make(attn_delta_plan *p, const attn_shape *s, attn_d
   a->s0 = attn_ws_take(&w, gf); /* the group's zero states when the caller keeps none */
   a->oc = attn_ws_take(&w, s->o_type != ATTN_F32 ? cdv : 0);
   p->worker_floats = w.floats;
-  size_t all;
+  size_t all = 0;
   if (w.overflow || !attn_mul_ok(p->worker_floats, p->workers, &all)) w.overflow = 1;
   w.floats = all;
   if (!attn_ws_bytes(&w, &p->scratch_bytes))

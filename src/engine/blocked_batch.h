@@ -18,7 +18,7 @@ typedef struct attn_blocked_seq {
   attn_shape shape;
   attn_blocked_plan plan; /* over shape */
   attn_blocked_io io;
-  size_t item0; /* its first item of the parallel-for (attn_blocked_batch_plan) */
+  size_t item0; /* its first item of the parallel-for (attn_blocked_batch_place) */
   size_t slot0; /* spread: its split tasks' slots, floats from the batch's slots */
 } attn_blocked_seq;
 
@@ -35,19 +35,17 @@ typedef struct attn_blocked_batch {
 } attn_blocked_batch;
 
 /* A batch's sizes, sequence by sequence: start from {0} (seqs NULL), add each plan (the same
- * threads for all), then attn_blocked_batch_size; nonzero on overflow. */
+ * threads for all), then attn_blocked_batch_bytes; nonzero on overflow. */
 ATTN_INTERNAL int attn_blocked_batch_add(attn_blocked_batch *b, const attn_blocked_plan *p);
-/* Whether ranges spread, and the workspace the batch runs in (the workers' scratch, the slots,
- * each worker's last sequence), in floats after a 64-byte aligned base; nonzero on overflow. */
-ATTN_INTERNAL int attn_blocked_batch_size(attn_blocked_batch *b, size_t *floats);
-/* The workspace of a batch run from its caller's workspace: `count` records (attn_blocked_seq,
- * in whole 64-byte lines: *rec_bytes), then the engine's floats (attn_blocked_batch_size), with
- * room to align the base to 64 bytes: *bytes in all; nonzero on overflow. */
-ATTN_INTERNAL int attn_blocked_batch_bytes(attn_blocked_batch *b, size_t count, size_t *rec_bytes, size_t *bytes);
-/* The records' items and slots (b->seqs set, count records, after attn_blocked_batch_size). */
+/* Whether ranges spread, and the workspace of the batch's run from its caller's workspace: a
+ * record per sequence added (attn_blocked_seq, in whole 64-byte lines: *rec_bytes), then the
+ * engine's floats (the workers' scratch, the slots, each worker's last sequence), with room to
+ * align the base to 64 bytes: *bytes in all; nonzero on overflow. */
+ATTN_INTERNAL int attn_blocked_batch_bytes(attn_blocked_batch *b, size_t *rec_bytes, size_t *bytes);
+/* The records' items and slots (b->seqs set, b->count records, after attn_blocked_batch_bytes). */
 ATTN_INTERNAL void attn_blocked_batch_place(attn_blocked_batch *b);
 
-/* Every sequence of a planned batch on the workspace `ws` (attn_blocked_batch_plan's floats). */
+/* Every sequence of a planned batch on the workspace `ws` (the floats after the records). */
 ATTN_INTERNAL void attn_blocked_run_batch(const attn_blocked_batch *b, const attn_threads *threads,
                                           const struct attn_ukernels *uk, float *ws);
 

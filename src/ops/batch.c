@@ -118,7 +118,7 @@ attn_status attn_ob_prepare(const attn_shape *s, const attn_spans *sp, const att
     if (attn_blocked_batch_add(&x->eb, &r.plan))
       return attn_fail(ATTN_E_SIZE_OVERFLOW, "the batch's workspace overflows");
   }
-  if (attn_blocked_batch_bytes(&x->eb, x->eb.count, &x->rec_bytes, &x->bytes))
+  if (attn_blocked_batch_bytes(&x->eb, &x->rec_bytes, &x->bytes))
     return attn_fail(ATTN_E_SIZE_OVERFLOW, "the batch's workspace overflows");
   return ATTN_OK;
 }

@@ -54,7 +54,7 @@ static attn_status scb_prepare(const attn_selective_desc *d, attn_selcache *cons
     if (attn_blocked_batch_add(&x->eb, &call.plan))
       return attn_fail(ATTN_E_SIZE_OVERFLOW, "the batch's workspace overflows");
   }
-  if (attn_blocked_batch_bytes(&x->eb, count, &x->rec_bytes, &x->bytes))
+  if (attn_blocked_batch_bytes(&x->eb, &x->rec_bytes, &x->bytes))
     return attn_fail(ATTN_E_SIZE_OVERFLOW, "the batch's workspace overflows");
   return ATTN_OK;
 }

@@ -21,18 +21,7 @@ void fb_selcache(fz_in *in); /* fuzz_selcache_batch.c */
 
 enum { MAXB = 4, MAX_NQ = 40, MAX_KV = 160, MAX_D = 40, SPARE = 2 };
 
-static size_t el(attn_dtype t) { return t == ATTN_F32 ? 4 : 2; }
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
-
-/* n floats drawn from the bytes, stored as type t at dst. */
-static void draw(fz_in *in, attn_dtype t, void *dst, size_t n, float amp) {
-  float *x = fz_calloc(n ? n : 1, sizeof(float));
-  for (size_t e = 0; e < n; e++) x[e] = fz_value(in, -amp, amp);
-  if (t == ATTN_F32) memcpy(dst, x, n * sizeof(float));
-  if (t == ATTN_F16) fz_check_status("f32_to_f16", attn_f32_to_f16(x, dst, n), ATTN_OK);
-  if (t == ATTN_BF16) fz_check_status("f32_to_bf16", attn_f32_to_bf16(x, dst, n), ATTN_OK);
-  free(x);
-}
 
 /* One call of the variant: a sequence alone (bt NULL) or the batch. */
 typedef struct fb_call {
@@ -92,12 +81,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     qo[b + 1] = qo[b] + nq[b], ko[b + 1] = ko[b] + nkv[b];
     if (P) pages += (nkv[b] + P - 1) / P, max_pages = max_sz(max_pages, (nkv[b] + P - 1) / P);
   }
-  const size_t rows = qo[B] + 1, E = el(base.kv_type), eq = el(base.q_type), eo = el(base.o_type);
+  const size_t rows = qo[B] + 1, E = fz_float_size(base.kv_type), eq = fz_float_size(base.q_type),
+               eo = fz_float_size(base.o_type);
   /* K/V: each sequence's rows token-major and contiguous, then stored in the batch's pool */
   attn_layout kl = {h_kv * d, d}, vl = {h_kv * dv, dv};
   unsigned char *ks = fz_calloc(ko[B] * h_kv * d + 1, E), *vs = fz_calloc(ko[B] * h_kv * dv + 1, E);
-  draw(&in, base.kv_type, ks, ko[B] * h_kv * d, 1.0f);
-  draw(&in, base.kv_type, vs, ko[B] * h_kv * dv, 1.0f);
+  fz_draw_typed(&in, base.kv_type, ks, ko[B] * h_kv * d, 1.0f);
+  fz_draw_typed(&in, base.kv_type, vs, ko[B] * h_kv * dv, 1.0f);
   const size_t pk = P ? pages * P * h_kv * d : ko[B] * h_kv * d, pv = P ? pages * P * h_kv * dv : ko[B] * h_kv * dv;
   unsigned char *kp = ks, *vp = vs;
   int32_t *table = NULL;
@@ -128,7 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(perm);
   }
   unsigned char *q = fz_calloc(rows * h_q * d, eq);
-  draw(&in, base.q_type, q, rows * h_q * d, 2.0f);
+  fz_draw_typed(&in, base.q_type, q, rows * h_q * d, 2.0f);
   const size_t osz = rows * h_q * dv * eo;
   unsigned char *want = fz_calloc(osz, 1), *o = fz_calloc(osz, 1), *before = fz_calloc(osz, 1);
   float *wl = fz_calloc(rows * h_q, sizeof(float)), *lse = fz_calloc(rows * h_q, sizeof(float));

@@ -504,6 +504,17 @@ static float *input_buffer(size_t floats) {
   return p;
 }
 
+size_t fz_float_size(attn_dtype t) { return t == ATTN_F32 ? 4 : 2; }
+
+void fz_draw_typed(fz_in *in, attn_dtype t, void *dst, size_t n, float amp) {
+  float *x = fz_calloc(n ? n : 1, sizeof(float));
+  for (size_t e = 0; e < n; e++) x[e] = fz_value(in, -amp, amp);
+  if (t == ATTN_F32) memcpy(dst, x, n * sizeof(float));
+  if (t == ATTN_F16) fz_check_status("f32_to_f16", attn_f32_to_f16(x, dst, n), ATTN_OK);
+  if (t == ATTN_BF16) fz_check_status("f32_to_bf16", attn_f32_to_bf16(x, dst, n), ATTN_OK);
+  free(x);
+}
+
 void fz_tensor_fill(fz_in *in, tu_tensor *t, float lo, float hi) {
   for (size_t i = 0; i < t->n; ++i)
     for (size_t h = 0; h < t->h; ++h)

@@ -194,6 +194,11 @@ void fz_snap_take(fz_snap *s, const void *p, size_t bytes);
 void fz_snap_check(const fz_snap *s, const char *what);
 void fz_snap_free(fz_snap *s);
 
+/** Bytes of an element of a float type: 4 for fp32, 2 for fp16 and bf16. */
+size_t fz_float_size(attn_dtype t);
+/** n values in [-amp, amp] from the fuzz bytes, stored at dst as type t (fp32, or fp16 / bf16
+ *  rounded by the library's converter). */
+void fz_draw_typed(fz_in *in, attn_dtype t, void *dst, size_t n, float amp);
 /** Fills the logical elements of t with values in [lo, hi] from the fuzz bytes. */
 void fz_tensor_fill(fz_in *in, tu_tensor *t, float lo, float hi);
 /** A guarded output tensor (fz_alloc, misaligned by a byte's worth of floats), every byte of its

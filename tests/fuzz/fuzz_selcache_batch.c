@@ -18,22 +18,16 @@
 
 #include "fuzz_common.h"
 
-void fb_selcache(fz_in *in);
+void fb_selcache(fz_in *in); /* the batch target's third variant (fuzz_batch.c) */
 
 enum { SC_MAXB = 4, SC_MAX_CAP = 24, SC_MAX_D = 24 };
 
-/* n values drawn from the bytes in type t (fp32, or half rounded by the library's converter). */
+/* n values drawn from the bytes in type t, in a buffer of their own. */
 static void *sc_draw(fz_in *in, attn_dtype t, size_t n, float amp) {
-  float *x = fz_calloc(n ? n : 1, sizeof(float));
-  for (size_t e = 0; e < n; e++) x[e] = fz_value(in, -amp, amp);
-  if (t == ATTN_F32) return x;
-  void *h = fz_calloc(n ? n : 1, 2);
-  fz_check_status("to half", t == ATTN_F16 ? attn_f32_to_f16(x, h, n) : attn_f32_to_bf16(x, h, n), ATTN_OK);
-  free(x);
-  return h;
+  void *p = fz_calloc(n ? n : 1, fz_float_size(t));
+  fz_draw_typed(in, t, p, n, amp);
+  return p;
 }
-
-static size_t sc_el(attn_dtype t) { return t == ATTN_F32 ? 4 : 2; }
 
 /* A one-token step of cache c (twin or setup), without threads. */
 static void sc_step1(const attn_selective_desc *d1, attn_selcache *c, const void *q, const void *k, const void *v,
@@ -62,7 +56,7 @@ void fb_selcache(fz_in *in) {
   const size_t B = 1 + fz_pick(in, SC_MAXB), h_kv = 1 + fz_pick(in, 3), h_q = h_kv * (1 + fz_pick(in, 3));
   const size_t d = fz_size(in, SC_MAX_D), dv = fz_size(in, SC_MAX_D), h_sel = fz_pick(in, h_q);
   const attn_dtype kt = types[fz_pick(in, 3)], qt = types[fz_pick(in, 3)];
-  const size_t ek = sc_el(kt), eq = sc_el(qt), steps = 1 + fz_pick(in, 4);
+  const size_t ek = fz_float_size(kt), eq = fz_float_size(qt), steps = 1 + fz_pick(in, 4);
   attn_selective_desc d1, db;
   fz_check_status("desc_init", attn_selective_desc_init(&d1, 1, 1, h_q, h_kv, d, dv), ATTN_OK);
   d1.h_sel = h_sel, d1.shape.kv_type = kt, d1.shape.q_type = d1.shape.o_type = qt;

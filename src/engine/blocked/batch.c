@@ -26,7 +26,9 @@ int attn_blocked_batch_add(attn_blocked_batch *b, const attn_blocked_plan *p) {
   return 0;
 }
 
-int attn_blocked_batch_size(attn_blocked_batch *b, size_t *floats) {
+/* Whether ranges spread, and the workspace the batch runs in (the workers' scratch, the slots,
+ * each worker's last sequence), in floats after a 64-byte aligned base; nonzero on overflow. */
+static int blk_batch_size(attn_blocked_batch *b, size_t *floats) {
   /* Ranges in parallel only where the batch's tasks cannot fill the workers (as a single call
    * splits a decode's keys); otherwise a split task's ranges run one after another on its worker,
    * with no slots. The same folds in the same order either way. */
@@ -39,10 +41,10 @@ int attn_blocked_batch_size(attn_blocked_batch *b, size_t *floats) {
   return 0;
 }
 
-int attn_blocked_batch_bytes(attn_blocked_batch *b, size_t count, size_t *rec_bytes, size_t *bytes) {
+int attn_blocked_batch_bytes(attn_blocked_batch *b, size_t *rec_bytes, size_t *bytes) {
   size_t floats, rec, fb;
-  if (attn_blocked_batch_size(b, &floats) || !attn_mul_ok(count, sizeof(attn_blocked_seq), &rec) ||
-      rec > SIZE_MAX - 63 || !attn_mul_ok(floats, sizeof(float), &fb))
+  if (blk_batch_size(b, &floats) || !attn_mul_ok(b->count, sizeof(attn_blocked_seq), &rec) || rec > SIZE_MAX - 63 ||
+      !attn_mul_ok(floats, sizeof(float), &fb))
     return 1;
   *rec_bytes = (rec + 63) / 64 * 64;
   return !attn_add_ok(*rec_bytes, fb, bytes) || !attn_add_ok(*bytes, 64, bytes);

@@ -687,6 +687,7 @@ static void pin_task(void *ctx, size_t i, size_t w) {
   (void)i;
   volatile double x = 0; /* long enough that both workers take tasks */
   for (int k = 0; k < 20000; k++) x += k;
+  (void)x;
   const int cpu = sched_getcpu(); /* -1 where the system cannot tell (an emulator): not checked */
   if (w > 0 && cpu >= 0 && cpu != s->cpu[(w - 1) % 2]) atomic_store(&s->bad, 1);
 }

@@ -197,13 +197,14 @@ ATTN_INTERNAL void attn_chunkwise_run_all(const attn_chunkwise_plan *p, const st
 
 /* ---- The delta rule's transition (spec 8; attn.h attn_delta) ----
  * A state per value head, S (d x dv, row stride dv), moved by S_t = (I - beta k k^T) D_t S_{t-1}
- * + beta k v^T. Per chunk of cn tokens (cut at every checkpoint) the transition's phases are:
- *   local    (the chunk alone): the keys' and queries' rows (L2-normalised, q scaled), the
- *            cumulative log decays B, L = strict-lower (K K^T (.) e^(B_r - B_c)) beta_r and
- *            A = lower (Q K^T (.) e^(B_r - B_c)), X = (I + L)^-1 by forward substitution, then
- *            U = X (beta V) and W' = -X (beta K (.) e^B);
- *   combine  (with S_0): Delta = U + W' S_0;
- *   outputs  O = (Q (.) e^B) S_0 + A Delta;   state  S = diag(e^B_last) S_0 + (K (.) e^(B_last - B))^T Delta.
+ * + beta k v^T. Per chunk of cn tokens (cut at every checkpoint) the transition's phases (run by the
+ * engine's per-chunk routine, chunkwise/internal.h) are:
+ *   load     the keys' and queries' rows (L2-normalised, q scaled);
+ *   local    (the chunk alone): the cumulative log decays B, L = strict-lower (K K^T (.) e^(B_r -
+ *            B_c)) beta_r and A = lower (Q K^T (.) e^(B_r - B_c)), X = (I + L)^-1 by forward
+ *            substitution, then U = X (beta V) and W' = -X (beta K (.) e^B);
+ *   outputs  (with S_0): Delta = U + W' S_0, O = (Q (.) e^B) S_0 + A Delta;
+ *   absorb   S = diag(e^B_last) S_0 + (K (.) e^(B_last - B))^T Delta.
  * Per-channel decays (FEATURE) build L and A by query sub-blocks of ATTN_DELTA_SUB rows whose every
  * factor is e^(<= 0) (the block's first row as reference), element by element inside a block
  * whose own decay spans more than ATTN_GATE_SPAN. A one-token chunk, and a chunk whose q, k or v

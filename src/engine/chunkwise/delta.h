@@ -1,12 +1,13 @@
 /* The delta rule's transition (engine/chunkwise.h, its last section): the private interface of
- * its files, each calling only those listed before it:
+ * its files, each calling only those listed before it (and the chunkwise engine's transition.c,
+ * whose per-chunk routine runs its phases):
  *   delta_plan.c   the plan and the scratch layout
  *   delta_local.c  a chunk's local phase: rows, decays, L, A, X = (I + L)^-1, U and W'
- *   delta_chunk.c  combine, outputs and state; the token step; a value head's loop; the schedule */
+ *   delta_chunk.c  the transition (load, local, outputs, absorb, step) and its schedule */
 #ifndef ATTN_ENGINE_CHUNKWISE_DELTA_H
 #define ATTN_ENGINE_CHUNKWISE_DELTA_H
 
-#include "engine/chunkwise.h"
+#include "engine/chunkwise/internal.h"
 
 /* One value head's task on a worker's scratch: its regions, heads and state. */
 typedef struct dl_ctx {

@@ -1,32 +1,53 @@
-/* The delta rule's chunk after its local phase (combine, outputs, state), the token step, one
- * value head's loop over its chunks and checkpoints, and the schedule (engine/chunkwise.h). */
+/* The delta rule's transition (engine/chunkwise.h): a chunk's phases for the per-chunk routine
+ * (attn_cw_chunk), the token step, and the schedule: groups of value heads, chunk after chunk,
+ * cut at the checkpoints. */
 #include <math.h>
 
 #include "engine/chunkwise/delta.h"
 
-/* Delta = U + W' S, O = Q_B S + A Delta (into the output rows), S = diag(rs) S + Kn^T Delta. */
-static void dl_chunk(const dl_ctx *x, float *S, size_t j0, size_t cn) {
+/* Load: the chunk's rows (a chunk of 2+ tokens whose q, k and v are finite; otherwise token by
+ * token). Local: b, L, X, A, U, W' (attn_delta_local). */
+static int dl_load(const void *vx, const float *S, cw_chunk *c, int uses) {
+  (void)S, (void)uses;
+  return c->cn > 1 && attn_delta_load(vx, c->t0, c->cn);
+}
+
+static void dl_local(const void *x, const cw_chunk *c) { attn_delta_local(x, c->t0, c->cn); }
+
+/* Outputs: Delta = U + W' S (in u), O = Q_B S + A Delta (into the output rows). */
+static void dl_outputs(const void *vx, float *S, const cw_chunk *c, size_t h, float *copy) {
+  const dl_ctx *x = vx;
   const attn_delta_plan *p = x->p;
   const attn_shape *s = p->shape;
-  const size_t d = s->d, dv = s->dv, C = p->C;
-  attn_delta_local(x, j0, cn);
+  const size_t d = s->d, dv = s->dv, C = p->C, cn = c->cn;
+  (void)h, (void)copy;
   x->uk->gemm(cn, dv, d, x->w, p->ldvk, 1, S, dv, x->u, p->ldvk, NULL, 1);
-  void *oy = (void *)attn_act_at(x->io->o, attn_act_size(s->o_type), s->o, j0, x->h);
+  void *oy = (void *)attn_act_at(x->io->o, attn_act_size(s->o_type), s->o, c->t0, x->h);
   const int o32 = s->o_type == ATTN_F32; /* half outputs: the fp32 rows, then rounded */
   float *o = o32 ? oy : x->oc;
   const size_t ldo = o32 ? s->o.row_stride : dv;
   x->uk->gemm(cn, dv, d, x->q, d, 1, S, dv, o, ldo, NULL, 0);
   x->uk->gemm(cn, dv, cn, x->a, C, 1, x->u, p->ldvk, o, ldo, NULL, 1);
   if (!o32) attn_act_out(x->uk, s->o_type, cn, dv, o, dv, oy, s->o.row_stride);
+}
+
+/* Absorb: S = diag(rs) S + Kn^T Delta. */
+static void dl_absorb(const void *vx, float *S, const cw_chunk *c) {
+  const dl_ctx *x = vx;
+  const attn_delta_plan *p = x->p;
+  const size_t d = p->shape->d, dv = p->shape->dv;
   const int plain = p->gate == ATTN_DELTA_PLAIN; /* no decay: K itself, no row scales */
-  x->uk->gemm(d, dv, cn, plain ? x->k : x->kn, 1, d, x->u, p->ldvk, S, dv, plain ? NULL : x->rs, 1);
+  x->uk->gemm(d, dv, c->cn, plain ? x->k : x->kn, 1, d, x->u, p->ldvk, S, dv, plain ? NULL : x->rs, 1);
 }
 
 /* Token t by the recurrence, two passes of the step kernel over S: u = S~^T k (S~ = D S, the
  * decay folded into k's factors), delta = beta (v - u); then o = S_t^T q = (D q)^T S + (q . k)
  * delta with S = D S + k delta^T in the same pass. */
-static void dl_step(const dl_ctx *x, float *S, size_t t) {
+static void dl_step(const void *vx, float *S, const cw_chunk *c, size_t h, size_t u0) {
+  const dl_ctx *x = vx;
   const attn_delta_plan *p = x->p;
+  const size_t t = c->t0 + u0;
+  (void)h;
   const attn_shape *s = p->shape;
   const size_t d = s->d, dv = s->dv;
   float *qv = x->e, *kv = qv + d, *al = kv + d, *fa = al + d, *u = fa + 2 * d, *dl = u + dv;
@@ -51,6 +72,9 @@ static void dl_step(const dl_ctx *x, float *S, size_t t) {
   x->uk->linear_step(d, dv, fa, kv, dl, qk, S, dv, o, g);
   if (s->o_type != ATTN_F32) attn_act_out(x->uk, s->o_type, 1, dv, o, dv, oy, dv);
 }
+
+static const cw_transition dl_transition = {
+    .load = dl_load, .local = dl_local, .outputs = dl_outputs, .absorb = dl_absorb, .step = dl_step};
 
 /* A group of value heads [h0, h1): chunk after chunk (cut after every checkpoint, the states
  * copied there), each chunk for every head of the group, so that the chunk's rows of the
@@ -100,10 +124,17 @@ static void dl_group(void *ctx, size_t task, size_t worker) {
     for (size_t h = h0; h < h1; h++) {
       float *S = S0 + (h - h0) * hf;
       x.h = h, x.hk = h / p->kdiv;
-      if (j1 - j0 > 1 && attn_delta_load(&x, j0, j1 - j0))
-        dl_chunk(&x, S, j0, j1 - j0);
-      else
-        for (size_t t = j0; t < j1; t++) dl_step(&x, S, t);
+      cw_chunk ck = {.k = 0,
+                     .t0 = j0,
+                     .cn = j1 - j0,
+                     .D = NULL,
+                     .kf = NULL,
+                     .va = NULL,
+                     .kl = NULL,
+                     .dl = NULL,
+                     .b = NULL,
+                     .finite = 1};
+      (void)attn_cw_chunk(&dl_transition, &x, S, &ck, h, NULL);
     }
     if (ci < nck && ck->after[ci] + 1 == j1) /* checkpoint ci: every head's state, the group's slabs */
       memcpy(ck->states + ci++ * hf * p->shape->h_v + h0 * hf, S0, (h1 - h0) * hf * sizeof(float));

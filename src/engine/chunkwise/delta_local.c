@@ -204,7 +204,7 @@ void attn_delta_local(const dl_ctx *x, size_t j0, size_t cn) {
     for (size_t r = 0; r < cn; r++) bt[r] *= e[r];
     x->uk->rows_axpby(cn, d, x->kg, p->ldvk, x->k, d, NULL, 0, bt, 1, 0, 0);
     for (size_t f = 0; f < d; f++) x->rs[f] = e[cn - 1];
-  } else { /* no decay: kn is K itself (dl_chunk reads k) */
+  } else { /* no decay: kn is K itself (dl_absorb reads k) */
     x->uk->rows_axpby(cn, d, x->kg, p->ldvk, x->k, d, NULL, 0, bt, 1, 0, 0);
   }
   /* U = X (beta V) beside W' = X (-beta K (.) e^B): one product */

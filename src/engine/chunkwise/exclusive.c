@@ -1,5 +1,5 @@
 /* FLASH's chunk-exclusive causal form (engine/chunkwise.h): its rounds, their queries' outputs from
- * the state before the round, their keys absorbed, and the rounds run one after another. */
+ * the state before the round, and their keys absorbed. */
 #include "engine/chunkwise/internal.h"
 
 /* FLASH's chunk-exclusive causal form (plan xg = G), round k: the queries at key positions
@@ -31,15 +31,5 @@ void attn_cw_xabsorb(const cw_ctx *x, float *T, size_t k, int accumulate) {
     const size_t cn = attn_min_sz(p->C, c1 - j0);
     attn_cw_load_kv(x, j0, cn);
     attn_cw_absorb_to(x, x->kf, T, cn, accumulate || j0 > c0);
-  }
-}
-
-/* The exclusive form without the scan (one round, or none): round after round. */
-void attn_cw_run_exclusive(const cw_ctx *x, float *S, size_t h) {
-  for (size_t k = 0, qa, qb;; k++) {
-    const int full = attn_cw_xround(x->p, k, &qa, &qb);
-    attn_cw_xquery(x, S, h, qa, qb);
-    if (!full) break;
-    attn_cw_xabsorb(x, S, k, 1);
   }
 }

@@ -14,11 +14,12 @@
  *   rows.c       the inputs' rows: prefetch, the scan by head groups' gather
  *   chunk.c      the per-chunk steps: load, absorb, outputs
  *   exclusive.c  FLASH's chunk-exclusive rounds
- *   serial.c     one state head's serial loop and the decode step
- *   transition.c the scan's state update, chunk phases per transition, the per-chunk routine
+ *   step.c       the one-token step (the decode step) and what precedes the aligned chunks
+ *   transition.c the transitions (a chunk's phases, chosen at plan time) and the per-chunk routine
  *   scan.c       each head's lead and the scan by head groups
  *   waves.c      the scan's waves
- *   run.c        attn_chunkwise_run_all: the schedule the plan chose */
+ *   run.c        the serial loop of one state head, and the schedule the plan chose
+ * The delta rule's files (delta.h) come after transition.c: their transition runs on its routine. */
 
 /* Rows per rows_axpby call where each row's factors are computed first (on the stack). */
 #define CW_ROW_BATCH 64
@@ -163,37 +164,65 @@ static inline void cw_absorb(const cw_ctx *x, float *S, size_t cn) { attn_cw_abs
 ATTN_INTERNAL int attn_cw_xround(const attn_chunkwise_plan *p, size_t k, size_t *qa, size_t *qb);
 ATTN_INTERNAL void attn_cw_xquery(const cw_ctx *x, const float *S, size_t h, size_t qa, size_t qb);
 ATTN_INTERNAL void attn_cw_xabsorb(const cw_ctx *x, float *T, size_t k, int accumulate);
-ATTN_INTERNAL void attn_cw_run_exclusive(const cw_ctx *x, float *S, size_t h);
 
-/* serial.c: the serial loop, the decode step */
+/* step.c: the one-token step, the lead */
 ATTN_INTERNAL void attn_cw_step_loaded(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j);
 ATTN_INTERNAL void attn_cw_lead(const cw_ctx *x, float *S, size_t h0);
 
-/* transition.c: the scan's chunk phases. A chunk's working set lives in a worker's scratch (the
- * scan by head groups, attn_cw_chunk_in_scratch) or in a wave's slot. */
+/* transition.c: a chunk's phases. Its working set lives in a worker's scratch (the serial loop; the
+ * scan by head groups: attn_cw_chunk_in_scratch) or in a wave's slot. */
 typedef struct cw_chunk {
   size_t k, t0, cn; /* chunk k (FLASH: round k), its aligned tokens [t0, t0 + cn) */
-  float *D;         /* its local state (m x lds; column dv + 1: dC, or its offsets) */
+  float *D;         /* the scan: its local state (m x lds; column dv + 1: dC, or its offsets) */
   float *kf, *va;   /* its key features (maps with offsets: pre-exponential) and Va */
-  float *kl, *dl;   /* maps with offsets: its Kf at its own offsets, and those */
+  float *kl, *dl;   /* maps with offsets, the scan: its Kf at its own offsets, and those */
   double *b;        /* per-feature gates: its b, kept from its local phase to its outputs (NULL: x's) */
   int finite;       /* whether every Va row is finite */
 } cw_chunk;
 
-/* A transition's phases, chosen once per call (attn_cw_transition): load (rows for CW_FOR_ABSORB,
- * gates for the uses), local (D from the chunk alone), outputs (from S, the state before the
- * chunk; copy: m x lds floats of scratch), combine (S past the chunk; keep: D gets S as it was). */
+/* A transition: how a chunk moves the state (S_after = T_chunk(S_before)) and makes its outputs
+ * from the state before it, as phases that a schedule runs in its order. x is the task's context
+ * (cw_ctx; the delta rule's dl_ctx), h its state head. Chosen once per call, with the schedule:
+ *   load     rows for CW_FOR_ABSORB, gates for the uses; the serial loop's may cut c->cn (S: the
+ *            state before the chunk, NULL in the scan); 0: the chunk runs token by token (step)
+ *   local    what the chunk computes alone (the scan: its local state D; the delta rule: its solve)
+ *   outputs  from S, the state before the chunk (copy: m x lds floats of scratch, or NULL)
+ *   combine  the scan: S past the chunk from D (keep: D gets S as it was)
+ *   absorb   the serial schedules: S past the chunk in place, after its outputs
+ *   step     token u of the chunk by the recurrence (its output and S past it)
+ * A transition has combine or absorb, and local where its chunk computes alone. */
 typedef struct cw_transition {
-  void (*load)(const cw_ctx *x, cw_chunk *c, int uses);
-  void (*local)(const cw_ctx *x, const cw_chunk *c);
-  void (*outputs)(const cw_ctx *x, float *S, const cw_chunk *c, size_t h, float *copy);
-  void (*combine)(const cw_ctx *x, float *S, const cw_chunk *c, int keep);
+  int (*load)(const void *x, const float *S, cw_chunk *c, int uses);
+  void (*local)(const void *x, const cw_chunk *c);
+  void (*outputs)(const void *x, float *S, const cw_chunk *c, size_t h, float *copy);
+  void (*combine)(const void *x, float *S, const cw_chunk *c, int keep);
+  void (*absorb)(const void *x, float *S, const cw_chunk *c);
+  void (*step)(const void *x, float *S, const cw_chunk *c, size_t h, size_t u);
 } cw_transition;
 
+/* The plan's transition: of its map (with or without offsets) or FLASH's rounds, for its schedule
+ * (the scan, or the serial loop). */
 ATTN_INTERNAL const cw_transition *attn_cw_transition(const attn_chunkwise_plan *p);
 ATTN_INTERNAL cw_chunk attn_cw_chunk_in_scratch(const cw_ctx *x, float *ws, size_t k);
-ATTN_INTERNAL void attn_cw_chunk(const cw_ctx *x, const cw_transition *tr, float *S, cw_chunk *c, size_t h,
-                                 float *copy);
+/* The per-chunk routine: chunk c on one worker, S the state before it, then past it: its rows and
+ * gates, then token by token (step) where the load says so; otherwise what the chunk computes
+ * alone, its outputs from S, and S past it (combine from the local state, or absorbed in place).
+ * Returns the tokens it ran (c->cn, which the serial loop's load may have cut). The waves run the
+ * same phases with a group's local states first and its outputs last. */
+static inline size_t attn_cw_chunk(const cw_transition *tr, const void *x, float *S, cw_chunk *c, size_t h,
+                                   float *copy) {
+  if (!tr->load(x, S, c, CW_FOR_BOTH)) {
+    for (size_t u = 0; u < c->cn; u++) tr->step(x, S, c, h, u);
+    return c->cn;
+  }
+  if (tr->local) tr->local(x, c);
+  tr->outputs(x, S, c, h, copy);
+  if (tr->absorb)
+    tr->absorb(x, S, c);
+  else
+    tr->combine(x, S, c, 0);
+  return c->cn;
+}
 
 /* scan.c: the scan */
 ATTN_INTERNAL void attn_cw_scan_lead(void *ctx, size_t h, size_t worker);

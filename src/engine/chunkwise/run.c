@@ -1,6 +1,36 @@
-/* The chunkwise engine's entry (engine/chunkwise.h): every state head of a plan, on the schedule the
- * plan chose: a task per head, the scan by head groups, or the waves. */
+/* The chunkwise engine's entry (engine/chunkwise.h): the serial loop of one state head, and every
+ * state head of a plan on the schedule the plan chose: a task per head (the serial loop), the scan
+ * by head groups, or the waves. */
 #include "engine/chunkwise/internal.h"
+
+/* The serial loop of state head `task`: its lead, then its aligned chunks one after another, each
+ * as long as the transition's load lets it be (FLASH's form: round after round, the last one
+ * incomplete). */
+void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, const attn_chunkwise_io *io,
+                        size_t task, float *ws) {
+  const attn_shape *s = p->shape;
+  const cw_ctx x = cw_ctx_of(p, uk, io, task, ws);
+  const cw_transition *tr = attn_cw_transition(p);
+  const size_t slab = p->m * p->lds;
+  float *S = io->state ? io->state + task * slab : ws + p->wl.s;
+  if (!io->state) memset(S, 0, slab * sizeof(float));
+  if (!p->xg) attn_cw_lead(&x, S, task * p->per);
+  if (!p->causal) return;
+  const size_t aligned = s->n_kv - cw_pre_k(p); /* == n_q - pre_q */
+  for (size_t k = 0, t0 = 0; p->xg ? k <= s->n_kv / p->xg : t0 < aligned; k++) {
+    cw_chunk c = {.k = k,
+                  .t0 = t0,
+                  .cn = p->xg ? 0 : attn_min_sz(p->C, aligned - t0),
+                  .D = NULL,
+                  .kf = p->fm->offsets ? x.ku : x.kf,
+                  .va = x.va,
+                  .kl = NULL,
+                  .dl = NULL,
+                  .b = NULL,
+                  .finite = 1};
+    t0 += attn_cw_chunk(tr, &x, S, &c, task, NULL);
+  }
+}
 
 static void cw_par_task(void *ctx, size_t task, size_t worker) {
   const cw_par *c = ctx;

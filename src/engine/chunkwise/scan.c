@@ -35,6 +35,6 @@ void attn_cw_scan_heads(void *ctx, size_t task, size_t worker) {
         attn_cw_gathered(&x, ws + p->wl.g, a, h, t0);
       }
       cw_chunk ck = attn_cw_chunk_in_scratch(&x, ws, k);
-      attn_cw_chunk(&x, tr, cw_scan_state(c, h), &ck, h, ws + p->wl.s);
+      (void)attn_cw_chunk(tr, &x, cw_scan_state(c, h), &ck, h, ws + p->wl.s);
     }
 }

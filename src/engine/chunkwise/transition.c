@@ -1,7 +1,8 @@
-/* The scan's transitions (engine/chunkwise.h): the state update, a chunk's phases (load, local
- * state, outputs, combine) for maps without offsets (any gate), for maps with offsets, and for
- * FLASH's exclusive rounds, and the per-chunk routine that runs them in order on one worker. Both
- * schedules of the scan (by head groups, and the waves) take their chunk steps from here. */
+/* The transitions (engine/chunkwise.h): a chunk's phases for maps without offsets (any gate), for
+ * maps with offsets and for FLASH's exclusive rounds, each for the scan (a local state, then a
+ * combine) and for the serial loop (absorbed in place), and the per-chunk routine that runs a
+ * transition's phases on one worker. Every schedule (the serial loop, the scan by head groups,
+ * the waves; the delta rule's groups) takes its chunk steps from here. */
 #include "engine/chunkwise/internal.h"
 
 /* The scan's state update: S = dC (.) S + D (dC_f = g[f lds], D's column dv + 1, or 1 when g is
@@ -64,8 +65,10 @@ static cw_ctx cw_on(const cw_ctx *x0, const cw_chunk *c) {
 /* The rows (CW_FOR_ABSORB: keys, pre-exponential with offsets, and values) and the gates of the
  * uses asked for; a per-feature gate's b is kept in the chunk's when it has one (its absorb
  * makes it, its outputs read it). */
-static void cw_load(const cw_ctx *x0, cw_chunk *c, int uses) {
+static int cw_load(const void *vx, const float *S, cw_chunk *c, int uses) {
+  const cw_ctx *x0 = vx;
   const attn_chunkwise_plan *p = x0->p;
+  (void)S;
   cw_ctx x = cw_on(x0, c);
   if (c->b && !(uses & CW_FOR_ABSORB)) uses |= CW_B_KEPT;
   if (uses & CW_FOR_ABSORB) {
@@ -73,17 +76,20 @@ static void cw_load(const cw_ctx *x0, cw_chunk *c, int uses) {
     c->finite = attn_cw_load_kv(&x, cw_pre_k(p) + c->t0, c->cn);
   }
   if (cw_gated(p)) attn_cw_gates(&x, cw_pre_k(p) + c->t0, c->cn, uses);
+  return 1;
 }
 
 /* Maps without offsets. D = (Kf (.) dout)^T Va, dC in its column dv + 1. */
-static void cw_plain_local(const cw_ctx *x0, const cw_chunk *c) {
+static void cw_plain_local(const void *vx, const cw_chunk *c) {
+  const cw_ctx *x0 = vx;
   const attn_chunkwise_plan *p = x0->p;
   const cw_ctx x = cw_on(x0, c);
   attn_cw_absorb_to(&x, c->kf, c->D, c->cn, 0);
   for (size_t f = 0; p->g.kind != ATTN_GATE_NONE && f < p->m; f++) c->D[f * p->lds + p->shape->dv + 1] = x.dc[f];
 }
 
-static void cw_plain_outputs(const cw_ctx *x0, float *S, const cw_chunk *c, size_t h, float *copy) {
+static void cw_plain_outputs(const void *vx, float *S, const cw_chunk *c, size_t h, float *copy) {
+  const cw_ctx *x0 = vx;
   const attn_chunkwise_plan *p = x0->p;
   const cw_ctx x = cw_on(x0, c);
   (void)copy;
@@ -92,7 +98,8 @@ static void cw_plain_outputs(const cw_ctx *x0, float *S, const cw_chunk *c, size
 }
 
 /* S = dC (.) S + D; with keep, D gets S as it was (the state before the chunk). */
-static void cw_plain_combine(const cw_ctx *x, float *S, const cw_chunk *c, int keep) {
+static void cw_plain_combine(const void *vx, float *S, const cw_chunk *c, int keep) {
+  const cw_ctx *x = vx;
   const attn_chunkwise_plan *p = x->p;
   const float *g = p->g.kind != ATTN_GATE_NONE ? c->D + p->shape->dv + 1 : NULL;
   cw_scan_update(p, x->uk, S, c->D, g, keep);
@@ -100,36 +107,43 @@ static void cw_plain_combine(const cw_ctx *x, float *S, const cw_chunk *c, int k
 
 /* Maps with offsets: D at the chunk's own offsets (kl: Kf at them, dl: those), the outputs on S
  * raised in place or on a copy (cw_scan_outputs), the merge at the larger offsets. */
-static void cw_offsets_local(const cw_ctx *x0, const cw_chunk *c) {
-  cw_ctx x = *x0;
+static void cw_offsets_local(const void *vx, const cw_chunk *c) {
+  cw_ctx x = *(const cw_ctx *)vx;
   x.kf = c->kl, x.va = c->va;
   attn_cw_scan_local(&x, c->kf, c->D, c->cn, c->dl);
 }
 
-static void cw_offsets_outputs(const cw_ctx *x, float *S, const cw_chunk *c, size_t h, float *copy) {
+static void cw_offsets_outputs(const void *x, float *S, const cw_chunk *c, size_t h, float *copy) {
   cw_scan_outputs(x, S, copy, h, c->t0, c->cn, c->kf, c->kl, c->dl, c->va, c->finite);
 }
 
-static void cw_offsets_combine(const cw_ctx *x, float *S, const cw_chunk *c, int keep) {
+static void cw_offsets_combine(const void *vx, float *S, const cw_chunk *c, int keep) {
+  const cw_ctx *x = vx;
   attn_cw_scan_merge(x->p, x->uk, S, c->D, 0, x->p->m, keep);
 }
 
 /* FLASH's exclusive form: chunk k is round k, its keys absorbed only when complete. */
-static void cw_excl_load(const cw_ctx *x, cw_chunk *c, int uses) { (void)x, (void)c, (void)uses; }
+static int cw_excl_load(const void *x, const float *S, cw_chunk *c, int uses) {
+  (void)x, (void)S, (void)c, (void)uses;
+  return 1;
+}
 
-static void cw_excl_local(const cw_ctx *x, const cw_chunk *c) {
+static void cw_excl_local(const void *vx, const cw_chunk *c) {
+  const cw_ctx *x = vx;
   size_t qa, qb;
   if (attn_cw_xround(x->p, c->k, &qa, &qb)) attn_cw_xabsorb(x, c->D, c->k, 0);
 }
 
-static void cw_excl_outputs(const cw_ctx *x, float *S, const cw_chunk *c, size_t h, float *copy) {
+static void cw_excl_outputs(const void *vx, float *S, const cw_chunk *c, size_t h, float *copy) {
+  const cw_ctx *x = vx;
   size_t qa, qb;
   (void)copy;
   (void)attn_cw_xround(x->p, c->k, &qa, &qb);
   attn_cw_xquery(x, S, h, qa, qb);
 }
 
-static void cw_excl_combine(const cw_ctx *x, float *S, const cw_chunk *c, int keep) {
+static void cw_excl_combine(const void *vx, float *S, const cw_chunk *c, int keep) {
+  const cw_ctx *x = vx;
   const attn_chunkwise_plan *p = x->p;
   size_t qa, qb;
   if (attn_cw_xround(p, c->k, &qa, &qb))
@@ -138,16 +152,66 @@ static void cw_excl_combine(const cw_ctx *x, float *S, const cw_chunk *c, int ke
     memcpy(c->D, S, p->m * p->lds * sizeof(float));
 }
 
-static const cw_transition cw_plain = {cw_load, cw_plain_local, cw_plain_outputs, cw_plain_combine};
-static const cw_transition cw_offsets = {cw_load, cw_offsets_local, cw_offsets_outputs, cw_offsets_combine};
-static const cw_transition cw_exclusive = {cw_excl_load, cw_excl_local, cw_excl_outputs, cw_excl_combine};
+/* The serial loop (no scan): the chunk's rows and gates in the worker's scratch, its outputs from
+ * S, then S past it in place (cw_absorb: one GEMM that scales S by dC as it adds the chunk). A
+ * one-token chunk takes the step kernel; maps with offsets cut the chunk where attn_cw_guard
+ * says (against S), and raise S to the chunk's offsets before its outputs. */
+static int cw_serial_load(const void *vx, const float *S, cw_chunk *c, int uses) {
+  const cw_ctx *x = vx;
+  const attn_chunkwise_plan *p = x->p;
+  if (c->cn == 1) return 0;
+  c->finite = attn_cw_load_kv(x, cw_pre_k(p) + c->t0, c->cn); /* of the whole chunk: conservative when cut */
+  if (p->fm->offsets) c->cn = attn_cw_guard(x, S, c->cn, NULL);
+  if (c->cn == 1) return 0;
+  if (cw_gated(p)) attn_cw_gates(x, cw_pre_k(p) + c->t0, c->cn, uses);
+  return 1;
+}
+
+static void cw_serial_outputs(const void *vx, float *S, const cw_chunk *c, size_t h, float *copy) {
+  const cw_ctx *x = vx;
+  const attn_chunkwise_plan *p = x->p;
+  (void)copy;
+  if (p->fm->offsets) attn_cw_key_offsets(x, S, c->cn);
+  for (size_t gi = 0; gi < p->per; gi++) attn_cw_query(x, S, h * p->per + gi, cw_pre_q(p) + c->t0, c->cn, 1, c->finite);
+}
+
+static void cw_serial_absorb(const void *x, float *S, const cw_chunk *c) { cw_absorb(x, S, c->cn); }
+
+static void cw_serial_step(const void *vx, float *S, const cw_chunk *c, size_t h, size_t u) {
+  const cw_ctx *x = vx;
+  const attn_chunkwise_plan *p = x->p;
+  const size_t j = cw_pre_k(p) + c->t0 + u;
+  attn_cw_load_kv(x, j, 1);
+  attn_cw_step_loaded(x, S, h * p->per, cw_pre_q(p) + c->t0 + u, j);
+}
+
+/* FLASH's rounds without the scan: round k's queries from S, then its keys absorbed into S when
+ * the round is complete. */
+static void cw_excl_absorb(const void *x, float *S, const cw_chunk *c) {
+  size_t qa, qb;
+  if (attn_cw_xround(((const cw_ctx *)x)->p, c->k, &qa, &qb)) attn_cw_xabsorb(x, S, c->k, 1);
+}
+
+/* clang-format off */
+static const cw_transition cw_plain = {
+    .load = cw_load, .local = cw_plain_local, .outputs = cw_plain_outputs, .combine = cw_plain_combine};
+static const cw_transition cw_offsets = {
+    .load = cw_load, .local = cw_offsets_local, .outputs = cw_offsets_outputs, .combine = cw_offsets_combine};
+static const cw_transition cw_exclusive = {
+    .load = cw_excl_load, .local = cw_excl_local, .outputs = cw_excl_outputs, .combine = cw_excl_combine};
+static const cw_transition cw_serial = {
+    .load = cw_serial_load, .outputs = cw_serial_outputs, .absorb = cw_serial_absorb, .step = cw_serial_step};
+static const cw_transition cw_excl_serial = {
+    .load = cw_excl_load, .outputs = cw_excl_outputs, .absorb = cw_excl_absorb};
+/* clang-format on */
 
 const cw_transition *attn_cw_transition(const attn_chunkwise_plan *p) {
+  if (!p->scan_chunks) return p->xg ? &cw_excl_serial : &cw_serial;
   return p->xg ? &cw_exclusive : p->fm->offsets ? &cw_offsets : &cw_plain;
 }
 
-/* Chunk k (FLASH: round k) in the worker's scratch: D (wl.d), the rows where x loads them, the
- * offsets in wl.dl. */
+/* Chunk k (FLASH: round k) of the scan in the worker's scratch: D (wl.d), the rows where x loads
+ * them, the offsets in wl.dl. */
 cw_chunk attn_cw_chunk_in_scratch(const cw_ctx *x, float *ws, size_t k) {
   const attn_chunkwise_plan *p = x->p;
   const size_t aligned = attn_min_sz(p->shape->n_q, p->shape->n_kv);
@@ -161,14 +225,4 @@ cw_chunk attn_cw_chunk_in_scratch(const cw_ctx *x, float *ws, size_t k) {
                     .dl = ws + p->wl.dl,
                     .b = NULL,
                     .finite = 1};
-}
-
-/* The per-chunk routine: chunk c of state head h on one worker, S the state before it: its rows
- * and gates, its local state, its outputs (from S), then S past it (S = dC (.) S + D). The
- * waves run the same phases with the local states of a group first and its outputs last. */
-void attn_cw_chunk(const cw_ctx *x, const cw_transition *tr, float *S, cw_chunk *c, size_t h, float *copy) {
-  tr->load(x, c, CW_FOR_BOTH);
-  tr->local(x, c);
-  tr->outputs(x, S, c, h, copy);
-  tr->combine(x, S, c, 0);
 }

@@ -23,7 +23,7 @@ static cw_chunk cw_slot_chunk(const attn_chunkwise_plan *p, float *slot, size_t 
  * for step 4 with Va's finiteness. */
 static void cw_slot_absorb(const cw_ctx *x, const cw_transition *tr, float *slot, size_t k) {
   cw_chunk c = cw_slot_chunk(x->p, slot, k);
-  tr->load(x, &c, CW_FOR_ABSORB);
+  (void)tr->load(x, NULL, &c, CW_FOR_ABSORB);
   tr->local(x, &c);
   if (!x->p->xg) slot[x->p->sl.fin] = (float)c.finite;
 }
@@ -38,7 +38,7 @@ static void cw_slot_combine(const cw_ctx *x, const cw_transition *tr, float *S, 
  * floats of the worker's scratch. */
 static void cw_slot_query(const cw_ctx *x, const cw_transition *tr, float *slot, size_t h, size_t k, float *copy) {
   cw_chunk c = cw_slot_chunk(x->p, slot, k);
-  tr->load(x, &c, CW_FOR_QUERY);
+  (void)tr->load(x, NULL, &c, CW_FOR_QUERY);
   tr->outputs(x, slot, &c, h, copy);
 }
 
@@ -115,7 +115,7 @@ static void cw_wave_task(void *ctx, size_t task, size_t worker) {
     cw_wave_before(c, &x, h, i, X, spare);
     for (size_t k = k0; k < k1; k++) {
       cw_chunk ck = cw_slot_chunk(p, spare, k);
-      attn_cw_chunk(&x, tr, X, &ck, h, ws + p->wl.s);
+      (void)attn_cw_chunk(tr, &x, X, &ck, h, ws + p->wl.s);
     }
     return;
   }

@@ -1,5 +1,5 @@
-/* The serial loop of one state head (engine/chunkwise.h): the keys and queries before the aligned
- * chunks, the chunks one after another, and the one-token chunk (the decode step). */
+/* The one-token chunk (the decode step) and, for the serial loop and the scan, what precedes a
+ * state head's aligned chunks (engine/chunkwise.h). */
 #include "engine/chunkwise/internal.h"
 
 /* A one-token causal chunk (a decode step), its key loaded (attn_cw_load_kv): one pass over S per
@@ -33,12 +33,6 @@ void attn_cw_step_loaded(const cw_ctx *x, float *S, size_t h0, size_t i, size_t 
   }
 }
 
-/* The step with key j loaded first. */
-static void cw_step(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j) {
-  attn_cw_load_kv(x, j, 1);
-  attn_cw_step_loaded(x, S, h0, i, j);
-}
-
 /* What comes before a causal call's aligned chunks (all of a non-causal call): the keys absorbed
  * before any query, then the queries that read only that state. */
 void attn_cw_lead(const cw_ctx *x, float *S, size_t h0) {
@@ -58,37 +52,5 @@ void attn_cw_lead(const cw_ctx *x, float *S, size_t h0) {
     if (i0 + C < state_only_end)
       attn_cw_prefetch_rows(x, h0, i0 + C, SIZE_MAX, attn_min_sz(C, state_only_end - i0 - C));
     for (size_t gi = 0; gi < p->per; gi++) attn_cw_query(x, S, h0 + gi, i0, attn_min_sz(C, state_only_end - i0), 0, 1);
-  }
-}
-
-void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, const attn_chunkwise_io *io,
-                        size_t task, float *ws) {
-  const attn_shape *s = p->shape;
-  const cw_ctx x = cw_ctx_of(p, uk, io, task, ws);
-  const size_t C = p->C, h0 = task * p->per, slab = p->m * p->lds, pre_k = cw_pre_k(p), pre_q = cw_pre_q(p);
-  float *S = io->state ? io->state + task * slab : ws + p->wl.s;
-  if (!io->state) memset(S, 0, slab * sizeof(float));
-  if (p->xg) {
-    attn_cw_run_exclusive(&x, S, task);
-    return;
-  }
-  attn_cw_lead(&x, S, h0);
-  if (!p->causal) return;
-  const size_t aligned = s->n_kv - pre_k; /* == n_q - pre_q */
-  for (size_t t0 = 0, cn; t0 < aligned; t0 += cn) {
-    cn = attn_min_sz(C, aligned - t0);
-    int va_finite = 1;
-    if (cn > 1) {
-      va_finite = attn_cw_load_kv(&x, pre_k + t0, cn); /* of the whole chunk: conservative when cut */
-      if (p->fm->offsets) cn = attn_cw_guard(&x, S, cn, NULL);
-    }
-    if (cn == 1) {
-      cw_step(&x, S, h0, pre_q + t0, pre_k + t0);
-      continue;
-    }
-    if (p->fm->offsets) attn_cw_key_offsets(&x, S, cn);
-    if (cw_gated(p)) attn_cw_gates(&x, pre_k + t0, cn, CW_FOR_BOTH);
-    for (size_t gi = 0; gi < p->per; gi++) attn_cw_query(&x, S, h0 + gi, pre_q + t0, cn, 1, va_finite);
-    cw_absorb(&x, S, cn);
   }
 }

@@ -948,7 +948,9 @@ ATTN_API attn_status attn_linear(const attn_linear_desc *desc, const void *q, co
  * beyond, and a chunk whose decay underflows below e^-300 is still exact; a scalar gate (or beta
  * alone) takes its intra-chunk weights as a product of a key factor and a query factor while the
  * chunk decays by at most e^-60 (both factors then in range), element by element beyond; per-feature
- * gates use sub-chunks with per-element exponentials on the diagonal blocks.
+ * gates use sub-chunks with per-element exponentials on the diagonal blocks. A factor holds a term
+ * up to e^60 below its value until the other restores it: terms below about 2^-149 e^60 (1.6e-19)
+ * have that absolute accuracy, not a relative one.
  * Mamba2 (SSD): q = C, k = B, v = x, beta = dt, log gamma = dt A_h, scale = 1, un-normalised,
  * identity map, h_q = h_k = groups, h_v = h_g = heads (the caller adds D x). A state head's S
  * is N rows (state size) of P columns (head dim) in rows of ld = P + 2 (attn_linear_state): the

@@ -247,10 +247,15 @@ static inline double tol_linear_xp_state(size_t n_tokens, double scale, double a
  *     error repeats with the same sign, so the steps count linearly (ref_gated.h: (p - j) /
  *     step_chunk + 2).
  *   - tiny (factor 1): a term whose decay is below FLT_MIN = 2^-126 may be lost whole (the
- *     library's exp gives 0 below e^-87.33); floor = TOL_GT_FLOOR (n + m + 2): every rounding of a
- *     result in float's subnormal range errs by up to 2^-150 absolutely, not relatively (products
- *     of decays near e^-100 and sums of them). Both matter only for elements that are themselves
- *     that small (relu rows whose keys' features vanish, beside decays of e^-20 per token).
+ *     library's exp gives 0 below e^-87.33); floor = TOL_GT_FLOOR e^TOL_GT_SPAN (n + m + 2): every
+ *     rounding of a result in float's subnormal range errs by up to 2^-150 absolutely, not
+ *     relatively (products of decays near e^-100 and sums of them), and a chunk's factored
+ *     weights (attn.h: a key factor and a query factor while the chunk decays by at most e^-60;
+ *     per-feature gates' block factors alike) hold a term up to e^60 below its value until the
+ *     other factor restores it, so that rounding happens up to e^60 lower (a term of 1e-21
+ *     beside a chunk decay of e^-59 came out 0: found by the fuzzer). Both matter only for
+ *     elements that are themselves that small (below about 1e-19: features that vanish, beside
+ *     strong decays).
  * A comparison of two library results (decode vs prefill, pieces vs one call, per-feature vs
  * scalar gates, zero gates vs attn_linear) allows each its bound: TOL_PROPERTY_FACTOR (2) times
  * the bound, with the error model of the finer computation (step_chunk 1 when one side decodes
@@ -275,13 +280,14 @@ static inline double tol_linear_xp_state(size_t n_tokens, double scale, double a
 #define TOL_GT_LOG   1.0
 #define TOL_GT_STEP  5.0
 #define TOL_GT_FLOOR 0x1p-149
+#define TOL_GT_SPAN  60.0 /* the factored weights' span (attn.h, attn_linear_gated: e^60) */
 
 /* The relative bound of one element (times abs gives the bound): n_tokens behind the result, m
  * the feature size (0 for a state: no dot product), abs, log, step and tiny the element's scales
  * from the reference (ref_gated_scales). */
 static inline double tol_gated(size_t n_tokens, size_t m, double s_abs, double s_log, double s_step, double s_tiny) {
   const double base = TOL_U * (TOL_GT_C0 + TOL_GT_CN * sqrt((double)n_tokens) + TOL_GT_CM * sqrt((double)m));
-  const double subnormal = TOL_GT_FLOOR * (double)(n_tokens + m + 2);
+  const double subnormal = TOL_GT_FLOOR * exp(TOL_GT_SPAN) * (double)(n_tokens + m + 2);
   const double extra = TOL_U * (TOL_GT_LOG * s_log + TOL_GT_STEP * s_step) + s_tiny + subnormal;
   return base + (s_abs > 0.0 ? extra / s_abs : 0.0);
 }

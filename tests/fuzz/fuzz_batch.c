@@ -15,9 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fuzz_common.h"
-
-void fb_selcache(fz_in *in); /* fuzz_selcache_batch.c */
+#include "fuzz_batch.h"
 
 enum { MAXB = 4, MAX_NQ = 40, MAX_KV = 160, MAX_D = 40, SPARE = 2 };
 

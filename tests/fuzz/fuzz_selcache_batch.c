@@ -16,9 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fuzz_common.h"
-
-void fb_selcache(fz_in *in); /* the batch target's third variant (fuzz_batch.c) */
+#include "fuzz_batch.h"
 
 enum { SC_MAXB = 4, SC_MAX_CAP = 24, SC_MAX_D = 24 };
 

@@ -154,25 +154,37 @@ static void cw_excl_combine(const void *vx, float *S, const cw_chunk *c, int kee
 
 /* The serial loop (no scan): the chunk's rows and gates in the worker's scratch, its outputs from
  * S, then S past it in place (cw_absorb: one GEMM that scales S by dC as it adds the chunk). A
- * one-token chunk takes the step kernel; maps with offsets cut the chunk where attn_cw_guard
- * says (against S), and raise S to the chunk's offsets before its outputs. */
+ * one-token chunk takes the step kernel. Maps with offsets (never gated) cut the chunk where
+ * attn_cw_guard says (against S), and raise S to the chunk's offsets before its outputs. */
 static int cw_serial_load(const void *vx, const float *S, cw_chunk *c, int uses) {
   const cw_ctx *x = vx;
   const attn_chunkwise_plan *p = x->p;
+  (void)S;
   if (c->cn == 1) return 0;
-  c->finite = attn_cw_load_kv(x, cw_pre_k(p) + c->t0, c->cn); /* of the whole chunk: conservative when cut */
-  if (p->fm->offsets) c->cn = attn_cw_guard(x, S, c->cn, NULL);
-  if (c->cn == 1) return 0;
+  c->finite = attn_cw_load_kv(x, cw_pre_k(p) + c->t0, c->cn);
   if (cw_gated(p)) attn_cw_gates(x, cw_pre_k(p) + c->t0, c->cn, uses);
   return 1;
+}
+
+static int cw_serial_load_cut(const void *vx, const float *S, cw_chunk *c, int uses) {
+  const cw_ctx *x = vx;
+  (void)uses;
+  if (c->cn == 1) return 0;
+  c->finite = attn_cw_load_kv(x, cw_pre_k(x->p) + c->t0, c->cn); /* of the whole chunk: conservative when cut */
+  c->cn = attn_cw_guard(x, S, c->cn, NULL);
+  return c->cn > 1;
 }
 
 static void cw_serial_outputs(const void *vx, float *S, const cw_chunk *c, size_t h, float *copy) {
   const cw_ctx *x = vx;
   const attn_chunkwise_plan *p = x->p;
   (void)copy;
-  if (p->fm->offsets) attn_cw_key_offsets(x, S, c->cn);
   for (size_t gi = 0; gi < p->per; gi++) attn_cw_query(x, S, h * p->per + gi, cw_pre_q(p) + c->t0, c->cn, 1, c->finite);
+}
+
+static void cw_serial_outputs_raised(const void *x, float *S, const cw_chunk *c, size_t h, float *copy) {
+  attn_cw_key_offsets(x, S, c->cn);
+  cw_serial_outputs(x, S, c, h, copy);
 }
 
 static void cw_serial_absorb(const void *x, float *S, const cw_chunk *c) { cw_absorb(x, S, c->cn); }
@@ -201,12 +213,14 @@ static const cw_transition cw_exclusive = {
     .load = cw_excl_load, .local = cw_excl_local, .outputs = cw_excl_outputs, .combine = cw_excl_combine};
 static const cw_transition cw_serial = {
     .load = cw_serial_load, .outputs = cw_serial_outputs, .absorb = cw_serial_absorb, .step = cw_serial_step};
+static const cw_transition cw_serial_offsets = {
+    .load = cw_serial_load_cut, .outputs = cw_serial_outputs_raised, .absorb = cw_serial_absorb, .step = cw_serial_step};
 static const cw_transition cw_excl_serial = {
     .load = cw_excl_load, .outputs = cw_excl_outputs, .absorb = cw_excl_absorb};
 /* clang-format on */
 
 const cw_transition *attn_cw_transition(const attn_chunkwise_plan *p) {
-  if (!p->scan_chunks) return p->xg ? &cw_excl_serial : &cw_serial;
+  if (!p->scan_chunks) return p->xg ? &cw_excl_serial : p->fm->offsets ? &cw_serial_offsets : &cw_serial;
   return p->xg ? &cw_exclusive : p->fm->offsets ? &cw_offsets : &cw_plain;
 }
 

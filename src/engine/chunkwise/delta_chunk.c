@@ -124,16 +124,7 @@ static void dl_group(void *ctx, size_t task, size_t worker) {
     for (size_t h = h0; h < h1; h++) {
       float *S = S0 + (h - h0) * hf;
       x.h = h, x.hk = h / p->kdiv;
-      cw_chunk ck = {.k = 0,
-                     .t0 = j0,
-                     .cn = j1 - j0,
-                     .D = NULL,
-                     .kf = NULL,
-                     .va = NULL,
-                     .kl = NULL,
-                     .dl = NULL,
-                     .b = NULL,
-                     .finite = 1};
+      cw_chunk ck = {.t0 = j0, .cn = j1 - j0}; /* the delta rule's rows live in x's regions */
       (void)attn_cw_chunk(&dl_transition, &x, S, &ck, h, NULL);
     }
     if (ci < nck && ck->after[ci] + 1 == j1) /* checkpoint ci: every head's state, the group's slabs */

@@ -18,16 +18,8 @@ void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels
   if (!p->causal) return;
   const size_t aligned = s->n_kv - cw_pre_k(p); /* == n_q - pre_q */
   for (size_t k = 0, t0 = 0; p->xg ? k <= s->n_kv / p->xg : t0 < aligned; k++) {
-    cw_chunk c = {.k = k,
-                  .t0 = t0,
-                  .cn = p->xg ? 0 : attn_min_sz(p->C, aligned - t0),
-                  .D = NULL,
-                  .kf = p->fm->offsets ? x.ku : x.kf,
-                  .va = x.va,
-                  .kl = NULL,
-                  .dl = NULL,
-                  .b = NULL,
-                  .finite = 1};
+    /* the serial transitions read the rows where x has them: only the span and the round */
+    cw_chunk c = {.k = k, .t0 = t0, .cn = p->xg ? 0 : attn_min_sz(p->C, aligned - t0), .finite = 1};
     t0 += attn_cw_chunk(tr, &x, S, &c, task, NULL);
   }
 }

@@ -166,11 +166,9 @@ static int cw_serial_load(const void *vx, const float *S, cw_chunk *c, int uses)
   return 1;
 }
 
-static int cw_serial_load_cut(const void *vx, const float *S, cw_chunk *c, int uses) {
-  const cw_ctx *x = vx;
-  (void)uses;
-  if (c->cn == 1) return 0;
-  c->finite = attn_cw_load_kv(x, cw_pre_k(x->p) + c->t0, c->cn); /* of the whole chunk: conservative when cut */
+/* c->finite stays the whole chunk's: conservative when cut. */
+static int cw_serial_load_cut(const void *x, const float *S, cw_chunk *c, int uses) {
+  if (!cw_serial_load(x, S, c, uses)) return 0;
   c->cn = attn_cw_guard(x, S, c->cn, NULL);
   return c->cn > 1;
 }

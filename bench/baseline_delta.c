@@ -1,15 +1,15 @@
 /*
  * baseline_delta.c: the delta rule (attn_delta: GDN, KDA, DeltaNet) token by token, the best plain
  * loop, the baseline of the delta-rule rows. Per token, q and k of each key head L2-normalised
- * once (x / sqrt(sum x^2 + 1e-6), as qk_l2norm); per value head two passes over its d x dv state,
- * each an inner loop over dv: pass 1 decays row f (exp(g) for GDN, exp(g_f) for KDA, the exps
- * taken per token and head; DeltaNet only reads) and accumulates u = S~^T k; then
- * delta = beta (v - u); pass 2 adds k_f delta to row f and accumulates S^T q; o = scale S^T q.
- * About 4 d dv flops per token and head (plus d dv multiplications for the decay). Folding the
- * decay into pass 2 instead (pass 1 read-only, u = S^T (D k)), or taking the heads in the outer
- * loop (a head's state hot over all tokens), measured no faster here. A prefill continues its
- * state like the library's row; a decode step takes the next of its state's copies as the
- * library's does.
+ * once (x / sqrt(sum x^2 + 1e-6), as qk_l2norm); per value head, tile by tile of BV_TILE value
+ * columns (vec.h), two passes down the tile's d rows with u, delta and the output in registers:
+ * pass 1 decays row f (exp(g) for GDN, exp(g_f) for KDA, the exps taken per token and head;
+ * DeltaNet only reads) and accumulates u = S~^T k; then delta = beta (v - u); pass 2 adds k_f
+ * delta to row f and accumulates S^T q; o = scale S^T q. A column of S depends only on its own
+ * column of u, so a tile's two passes need no other tile, and the tile (d x BV_TILE floats) stays
+ * in L1 between them: the state streams through once per token. About 4 d dv flops per token and
+ * head (plus d dv multiplications for the decay). A prefill continues its state like the
+ * library's row; a decode step takes the next of its state's copies as the library's does.
  *
  * Built alone with ATTN_BENCH_DELTA_FLAGS (bench/meson.build): the baselines' flags, plus
  * -mprefer-vector-width=512 where the compiler takes it (gcc otherwise keeps AVX-512 CPUs to
@@ -18,17 +18,21 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "bench.h"
+#include "vec.h"
 
-/* The scratch: the state (h_v x d x dv; a decode step's copies instead, bench_work_copy_cache),
- * then q and k of every key head normalised, u (then delta), the output accumulator and the decays. */
-static size_t delta_state_floats(const bench_shape *s) { return s->h_kv * s->d * s->dv; }
+/* The scratch: the state (h_v x d x ld, ld = dv in whole tiles; a decode step's copies instead,
+ * bench_work_copy_cache), then q and k of every key head normalised, v and o padded to ld, and
+ * the decays. */
+static size_t delta_ld(const bench_shape *s) { return (s->dv + BV_TILE - 1) / BV_TILE * BV_TILE; }
+static size_t delta_state_floats(const bench_shape *s) { return s->h_kv * s->d * delta_ld(s); }
 
 static int delta_setup(bench_work *w, char *err, size_t errlen) {
   const bench_shape *s = &w->s;
   const size_t state = delta_state_floats(s);
-  const size_t floats = state + 2 * s->h_q * s->d + 2 * s->dv + s->d;
+  const size_t floats = state + 2 * s->h_q * s->d + 2 * delta_ld(s) + s->d;
   if (!(w->scratch = bench_alloc64(floats * sizeof(float)))) {
     snprintf(err, errlen, "out of memory for the baseline's scratch");
     return -1;
@@ -52,42 +56,54 @@ static void delta_l2norm(float *restrict out, const float *restrict x, size_t d)
   for (size_t f = 0; f < d; f++) out[f] = x[f] * inv;
 }
 
-/* One token of one value head: the two passes over its d x dv state S (row f: key channel f).
- * Pass 1 decays each row, S[f] *= alpha_f (alpha[0] for a scalar gate, alpha[f] per channel, none
- * for DeltaNet), and accumulates u = S~^T k; pass 2 updates each row, S[f] += k_f delta, and reads
- * it back, acc = S^T q. */
-static void delta_token(float *restrict S, const float *restrict k, const float *restrict q, const float *restrict v,
-                        float beta, const float *restrict alpha, size_t gw, size_t d, size_t dv, float scale,
-                        float *restrict u, float *restrict acc, float *restrict o) {
-  for (size_t c = 0; c < dv; c++) u[c] = 0;
-  for (size_t f = 0; f < d && gw; f++) {
-    float *restrict row = S + f * dv;
-    const float a = alpha[gw == 1 ? 0 : f], kf = k[f];
-    for (size_t c = 0; c < dv; c++) {
-      row[c] *= a;
-      u[c] += kf * row[c];
-    }
-  }
-  for (size_t f = 0; f < d && !gw; f++) {
-    const float *restrict row = S + f * dv;
-    const float kf = k[f];
-    for (size_t c = 0; c < dv; c++) u[c] += kf * row[c];
-  }
-  for (size_t c = 0; c < dv; c++) u[c] = beta * (v[c] - u[c]), acc[c] = 0; /* u: delta */
+/* One tile of value columns (BV_TILE from c0) of one value head's d x dv state S (row f: key
+ * channel f; row stride ld), one token, in two passes down the tile's rows, the tile staying in
+ * L1 between them and u, delta and the output in registers: pass 1 decays each row, S[f] *=
+ * alpha_f (alpha[0] for a scalar gate, alpha[f] per channel, none for DeltaNet: gw 0), and
+ * accumulates u = S~^T k; delta = beta (v - u); pass 2 updates each row, S[f] += k_f delta, and
+ * reads it back, o = scale S^T q. */
+static inline __attribute__((always_inline)) void delta_tile(float *restrict S, size_t ld, const float *restrict k,
+                                                             const float *restrict q, const float *restrict v,
+                                                             float beta, const float *restrict alpha, size_t gw,
+                                                             size_t d, float scale, float *restrict o) {
+  bv u[BV_NV], acc[BV_NV];
+  for (int i = 0; i < BV_NV; i++) u[i] = acc[i] = (bv){0};
   for (size_t f = 0; f < d; f++) {
-    float *restrict row = S + f * dv;
-    const float kf = k[f], qf = q[f];
-    for (size_t c = 0; c < dv; c++) {
-      row[c] += kf * u[c];
-      acc[c] += qf * row[c];
+    float *restrict row = S + f * ld;
+    const bv kf = bv_set1(k[f]), a = bv_set1(gw ? alpha[gw == 1 ? 0 : f] : 1.0f);
+    for (int i = 0; i < BV_NV; i++) {
+      bv sv = bv_load(row + i * BV_VL);
+      if (gw) bv_store(row + i * BV_VL, sv *= a);
+      u[i] += kf * sv;
     }
   }
-  for (size_t c = 0; c < dv; c++) o[c] = scale * acc[c];
+  for (int i = 0; i < BV_NV; i++) u[i] = bv_set1(beta) * (bv_load(v + i * BV_VL) - u[i]); /* u: delta */
+  for (size_t f = 0; f < d; f++) {
+    float *restrict row = S + f * ld;
+    const bv kf = bv_set1(k[f]), qf = bv_set1(q[f]);
+    for (int i = 0; i < BV_NV; i++) {
+      const bv sv = bv_load(row + i * BV_VL) + kf * u[i];
+      bv_store(row + i * BV_VL, sv);
+      acc[i] += qf * sv;
+    }
+  }
+  for (int i = 0; i < BV_NV; i++) bv_store(o + i * BV_VL, bv_set1(scale) * acc[i]);
+}
+
+/* One token of one value head: its tiles, the gated and ungated sweeps apart. */
+static void delta_token(float *restrict S, size_t ld, const float *restrict k, const float *restrict q,
+                        const float *restrict v, float beta, const float *restrict alpha, size_t gw, size_t d,
+                        float scale, float *restrict o) {
+  for (size_t c0 = 0; c0 < ld; c0 += BV_TILE)
+    if (gw)
+      delta_tile(S + c0, ld, k, q, v + c0, beta, alpha, gw, d, scale, o + c0);
+    else
+      delta_tile(S + c0, ld, k, q, v + c0, beta, NULL, 0, d, scale, o + c0);
 }
 
 static void delta_run(bench_work *w) {
   const bench_shape *s = &w->s;
-  const size_t d = s->d, dv = s->dv, hk = s->h_q, hv = s->h_kv, group = hv / hk;
+  const size_t d = s->d, dv = s->dv, ld = delta_ld(s), hk = s->h_q, hv = s->h_kv, group = hv / hk;
   const size_t gw = bench_delta_gate_width(s);
   float *state = w->scratch;
   if (w->copies) { /* a decode step: the next copy of its state */
@@ -96,7 +112,8 @@ static void delta_run(bench_work *w) {
     state = (float *)(uintptr_t)k;
   }
   float *qn = w->scratch + delta_state_floats(s), *kn = qn + hk * d;
-  float *u = kn + hk * d, *acc = u + dv, *alpha = acc + dv;
+  float *vb = kn + hk * d, *ob = vb + ld, *alpha = ob + ld; /* v and o padded to whole tiles */
+  memset(vb + dv, 0, (ld - dv) * sizeof *vb);
   const attn_layout ql = bench_layout(s->qkv_head_major, s->n_q, hk, d),
                     vl = bench_layout(s->qkv_head_major, s->n_q, hv, dv);
   const float scale = 1.0f / sqrtf((float)d);
@@ -108,9 +125,10 @@ static void delta_run(bench_work *w) {
     for (size_t h = 0; h < hv; h++) {
       const float *lg = gw ? w->gate + (t * hv + h) * gw : NULL;
       for (size_t f = 0; f < gw; f++) alpha[f] = expf(lg[f]);
-      delta_token(state + h * d * dv, kn + (h / group) * d, qn + (h / group) * d,
-                  w->v + t * vl.row_stride + h * vl.head_stride, w->beta[t * hv + h], alpha, gw, d, dv, scale, u, acc,
-                  w->o + t * vl.row_stride + h * vl.head_stride);
+      memcpy(vb, w->v + t * vl.row_stride + h * vl.head_stride, dv * sizeof *vb);
+      delta_token(state + h * d * ld, ld, kn + (h / group) * d, qn + (h / group) * d, vb, w->beta[t * hv + h], alpha,
+                  gw, d, scale, ob);
+      memcpy(w->o + t * vl.row_stride + h * vl.head_stride, ob, dv * sizeof *ob);
     }
   }
 }

@@ -13,6 +13,7 @@
  *   baselines.c   naive OpenBLAS attention and the one-pass recurrent linear loop (built for the
  *                 native ISA), and the baseline list
  *   baseline_delta.c  the delta rule's token loop (built for the native ISA, 512-bit vectors)
+ *   vec.h         the two token loops' vectors (the compiler's generic vector type) and tiles
  *   baseline_onednn.c  naive attention through oneDNN's matmul and softmax primitives
  *   sysinfo.c     machine, build and run description; peak and bandwidth probes
  *   report.c      the one row printer, tables, CSV, JSON and Markdown

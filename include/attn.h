@@ -191,8 +191,9 @@ ATTN_API attn_isa attn_isa_get(void);
  * most ATTN_SPLIT_TOKENS query tokens over at least 2 ATTN_SPLIT_KEYS visible keys; a call
  * without threads splits and merges the same way), state heads (linear attention without a
  * window), and the caller's parallel-for runs them. Results are bit-identical for any number of
- * workers, and to a call without threads. A causal linear prefill of two or more chunks is a
- * chunk scan (since 0.6.0; FLASH's exclusive form over two or more of its chunks too, its chunks
+ * workers, and to a call without threads. A causal linear prefill by the recurrence (desc.chunk)
+ * runs each head's tokens on one worker, heads in groups. Any other causal linear prefill of two
+ * or more chunks is a chunk scan (since 0.6.0; FLASH's exclusive form over two or more of its chunks too, its chunks
  * being the scan's): each chunk's own state is computed apart and the states are summed in chunk
  * order (exp, favor and dsoftmax: at their larger per-feature offsets), so that when the state
  * heads alone cannot keep the workers busy (fewer than 4 per worker and not a multiple of the
@@ -772,7 +773,13 @@ typedef struct attn_linear_desc {
                                      elu1, relu only: ATTN_E_BAD_NORMALIZATION otherwise) */
   float eps;                    /**< >= 0 and finite; 0 for dsoftmax (it has none); attn_linear_desc_init
                                      sets 1e-6, or 0 for dsoftmax */
-  size_t chunk;                 /**< causal chunk size C, 1..ATTN_LINEAR_MAX_CHUNK; 0: the path's default */
+  size_t chunk;                 /**< causal chunk size C, 1..ATTN_LINEAR_MAX_CHUNK; 0: the path's default.
+                                     1 (maps without offsets: identity, elu1, relu; not FLASH's form):
+                                     the recurrence, one pass over the state per token; it is also
+                                     the default with per-feature gates over a state of at most
+                                     64 x 65 floats (m x (dv + normalize); 128 x 129 on the scalar
+                                     path; since 0.11.3). Its tasks are state heads: one head's
+                                     tokens run on one worker */
   /* FAVOR+ only (ignored by the other maps); since 0.3.0. W is the same for every head of a call
    * and must stay the same for a whole sequence (prefill and every decode step). */
   attn_favor_source favor_source; /**< where W comes from; attn_linear_desc_init sets SEED_CHI */
@@ -867,7 +874,8 @@ ATTN_API attn_status attn_linear_state_copy(attn_linear_state *dst, const attn_l
 /**
  * The causal chunk size C that attn_linear uses for this descriptor on the active path, in *chunk:
  * desc->chunk when it is set, else the path's default (48 on the AVX2, AVX-512 and NEON paths,
- * 64 on the scalar path). For FLOP accounting of the chunkwise products. Validates desc.
+ * 64 on the scalar path; 1 where the default is the recurrence, desc.chunk). For FLOP accounting
+ * of the chunkwise products (C = 1: the recurrence's). Validates desc.
  * @retval ATTN_OK, the validation statuses, ATTN_E_UNSUPPORTED_ISA.
  */
 ATTN_API attn_status attn_linear_chunk_size(const attn_linear_desc *desc, size_t *chunk);

@@ -284,7 +284,7 @@ typedef void attn_few_pv_fn(attn_dtype type, const attn_few_heads *hd, size_t nq
      (value rows), rows against a vector of columns; default causal chunk */               \
   KERNEL(featmap) KERNEL(expfeat) KERNEL(linear_step) KERNEL(gate_exp) KERNEL(rows_axpby)   \
   KERNEL(rows_copy) KERNEL(rows_cols)                                                       \
-  TUNING(linear_chunk) TUNING(delta_chunk)                                                  \
+  TUNING(linear_chunk) TUNING(linear_recurrent) TUNING(delta_chunk)                                                  \
   /* vector helpers: vexp, vlog (what the kernels inline, exposed for their tests);        \
      logit_opts (softmax's cap and ALiBi, over a block of scores); transpose (rows into a   \
      block's columns: softmax's bias, GLA's query factors) */                               \

@@ -29,7 +29,14 @@
  * ATTN_OFFSET_GUARD above its start is cut before that key (queries earlier in the chunk would
  * otherwise pay for a key they cannot see).
  * A one-token chunk (the recurrent decode step) uses the step kernel instead (S = G S + beta psi
- * v^T, one pass over S per output head). Bottom-right alignment: with n_q < n_kv the first n_kv - n_q keys are
+ * v^T, one pass over S per output head). The recurrence (plan `recurrent`: a causal call of a map
+ * without offsets, outside FLASH's form, with chunk 1, or chunk 0, per-feature gates and a state
+ * of at most the path's linear_recurrent floats) runs every token so, C rows loaded at once, on a
+ * copy of S with rows of whole cache lines (ldr) when the call has CW_REC_COPY_MIN+ tokens: per
+ * token it costs one pass over S, 5 m W flops, against the chunks' 4 m W + 2 C (m + W) and, with
+ * per-feature gates, their C x m factors and exponentials; while S stays in L1 the pass is the
+ * cheaper. Tasks are its state heads, as the serial loop's (no scan: one head's tokens run on one
+ * worker). Bottom-right alignment: with n_q < n_kv the first n_kv - n_q keys are
  * absorbed before any query; with n_q > n_kv the first n_q - n_kv queries see only the incoming
  * state. Tasks are state heads: each owns its state slab and its output heads.
  *
@@ -129,6 +136,7 @@ typedef struct attn_chunkwise_worker_layout {
                                        group */
   size_t qc, oh;                    /* half queries: a chunk's rows converted (C x d); half outputs: a batch
                                        of rows before their conversion (CW_ROW_BATCH x dv) */
+  size_t gx;                        /* the recurrence with a gate: its rows' decay factors (C x m) */
 } attn_chunkwise_worker_layout;
 
 /* A chunk's slot in the waves, offsets from the slot: its D, then S before it (m x lds) at 0, and */
@@ -147,7 +155,11 @@ typedef struct attn_chunkwise_plan {
   int causal, normalize;           /* normalize: z is kept (V gets its ones column) */
   int divide;                      /* outputs divide by phi(q).z + eps */
   float out_scale, eps;            /* outputs are out_scale times the quotient (the scale of element-wise maps) */
-  size_t m, W, lds, C;             /* features, augmented value width, state row stride, chunk */
+  size_t m, W, lds, C;             /* features, augmented value width, state row stride, chunk (the
+                                      recurrence: rows loaded at once) */
+  int recurrent;                   /* causal, token by token (the step kernel), C rows loaded at once */
+  size_t ldr;                      /* the recurrence by head groups: the row stride of its states
+                                      (lds in whole 64-byte lines) */
   size_t xg;                       /* FLASH's chunk-exclusive form: queries see the keys of earlier chunks
                               of xg tokens only, a chunk is absorbed when complete; 0: none */
   size_t heads, per;               /* state heads, output heads per state head */
@@ -174,7 +186,8 @@ typedef struct attn_chunkwise_plan {
 ATTN_INTERNAL attn_status attn_chunkwise_shape(attn_chunkwise_plan *p, const attn_shape *s, size_t H,
                                                const attn_featmap *fm, size_t m_req, int causal, int normalize,
                                                float scale, float eps, const attn_chunkwise_gates *g);
-/* The scratch layout for a chunk size (0: the path's default). */
+/* The scratch layout for a chunk size (0: the path's default; 1, or 0 with per-feature gates, a
+ * map without offsets and a state of at most the path's linear_recurrent floats: the recurrence). */
 ATTN_INTERNAL attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk,
                                                    const struct attn_ukernels *uk);
 

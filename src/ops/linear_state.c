@@ -26,7 +26,7 @@ static attn_status lin_size_of(const attn_linear_desc *d, lin_size what, size_t 
   if (!uk) return attn_fail_isa();
   if (what == LIN_CHUNK) {
     if ((st = attn_chunkwise_plan_make(&p, d->chunk, uk))) return st;
-    *out = p.C;
+    *out = p.recurrent ? 1 : p.C;
     return ATTN_OK;
   }
   attn_blocked_plan bp;

@@ -109,8 +109,13 @@ static void check_queries(const attn_linear_desc *d, attn_isa isa, size_t L, siz
   FZ_CHECK(m == want_m, "feature_size %zu, expected %zu (map %d, d %zu, desc m %zu)", m, want_m, (int)d->feature_map,
            d->shape.d, d->m);
   fz_check_status("chunk_size", attn_linear_chunk_size(d, &chunk), ATTN_OK);
-  const size_t path_default = isa == ATTN_ISA_SCALAR ? 64 : 48;
-  FZ_CHECK(chunk == (d->chunk ? d->chunk : path_default), "chunk_size %zu (desc %zu)", chunk, d->chunk);
+  /* the path's chunk, or 1 (the recurrence) for per-feature gates over a small state (attn.h) */
+  const size_t path_default = isa == ATTN_ISA_SCALAR ? 64 : 48, rec_max = isa == ATTN_ISA_SCALAR ? 16512 : 4160;
+  const int elementwise = d->feature_map == ATTN_FEATURE_IDENTITY || d->feature_map == ATTN_FEATURE_ELU1 ||
+                          d->feature_map == ATTN_FEATURE_RELU;
+  const int rec = d->gate == ATTN_GATE_FEATURE && is_causal(d) && !d->exclusive_chunk && elementwise &&
+                  want_m * (d->shape.dv + (d->normalize ? 1 : 0)) <= rec_max;
+  FZ_CHECK(chunk == (d->chunk ? d->chunk : rec ? 1 : path_default), "chunk_size %zu (desc %zu)", chunk, d->chunk);
   fz_check_status("state_size", attn_linear_state_size(d, state_bytes), ATTN_OK);
   FZ_CHECK(*state_bytes == sizeof(float) * L * m * (d->shape.dv + 2), "state_size %zu", *state_bytes);
   fz_check_status("workspace_size", attn_linear_workspace_size(d, ws_bytes), ATTN_OK);
@@ -605,10 +610,10 @@ static int one_call(fz_in *in, attn_isa isa, const lin_shape *sh, lin_state *st,
             cd.gate = cd.gate == ATTN_GATE_NONE && !cd.beta ? ATTN_GATE_SCALAR : cd.gate;
             want = ATTN_E_BAD_FEATURE_MAP;
             break;
-          default: /* attn_linear with a gate or beta */
+          default: /* attn_linear with a gate or beta: the wrong call (ATTN_E_NULL_POINTER before 0.6.1) */
             if (gb.g.data || gb.b.data) {
               gated_entry = 0;
-              fz_expect_fault(&c.call, ATTN_E_NULL_POINTER);
+              fz_expect_fault(&c.call, ATTN_E_BAD_ARGUMENT);
             }
             break;
         }

@@ -145,12 +145,15 @@ static gt_gatespec gt_case_spec(const gt_case *c, gt_glayout layout) {
   return s;
 }
 
-START_TEST(gated_matches_reference) {
-  const size_t idx = gt_sel[_i];
+/* One case against the reference, with the chunk it names, or `chunk` when that is not 0. Returns
+ * the chunk to run it with again: where the default ran it by the recurrence (per-feature gates, a
+ * small state), the chunks it would otherwise take (the path's chunk with a scalar gate); else 0. */
+static size_t gt_run_case(size_t idx, size_t chunk) {
   const gt_case *c = &gt_cases[idx];
   tu_rng rng = tu_rng_of(17000 + idx);
   attn_linear_desc d;
   gt_case_desc(&d, c, c->n_q, c->n_kv);
+  if (chunk) d.chunk = chunk;
   const gt_gatespec spec = gt_case_spec(c, c->glayout);
   gt_inputs x;
   gt_inputs_make(&x, c->layout, c->data, &rng, c->n_q, c->n_kv, &d, &spec);
@@ -177,12 +180,25 @@ START_TEST(gated_matches_reference) {
   gt_call(&d, &v, c->layout == TU_PACKED_QKV ? TU_TOKEN_MAJOR : c->layout, &st.s, (idx % 2) * 4, &o);
   tu_gated_assert_unchanged(&x);
   const size_t C = gt_chunk(&d);
+  size_t again = 0;
+  if (!d.chunk && C == 1) {
+    attn_linear_desc e = d;
+    e.gate = ATTN_GATE_SCALAR; /* its layout reads element 0 of each per-feature row */
+    again = gt_chunk(&e);
+  }
   gt_check_output(c->name, &d, &v, s0, c->prefix, C, C, &o);
   gt_check_state(c->name, &d, &v, s0, c->prefix, C, C, &st.s);
   free(s0);
   tu_tensor_free(&o);
   lu_state_free(&st);
   tu_gated_free(&x);
+  return again;
+}
+
+/* Each case as it names its chunk, and a case the default runs by the recurrence in chunks too. */
+START_TEST(gated_matches_reference) {
+  const size_t idx = gt_sel[_i], again = gt_run_case(idx, 0);
+  if (again) ck_assert_uint_eq(gt_run_case(idx, again), 0);
 }
 END_TEST
 

@@ -250,7 +250,8 @@ END_TEST
 
 /* The chunk a call uses: the descriptor's when set, else the active path's documented default
  * (64 on the scalar path, 48 on the AVX2 and NEON paths; a path added later documents its own, and
- * until then only its range is checked). */
+ * until then only its range is checked); 1 (the recurrence) for per-feature gates over a state of
+ * at most 64 x 65 floats (the scalar path: 128 x 129), and for chunk 1. */
 START_TEST(linear_chunk_size_contract) {
   attn_linear_desc d;
   ck_assert_int_eq(attn_linear_desc_init(&d, NQ, NKV, HQ, HKV, D, DV, ATTN_FEATURE_ELU1), ATTN_OK);
@@ -263,6 +264,21 @@ START_TEST(linear_chunk_size_contract) {
     ck_assert_uint_eq(c, 48);
   else
     ck_assert(c >= 1 && c <= ATTN_LINEAR_MAX_CHUNK);
+  attn_linear_desc g = d; /* per-feature gates: the recurrence up to the path's state size */
+  g.gate = ATTN_GATE_FEATURE;
+  g.gate_layout = (attn_layout){HKV * D, D};
+  ck_assert_int_eq(attn_linear_chunk_size(&g, &c), ATTN_OK);
+  ck_assert_uint_eq(c, 1);
+  const size_t big = isa == ATTN_ISA_SCALAR ? 129 : 65; /* m W = 129 x 130 or 65 x 66: chunks again */
+  ck_assert_int_eq(attn_linear_desc_init(&g, NQ, NKV, HQ, HKV, big, big, ATTN_FEATURE_ELU1), ATTN_OK);
+  g.gate = ATTN_GATE_FEATURE;
+  g.gate_layout = (attn_layout){HKV * big, big};
+  ck_assert_int_eq(attn_linear_chunk_size(&g, &c), ATTN_OK);
+  ck_assert_uint_eq(c, isa == ATTN_ISA_SCALAR ? 64u : isa == ATTN_ISA_AVX2 || isa == ATTN_ISA_NEON ? 48u : c);
+  ck_assert(c > 1);
+  g.chunk = 1;
+  ck_assert_int_eq(attn_linear_chunk_size(&g, &c), ATTN_OK);
+  ck_assert_uint_eq(c, 1);
   const size_t set[] = {1, 7, 48, ATTN_LINEAR_MAX_CHUNK};
   for (size_t i = 0; i < sizeof set / sizeof set[0]; i++) {
     d.chunk = set[i];

@@ -21,6 +21,10 @@
  *   run.c        the serial loop of one state head, and the schedule the plan chose
  * The delta rule's files (delta.h) come after transition.c: their transition runs on its routine. */
 
+/* Tokens from which the recurrence copies the state to rows of whole lines and back (two passes
+ * over it, against a fraction of a pass saved per token). */
+#define CW_REC_COPY_MIN 4
+
 /* Rows per rows_axpby call where each row's factors are computed first (on the stack). */
 #define CW_ROW_BATCH 64
 
@@ -37,6 +41,9 @@ typedef struct cw_ctx {
   float *wt, *din;           /* gates: intra weights (C x C; factored: cw_factored), state-product row scales (C) */
   float *dout, *dc;          /* gates: absorb key-row scales (C), state row scales (m) */
   float *ks;                 /* per-feature gates: block factors */
+  float *gx;                 /* the recurrence with a gate: its rows' decay factors (C x m) */
+  size_t ls;                 /* the row stride of the state the step kernel updates (lds; the
+                                recurrence's working copy: ldr) */
   size_t hk, hv, hg;         /* key, value and gate heads of the task's state head */
   const float *gq, *gk, *gv; /* gathered rows of the head (attn_cw_gather; NULL: the inputs in place): */
   size_t g0q, g0k;           /* query row t at gq + (t - g0q) d, key row j at gk + (j - g0k) d */
@@ -103,7 +110,7 @@ static inline size_t cw_pre_q(const attn_chunkwise_plan *p) {
 /* clang-format off */
 #define CW_REGIONS(X)                                                                                   \
   X(kf, kf) X(va, va) X(qt, qt) X(at, at) X(oc, oc) X(fs, fm) X(qc, qc) X(oh, oh) X(ku, ku) X(qu, qu) \
-  X(cp, cp) X(cn, cn) X(rn, run) X(wt, wt) X(din, din) X(dout, dout) X(dc, dc) X(ks, ks)
+  X(cp, cp) X(cn, cn) X(rn, run) X(wt, wt) X(din, din) X(dout, dout) X(dc, dc) X(ks, ks) X(gx, gx)
 /* clang-format on */
 
 /* The context of state head `task` on a worker's scratch ws. */
@@ -123,6 +130,7 @@ static inline cw_ctx cw_ctx_of(const attn_chunkwise_plan *p, const struct attn_u
                   .gv = NULL,
                   .g0q = 0,
                   .g0k = 0,
+                  .ls = p->lds,
                   CW_REGIONS(CW_AT_)};
 #undef CW_AT_
 }
@@ -167,6 +175,10 @@ ATTN_INTERNAL void attn_cw_xabsorb(const cw_ctx *x, float *T, size_t k, int accu
 
 /* step.c: the one-token step, the lead */
 ATTN_INTERNAL void attn_cw_step_loaded(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j);
+ATTN_INTERNAL void attn_cw_step_one(const cw_ctx *x, float *S, float *qf, float *kf, const float *va, const float *g,
+                                    float *out, int update);
+ATTN_INTERNAL void attn_cw_step_rows(const cw_ctx *x, float *S, size_t h0, size_t i, float *kf, const float *va,
+                                     const float *g);
 ATTN_INTERNAL void attn_cw_lead(const cw_ctx *x, float *S, size_t h0);
 
 /* transition.c: a chunk's phases. Its working set lives in a worker's scratch (the serial loop; the

@@ -51,7 +51,11 @@ attn_status attn_chunkwise_shape(attn_chunkwise_plan *p, const attn_shape *s, si
 }
 
 attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const struct attn_ukernels *uk) {
-  p->C = chunk ? chunk : uk->linear_chunk;
+  size_t mw;
+  p->recurrent = p->causal && !p->xg && !p->fm->offsets &&
+                 (chunk == 1 || (!chunk && p->g.kind == ATTN_GATE_FEATURE && attn_mul_ok(p->m, p->W, &mw) &&
+                                 mw <= uk->linear_recurrent));
+  p->C = chunk && !p->recurrent ? chunk : uk->linear_chunk;
   size_t cm, cw, cc, ms;
   if (!attn_mul_ok(p->C, p->m, &cm) || !attn_mul_ok(p->C, p->W, &cw) || !attn_mul_ok(p->C, p->C, &cc) ||
       !attn_mul_ok(p->m, p->lds, &ms))
@@ -75,6 +79,10 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     (void)attn_ws_take(&w, feat ? cm : 0);
     (void)attn_ws_take(&w, feat ? cm : 0);
   }
+  p->wl.gx = attn_ws_take(&w, p->recurrent && p->g.kind != ATTN_GATE_NONE ? cm : 0);
+  p->ldr = (p->lds + 15) & ~(size_t)15; /* lds <= SIZE_MAX / 4 */
+  size_t mr;
+  if (!attn_mul_ok(p->m, p->ldr, &mr)) return cw_overflow(p, "workspace");
   if (p->fm->offsets) {
     p->wl.ku = attn_ws_take(&w, cm);
     p->wl.qu = attn_ws_take(&w, cm);
@@ -88,14 +96,14 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
   p->scan_chunks = p->scan_wave = p->scan_group = p->scan_groups = p->sl.b = 0;
   if (p->xg && s->n_kv > p->xg) /* FLASH's exclusive form: 2+ rounds */
     p->scan_chunks = (s->n_kv + p->xg - 1) / p->xg;
-  else if (p->causal && !p->xg && aligned > p->C)
-    p->scan_chunks = (aligned + p->C - 1) / p->C;
-  if (p->scan_chunks) p->wl.d = attn_ws_take(&w, ms);                      /* a chunk's local state, run per head */
+  else if (p->causal && !p->xg && (p->recurrent ? aligned >= CW_REC_COPY_MIN : aligned > p->C))
+    p->scan_chunks = (aligned + p->C - 1) / p->C;                      /* the recurrence: its chunks by head groups */
+  if (p->scan_chunks && !p->recurrent) p->wl.d = attn_ws_take(&w, ms); /* a chunk's local state, run per head */
   if (p->scan_chunks && p->fm->offsets) p->wl.dl = attn_ws_take(&w, p->m); /* and its offsets */
   p->workers = attn_workers(p->shape->threads);
   /* Waves only where the heads alone would not keep the workers busy (results do not depend on it). */
   const size_t W = p->workers, H = p->heads;
-  const int waves = p->scan_chunks && W > 1 && H % W && H < 4 * W;
+  const int waves = p->scan_chunks && !p->recurrent && W > 1 && H % W && H < 4 * W;
   /* The scan by head groups gathers token-major rows (a head's rows further apart than its heads)
    * where each head has its own query, key and value head and a group has 2+ heads. The scratch
    * is kept whatever the layout, so that the workspace size depends on the shape alone. */
@@ -146,9 +154,9 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
   if (w.overflow || !attn_mul_ok(w.floats, p->workers, &total)) return cw_overflow(p, "workspace");
   attn_ws all = {.floats = total, .overflow = 0};
   size_t states;
-  if (p->scan_chunks) {
-    if (!attn_mul_ok(H, ms, &states)) return cw_overflow(p, "workspace");
-    p->scan_region = attn_ws_take(&all, states); /* the heads' states (without a caller's) */
+  if (p->scan_chunks) { /* the heads' states (without a caller's; the recurrence: rows of whole lines) */
+    if (!attn_mul_ok(H, p->recurrent ? mr : ms, &states)) return cw_overflow(p, "workspace");
+    p->scan_region = attn_ws_take(&all, states);
   }
   if (waves) { /* then heads x scan_wave groups' states after them and their statuses */
     attn_ws after = {.floats = 0, .overflow = 0};

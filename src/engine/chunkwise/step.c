@@ -23,12 +23,28 @@ void attn_cw_step_loaded(const cw_ctx *x, float *S, size_t h0, size_t i, size_t 
       gr = x->dc;
     }
   }
+  attn_cw_step_rows(x, S, h0, i, x->kf, x->va, gr);
+}
+
+/* One query's features qf against S (row stride x->ls) into out (W floats), with key row kf (beta
+ * in it) and va, the decay g of S's rows (NULL: none): out = a v + (g phi(q))^T S, a = phi(q) . kf
+ * (qf becomes g phi(q)); with update, S past the key as well. */
+void attn_cw_step_one(const cw_ctx *x, float *S, float *qf, float *kf, const float *va, const float *g, float *out,
+                      int update) {
+  const attn_chunkwise_plan *p = x->p;
+  const size_t m = p->m;
+  float a;
+  x->uk->gemm(1, 1, m, qf, m, 1, kf, 1, &a, 1, NULL, 0); /* phi(q) . psi(k) */
+  for (size_t f = 0; g && f < m; f++) qf[f] *= g[f];
+  x->uk->linear_step(m, p->W, qf, update ? kf : NULL, va, a, S, x->ls, out, g);
+}
+
+/* Query i of output heads h0 .. h0 + per against S, and S past key row kf, va (attn_cw_step_one). */
+void attn_cw_step_rows(const cw_ctx *x, float *S, size_t h0, size_t i, float *kf, const float *va, const float *g) {
+  const attn_chunkwise_plan *p = x->p;
   for (size_t gi = 0; gi < p->per; gi++) {
-    attn_cw_load_q(x, S, h0 + gi, i, 1, m, 1, 1);
-    float a;
-    x->uk->gemm(1, 1, m, x->qt, m, 1, x->kf, 1, &a, 1, NULL, 0); /* phi(q) . psi(k) */
-    for (size_t f = 0; gr && f < m; f++) x->qt[f] *= gr[f];
-    x->uk->linear_step(m, p->W, x->qt, gi + 1 == p->per ? x->kf : NULL, x->va, a, S, p->lds, x->oc, gr);
+    attn_cw_load_q(x, S, h0 + gi, i, 1, p->m, 1, 1);
+    attn_cw_step_one(x, S, x->qt, kf, va, g, x->oc, gi + 1 == p->per);
     attn_cw_store(x, h0 + gi, i, 1, NULL);
   }
 }

@@ -195,6 +195,46 @@ static void cw_serial_step(const void *vx, float *S, const cw_chunk *c, size_t h
   attn_cw_step_loaded(x, S, h * p->per, cw_pre_q(p) + c->t0 + u, j);
 }
 
+/* The recurrence: the chunk's rows, beta in its key features and its gates' decay factors loaded
+ * at once, then token by token (the step kernel on its loaded rows). */
+static int cw_rec_load(const void *vx, const float *S, cw_chunk *c, int uses) {
+  const cw_ctx *x = vx;
+  const attn_chunkwise_plan *p = x->p;
+  const attn_chunkwise_gates *g = &p->g;
+  const size_t m = p->m, j0 = cw_pre_k(p) + c->t0;
+  (void)S, (void)uses;
+  c->finite = attn_cw_load_kv(x, j0, c->cn);
+  for (size_t u = 0; g->beta && u < c->cn; u++) {
+    const float bt = x->io->beta[(j0 + u) * g->blayout.row_stride + x->hg * g->blayout.head_stride];
+    for (size_t f = 0; f < m; f++) x->kf[u * m + f] *= bt;
+  }
+  if (g->kind == ATTN_GATE_NONE) return 0;
+  for (size_t u = 0; u < c->cn; u++) { /* the log gates, then their exponentials at once */
+    const float *lg = x->io->log_gate + (j0 + u) * g->layout.row_stride + x->hg * g->layout.head_stride;
+    for (size_t f = 0; f < m; f++) x->gx[u * m + f] = lg[g->kind == ATTN_GATE_FEATURE ? f : 0];
+  }
+  x->uk->vexp(c->cn * m, x->gx, x->gx);
+  return 0;
+}
+
+/* One output head per state head: the chunk's query features loaded with its first token and its
+ * outputs stored with its last (rows of qt and oc); otherwise each token's, head by head. */
+static void cw_rec_step(const void *vx, float *S, const cw_chunk *c, size_t h, size_t u) {
+  const cw_ctx *x = vx;
+  const attn_chunkwise_plan *p = x->p;
+  const size_t m = p->m, i0 = cw_pre_q(p) + c->t0;
+  const float *g = p->g.kind != ATTN_GATE_NONE ? x->gx + u * m : NULL;
+  float *kf = x->kf + u * m;
+  const float *va = x->va + u * p->W;
+  if (p->per != 1) {
+    attn_cw_step_rows(x, S, h * p->per, i0 + u, kf, va, g);
+    return;
+  }
+  if (u == 0) attn_cw_load_q(x, S, h, i0, c->cn, m, 1, 1);
+  attn_cw_step_one(x, S, x->qt + u * m, kf, va, g, x->oc + u * p->W, 1);
+  if (u + 1 == c->cn) attn_cw_store(x, h, i0, c->cn, NULL);
+}
+
 /* FLASH's rounds without the scan: round k's queries from S, then its keys absorbed into S when
  * the round is complete. */
 static void cw_excl_absorb(const void *x, float *S, const cw_chunk *c) {
@@ -215,9 +255,11 @@ static const cw_transition cw_serial_offsets = {
     .load = cw_serial_load_cut, .outputs = cw_serial_outputs_raised, .absorb = cw_serial_absorb, .step = cw_serial_step};
 static const cw_transition cw_excl_serial = {
     .load = cw_excl_load, .outputs = cw_excl_outputs, .absorb = cw_excl_absorb};
+static const cw_transition cw_recurrent = {.load = cw_rec_load, .step = cw_rec_step};
 /* clang-format on */
 
 const cw_transition *attn_cw_transition(const attn_chunkwise_plan *p) {
+  if (p->recurrent) return &cw_recurrent;
   if (!p->scan_chunks) return p->xg ? &cw_excl_serial : p->fm->offsets ? &cw_serial_offsets : &cw_serial;
   return p->xg ? &cw_exclusive : p->fm->offsets ? &cw_offsets : &cw_plain;
 }

@@ -1,4 +1,5 @@
-/* avx2 path: one-token linear-attention state step, chunkwise engine (src/simd/step_tmpl.h). */
+/* avx2 path: one-token linear-attention state step and runs of them, chunkwise engine (src/simd/step_tmpl.h). */
 #include "simd/vf_avx2.h"
 #define ATTN_STEP_NAME attn_f32_linear_step_ukernel__avx2
+#define ATTN_RECUR_NAME attn_f32_linear_recur_ukernel__avx2
 #include "simd/step_tmpl.h"

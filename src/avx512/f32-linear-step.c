@@ -1,4 +1,5 @@
-/* avx512 path: one-token linear-attention state step, chunkwise engine (src/simd/step_tmpl.h). */
+/* avx512 path: one-token linear-attention state step and runs of them, chunkwise engine (src/simd/step_tmpl.h). */
 #include "simd/vf_avx512.h"
 #define ATTN_STEP_NAME attn_f32_linear_step_ukernel__avx512
+#define ATTN_RECUR_NAME attn_f32_linear_recur_ukernel__avx512
 #include "simd/step_tmpl.h"

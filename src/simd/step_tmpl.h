@@ -1,8 +1,8 @@
 /*
- * Recurrent linear-attention step (contract: attn_linear_step_fn in core/ukernels.h), written
- * once against the vf_* shim: one pass over the state reads each element once for the output and,
- * when kf is given, writes it once updated. Include the path's vf_* shim, define ATTN_STEP_NAME,
- * then include.
+ * Recurrent linear-attention step and run of steps (contracts: attn_linear_step_fn and
+ * attn_linear_recur_fn in core/ukernels.h), written once against the vf_* shim: one pass over the
+ * state reads each element once for the output and, when kf is given, writes it once updated.
+ * Include the path's vf_* shim, define ATTN_STEP_NAME and ATTN_RECUR_NAME, then include.
  */
 #include "core/ukernels.h"
 
@@ -14,7 +14,7 @@ enum { ATTN_STEP_NV = 4 }; /* column vectors per sweep down the state */
 static inline __attribute__((always_inline)) void attn_step_block_(size_t m, size_t c0, size_t nv, const float *qf,
                                                                    const float *kf, const float *va, float a, float *s,
                                                                    size_t lds, float *out, const float *g,
-                                                                   const int decay) {
+                                                                   const int decay, const int qg) {
   vf acc[ATTN_STEP_NV], vv[ATTN_STEP_NV];
   for (size_t v = 0; v < nv; v++) {
     vv[v] = vf_load(va + c0 + v * ATTN_VL);
@@ -22,7 +22,8 @@ static inline __attribute__((always_inline)) void attn_step_block_(size_t m, siz
   }
   for (size_t p = 0; p < m; p++) {
     float *row = s + p * lds + c0;
-    const vf qp = vf_set1(qf[p]), kp = vf_set1(kf ? kf[p] : 0.0f), gp = vf_set1(decay ? g[p] : 1.0f);
+    const vf qp = vf_set1(qg ? qf[p] * g[p] : qf[p]), kp = vf_set1(kf ? kf[p] : 0.0f),
+             gp = vf_set1(decay ? g[p] : 1.0f);
 #pragma GCC unroll 4
     for (size_t v = 0; v < nv; v++) {
       float *sp = row + v * ATTN_VL;
@@ -43,19 +44,20 @@ static inline __attribute__((always_inline)) void attn_step_block_(size_t m, siz
  * columns; masked loads and stores of a row's last element cost more, on AMD's cores above all). */
 static inline __attribute__((always_inline)) void attn_step_sweep_(size_t m, size_t w, const float *qf, const float *kf,
                                                                    const float *va, float a, float *s, size_t lds,
-                                                                   float *out, const float *g, const int decay) {
+                                                                   float *out, const float *g, const int decay,
+                                                                   const int qg) {
   const size_t full = w / ATTN_VL * ATTN_VL;
   size_t c0 = 0;
   for (; c0 + ATTN_STEP_NV * ATTN_VL <= full; c0 += ATTN_STEP_NV * ATTN_VL)
-    attn_step_block_(m, c0, ATTN_STEP_NV, qf, kf, va, a, s, lds, out, g, decay);
-  for (; c0 < full; c0 += ATTN_VL) attn_step_block_(m, c0, 1, qf, kf, va, a, s, lds, out, g, decay);
+    attn_step_block_(m, c0, ATTN_STEP_NV, qf, kf, va, a, s, lds, out, g, decay, qg);
+  for (; c0 < full; c0 += ATTN_VL) attn_step_block_(m, c0, 1, qf, kf, va, a, s, lds, out, g, decay, qg);
   for (size_t c = full; c < w; c++) {
     const vf vc = vf_set1(va[c]);
     vf acc = vf_mul(vf_set1(a), vc);
     for (size_t p = 0; p < m; p++) {
       float *e = s + p * lds + c;
       vf sv = vf_set1(*e);
-      acc = vf_fma(vf_set1(qf[p]), sv, acc);
+      acc = vf_fma(vf_set1(qg ? qf[p] * g[p] : qf[p]), sv, acc);
       if (kf) *e = vf_first(vf_fma(vf_set1(kf[p]), vc, decay ? vf_mul(vf_set1(g[p]), sv) : sv));
     }
     out[c] = vf_first(acc);
@@ -65,7 +67,28 @@ static inline __attribute__((always_inline)) void attn_step_sweep_(size_t m, siz
 void ATTN_STEP_NAME(size_t m, size_t w, const float *qf, const float *kf, const float *va, float a, float *s,
                     size_t lds, float *out, const float *g) {
   if (g)
-    attn_step_sweep_(m, w, qf, kf, va, a, s, lds, out, g, 1);
+    attn_step_sweep_(m, w, qf, kf, va, a, s, lds, out, g, 1, 0);
   else
-    attn_step_sweep_(m, w, qf, kf, va, a, s, lds, out, NULL, 0);
+    attn_step_sweep_(m, w, qf, kf, va, a, s, lds, out, NULL, 0, 0);
+}
+
+/* q . k over m floats: whole vectors, then the rest in one partial vector, summed across lanes. */
+static inline float attn_step_dot_(size_t m, const float *q, const float *k) {
+  vf acc = vf_zero();
+  size_t f = 0;
+  for (; f + ATTN_VL <= m; f += ATTN_VL) acc = vf_fma(vf_load(q + f), vf_load(k + f), acc);
+  if (f < m) acc = vf_fma(vf_load_n(q + f, m - f), vf_load_n(k + f, m - f), acc);
+  return vf_hsum(acc);
+}
+
+void ATTN_RECUR_NAME(size_t n, size_t m, size_t w, const float *qf, const float *kf, const float *va, size_t ldv,
+                     const float *g, float *s, size_t lds, float *out, size_t ldo) {
+  for (size_t u = 0; u < n; u++) {
+    const float *q = qf + u * m, *k = kf + u * m;
+    const float a = attn_step_dot_(m, q, k);
+    if (g)
+      attn_step_sweep_(m, w, q, k, va + u * ldv, a, s, lds, out + u * ldo, g + u * m, 1, 1);
+    else
+      attn_step_sweep_(m, w, q, k, va + u * ldv, a, s, lds, out + u * ldo, NULL, 0, 0);
+  }
 }

@@ -209,30 +209,31 @@ static int cw_rec_load(const void *vx, const float *S, cw_chunk *c, int uses) {
     for (size_t f = 0; f < m; f++) x->kf[u * m + f] *= bt;
   }
   if (g->kind == ATTN_GATE_NONE) return 0;
-  for (size_t u = 0; u < c->cn; u++) { /* the log gates, then their exponentials at once */
-    const float *lg = x->io->log_gate + (j0 + u) * g->layout.row_stride + x->hg * g->layout.head_stride;
-    for (size_t f = 0; f < m; f++) x->gx[u * m + f] = lg[g->kind == ATTN_GATE_FEATURE ? f : 0];
+  const int feat = g->kind == ATTN_GATE_FEATURE;
+  const float *lg = x->io->log_gate + x->hg * g->layout.head_stride;
+  for (size_t u = 0; u < c->cn; u++) { /* each row's factors exp(log gate), or a scalar's m times */
+    float *gu = x->gx + u * m;
+    x->uk->vexp(feat ? m : 1, lg + (j0 + u) * g->layout.row_stride, gu);
+    for (size_t f = 1; !feat && f < m; f++) gu[f] = gu[0];
   }
-  x->uk->vexp(c->cn * m, x->gx, x->gx);
   return 0;
 }
 
-/* One output head per state head: the chunk's query features loaded with its first token and its
- * outputs stored with its last (rows of qt and oc); otherwise each token's, head by head. */
+/* One output head per state head: the whole chunk with its first token (its query features, the
+ * kernel's run of steps over its rows, its outputs); otherwise each token's, head by head. */
 static void cw_rec_step(const void *vx, float *S, const cw_chunk *c, size_t h, size_t u) {
   const cw_ctx *x = vx;
   const attn_chunkwise_plan *p = x->p;
   const size_t m = p->m, i0 = cw_pre_q(p) + c->t0;
-  const float *g = p->g.kind != ATTN_GATE_NONE ? x->gx + u * m : NULL;
-  float *kf = x->kf + u * m;
-  const float *va = x->va + u * p->W;
+  const float *g = p->g.kind != ATTN_GATE_NONE ? x->gx : NULL;
   if (p->per != 1) {
-    attn_cw_step_rows(x, S, h * p->per, i0 + u, kf, va, g);
+    attn_cw_step_rows(x, S, h * p->per, i0 + u, x->kf + u * m, x->va + u * p->W, g ? g + u * m : NULL);
     return;
   }
-  if (u == 0) attn_cw_load_q(x, S, h, i0, c->cn, m, 1, 1);
-  attn_cw_step_one(x, S, x->qt + u * m, kf, va, g, x->oc + u * p->W, 1);
-  if (u + 1 == c->cn) attn_cw_store(x, h, i0, c->cn, NULL);
+  if (u) return;
+  attn_cw_load_q(x, S, h, i0, c->cn, m, 1, 1);
+  x->uk->linear_recur(c->cn, m, p->W, x->qt, x->kf, x->va, p->W, g, S, x->ls, x->oc, p->W);
+  attn_cw_store(x, h, i0, c->cn, NULL);
 }
 
 /* FLASH's rounds without the scan: round k's queries from S, then its keys absorbed into S when

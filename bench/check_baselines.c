@@ -40,24 +40,22 @@ static int agree(const char *what, const float *a, const float *b, size_t n) {
   return 1;
 }
 
+/* A causal shape of n tokens (prefill), m = d. */
+static bench_shape check_shape(bench_kind kind, size_t n, size_t h_q, size_t h_kv, size_t d, size_t dv,
+                               int head_major) {
+  bench_shape s;
+  memset(&s, 0, sizeof s);
+  s.kind = kind, s.n_q = s.n_kv = n, s.h_q = h_q, s.h_kv = h_kv, s.d = s.m = d, s.dv = dv;
+  s.causal = 1, s.qkv_head_major = head_major;
+  return s;
+}
+
 /* The recurrent loop against attn_linear_gated: a prefill of n tokens, then `steps` decode steps. */
 static int check_recurrent(const bench_call *loop, attn_feature_map map, int normalize, attn_gate_kind gate, int fixed,
                            size_t group, size_t dv, int head_major) {
   const size_t n = 37, steps = 3, all = n + steps, hk = 2, hq = hk * group, d = 48;
-  bench_shape s = {.kind = BENCH_RECURRENT,
-                   .n_q = n,
-                   .n_kv = n,
-                   .h_q = hq,
-                   .h_kv = hk,
-                   .d = d,
-                   .dv = dv,
-                   .m = d,
-                   .causal = 1,
-                   .normalize = normalize,
-                   .map = map,
-                   .gate = gate,
-                   .fixed_decay = fixed,
-                   .qkv_head_major = head_major};
+  bench_shape s = check_shape(BENCH_RECURRENT, n, hq, hk, d, dv, head_major);
+  s.normalize = normalize, s.map = map, s.gate = gate, s.fixed_decay = fixed;
   unsigned seed = 7;
   const size_t gw = bench_gate_width(&s);
   float *q = fill(all * hq * d, &seed, -1, 1), *k = fill(all * hk * d, &seed, -1, 1);
@@ -118,17 +116,8 @@ done:
 /* The delta loop's prefill (from a zero state) against attn_delta's. */
 static int check_delta(attn_delta_gate gate, size_t d, size_t dv, size_t group, int head_major) {
   const size_t n = 29, hk = 2, hv = hk * group;
-  bench_shape s = {.kind = BENCH_DELTA_LOOP,
-                   .n_q = n,
-                   .n_kv = n,
-                   .h_q = hk,
-                   .h_kv = hv,
-                   .d = d,
-                   .m = d,
-                   .dv = dv,
-                   .causal = 1,
-                   .delta_gate = gate,
-                   .qkv_head_major = head_major};
+  bench_shape s = check_shape(BENCH_DELTA_LOOP, n, hk, hv, d, dv, head_major);
+  s.delta_gate = gate;
   unsigned seed = 11;
   const size_t gw = bench_delta_gate_width(&s);
   float *q = fill(n * hk * d, &seed, -1, 1), *k = fill(n * hk * d, &seed, -1, 1), *v = fill(n * hv * dv, &seed, -1, 1);

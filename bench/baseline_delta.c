@@ -26,7 +26,7 @@
 /* The scratch: the state (h_v x d x ld, ld = dv in whole tiles; a decode step's copies instead,
  * bench_work_copy_cache), then q and k of every key head normalised, v and o padded to ld, and
  * the decays. */
-static size_t delta_ld(const bench_shape *s) { return (s->dv + BV_TILE - 1) / BV_TILE * BV_TILE; }
+static size_t delta_ld(const bench_shape *s) { return bv_tiles(s->dv); }
 static size_t delta_state_floats(const bench_shape *s) { return s->h_kv * s->d * delta_ld(s); }
 
 static int delta_setup(bench_work *w, char *err, size_t errlen) {

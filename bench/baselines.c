@@ -166,11 +166,10 @@ static void feature(float *restrict out, const float *restrict x, size_t m, attn
 /* A tile of BV_NV vectors of state columns keeps its accumulators and v in registers while it
  * sweeps down the state rows, so each row tile is loaded and stored once per token and the
  * accumulators never go through memory (an inner loop over every column per row instead stores
- * the accumulators with each row: measured 1.6x slower at d = 64 on an AVX-512 Xeon). */
-enum { REC_TILE = BV_TILE };
+ * the accumulators with each row: several times slower, CHANGELOG 0.11.3). */
 
 /* The state's row stride: dv rounded up to whole tiles (the padding columns stay 0: v is padded). */
-static size_t rec_ld(const bench_shape *s) { return (s->dv + REC_TILE - 1) / REC_TILE * REC_TILE; }
+static size_t rec_ld(const bench_shape *s) { return bv_tiles(s->dv); }
 
 /* One tile of columns of one key/value head's state (m rows, stride ld), one token: with update,
  * S[p] = g_p S[p] + psi_p v (g_p: g[p * gs], or 1 when g is NULL) and acc = phi^T S (S after the
@@ -202,7 +201,7 @@ static inline __attribute__((always_inline)) void rec_tile(size_t m, float *rest
 static void rec_token(const bench_shape *s, float *S, float *z, const float *g, size_t gs, const float *psi,
                       const float *phi, const float *va, float *acc, size_t group) {
   const size_t m = s->m, ld = rec_ld(s);
-  for (size_t c0 = 0; c0 < ld; c0 += REC_TILE) {
+  for (size_t c0 = 0; c0 < ld; c0 += BV_TILE) {
     if (g)
       rec_tile(m, S + c0, ld, g, gs, psi, phi, va + c0, acc + c0, 1);
     else

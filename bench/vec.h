@@ -29,5 +29,7 @@ static inline bv bv_load(const float *p) {
 static inline void bv_store(float *p, bv v) { memcpy(p, &v, sizeof v); }
 /** v in every lane */
 static inline bv bv_set1(float v) { return (bv){0} + v; }
+/** n columns in whole tiles */
+static inline size_t bv_tiles(size_t n) { return (n + BV_TILE - 1) / BV_TILE * BV_TILE; }
 
 #endif

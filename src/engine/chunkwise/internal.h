@@ -175,8 +175,7 @@ ATTN_INTERNAL void attn_cw_xabsorb(const cw_ctx *x, float *T, size_t k, int accu
 
 /* step.c: the one-token step, the lead */
 ATTN_INTERNAL void attn_cw_step_loaded(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j);
-ATTN_INTERNAL void attn_cw_step_one(const cw_ctx *x, float *S, float *qf, float *kf, const float *va, const float *g,
-                                    float *out, int update);
+ATTN_INTERNAL const float *attn_cw_step_factors(const cw_ctx *x, size_t j0, size_t cn, float *kf, float *g);
 ATTN_INTERNAL void attn_cw_step_rows(const cw_ctx *x, float *S, size_t h0, size_t i, float *kf, const float *va,
                                      const float *g);
 ATTN_INTERNAL void attn_cw_lead(const cw_ctx *x, float *S, size_t h0);

@@ -6,31 +6,36 @@
  * output head, the last one also applying the update S = G S + beta psi(k) v^T. With gates, out = a v + (G phi(q))^T S (S as on
  * entry), a = phi(q) . beta psi(k): the query's features carry the decay. */
 void attn_cw_step_loaded(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j) {
-  const attn_chunkwise_plan *p = x->p;
-  const size_t m = p->m;
-  if (p->fm->offsets) attn_cw_key_offsets(x, S, 1);
-  const float *gr = NULL; /* the decay of S's rows */
-  if (cw_gated(p)) {
-    const attn_chunkwise_gates *g = &p->g;
-    if (g->beta) {
-      const float bt = x->io->beta[j * g->blayout.row_stride + x->hg * g->blayout.head_stride];
-      for (size_t f = 0; f < m; f++) x->kf[f] *= bt;
-    }
-    if (g->kind != ATTN_GATE_NONE) {
-      const float *lg = x->io->log_gate + j * g->layout.row_stride + x->hg * g->layout.head_stride;
-      for (size_t f = 0; f < m; f++) x->dc[f] = lg[g->kind == ATTN_GATE_FEATURE ? f : 0];
-      x->uk->vexp(m, x->dc, x->dc);
-      gr = x->dc;
-    }
+  if (x->p->fm->offsets) attn_cw_key_offsets(x, S, 1);
+  attn_cw_step_rows(x, S, h0, i, x->kf, x->va, attn_cw_step_factors(x, j, 1, x->kf, x->dc));
+}
+
+/* Key rows j0 .. j0 + cn's per-token factors: beta into their features kf (cn x m), and their
+ * decay of S's rows into g (cn x m: exp(log gate), a scalar gate's m times). Returns g, or NULL
+ * without a gate. */
+const float *attn_cw_step_factors(const cw_ctx *x, size_t j0, size_t cn, float *kf, float *g) {
+  const attn_chunkwise_gates *gs = &x->p->g;
+  const size_t m = x->p->m;
+  for (size_t u = 0; gs->beta && u < cn; u++) {
+    const float bt = x->io->beta[(j0 + u) * gs->blayout.row_stride + x->hg * gs->blayout.head_stride];
+    for (size_t f = 0; f < m; f++) kf[u * m + f] *= bt;
   }
-  attn_cw_step_rows(x, S, h0, i, x->kf, x->va, gr);
+  if (gs->kind == ATTN_GATE_NONE) return NULL;
+  const int feat = gs->kind == ATTN_GATE_FEATURE;
+  const float *lg = x->io->log_gate + x->hg * gs->layout.head_stride;
+  for (size_t u = 0; u < cn; u++) {
+    float *gu = g + u * m;
+    x->uk->vexp(feat ? m : 1, lg + (j0 + u) * gs->layout.row_stride, gu);
+    for (size_t f = 1; !feat && f < m; f++) gu[f] = gu[0];
+  }
+  return g;
 }
 
 /* One query's features qf against S (row stride x->ls) into out (W floats), with key row kf (beta
  * in it) and va, the decay g of S's rows (NULL: none): out = a v + (g phi(q))^T S, a = phi(q) . kf
  * (qf becomes g phi(q)); with update, S past the key as well. */
-void attn_cw_step_one(const cw_ctx *x, float *S, float *qf, float *kf, const float *va, const float *g, float *out,
-                      int update) {
+static void cw_step_one(const cw_ctx *x, float *S, float *qf, float *kf, const float *va, const float *g, float *out,
+                        int update) {
   const attn_chunkwise_plan *p = x->p;
   const size_t m = p->m;
   float a;
@@ -39,12 +44,12 @@ void attn_cw_step_one(const cw_ctx *x, float *S, float *qf, float *kf, const flo
   x->uk->linear_step(m, p->W, qf, update ? kf : NULL, va, a, S, x->ls, out, g);
 }
 
-/* Query i of output heads h0 .. h0 + per against S, and S past key row kf, va (attn_cw_step_one). */
+/* Query i of output heads h0 .. h0 + per against S, and S past key row kf, va (cw_step_one). */
 void attn_cw_step_rows(const cw_ctx *x, float *S, size_t h0, size_t i, float *kf, const float *va, const float *g) {
   const attn_chunkwise_plan *p = x->p;
   for (size_t gi = 0; gi < p->per; gi++) {
     attn_cw_load_q(x, S, h0 + gi, i, 1, p->m, 1, 1);
-    attn_cw_step_one(x, S, x->qt, kf, va, g, x->oc, gi + 1 == p->per);
+    cw_step_one(x, S, x->qt, kf, va, g, x->oc, gi + 1 == p->per);
     attn_cw_store(x, h0 + gi, i, 1, NULL);
   }
 }

@@ -199,23 +199,10 @@ static void cw_serial_step(const void *vx, float *S, const cw_chunk *c, size_t h
  * at once, then token by token (the step kernel on its loaded rows). */
 static int cw_rec_load(const void *vx, const float *S, cw_chunk *c, int uses) {
   const cw_ctx *x = vx;
-  const attn_chunkwise_plan *p = x->p;
-  const attn_chunkwise_gates *g = &p->g;
-  const size_t m = p->m, j0 = cw_pre_k(p) + c->t0;
+  const size_t j0 = cw_pre_k(x->p) + c->t0;
   (void)S, (void)uses;
   c->finite = attn_cw_load_kv(x, j0, c->cn);
-  for (size_t u = 0; g->beta && u < c->cn; u++) {
-    const float bt = x->io->beta[(j0 + u) * g->blayout.row_stride + x->hg * g->blayout.head_stride];
-    for (size_t f = 0; f < m; f++) x->kf[u * m + f] *= bt;
-  }
-  if (g->kind == ATTN_GATE_NONE) return 0;
-  const int feat = g->kind == ATTN_GATE_FEATURE;
-  const float *lg = x->io->log_gate + x->hg * g->layout.head_stride;
-  for (size_t u = 0; u < c->cn; u++) { /* each row's factors exp(log gate), or a scalar's m times */
-    float *gu = x->gx + u * m;
-    x->uk->vexp(feat ? m : 1, lg + (j0 + u) * g->layout.row_stride, gu);
-    for (size_t f = 1; !feat && f < m; f++) gu[f] = gu[0];
-  }
+  (void)attn_cw_step_factors(x, j0, c->cn, x->kf, x->gx);
   return 0;
 }
 

@@ -71,10 +71,10 @@ extern "C" {
  * Version
  * ------------------------------------------------------------------------------------------- */
 #define ATTN_VERSION_MAJOR  0
-#define ATTN_VERSION_MINOR  11
-#define ATTN_VERSION_PATCH  3
+#define ATTN_VERSION_MINOR  12
+#define ATTN_VERSION_PATCH  0
 #define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
-#define ATTN_VERSION_STRING "0.11.3"
+#define ATTN_VERSION_STRING "0.12.0"
 
 /** Version of the library actually linked, as ATTN_VERSION_NUMBER. Thread-safe. */
 ATTN_API unsigned attn_version_number(void);
@@ -831,7 +831,9 @@ ATTN_API attn_status attn_linear_feature_size(const attn_linear_desc *desc, size
 /**
  * The caller-owned recurrent state of causal linear attention, one per sequence.
  * Its memory is the caller's: `data` points to attn_linear_state_size() bytes: `heads` state
- * heads (lcm(h_k, h_v)), each an m x ld row-major float matrix, ld = dv + 2; for state head h
+ * heads (lcm(h_k, h_v)), each an m x ld row-major float matrix, ld = dv + 2 (an aligned state,
+ * attn_linear_state_init_aligned: dv + 2 rounded up to a multiple of 16, the rest of a row
+ * unused, and attn_linear_state_size_aligned() bytes); for state head h
  * and feature p, with r = (h * m + p) * ld:
  *   S[h][p][c] = data[r + c]        for c < dv   (sum of psi(k) v^T)
  *   z[h][p]    = data[r + dv]                    (sum of psi(k); 0 when not normalised)
@@ -844,7 +846,7 @@ ATTN_API attn_status attn_linear_feature_size(const attn_linear_desc *desc, size
  */
 typedef struct attn_linear_state {
   size_t heads, m, dv;          /**< shape: state heads, feature size, value width */
-  size_t ld;                    /**< floats per state row: dv + 2 */
+  size_t ld;                    /**< floats per state row: dv + 2, or an aligned state's */
   attn_feature_map feature_map; /**< the map the state was built with */
   int normalize;                /**< whether z is maintained */
   uint64_t tokens;              /**< tokens absorbed so far */
@@ -861,6 +863,18 @@ ATTN_API attn_status attn_linear_state_size(const attn_linear_desc *desc, size_t
  */
 ATTN_API attn_status attn_linear_state_init(attn_linear_state *state, const attn_linear_desc *desc, void *memory,
                                             size_t bytes);
+/**
+ * A state whose rows lie on whole 64-byte lines (since 0.12.0): ld = dv + 2 rounded up to a
+ * multiple of 16 floats, in memory aligned to 64 bytes, so that the recurrent step (decode) and
+ * the recurrence read and write no row across two lines. Bytes: heads x m x ld floats
+ * (attn_linear_state_size_aligned; validates desc). Every call takes either kind of state and
+ * gives the same bits with both; attn_linear_state_copy needs two states of the same kind
+ * (ATTN_E_STATE_MISMATCH), and checkpoints are images of the call's state, in its rows.
+ * @retval as attn_linear_state_init, and ATTN_E_BAD_ARGUMENT (memory not aligned to 64 bytes).
+ */
+ATTN_API attn_status attn_linear_state_size_aligned(const attn_linear_desc *desc, size_t *bytes);
+ATTN_API attn_status attn_linear_state_init_aligned(attn_linear_state *state, const attn_linear_desc *desc,
+                                                    void *memory, size_t bytes);
 /** Zero a state's sums, offsets and token count (the empty prefix). @retval ATTN_OK, ATTN_E_NULL_POINTER */
 ATTN_API attn_status attn_linear_state_reset(attn_linear_state *state);
 /**
@@ -997,7 +1011,8 @@ ATTN_API attn_status attn_retnet_log_decays(size_t heads, float *log_gamma);
  * (the same chunks), for any thread count. The outputs of a call with checkpoints may differ from
  * the same call without them in the last bits (other chunk boundaries).
  * Memory: `states` holds `count` states one after another, each in the variant's state layout
- * (attn_delta_state_size or attn_linear_state_size bytes: the image of attn_linear_state.data),
+ * (attn_delta_state_size bytes, or the image of attn_linear_state.data: attn_linear_state_size
+ * bytes, attn_linear_state_size_aligned for an aligned state),
  * caller-owned, written only by a successful call; it must not overlap the call's other buffers
  * (ATTN_E_ALIASING).
  */

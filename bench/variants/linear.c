@@ -5,7 +5,7 @@
  * over a causal sliding window, decayed and gated causal prefill (identity, un-normalised:
  * RetNet's fixed decay per head, a scalar gate per token and head as in simple GLA and Mamba2, a
  * per-feature gate as in GLA), FLASH's chunk-exclusive linear part (causal, G = 256), and the recurrent
- * decode step continuing a state (ungated, scalar gate, per-feature gate). The causal prefill
+ * decode step continuing an aligned state (ungated, scalar gate, per-feature gate). The causal prefill
  * and the step are compared with the one-pass recurrent loop.
  */
 #include <stdlib.h>
@@ -155,14 +155,15 @@ static int linear_setup(bench_work *w, char *err, size_t errlen) {
   }
   if (w->s.kind != BENCH_LINEAR_STEP) return 0;
   size_t bytes = 0;
-  if ((st = attn_linear_state_size(&c->desc, &bytes)))
-    return bench_work_fail(err, errlen, "attn_linear_state_size", st);
+  /* an aligned state (rows on whole lines), as an engine that decodes keeps it */
+  if ((st = attn_linear_state_size_aligned(&c->desc, &bytes)))
+    return bench_work_fail(err, errlen, "attn_linear_state_size_aligned", st);
   if (!(c->state_mem = bench_alloc64(bytes))) {
     snprintf(err, errlen, "out of memory for the state");
     return -1;
   }
-  if ((st = attn_linear_state_init(&c->state, &c->desc, c->state_mem, bytes)))
-    return bench_work_fail(err, errlen, "attn_linear_state_init", st);
+  if ((st = attn_linear_state_init_aligned(&c->state, &c->desc, c->state_mem, bytes)))
+    return bench_work_fail(err, errlen, "attn_linear_state_init_aligned", st);
   c->carried = &c->state;
   return 0;
 }

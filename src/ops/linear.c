@@ -178,7 +178,9 @@ static attn_status lin_ws_plan(const attn_linear_desc *d, size_t m, size_t engin
 attn_status attn_lin_plan(const attn_linear_desc *d, attn_chunkwise_plan *p, attn_blocked_plan *bp,
                           const attn_lin_window_params *lp, const struct attn_ukernels *uk, attn_lin_ws *l) {
   const int w = attn_lin_windowed(d);
-  attn_status st = w ? attn_lin_window_plan(d, p->m, bp, lp, uk) : attn_chunkwise_plan_make(p, d->chunk, uk);
+  attn_status st =
+      w ? attn_lin_window_plan(d, p->m, bp, lp, uk) : attn_lin_plan_ld(p, attn_lin_ld_aligned(d->shape.dv));
+  if (!w && !st) st = attn_chunkwise_plan_make(p, d->chunk, uk);
   return st ? st : lin_ws_plan(d, p->m, w ? bp->reserve_bytes : p->scratch_bytes, l);
 }
 

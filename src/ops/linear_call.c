@@ -143,11 +143,9 @@ attn_status attn_lin_run(const attn_linear_desc *d, const void *q, const float *
   if (state && (windowed || !p.causal))
     return attn_fail(ATTN_E_BAD_ARGUMENT, "state must be NULL: a %s call keeps no state",
                      windowed ? "windowed" : "bidirectional");
+  size_t ld = d->shape.dv + 2;
   if (state) {
-    if (!state->data) return attn_fail(ATTN_E_NULL_POINTER, "state->data is NULL");
-    const attn_linear_state want = attn_lin_state_of(d, &p, NULL);
-    if (!attn_lin_state_same_shape(state, &want))
-      return attn_lin_state_mismatch(state, &want, "state has", "the call needs");
+    if ((st = attn_lin_state_check(d, &p, state, &ld))) return st;
     if (p.xg && state->tokens % p.xg)
       return attn_fail(ATTN_E_STATE_MISMATCH, "state->tokens %zu: not a multiple of desc.exclusive_chunk %zu",
                        state->tokens, p.xg);
@@ -157,7 +155,7 @@ attn_status attn_lin_run(const attn_linear_desc *d, const void *q, const float *
   const attn_lin_window_params lp = attn_lin_window_params_of(d);
   attn_blocked_plan bp;
   attn_lin_ws l;
-  if ((st = attn_lin_plan(d, &p, &bp, &lp, uk, &l))) return st;
+  if ((st = attn_lin_plan(d, &p, &bp, &lp, uk, &l)) || (st = attn_lin_plan_ld(&p, ld))) return st;
   if (workspace_size < l.bytes) return attn_fail_ws("workspace_size", workspace_size, l.bytes);
   static const char out_names[] = "o workspace state->data";
   void *out[] = {o, workspace, state ? state->data : NULL};

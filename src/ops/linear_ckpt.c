@@ -41,7 +41,8 @@ attn_status attn_linear_checkpointed(const attn_linear_desc *d, const void *q, c
                      "checkpoints need a causal call over its own tokens (n_q = n_kv %s %zu), without window",
                      s->n_q == s->n_kv ? "=" : "!=", s->n_kv);
   if (!state) return attn_fail(ATTN_E_NULL_POINTER, "state is NULL: checkpoints continue a caller's state");
-  if (!state->data) return attn_fail(ATTN_E_NULL_POINTER, "state->data is NULL");
+  size_t ld; /* the state's rows are the checkpoints' */
+  if ((st = attn_lin_state_check(d, &p, state, &ld)) || (st = attn_lin_plan_ld(&p, ld))) return st;
   const size_t state_bytes = p.state_floats * sizeof(float);
   size_t ck_bytes;
   if ((st = attn_check_checkpoints(ck, s->n_q, state_bytes, &ck_bytes))) return st;

@@ -54,13 +54,25 @@ typedef struct attn_lin_ws {
   size_t bytes;        /* the whole workspace */
 } attn_lin_ws;
 
-/* The engine's plan of a call (a window: bp; otherwise p gets its chunk) and the workspace. */
+/* The engine's plan of a call (a window: bp; otherwise p gets its chunk, for aligned state rows:
+ * attn_lin_plan_ld) and the workspace. */
 ATTN_INTERNAL attn_status attn_lin_plan(const attn_linear_desc *d, attn_chunkwise_plan *p, attn_blocked_plan *bp,
                                         const attn_lin_window_params *lp, const struct attn_ukernels *uk,
                                         attn_lin_ws *l);
 
 /* ---- the caller-owned state (linear_state.c) ---- */
 
+/* Floats per row of a state with rows on 64-byte lines (attn_linear_state_init_aligned): dv + 2
+ * rounded up to 16. dv <= the span of v <= PTRDIFF_MAX / 4, so no overflow. */
+static inline size_t attn_lin_ld_aligned(size_t dv) { return (dv + 2 + 15) & ~(size_t)15; }
+/* The plan's state rows of ld floats (its state_floats with them). A call plans its scratch for
+ * aligned rows, the longer (so that the workspace depends on the descriptor alone), then runs
+ * with its state's rows (every region fits them) or, without a state, dv + 2. */
+ATTN_INTERNAL attn_status attn_lin_plan_ld(attn_chunkwise_plan *p, size_t ld);
+/* A call's state against its plan: bound, of the descriptor's shape and mode, with rows of
+ * dv + 2 floats or aligned ones (its ld then in *ld). */
+ATTN_INTERNAL attn_status attn_lin_state_check(const attn_linear_desc *d, const attn_chunkwise_plan *p,
+                                               const attn_linear_state *s, size_t *ld);
 /* The state a descriptor's plan describes, bound to data. */
 ATTN_INTERNAL attn_linear_state attn_lin_state_of(const attn_linear_desc *d, const attn_chunkwise_plan *p, float *data);
 ATTN_INTERNAL int attn_lin_state_same_shape(const attn_linear_state *a, const attn_linear_state *b);

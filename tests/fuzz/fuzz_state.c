@@ -7,14 +7,17 @@
  * favor with m = 0 (4d), d or any m up to 4d + 3 and W from a seed or the caller; for the
  * element-wise maps sometimes a SCALAR or FEATURE gate and / or beta with h_g gate heads; key,
  * value (and gate) head counts h_k, h_v, h_g apart, so that descriptors of different heads can
- * share a state shape through L = lcm(h_k, h_v (, h_g)); m = 0 or d. States are bound to guarded
- * memory of exactly L * m * (dv + 2) floats, and a sequence of operations runs on them: init
+ * share a state shape through L = lcm(h_k, h_v (, h_g)); m = 0 or d. Each state is of either kind,
+ * rows of dv + 2 floats (attn_linear_state_init) or aligned ones (dv + 2 rounded up to 16,
+ * attn_linear_state_init_aligned, 64-byte aligned memory), bound to guarded memory of exactly
+ * L * m * ld floats, and a sequence of operations runs on them: init of its kind
  * (valid, memory one byte or more too small, NULL state / memory / descriptor, an invalid
  * descriptor: a zero size, head counts that do not divide H, a bad m or map, a window the
  * descriptor cannot take (with a gate or beta, for every map), a bad normalize flag, an exponential map
- * un-normalised, a bad gate kind), reset (valid, NULL, unbound), copy between states of the same
- * or another shape, into itself, between states whose memory overlaps, with NULL. Checks: the
- * state_size and the state's shape fields (heads = L, m, dv, ld = dv + 2, map, mode); the expected
+ * un-normalised, a bad gate kind; aligned: memory off a 64-byte line), reset (valid, NULL,
+ * unbound), copy between states of the same or another shape or kind, into itself, between states
+ * whose memory overlaps, with NULL. Checks: the state sizes and the state's shape fields
+ * (heads = L, m, dv, ld of its kind, map, mode); the expected
  * status; on error every byte of the states' memory and structs unchanged; on success init and
  * reset zero exactly the state's floats (sums, z and offsets), copy copies them bitwise with the
  * token count, keeps dst's data pointer and writes nothing outside dst; guards intact throughout.
@@ -28,6 +31,7 @@ enum { MAX_H = 8, MAX_D = 64, STATES = 3, OPS = 8 };
 
 typedef struct slot {
   attn_linear_desc d;
+  int aligned; /* rows of dv + 2 rounded up to 16 (attn_linear_state_init_aligned) */
   attn_linear_state s;
   float *mem; /* guarded: floats(d) floats; slot 2 lies inside slot 0's memory when they overlap */
   size_t floats;
@@ -46,19 +50,26 @@ static size_t heads_of(const attn_linear_desc *d) {
 static size_t m_of(const attn_linear_desc *d) {
   return d->feature_map != ATTN_FEATURE_FAVOR ? d->shape.d : d->m ? d->m : 4 * d->shape.d;
 }
-static size_t floats_of(const attn_linear_desc *d) { return heads_of(d) * m_of(d) * (d->shape.dv + 2); }
+/* Floats per row of a slot's state: dv + 2, or rounded up to 16 for an aligned one. */
+static size_t ld_of(const slot *sl) { return sl->aligned ? (sl->d.shape.dv + 2 + 15) / 16 * 16 : sl->d.shape.dv + 2; }
+static size_t floats_of(const slot *sl) { return heads_of(&sl->d) * m_of(&sl->d) * ld_of(sl); }
 
-/* The shape a state bound with this descriptor has. */
-static int same_state_shape(const attn_linear_desc *a, const attn_linear_desc *b) {
+/* Whether two slots' states have one shape, mode and row width. */
+static int same_state_shape(const slot *x, const slot *y) {
+  const attn_linear_desc *a = &x->d, *b = &y->d;
   return heads_of(a) == heads_of(b) && m_of(a) == m_of(b) && a->shape.dv == b->shape.dv &&
-         a->feature_map == b->feature_map && a->normalize == b->normalize;
+         a->feature_map == b->feature_map && a->normalize == b->normalize && ld_of(x) == ld_of(y);
+}
+
+/* attn_linear_state_init or _init_aligned, as the slot's kind. */
+static attn_status init_as(const slot *sl, attn_linear_state *s, const attn_linear_desc *d, void *mem, size_t bytes) {
+  return sl->aligned ? attn_linear_state_init_aligned(s, d, mem, bytes) : attn_linear_state_init(s, d, mem, bytes);
 }
 
 static void check_bound(const slot *sl, const char *what) {
   const attn_linear_state *s = &sl->s;
-  FZ_CHECK(s->heads == heads_of(&sl->d) && s->m == m_of(&sl->d) && s->dv == sl->d.shape.dv &&
-               s->ld == sl->d.shape.dv + 2 && s->feature_map == sl->d.feature_map && s->normalize == sl->d.normalize &&
-               s->data == sl->mem,
+  FZ_CHECK(s->heads == heads_of(&sl->d) && s->m == m_of(&sl->d) && s->dv == sl->d.shape.dv && s->ld == ld_of(sl) &&
+               s->feature_map == sl->d.feature_map && s->normalize == sl->d.normalize && s->data == sl->mem,
            "%s: state shape {heads %zu, m %zu, dv %zu, ld %zu}", what, s->heads, s->m, s->dv, s->ld);
 }
 
@@ -171,22 +182,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   slot sl[STATES];
   /* slot 0: a shape; slot 1: the same or another; slot 2: slot 0's shape, its memory either its
    * own or overlapping slot 0's (inside one shared guarded buffer) */
-  for (int i = 0; i < 2; ++i) draw_desc(&in, &sl[i].d);
+  for (int i = 0; i < 2; ++i) draw_desc(&in, &sl[i].d), sl[i].aligned = (int)fz_pick(&in, 2);
   if (fz_pick(&in, 2)) sl[1].d = sl[0].d;
   sl[2].d = sl[0].d;
-  const int overlap = fz_pick(&in, 2);
-  for (int i = 0; i < STATES; ++i) sl[i].floats = floats_of(&sl[i].d);
-  const size_t shift = 1 + fz_pick(&in, 256) % (sl[0].floats - 1); /* slot 2 starts inside slot 0 */
+  sl[2].aligned = sl[0].aligned;
+  for (int i = 0; i < STATES; ++i) sl[i].floats = floats_of(&sl[i]);
+  /* slot 2 starts inside slot 0 (an aligned one on a line: then slot 0 must hold two) */
+  const size_t step = sl[0].aligned ? 16 : 1;
+  const int overlap = sl[0].floats > step && fz_pick(&in, 2);
+  size_t shift = 0;
+  if (overlap) shift = step * (1 + fz_pick(&in, 256) % ((sl[0].floats - 1) / step));
   const size_t shared_floats = overlap ? shift + sl[0].floats : 0;
   float *shared = overlap ? fz_alloc(sizeof(float) * shared_floats, 0) : NULL;
   for (int i = 0; i < STATES; ++i) {
     sl[i].mem = (overlap && i == 0)   ? shared
                 : (overlap && i == 2) ? shared + shift
                                       : fz_alloc(sizeof(float) * sl[i].floats, 0);
-    size_t bytes = 0;
-    fz_check_status("state_size", attn_linear_state_size(&sl[i].d, &bytes), ATTN_OK);
+    size_t bytes = 0, other = 0;
+    const attn_status size_st =
+        sl[i].aligned ? attn_linear_state_size_aligned(&sl[i].d, &bytes) : attn_linear_state_size(&sl[i].d, &bytes);
+    fz_check_status("state_size", size_st, ATTN_OK);
     FZ_CHECK(bytes == sizeof(float) * sl[i].floats, "state_size %zu, expected %zu floats", bytes, sl[i].floats);
-    fz_check_status("state_init", attn_linear_state_init(&sl[i].s, &sl[i].d, sl[i].mem, bytes), ATTN_OK);
+    fz_check_status(
+        "state_size of the other kind",
+        sl[i].aligned ? attn_linear_state_size(&sl[i].d, &other) : attn_linear_state_size_aligned(&sl[i].d, &other),
+        ATTN_OK);
+    FZ_CHECK(sl[i].aligned ? other <= bytes : other >= bytes, "state sizes of the two kinds: %zu, %zu", bytes, other);
+    fz_check_status("state_init", init_as(&sl[i], &sl[i].s, &sl[i].d, sl[i].mem, bytes), ATTN_OK);
     check_bound(&sl[i], "state_init");
   }
   for (int i = 0; i < STATES; ++i) fill(&in, &sl[i]); /* slot 2 overwrites the shared part of slot 0 */
@@ -196,10 +218,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_snap snaps[STATES + 1], structs[STATES];
     snap_all(sl, snaps, structs, shared, shared_floats);
     attn_status st;
-    switch (fz_pick(&in, 9)) {
+    switch (fz_pick(&in, 10)) {
       case 0: { /* init on exactly enough memory: zeroes the state */
-        fz_check_status("state_init",
-                        attn_linear_state_init(&sl[a].s, &sl[a].d, sl[a].mem, sizeof(float) * sl[a].floats), ATTN_OK);
+        fz_check_status("state_init", init_as(&sl[a], &sl[a].s, &sl[a].d, sl[a].mem, sizeof(float) * sl[a].floats),
+                        ATTN_OK);
         check_zero(&sl[a], "state_init");
         check_bound(&sl[a], "state_init");
         check_all(snaps, structs, written(overlap, a), a, "state_init of another state");
@@ -207,7 +229,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
       case 1: { /* init on too little memory */
         const size_t bytes = sizeof(float) * sl[a].floats - 1 - fz_u8(&in) % (sizeof(float) * sl[a].floats);
-        fz_check_status("state_init(small)", attn_linear_state_init(&sl[a].s, &sl[a].d, sl[a].mem, bytes),
+        fz_check_status("state_init(small)", init_as(&sl[a], &sl[a].s, &sl[a].d, sl[a].mem, bytes),
                         ATTN_E_WORKSPACE_TOO_SMALL);
         check_all(snaps, structs, 0, -1, "state_init on too little memory");
         break;
@@ -216,10 +238,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         attn_linear_desc bad = sl[a].d;
         const unsigned k = fz_pick(&in, 4);
         const attn_status want = k == 3 ? bad_desc(&in, &bad) : ATTN_E_NULL_POINTER;
-        st = attn_linear_state_init(k == 0 ? NULL : &sl[a].s, k == 1 ? NULL : &bad, k == 2 ? NULL : sl[a].mem,
-                                    sizeof(float) * sl[a].floats);
+        st = init_as(&sl[a], k == 0 ? NULL : &sl[a].s, k == 1 ? NULL : &bad, k == 2 ? NULL : sl[a].mem,
+                     sizeof(float) * sl[a].floats);
         fz_check_status("state_init(bad)", st, want);
         check_all(snaps, structs, 0, -1, "a refused state_init");
+        break;
+      }
+      case 9: { /* an aligned init on memory off a line, whatever its size (the line is checked first) */
+        size_t in_floats = 1 + fz_pick(&in, 15);
+        if ((uintptr_t)(sl[a].mem + in_floats) % 64 == 0) in_floats++; /* slot 2's memory may be off a line */
+        st = attn_linear_state_init_aligned(&sl[a].s, &sl[a].d, sl[a].mem + in_floats, sizeof(float) * sl[a].floats);
+        fz_check_status("state_init_aligned(off a line)", st, ATTN_E_BAD_ARGUMENT);
+        check_all(snaps, structs, 0, -1, "a refused state_init_aligned");
         break;
       }
       case 3: /* reset */
@@ -245,7 +275,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         break;
       }
       default: { /* copy b into a */
-        const int same_shape = same_state_shape(&sl[a].d, &sl[b].d);
+        const int same_shape = same_state_shape(&sl[a], &sl[b]);
         const int same_mem = sl[a].s.data == sl[b].s.data;
         const int overlapping = !same_mem && overlap && a != 1 && b != 1;
         const attn_status want = !same_shape ? ATTN_E_STATE_MISMATCH : overlapping ? ATTN_E_ALIASING : ATTN_OK;

@@ -161,6 +161,240 @@ START_TEST(state_copy_contract) {
 END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
+/* Aligned states (attn_linear_state_init_aligned): rows of dv + 2 floats rounded up to 16       */
+/* ------------------------------------------------------------------------------------------ */
+static size_t al_ld(size_t dv) { return (dv + 2 + 15) / 16 * 16; }
+
+/* The state's rows as a state of dv + 2 floats a row (into out: heads * m * (dv + 2) floats). */
+static attn_linear_state al_compact(const attn_linear_state *s, float *out) {
+  attn_linear_state c = *s;
+  c.ld = s->dv + 2;
+  c.data = out;
+  for (size_t r = 0; r < s->heads * s->m; ++r) memcpy(out + r * c.ld, s->data + r * s->ld, c.ld * sizeof(float));
+  return c;
+}
+
+/* Sizes and binding for odd, aligned and wide rows; refusals (nothing written); copies only
+ * between states of one kind; a call refuses rows of any third width. */
+START_TEST(state_aligned_contract) {
+  static const size_t dvs[] = {1, 5, 14, 30, 64, 65};
+  for (size_t i = 0; i < sizeof dvs / sizeof dvs[0]; ++i) {
+    attn_linear_desc d;
+    ck_assert_int_eq(attn_linear_desc_init(&d, NQ, NKV, HQ, HKV, D, dvs[i], ATTN_FEATURE_ELU1), ATTN_OK);
+    size_t bytes = 0, plain = 0;
+    ck_assert_int_eq(attn_linear_state_size_aligned(&d, &bytes), ATTN_OK);
+    ck_assert_int_eq(attn_linear_state_size(&d, &plain), ATTN_OK);
+    ck_assert_uint_eq(bytes, sizeof(float) * HKV * D * al_ld(dvs[i]));
+    ck_assert_uint_eq(plain, sizeof(float) * HKV * D * (dvs[i] + 2));
+    float *mem = tu_alloc(bytes, 0);
+    attn_linear_state s;
+    memset(&s, 0xAB, sizeof s);
+    ck_assert_int_eq(attn_linear_state_init_aligned(&s, &d, mem, bytes), ATTN_OK);
+    ck_assert_uint_eq(s.heads, HKV);
+    ck_assert_uint_eq(s.m, D);
+    ck_assert_uint_eq(s.dv, dvs[i]);
+    ck_assert_uint_eq(s.ld, al_ld(dvs[i]));
+    ck_assert_int_eq(s.feature_map, ATTN_FEATURE_ELU1);
+    ck_assert_int_eq(s.normalize, 1);
+    ck_assert_uint_eq(s.tokens, 0);
+    ck_assert_ptr_eq(s.data, mem);
+    for (size_t e = 0; e < bytes / sizeof(float); ++e) ck_assert(mem[e] == 0.0f);
+    tu_assert_guards("aligned state memory", mem);
+    tu_free(mem);
+  }
+  attn_linear_desc d;
+  ck_assert_int_eq(attn_linear_desc_init(&d, NQ, NKV, HQ, HKV, D, DV, ATTN_FEATURE_ELU1), ATTN_OK);
+  size_t bytes = 0;
+  ck_assert_int_eq(attn_linear_state_size_aligned(&d, NULL), ATTN_E_NULL_POINTER);
+  ck_assert_int_eq(attn_linear_state_size_aligned(NULL, &bytes), ATTN_E_NULL_POINTER);
+  ck_assert_int_eq(attn_linear_state_size_aligned(&d, &bytes), ATTN_OK);
+  attn_linear_desc bad = d;
+  bad.shape.dv = 0;
+  size_t untouched = 77;
+  ck_assert_int_eq(attn_linear_state_size_aligned(&bad, &untouched), ATTN_E_ZERO_SIZE);
+  ck_assert_uint_eq(untouched, 77);
+  /* refusals: misaligned memory (16 bytes past a line), a byte too few, NULLs, a bad descriptor */
+  float *off = tu_alloc(bytes, 16), *mem = tu_alloc(bytes, 0);
+  attn_linear_state s, before;
+  memset(&s, 0xAB, sizeof s);
+  before = s;
+  ck_assert_int_eq(attn_linear_state_init_aligned(&s, &d, off, bytes), ATTN_E_BAD_ARGUMENT);
+  ck_assert_int_eq(attn_linear_state_init_aligned(&s, &d, mem, bytes - 1), ATTN_E_WORKSPACE_TOO_SMALL);
+  ck_assert_int_eq(attn_linear_state_init_aligned(&s, &d, NULL, bytes), ATTN_E_NULL_POINTER);
+  ck_assert_int_eq(attn_linear_state_init_aligned(NULL, &d, mem, bytes), ATTN_E_NULL_POINTER);
+  ck_assert_int_eq(attn_linear_state_init_aligned(&s, &bad, mem, bytes), ATTN_E_ZERO_SIZE);
+  tu_assert_same_bits("state struct after refusals", &before, &s, sizeof s);
+  for (size_t e = 0; e < bytes / sizeof(float); ++e) {
+    uint32_t a, b;
+    memcpy(&a, off + e, sizeof a);
+    memcpy(&b, mem + e, sizeof b);
+    ck_assert_msg(a == TU_SENTINEL_BITS && b == TU_SENTINEL_BITS, "memory written by a refused init at %zu", e);
+  }
+  /* copies: aligned to aligned (bits, tokens), never across kinds */
+  tu_rng rng = tu_rng_of(411);
+  lu_state plain_st;
+  lu_state_make_filled(&plain_st, &d, &rng);
+  float *mem2 = tu_alloc(bytes, 0);
+  attn_linear_state a2;
+  ck_assert_int_eq(attn_linear_state_init_aligned(&s, &d, mem, bytes), ATTN_OK);
+  ck_assert_int_eq(attn_linear_state_init_aligned(&a2, &d, mem2, bytes), ATTN_OK);
+  for (size_t e = 0; e < bytes / sizeof(float); ++e) mem[e] = tu_rng_range(&rng, 0.0f, 1.0f);
+  s.tokens = 21;
+  ck_assert_int_eq(attn_linear_state_copy(&a2, &s), ATTN_OK);
+  ck_assert_uint_eq(a2.tokens, 21);
+  tu_assert_same_bits("aligned copy", mem, mem2, bytes);
+  ck_assert_int_eq(attn_linear_state_copy(&plain_st.s, &s), ATTN_E_STATE_MISMATCH);
+  ck_assert_int_eq(attn_linear_state_copy(&s, &plain_st.s), ATTN_E_STATE_MISMATCH);
+  /* a call refuses a state whose rows are neither dv + 2 nor the aligned width */
+  attn_linear_desc one = d;
+  one.shape.n_q = one.shape.n_kv = 1;
+  size_t ws_bytes;
+  ck_assert_int_eq(attn_linear_workspace_size(&one, &ws_bytes), ATTN_OK);
+  float *ws = tu_alloc(ws_bytes, 0), *in = tu_alloc(sizeof(float) * HQ * D, 0),
+        *o = tu_alloc(sizeof(float) * HQ * DV, 0);
+  for (size_t e = 0; e < HQ * D; ++e) in[e] = 0.25f;
+  attn_linear_state wide = a2;
+  wide.ld = al_ld(DV) + 16;
+  ck_assert_int_eq(attn_linear(&one, in, in, in, o, &wide, ws, ws_bytes), ATTN_E_STATE_MISMATCH);
+  wide.ld = DV + 3;
+  ck_assert_int_eq(attn_linear(&one, in, in, in, o, &wide, ws, ws_bytes), ATTN_E_STATE_MISMATCH);
+  tu_assert_same_bits("aligned state after refused calls", mem, mem2, bytes);
+  ck_assert_int_eq(attn_linear(&one, in, in, in, o, &a2, ws, ws_bytes), ATTN_OK); /* its workspace serves it */
+  ck_assert_uint_eq(a2.tokens, 22);
+  void *blocks[] = {off, mem, mem2, ws, in, o};
+  for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; ++i) {
+    tu_assert_guards("aligned contract memory", blocks[i]);
+    tu_free(blocks[i]);
+  }
+  lu_state_free(&plain_st);
+}
+END_TEST
+
+/* A sequence of calls (a prefill of 37 tokens, three decode steps, a prefill of 9, a prefill of
+ * 20 with checkpoints after its tokens 4 and 12) on a state of dv + 2 rows and on an aligned one:
+ * every output and checkpoint the same bits, the states the same bits row by row, and the aligned
+ * state after the first prefill within the float64 reference's tolerance (ungated rows). The rows
+ * cover the engine's schedules: chunks and the scan, the recurrence (by head groups, in place on
+ * aligned rows), one-token steps, offsets, FAVOR+'s 4d rows, GQA and Mamba2's heads, threads. */
+typedef struct al_case {
+  attn_feature_map fm;
+  attn_gate_kind gate;
+  int beta, normalize;
+  size_t h_q, h_k, h_v, h_g, d, dv, chunk, threads;
+} al_case;
+
+static const al_case AL_CASES[] = {
+    {ID, ATTN_GATE_FEATURE, 0, 0, 4, 4, 4, 0, 16, 16, 0, 1}, /* GLA: the recurrence by head groups */
+    {ID, ATTN_GATE_FEATURE, 1, 0, 3, 3, 3, 0, 8, 5, 0, 2},   /* odd dv, beta, two threads */
+    {ID, ATTN_GATE_SCALAR, 1, 0, 2, 2, 6, 6, 8, 14, 0, 1},   /* Mamba2: 2 groups, 6 heads, dv + 2 = 16 */
+    {ID, ATTN_GATE_SCALAR, 0, 1, 4, 2, 2, 0, 8, 30, 16, 2},  /* GQA, normalised, chunks of 16 */
+    {ELU, ATTN_GATE_NONE, 0, 1, 4, 2, 2, 0, 8, 6, 0, 1},     /* chunks and the scan */
+    {ELU, ATTN_GATE_NONE, 0, 1, 8, 8, 8, 0, 4, 3, 0, 2},     /* the scan's waves and gathers */
+    {RELU, ATTN_GATE_NONE, 0, 0, 3, 3, 3, 0, 7, 9, 1, 2},    /* chunk 1: the recurrence on any map */
+    {EXPM, ATTN_GATE_NONE, 0, 1, 2, 2, 2, 0, 8, 6, 0, 1},    /* offsets (column dv + 1) */
+    {FAV, ATTN_GATE_NONE, 0, 1, 2, 1, 1, 0, 8, 4, 0, 2},     /* m = 4d rows */
+};
+enum { AL_N = 69, AL_CK = 2 };
+
+/* One call of rows [t0, t0 + n) on state s (checkpoints: ck), output into o's rows. */
+static void al_call(const attn_linear_desc *base, const tu_qkv *x, const float *lg, const float *beta, float *o,
+                    size_t t0, size_t n, attn_linear_state *s, const attn_checkpoints *ck) {
+  attn_linear_desc d = *base;
+  d.shape.n_q = d.shape.n_kv = n;
+  size_t ws_bytes;
+  ck_assert_int_eq(attn_linear_workspace_size(&d, &ws_bytes), ATTN_OK);
+  void *ws = tu_alloc(ws_bytes, 0);
+  const attn_shape *sh = &d.shape;
+  const float *gl = lg ? lg + t0 * d.gate_layout.row_stride : NULL,
+              *bt = beta ? beta + t0 * d.beta_layout.row_stride : NULL;
+  ck_assert_int_eq(attn_linear_checkpointed(&d, x->q.data + t0 * sh->q.row_stride, x->k.data + t0 * sh->k.row_stride,
+                                            x->v.data + t0 * sh->v.row_stride, gl, bt, o + t0 * sh->o.row_stride, s, ck,
+                                            ws, ws_bytes),
+                   ATTN_OK);
+  tu_assert_guards("workspace", ws);
+  tu_free(ws);
+}
+
+START_TEST(state_aligned_same_bits) {
+  const al_case *c = &AL_CASES[_i];
+  tu_rng rng = tu_rng_of(9800 + (uint64_t)_i);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, AL_N, AL_N, c->h_q, c->h_k, c->h_v, c->d, c->dv);
+  attn_linear_desc d;
+  lu_desc(&d, AL_N, AL_N, c->h_q, c->h_k, c->h_v, c->d, c->dv, c->fm, CAUSAL, c->normalize, c->chunk);
+  const size_t H = lu_max3(c->h_q, c->h_k, c->h_v), hg = c->h_g ? c->h_g : H;
+  if (c->h_g) ck_assert_int_eq(attn_shape_init(&d.shape, AL_N, AL_N, c->h_q, c->h_k, c->h_v, c->d, c->dv), ATTN_OK);
+  const size_t m = lu_feature_size(&d), gw = c->gate == ATTN_GATE_FEATURE ? m : 1;
+  d.gate = c->gate;
+  d.beta = c->beta;
+  d.h_g = c->h_g;
+  d.gate_layout = (attn_layout){hg * gw, gw};
+  d.beta_layout = (attn_layout){hg, 1};
+  float *lg = malloc(sizeof(float) * AL_N * hg * gw), *beta = malloc(sizeof(float) * AL_N * hg);
+  ck_assert(lg && beta);
+  for (size_t e = 0; e < AL_N * hg * gw; ++e) lg[e] = tu_rng_range(&rng, -0.5f, 0.0f);
+  for (size_t e = 0; e < AL_N * hg; ++e) beta[e] = tu_rng_range(&rng, 0.5f, 1.5f);
+  d.shape.o = (attn_layout){H * c->dv, c->dv};
+  attn_pool *pool = NULL;
+  attn_threads th;
+  if (c->threads > 1) {
+    ck_assert_int_eq(attn_pool_create(c->threads, &pool), ATTN_OK);
+    ck_assert_int_eq(attn_pool_threads(pool, &th), ATTN_OK);
+    d.shape.threads = &th;
+  }
+  lu_state a;
+  lu_state_make(&a, &d);
+  size_t bytes;
+  ck_assert_int_eq(attn_linear_state_size_aligned(&d, &bytes), ATTN_OK);
+  float *mem = tu_alloc(bytes, 0);
+  attn_linear_state b;
+  ck_assert_int_eq(attn_linear_state_init_aligned(&b, &d, mem, bytes), ATTN_OK);
+  float *oa = tu_alloc(sizeof(float) * AL_N * H * c->dv, 0), *ob = tu_alloc(sizeof(float) * AL_N * H * c->dv, 0);
+  const size_t after[AL_CK] = {4, 12}, plain_floats = a.bytes / sizeof(float);
+  float *cka = malloc(a.bytes * AL_CK), *ckb = malloc(bytes * AL_CK), *compact = malloc(a.bytes);
+  ck_assert(cka && ckb && compact);
+  static const size_t pieces[][2] = {{0, 37}, {37, 1}, {38, 1}, {39, 1}, {40, 9}, {49, 20}};
+  const int gated = c->gate != ATTN_GATE_NONE || c->beta;
+  for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; ++i) {
+    const size_t t0 = pieces[i][0], n = pieces[i][1];
+    const attn_checkpoints cka_ = {AL_CK, after, cka}, ckb_ = {AL_CK, after, ckb};
+    const int last = i + 1 == sizeof pieces / sizeof pieces[0];
+    al_call(&d, &x, gated ? lg : NULL, gated ? beta : NULL, oa, t0, n, &a.s, last ? &cka_ : NULL);
+    al_call(&d, &x, gated ? lg : NULL, gated ? beta : NULL, ob, t0, n, &b, last ? &ckb_ : NULL);
+    ck_assert_uint_eq(a.s.tokens, b.tokens);
+    if (i == 0 && !gated) { /* the aligned state against the reference, through its compact image */
+      attn_linear_desc d0 = d;
+      d0.shape.n_q = d0.shape.n_kv = n;
+      const tu_qkv x0 = tu_qkv_rows(&x, 0, n, n);
+      const attn_linear_state cs = al_compact(&b, compact);
+      lu_check_state("aligned state after a prefill", &d0, &x0.k, &x0.v, NULL, 0, &cs);
+    }
+  }
+  tu_assert_same_bits("outputs on an aligned state", oa, ob, sizeof(float) * AL_N * H * c->dv);
+  attn_linear_state cs = al_compact(&b, compact);
+  tu_assert_same_bits("aligned state's rows", a.s.data, cs.data, a.bytes);
+  for (size_t i = 0; i < AL_CK; ++i) {
+    attn_linear_state img = b;
+    img.data = ckb + i * (bytes / sizeof(float));
+    cs = al_compact(&img, compact);
+    tu_assert_same_bits("an aligned state's checkpoint", cka + i * plain_floats, compact, a.bytes);
+  }
+  void *blocks[] = {mem, oa, ob};
+  for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; ++i) {
+    tu_assert_guards("aligned run memory", blocks[i]);
+    tu_free(blocks[i]);
+  }
+  lu_state_free(&a);
+  if (pool) attn_pool_destroy(pool);
+  free(cka);
+  free(ckb);
+  free(compact);
+  free(lg);
+  free(beta);
+  tu_qkv_free(&x);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
 /* Descriptor defaults, size queries, reentrancy                                               */
 /* ------------------------------------------------------------------------------------------ */
 START_TEST(linear_desc_init_defaults) {
@@ -559,7 +793,8 @@ END_TEST
 /* clang-format off */
 TU_MAIN(
   {"state", linear_state_layout, 12}, {"state", state_init_contract, 1}, {"state", state_reset_contract, 1},
-    {"state", state_copy_contract, 1},
+    {"state", state_copy_contract, 1}, {"state", state_aligned_contract, 1},
+    {"state", state_aligned_same_bits, (int)(sizeof AL_CASES / sizeof AL_CASES[0])},
   {"api", linear_desc_init_defaults, 1}, {"api", linear_feature_size_is_d, 1},
     {"api", linear_size_queries_null_pointers, 1}, {"api", linear_chunk_size_contract, 1},
     {"api", linear_concurrent_calls_match_serial, 1},

@@ -14,8 +14,15 @@ void attn_cw_scan_lead(void *ctx, size_t h, size_t worker) {
 /* The recurrence by head groups keeps each head's state in the scan's region with rows of whole
  * cache lines (ldr; the step kernel's rows then never straddle two lines): the state in before
  * the chunks, after its lead (on the caller's state, or a zero one in the worker's scratch), out
- * to the caller's after them. The same arithmetic as on the state itself, so the same bits. */
-static float *cw_rec_state(const cw_par *c, size_t h) { return c->ws + c->p->scan_region + h * c->p->m * c->p->ldr; }
+ * to the caller's after them; a caller's state whose rows are on lines already (an aligned state)
+ * is used in place. The same arithmetic either way, so the same bits. */
+static int cw_rec_direct(const cw_par *c) {
+  return c->io->state && c->p->lds == c->p->ldr && !((uintptr_t)c->io->state % 64);
+}
+static float *cw_rec_state(const cw_par *c, size_t h) {
+  const attn_chunkwise_plan *p = c->p;
+  return cw_rec_direct(c) ? c->io->state + h * p->m * p->lds : c->ws + p->scan_region + h * p->m * p->ldr;
+}
 
 static void cw_rec_copy(const attn_chunkwise_plan *p, float *dst, size_t ldd, const float *src, size_t lds) {
   for (size_t f = 0; f < p->m; f++) memcpy(dst + f * ldd, src + f * lds, p->lds * sizeof(float));
@@ -27,7 +34,7 @@ static void cw_rec_in(const cw_par *c, size_t h, size_t worker) {
   if (!c->io->state) memset(S, 0, p->m * p->lds * sizeof(float));
   const cw_ctx x = cw_ctx_of(p, c->uk, c->io, h, ws);
   attn_cw_lead(&x, S, h * p->per);
-  cw_rec_copy(p, cw_rec_state(c, h), p->ldr, S, p->lds);
+  if (!cw_rec_direct(c)) cw_rec_copy(p, cw_rec_state(c, h), p->ldr, S, p->lds);
 }
 
 /* The scan without waves, task t of G: heads [t H / G, (t+1) H / G) chunk after chunk, each chunk
@@ -61,6 +68,6 @@ void attn_cw_scan_heads(void *ctx, size_t task, size_t worker) {
       cw_chunk ck = attn_cw_chunk_in_scratch(&x, ws, k);
       (void)attn_cw_chunk(tr, &x, p->recurrent ? cw_rec_state(c, h) : cw_scan_state(c, h), &ck, h, ws + p->wl.s);
     }
-  for (size_t h = h0; p->recurrent && c->io->state && h < h1; h++)
+  for (size_t h = h0; p->recurrent && c->io->state && !cw_rec_direct(c) && h < h1; h++)
     cw_rec_copy(p, c->io->state + h * p->m * p->lds, p->lds, cw_rec_state(c, h), p->ldr);
 }

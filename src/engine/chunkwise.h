@@ -157,6 +157,8 @@ typedef struct attn_chunkwise_plan {
   float out_scale, eps;            /* outputs are out_scale times the quotient (the scale of element-wise maps) */
   size_t m, W, lds, C;             /* features, augmented value width, state row stride, chunk (the
                                       recurrence: rows loaded at once) */
+  size_t ldw;                      /* the row stride of a chunk's Va and O rows: W rounded up to 16 floats
+                                      (whole lines: the GEMMs' B and C rows then never straddle two) */
   int recurrent;                   /* causal, token by token (the step kernel), C rows loaded at once */
   size_t ldr;                      /* the recurrence by head groups: the row stride of its states
                                       (lds in whole 64-byte lines) */

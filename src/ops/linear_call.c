@@ -143,7 +143,7 @@ attn_status attn_lin_run(const attn_linear_desc *d, const void *q, const float *
   if (state && (windowed || !p.causal))
     return attn_fail(ATTN_E_BAD_ARGUMENT, "state must be NULL: a %s call keeps no state",
                      windowed ? "windowed" : "bidirectional");
-  size_t ld = d->shape.dv + 2;
+  size_t ld = attn_lin_ld_aligned(d->shape.dv); /* without a state: the scratch's rows, on lines */
   if (state) {
     if ((st = attn_lin_state_check(d, &p, state, &ld))) return st;
     if (p.xg && state->tokens % p.xg)

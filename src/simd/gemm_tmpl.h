@@ -119,55 +119,80 @@ static void attn_gemm_dot_(size_t m, size_t k, const float *a, size_t rsa, const
  * the tile's. A normalised linear map's [V | 1] has dv + 1 columns: this is its last one, which
  * a tile would compute as a full tile's broadcasts and FMAs for one lane. */
 #define ATTN_GEMM_COLS_RV 4
-static inline __attribute__((always_inline)) void attn_gemm_cols_rows_(size_t i0, const size_t *cnt, size_t j,
-                                                                       const int two, size_t k, const float *a,
-                                                                       size_t csa, const float *b, size_t ldb, float *c,
-                                                                       size_t ldc, const float *rs, int accumulate) {
+/* nv vectors of rows from row r0 (nv and tail compile-time constants after inlining: nv whole
+ * vectors, or with tail one vector of its first cnt rows), column j and with two j + 1: no test
+ * in the loop over k (a test of each vector's count per step made the column cost as much as
+ * a fifth of the whole product). */
+static inline __attribute__((always_inline)) void attn_gemm_cols_rows_(size_t r0, const size_t nv, const int tail,
+                                                                       size_t cnt, size_t j, const int two, size_t k,
+                                                                       const float *a, size_t csa, const float *b,
+                                                                       size_t ldb, float *c, size_t ldc,
+                                                                       const float *rs, int accumulate) {
   vf acc[2][ATTN_GEMM_COLS_RV];
 #pragma GCC unroll 4
-  for (size_t v = 0; v < ATTN_GEMM_COLS_RV; v++) acc[0][v] = acc[1][v] = vf_zero();
+  for (size_t v = 0; v < nv; v++) acc[0][v] = acc[1][v] = vf_zero();
   for (size_t p = 0; p < k; p++) {
-    const float *ap = a + p * csa + i0;
+    const float *ap = a + p * csa + r0;
     const vf b0 = vf_set1(b[p * ldb + j]), b1 = two ? vf_set1(b[p * ldb + j + 1]) : b0;
 #pragma GCC unroll 4
-    for (size_t v = 0; v < ATTN_GEMM_COLS_RV; v++) {
-      if (!cnt[v]) break;
-      const vf av = cnt[v] == ATTN_VL ? vf_load(ap + v * ATTN_VL) : vf_load_n(ap + v * ATTN_VL, cnt[v]);
+    for (size_t v = 0; v < nv; v++) {
+      const vf av = tail ? vf_load_n(ap + v * ATTN_VL, cnt) : vf_load(ap + v * ATTN_VL);
       acc[0][v] = vf_fma(av, b0, acc[0][v]);
       if (two) acc[1][v] = vf_fma(av, b1, acc[1][v]);
     }
   }
+  const size_t w = tail ? cnt : ATTN_VL;
   for (int t = 0; t <= two; t++)
 #pragma GCC unroll 4
-    for (size_t v = 0; v < ATTN_GEMM_COLS_RV; v++) {
-      if (!cnt[v]) break;
-      const size_t r0 = i0 + v * ATTN_VL;
-      float *cp = c + r0 * ldc + j + (size_t)t;
+    for (size_t v = 0; v < nv; v++) {
+      const size_t rv = r0 + v * ATTN_VL;
+      float *cp = c + rv * ldc + j + (size_t)t;
       vf out = acc[t][v];
       if (accumulate) {
-        const vf old = vf_load_strided(cp, ldc, cnt[v]);
-        out = rs ? vf_fma(old, vf_load_w(rs + r0, cnt[v]), out) : vf_add(old, out);
+        const vf old = vf_load_strided(cp, ldc, w);
+        out = rs ? vf_fma(old, vf_load_w(rs + rv, w), out) : vf_add(old, out);
       }
-      vf_store_strided(cp, ldc, out, cnt[v]);
+      vf_store_strided(cp, ldc, out, w);
     }
 }
+/* Columns [j0, n) (a few) when A is read transposed (rsa == 1: A's column p is contiguous along
+ * the rows): vectorised along the rows instead, acc(rows i..i+VL, j) += A(i.., p) B(p, j), a load
+ * and a broadcast per row vector and column pair, ATTN_GEMM_COLS_RV row vectors at a time, then
+ * the last rows' partial vector. Each element gets the same operations in the same order as in a
+ * tile (C = B is excluded by the caller), so the bits are the tile's. A normalised linear map's
+ * [V | 1] has dv + 1 columns: this is its last one, which a tile would compute as a full tile's
+ * broadcasts and FMAs for one lane. */
+#define ATTN_GEMM_COLS_(nv, tail)                                                                 \
+  (two ? attn_gemm_cols_rows_(r0, nv, tail, cnt, j, 1, k, a, csa, b, ldb, c, ldc, rs, accumulate) \
+       : attn_gemm_cols_rows_(r0, nv, tail, cnt, j, 0, k, a, csa, b, ldb, c, ldc, rs, accumulate))
 static void attn_gemm_cols_(size_t m, size_t n, size_t j0, size_t k, const float *a, size_t csa, const float *b,
                             size_t ldb, float *c, size_t ldc, const float *rs, int accumulate) {
-  for (size_t i0 = 0; i0 < m; i0 += ATTN_GEMM_COLS_RV * ATTN_VL) {
-    size_t cnt[ATTN_GEMM_COLS_RV];
-#pragma GCC unroll 4
-    for (size_t v = 0; v < ATTN_GEMM_COLS_RV; v++) {
-      const size_t r0 = i0 + v * ATTN_VL;
-      cnt[v] = m > r0 ? (m - r0 < ATTN_VL ? m - r0 : ATTN_VL) : 0;
+  for (size_t j = j0; j < n; j += 2) {
+    const int two = j + 1 < n;
+    size_t r0 = 0;
+    for (; r0 + ATTN_GEMM_COLS_RV * ATTN_VL <= m; r0 += ATTN_GEMM_COLS_RV * ATTN_VL) {
+      const size_t cnt = ATTN_VL;
+      ATTN_GEMM_COLS_(ATTN_GEMM_COLS_RV, 0);
     }
-    for (size_t j = j0; j < n; j += 2) {
-      if (j + 1 < n)
-        attn_gemm_cols_rows_(i0, cnt, j, 1, k, a, csa, b, ldb, c, ldc, rs, accumulate);
-      else
-        attn_gemm_cols_rows_(i0, cnt, j, 0, k, a, csa, b, ldb, c, ldc, rs, accumulate);
+    const size_t whole = (m - r0) / ATTN_VL, cnt = m - r0 - whole * ATTN_VL;
+    switch (whole) { /* fewer than ATTN_GEMM_COLS_RV whole vectors left */
+      case 3:
+        ATTN_GEMM_COLS_(3, 0);
+        break;
+      case 2:
+        ATTN_GEMM_COLS_(2, 0);
+        break;
+      case 1:
+        ATTN_GEMM_COLS_(1, 0);
+        break;
+      default:
+        break;
     }
+    r0 += whole * ATTN_VL;
+    if (cnt) ATTN_GEMM_COLS_(1, 1);
   }
 }
+#undef ATTN_GEMM_COLS_
 #endif
 
 void ATTN_GEMM_NAME(size_t m, size_t n, size_t k, const float *a, size_t rsa, size_t csa, const float *b, size_t ldb,

@@ -18,7 +18,7 @@ void attn_cw_absorb_to(const cw_ctx *x, float *kf, float *S, size_t cn, int accu
     a = x->qt;
   }
   const float *dc = accumulate && p->g.kind != ATTN_GATE_NONE ? x->dc : NULL;
-  x->uk->gemm(m, p->W, cn, a, 1, m, x->va, p->W, S, p->lds, dc, accumulate);
+  x->uk->gemm(m, p->W, cn, a, 1, m, x->va, p->ldw, S, p->lds, dc, accumulate);
 }
 
 /* Kf = psi(K[j0 .. j0+cn)) (exponential maps: their pre-exponential features, in ku; see
@@ -32,10 +32,10 @@ int attn_cw_load_kv(const cw_ctx *x, size_t j0, size_t cn) {
                p->fm->offsets ? x->ku : x->kf, p->m, 1, x->fs);
   const float *v = cw_v_row(x, j0);
   const size_t ldv = x->gv ? s->dv : s->v.row_stride;
-  const int finite = x->uk->rows_copy(cn, s->dv, x->va, p->W, v, ldv);
-  for (size_t j = 0; p->normalize && j < cn; j++) x->va[j * p->W + s->dv] = 1.0f;
+  const int finite = x->uk->rows_copy(cn, s->dv, x->va, p->ldw, v, ldv);
+  for (size_t j = 0; p->normalize && j < cn; j++) x->va[j * p->ldw + s->dv] = 1.0f;
   for (size_t j = 0; !finite && j < cn; j++) /* the rows with a non-finite value */
-    if (!attn_rows_finite(v + j * ldv, 1, s->dv, 0)) attn_fill_nan(x->va + j * p->W, p->W);
+    if (!attn_rows_finite(v + j * ldv, 1, s->dv, 0)) attn_fill_nan(x->va + j * p->ldw, p->W);
   return finite;
 }
 
@@ -50,15 +50,15 @@ void attn_cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn, const float 
     const size_t rn = attn_min_sz(CW_ROW_BATCH, cn - i0);
     for (size_t i = 0; i < rn; i++) {
       const float gi = g ? g[i0 + i] : 1.0f;
-      const float den = p->divide ? p->out_scale * (gi * x->oc[(i0 + i) * p->W + s->dv]) + p->eps : 1.0f;
+      const float den = p->divide ? p->out_scale * (gi * x->oc[(i0 + i) * p->ldw + s->dv]) + p->eps : 1.0f;
       const float inv = den == 0.0f ? 0.0f : 1.0f / den;
       f[i] = g ? p->out_scale * inv * gi : p->out_scale * inv; /* with scale 1 and no g, exactly inv */
     }
     void *o = (void *)attn_act_at(x->io->o, attn_act_size(s->o_type), s->o, t0 + i0, h);
     if (s->o_type == ATTN_F32) {
-      x->uk->rows_axpby(rn, s->dv, o, s->o.row_stride, x->oc + i0 * p->W, p->W, NULL, 0, f, 1, 0, 0);
+      x->uk->rows_axpby(rn, s->dv, o, s->o.row_stride, x->oc + i0 * p->ldw, p->ldw, NULL, 0, f, 1, 0, 0);
     } else { /* the fp32 rows, then rounded */
-      x->uk->rows_axpby(rn, s->dv, x->oh, s->dv, x->oc + i0 * p->W, p->W, NULL, 0, f, 1, 0, 0);
+      x->uk->rows_axpby(rn, s->dv, x->oh, s->dv, x->oc + i0 * p->ldw, p->ldw, NULL, 0, f, 1, 0, 0);
       attn_act_out(x->uk, s->o_type, rn, s->dv, x->oh, s->dv, o, s->o.row_stride);
     }
   }
@@ -113,11 +113,11 @@ static void cw_intra_weights(const cw_ctx *x, size_t cn, size_t i0, size_t i1, i
 static void cw_query_feature(const cw_ctx *x, const float *S, size_t cn, int va_finite) {
   const attn_chunkwise_plan *p = x->p;
   const struct attn_ukernels *uk = x->uk;
-  const size_t m = p->m, W = p->W, ld = attn_min_sz(uk->gemm_nr, p->C);
+  const size_t m = p->m, W = p->W, lw = p->ldw, ld = attn_min_sz(uk->gemm_nr, p->C);
   const double *B = x->b;
   float *ks = x->ks, *qs = ks + p->C * m, *tmp = qs + p->C * m;
   uk->gate_exp(cn, m, B, m, NULL, 0, x->qt, m, ks, m); /* Qf (.) exp(B) */
-  uk->gemm(cn, W, m, ks, m, 1, S, p->lds, x->oc, W, NULL, 0);
+  uk->gemm(cn, W, m, ks, m, 1, S, p->lds, x->oc, lw, NULL, 0);
   size_t done = 0, ref = 0; /* rows of Ks made, and the row their exponents are measured from */
   for (size_t i0 = 0; i0 < cn; i0 += ld) {
     const size_t i1 = attn_min_sz(cn, i0 + ld), ni = i1 - i0;
@@ -154,10 +154,10 @@ static void cw_query_feature(const cw_ctx *x, const float *S, size_t cn, int va_
       }
     }
     if (va_finite) {
-      uk->gemm(ni, W, i1, x->at, 1, ld, x->va, W, x->oc + i0 * W, W, NULL, 1);
+      uk->gemm(ni, W, i1, x->at, 1, ld, x->va, lw, x->oc + i0 * lw, lw, NULL, 1);
     } else { /* a non-finite V row: row i multiplies only keys j <= i (see attn_cw_query) */
       for (size_t i = i0; i < i1; i++)
-        uk->gemm(1, W, i + 1, x->at + (i - i0), 1, ld, x->va, W, x->oc + i * W, W, NULL, 1);
+        uk->gemm(1, W, i + 1, x->at + (i - i0), 1, ld, x->va, lw, x->oc + i * lw, lw, NULL, 1);
     }
   }
 }
@@ -182,7 +182,7 @@ void attn_cw_query(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t 
   /* The state's part first; the causal part adds onto it, scaling it by din (the decay from the
    * chunk's start to each row) through the GEMM's row scale; factored (cw_factored), by
    * exp(b_last), and the rows by g at the store. */
-  uk->gemm(cn, p->W, p->m, x->qt, qrs, qcs, S, p->lds, x->oc, p->W, NULL, 0);
+  uk->gemm(cn, p->W, p->m, x->qt, qrs, qcs, S, p->lds, x->oc, p->ldw, NULL, 0);
   const int factored = intra && cw_gated(p) && cw_factored(x, cn);
   const float *din = factored ? x->wt + p->C : intra && p->g.kind != ATTN_GATE_NONE ? x->din : NULL;
   /* Causal part, in query blocks [i0, i1) of one GEMM tile width: block i0 needs only keys j < i1
@@ -192,11 +192,12 @@ void attn_cw_query(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t 
     uk->gemm(i1, i1 - i0, p->m, x->kf, p->m, 1, x->qt + i0, cn, x->at + i0, cn, NULL, 0);
     cw_intra_weights(x, cn, i0, i1, factored);
     if (va_finite)
-      uk->gemm(i1 - i0, p->W, i1, x->at + i0, 1, cn, x->va, p->W, x->oc + i0 * p->W, p->W, din ? din + i0 : NULL, 1);
+      uk->gemm(i1 - i0, p->W, i1, x->at + i0, 1, cn, x->va, p->ldw, x->oc + i0 * p->ldw, p->ldw, din ? din + i0 : NULL,
+               1);
   }
   /* A non-finite V row: each row i multiplies only keys j <= i, so a later key's NaN never meets
    * its zero weight (0 * NaN). */
   for (size_t i = 0; intra && !va_finite && i < cn; i++)
-    uk->gemm(1, p->W, i + 1, x->at + i, 1, cn, x->va, p->W, x->oc + i * p->W, p->W, din ? din + i : NULL, 1);
+    uk->gemm(1, p->W, i + 1, x->at + i, 1, cn, x->va, p->ldw, x->oc + i * p->ldw, p->ldw, din ? din + i : NULL, 1);
   attn_cw_store(x, h, t0, cn, factored ? x->wt : NULL);
 }

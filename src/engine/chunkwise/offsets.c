@@ -123,6 +123,6 @@ void attn_cw_scan_local(const cw_ctx *x, const float *KU, float *D, size_t cn, f
   for (size_t f = 0; f < m; f++) c[f] = -INFINITY;
   x->uk->rows_cols(ATTN_COLS_MAX, cn, m, NULL, 0, KU, m, c);
   x->uk->expfeat(ATTN_EXPF_KEYS, cn, m, KU, m, NULL, 0, NULL, c, x->kf, m, 1);
-  x->uk->gemm(m, p->W, cn, x->kf, 1, m, x->va, p->W, D, p->lds, NULL, 0);
+  x->uk->gemm(m, p->W, cn, x->kf, 1, m, x->va, p->ldw, D, p->lds, NULL, 0);
   for (size_t f = 0; f < m; f++) D[f * p->lds + p->shape->dv + 1] = c[f];
 }

@@ -56,8 +56,9 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
                  (chunk == 1 || (!chunk && p->g.kind == ATTN_GATE_FEATURE && attn_mul_ok(p->m, p->W, &mw) &&
                                  mw <= uk->linear_recurrent));
   p->C = chunk && !p->recurrent ? chunk : uk->linear_chunk;
+  p->ldw = (p->W + 15) & ~(size_t)15; /* W <= dv + 1 <= SIZE_MAX / 4 */
   size_t cm, cw, cc, ms;
-  if (!attn_mul_ok(p->C, p->m, &cm) || !attn_mul_ok(p->C, p->W, &cw) || !attn_mul_ok(p->C, p->C, &cc) ||
+  if (!attn_mul_ok(p->C, p->m, &cm) || !attn_mul_ok(p->C, p->ldw, &cw) || !attn_mul_ok(p->C, p->C, &cc) ||
       !attn_mul_ok(p->m, p->lds, &ms))
     return cw_overflow(p, "workspace");
   attn_ws w = {.floats = 0, .overflow = 0};

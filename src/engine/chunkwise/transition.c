@@ -42,7 +42,7 @@ static void cw_scan_outputs(const cw_ctx *x0, float *S, float *T, size_t h, size
   }
   memcpy(T, S, m * p->lds * sizeof(float));
   for (size_t u0 = 0, len; u0 < cn; u0 += len) {
-    x.ku = KU + u0 * p->m, x.va = VA + u0 * p->W;
+    x.ku = KU + u0 * p->m, x.va = VA + u0 * p->ldw;
     len = cn - u0 > 1 ? attn_cw_guard(&x, T, cn - u0, dl) : 1;
     if (len == 1) {
       attn_cw_step_loaded(&x, T, h * p->per, q0 + u0, k0 + u0);
@@ -214,12 +214,12 @@ static void cw_rec_step(const void *vx, float *S, const cw_chunk *c, size_t h, s
   const size_t m = p->m, i0 = cw_pre_q(p) + c->t0;
   const float *g = p->g.kind != ATTN_GATE_NONE ? x->gx : NULL;
   if (p->per != 1) {
-    attn_cw_step_rows(x, S, h * p->per, i0 + u, x->kf + u * m, x->va + u * p->W, g ? g + u * m : NULL);
+    attn_cw_step_rows(x, S, h * p->per, i0 + u, x->kf + u * m, x->va + u * p->ldw, g ? g + u * m : NULL);
     return;
   }
   if (u) return;
   attn_cw_load_q(x, S, h, i0, c->cn, m, 1, 1);
-  x->uk->linear_recur(c->cn, m, p->W, x->qt, x->kf, x->va, p->W, g, S, x->ls, x->oc, p->W);
+  x->uk->linear_recur(c->cn, m, p->W, x->qt, x->kf, x->va, p->ldw, g, S, x->ls, x->oc, p->ldw);
   attn_cw_store(x, h, i0, c->cn, NULL);
 }
 

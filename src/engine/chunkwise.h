@@ -155,6 +155,7 @@ typedef struct attn_chunkwise_plan {
   int causal, normalize;           /* normalize: z is kept (V gets its ones column) */
   int divide;                      /* outputs divide by phi(q).z + eps */
   float out_scale, eps;            /* outputs are out_scale times the quotient (the scale of element-wise maps) */
+  int direct;                      /* fp32 outputs that are O itself (no z, scale 1): the products write o's rows */
   size_t m, W, lds, C;             /* features, augmented value width, state row stride, chunk (the
                                       recurrence: rows loaded at once) */
   size_t ldw;                      /* the row stride of a chunk's Va and O rows: W rounded up to 16 floats

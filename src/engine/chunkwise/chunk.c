@@ -109,15 +109,16 @@ static void cw_intra_weights(const cw_ctx *x, size_t cn, size_t i0, size_t i1, i
  * Va, B loaded): O = (Qf (.) exp(B)) S, then per query block I = [i0, i1) the intra part over
  * keys j < i1 (engine/chunkwise.h): AT = Ks Qs^T with Ks_j = beta_j psi_j (.) exp(B_i0 - B_j) and
  * Qs_i = phi_i (.) exp(B_i - B_i0). Ks is kept from block to block: moving its reference row from
- * i0' to i0 multiplies it by exp(B_i0 - B_i0') <= 1 per feature, so only new keys take exps. */
-static void cw_query_feature(const cw_ctx *x, const float *S, size_t cn, int va_finite) {
+ * i0' to i0 multiplies it by exp(B_i0 - B_i0') <= 1 per feature, so only new keys take exps.
+ * O's rows go to oc, lw apart (o's rows, or x->oc: cw_out_rows). */
+static void cw_query_feature(const cw_ctx *x, const float *S, size_t cn, int va_finite, float *oc, size_t lw) {
   const attn_chunkwise_plan *p = x->p;
   const struct attn_ukernels *uk = x->uk;
-  const size_t m = p->m, W = p->W, lw = p->ldw, ld = attn_min_sz(uk->gemm_nr, p->C);
+  const size_t m = p->m, W = p->W, ld = attn_min_sz(uk->gemm_nr, p->C);
   const double *B = x->b;
   float *ks = x->ks, *qs = ks + p->C * m, *tmp = qs + p->C * m;
   uk->gate_exp(cn, m, B, m, NULL, 0, x->qt, m, ks, m); /* Qf (.) exp(B) */
-  uk->gemm(cn, W, m, ks, m, 1, S, p->lds, x->oc, lw, NULL, 0);
+  uk->gemm(cn, W, m, ks, m, 1, S, p->lds, oc, lw, NULL, 0);
   size_t done = 0, ref = 0; /* rows of Ks made, and the row their exponents are measured from */
   for (size_t i0 = 0; i0 < cn; i0 += ld) {
     const size_t i1 = attn_min_sz(cn, i0 + ld), ni = i1 - i0;
@@ -154,10 +155,10 @@ static void cw_query_feature(const cw_ctx *x, const float *S, size_t cn, int va_
       }
     }
     if (va_finite) {
-      uk->gemm(ni, W, i1, x->at, 1, ld, x->va, lw, x->oc + i0 * lw, lw, NULL, 1);
+      uk->gemm(ni, W, i1, x->at, 1, ld, x->va, p->ldw, oc + i0 * lw, lw, NULL, 1);
     } else { /* a non-finite V row: row i multiplies only keys j <= i (see attn_cw_query) */
       for (size_t i = i0; i < i1; i++)
-        uk->gemm(1, W, i + 1, x->at + (i - i0), 1, ld, x->va, lw, x->oc + i * lw, lw, NULL, 1);
+        uk->gemm(1, W, i + 1, x->at + (i - i0), 1, ld, x->va, p->ldw, oc + i * lw, lw, NULL, 1);
     }
   }
 }
@@ -174,16 +175,19 @@ void attn_cw_query(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t 
    * strides. */
   const size_t qrs = intra && !feat ? 1 : p->m, qcs = intra && !feat ? cn : 1;
   attn_cw_load_q(x, S, h, t0, cn, qrs, qcs, intra);
+  size_t lo;
   if (feat) {
-    cw_query_feature(x, S, cn, va_finite);
-    attn_cw_store(x, h, t0, cn, NULL);
+    float *out = cw_out_rows(x, p->direct, h, t0, &lo);
+    cw_query_feature(x, S, cn, va_finite, out, lo);
+    if (!p->direct) attn_cw_store(x, h, t0, cn, NULL);
     return;
   }
   /* The state's part first; the causal part adds onto it, scaling it by din (the decay from the
    * chunk's start to each row) through the GEMM's row scale; factored (cw_factored), by
    * exp(b_last), and the rows by g at the store. */
-  uk->gemm(cn, p->W, p->m, x->qt, qrs, qcs, S, p->lds, x->oc, p->ldw, NULL, 0);
-  const int factored = intra && cw_gated(p) && cw_factored(x, cn);
+  const int factored = intra && cw_gated(p) && cw_factored(x, cn), direct = p->direct && !factored;
+  float *out = cw_out_rows(x, direct, h, t0, &lo);
+  uk->gemm(cn, p->W, p->m, x->qt, qrs, qcs, S, p->lds, out, lo, NULL, 0);
   const float *din = factored ? x->wt + p->C : intra && p->g.kind != ATTN_GATE_NONE ? x->din : NULL;
   /* Causal part, in query blocks [i0, i1) of one GEMM tile width: block i0 needs only keys j < i1
    * (AT[j][i] = psi(k_j).phi(q_i) for j <= i), so the zero triangle is mostly never computed. */
@@ -192,12 +196,11 @@ void attn_cw_query(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t 
     uk->gemm(i1, i1 - i0, p->m, x->kf, p->m, 1, x->qt + i0, cn, x->at + i0, cn, NULL, 0);
     cw_intra_weights(x, cn, i0, i1, factored);
     if (va_finite)
-      uk->gemm(i1 - i0, p->W, i1, x->at + i0, 1, cn, x->va, p->ldw, x->oc + i0 * p->ldw, p->ldw, din ? din + i0 : NULL,
-               1);
+      uk->gemm(i1 - i0, p->W, i1, x->at + i0, 1, cn, x->va, p->ldw, out + i0 * lo, lo, din ? din + i0 : NULL, 1);
   }
   /* A non-finite V row: each row i multiplies only keys j <= i, so a later key's NaN never meets
    * its zero weight (0 * NaN). */
   for (size_t i = 0; intra && !va_finite && i < cn; i++)
-    uk->gemm(1, p->W, i + 1, x->at + i, 1, cn, x->va, p->ldw, x->oc + i * p->ldw, p->ldw, din ? din + i : NULL, 1);
-  attn_cw_store(x, h, t0, cn, factored ? x->wt : NULL);
+    uk->gemm(1, p->W, i + 1, x->at + i, 1, cn, x->va, p->ldw, out + i * lo, lo, din ? din + i : NULL, 1);
+  if (!direct) attn_cw_store(x, h, t0, cn, factored ? x->wt : NULL);
 }

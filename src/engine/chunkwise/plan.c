@@ -57,6 +57,7 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
                                  mw <= uk->linear_recurrent));
   p->C = chunk && !p->recurrent ? chunk : uk->linear_chunk;
   p->ldw = (p->W + 15) & ~(size_t)15; /* W <= dv + 1 <= SIZE_MAX / 4 */
+  p->direct = !p->normalize && p->out_scale == 1.0f && p->shape->o_type == ATTN_F32;
   size_t cm, cw, cc, ms;
   if (!attn_mul_ok(p->C, p->m, &cm) || !attn_mul_ok(p->C, p->ldw, &cw) || !attn_mul_ok(p->C, p->C, &cc) ||
       !attn_mul_ok(p->m, p->lds, &ms))

@@ -31,7 +31,8 @@
  * beta <= 0 or not finite, a NULL gate or beta, an unknown gate kind or beta flag, h_g not
  * dividing H, an exponential map, attn_linear in place of attn_linear_gated).
  * Checks: the queries answer what the header documents (m = d, or favor's m; the chunk, the state
- * bytes L * m * (dv + 2) floats with L = lcm(h_k, h_v (, h_g)), one workspace size for every
+ * bytes L * m * (dv + 2) floats with L = lcm(h_k, h_v (, h_g)); a state of either kind, rows of
+ * dv + 2 floats or aligned ones (attn_linear_state_init_aligned), one workspace size for every
  * layout) or the status of the faulty descriptor without writing; calls return the expected
  * status; inputs (gates and betas included) are unchanged; on error o, the workspace and the state
  * (struct and memory) are unchanged; on success guards and gap elements are intact, o matches the
@@ -93,12 +94,23 @@ static int is_xmap(attn_feature_map fm) {
   return fm == ATTN_FEATURE_EXP || fm == ATTN_FEATURE_FAVOR || fm == ATTN_FEATURE_DSOFTMAX;
 }
 
-/* A state bound to guarded memory of exactly L * d * (dv + 2) floats. */
+/* A state bound to guarded memory of exactly L * d * ld floats (ld = dv + 2, or an aligned
+ * state's dv + 2 rounded up to 16). */
 typedef struct lin_state {
   attn_linear_state s;
   void *mem;
   size_t bytes;
 } lin_state;
+
+static size_t ld_aligned(size_t dv) { return (dv + 2 + 15) / 16 * 16; }
+
+/* The state's rows at dv + 2 floats a row (the reference's layout; an aligned state compacted). */
+static float *compact_rows(const attn_linear_state *s) {
+  const size_t w = s->dv + 2, rows = s->heads * s->m;
+  float *out = fz_calloc(rows * w ? rows * w : 1, sizeof(float));
+  for (size_t r = 0; r < rows; ++r) memcpy(out + r * w, s->data + r * s->ld, w * sizeof(float));
+  return out;
+}
 
 static int is_causal(const attn_linear_desc *d) { return attn_mask_is_causal(d->mask); }
 
@@ -377,8 +389,9 @@ static void state_mismatch(fz_in *in, attn_linear_state *s) {
     case 2:
       s->dv += 1 + fz_u8(in);
       break;
-    case 3:
+    case 3: /* neither dv + 2 nor the aligned width (both are a state's) */
       s->ld = fz_u8(in) & 1 ? s->ld - 1 : s->ld + 1 + fz_u8(in);
+      if (s->ld == s->dv + 2 || s->ld == ld_aligned(s->dv)) s->ld++;
       break;
     case 4:
       s->normalize = !s->normalize;
@@ -682,9 +695,12 @@ static int one_call(fz_in *in, attn_isa isa, const lin_shape *sh, lin_state *st,
   fz_snap ss;
   fz_watch_take(&w, &o, NULL, ws, need);
   fz_snap_take(&ss, st ? st->mem : NULL, st ? st->bytes : 0);
-  if (st && st->s.tokens > 0) {
-    s0 = fz_doubles(st->bytes / sizeof(float));
-    for (size_t e = 0; e < st->bytes / sizeof(float); ++e) s0[e] = st->s.data[e];
+  if (st && st->s.tokens > 0) { /* in the reference's rows */
+    const size_t floats = st->s.heads * st->s.m * (st->s.dv + 2);
+    float *rows = compact_rows(&st->s);
+    s0 = fz_doubles(floats);
+    for (size_t e = 0; e < floats; ++e) s0[e] = rows[e];
+    free(rows);
   }
   const attn_linear_state before = call_state;
   fz_snap_take(&gb.snap[0], gb.g.data, gb.g.data ? sizeof(float) * gb.g.span : 0);
@@ -701,10 +717,14 @@ static int one_call(fz_in *in, attn_isa isa, const lin_shape *sh, lin_state *st,
   } else {
     if (st) st->s = call_state;
     fz_check_output_clean("linear o", &o);
+    lin_state cst = st ? *st : (lin_state){{0}, NULL, 0}; /* the state in the reference's rows */
+    float *rows = st ? compact_rows(&st->s) : NULL;
+    cst.s.data = rows, cst.s.ld = sh->dv + 2;
     if (sh->mode == MODE_GATED)
-      check_results_gated(&d, sh, &x, &o, st, s0, before.tokens, &gb);
+      check_results_gated(&d, sh, &x, &o, st ? &cst : NULL, s0, before.tokens, &gb);
     else
-      check_results(&d, sh, &x, &o, st, s0, before.tokens);
+      check_results(&d, sh, &x, &o, st ? &cst : NULL, s0, before.tokens);
+    free(rows);
   }
   gates_free(&gb);
   free(s0);
@@ -813,18 +833,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       d.gate_layout = (attn_layout){hg * w, w};
       d.beta_layout = (attn_layout){hg, 1};
     }
-    st.bytes = sizeof(float) * sh.L * sh.m * (sh.dv + 2);
+    const int aligned = (int)fz_pick(&in, 2);
+    attn_status (*init)(attn_linear_state *, const attn_linear_desc *, void *, size_t) =
+        aligned ? attn_linear_state_init_aligned : attn_linear_state_init;
+    const size_t ld = aligned ? ld_aligned(sh.dv) : sh.dv + 2;
+    st.bytes = sizeof(float) * sh.L * sh.m * ld;
+    size_t reported = 0;
+    fz_check_status("state_size", (aligned ? attn_linear_state_size_aligned : attn_linear_state_size)(&d, &reported),
+                    ATTN_OK);
+    FZ_CHECK(reported == st.bytes, "state size %zu, expected %zu", reported, st.bytes);
     st.mem = fz_alloc(st.bytes, 0);
     fz_snap small;
     fz_snap_take(&small, st.mem, st.bytes);
-    fz_check_status("state_init(too small)",
-                    attn_linear_state_init(&st.s, &d, st.mem, st.bytes - 1 - fz_u8(&in) % st.bytes),
+    fz_check_status("state_init(too small)", init(&st.s, &d, st.mem, st.bytes - 1 - fz_u8(&in) % st.bytes),
                     ATTN_E_WORKSPACE_TOO_SMALL);
     fz_snap_check(&small, "state memory after a refused state_init");
     fz_snap_free(&small);
-    fz_check_status("state_init", attn_linear_state_init(&st.s, &d, st.mem, st.bytes), ATTN_OK);
-    FZ_CHECK(st.s.heads == sh.L && st.s.m == sh.m && st.s.dv == sh.dv && st.s.ld == sh.dv + 2 &&
-                 st.s.feature_map == sh.fm && st.s.normalize == sh.normalize && st.s.tokens == 0 && st.s.data == st.mem,
+    fz_check_status("state_init", init(&st.s, &d, st.mem, st.bytes), ATTN_OK);
+    FZ_CHECK(st.s.heads == sh.L && st.s.m == sh.m && st.s.dv == sh.dv && st.s.ld == ld && st.s.feature_map == sh.fm &&
+                 st.s.normalize == sh.normalize && st.s.tokens == 0 && st.s.data == st.mem,
              "state_init: shape");
     for (size_t e = 0; e < st.bytes / sizeof(float); ++e) FZ_CHECK(st.s.data[e] == 0.0f, "state_init: not zeroed");
   }

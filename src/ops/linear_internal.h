@@ -67,7 +67,7 @@ ATTN_INTERNAL attn_status attn_lin_plan(const attn_linear_desc *d, attn_chunkwis
 static inline size_t attn_lin_ld_aligned(size_t dv) { return (dv + 2 + 15) & ~(size_t)15; }
 /* The plan's state rows of ld floats (its state_floats with them). A call plans its scratch for
  * aligned rows, the longer (so that the workspace depends on the descriptor alone), then runs
- * with its state's rows (every region fits them) or, without a state, dv + 2. */
+ * with its state's rows (every region fits them), or aligned ones in its scratch without one. */
 ATTN_INTERNAL attn_status attn_lin_plan_ld(attn_chunkwise_plan *p, size_t ld);
 /* A call's state against its plan: bound, of the descriptor's shape and mode, with rows of
  * dv + 2 floats or aligned ones (its ld then in *ld). */

@@ -394,6 +394,57 @@ START_TEST(state_aligned_same_bits) {
 }
 END_TEST
 
+/* FLASH's chunk-exclusive form (rounds of G = 8 absorbed when complete) on both kinds of state:
+ * calls of whole rounds, the last with checkpoints at round ends; outputs, checkpoints and states
+ * the same bits. */
+START_TEST(state_aligned_flash_same_bits) {
+  enum { G = 8, N = 64, HH = 3, DD = 8, DVV = 7 };
+  tu_rng rng = tu_rng_of(9900);
+  tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, N, N, HH, HH, HH, DD, DVV);
+  attn_linear_desc d;
+  lu_desc(&d, N, N, HH, HH, HH, DD, DVV, ID, CAUSAL, 0, 0);
+  d.exclusive_chunk = G;
+  d.scale = 1.0f / G;
+  lu_state a;
+  lu_state_make(&a, &d);
+  size_t bytes;
+  ck_assert_int_eq(attn_linear_state_size_aligned(&d, &bytes), ATTN_OK);
+  float *mem = tu_alloc(bytes, 0), *oa = tu_alloc(sizeof(float) * N * HH * DVV, 0),
+        *ob = tu_alloc(sizeof(float) * N * HH * DVV, 0);
+  attn_linear_state b;
+  ck_assert_int_eq(attn_linear_state_init_aligned(&b, &d, mem, bytes), ATTN_OK);
+  const size_t after[2] = {7, 15};
+  float *cka = malloc(a.bytes * 2), *ckb = malloc(bytes * 2), *compact = malloc(a.bytes);
+  ck_assert(cka && ckb && compact);
+  const attn_checkpoints ca = {2, after, cka}, cb = {2, after, ckb};
+  static const size_t pieces[][2] = {{0, 32}, {32, 8}, {40, 24}};
+  for (size_t i = 0; i < 3; ++i) {
+    al_call(&d, &x, NULL, NULL, oa, pieces[i][0], pieces[i][1], &a.s, i == 2 ? &ca : NULL);
+    al_call(&d, &x, NULL, NULL, ob, pieces[i][0], pieces[i][1], &b, i == 2 ? &cb : NULL);
+    ck_assert_uint_eq(a.s.tokens, b.tokens);
+  }
+  tu_assert_same_bits("FLASH outputs on an aligned state", oa, ob, sizeof(float) * N * HH * DVV);
+  (void)al_compact(&b, compact);
+  tu_assert_same_bits("FLASH: an aligned state's rows", a.s.data, compact, a.bytes);
+  for (size_t i = 0; i < 2; ++i) {
+    attn_linear_state img = b;
+    img.data = ckb + i * (bytes / sizeof(float));
+    (void)al_compact(&img, compact);
+    tu_assert_same_bits("FLASH: an aligned state's checkpoint", cka + i * (a.bytes / sizeof(float)), compact, a.bytes);
+  }
+  void *blocks[] = {mem, oa, ob};
+  for (size_t i = 0; i < 3; ++i) {
+    tu_assert_guards("FLASH aligned run memory", blocks[i]);
+    tu_free(blocks[i]);
+  }
+  lu_state_free(&a);
+  free(cka);
+  free(ckb);
+  free(compact);
+  tu_qkv_free(&x);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------------------------ */
 /* Descriptor defaults, size queries, reentrancy                                               */
 /* ------------------------------------------------------------------------------------------ */
@@ -795,6 +846,7 @@ TU_MAIN(
   {"state", linear_state_layout, 12}, {"state", state_init_contract, 1}, {"state", state_reset_contract, 1},
     {"state", state_copy_contract, 1}, {"state", state_aligned_contract, 1},
     {"state", state_aligned_same_bits, (int)(sizeof AL_CASES / sizeof AL_CASES[0])},
+    {"state", state_aligned_flash_same_bits, 1},
   {"api", linear_desc_init_defaults, 1}, {"api", linear_feature_size_is_d, 1},
     {"api", linear_size_queries_null_pointers, 1}, {"api", linear_chunk_size_contract, 1},
     {"api", linear_concurrent_calls_match_serial, 1},

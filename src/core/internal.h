@@ -187,6 +187,9 @@ typedef struct attn_ws {
   size_t floats; /* running total, in floats, of aligned regions */
   int overflow;
 } attn_ws;
+/* n floats rounded up to whole 64-byte lines (rows that start on a line never straddle two);
+ * n <= SIZE_MAX - 15. */
+static inline size_t attn_line_floats(size_t n) { return (n + 15) & ~(size_t)15; }
 /* Reserve n floats (rounded to 16) and return the offset of the region, in floats. */
 static inline size_t attn_ws_take(attn_ws *w, size_t n) {
   const size_t off = w->floats;

@@ -64,7 +64,7 @@ ATTN_INTERNAL attn_status attn_lin_plan(const attn_linear_desc *d, attn_chunkwis
 
 /* Floats per row of a state with rows on 64-byte lines (attn_linear_state_init_aligned): dv + 2
  * rounded up to 16. dv <= the span of v <= PTRDIFF_MAX / 4, so no overflow. */
-static inline size_t attn_lin_ld_aligned(size_t dv) { return (dv + 2 + 15) & ~(size_t)15; }
+static inline size_t attn_lin_ld_aligned(size_t dv) { return attn_line_floats(dv + 2); }
 /* The plan's state rows of ld floats (its state_floats with them). A call plans its scratch for
  * aligned rows, the longer (so that the workspace depends on the descriptor alone), then runs
  * with its state's rows (every region fits them), or aligned ones in its scratch without one. */

@@ -100,6 +100,16 @@ tu_tensor lu_state_view(const attn_linear_state *s) {
   return t;
 }
 
+size_t lu_state_ld_aligned(size_t dv) { return (dv + 2 + 15) / 16 * 16; }
+
+attn_linear_state lu_state_compact(const attn_linear_state *s, float *out) {
+  attn_linear_state c = *s;
+  c.ld = s->dv + 2;
+  c.data = out;
+  for (size_t r = 0; r < s->heads * s->m; ++r) memcpy(out + r * c.ld, s->data + r * s->ld, c.ld * sizeof(float));
+  return c;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Calls                                                                                       */
 /* ------------------------------------------------------------------------------------------ */

@@ -56,6 +56,11 @@ double *lu_state_to_double(const attn_linear_state *s);
 /** The state's documented layout (row r = h * m + p at data[r * ld]: S in columns c < dv, z in
  *  column dv, the offset in column dv + 1) as a [heads * m][1][ld] tensor. */
 tu_tensor lu_state_view(const attn_linear_state *s);
+/** Floats per row of an aligned state (attn_linear_state_init_aligned): dv + 2 rounded up to 16. */
+size_t lu_state_ld_aligned(size_t dv);
+/** The state's rows at dv + 2 floats a row (an aligned state's compacted) in out (heads * m *
+ *  (dv + 2) floats): the same state with ld = dv + 2 and data out. No Check assertion. */
+attn_linear_state lu_state_compact(const attn_linear_state *s, float *out);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Calls                                                                                       */

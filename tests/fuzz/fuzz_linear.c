@@ -102,16 +102,6 @@ typedef struct lin_state {
   size_t bytes;
 } lin_state;
 
-static size_t ld_aligned(size_t dv) { return (dv + 2 + 15) / 16 * 16; }
-
-/* The state's rows at dv + 2 floats a row (the reference's layout; an aligned state compacted). */
-static float *compact_rows(const attn_linear_state *s) {
-  const size_t w = s->dv + 2, rows = s->heads * s->m;
-  float *out = fz_calloc(rows * w ? rows * w : 1, sizeof(float));
-  for (size_t r = 0; r < rows; ++r) memcpy(out + r * w, s->data + r * s->ld, w * sizeof(float));
-  return out;
-}
-
 static int is_causal(const attn_linear_desc *d) { return attn_mask_is_causal(d->mask); }
 
 static void check_queries(const attn_linear_desc *d, attn_isa isa, size_t L, size_t want_m, size_t *ws_bytes,
@@ -391,7 +381,7 @@ static void state_mismatch(fz_in *in, attn_linear_state *s) {
       break;
     case 3: /* neither dv + 2 nor the aligned width (both are a state's) */
       s->ld = fz_u8(in) & 1 ? s->ld - 1 : s->ld + 1 + fz_u8(in);
-      if (s->ld == s->dv + 2 || s->ld == ld_aligned(s->dv)) s->ld++;
+      if (s->ld == s->dv + 2 || s->ld == lu_state_ld_aligned(s->dv)) s->ld++;
       break;
     case 4:
       s->normalize = !s->normalize;
@@ -697,7 +687,8 @@ static int one_call(fz_in *in, attn_isa isa, const lin_shape *sh, lin_state *st,
   fz_snap_take(&ss, st ? st->mem : NULL, st ? st->bytes : 0);
   if (st && st->s.tokens > 0) { /* in the reference's rows */
     const size_t floats = st->s.heads * st->s.m * (st->s.dv + 2);
-    float *rows = compact_rows(&st->s);
+    float *rows = fz_calloc(floats, sizeof(float));
+    (void)lu_state_compact(&st->s, rows);
     s0 = fz_doubles(floats);
     for (size_t e = 0; e < floats; ++e) s0[e] = rows[e];
     free(rows);
@@ -718,8 +709,8 @@ static int one_call(fz_in *in, attn_isa isa, const lin_shape *sh, lin_state *st,
     if (st) st->s = call_state;
     fz_check_output_clean("linear o", &o);
     lin_state cst = st ? *st : (lin_state){{0}, NULL, 0}; /* the state in the reference's rows */
-    float *rows = st ? compact_rows(&st->s) : NULL;
-    cst.s.data = rows, cst.s.ld = sh->dv + 2;
+    float *rows = st ? fz_calloc(st->s.heads * st->s.m * (sh->dv + 2), sizeof(float)) : NULL;
+    if (st) cst.s = lu_state_compact(&st->s, rows);
     if (sh->mode == MODE_GATED)
       check_results_gated(&d, sh, &x, &o, st ? &cst : NULL, s0, before.tokens, &gb);
     else
@@ -836,7 +827,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const int aligned = (int)fz_pick(&in, 2);
     attn_status (*init)(attn_linear_state *, const attn_linear_desc *, void *, size_t) =
         aligned ? attn_linear_state_init_aligned : attn_linear_state_init;
-    const size_t ld = aligned ? ld_aligned(sh.dv) : sh.dv + 2;
+    const size_t ld = aligned ? lu_state_ld_aligned(sh.dv) : sh.dv + 2;
     st.bytes = sizeof(float) * sh.L * sh.m * ld;
     size_t reported = 0;
     fz_check_status("state_size", (aligned ? attn_linear_state_size_aligned : attn_linear_state_size)(&d, &reported),

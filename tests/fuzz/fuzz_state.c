@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "fuzz_common.h"
+#include "linear_util.h"
 
 enum { MAX_H = 8, MAX_D = 64, STATES = 3, OPS = 8 };
 
@@ -51,7 +52,7 @@ static size_t m_of(const attn_linear_desc *d) {
   return d->feature_map != ATTN_FEATURE_FAVOR ? d->shape.d : d->m ? d->m : 4 * d->shape.d;
 }
 /* Floats per row of a slot's state: dv + 2, or rounded up to 16 for an aligned one. */
-static size_t ld_of(const slot *sl) { return sl->aligned ? (sl->d.shape.dv + 2 + 15) / 16 * 16 : sl->d.shape.dv + 2; }
+static size_t ld_of(const slot *sl) { return sl->aligned ? lu_state_ld_aligned(sl->d.shape.dv) : sl->d.shape.dv + 2; }
 static size_t floats_of(const slot *sl) { return heads_of(&sl->d) * m_of(&sl->d) * ld_of(sl); }
 
 /* Whether two slots' states have one shape, mode and row width. */

@@ -163,17 +163,6 @@ END_TEST
 /* ------------------------------------------------------------------------------------------ */
 /* Aligned states (attn_linear_state_init_aligned): rows of dv + 2 floats rounded up to 16       */
 /* ------------------------------------------------------------------------------------------ */
-static size_t al_ld(size_t dv) { return (dv + 2 + 15) / 16 * 16; }
-
-/* The state's rows as a state of dv + 2 floats a row (into out: heads * m * (dv + 2) floats). */
-static attn_linear_state al_compact(const attn_linear_state *s, float *out) {
-  attn_linear_state c = *s;
-  c.ld = s->dv + 2;
-  c.data = out;
-  for (size_t r = 0; r < s->heads * s->m; ++r) memcpy(out + r * c.ld, s->data + r * s->ld, c.ld * sizeof(float));
-  return c;
-}
-
 /* Sizes and binding for odd, aligned and wide rows; refusals (nothing written); copies only
  * between states of one kind; a call refuses rows of any third width. */
 START_TEST(state_aligned_contract) {
@@ -184,7 +173,7 @@ START_TEST(state_aligned_contract) {
     size_t bytes = 0, plain = 0;
     ck_assert_int_eq(attn_linear_state_size_aligned(&d, &bytes), ATTN_OK);
     ck_assert_int_eq(attn_linear_state_size(&d, &plain), ATTN_OK);
-    ck_assert_uint_eq(bytes, sizeof(float) * HKV * D * al_ld(dvs[i]));
+    ck_assert_uint_eq(bytes, sizeof(float) * HKV * D * lu_state_ld_aligned(dvs[i]));
     ck_assert_uint_eq(plain, sizeof(float) * HKV * D * (dvs[i] + 2));
     float *mem = tu_alloc(bytes, 0);
     attn_linear_state s;
@@ -193,7 +182,7 @@ START_TEST(state_aligned_contract) {
     ck_assert_uint_eq(s.heads, HKV);
     ck_assert_uint_eq(s.m, D);
     ck_assert_uint_eq(s.dv, dvs[i]);
-    ck_assert_uint_eq(s.ld, al_ld(dvs[i]));
+    ck_assert_uint_eq(s.ld, lu_state_ld_aligned(dvs[i]));
     ck_assert_int_eq(s.feature_map, ATTN_FEATURE_ELU1);
     ck_assert_int_eq(s.normalize, 1);
     ck_assert_uint_eq(s.tokens, 0);
@@ -254,7 +243,7 @@ START_TEST(state_aligned_contract) {
         *o = tu_alloc(sizeof(float) * HQ * DV, 0);
   for (size_t e = 0; e < HQ * D; ++e) in[e] = 0.25f;
   attn_linear_state wide = a2;
-  wide.ld = al_ld(DV) + 16;
+  wide.ld = lu_state_ld_aligned(DV) + 16;
   ck_assert_int_eq(attn_linear(&one, in, in, in, o, &wide, ws, ws_bytes), ATTN_E_STATE_MISMATCH);
   wide.ld = DV + 3;
   ck_assert_int_eq(attn_linear(&one, in, in, in, o, &wide, ws, ws_bytes), ATTN_E_STATE_MISMATCH);
@@ -365,17 +354,17 @@ START_TEST(state_aligned_same_bits) {
       attn_linear_desc d0 = d;
       d0.shape.n_q = d0.shape.n_kv = n;
       const tu_qkv x0 = tu_qkv_rows(&x, 0, n, n);
-      const attn_linear_state cs = al_compact(&b, compact);
+      const attn_linear_state cs = lu_state_compact(&b, compact);
       lu_check_state("aligned state after a prefill", &d0, &x0.k, &x0.v, NULL, 0, &cs);
     }
   }
   tu_assert_same_bits("outputs on an aligned state", oa, ob, sizeof(float) * AL_N * H * c->dv);
-  attn_linear_state cs = al_compact(&b, compact);
+  attn_linear_state cs = lu_state_compact(&b, compact);
   tu_assert_same_bits("aligned state's rows", a.s.data, cs.data, a.bytes);
   for (size_t i = 0; i < AL_CK; ++i) {
     attn_linear_state img = b;
     img.data = ckb + i * (bytes / sizeof(float));
-    cs = al_compact(&img, compact);
+    cs = lu_state_compact(&img, compact);
     tu_assert_same_bits("an aligned state's checkpoint", cka + i * plain_floats, compact, a.bytes);
   }
   void *blocks[] = {mem, oa, ob};
@@ -424,12 +413,12 @@ START_TEST(state_aligned_flash_same_bits) {
     ck_assert_uint_eq(a.s.tokens, b.tokens);
   }
   tu_assert_same_bits("FLASH outputs on an aligned state", oa, ob, sizeof(float) * N * HH * DVV);
-  (void)al_compact(&b, compact);
+  (void)lu_state_compact(&b, compact);
   tu_assert_same_bits("FLASH: an aligned state's rows", a.s.data, compact, a.bytes);
   for (size_t i = 0; i < 2; ++i) {
     attn_linear_state img = b;
     img.data = ckb + i * (bytes / sizeof(float));
-    (void)al_compact(&img, compact);
+    (void)lu_state_compact(&img, compact);
     tu_assert_same_bits("FLASH: an aligned state's checkpoint", cka + i * (a.bytes / sizeof(float)), compact, a.bytes);
   }
   void *blocks[] = {mem, oa, ob};

@@ -84,11 +84,12 @@ static inline const float *cw_q_rows(const cw_ctx *x, size_t hq, size_t t, size_
 static inline int cw_gated(const attn_chunkwise_plan *p) { return p->g.kind != ATTN_GATE_NONE || p->g.beta; }
 
 /* Where output rows t0 .. of head h are made: o's rows themselves when nothing scales them
- * (direct: attn_cw_store would multiply each by exactly 1), else x->oc; *ld their stride. */
+ * (direct: attn_cw_store would multiply each by exactly 1), else x->oc; *ld their stride (ld
+ * NULL: one row). */
 static inline float *cw_out_rows(const cw_ctx *x, int direct, size_t h, size_t t0, size_t *ld) {
   const attn_shape *s = x->p->shape;
-  if (!direct) return *ld = x->p->ldw, x->oc;
-  return *ld = s->o.row_stride, (float *)x->io->o + t0 * s->o.row_stride + h * s->o.head_stride;
+  if (ld) *ld = direct ? s->o.row_stride : x->p->ldw;
+  return direct ? (float *)x->io->o + t0 * s->o.row_stride + h * s->o.head_stride : x->oc;
 }
 
 /* Whether a chunk's intra weights (scalar gate or beta alone) come factored (attn_cw_gates' b of its

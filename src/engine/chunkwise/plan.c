@@ -56,7 +56,7 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
                  (chunk == 1 || (!chunk && p->g.kind == ATTN_GATE_FEATURE && attn_mul_ok(p->m, p->W, &mw) &&
                                  mw <= uk->linear_recurrent));
   p->C = chunk && !p->recurrent ? chunk : uk->linear_chunk;
-  p->ldw = (p->W + 15) & ~(size_t)15; /* W <= dv + 1 <= SIZE_MAX / 4 */
+  p->ldw = attn_line_floats(p->W); /* W <= dv + 1 <= SIZE_MAX / 4 */
   p->direct = !p->normalize && p->out_scale == 1.0f && p->shape->o_type == ATTN_F32;
   size_t cm, cw, cc, ms;
   if (!attn_mul_ok(p->C, p->m, &cm) || !attn_mul_ok(p->C, p->ldw, &cw) || !attn_mul_ok(p->C, p->C, &cc) ||
@@ -82,7 +82,7 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     (void)attn_ws_take(&w, feat ? cm : 0);
   }
   p->wl.gx = attn_ws_take(&w, p->recurrent && p->g.kind != ATTN_GATE_NONE ? cm : 0);
-  p->ldr = (p->lds + 15) & ~(size_t)15; /* lds <= SIZE_MAX / 4 */
+  p->ldr = attn_line_floats(p->lds); /* lds <= SIZE_MAX / 4 */
   size_t mr;
   if (!attn_mul_ok(p->m, p->ldr, &mr)) return cw_overflow(p, "workspace");
   if (p->fm->offsets) {

@@ -49,8 +49,7 @@ void attn_cw_step_rows(const cw_ctx *x, float *S, size_t h0, size_t i, float *kf
   const attn_chunkwise_plan *p = x->p;
   for (size_t gi = 0; gi < p->per; gi++) {
     attn_cw_load_q(x, S, h0 + gi, i, 1, p->m, 1, 1);
-    size_t lo;
-    cw_step_one(x, S, x->qt, kf, va, g, cw_out_rows(x, p->direct, h0 + gi, i, &lo), gi + 1 == p->per);
+    cw_step_one(x, S, x->qt, kf, va, g, cw_out_rows(x, p->direct, h0 + gi, i, NULL), gi + 1 == p->per);
     if (!p->direct) attn_cw_store(x, h0 + gi, i, 1, NULL);
   }
 }

@@ -64,11 +64,16 @@ START_TEST(linear_step_widths) {
 END_TEST
 
 /* ---- the run of steps: a = qf . kf, out = a va + (qf g)^T S, S = g S + kf va^T, token by token ---- */
+/* Token t's decay of row p: none (mode 0), per row (1: g + t m), or a scalar gate's (2: g[t]). */
+static double recur_decay(int mode, const float *g, size_t m, size_t t, size_t p) {
+  return mode == 2 ? (double)g[t] : mode ? (double)g[t * m + p] : 1.0;
+}
+
 START_TEST(linear_recur_runs) {
   /* m and w around the vector widths and the sweep's 4 vectors; 5 tokens; padded rows and outputs */
   const size_t ms[] = {1, 5, 16, 17, 33, 64}, ws[] = {1, 7, 16, 65, 64, 70};
   const size_t m = ms[_i % 6], w = ws[_i % 6], n = 5, lds = w + 3, ldv = w + 2, ldo = w + 1;
-  const int decay = _i >= 6;
+  const int mode = _i / 6; /* 0: no decay, 1: a decay per row, 2: a scalar gate (one for every row) */
   float *s = galloc(m * lds), *out = galloc(n * ldo), *qf = malloc(n * m * sizeof(float));
   float *kf = malloc(n * m * sizeof(float)), *g = malloc(n * m * sizeof(float)), *va = malloc(n * ldv * sizeof(float));
   double *S = malloc(m * lds * sizeof(double)), *M = malloc(m * lds * sizeof(double)); /* M: |terms| */
@@ -76,17 +81,17 @@ START_TEST(linear_recur_runs) {
   for (size_t i = 0; i < n * ldv; i++) va[i] = frand();
   for (size_t i = 0; i < m * lds; i++) s[i] = frand(), S[i] = s[i], M[i] = fabs(S[i]);
   for (size_t i = 0; i < n * ldo; i++) out[i] = -7.0f; /* the padding between rows must stay */
-  uk->linear_recur(n, m, w, qf, kf, va, ldv, decay ? g : NULL, s, lds, out, ldo);
+  uk->linear_recur(n, m, w, qf, kf, va, ldv, mode ? g : NULL, mode == 2, s, lds, out, ldo);
   const double u = 5.960464477539063e-08;
   for (size_t t = 0; t < n; t++) {
-    const float *q = qf + t * m, *k = kf + t * m, *gt = decay ? g + t * m : NULL, *v = va + t * ldv;
+    const float *q = qf + t * m, *k = kf + t * m, *v = va + t * ldv;
     double a = 0, am = 0;
     for (size_t p = 0; p < m; p++) a += (double)q[p] * k[p], am += fabs((double)q[p] * k[p]);
     for (size_t c = 0; c < w; c++) {
       /* out: a v + (q g)^T S with S before the token; error ~ (m + 3) u over the terms' magnitudes */
       double ref = a * v[c], mag = (am * (1 + (m + 1) * u)) * fabs(v[c]);
       for (size_t p = 0; p < m; p++) {
-        const double qg = (double)q[p] * (gt ? gt[p] : 1.0);
+        const double qg = (double)q[p] * recur_decay(mode, g, m, t, p);
         ref += qg * S[p * lds + c], mag += fabs(qg) * M[p * lds + c];
       }
       const float o = out[t * ldo + c];
@@ -96,7 +101,7 @@ START_TEST(linear_recur_runs) {
     for (size_t c = w; c + 1 < ldo && t + 1 < n; c++) ck_assert(out[t * ldo + c] == -7.0f);
     for (size_t p = 0; p < m; p++) /* S = g S + k v, and the magnitudes its rounding is bounded by */
       for (size_t c = 0; c < w; c++) {
-        const double gp = gt ? gt[p] : 1.0, kv = (double)k[p] * v[c];
+        const double gp = recur_decay(mode, g, m, t, p), kv = (double)k[p] * v[c];
         S[p * lds + c] = gp * S[p * lds + c] + kv;
         M[p * lds + c] = (gp * M[p * lds + c] + fabs(kv)) * (1 + 3 * u);
       }
@@ -732,7 +737,7 @@ static Suite *internal_linear_suite(attn_isa active) {
   ti_setup(active);
   /* clang-format off */
   return TU_SUITE(active,
-    {"linear_step", linear_step_widths, 12}, {"linear_step", linear_recur_runs, 12},
+    {"linear_step", linear_step_widths, 12}, {"linear_step", linear_recur_runs, 18},
       {"linear_step", rows_axpby_values, 8},
       {"linear_step", rows_copy_values, 9}, {"linear_step", rows_cols_values, 9},
     {"featmap", featmap_maps, 9}, {"featmap", expfeat_modes, 9}, {"featmap", expfeat_scaled_max, 9},

@@ -29,7 +29,10 @@
  * ATTN_OFFSET_GUARD above its start is cut before that key (queries earlier in the chunk would
  * otherwise pay for a key they cannot see).
  * A one-token chunk (the recurrent decode step) uses the step kernel instead (S = G S + beta psi
- * v^T, one pass over S per output head). The recurrence (plan `recurrent`: a causal call of a map
+ * v^T, one pass over S per output head). A one-token call (plan `decode`: one output head per
+ * state head, a map without offsets) is each head's step in one call of the recurrence kernel
+ * (attn_cw_decode): its q . k and decayed query in the kernel, an identity map's rows and an
+ * un-normalised v row read in place when finite, a scalar gate as one exp. The recurrence (plan `recurrent`: a causal call of a map
  * without offsets, outside FLASH's form, with chunk 1, or chunk 0, per-feature gates and a state
  * of at most the path's linear_recurrent floats) runs every token so, C rows loaded at once, on a
  * copy of S with rows of whole cache lines (ldr) when the call has CW_REC_COPY_MIN+ tokens: per
@@ -161,6 +164,8 @@ typedef struct attn_chunkwise_plan {
   size_t ldw;                      /* the row stride of a chunk's Va and O rows: W rounded up to 16 floats
                                       (whole lines: the GEMMs' B and C rows then never straddle two) */
   int recurrent;                   /* causal, token by token (the step kernel), C rows loaded at once */
+  int decode;                      /* a one-token causal call, one output head per state head, a map
+                                      without offsets: each head's step in one kernel call (attn_cw_decode) */
   size_t ldr;                      /* the recurrence by head groups: the row stride of its states
                                       (lds in whole 64-byte lines) */
   size_t xg;                       /* FLASH's chunk-exclusive form: queries see the keys of earlier chunks

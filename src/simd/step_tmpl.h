@@ -14,7 +14,7 @@ enum { ATTN_STEP_NV = 4 }; /* column vectors per sweep down the state */
 static inline __attribute__((always_inline)) void attn_step_block_(size_t m, size_t c0, size_t nv, const float *qf,
                                                                    const float *kf, const float *va, float a, float *s,
                                                                    size_t lds, float *out, const float *g,
-                                                                   const int decay, const int qg) {
+                                                                   const int decay, const int qg, const int gs) {
   vf acc[ATTN_STEP_NV], vv[ATTN_STEP_NV];
   for (size_t v = 0; v < nv; v++) {
     vv[v] = vf_load(va + c0 + v * ATTN_VL);
@@ -22,8 +22,9 @@ static inline __attribute__((always_inline)) void attn_step_block_(size_t m, siz
   }
   for (size_t p = 0; p < m; p++) {
     float *row = s + p * lds + c0;
-    const vf qp = vf_set1(qg ? qf[p] * g[p] : qf[p]), kp = vf_set1(kf ? kf[p] : 0.0f),
-             gp = vf_set1(decay ? g[p] : 1.0f);
+    const size_t gi = gs ? 0 : p; /* a scalar gate: one decay for every row */
+    const vf qp = vf_set1(qg ? qf[p] * g[gi] : qf[p]), kp = vf_set1(kf ? kf[p] : 0.0f),
+             gp = vf_set1(decay ? g[gi] : 1.0f);
 #pragma GCC unroll 4
     for (size_t v = 0; v < nv; v++) {
       float *sp = row + v * ATTN_VL;
@@ -45,20 +46,21 @@ static inline __attribute__((always_inline)) void attn_step_block_(size_t m, siz
 static inline __attribute__((always_inline)) void attn_step_sweep_(size_t m, size_t w, const float *qf, const float *kf,
                                                                    const float *va, float a, float *s, size_t lds,
                                                                    float *out, const float *g, const int decay,
-                                                                   const int qg) {
+                                                                   const int qg, const int gs) {
   const size_t full = w / ATTN_VL * ATTN_VL;
   size_t c0 = 0;
   for (; c0 + ATTN_STEP_NV * ATTN_VL <= full; c0 += ATTN_STEP_NV * ATTN_VL)
-    attn_step_block_(m, c0, ATTN_STEP_NV, qf, kf, va, a, s, lds, out, g, decay, qg);
-  for (; c0 < full; c0 += ATTN_VL) attn_step_block_(m, c0, 1, qf, kf, va, a, s, lds, out, g, decay, qg);
+    attn_step_block_(m, c0, ATTN_STEP_NV, qf, kf, va, a, s, lds, out, g, decay, qg, gs);
+  for (; c0 < full; c0 += ATTN_VL) attn_step_block_(m, c0, 1, qf, kf, va, a, s, lds, out, g, decay, qg, gs);
   for (size_t c = full; c < w; c++) {
     const vf vc = vf_set1(va[c]);
     vf acc = vf_mul(vf_set1(a), vc);
     for (size_t p = 0; p < m; p++) {
       float *e = s + p * lds + c;
+      const size_t gi = gs ? 0 : p;
       vf sv = vf_set1(*e);
-      acc = vf_fma(vf_set1(qg ? qf[p] * g[p] : qf[p]), sv, acc);
-      if (kf) *e = vf_first(vf_fma(vf_set1(kf[p]), vc, decay ? vf_mul(vf_set1(g[p]), sv) : sv));
+      acc = vf_fma(vf_set1(qg ? qf[p] * g[gi] : qf[p]), sv, acc);
+      if (kf) *e = vf_first(vf_fma(vf_set1(kf[p]), vc, decay ? vf_mul(vf_set1(g[gi]), sv) : sv));
     }
     out[c] = vf_first(acc);
   }
@@ -67,9 +69,9 @@ static inline __attribute__((always_inline)) void attn_step_sweep_(size_t m, siz
 void ATTN_STEP_NAME(size_t m, size_t w, const float *qf, const float *kf, const float *va, float a, float *s,
                     size_t lds, float *out, const float *g) {
   if (g)
-    attn_step_sweep_(m, w, qf, kf, va, a, s, lds, out, g, 1, 0);
+    attn_step_sweep_(m, w, qf, kf, va, a, s, lds, out, g, 1, 0, 0);
   else
-    attn_step_sweep_(m, w, qf, kf, va, a, s, lds, out, NULL, 0, 0);
+    attn_step_sweep_(m, w, qf, kf, va, a, s, lds, out, NULL, 0, 0, 0);
 }
 
 /* q . k over m floats: whole vectors, then the rest in one partial vector, summed across lanes. */
@@ -82,13 +84,15 @@ static inline float attn_step_dot_(size_t m, const float *q, const float *k) {
 }
 
 void ATTN_RECUR_NAME(size_t n, size_t m, size_t w, const float *qf, const float *kf, const float *va, size_t ldv,
-                     const float *g, float *s, size_t lds, float *out, size_t ldo) {
+                     const float *g, int gscalar, float *s, size_t lds, float *out, size_t ldo) {
   for (size_t u = 0; u < n; u++) {
     const float *q = qf + u * m, *k = kf + u * m;
     const float a = attn_step_dot_(m, q, k);
-    if (g)
-      attn_step_sweep_(m, w, q, k, va + u * ldv, a, s, lds, out + u * ldo, g + u * m, 1, 1);
+    if (g && gscalar)
+      attn_step_sweep_(m, w, q, k, va + u * ldv, a, s, lds, out + u * ldo, g + u, 1, 1, 1);
+    else if (g)
+      attn_step_sweep_(m, w, q, k, va + u * ldv, a, s, lds, out + u * ldo, g + u * m, 1, 1, 0);
     else
-      attn_step_sweep_(m, w, q, k, va + u * ldv, a, s, lds, out + u * ldo, NULL, 0, 0);
+      attn_step_sweep_(m, w, q, k, va + u * ldv, a, s, lds, out + u * ldo, NULL, 0, 0, 0);
   }
 }

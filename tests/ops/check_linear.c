@@ -705,6 +705,57 @@ START_TEST(linear_nonfinite_policy) {
 }
 END_TEST
 
+/* The decode token itself poisoned (q, k or v x NaN, +inf, -inf, in the last head) after a clean
+ * prefill: the step's rows that use it are NaN in every column, the others match the reference
+ * (a one-token step reads its rows in place where it can, so this is its own path). */
+START_TEST(linear_nonfinite_decode_token) {
+  const lnf_case *c = &lnf_cases[_i / LNF_NMAPS];
+  const attn_feature_map fm = lnf_maps[_i % LNF_NMAPS];
+  if (c->bidir) return; /* no state to step on */
+  for (int pc = 0; pc < 9; ++pc) {
+    for (int normalize = 0; normalize < (fm == ID ? 2 : 1); ++normalize) {
+      tu_rng rng = tu_rng_of(9550 + (uint64_t)_i);
+      const size_t n1 = c->n_kv + 1;
+      tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, c->n_q + 1, n1, c->h_q, c->h_k, c->h_v, c->d, c->dv);
+      static const float bad[3] = {NAN, INFINITY, -INFINITY};
+      tu_tensor *t = pc / 3 == 0 ? &x.q : pc / 3 == 1 ? &x.k : &x.v;
+      *tu_at(t, t->n - 1, t->h - 1, (size_t)pc % t->w) = bad[pc % 3];
+      tu_qkv_snapshot(&x);
+      attn_linear_desc d;
+      lu_desc(&d, c->n_q, c->n_kv, c->h_q, c->h_k, c->h_v, c->d, c->dv, fm, CAUSAL, fm != ID || normalize, c->chunk);
+      lu_state st;
+      lu_state_make(&st, &d);
+      const tu_tensor q0 = tu_rows_view(&x.q, 0, c->n_q), k0 = tu_rows_view(&x.k, 0, c->n_kv);
+      const tu_tensor v0 = tu_rows_view(&x.v, 0, c->n_kv);
+      tu_tensor o;
+      lu_call_plain(&d, &q0, &k0, &v0, T, &st.s, 0, &o);
+      tu_tensor_free(&o);
+      attn_linear_desc step = d;
+      step.shape.n_q = step.shape.n_kv = 1;
+      const tu_tensor q1 = tu_rows_view(&x.q, c->n_q, 1), k1 = tu_rows_view(&x.k, c->n_kv, 1);
+      const tu_tensor v1 = tu_rows_view(&x.v, c->n_kv, 1);
+      lu_call_plain(&step, &q1, &k1, &v1, T, &st.s, 0, &o);
+      tu_qkv_assert_unchanged(&x);
+      attn_linear_desc whole = d;
+      whole.shape.n_q = c->n_q + 1;
+      whole.shape.n_kv = n1;
+      const size_t hd = lu_out_heads(&d) * c->dv;
+      char what[96];
+      snprintf(what, sizeof what, "%s map %d normalize %d: %c of the decode token = %g", c->name, (int)fm, normalize,
+               "qkv"[pc / 3], (double)bad[pc % 3]);
+      lu_ref r;
+      lu_ref_output(&whole, &x.q, &x.k, &x.v, NULL, &r);
+      lu_compare(what, fm, n1, lu_feature_size(&d), &o, r.o + c->n_q * hd, r.scale + c->n_q * hd, r.arg + c->n_q * hd,
+                 1.0);
+      lu_ref_free(&r);
+      tu_tensor_free(&o);
+      lu_state_free(&st);
+      tu_qkv_free(&x);
+    }
+  }
+}
+END_TEST
+
 /* eps = 0: a normalised row whose denominator is exactly 0 gives zeros (as softmax does for a
  * row with no visible key): n_q > n_kv leaves the first rows without a key. For elu1 and the
  * exponential maps (dsoftmax: a feature with nothing visible contributes 0). */
@@ -744,6 +795,7 @@ static Suite *linear_suite(attn_isa isa) {
   return TU_SUITE(isa,
     {"reference", linear_matches_reference, (int)nsel},
       {"reference", linear_nonfinite_policy, (int)(LNF_NCASES * LNF_NMAPS)},
+      {"reference", linear_nonfinite_decode_token, (int)(LNF_NCASES * LNF_NMAPS)},
       {"reference", linear_eps0_empty_rows_are_zero, (int)(sizeof eps0_maps / sizeof eps0_maps[0])},
     {"properties", linear_chunkwise_matches_recurrent, (int)LN_NPROPS},
       {"properties", linear_prefill_state_continues_decode, (int)LN_NPROPS},

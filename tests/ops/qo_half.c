@@ -71,6 +71,7 @@ static const qo_case qo_cases[] = {
     {"linear elu1 f16 window", V_LINEAR, F16, F16, 90, 90, 2, 1, 16, 8, 20, 0, TU_PADDED, ATTN_FEATURE_ELU1, 0},
     {"linear exp bf16 full", V_LINEAR, B16, F32, 40, 70, 2, 2, 16, 16, UNB, UNB, TU_TOKEN_MAJOR, ATTN_FEATURE_EXP, 0},
     {"gla f16 per-feature", V_GLA, F16, F16, 130, 130, 4, 2, 32, 16, UNB, 0, TU_PADDED, 0, 0},
+    {"gla bf16 identity one head per state", V_GLA, B16, F16, 90, 90, 3, 3, 32, 24, UNB, 0, TU_TOKEN_MAJOR, 0, 0},
     {"linear checkpoints bf16", V_CKPT, B16, B16, 120, 120, 2, 2, 16, 16, UNB, 0, TU_TOKEN_MAJOR, ATTN_FEATURE_ELU1, 0},
     {"delta f16 scalar", V_DELTA, F16, F16, 70, 70, 4, 2, 32, 24, UNB, 0, TU_PADDED, ATTN_DELTA_SCALAR, 0},
     {"delta bf16 feature threads", V_DELTA, B16, F16, 50, 50, 4, 4, 16, 16, UNB, 0, TU_TOKEN_MAJOR, ATTN_DELTA_FEATURE,

@@ -30,6 +30,13 @@ int attn_cw_load_kv(const cw_ctx *x, size_t j0, size_t cn) {
   const attn_shape *s = p->shape;
   p->fm->apply(x->uk, &x->fa, 1, cn, s->d, p->m, cw_k_row(x, j0), x->gk ? s->d : s->k.row_stride,
                p->fm->offsets ? x->ku : x->kf, p->m, 1, x->fs);
+  return attn_cw_load_v(x, j0, cn);
+}
+
+/* Va = [V | 1] alone (attn_cw_load_kv). */
+int attn_cw_load_v(const cw_ctx *x, size_t j0, size_t cn) {
+  const attn_chunkwise_plan *p = x->p;
+  const attn_shape *s = p->shape;
   const float *v = cw_v_row(x, j0);
   const size_t ldv = x->gv ? s->dv : s->v.row_stride;
   const int finite = x->uk->rows_copy(cn, s->dv, x->va, p->ldw, v, ldv);

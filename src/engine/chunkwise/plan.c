@@ -56,6 +56,7 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
                  (chunk == 1 || (!chunk && p->g.kind == ATTN_GATE_FEATURE && attn_mul_ok(p->m, p->W, &mw) &&
                                  mw <= uk->linear_recurrent));
   p->C = chunk && !p->recurrent ? chunk : uk->linear_chunk;
+  p->decode = p->causal && !p->xg && !p->fm->offsets && p->per == 1 && p->shape->n_q == 1 && p->shape->n_kv == 1;
   p->ldw = attn_line_floats(p->W); /* W <= dv + 1 <= SIZE_MAX / 4 */
   p->direct = !p->normalize && p->out_scale == 1.0f && p->shape->o_type == ATTN_F32;
   size_t cm, cw, cc, ms;

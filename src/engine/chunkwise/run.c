@@ -10,10 +10,14 @@ void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels
                         size_t task, float *ws) {
   const attn_shape *s = p->shape;
   const cw_ctx x = cw_ctx_of(p, uk, io, task, ws);
-  const cw_transition *tr = attn_cw_transition(p);
   const size_t slab = p->m * p->lds;
   float *S = io->state ? io->state + task * slab : ws + p->wl.s;
   if (!io->state) memset(S, 0, slab * sizeof(float));
+  if (p->decode) {
+    attn_cw_decode(&x, S, task);
+    return;
+  }
+  const cw_transition *tr = attn_cw_transition(p);
   if (!p->xg) attn_cw_lead(&x, S, task * p->per);
   if (!p->causal) return;
   const size_t aligned = s->n_kv - cw_pre_k(p); /* == n_q - pre_q */

@@ -75,3 +75,43 @@ void attn_cw_lead(const cw_ctx *x, float *S, size_t h0) {
     for (size_t gi = 0; gi < p->per; gi++) attn_cw_query(x, S, h0 + gi, i0, attn_min_sz(C, state_only_end - i0), 0, 1);
   }
 }
+
+/* A one-token call's state head h (the plan's decode: one output head per state head, a map
+ * without offsets): the features of its key (beta in them) and query, its value row, its decay
+ * (a scalar gate: one exp), then one call of the recurrence kernel, which makes the output and
+ * moves S in one pass over it. An identity map's rows are read in place, and so is an
+ * un-normalised value row, when their values are all finite (otherwise the map's NaN features
+ * and Va's NaN row, as every call makes them: the non-finite policy); un-scaled fp32 outputs
+ * are written in place. */
+void attn_cw_decode(const cw_ctx *x, float *S, size_t h) {
+  const attn_chunkwise_plan *p = x->p;
+  const attn_shape *s = p->shape;
+  const size_t m = p->m;
+  const int identity = p->fm->id == ATTN_FEATURE_IDENTITY;
+  const float *kf = cw_k_row(x, 0), *va = cw_v_row(x, 0), *g = NULL;
+  if (!identity || p->g.beta || !attn_rows_finite(kf, 1, m, 0)) {
+    p->fm->apply(x->uk, &x->fa, 1, 1, s->d, m, kf, s->k.row_stride, x->kf, m, 1, x->fs);
+    if (p->g.beta) {
+      const float bt = x->io->beta[x->hg * p->g.blayout.head_stride];
+      for (size_t f = 0; f < m; f++) x->kf[f] *= bt;
+    }
+    kf = x->kf;
+  }
+  if (p->g.kind != ATTN_GATE_NONE) {
+    x->uk->vexp(p->g.kind == ATTN_GATE_FEATURE ? m : 1, x->io->log_gate + x->hg * p->g.layout.head_stride, x->dc);
+    g = x->dc;
+  }
+  if (p->normalize || !attn_rows_finite(va, 1, s->dv, 0)) {
+    (void)attn_cw_load_v(x, 0, 1);
+    va = x->va;
+  }
+  size_t ldq;
+  const float *qf = cw_q_rows(x, h / p->qdiv, 0, 1, &ldq);
+  if (!identity || !attn_rows_finite(qf, 1, m, 0)) {
+    p->fm->apply(x->uk, &x->fa, 0, 1, s->d, m, qf, ldq, x->qt, m, 1, x->fs);
+    qf = x->qt;
+  }
+  x->uk->linear_recur(1, m, p->W, qf, kf, va, 0, g, p->g.kind == ATTN_GATE_SCALAR, S, x->ls,
+                      cw_out_rows(x, p->direct, h, 0, NULL), 0);
+  if (!p->direct) attn_cw_store(x, h, 0, 1, NULL);
+}

@@ -221,7 +221,7 @@ static void cw_rec_step(const void *vx, float *S, const cw_chunk *c, size_t h, s
   attn_cw_load_q(x, S, h, i0, c->cn, m, 1, 1);
   size_t lo;
   float *out = cw_out_rows(x, p->direct, h, i0, &lo);
-  x->uk->linear_recur(c->cn, m, p->W, x->qt, x->kf, x->va, p->ldw, g, S, x->ls, out, lo);
+  x->uk->linear_recur(c->cn, m, p->W, x->qt, x->kf, x->va, p->ldw, g, 0, S, x->ls, out, lo);
   if (!p->direct) attn_cw_store(x, h, i0, c->cn, NULL);
 }
 

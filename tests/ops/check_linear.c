@@ -661,6 +661,30 @@ static const lnf_case lnf_cases[] = {
 static const attn_feature_map lnf_maps[] = {ID, ELU, EXPM, FAV, DSM};
 #define LNF_NMAPS (sizeof lnf_maps / sizeof lnf_maps[0])
 
+/* The decode step after a causal prefill of d's shape on state st: query row n_q, key row n_kv of
+ * x, one token, its output against the reference's row of the whole sequence; the inputs
+ * unchanged. */
+static void lnf_step_check(const char *what, const lnf_case *c, const attn_linear_desc *d, const tu_qkv *x,
+                           lu_state *st) {
+  attn_linear_desc step = *d;
+  step.shape.n_q = step.shape.n_kv = 1;
+  const tu_tensor q1 = tu_rows_view(&x->q, c->n_q, 1), k1 = tu_rows_view(&x->k, c->n_kv, 1);
+  const tu_tensor v1 = tu_rows_view(&x->v, c->n_kv, 1);
+  tu_tensor o;
+  lu_call_plain(&step, &q1, &k1, &v1, T, &st->s, 0, &o);
+  tu_qkv_assert_unchanged(x);
+  attn_linear_desc whole = *d;
+  whole.shape.n_q = c->n_q + 1;
+  whole.shape.n_kv = c->n_kv + 1;
+  const size_t hd = lu_out_heads(d) * c->dv;
+  lu_ref r;
+  lu_ref_output(&whole, &x->q, &x->k, &x->v, NULL, &r);
+  lu_compare(what, d->feature_map, whole.shape.n_kv, lu_feature_size(d), &o, r.o + c->n_q * hd, r.scale + c->n_q * hd,
+             r.arg + c->n_q * hd, 1.0);
+  lu_ref_free(&r);
+  tu_tensor_free(&o);
+}
+
 START_TEST(linear_nonfinite_policy) {
   const lnf_case *c = &lnf_cases[_i / LNF_NMAPS];
   const attn_feature_map fm = lnf_maps[_i % LNF_NMAPS];
@@ -683,21 +707,7 @@ START_TEST(linear_nonfinite_policy) {
     lu_check_output(what, &d, &q0, &k0, &v0, NULL, 0, &o);
     tu_tensor_free(&o);
     if (!c->bidir) { /* the decode step after it: row n_q of the whole sequence */
-      attn_linear_desc step = d;
-      step.shape.n_q = step.shape.n_kv = 1;
-      const tu_tensor q1 = tu_rows_view(&x.q, c->n_q, 1), k1 = tu_rows_view(&x.k, c->n_kv, 1);
-      const tu_tensor v1 = tu_rows_view(&x.v, c->n_kv, 1);
-      lu_call_plain(&step, &q1, &k1, &v1, T, &st.s, 0, &o);
-      attn_linear_desc whole = d;
-      whole.shape.n_q = c->n_q + 1;
-      whole.shape.n_kv = n1;
-      const size_t hd = lu_out_heads(&d) * c->dv;
-      lu_ref r;
-      lu_ref_output(&whole, &x.q, &x.k, &x.v, NULL, &r);
-      lu_compare(what, fm, n1, lu_feature_size(&d), &o, r.o + c->n_q * hd, r.scale + c->n_q * hd, r.arg + c->n_q * hd,
-                 1.0);
-      lu_ref_free(&r);
-      tu_tensor_free(&o);
+      lnf_step_check(what, c, &d, &x, &st);
       lu_state_free(&st);
     }
     tu_qkv_free(&x);
@@ -715,8 +725,7 @@ START_TEST(linear_nonfinite_decode_token) {
   for (int pc = 0; pc < 9; ++pc) {
     for (int normalize = 0; normalize < (fm == ID ? 2 : 1); ++normalize) {
       tu_rng rng = tu_rng_of(9550 + (uint64_t)_i);
-      const size_t n1 = c->n_kv + 1;
-      tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, c->n_q + 1, n1, c->h_q, c->h_k, c->h_v, c->d, c->dv);
+      tu_qkv x = tu_qkv_of(T, TU_DATA_UNIFORM, &rng, c->n_q + 1, c->n_kv + 1, c->h_q, c->h_k, c->h_v, c->d, c->dv);
       static const float bad[3] = {NAN, INFINITY, -INFINITY};
       tu_tensor *t = pc / 3 == 0 ? &x.q : pc / 3 == 1 ? &x.k : &x.v;
       *tu_at(t, t->n - 1, t->h - 1, (size_t)pc % t->w) = bad[pc % 3];
@@ -730,25 +739,10 @@ START_TEST(linear_nonfinite_decode_token) {
       tu_tensor o;
       lu_call_plain(&d, &q0, &k0, &v0, T, &st.s, 0, &o);
       tu_tensor_free(&o);
-      attn_linear_desc step = d;
-      step.shape.n_q = step.shape.n_kv = 1;
-      const tu_tensor q1 = tu_rows_view(&x.q, c->n_q, 1), k1 = tu_rows_view(&x.k, c->n_kv, 1);
-      const tu_tensor v1 = tu_rows_view(&x.v, c->n_kv, 1);
-      lu_call_plain(&step, &q1, &k1, &v1, T, &st.s, 0, &o);
-      tu_qkv_assert_unchanged(&x);
-      attn_linear_desc whole = d;
-      whole.shape.n_q = c->n_q + 1;
-      whole.shape.n_kv = n1;
-      const size_t hd = lu_out_heads(&d) * c->dv;
       char what[96];
       snprintf(what, sizeof what, "%s map %d normalize %d: %c of the decode token = %g", c->name, (int)fm, normalize,
                "qkv"[pc / 3], (double)bad[pc % 3]);
-      lu_ref r;
-      lu_ref_output(&whole, &x.q, &x.k, &x.v, NULL, &r);
-      lu_compare(what, fm, n1, lu_feature_size(&d), &o, r.o + c->n_q * hd, r.scale + c->n_q * hd, r.arg + c->n_q * hd,
-                 1.0);
-      lu_ref_free(&r);
-      tu_tensor_free(&o);
+      lnf_step_check(what, c, &d, &x, &st);
       lu_state_free(&st);
       tu_qkv_free(&x);
     }

@@ -1,9 +1,10 @@
 /*
  * Decayed and gated causal linear attention (attn_linear_gated) on the ISA path named by
  * ATTN_ISA, beyond the case table of check_linear_gates.c: TCases "properties" (chunkwise vs
- * token-by-token decode, prefill or random pieces then decode, per-feature gates with equal
- * entries vs the scalar gate, zero gates vs attn_linear) and "bad_input" (the exact status of
- * every bad argument, nothing written). Helpers: tests/common/gated_util.h.
+ * token-by-token decode, decode steps bit for bit the recurrence (chunk 1), prefill or random
+ * pieces then decode, per-feature gates with equal entries vs the scalar gate, zero gates vs
+ * attn_linear) and "bad_input" (the exact status of every bad argument, nothing written).
+ * Helpers: tests/common/gated_util.h.
  *
  * TOLERANCES: a comparison of two library results (decode vs prefill, pieces vs one call,
  * per-feature vs scalar gates, zero gates vs attn_linear) allows each its bound (tol_gated,
@@ -141,6 +142,44 @@ START_TEST(gated_chunkwise_matches_recurrent) {
     tu_tensor_free(&o);
   }
   gt_seq_check_state(&s, &dec.s, "decoded state");
+  lu_state_free(&dec);
+  gt_seq_free(&s);
+}
+END_TEST
+
+/* Elements (t, h, c) of a and b (n x h x w each) with different bits: the count, the first in *at. */
+static size_t gp_bits_differ(const tu_tensor *a, size_t ta, const tu_tensor *b, size_t tb, size_t n, size_t *at) {
+  size_t bad = 0;
+  for (size_t t = 0; t < n; t++)
+    for (size_t h = 0; h < a->h; h++)
+      for (size_t c = 0; c < a->w; c++)
+        if (memcmp(tu_at(a, ta + t, h, c), tu_at(b, tb + t, h, c), sizeof(float)) && !bad++)
+          *at = (t * a->h + h) * a->w + c;
+  return bad;
+}
+
+/* A one-token call is the recurrence's step: one call over the n tokens with chunk 1 and n
+ * one-token calls carrying a state give the same bits, every output row and the final state (a
+ * decode step takes its own path, attn_cw_decode, on the recurrence's kernel and rows). */
+START_TEST(gated_decode_is_the_recurrence) {
+  gp_case c = gp_cases[_i];
+  c.chunk = 1;
+  gt_seq s;
+  gt_seq_make(&s, &c, gp_tokens(), 20500 + (uint64_t)_i);
+  lu_state dec;
+  lu_state_make(&dec, &s.d);
+  size_t at = 0;
+  for (size_t t = 0; t < s.n; ++t) {
+    tu_tensor o;
+    gt_seq_piece(&s, &c, t, 1, &dec.s, &o);
+    const size_t bad = gp_bits_differ(&o, 0, &s.o, t, 1, &at);
+    ck_assert_msg(!bad, "case %d token %zu: %zu output elements differ from the recurrence's, first %zu", _i, t, bad,
+                  at);
+    tu_tensor_free(&o);
+  }
+  const tu_tensor a = lu_state_view(&dec.s), b = lu_state_view(&s.st.s);
+  const size_t bad = gp_bits_differ(&a, 0, &b, 0, a.n, &at);
+  ck_assert_msg(!bad, "case %d: %zu state elements differ from the recurrence's, first %zu", _i, bad, at);
   lu_state_free(&dec);
   gt_seq_free(&s);
 }
@@ -439,7 +478,8 @@ END_TEST
 /* clang-format off */
 TU_MAIN(
   {"properties", gated_chunkwise_matches_recurrent, (int)GP_NCASES},
-    {"properties", gated_pieces_then_decode, (int)(2 * GP_NCASES)}, {"properties", gated_feature_equal_is_scalar, 16},
+    {"properties", gated_pieces_then_decode, (int)(2 * GP_NCASES)},
+    {"properties", gated_decode_is_the_recurrence, (int)GP_NCASES}, {"properties", gated_feature_equal_is_scalar, 16},
     {"properties", gated_zero_gates_are_plain_linear, 8},
   {"bad_input", gated_rejects_bad_input, (int)GB_NCASES}, {"bad_input", gated_retnet_decays_bad_input, 1})
 /* clang-format on */

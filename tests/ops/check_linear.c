@@ -641,7 +641,8 @@ typedef struct lnf_case {
   size_t chunk;
 } lnf_case;
 /* Causal chunks of the path's default size and of 16, GQA, n_q < n_kv, bidirectional, separate
- * key and value heads (a poisoned value head reaches only the output heads that read it). */
+ * key and value heads (a poisoned value head reaches only the output heads that read it), the
+ * recurrence (chunk 1). */
 static const lnf_case lnf_cases[] = {
     {.name = "causal_100_gqa", SIZES(100, 100, 8, 7), HEADS(4, 2, 2)},
     {.name = "causal_70_chunk16", SIZES(70, 70, 9, 16), HEADS(1, 1, 1), .chunk = 16},
@@ -649,6 +650,11 @@ static const lnf_case lnf_cases[] = {
     {.name = "bidir_40", SIZES(40, 40, 8, 5), HEADS(2, 1, 1), .bidir = 1},
     {.name = "heads_2_2_8", SIZES(60, 60, 8, 8), HEADS(2, 2, 8), .chunk = 16},
     {.name = "heads_8_2_4_bidir", SIZES(30, 40, 8, 8), HEADS(8, 2, 4), .bidir = 1},
+    /* chunk 1: the recurrence (maps without offsets), its rows in place (heads gathered, or one
+     * head) or loaded (two output heads per state head) */
+    {.name = "recurrence_50", SIZES(50, 50, 8, 8), HEADS(2, 2, 2), .chunk = 1},
+    {.name = "recurrence_1head_45", SIZES(45, 45, 16, 9), HEADS(1, 1, 1), .chunk = 1},
+    {.name = "recurrence_gqa_40_of_60", SIZES(40, 60, 8, 6), HEADS(4, 2, 2), .chunk = 1},
 };
 #define LNF_NCASES (sizeof lnf_cases / sizeof lnf_cases[0])
 

@@ -32,7 +32,8 @@
  * v^T, one pass over S per output head). A one-token call (plan `decode`: one output head per
  * state head, a map without offsets) is each head's step in one call of the recurrence kernel
  * (attn_cw_decode): its q . k and decayed query in the kernel, an identity map's rows and an
- * un-normalised v row read in place when finite, a scalar gate as one exp. The recurrence (plan `recurrent`: a causal call of a map
+ * un-normalised v row read in place when finite, a scalar gate as one exp.
+ * The recurrence (plan `recurrent`: a causal call of a map
  * without offsets, outside FLASH's form, with chunk 1, or chunk 0, per-feature gates and a state
  * of at most the path's linear_recurrent floats) runs every token so, C rows loaded at once, on a
  * copy of S with rows of whole cache lines (ldr) when the call has CW_REC_COPY_MIN+ tokens: per

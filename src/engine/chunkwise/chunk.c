@@ -26,11 +26,16 @@ void attn_cw_absorb_to(const cw_ctx *x, float *kf, float *S, size_t cn, int accu
  * (z's included), so every output that uses it is NaN in every column. Returns 1 when every V row
  * was finite. */
 int attn_cw_load_kv(const cw_ctx *x, size_t j0, size_t cn) {
+  attn_cw_load_k(x, j0, cn);
+  return attn_cw_load_v(x, j0, cn);
+}
+
+/* Kf alone (attn_cw_load_kv). */
+void attn_cw_load_k(const cw_ctx *x, size_t j0, size_t cn) {
   const attn_chunkwise_plan *p = x->p;
   const attn_shape *s = p->shape;
   p->fm->apply(x->uk, &x->fa, 1, cn, s->d, p->m, cw_k_row(x, j0), x->gk ? s->d : s->k.row_stride,
                p->fm->offsets ? x->ku : x->kf, p->m, 1, x->fs);
-  return attn_cw_load_v(x, j0, cn);
 }
 
 /* Va = [V | 1] alone (attn_cw_load_kv). */

@@ -170,6 +170,7 @@ ATTN_INTERNAL void attn_cw_gathered(cw_ctx *x, const float *g, size_t a, size_t 
 /* chunk.c: the per-chunk steps */
 ATTN_INTERNAL void attn_cw_absorb_to(const cw_ctx *x, float *kf, float *S, size_t cn, int accumulate);
 ATTN_INTERNAL int attn_cw_load_kv(const cw_ctx *x, size_t j0, size_t cn);
+ATTN_INTERNAL void attn_cw_load_k(const cw_ctx *x, size_t j0, size_t cn);
 ATTN_INTERNAL int attn_cw_load_v(const cw_ctx *x, size_t j0, size_t cn);
 ATTN_INTERNAL void attn_cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn, const float *g);
 ATTN_INTERNAL void attn_cw_load_q(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t cn, size_t rs, size_t cs,
@@ -185,7 +186,7 @@ ATTN_INTERNAL void attn_cw_xabsorb(const cw_ctx *x, float *T, size_t k, int accu
 
 /* step.c: the one-token step, the lead */
 ATTN_INTERNAL void attn_cw_step_loaded(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j);
-ATTN_INTERNAL const float *attn_cw_step_factors(const cw_ctx *x, size_t j0, size_t cn, float *kf, float *g);
+ATTN_INTERNAL const float *attn_cw_step_factors(const cw_ctx *x, size_t j0, size_t cn, float *kf, float *g, int one);
 ATTN_INTERNAL void attn_cw_step_rows(const cw_ctx *x, float *S, size_t h0, size_t i, float *kf, const float *va,
                                      const float *g);
 ATTN_INTERNAL void attn_cw_lead(const cw_ctx *x, float *S, size_t h0);

@@ -7,13 +7,13 @@
  * entry), a = phi(q) . beta psi(k): the query's features carry the decay. */
 void attn_cw_step_loaded(const cw_ctx *x, float *S, size_t h0, size_t i, size_t j) {
   if (x->p->fm->offsets) attn_cw_key_offsets(x, S, 1);
-  attn_cw_step_rows(x, S, h0, i, x->kf, x->va, attn_cw_step_factors(x, j, 1, x->kf, x->dc));
+  attn_cw_step_rows(x, S, h0, i, x->kf, x->va, attn_cw_step_factors(x, j, 1, x->kf, x->dc, 0));
 }
 
 /* Key rows j0 .. j0 + cn's per-token factors: beta into their features kf (cn x m), and their
- * decay of S's rows into g (cn x m: exp(log gate), a scalar gate's m times). Returns g, or NULL
- * without a gate. */
-const float *attn_cw_step_factors(const cw_ctx *x, size_t j0, size_t cn, float *kf, float *g) {
+ * decay of S's rows into g (cn x m: exp(log gate); a scalar gate's m times, or with one, once per
+ * token: cn floats). Returns g, or NULL without a gate. */
+const float *attn_cw_step_factors(const cw_ctx *x, size_t j0, size_t cn, float *kf, float *g, int one) {
   const attn_chunkwise_gates *gs = &x->p->g;
   const size_t m = x->p->m;
   for (size_t u = 0; gs->beta && u < cn; u++) {
@@ -24,9 +24,9 @@ const float *attn_cw_step_factors(const cw_ctx *x, size_t j0, size_t cn, float *
   const int feat = gs->kind == ATTN_GATE_FEATURE;
   const float *lg = x->io->log_gate + x->hg * gs->layout.head_stride;
   for (size_t u = 0; u < cn; u++) {
-    float *gu = g + u * m;
+    float *gu = g + (!feat && one ? u : u * m);
     x->uk->vexp(feat ? m : 1, lg + (j0 + u) * gs->layout.row_stride, gu);
-    for (size_t f = 1; !feat && f < m; f++) gu[f] = gu[0];
+    for (size_t f = 1; !feat && !one && f < m; f++) gu[f] = gu[0];
   }
   return g;
 }
@@ -85,30 +85,22 @@ void attn_cw_lead(const cw_ctx *x, float *S, size_t h0) {
  * are written in place. */
 void attn_cw_decode(const cw_ctx *x, float *S, size_t h) {
   const attn_chunkwise_plan *p = x->p;
-  const attn_shape *s = p->shape;
   const size_t m = p->m;
   const int identity = p->fm->id == ATTN_FEATURE_IDENTITY;
-  const float *kf = cw_k_row(x, 0), *va = cw_v_row(x, 0), *g = NULL;
+  const float *kf = cw_k_row(x, 0), *va = cw_v_row(x, 0);
   if (!identity || p->g.beta || !attn_rows_finite(kf, 1, m, 0)) {
-    p->fm->apply(x->uk, &x->fa, 1, 1, s->d, m, kf, s->k.row_stride, x->kf, m, 1, x->fs);
-    if (p->g.beta) {
-      const float bt = x->io->beta[x->hg * p->g.blayout.head_stride];
-      for (size_t f = 0; f < m; f++) x->kf[f] *= bt;
-    }
+    attn_cw_load_k(x, 0, 1);
     kf = x->kf;
   }
-  if (p->g.kind != ATTN_GATE_NONE) {
-    x->uk->vexp(p->g.kind == ATTN_GATE_FEATURE ? m : 1, x->io->log_gate + x->hg * p->g.layout.head_stride, x->dc);
-    g = x->dc;
-  }
-  if (p->normalize || !attn_rows_finite(va, 1, s->dv, 0)) {
+  const float *g = attn_cw_step_factors(x, 0, 1, x->kf, x->dc, 1); /* a scalar gate: one float */
+  if (p->normalize || !attn_rows_finite(va, 1, p->shape->dv, 0)) {
     (void)attn_cw_load_v(x, 0, 1);
     va = x->va;
   }
   size_t ldq;
-  const float *qf = cw_q_rows(x, h / p->qdiv, 0, 1, &ldq);
-  if (!identity || !attn_rows_finite(qf, 1, m, 0)) {
-    p->fm->apply(x->uk, &x->fa, 0, 1, s->d, m, qf, ldq, x->qt, m, 1, x->fs);
+  const float *qf = identity ? cw_q_rows(x, h / p->qdiv, 0, 1, &ldq) : NULL;
+  if (!qf || !attn_rows_finite(qf, 1, m, 0)) {
+    attn_cw_load_q(x, S, h, 0, 1, m, 1, 1);
     qf = x->qt;
   }
   x->uk->linear_recur(1, m, p->W, qf, kf, va, 0, g, p->g.kind == ATTN_GATE_SCALAR, S, x->ls,

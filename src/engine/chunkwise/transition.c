@@ -202,7 +202,7 @@ static int cw_rec_load(const void *vx, const float *S, cw_chunk *c, int uses) {
   const size_t j0 = cw_pre_k(x->p) + c->t0;
   (void)S, (void)uses;
   c->finite = attn_cw_load_kv(x, j0, c->cn);
-  (void)attn_cw_step_factors(x, j0, c->cn, x->kf, x->gx);
+  (void)attn_cw_step_factors(x, j0, c->cn, x->kf, x->gx, 0);
   return 0;
 }
 

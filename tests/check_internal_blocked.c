@@ -387,7 +387,11 @@ static const void *few_store(attn_dtype ty, float *x, size_t n, uint16_t **h) {
   return *h;
 }
 
-static void few_case(attn_dtype ty, size_t nk, size_t nq, size_t d, size_t dv, int scaled) {
+/* Each case runs under one prefetch policy (attn_few_pf, the table's few_pf) and compares with
+ * calls under the other where it compares bits: where the rows are prefetched changes no result. */
+static attn_few_pf few_other(attn_few_pf pf) { return pf == ATTN_FEW_PF_L1 ? ATTN_FEW_PF_L2 : ATTN_FEW_PF_L1; }
+
+static void few_case(attn_dtype ty, attn_few_pf pf, size_t nk, size_t nq, size_t d, size_t dv, int scaled) {
   const size_t ldk = d + 3, ldq = d + 1, ldst = nq + 2, ldp = nq + 1, ldv = dv + 5, lda = dv + 3;
   const size_t nkk = nk * ldk + 1, nvv = nk * ldv + 1;
   float *k = malloc(nkk * sizeof(float)), *v = malloc(nvv * sizeof(float)), *q = malloc(nq * ldq * sizeof(float));
@@ -403,8 +407,8 @@ static void few_case(attn_dtype ty, size_t nk, size_t nq, size_t d, size_t dv, i
   uint16_t *kh, *vh;
   const void *kx = few_store(ty, k, nkk, &kh), *vx = few_store(ty, v, nvv, &vh);
   const float *alpha = scaled ? al : NULL;
-  uk->few_scores(ty, NULL, nk, nq, d, kx, ldk, q, ldq, st, ldst);
-  uk->few_pv(ty, NULL, nq, dv, nk, pt, ldp, vx, ldv, acc, lda, alpha);
+  uk->few_scores(ty, pf, NULL, nk, nq, d, kx, ldk, q, ldq, st, ldst);
+  uk->few_pv(ty, pf, NULL, nq, dv, nk, pt, ldp, vx, ldv, acc, lda, alpha);
   for (size_t j = 0; j < nk; j++)
     for (size_t r = 0; r < ldst; r++) {
       const float got = st[j * ldst + r];
@@ -438,8 +442,8 @@ static void few_case(attn_dtype ty, size_t nk, size_t nq, size_t d, size_t dv, i
   float *st2 = malloc((nk * ldst + 1) * sizeof(float)), *acc2 = malloc(nq * lda * sizeof(float));
   memcpy(st2, st, (nk * ldst + 1) * sizeof(float));
   memcpy(acc2, acc0, nq * lda * sizeof(float));
-  uk->few_scores(ATTN_F32, NULL, nk, nq, d, k, ldk, q, ldq, st2, ldst);
-  uk->few_pv(ATTN_F32, NULL, nq, dv, nk, pt, ldp, v, ldv, acc2, lda, alpha);
+  uk->few_scores(ATTN_F32, pf, NULL, nk, nq, d, k, ldk, q, ldq, st2, ldst);
+  uk->few_pv(ATTN_F32, pf, NULL, nq, dv, nk, pt, ldp, v, ldv, acc2, lda, alpha);
   ck_assert_msg(memcmp(st2, st, (nk * ldst + 1) * sizeof(float)) == 0, "few_scores %d: not the fp32 bits", (int)ty);
   ck_assert_msg(memcmp(acc2, acc, nq * lda * sizeof(float)) == 0, "few_pv %d: not the fp32 bits", (int)ty);
   memcpy(acc2, acc0, nq * lda * sizeof(float));
@@ -455,7 +459,8 @@ static void few_case(attn_dtype ty, size_t nk, size_t nq, size_t d, size_t dv, i
  * their own q, ST, P, acc and alpha regions; per head, the scores are the bits of a one-head call
  * and P V follows the float64 loop; a half call gives the fp32 call's bits; guard zones around
  * every output region. */
-static void few_heads_case(attn_dtype ty, size_t nh, size_t nk, size_t nq, size_t d, size_t dv, int scaled) {
+static void few_heads_case(attn_dtype ty, attn_few_pf pf, size_t nh, size_t nk, size_t nq, size_t d, size_t dv,
+                           int scaled) {
   const size_t hk = d + 1, ldk = nh * hk + 2, hv = dv + 2, ldv = nh * hv + 1;
   const size_t ldq = d + 1, hq = nq * ldq + 5, ldst = nq + 1, hs = nk * ldst + 3;
   const size_t ldp = nq + 2, hp = nk * ldp + 1, lda = dv + 3, ha = nq * lda + 4, hal = nq + 1;
@@ -474,12 +479,12 @@ static void few_heads_case(attn_dtype ty, size_t nh, size_t nk, size_t nq, size_
   uint16_t *kh, *vh;
   const void *kx = few_store(ty, k, nkk, &kh), *vx = few_store(ty, v, nvv, &vh);
   const attn_few_heads hdk = {nh, hk, hq, hs, 0, 0, 0, 0, NULL, 0, 0}, hdv = {nh, 0, 0, 0, hp, hv, ha, hal, NULL, 0, 0};
-  uk->few_scores(ty, &hdk, nk, nq, d, kx, ldk, q, ldq, st, ldst);
-  uk->few_pv(ty, &hdv, nq, dv, nk, pt, ldp, vx, ldv, acc, lda, scaled ? al : NULL);
+  uk->few_scores(ty, pf, &hdk, nk, nq, d, kx, ldk, q, ldq, st, ldst);
+  uk->few_pv(ty, pf, &hdv, nq, dv, nk, pt, ldp, vx, ldv, acc, lda, scaled ? al : NULL);
   const size_t es = ty == ATTN_F32 ? sizeof(float) : sizeof(uint16_t);
   for (size_t h = 0; h < nh; h++) {
     for (size_t i = 0; i < hs; i++) one[i] = 7.0f;
-    uk->few_scores(ty, NULL, nk, nq, d, (const char *)kx + h * hk * es, ldk, q + h * hq, ldq, one, ldst);
+    uk->few_scores(ty, few_other(pf), NULL, nk, nq, d, (const char *)kx + h * hk * es, ldk, q + h * hq, ldq, one, ldst);
     ck_assert_msg(memcmp(one, st + h * hs, hs * sizeof(float)) == 0, "few_scores %d heads=%zu: head %zu differs",
                   (int)ty, nh, h);
     for (size_t r = 0; r < nq; r++)
@@ -502,7 +507,7 @@ static void few_heads_case(attn_dtype ty, size_t nh, size_t nk, size_t nq, size_
   }
   float *acc2 = malloc(nh * ha * sizeof(float));
   memcpy(acc2, acc0, nh * ha * sizeof(float));
-  uk->few_pv(ATTN_F32, &hdv, nq, dv, nk, pt, ldp, v, ldv, acc2, lda, scaled ? al : NULL);
+  uk->few_pv(ATTN_F32, few_other(pf), &hdv, nq, dv, nk, pt, ldp, v, ldv, acc2, lda, scaled ? al : NULL);
   ck_assert_msg(memcmp(acc2, acc, nh * ha * sizeof(float)) == 0, "few_pv %d heads: not the fp32 bits", (int)ty);
   gcheck_free(st);
   gcheck_free(acc);
@@ -520,8 +525,8 @@ START_TEST(few_rows_heads) {
   for (size_t a = 0; a < sizeof nhs / sizeof nhs[0]; a++)
     for (size_t b = 0; b < sizeof nks / sizeof nks[0]; b++)
       for (size_t c = 0; c < sizeof nqs / sizeof nqs[0]; c++)
-        few_heads_case(ty, nhs[a], nks[b], nqs[c], ds[(a + b + c) % 5], ds[(a + 2 * b + c + 1) % 5],
-                       (int)((a + b + c) % 2));
+        few_heads_case(ty, (attn_few_pf)((a + b + c) % 2 == 0), nhs[a], nks[b], nqs[c], ds[(a + b + c) % 5],
+                       ds[(a + 2 * b + c + 1) % 5], (int)((a + b + c) % 2));
 }
 END_TEST
 
@@ -533,7 +538,8 @@ START_TEST(few_rows_shapes) {
   for (size_t a = 0; a < sizeof nks / sizeof nks[0]; a++)
     for (size_t b = 0; b < sizeof nqs / sizeof nqs[0]; b++)
       for (size_t c = 0; c < sizeof ds / sizeof ds[0]; c += 1 + (a + b) % 2)
-        few_case(ty, nks[a], nqs[b], ds[c], ds[(c + 5) % (sizeof ds / sizeof ds[0])], (int)((a + b + c) % 2));
+        few_case(ty, (attn_few_pf)((a + c) % 2), nks[a], nqs[b], ds[c], ds[(c + 5) % (sizeof ds / sizeof ds[0])],
+                 (int)((a + b + c) % 2));
 }
 END_TEST
 
@@ -542,7 +548,7 @@ END_TEST
  * around its key tiles. Against the double loop with the GEMM's bound; guard zones around st and
  * its padding; per head, the bits of a one-head call; a half call, the fp32 call's bits on the
  * rounded values. */
-static void few_wide_case(attn_dtype ty, size_t nh, size_t nk, size_t nq, size_t d) {
+static void few_wide_case(attn_dtype ty, attn_few_pf pf, size_t nh, size_t nk, size_t nq, size_t d) {
   const size_t hk = d + 1, ldk = nh * hk + 2, ldq = nq + 1, hq = d * ldq + 3, ldst = nq + 2, hs = nk * ldst + 3;
   const size_t nkk = nk * ldk + 1;
   float *k = malloc(nkk * sizeof(float)), *q = malloc(nh * hq * sizeof(float)), *st = galloc(nh * hs + 1);
@@ -553,11 +559,12 @@ static void few_wide_case(attn_dtype ty, size_t nh, size_t nk, size_t nq, size_t
   uint16_t *kh;
   const void *kx = few_store(ty, k, nkk, &kh);
   const attn_few_heads hd = {nh, hk, hq, hs, 0, 0, 0, 0, NULL, 0, 0};
-  uk->few_scores_wide(ty, &hd, nk, nq, d, kx, ldk, q, ldq, st, ldst);
+  uk->few_scores_wide(ty, pf, &hd, nk, nq, d, kx, ldk, q, ldq, st, ldst);
   const size_t es = ty == ATTN_F32 ? sizeof(float) : sizeof(uint16_t);
   for (size_t h = 0; h < nh; h++) {
     for (size_t i = 0; i < hs + 1; i++) one[i] = 7.0f;
-    uk->few_scores_wide(ty, NULL, nk, nq, d, (const char *)kx + h * hk * es, ldk, q + h * hq, ldq, one, ldst);
+    uk->few_scores_wide(ty, few_other(pf), NULL, nk, nq, d, (const char *)kx + h * hk * es, ldk, q + h * hq, ldq, one,
+                        ldst);
     ck_assert_msg(memcmp(one, st + h * hs, hs * sizeof(float)) == 0, "few_scores_wide %d heads=%zu: head %zu differs",
                   (int)ty, nh, h);
     for (size_t i = nk * ldst; i < hs; i++)
@@ -580,7 +587,7 @@ static void few_wide_case(attn_dtype ty, size_t nh, size_t nk, size_t nq, size_t
       }
   }
   ck_assert_msg(st[nh * hs] == 7.0f, "few_scores_wide wrote past the last head");
-  uk->few_scores_wide(ATTN_F32, &hd, nk, nq, d, k, ldk, q, ldq, st2, ldst);
+  uk->few_scores_wide(ATTN_F32, pf, &hd, nk, nq, d, k, ldk, q, ldq, st2, ldst);
   ck_assert_msg(memcmp(st2, st, (nh * hs + 1) * sizeof(float)) == 0, "few_scores_wide %d: not the fp32 bits", (int)ty);
   gcheck_free(st);
   free(one), free(st2), free(k), free(q), free(kh);
@@ -593,7 +600,7 @@ START_TEST(few_rows_wide) {
   static const size_t ds[] = {1, 3, 16, 17, 33, 64, 72};
   for (size_t a = 0; a < sizeof nqs / sizeof nqs[0]; a++)
     for (size_t b = 0; b < sizeof nks / sizeof nks[0]; b++)
-      few_wide_case(ty, 1 + (a + b) % 3, nks[b], nqs[a], ds[(a + 2 * b) % 7]);
+      few_wide_case(ty, (attn_few_pf)((a + b) % 2), 1 + (a + b) % 3, nks[b], nqs[a], ds[(a + 2 * b) % 7]);
 }
 END_TEST
 

@@ -47,6 +47,33 @@ START_TEST(cpu_decode_recorded) {
 }
 END_TEST
 
+/* The vendor (CPUID.0's EBX, EDX, ECX) and the tuning it selects: AMD's cores prefetch the
+ * few-rows kernels' rows into L2, every other CPU keeps each path's own policy. */
+START_TEST(cpu_vendor_tunes) {
+  ck_assert_uint_eq(attn_cpu_vendor_x86(0x68747541, 0x69746e65, 0x444d4163), ATTN_CPU_X86_AMD); /* AuthenticAMD */
+  ck_assert_uint_eq(attn_cpu_vendor_x86(0x6f677948, 0x6e65476e, 0x656e6975), ATTN_CPU_X86_AMD); /* HygonGenuine */
+  ck_assert_uint_eq(attn_cpu_vendor_x86(0x756e6547, 0x49656e69, 0x6c65746e), 0);                /* GenuineIntel */
+  ck_assert_uint_eq(attn_cpu_vendor_x86(0x68747541, 0x444d4163, 0x69746e65), 0); /* AMD's registers out of order */
+  ck_assert_uint_eq(attn_cpu_vendor_x86(0, 0, 0), 0);
+  for (int isa = ATTN_ISA_AUTO + 1; isa < ATTN_ISA_COUNT; isa++) {
+    struct attn_ukernels t, amd;
+    attn_ukernels_init(&t, (attn_isa)isa);
+    ck_assert_uint_eq(t.few_pf, ATTN_FEW_PF_L1);
+    amd = t;
+    attn_ukernels_tune(&t, ATTN_CPU_X86_AVX2_FMA | ATTN_CPU_X86_AVX512);
+    ck_assert_uint_eq(t.few_pf, ATTN_FEW_PF_L1);
+    attn_ukernels_tune(&amd, ATTN_CPU_X86_AVX2_FMA | ATTN_CPU_X86_AMD);
+    ck_assert_uint_eq(amd.few_pf, ATTN_FEW_PF_L2);
+    /* and nothing else changed */
+#define CPU_SAME_(slot) ck_assert_msg(amd.slot == t.slot || &amd.slot == (void *)&amd.few_pf, "tune changed " #slot);
+    ATTN_UKERNEL_SLOTS(CPU_SAME_, CPU_SAME_)
+#undef CPU_SAME_
+  }
+  /* the active table is tuned for this CPU */
+  ck_assert_uint_eq(uk->few_pf, (attn_cpu_features() & ATTN_CPU_X86_AMD) ? ATTN_FEW_PF_L2 : ATTN_FEW_PF_L1);
+}
+END_TEST
+
 START_TEST(cpu_detect_consistent) {
   int native = -1;
   const int avail = attn_isa_available(uk->isa, &native);
@@ -350,7 +377,7 @@ static Suite *internal_vector_suite(attn_isa active) {
   ti_setup(active);
   /* clang-format off */
   return TU_SUITE(active,
-    {"cpu", cpu_decode_recorded, 1}, {"cpu", cpu_detect_consistent, 1},
+    {"cpu", cpu_decode_recorded, 1}, {"cpu", cpu_detect_consistent, 1}, {"cpu", cpu_vendor_tunes, 1},
     {"exp", vexp_error_bound, 1}, {"exp", vexp_edges, 1}, {"exp", vlog_error_bound, 1}, {"exp", logit_opts_values, 1},
       {"exp", transpose_values, 1}, {"exp", gate_exp_values, 1},
     {"cvt", cvt_all_patterns, 2}, {"cvt", cvt_reference_self_check, 1});

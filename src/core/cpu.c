@@ -1,6 +1,8 @@
 /* CPU feature detection. x86: CPUID + XGETBV; AArch64: NEON is architectural; 32-bit Arm: HWCAP. */
 #include "core/internal.h"
 
+#include <string.h>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #elif defined(__arm__) && defined(__linux__)
@@ -21,11 +23,19 @@ uint32_t attn_cpu_decode_x86(uint32_t max_leaf, uint32_t leaf1_ecx, uint32_t lea
   return f;
 }
 
+uint32_t attn_cpu_vendor_x86(uint32_t ebx, uint32_t edx, uint32_t ecx) {
+  char name[13];
+  const uint32_t w[3] = {ebx, edx, ecx}; /* the name's bytes, each register's low byte first */
+  for (int i = 0; i < 12; i++) name[i] = (char)(w[i / 4] >> (8 * (i % 4)) & 0xff);
+  name[12] = 0;
+  return strcmp(name, "AuthenticAMD") == 0 || strcmp(name, "HygonGenuine") == 0 ? ATTN_CPU_X86_AMD : 0;
+}
+
 uint32_t attn_cpu_features(void) {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a, b, c, d;
   if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
-  const uint32_t max_leaf = a;
+  const uint32_t max_leaf = a, vendor = attn_cpu_vendor_x86(b, d, c);
   if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
   const uint32_t leaf1_ecx = c;
   uint32_t leaf7_ebx = 0;
@@ -39,7 +49,7 @@ uint32_t attn_cpu_features(void) {
     __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(lo), "=d"(hi) : "c"(0)); /* xgetbv */
     xcr0 = ((uint64_t)hi << 32) | lo;
   }
-  return attn_cpu_decode_x86(max_leaf, leaf1_ecx, leaf7_ebx, xcr0);
+  return attn_cpu_decode_x86(max_leaf, leaf1_ecx, leaf7_ebx, xcr0) | vendor;
 #elif defined(__aarch64__)
   return ATTN_CPU_ARM_NEON;
 #elif defined(__arm__) && defined(__linux__)

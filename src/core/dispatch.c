@@ -81,6 +81,8 @@ static void init_all(void) {
 #define ATTN_ISA_TABLE_(name, ID, host, cpu) attn_ukernels_init(&tables[ATTN_ISA_##ID], ATTN_ISA_##ID);
   ATTN_ISA_LIST(ATTN_ISA_TABLE_)
   cpu_features = attn_cpu_features();
+#define ATTN_ISA_TUNE_(name, ID, host, cpu) attn_ukernels_tune(&tables[ATTN_ISA_##ID], cpu_features);
+  ATTN_ISA_LIST(ATTN_ISA_TUNE_)
   attn_isa pick = best_native(cpu_features);
   const char *env = getenv("ATTN_ISA");
   if (env && *env && strcmp(env, "auto") != 0) pick = attn_isa_from_name(env);

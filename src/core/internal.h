@@ -23,13 +23,16 @@ ATTN_INTERNAL const struct attn_ukernels *attn_ukernels_for(attn_isa isa);
 enum {
   ATTN_CPU_X86_AVX2_FMA = 1u << 0, /* AVX2 + FMA + F16C + OS-saved YMM state */
   ATTN_CPU_ARM_NEON = 1u << 1,
-  ATTN_CPU_X86_AVX512 = 1u << 2 /* AVX-512 F, DQ, BW, VL + OS-saved ZMM and opmask state */
+  ATTN_CPU_X86_AVX512 = 1u << 2, /* AVX-512 F, DQ, BW, VL + OS-saved ZMM and opmask state */
+  ATTN_CPU_X86_AMD = 1u << 3     /* an AMD (or Hygon) core: tunings only (attn_ukernels_tune); no path needs it */
 };
 ATTN_INTERNAL uint32_t attn_cpu_features(void);
 /* Pure decoder of recorded x86 CPUID/XGETBV values, unit-tested on real CPUs' values.
  * max_leaf: CPUID.0:EAX; leaf1_ecx: CPUID.1:ECX; leaf7_ebx: CPUID.(7,0):EBX; xcr0: XGETBV(0)
  * (only meaningful when OSXSAVE, leaf1_ecx bit 27, is set). */
 ATTN_INTERNAL uint32_t attn_cpu_decode_x86(uint32_t max_leaf, uint32_t leaf1_ecx, uint32_t leaf7_ebx, uint64_t xcr0);
+/* The vendor's bits (ATTN_CPU_X86_AMD or 0) from CPUID.0's EBX, EDX, ECX (its 12-byte name). */
+ATTN_INTERNAL uint32_t attn_cpu_vendor_x86(uint32_t ebx, uint32_t edx, uint32_t ecx);
 
 /* ---- error details (attn_last_error; src/core/status.c, validate.c, dispatch.c) ----
  * A failing check returns attn_fail(status, ...) or one of the helpers below, which write the

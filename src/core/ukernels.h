@@ -260,8 +260,13 @@ typedef void attn_f32_bf16_cvt_fn(size_t n, const float *x, uint16_t *y);
  * hd (one head too: a head's bits do not depend on its group) it scales acc first and adds the
  * sums of short runs of keys. The engine calls them for
  * every element type, so an fp16 call and an fp32 call on the same values give the same bits.
- * nk == 0 is allowed (st untouched; acc scaled).
+ * nk == 0 is allowed (st untouched; acc scaled). pf: where the rows ahead are prefetched (the
+ * table's few_pf, a CPU's tuning); it changes no result.
  */
+typedef enum attn_few_pf {
+  ATTN_FEW_PF_L1 = 0, /* into L1 (half rows of a far stride into L2) */
+  ATTN_FEW_PF_L2 = 1  /* every row into L2 only */
+} attn_few_pf;
 typedef struct attn_few_heads {
   size_t n;           /* heads (at least 1) */
   size_t k, q, s;     /* few_scores: head strides of k (elements), q and st (floats) */
@@ -269,16 +274,19 @@ typedef struct attn_few_heads {
   const float *sc;    /* ATTN_I8: the scale of head 0's first row (k or v), row stride sld, head shd */
   size_t sld, shd;
 } attn_few_heads;
-typedef void attn_few_scores_fn(attn_dtype type, const attn_few_heads *hd, size_t nk, size_t nq, size_t d,
-                                const void *k, size_t ldk, const float *q, size_t ldq, float *st, size_t ldst);
+typedef void attn_few_scores_fn(attn_dtype type, attn_few_pf pf, const attn_few_heads *hd, size_t nk, size_t nq,
+                                size_t d, const void *k, size_t ldk, const float *q, size_t ldq, float *st,
+                                size_t ldst);
 /* few_scores_wide: st[j * ldst + r] = sum_p K(j, p) qt[p * ldq + r] for nq <= 32 rows (Q
  * transposed: rows in the vectors' lanes, no reduction; each score one FMA chain along p = 0 ..
  * d - 1), otherwise few_scores' contract (types, hd with hd->q the head stride of qt, bits of a
  * one-head call per head, fp16 bits = fp32 bits of the converted values). */
-typedef void attn_few_scores_wide_fn(attn_dtype type, const attn_few_heads *hd, size_t nk, size_t nq, size_t d,
-                                     const void *k, size_t ldk, const float *qt, size_t ldq, float *st, size_t ldst);
-typedef void attn_few_pv_fn(attn_dtype type, const attn_few_heads *hd, size_t nq, size_t dv, size_t nk, const float *pt,
-                            size_t ldp, const void *v, size_t ldv, float *acc, size_t lda, const float *alpha);
+typedef void attn_few_scores_wide_fn(attn_dtype type, attn_few_pf pf, const attn_few_heads *hd, size_t nk, size_t nq,
+                                     size_t d, const void *k, size_t ldk, const float *qt, size_t ldq, float *st,
+                                     size_t ldst);
+typedef void attn_few_pv_fn(attn_dtype type, attn_few_pf pf, const attn_few_heads *hd, size_t nq, size_t dv, size_t nk,
+                            const float *pt, size_t ldp, const void *v, size_t ldv, float *acc, size_t lda,
+                            const float *alpha);
 
 /*
  * The table's slots, grouped by family: KERNEL(slot) is a pointer of type attn_<slot>_fn,
@@ -308,7 +316,9 @@ typedef void attn_few_pv_fn(attn_dtype type, const attn_few_heads *hd, size_t nq
   /* few query rows: scores and P V over K/V in place (every K/V type); scores of many rows,  \
      rows in lanes, from few_wide_rows rows of a key head */                                \
   KERNEL(few_scores) KERNEL(few_scores_wide) TUNING(few_wide_rows)                          \
-  KERNEL(few_pv) TUNING(few_pv_run) TUNING(few_pv_run_rows)
+  KERNEL(few_pv) TUNING(few_pv_run) TUNING(few_pv_run_rows)                                 \
+  /* their prefetch policy (attn_few_pf): the path's, then the CPU's (attn_ukernels_tune) */ \
+  TUNING(few_pf)
 /* clang-format on */
 
 struct attn_ukernels {
@@ -334,5 +344,8 @@ struct attn_ukernels {
  * (core/ukernels_table.c, compiled without ISA flags: it stores addresses and numbers and runs no
  * path's code, so it is safe on any CPU). */
 ATTN_INTERNAL void attn_ukernels_init(struct attn_ukernels *t, attn_isa isa);
+/* Then the tunings that depend on the CPU rather than the path (cpu: attn_cpu_features' bits):
+ * on AMD's cores the few-rows kernels prefetch into L2 (few_pf). */
+ATTN_INTERNAL void attn_ukernels_tune(struct attn_ukernels *t, uint32_t cpu);
 
 #endif

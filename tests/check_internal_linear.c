@@ -19,7 +19,9 @@
 
 /* ---- recurrent linear step: out = a va + qf^T S (S on entry), then S = g S + kf va^T ---- */
 START_TEST(linear_step_widths) {
-  const size_t ws[] = {1, 3, 4, 7, 8, 9, 16, 31, 32, 33, 65, 70};
+  /* widths around the sweep's blocks: 4 vectors, and 8 for the read-only sweep where the path has
+   * 32 registers (to 200 = 12 AVX-512 vectors and a tail: a block of 8, one of 4, the tail) */
+  const size_t ws[] = {1, 3, 4, 7, 8, 9, 16, 31, 32, 33, 65, 70, 128, 131, 200};
   const size_t w = ws[_i], m = 13, lds = w + 3;
   float *s = galloc(m * lds), *s0 = malloc(m * lds * sizeof(float)), *out = galloc(w);
   float qf[13], kf[13], gr[13], *va = malloc(w * sizeof(float));
@@ -737,7 +739,7 @@ static Suite *internal_linear_suite(attn_isa active) {
   ti_setup(active);
   /* clang-format off */
   return TU_SUITE(active,
-    {"linear_step", linear_step_widths, 12}, {"linear_step", linear_recur_runs, 18},
+    {"linear_step", linear_step_widths, 15}, {"linear_step", linear_recur_runs, 18},
       {"linear_step", rows_axpby_values, 8},
       {"linear_step", rows_copy_values, 9}, {"linear_step", rows_cols_values, 9},
     {"featmap", featmap_maps, 9}, {"featmap", expfeat_modes, 9}, {"featmap", expfeat_scaled_max, 9},

@@ -265,7 +265,7 @@ typedef void attn_f32_bf16_cvt_fn(size_t n, const float *x, uint16_t *y);
  */
 typedef enum attn_few_pf {
   ATTN_FEW_PF_L1 = 0, /* into L1 (half rows of a far stride into L2) */
-  ATTN_FEW_PF_L2 = 1  /* every row into L2 only */
+  ATTN_FEW_PF_L2 = 1  /* into L2 only; none for one head whose rows lie at most 128 bytes apart */
 } attn_few_pf;
 typedef struct attn_few_heads {
   size_t n;           /* heads (at least 1) */

@@ -47,7 +47,8 @@ void attn_ukernels_init(struct attn_ukernels *t, attn_isa isa) {
 /* A decode step streams its K/V rows from memory through few_scores and few_pv. On AMD's cores
  * (Zen 4, AVX-512 and AVX2 paths) their L1 prefetches held the stream back: into L2 only, a
  * step over 4k keys (one head of 64, fp32) ran 1.8x faster, 8 heads of 128 token-major 1.33x,
- * head-major 1.9x (fp32 and fp16), and no case measured slower (measured: 67762bf). Intel's
+ * head-major 1.9x (fp32 and fp16) (measured: 67762bf); one head of rows at most 128 bytes apart
+ * (fp16 at d = 64) ran fastest with no software prefetch, 1.3x (measured: 42e88e0). Intel's
  * cores keep L1 (one head ran 5% slower there with L2; measured: 79bc357). */
 void attn_ukernels_tune(struct attn_ukernels *t, uint32_t cpu) {
   if (cpu & ATTN_CPU_X86_AMD) t->few_pf = ATTN_FEW_PF_L2;

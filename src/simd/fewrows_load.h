@@ -43,23 +43,29 @@
 /* The same columns ATTN_HKV_PF fp32 rows' bytes after p (rows ld elements apart; half rows: twice
  * as many rows ahead, the same distance in memory, so that as many lines are in flight): an
  * address computed as an integer, which may lie past the tensor (a prefetch never faults).
- * Half rows go twice as many rows ahead (measured: 924fee6). Into L1 (prefetcht0), or into L2
- * only (prefetcht1) where l2 says so (ATTN_HKV_AS_ binds it):
- * - for half rows ATTN_HKV_PF_FAR bytes or more ahead (a token-major cache of several heads: 16
- *   KiB at 8 heads of 64), once per 64-byte line: that far ahead, K and V together would fill
- *   most of an L1 (measured: 79bc357);
- * - for every row where the table's few_pf asks (ATTN_FEW_PF_L2: AMD's cores, whose L1 prefetches
- *   of a stream from memory held its demand misses back), and then half and int8 rows at least
- *   ATTN_HKV_PF_FAR bytes ahead (one head of 64: 2 KiB ran 1.1-1.4x slower; measured: 67762bf). */
+ * Half rows go twice as many rows ahead (measured: 924fee6). Where, by the kernel's mode pfm
+ * (ATTN_HKV_AS_ binds it):
+ * - ATTN_HKV_PF_L1_: into L1 (prefetcht0); half rows ATTN_HKV_PF_FAR bytes or more ahead (a
+ *   token-major cache of several heads: 16 KiB at 8 heads of 64) take ATTN_HKV_PF_L2_, once per
+ *   64-byte line: that far ahead, K and V together would fill most of an L1 (measured: 79bc357);
+ * - ATTN_HKV_PF_L2_: into L2 only (prefetcht1), half and int8 rows at least ATTN_HKV_PF_FAR
+ *   bytes ahead: every row where the table's few_pf asks (ATTN_FEW_PF_L2: AMD's cores, whose L1
+ *   prefetches of a stream from memory held its demand misses back; one head of 64 fp16: 2 KiB
+ *   ahead ran 1.1-1.4x slower than 8; measured: 67762bf);
+ * - ATTN_HKV_PF_NONE_: none, with ATTN_FEW_PF_L2 for one head whose rows are at most 128 bytes
+ *   apart (a single dense stream, fp16 at d = 64: the hardware's prefetchers alone ran it 1.35-1.5x
+ *   faster; measured: 42e88e0). */
 #define ATTN_HKV_PF_FAR 8192
-#define ATTN_HKV_PREFETCH_(p, ld)                                                                       \
-  do {                                                                                                  \
-    const size_t dist_ = ATTN_HKV_PF * (ld) * sizeof(float);                                            \
-    const size_t far_ = l2 && es != sizeof(float) && dist_ < ATTN_HKV_PF_FAR ? ATTN_HKV_PF_FAR : dist_; \
-    if (l2)                                                                                             \
-      __builtin_prefetch((const void *)((uintptr_t)(p) + far_), 0, 2);                                  \
-    else                                                                                                \
-      __builtin_prefetch((const void *)((uintptr_t)(p) + dist_), 0, 3);                                 \
+enum { ATTN_HKV_PF_L1_, ATTN_HKV_PF_L2_, ATTN_HKV_PF_NONE_ };
+#define ATTN_HKV_PREFETCH_(p, ld)                                                                                      \
+  do {                                                                                                                 \
+    const size_t dist_ = ATTN_HKV_PF * (ld) * sizeof(float);                                                           \
+    if (pfm == ATTN_HKV_PF_L1_)                                                                                        \
+      __builtin_prefetch((const void *)((uintptr_t)(p) + dist_), 0, 3);                                                \
+    else if (pfm == ATTN_HKV_PF_L2_)                                                                                   \
+      __builtin_prefetch(                                                                                              \
+          (const void *)((uintptr_t)(p) + (es != sizeof(float) && dist_ < ATTN_HKV_PF_FAR ? ATTN_HKV_PF_FAR : dist_)), \
+          0, 2);                                                                                                       \
   } while (0)
 /* Whether the vector at byte offset `off` of a row starts a 64-byte line: half rows prefetch once
  * per line (two vectors on AVX-512, four on AVX2), fp32 rows once per vector, as before. */
@@ -135,30 +141,33 @@ static inline __attribute__((always_inline)) vf attn_hkv_load_(attn_hkv_conv_fn_
  * a constant, for the other types). */
 /* call with the names the kernels take bound to one type's row access: its conversion and group
  * scale, gs elements a scale, es bytes an element, eu a stride unit, prefetches counted in ldpf
- * (into L2 when l2), the rows' scales sc. pf: the caller's prefetch policy (attn_few_pf). */
-#define ATTN_HKV_AS_(conv_, sfn_, gs_, es_, eu_, ldpf_, sc_, pf_, call)                                            \
-  do {                                                                                                             \
-    attn_hkv_conv_fn_ *const conv = conv_;                                                                         \
-    attn_hkv_scale_fn_ *const sfn = sfn_;                                                                          \
-    const size_t gs = gs_, es = es_, eu = eu_, ldpf = ldpf_;                                                       \
-    const float *const sc = sc_;                                                                                   \
-    const int l2 =                                                                                                 \
-        (pf_) == ATTN_FEW_PF_L2 || (es != sizeof(float) && ATTN_HKV_PF * ldpf * sizeof(float) >= ATTN_HKV_PF_FAR); \
-    call;                                                                                                          \
+ * (where: pfm, from the caller's policy pf_, the rows' stride ld_ and the heads nh_), the rows'
+ * scales sc. */
+#define ATTN_HKV_AS_(conv_, sfn_, gs_, es_, eu_, ldpf_, sc_, pf_, ld_, nh_, call)                                     \
+  do {                                                                                                                \
+    attn_hkv_conv_fn_ *const conv = conv_;                                                                            \
+    attn_hkv_scale_fn_ *const sfn = sfn_;                                                                             \
+    const size_t gs = gs_, es = es_, eu = eu_, ldpf = ldpf_;                                                          \
+    const float *const sc = sc_;                                                                                      \
+    const int pfm = (pf_) == ATTN_FEW_PF_L2 ? ((nh_) == 1 && (ld_)*eu <= 128 ? ATTN_HKV_PF_NONE_ : ATTN_HKV_PF_L2_)   \
+                    : es != sizeof(float) && ATTN_HKV_PF * ldpf * sizeof(float) >= ATTN_HKV_PF_FAR ? ATTN_HKV_PF_L2_  \
+                                                                                                   : ATTN_HKV_PF_L1_; \
+    call;                                                                                                             \
   } while (0)
-#define ATTN_HKV_TYPED_(type, pf, hd, ld, call)                                                 \
-  do {                                                                                          \
-    if ((type) == ATTN_F16)                                                                     \
-      ATTN_HKV_AS_(attn_hkv_f16_, attn_hkv_s_row_, ATTN_VL, 2, 2, (ld), NULL, pf, call);        \
-    else if ((type) == ATTN_BF16)                                                               \
-      ATTN_HKV_AS_(attn_hkv_bf16_, attn_hkv_s_row_, ATTN_VL, 2, 2, (ld), NULL, pf, call);       \
-    else if ((type) == ATTN_I8)                                                                 \
-      ATTN_HKV_AS_(attn_hkv_i8_, attn_hkv_s_row_, ATTN_VL, 1, 1, (ld) / 2, (hd)->sc, pf, call); \
-    else if ((type) == ATTN_Q8_0)                                                               \
-      ATTN_HKV_AS_(attn_hkv_q8_, attn_hkv_s_q8_, ATTN_Q8_0_VALUES, 1, ATTN_Q8_0_BLOCK_BYTES,    \
-                   (ld)*ATTN_Q8_0_BLOCK_BYTES / 2, NULL, pf, call);                             \
-    else                                                                                        \
-      ATTN_HKV_AS_(attn_hkv_f32_, attn_hkv_s_row_, ATTN_VL, 4, 4, (ld), NULL, pf, call);        \
+#define ATTN_HKV_TYPED_(type, pf, hd, ld, call)                                                                   \
+  do {                                                                                                            \
+    const size_t hkv_heads_ = (hd) ? (hd)->n : 1;                                                                 \
+    if ((type) == ATTN_F16)                                                                                       \
+      ATTN_HKV_AS_(attn_hkv_f16_, attn_hkv_s_row_, ATTN_VL, 2, 2, (ld), NULL, pf, (ld), hkv_heads_, call);        \
+    else if ((type) == ATTN_BF16)                                                                                 \
+      ATTN_HKV_AS_(attn_hkv_bf16_, attn_hkv_s_row_, ATTN_VL, 2, 2, (ld), NULL, pf, (ld), hkv_heads_, call);       \
+    else if ((type) == ATTN_I8)                                                                                   \
+      ATTN_HKV_AS_(attn_hkv_i8_, attn_hkv_s_row_, ATTN_VL, 1, 1, (ld) / 2, (hd)->sc, pf, (ld), hkv_heads_, call); \
+    else if ((type) == ATTN_Q8_0)                                                                                 \
+      ATTN_HKV_AS_(attn_hkv_q8_, attn_hkv_s_q8_, ATTN_Q8_0_VALUES, 1, ATTN_Q8_0_BLOCK_BYTES,                      \
+                   (ld)*ATTN_Q8_0_BLOCK_BYTES / 2, NULL, pf, (ld), hkv_heads_, call);                             \
+    else                                                                                                          \
+      ATTN_HKV_AS_(attn_hkv_f32_, attn_hkv_s_row_, ATTN_VL, 4, 4, (ld), NULL, pf, (ld), hkv_heads_, call);        \
   } while (0)
 
 #endif

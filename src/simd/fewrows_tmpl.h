@@ -20,7 +20,7 @@
 /* One tile of scores: keys kr[0 .. KR) (the first kv valid; the others repeat a valid row and are
  * not stored) against rows q[0 .. qr) (qv valid, the same). */
 static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(
-    attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn, size_t gs, size_t es, int l2, size_t qr, size_t kv, size_t qv,
+    attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn, size_t gs, size_t es, int pfm, size_t qr, size_t kv, size_t qv,
     size_t d, const char *const *kr, const vf *ks, size_t ldk, const float *const *qp, float *st, size_t ldst) {
   vf acc[ATTN_HKV_KR][ATTN_HKV_QR];
 #pragma GCC unroll 4
@@ -89,7 +89,7 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(
 /* eu: bytes per stride unit (es, or a q8_0 block's); ldpf: the row stride the prefetches count
  * in (fp32 rows ahead, see ATTN_HKV_PREFETCH_); sc (ATTN_I8): each row's scale, ld sld, head hsd. */
 static inline __attribute__((always_inline)) void attn_hkv_scores_(
-    attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn, size_t gs, size_t es, int l2, size_t eu, size_t ldpf,
+    attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn, size_t gs, size_t es, int pfm, size_t eu, size_t ldpf,
     const float *sc, size_t sld, size_t shd, size_t nh, size_t hk, size_t hq, size_t hs, size_t nk, size_t nq, size_t d,
     const char *k0, size_t ldk, const float *q0, size_t ldq, float *st0, size_t ldst) {
   for (size_t j0 = 0; j0 < nk; j0 += ATTN_HKV_KR)
@@ -110,9 +110,9 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_(
         const float *qp[ATTN_HKV_QR];
         for (size_t r = 0; r < ATTN_HKV_QR; r++) qp[r] = q + (r0 + (r < qv ? r : qv - 1)) * ldq;
         if (nq == 1) /* one query row (a decode step without GQA): a one-row tile */
-          attn_hkv_scores_tile_(conv, sfn, gs, es, l2, 1, kv, 1, d, kr, ks, ldpf, qp, st + j0 * ldst, ldst);
+          attn_hkv_scores_tile_(conv, sfn, gs, es, pfm, 1, kv, 1, d, kr, ks, ldpf, qp, st + j0 * ldst, ldst);
         else
-          attn_hkv_scores_tile_(conv, sfn, gs, es, l2, ATTN_HKV_QR, kv, qv, d, kr, ks, ldpf, qp, st + j0 * ldst + r0,
+          attn_hkv_scores_tile_(conv, sfn, gs, es, pfm, ATTN_HKV_QR, kv, qv, d, kr, ks, ldpf, qp, st + j0 * ldst + r0,
                                 ldst);
       }
     }
@@ -121,7 +121,7 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_(
 /* One tile of P V: rows r0 .. r0 + qv (of qr) and columns c0 .. c0 + cw (of NV vectors; full:
  * all NV whole, a constant, so that the loop over keys keeps every accumulator in a register). */
 static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(
-    attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn, size_t gs, size_t es, int l2, size_t eu, size_t ldpf,
+    attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn, size_t gs, size_t es, int pfm, size_t eu, size_t ldpf,
     const float *sc, size_t sld, size_t qr, size_t qv, int full, int pf, size_t cw, size_t nk, const float *pt,
     size_t ldp, const char *v, size_t c0, size_t ldv, float *acc, size_t lda, const float *alpha) {
   vf a[ATTN_HKV_PV_QR > ATTN_HKV_QR ? ATTN_HKV_PV_QR : ATTN_HKV_QR][ATTN_HKV_NV];
@@ -176,7 +176,7 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(
  * ATTN_HKV_QR-row tiles, ATTN_HKV_MANY those or ATTN_HKV_PV_QR-row ones (more than one row). */
 enum { ATTN_HKV_ONE, ATTN_HKV_FEW, ATTN_HKV_MANY };
 static inline __attribute__((always_inline)) void attn_hkv_pv_cols_(attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn,
-                                                                    size_t gs, size_t es, int l2, size_t eu,
+                                                                    size_t gs, size_t es, int pfm, size_t eu,
                                                                     size_t ldpf, const float *sc, size_t sld, size_t nq,
                                                                     size_t cw, size_t nk, const float *pt, size_t ldp,
                                                                     const char *v, size_t c0, size_t ldv, float *acc,
@@ -191,8 +191,8 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_cols_(attn_hkv_con
     const size_t qv = nq - r0 < qr ? nq - r0 : qr;
     const float *al = alpha ? alpha + r0 : NULL;
     const int pf = r0 == 0; /* the next row tiles find the rows in L1 */
-#define ATTN_HKV_PV_(qr_c, full_c)                                                                                   \
-  attn_hkv_pv_tile_(conv, sfn, gs, es, l2, eu, ldpf, sc, sld, qr_c, qr_c == 1 ? 1 : qv, full_c, pf, cw, nk, pt + r0, \
+#define ATTN_HKV_PV_(qr_c, full_c)                                                                                    \
+  attn_hkv_pv_tile_(conv, sfn, gs, es, pfm, eu, ldpf, sc, sld, qr_c, qr_c == 1 ? 1 : qv, full_c, pf, cw, nk, pt + r0, \
                     ldp, v, c0, ldv, acc + r0 * lda, lda, al)
     if (tiles == ATTN_HKV_ONE || (tiles == ATTN_HKV_FEW && nq == 1)) full ? ATTN_HKV_PV_(1, 1) : ATTN_HKV_PV_(1, 0);
 #if ATTN_HKV_PV_QR != ATTN_HKV_QR
@@ -206,14 +206,14 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_cols_(attn_hkv_con
 }
 
 static inline __attribute__((always_inline)) void attn_hkv_pv_(attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn,
-                                                               size_t gs, size_t es, int l2, size_t eu, size_t ldpf,
+                                                               size_t gs, size_t es, int pfm, size_t eu, size_t ldpf,
                                                                const float *sc, size_t sld, size_t nq, size_t dv,
                                                                size_t nk, const float *pt, size_t ldp, const char *v,
                                                                size_t ldv, float *acc, size_t lda, const float *alpha,
                                                                const int tiles) {
   enum { NC = ATTN_HKV_NV * ATTN_VL };
   for (size_t c0 = 0; c0 < dv; c0 += NC)
-    attn_hkv_pv_cols_(conv, sfn, gs, es, l2, eu, ldpf, sc, sld, nq, dv - c0 < NC ? dv - c0 : NC, nk, pt, ldp, v, c0,
+    attn_hkv_pv_cols_(conv, sfn, gs, es, pfm, eu, ldpf, sc, sld, nq, dv - c0 < NC ? dv - c0 : NC, nk, pt, ldp, v, c0,
                       ldv, acc + c0, lda, alpha, tiles);
 }
 
@@ -222,31 +222,31 @@ void ATTN_FEW_SCORES_NAME(attn_dtype type, attn_few_pf pf, const attn_few_heads 
   const size_t nh = hd ? hd->n : 1, hk = hd ? hd->k : 0, hq = hd ? hd->q : 0, hs = hd ? hd->s : 0;
   const size_t sld = hd ? hd->sld : 0, shd = hd ? hd->shd : 0;
   ATTN_HKV_TYPED_(type, pf, hd, ldk,
-                  attn_hkv_scores_(conv, sfn, gs, es, l2, eu, ldpf, sc, sld, shd, nh, hk, hq, hs, nk, nq, d, k, ldk, q,
+                  attn_hkv_scores_(conv, sfn, gs, es, pfm, eu, ldpf, sc, sld, shd, nh, hk, hq, hs, nk, nq, d, k, ldk, q,
                                    ldq, st, ldst));
 }
 
 /* P V of several heads, jc keys (a constant: the tile's key loop is compiled for it) of each head
  * before the next head. */
 static inline __attribute__((always_inline)) void attn_hkv_pv_keys_(
-    attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn, size_t gs, size_t es, int l2, size_t eu, size_t ldpf,
+    attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn, size_t gs, size_t es, int pfm, size_t eu, size_t ldpf,
     const float *sc, const attn_few_heads *hd, size_t nq, size_t dv, size_t nk, const float *pt, size_t ldp,
     const char *v, size_t ldv, float *acc, size_t lda, const size_t jc, const int tiles) {
   for (size_t j0 = 0; j0 < nk; j0 += jc) {
     const size_t jn = nk - j0 < jc ? nk - j0 : jc;
     for (size_t h = 0; h < hd->n; h++)
-      attn_hkv_pv_(conv, sfn, gs, es, l2, eu, ldpf, sc ? sc + h * hd->shd + j0 * hd->sld : NULL, hd->sld, nq, dv, jn,
+      attn_hkv_pv_(conv, sfn, gs, es, pfm, eu, ldpf, sc ? sc + h * hd->shd + j0 * hd->sld : NULL, hd->sld, nq, dv, jn,
                    pt + h * hd->p + j0 * ldp, ldp, v + (h * hd->v + j0 * ldv) * eu, ldv, acc + h * hd->a, lda, NULL,
                    tiles);
   }
 }
 
 static inline __attribute__((always_inline)) void attn_hkv_pv_heads_(
-    attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn, size_t gs, size_t es, int l2, size_t eu, size_t ldpf,
+    attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn, size_t gs, size_t es, int pfm, size_t eu, size_t ldpf,
     const float *sc, const attn_few_heads *hd, size_t nq, size_t dv, size_t nk, const float *pt, size_t ldp,
     const char *v, size_t ldv, float *acc, size_t lda, const float *alpha) {
   if (!hd) { /* heads in a group (hd), even one, add jc keys at a time: the same bits in any group */
-    attn_hkv_pv_(conv, sfn, gs, es, l2, eu, ldpf, NULL, 0, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha, ATTN_HKV_FEW);
+    attn_hkv_pv_(conv, sfn, gs, es, pfm, eu, ldpf, NULL, 0, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha, ATTN_HKV_FEW);
     return;
   }
   for (size_t h = 0; h < hd->n && alpha; h++) /* scaled once, then every chunk adds */
@@ -259,10 +259,10 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_heads_(
       }
     }
   if (nq == 1)
-    attn_hkv_pv_keys_(conv, sfn, gs, es, l2, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, ATTN_HKV_JC,
+    attn_hkv_pv_keys_(conv, sfn, gs, es, pfm, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, ATTN_HKV_JC,
                       ATTN_HKV_ONE);
   else
-    attn_hkv_pv_keys_(conv, sfn, gs, es, l2, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, ATTN_HKV_JC_ROWS,
+    attn_hkv_pv_keys_(conv, sfn, gs, es, pfm, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, ATTN_HKV_JC_ROWS,
                       ATTN_HKV_MANY);
 }
 
@@ -271,7 +271,7 @@ void ATTN_FEW_PV_NAME(attn_dtype type, attn_few_pf pf, const attn_few_heads *hd,
                       const float *alpha) {
   ATTN_HKV_TYPED_(
       type, pf, hd, ldv,
-      attn_hkv_pv_heads_(conv, sfn, gs, es, l2, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha));
+      attn_hkv_pv_heads_(conv, sfn, gs, es, pfm, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha));
 }
 
 #undef ATTN_HKV_TYPED_

@@ -29,7 +29,7 @@
 /* One tile: keys kr[0 .. kt) (the first kv valid; the others repeat a valid row and are not
  * stored) against nq rows in rv vectors (the last one wl lanes wide) of qt (row p at p ldq). */
 static inline __attribute__((always_inline)) void attn_fw_tile_(attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn,
-                                                                size_t gs, size_t es, int l2, const size_t kt,
+                                                                size_t gs, size_t es, int pfm, const size_t kt,
                                                                 const size_t rv, size_t kv, size_t wl, size_t d,
                                                                 const char *const *kr, const vf *ks, size_t ldk,
                                                                 const float *qt, size_t ldq, float *st, size_t ldst) {
@@ -75,7 +75,7 @@ static inline __attribute__((always_inline)) void attn_fw_tile_(attn_hkv_conv_fn
  * keys: heads side by side in a token's row are read in one sweep along memory (a head's whole
  * run of keys before the next head's made a strided stream of each head, slower from memory). */
 static inline __attribute__((always_inline)) void attn_fw_keys_(attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn,
-                                                                size_t gs, size_t es, int l2, size_t eu, size_t ldpf,
+                                                                size_t gs, size_t es, int pfm, size_t eu, size_t ldpf,
                                                                 const float *sc, const attn_few_heads *hd,
                                                                 const size_t rv, size_t nk, size_t nq, size_t d,
                                                                 const char *k, size_t ldk, const float *qt, size_t ldq,
@@ -94,21 +94,21 @@ static inline __attribute__((always_inline)) void attn_fw_keys_(attn_hkv_conv_fn
         kr[i] = kh + j * ldk * eu;
         ks[i] = sh ? vf_set1(sh[j * sld]) : vf_zero();
       }
-      attn_fw_tile_(conv, sfn, gs, es, l2, kt, rv, kv, wl, d, kr, ks, ldpf, qt + (hd ? h * hd->q : 0), ldq,
+      attn_fw_tile_(conv, sfn, gs, es, pfm, kt, rv, kv, wl, d, kr, ks, ldpf, qt + (hd ? h * hd->q : 0), ldq,
                     st + (hd ? h * hd->s : 0) + j0 * ldst, ldst);
     }
   }
 }
 
 static inline __attribute__((always_inline)) void attn_fw_heads_(attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn,
-                                                                 size_t gs, size_t es, int l2, size_t eu, size_t ldpf,
+                                                                 size_t gs, size_t es, int pfm, size_t eu, size_t ldpf,
                                                                  const float *sc, const attn_few_heads *hd, size_t nk,
                                                                  size_t nq, size_t d, const char *k, size_t ldk,
                                                                  const float *qt, size_t ldq, float *st, size_t ldst) {
   switch ((nq + ATTN_VL - 1) / ATTN_VL) { /* each width of rows its own tile, compiled for it */
-#define ATTN_FW_CASE_(n)                                                                             \
-  case n:                                                                                            \
-    attn_fw_keys_(conv, sfn, gs, es, l2, eu, ldpf, sc, hd, n, nk, nq, d, k, ldk, qt, ldq, st, ldst); \
+#define ATTN_FW_CASE_(n)                                                                              \
+  case n:                                                                                             \
+    attn_fw_keys_(conv, sfn, gs, es, pfm, eu, ldpf, sc, hd, n, nk, nq, d, k, ldk, qt, ldq, st, ldst); \
     break;
     ATTN_FW_CASE_(1)
     ATTN_FW_CASE_(2)
@@ -131,7 +131,7 @@ static inline __attribute__((always_inline)) void attn_fw_heads_(attn_hkv_conv_f
 void ATTN_FEW_WIDE_NAME(attn_dtype type, attn_few_pf pf, const attn_few_heads *hd, size_t nk, size_t nq, size_t d,
                         const void *k, size_t ldk, const float *qt, size_t ldq, float *st, size_t ldst) {
   ATTN_HKV_TYPED_(type, pf, hd, ldk,
-                  attn_fw_heads_(conv, sfn, gs, es, l2, eu, ldpf, sc, hd, nk, nq, d, k, ldk, qt, ldq, st, ldst));
+                  attn_fw_heads_(conv, sfn, gs, es, pfm, eu, ldpf, sc, hd, nk, nq, d, k, ldk, qt, ldq, st, ldst));
 }
 
 #undef ATTN_FW_ACC

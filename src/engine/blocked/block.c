@@ -64,7 +64,7 @@ void attn_blk_pv(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked
   const size_t rows = t->rows, DV = p->shape->dv;
   float *acc = blk_head(t, hh) + p->hl.acc + t->c0 * DV;
   if (vh)
-    t->uk->few_pv(p->kv_type, (attn_few_pf)t->uk->few_pf, NULL, rows, DV, jn, st, rows, vh, ldv, acc, DV, alpha);
+    t->uk->few_pv(p->kv_type, blk_few_pf(t), NULL, rows, DV, jn, st, rows, vh, ldv, acc, DV, alpha);
   else if (masked && !blk_hidden_v_finite(p, vb, ldv, j0, jn, t->p0, t->p1))
     blk_pv_exact(p, t->uk, st, jn, j0, t->tn, t->p0, vb, ldv, acc, alpha);
   else
@@ -90,8 +90,8 @@ static void blk_pv_heads(const blk_task *t, int64_t j0, size_t jn, const float *
     n = run >= jn - a ? jn - a : run - run % jc; /* whole runs of few_pv's keys, or the block's last */
     if (n) {
       hv.sc = i8 ? blk_scale(t, 1, j0 + (int64_t)a, t->h0) : NULL;
-      t->uk->few_pv(p->kv_type, (attn_few_pf)t->uk->few_pf, &hv, rows, s->dv, n, sth + a * rows, rows, v,
-                    s->v.row_stride, acc, s->dv, alpha);
+      t->uk->few_pv(p->kv_type, blk_few_pf(t), &hv, rows, s->dv, n, sth + a * rows, rows, v, s->v.row_stride, acc,
+                    s->dv, alpha);
       continue;
     }
     n = attn_min_sz(jc, jn - a); /* keys [a, a + n) lie across a page boundary */
@@ -104,7 +104,7 @@ static void blk_pv_heads(const blk_task *t, int64_t j0, size_t jn, const float *
         if (i8) sg[r] = *blk_scale(t, 1, j0 + (int64_t)(a + r), t->h0 + hh);
       }
       const attn_few_heads h1 = {.n = 1, .sc = i8 ? sg : NULL, .sld = 1};
-      t->uk->few_pv(p->kv_type, (attn_few_pf)t->uk->few_pf, &h1, rows, s->dv, n, sth + hh * hs + a * rows, rows, vg, w,
+      t->uk->few_pv(p->kv_type, blk_few_pf(t), &h1, rows, s->dv, n, sth + hh * hs + a * rows, rows, vg, w,
                     acc + hh * p->head_floats, s->dv, alpha ? alpha + hh * p->head_floats : NULL);
     }
   }
@@ -117,11 +117,10 @@ void attn_blk_few_scores(const blk_task *t, const attn_few_heads *hd, size_t nk,
   const attn_blocked_plan *p = t->p;
   const attn_shape *s = p->shape;
   if (blk_few_wide(t))
-    t->uk->few_scores_wide(p->kv_type, (attn_few_pf)t->uk->few_pf, hd, nk, t->rows, s->d, k, s->k.row_stride, qt,
-                           t->rows, st, t->rows);
+    t->uk->few_scores_wide(p->kv_type, blk_few_pf(t), hd, nk, t->rows, s->d, k, s->k.row_stride, qt, t->rows, st,
+                           t->rows);
   else
-    t->uk->few_scores(p->kv_type, (attn_few_pf)t->uk->few_pf, hd, nk, t->rows, s->d, k, s->k.row_stride, qt, s->d, st,
-                      t->rows);
+    t->uk->few_scores(p->kv_type, blk_few_pf(t), hd, nk, t->rows, s->d, k, s->k.row_stride, qt, s->d, st, t->rows);
 }
 
 /* A `few` block of every head of the task at once (no selection, no map): the scores of all heads

@@ -96,6 +96,8 @@ static inline const float *blk_qt(const blk_task *t, size_t hh) { return blk_hea
 /* Whether a few-rows task's queries lie transposed (hl.qt: d x rows, a GQA group's speculative
  * block) for few_scores_wide, or row by row (rows x d) for few_scores: by its rows alone. */
 static inline int blk_few_wide(const blk_task *t) { return t->rows >= t->uk->few_wide_rows; }
+/* Where the few-rows kernels prefetch (the table's tuning for this CPU). */
+static inline attn_few_pf blk_few_pf(const blk_task *t) { return (attn_few_pf)t->uk->few_pf; }
 
 /* ---- functions shared between the files, by file (each documented at its definition) ---- */
 /* ---- kv.c: K/V access ---- */

@@ -184,6 +184,11 @@ static inline int attn_rows_finite(const float *x, size_t rows, size_t cols, siz
 static inline void attn_fill_nan(float *x, size_t n) {
   for (size_t i = 0; i < n; i++) x[i] = NAN;
 }
+/* o[i] = x[i] num / den in double, for a normalised row whose float factor num / den overflowed
+ * (den subnormal: its reciprocal is past FLT_MAX) while the quotients may well fit a float. */
+static inline void attn_row_div(size_t n, const float *x, double num, double den, float *o) {
+  for (size_t i = 0; i < n; i++) o[i] = (float)((double)x[i] * num / den);
+}
 
 /* ---- workspace carving: regions of floats, each 64-byte aligned ---- */
 typedef struct attn_ws {

@@ -26,7 +26,8 @@ static const float *lw_step(const struct attn_ukernels *uk, const attn_step_bloc
   return NULL;
 }
 
-/* o = s acc / (s den + eps) (zero denominator: 0), or s acc; a non-finite acc: a NaN row. */
+/* o = s acc / (s den + eps) (zero denominator: 0; one whose factor overflows, subnormal: divided
+ * in double), or s acc; a non-finite acc: a NaN row. */
 static void lw_finish(const float *acc, const float *rs, size_t R, size_t r, size_t dv, float *orow, float *aux,
                       const void *params) {
   (void)R, (void)aux;
@@ -35,6 +36,10 @@ static void lw_finish(const float *acc, const float *rs, size_t R, size_t r, siz
   const float f = lp->scale * (den == 0.0f ? 0.0f : 1.0f / den);
   if (!attn_rows_finite(acc, 1, dv, 0) || isnan(den)) {
     attn_fill_nan(orow, dv);
+    return;
+  }
+  if (isinf(f) && isfinite(den)) {
+    attn_row_div(dv, acc, lp->scale, den, orow);
     return;
   }
   for (size_t x = 0; x < dv; x++) orow[x] = acc[x] * f;

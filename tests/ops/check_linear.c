@@ -783,6 +783,85 @@ START_TEST(linear_eps0_empty_rows_are_zero) {
 }
 END_TEST
 
+/* eps = 0 and a subnormal denominator: q = 2^-70 and k = 2^-72 in each of 4 relu features make
+ * every weight 2^-140, whose reciprocal overflows a float; the row's quotient does not (the mean of
+ * the visible values). Every sum here is a small integer times 2^-149's multiples, so every path
+ * computes it exactly and the output must be the quotient rounded once: tolerance 0. Chunkwise
+ * (default chunk, the recurrence, chunk 8), decode token by token, a window, and the gated
+ * stores (a scalar gate, a per-feature gate with beta; log gates 0, beta 1: exact). */
+enum { TD_N = 20, TD_D = 4, TD_DV = 3, TD_LEFT = 5 };
+typedef struct td_case {
+  const char *name;
+  size_t chunk;
+  int decode, window;
+  attn_gate_kind gate;
+  int beta;
+} td_case;
+static const td_case td_cases[] = {
+    {"chunkwise", 0, 0, 0, ATTN_GATE_NONE, 0},
+    {"recurrence", 1, 0, 0, ATTN_GATE_NONE, 0},
+    {"chunk 8", 8, 0, 0, ATTN_GATE_NONE, 0},
+    {"decode", 0, 1, 0, ATTN_GATE_NONE, 0},
+    {"window", 0, 0, 1, ATTN_GATE_NONE, 0},
+    {"scalar gate", 8, 0, 0, ATTN_GATE_SCALAR, 0},
+    {"feature gate, beta", 8, 0, 0, ATTN_GATE_FEATURE, 1},
+};
+START_TEST(linear_eps0_subnormal_denominator) {
+  const td_case *c = &td_cases[_i];
+  tu_rng rng = tu_rng_of(9700);
+  tu_qkv x = tu_qkv_of(T, POS, &rng, TD_N, TD_N, 1, 1, 1, TD_D, TD_DV);
+  for (size_t t = 0; t < TD_N; ++t)
+    for (size_t f = 0; f < TD_D; ++f) *tu_at(&x.q, t, 0, f) = 0x1p-70f, *tu_at(&x.k, t, 0, f) = 0x1p-72f;
+  for (size_t t = 0; t < TD_N; ++t)
+    for (size_t e = 0; e < TD_DV; ++e) *tu_at(&x.v, t, 0, e) = (float)((int)((t * 7 + e * 3) % 9) - 4);
+  attn_linear_desc d;
+  lu_desc(&d, TD_N, TD_N, 1, 1, 1, TD_D, TD_DV, ATTN_FEATURE_RELU, CAUSAL, NORM, c->chunk);
+  d.eps = 0.0f;
+  if (c->window) d.mask = attn_mask_window(TD_LEFT, 0);
+  tu_tensor g = {0}, b = {0};
+  d.gate = c->gate;
+  d.beta = c->beta;
+  if (c->gate != ATTN_GATE_NONE) {
+    const size_t gw = c->gate == ATTN_GATE_FEATURE ? TD_D : 1;
+    tu_tensor_alloc(&g, T, TD_N, 1, gw, 0);
+    for (size_t t = 0; t < TD_N; ++t)
+      for (size_t f = 0; f < gw; ++f) *tu_at(&g, t, 0, f) = 0.0f;
+    d.gate_layout = g.l;
+  }
+  if (c->beta) {
+    tu_tensor_alloc(&b, T, TD_N, 1, 1, 0);
+    for (size_t t = 0; t < TD_N; ++t) *tu_at(&b, t, 0, 0) = 1.0f;
+    d.beta_layout = b.l;
+  }
+  lu_state st;
+  lu_state_make(&st, &d);
+  for (size_t t0 = 0; t0 < TD_N;) { /* one call, or one per token */
+    const size_t n = c->decode ? 1 : TD_N;
+    attn_linear_desc dt = d;
+    dt.shape.n_q = dt.shape.n_kv = n;
+    const tu_tensor q = tu_rows_view(&x.q, t0, n), k = tu_rows_view(&x.k, t0, n), v = tu_rows_view(&x.v, t0, n);
+    const tu_tensor gt = g.data ? tu_rows_view(&g, t0, n) : g, bt = b.data ? tu_rows_view(&b, t0, n) : b;
+    tu_tensor o;
+    lu_call(&dt, &q, &k, &v, &gt, &bt, T, c->window ? NULL : &st.s, 0, &o);
+    for (size_t i = 0; i < n; ++i) {
+      const size_t t = t0 + i, first = c->window && t > TD_LEFT ? t - TD_LEFT : 0;
+      for (size_t e = 0; e < TD_DV; ++e) {
+        double sum = 0.0;
+        for (size_t j = first; j <= t; ++j) sum += *tu_at(&x.v, j, 0, e);
+        const float want = (float)(sum / (double)(t + 1 - first)), got = *tu_at(&o, i, 0, e);
+        ck_assert_msg(got == want, "%s: row %zu column %zu: %g, want %g", c->name, t, e, (double)got, (double)want);
+      }
+    }
+    tu_tensor_free(&o);
+    t0 += n;
+  }
+  lu_state_free(&st);
+  tu_tensor_free(&g);
+  tu_tensor_free(&b);
+  tu_qkv_free(&x);
+}
+END_TEST
+
 static Suite *linear_suite(attn_isa isa) {
   size_t work[LN_NCASES];
   for (size_t i = 0; i < LN_NCASES; ++i) {
@@ -797,6 +876,7 @@ static Suite *linear_suite(attn_isa isa) {
       {"reference", linear_nonfinite_policy, (int)(LNF_NCASES * LNF_NMAPS)},
       {"reference", linear_nonfinite_decode_token, (int)(LNF_NCASES * LNF_NMAPS)},
       {"reference", linear_eps0_empty_rows_are_zero, (int)(sizeof eps0_maps / sizeof eps0_maps[0])},
+      {"reference", linear_eps0_subnormal_denominator, (int)(sizeof td_cases / sizeof td_cases[0])},
     {"properties", linear_chunkwise_matches_recurrent, (int)LN_NPROPS},
       {"properties", linear_prefill_state_continues_decode, (int)LN_NPROPS},
       {"properties", linear_snapshot_restore_bit_exact, (int)(2 * LN_NPROPS)},

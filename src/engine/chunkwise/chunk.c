@@ -53,26 +53,33 @@ int attn_cw_load_v(const cw_ctx *x, size_t j0, size_t cn) {
 
 /* o rows t0 .. t0+cn of output head h from the chunk's O rows (each first multiplied by g[i] when
  * g is not NULL: cw_factored): s O[0:dv] / (s O[dv] + eps), or s O[0:dv]. A denominator of
- * exactly 0 (eps = 0 and no visible key, or features orthogonal to z) gives 0. */
+ * exactly 0 (eps = 0 and no visible key, or features orthogonal to z) gives 0; one whose factor
+ * overflows (subnormal) is divided row by row in double (attn_row_div). */
 void attn_cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn, const float *g) {
   const attn_chunkwise_plan *p = x->p;
   const attn_shape *s = p->shape;
-  float f[CW_ROW_BATCH]; /* the rows' factors */
+  float f[CW_ROW_BATCH], dn[CW_ROW_BATCH]; /* the rows' factors; a row's denominator when f overflowed */
   for (size_t i0 = 0; i0 < cn; i0 += CW_ROW_BATCH) {
     const size_t rn = attn_min_sz(CW_ROW_BATCH, cn - i0);
+    int tiny = 0;
     for (size_t i = 0; i < rn; i++) {
       const float gi = g ? g[i0 + i] : 1.0f;
       const float den = p->divide ? p->out_scale * (gi * x->oc[(i0 + i) * p->ldw + s->dv]) + p->eps : 1.0f;
       const float inv = den == 0.0f ? 0.0f : 1.0f / den;
       f[i] = g ? p->out_scale * inv * gi : p->out_scale * inv; /* with scale 1 and no g, exactly inv */
+      dn[i] = isinf(f[i]) && isfinite(den) && isfinite(gi) ? den : 0.0f;
+      tiny |= dn[i] != 0.0f;
     }
     void *o = (void *)attn_act_at(x->io->o, attn_act_size(s->o_type), s->o, t0 + i0, h);
-    if (s->o_type == ATTN_F32) {
-      x->uk->rows_axpby(rn, s->dv, o, s->o.row_stride, x->oc + i0 * p->ldw, p->ldw, NULL, 0, f, 1, 0, 0);
-    } else { /* the fp32 rows, then rounded */
-      x->uk->rows_axpby(rn, s->dv, x->oh, s->dv, x->oc + i0 * p->ldw, p->ldw, NULL, 0, f, 1, 0, 0);
-      attn_act_out(x->uk, s->o_type, rn, s->dv, x->oh, s->dv, o, s->o.row_stride);
-    }
+    const int direct = s->o_type == ATTN_F32; /* else the fp32 rows, then rounded */
+    float *of = direct ? o : x->oh;
+    const size_t ldo = direct ? s->o.row_stride : s->dv;
+    x->uk->rows_axpby(rn, s->dv, of, ldo, x->oc + i0 * p->ldw, p->ldw, NULL, 0, f, 1, 0, 0);
+    for (size_t i = 0; tiny && i < rn; i++)
+      if (dn[i] != 0.0f)
+        attn_row_div(s->dv, x->oc + (i0 + i) * p->ldw, (double)p->out_scale * (g ? g[i0 + i] : 1.0f), dn[i],
+                     of + i * ldo);
+    if (!direct) attn_act_out(x->uk, s->o_type, rn, s->dv, x->oh, s->dv, o, s->o.row_stride);
   }
 }
 

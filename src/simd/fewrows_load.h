@@ -40,6 +40,11 @@
 #ifndef ATTN_HKV_PF
 #define ATTN_HKV_PF 8 /* fp32 rows ahead that each step prefetches (as cvt_tmpl.h) */
 #endif
+/* The same for several query rows into L2 (ATTN_HKV_PF_L2_ROWS_, AMD's cores): a GQA group's or
+ * a speculative block's rows (2-16 a key head: more arithmetic between a row's loads) ran
+ * 1.13-1.3x faster from memory 24 fp32 rows ahead than 8 (fp32, fp16 and int8; 16-64 within 5%
+ * of 24), where one row ran 6-10% slower so (measured: b6c34a0). */
+#define ATTN_HKV_PF_L2 24
 /* The same columns ATTN_HKV_PF fp32 rows' bytes after p (rows ld elements apart; half rows: twice
  * as many rows ahead, the same distance in memory, so that as many lines are in flight): an
  * address computed as an integer, which may lie past the tensor (a prefetch never faults).
@@ -52,17 +57,18 @@
  *   bytes ahead: every row where the table's few_pf asks (ATTN_FEW_PF_L2: AMD's cores, whose L1
  *   prefetches of a stream from memory held its demand misses back; one head of 64 fp16: 2 KiB
  *   ahead ran 1.1-1.4x slower than 8; measured: 67762bf);
+ * - ATTN_HKV_PF_L2_ROWS_: the same with several query rows, ATTN_HKV_PF_L2 rows ahead;
  * - ATTN_HKV_PF_NONE_: none, with ATTN_FEW_PF_L2 for one head whose rows are at most 128 bytes
  *   apart (a single dense stream, fp16 at d = 64: the hardware's prefetchers alone ran it 1.35-1.5x
  *   faster; measured: 42e88e0). */
 #define ATTN_HKV_PF_FAR 8192
-enum { ATTN_HKV_PF_L1_, ATTN_HKV_PF_L2_, ATTN_HKV_PF_NONE_ };
+enum { ATTN_HKV_PF_L1_, ATTN_HKV_PF_L2_, ATTN_HKV_PF_L2_ROWS_, ATTN_HKV_PF_NONE_ };
 #define ATTN_HKV_PREFETCH_(p, ld)                                                                                      \
   do {                                                                                                                 \
-    const size_t dist_ = ATTN_HKV_PF * (ld) * sizeof(float);                                                           \
+    const size_t dist_ = (pfm == ATTN_HKV_PF_L2_ROWS_ ? ATTN_HKV_PF_L2 : ATTN_HKV_PF) * (ld) * sizeof(float);          \
     if (pfm == ATTN_HKV_PF_L1_)                                                                                        \
       __builtin_prefetch((const void *)((uintptr_t)(p) + dist_), 0, 3);                                                \
-    else if (pfm == ATTN_HKV_PF_L2_)                                                                                   \
+    else if (pfm != ATTN_HKV_PF_NONE_)                                                                                 \
       __builtin_prefetch(                                                                                              \
           (const void *)((uintptr_t)(p) + (es != sizeof(float) && dist_ < ATTN_HKV_PF_FAR ? ATTN_HKV_PF_FAR : dist_)), \
           0, 2);                                                                                                       \
@@ -141,33 +147,35 @@ static inline __attribute__((always_inline)) vf attn_hkv_load_(attn_hkv_conv_fn_
  * a constant, for the other types). */
 /* call with the names the kernels take bound to one type's row access: its conversion and group
  * scale, gs elements a scale, es bytes an element, eu a stride unit, prefetches counted in ldpf
- * (where: pfm, from the caller's policy pf_, the rows' stride ld_ and the heads nh_), the rows'
- * scales sc. */
-#define ATTN_HKV_AS_(conv_, sfn_, gs_, es_, eu_, ldpf_, sc_, pf_, ld_, nh_, call)                                     \
+ * (where: pfm, from the caller's policy pf_, the rows' stride ld_, the heads nh_ and the query
+ * rows nq_), the rows' scales sc. */
+#define ATTN_HKV_AS_(conv_, sfn_, gs_, es_, eu_, ldpf_, sc_, pf_, ld_, nh_, nq_, call)                                \
   do {                                                                                                                \
     attn_hkv_conv_fn_ *const conv = conv_;                                                                            \
     attn_hkv_scale_fn_ *const sfn = sfn_;                                                                             \
     const size_t gs = gs_, es = es_, eu = eu_, ldpf = ldpf_;                                                          \
     const float *const sc = sc_;                                                                                      \
-    const int pfm = (pf_) == ATTN_FEW_PF_L2 ? ((nh_) == 1 && (ld_)*eu <= 128 ? ATTN_HKV_PF_NONE_ : ATTN_HKV_PF_L2_)   \
+    const int pfm = (pf_) == ATTN_FEW_PF_L2 ? ((nq_) > 1                       ? ATTN_HKV_PF_L2_ROWS_                 \
+                                               : (nh_) == 1 && (ld_)*eu <= 128 ? ATTN_HKV_PF_NONE_                    \
+                                                                               : ATTN_HKV_PF_L2_)                     \
                     : es != sizeof(float) && ATTN_HKV_PF * ldpf * sizeof(float) >= ATTN_HKV_PF_FAR ? ATTN_HKV_PF_L2_  \
                                                                                                    : ATTN_HKV_PF_L1_; \
     call;                                                                                                             \
   } while (0)
-#define ATTN_HKV_TYPED_(type, pf, hd, ld, call)                                                                   \
-  do {                                                                                                            \
-    const size_t hkv_heads_ = (hd) ? (hd)->n : 1;                                                                 \
-    if ((type) == ATTN_F16)                                                                                       \
-      ATTN_HKV_AS_(attn_hkv_f16_, attn_hkv_s_row_, ATTN_VL, 2, 2, (ld), NULL, pf, (ld), hkv_heads_, call);        \
-    else if ((type) == ATTN_BF16)                                                                                 \
-      ATTN_HKV_AS_(attn_hkv_bf16_, attn_hkv_s_row_, ATTN_VL, 2, 2, (ld), NULL, pf, (ld), hkv_heads_, call);       \
-    else if ((type) == ATTN_I8)                                                                                   \
-      ATTN_HKV_AS_(attn_hkv_i8_, attn_hkv_s_row_, ATTN_VL, 1, 1, (ld) / 2, (hd)->sc, pf, (ld), hkv_heads_, call); \
-    else if ((type) == ATTN_Q8_0)                                                                                 \
-      ATTN_HKV_AS_(attn_hkv_q8_, attn_hkv_s_q8_, ATTN_Q8_0_VALUES, 1, ATTN_Q8_0_BLOCK_BYTES,                      \
-                   (ld)*ATTN_Q8_0_BLOCK_BYTES / 2, NULL, pf, (ld), hkv_heads_, call);                             \
-    else                                                                                                          \
-      ATTN_HKV_AS_(attn_hkv_f32_, attn_hkv_s_row_, ATTN_VL, 4, 4, (ld), NULL, pf, (ld), hkv_heads_, call);        \
+#define ATTN_HKV_TYPED_(type, pf, hd, ld, nq, call)                                                                   \
+  do {                                                                                                                \
+    const size_t hkv_heads_ = (hd) ? (hd)->n : 1;                                                                     \
+    if ((type) == ATTN_F16)                                                                                           \
+      ATTN_HKV_AS_(attn_hkv_f16_, attn_hkv_s_row_, ATTN_VL, 2, 2, (ld), NULL, pf, (ld), hkv_heads_, nq, call);        \
+    else if ((type) == ATTN_BF16)                                                                                     \
+      ATTN_HKV_AS_(attn_hkv_bf16_, attn_hkv_s_row_, ATTN_VL, 2, 2, (ld), NULL, pf, (ld), hkv_heads_, nq, call);       \
+    else if ((type) == ATTN_I8)                                                                                       \
+      ATTN_HKV_AS_(attn_hkv_i8_, attn_hkv_s_row_, ATTN_VL, 1, 1, (ld) / 2, (hd)->sc, pf, (ld), hkv_heads_, nq, call); \
+    else if ((type) == ATTN_Q8_0)                                                                                     \
+      ATTN_HKV_AS_(attn_hkv_q8_, attn_hkv_s_q8_, ATTN_Q8_0_VALUES, 1, ATTN_Q8_0_BLOCK_BYTES,                          \
+                   (ld)*ATTN_Q8_0_BLOCK_BYTES / 2, NULL, pf, (ld), hkv_heads_, nq, call);                             \
+    else                                                                                                              \
+      ATTN_HKV_AS_(attn_hkv_f32_, attn_hkv_s_row_, ATTN_VL, 4, 4, (ld), NULL, pf, (ld), hkv_heads_, nq, call);        \
   } while (0)
 
 #endif

@@ -221,7 +221,7 @@ void ATTN_FEW_SCORES_NAME(attn_dtype type, attn_few_pf pf, const attn_few_heads 
                           const void *k, size_t ldk, const float *q, size_t ldq, float *st, size_t ldst) {
   const size_t nh = hd ? hd->n : 1, hk = hd ? hd->k : 0, hq = hd ? hd->q : 0, hs = hd ? hd->s : 0;
   const size_t sld = hd ? hd->sld : 0, shd = hd ? hd->shd : 0;
-  ATTN_HKV_TYPED_(type, pf, hd, ldk,
+  ATTN_HKV_TYPED_(type, pf, hd, ldk, nq,
                   attn_hkv_scores_(conv, sfn, gs, es, pfm, eu, ldpf, sc, sld, shd, nh, hk, hq, hs, nk, nq, d, k, ldk, q,
                                    ldq, st, ldst));
 }
@@ -270,7 +270,7 @@ void ATTN_FEW_PV_NAME(attn_dtype type, attn_few_pf pf, const attn_few_heads *hd,
                       const float *pt, size_t ldp, const void *v, size_t ldv, float *acc, size_t lda,
                       const float *alpha) {
   ATTN_HKV_TYPED_(
-      type, pf, hd, ldv,
+      type, pf, hd, ldv, nq,
       attn_hkv_pv_heads_(conv, sfn, gs, es, pfm, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha));
 }
 
@@ -283,6 +283,7 @@ void ATTN_FEW_PV_NAME(attn_dtype type, attn_few_pf pf, const attn_few_heads *hd,
 #undef ATTN_HKV_JC
 #undef ATTN_HKV_JC_ROWS
 #undef ATTN_HKV_PF
+#undef ATTN_HKV_PF_L2
 #undef ATTN_HKV_PREFETCH_
 #undef ATTN_HKV_LINE_
 #undef ATTN_HKV_BLOCK_PF_

@@ -19,12 +19,14 @@ enum { ATTN_STEP_NV = 4 };
 static inline __attribute__((always_inline)) void attn_step_block_(size_t m, size_t c0, size_t nv, const float *qf,
                                                                    const float *kf, const float *va, float a, float *s,
                                                                    size_t lds, float *out, const float *g,
-                                                                   const int decay, const int qg, const int gs) {
-  vf acc[2 * ATTN_STEP_NV], vv[2 * ATTN_STEP_NV];
+                                                                   const int decay, const int qg, const int gs,
+                                                                   const int t1, size_t ct) {
+  vf acc[2 * ATTN_STEP_NV], vv[2 * ATTN_STEP_NV], at = vf_zero(), vt = vf_zero();
   for (size_t v = 0; v < nv; v++) {
     vv[v] = vf_load(va + c0 + v * ATTN_VL);
     acc[v] = vf_mul(vf_set1(a), vv[v]);
   }
+  if (t1) vt = vf_set1(va[ct]), at = vf_mul(vf_set1(a), vt);
   for (size_t p = 0; p < m; p++) {
     float *row = s + p * lds + c0;
     const size_t gi = gs ? 0 : p; /* a scalar gate: one decay for every row */
@@ -40,8 +42,15 @@ static inline __attribute__((always_inline)) void attn_step_block_(size_t m, siz
         vf_store(sp, sv);
       }
     }
+    if (t1) { /* the tail column ct, in lane 0: the roundings of attn_step_sweep_'s tail loop */
+      float *e = s + p * lds + ct;
+      const vf sv = vf_set1(*e);
+      at = vf_fma(qp, sv, at);
+      if (kf) *e = vf_first(vf_fma(kp, vt, decay ? vf_mul(gp, sv) : sv));
+    }
   }
   for (size_t v = 0; v < nv; v++) vf_store(out + c0 + v * ATTN_VL, acc[v]);
+  if (t1) out[ct] = vf_first(at);
 }
 
 /* The sweep, instantiated twice (decay or not): whole sweeps of ATTN_STEP_NV vectors, then one
@@ -53,16 +62,33 @@ static inline __attribute__((always_inline)) void attn_step_sweep_(size_t m, siz
                                                                    float *out, const float *g, const int decay,
                                                                    const int qg, const int gs) {
   const size_t full = w / ATTN_VL * ATTN_VL;
+  /* one tail column after whole vectors (a normalised row of dv = a multiple of ATTN_VL: z) goes
+   * with the last sweep, whose rows are then in L1: a sweep of its own read each row's line again
+   * and ran its m FMAs as one chain alone (measured: b6c34a0) */
+  const int fuse = full && w - full == 1;
   size_t c0 = 0;
 #if ATTN_VREGS >= 32
   if (!kf)
-    for (; c0 + 2 * ATTN_STEP_NV * ATTN_VL <= full; c0 += 2 * ATTN_STEP_NV * ATTN_VL)
-      attn_step_block_(m, c0, 2 * ATTN_STEP_NV, qf, kf, va, a, s, lds, out, g, decay, qg, gs);
+    for (; c0 + 2 * ATTN_STEP_NV * ATTN_VL <= full; c0 += 2 * ATTN_STEP_NV * ATTN_VL) {
+      if (fuse && c0 + 2 * ATTN_STEP_NV * ATTN_VL == full)
+        attn_step_block_(m, c0, 2 * ATTN_STEP_NV, qf, kf, va, a, s, lds, out, g, decay, qg, gs, 1, full);
+      else
+        attn_step_block_(m, c0, 2 * ATTN_STEP_NV, qf, kf, va, a, s, lds, out, g, decay, qg, gs, 0, 0);
+    }
 #endif
-  for (; c0 + ATTN_STEP_NV * ATTN_VL <= full; c0 += ATTN_STEP_NV * ATTN_VL)
-    attn_step_block_(m, c0, ATTN_STEP_NV, qf, kf, va, a, s, lds, out, g, decay, qg, gs);
-  for (; c0 < full; c0 += ATTN_VL) attn_step_block_(m, c0, 1, qf, kf, va, a, s, lds, out, g, decay, qg, gs);
-  for (size_t c = full; c < w; c++) {
+  for (; c0 + ATTN_STEP_NV * ATTN_VL <= full; c0 += ATTN_STEP_NV * ATTN_VL) {
+    if (fuse && c0 + ATTN_STEP_NV * ATTN_VL == full)
+      attn_step_block_(m, c0, ATTN_STEP_NV, qf, kf, va, a, s, lds, out, g, decay, qg, gs, 1, full);
+    else
+      attn_step_block_(m, c0, ATTN_STEP_NV, qf, kf, va, a, s, lds, out, g, decay, qg, gs, 0, 0);
+  }
+  for (; c0 < full; c0 += ATTN_VL) {
+    if (fuse && c0 + ATTN_VL == full)
+      attn_step_block_(m, c0, 1, qf, kf, va, a, s, lds, out, g, decay, qg, gs, 1, full);
+    else
+      attn_step_block_(m, c0, 1, qf, kf, va, a, s, lds, out, g, decay, qg, gs, 0, 0);
+  }
+  for (size_t c = fuse ? w : full; c < w; c++) {
     const vf vc = vf_set1(va[c]);
     vf acc = vf_mul(vf_set1(a), vc);
     for (size_t p = 0; p < m; p++) {

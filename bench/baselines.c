@@ -100,9 +100,12 @@ bench_base bench_baseline_of(bench_kind kind) {
 /* Floats of scratch: the score matrix of the naive baselines, or the recurrent loop's states and
  * z, then phi(q) of a group, psi(k), v (padded), the group's outputs and the gate's factors. */
 static size_t rec_ld(const bench_shape *s);
+/* Query heads per key/value head: h_q / h_kv, or one output per state head with Mamba-2's shared
+ * q and k (qk_shared). */
+static size_t rec_group(const bench_shape *s) { return s->qk_shared ? 1 : s->h_q / s->h_kv; }
 static size_t scratch_floats(const bench_shape *s) {
   if (s->kind == BENCH_BLAS || s->kind == BENCH_ONEDNN) return s->n_q * s->n_kv;
-  const size_t ld = rec_ld(s), group = s->h_q / s->h_kv; /* S, z, phi, psi, v, acc, alpha */
+  const size_t ld = rec_ld(s), group = rec_group(s); /* S, z, phi, psi, v, acc, alpha */
   return s->h_kv * s->m * (ld + 1) + group * s->m + s->m + ld + group * ld + s->m;
 }
 
@@ -215,24 +218,26 @@ static void rec_token(const bench_shape *s, float *S, float *z, const float *g, 
 
 static void recurrent_run(bench_work *w) {
   const bench_shape *s = &w->s;
-  const size_t m = s->m, dv = s->dv, ld = rec_ld(s), group = s->h_q / s->h_kv;
+  const size_t m = s->m, dv = s->dv, ld = rec_ld(s), group = rec_group(s);
+  const size_t ho = s->qk_shared ? s->h_kv : s->h_q, hk = s->qk_shared ? s->h_q : s->h_kv; /* O's, K's heads */
   float *const state = w->scratch, *const zs = state + s->h_kv * m * ld;
   float *restrict phi = zs + s->h_kv * m, *restrict psi = phi + group * m;
   float *restrict va = psi + m, *restrict acc = va + ld, *restrict alpha = acc + group * ld;
   const attn_gate_kind gate = s->gate;
   /* The log gates of token t, gate head g (the gate head of key/value head g): lg[0] or lg[0..m) */
   const attn_layout gl = bench_gate_layout(s), ql = bench_layout(s->qkv_head_major, s->n_q, s->h_q, s->d),
-                    kl = bench_layout(s->qkv_head_major, s->n_kv, s->h_kv, s->d),
+                    kl = bench_layout(s->qkv_head_major, s->n_kv, hk, s->d),
                     vl = bench_layout(s->qkv_head_major, s->n_kv, s->h_kv, dv),
-                    ol = bench_layout(s->qkv_head_major, s->n_q, s->h_q, dv);
+                    ol = bench_layout(s->qkv_head_major, s->n_q, ho, dv);
   if (s->n_q > 1) memset(state, 0, s->h_kv * m * (ld + 1) * sizeof *state); /* a fresh prefill: S and z */
   memset(va + dv, 0, (ld - dv) * sizeof *va);                               /* v's padding */
   for (size_t t = 0; t < s->n_q; t++) {
     for (size_t g = 0; g < s->h_kv; g++) {
-      const size_t h0 = g * group; /* the group's first query head */
-      feature(psi, w->k + t * kl.row_stride + g * kl.head_stride, m, s->map);
+      const size_t h0 = g * group; /* the group's first query head (and output head) */
+      const size_t qh = s->qk_shared ? 0 : h0, kh = s->qk_shared ? 0 : g;
+      feature(psi, w->k + t * kl.row_stride + kh * kl.head_stride, m, s->map);
       for (size_t j = 0; j < group; j++)
-        feature(phi + j * m, w->q + t * ql.row_stride + (h0 + j) * ql.head_stride, m, s->map);
+        feature(phi + j * m, w->q + t * ql.row_stride + (qh + j) * ql.head_stride, m, s->map);
       memcpy(va, w->v + t * vl.row_stride + g * vl.head_stride, dv * sizeof *va);
       const float *lg = gate != ATTN_GATE_NONE ? w->gate + t * gl.row_stride + g * gl.head_stride : NULL;
       if (gate == ATTN_GATE_FEATURE)

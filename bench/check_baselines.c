@@ -4,7 +4,7 @@
  * easy to get wrong: the recurrent loop (every map, gate, normaliser (not the identity map's,
  * whose denominator phi(q)^T z takes either sign and may vanish), layout, a group of query
  * heads, a dv that is not whole tiles; a prefill then decode steps that continue its state)
- * against attn_linear_gated with a state, and the delta loop (GDN, KDA, DeltaNet, grouped value
+ * against attn_linear_gated with a state, Mamba-2's shape (q and k shared by every state head) too, and the delta loop (GDN, KDA, DeltaNet, grouped value
  * heads, a d and dv that are not whole tiles) against attn_delta, on the same inputs. Tolerance:
  * 1e-4 of the largest output plus 1e-5 (float sums of ~100 terms of size ~1 in two orders; the
  * loops are built with -ffast-math).
@@ -50,20 +50,23 @@ static bench_shape check_shape(bench_kind kind, size_t n, size_t h_q, size_t h_k
   return s;
 }
 
-/* The recurrent loop against attn_linear_gated: a prefill of n tokens, then `steps` decode steps. */
+/* The recurrent loop against attn_linear_gated: a prefill of n tokens, then `steps` decode steps.
+ * shared: Mamba-2's shape (bench_shape.qk_shared: q and k one head, three state heads). */
 static int check_recurrent(const bench_call *loop, attn_feature_map map, int normalize, attn_gate_kind gate, int fixed,
-                           size_t group, size_t dv, int head_major) {
-  const size_t n = 37, steps = 3, all = n + steps, hk = 2, hq = hk * group, d = 48;
-  bench_shape s = check_shape(BENCH_RECURRENT, n, hq, hk, d, dv, head_major);
-  s.normalize = normalize, s.map = map, s.gate = gate, s.fixed_decay = fixed;
+                           size_t group, size_t dv, int head_major, int shared) {
+  const size_t n = 37, steps = 3, all = n + steps, d = 48;
+  const size_t hv = shared ? 3 : 2, hk = shared ? 1 : hv, hq = shared ? 1 : hv * group, ho = shared ? hv : hq;
+  bench_shape s = check_shape(BENCH_RECURRENT, n, hq, hv, d, dv, head_major);
+  s.normalize = normalize, s.map = map, s.gate = gate, s.fixed_decay = fixed, s.qk_shared = shared;
   unsigned seed = 7;
   const size_t gw = bench_gate_width(&s);
   float *q = fill(all * hq * d, &seed, -1, 1), *k = fill(all * hk * d, &seed, -1, 1);
-  float *v = fill(all * hk * dv, &seed, -1, 1), *lg = fill(all * hk * gw, &seed, -0.5f, -0.01f);
-  float *o = calloc(all * hq * dv, sizeof *o), *ref = calloc(all * hq * dv, sizeof *ref);
+  float *v = fill(all * hv * dv, &seed, -1, 1), *lg = fill(all * hv * gw, &seed, -0.5f, -0.01f);
+  float *o = calloc(all * ho * dv, sizeof *o), *ref = calloc(all * ho * dv, sizeof *ref);
   char name[160];
-  snprintf(name, sizeof name, "recurrent map %d norm %d gate %d%s group %zu dv %zu %s", (int)map, normalize, (int)gate,
-           fixed ? " fixed" : "", group, dv, head_major ? "head-major" : "token-major");
+  snprintf(name, sizeof name, "recurrent map %d norm %d gate %d%s group %zu dv %zu %s%s", (int)map, normalize,
+           (int)gate, fixed ? " fixed" : "", group, dv, head_major ? "head-major" : "token-major",
+           shared ? " shared q, k" : "");
   int bad = 1;
   attn_linear_desc desc;
   attn_linear_state st;
@@ -75,19 +78,20 @@ static int check_recurrent(const bench_call *loop, attn_feature_map map, int nor
   /* both run one call of n tokens, then one call per token; head-major rows are per call */
   for (size_t t0 = 0, len = n; t0 < all; t0 += len, len = 1) {
     const attn_layout ql = bench_layout(head_major, len, hq, d), kl = bench_layout(head_major, len, hk, d),
-                      vl = bench_layout(head_major, len, hk, dv), ol = bench_layout(head_major, len, hq, dv);
-    float *cq = q + t0 * hq * d, *ck = k + t0 * hk * d, *cv = v + t0 * hk * dv, *cl = lg + t0 * hk * gw;
+                      vl = bench_layout(head_major, len, hv, dv), ol = bench_layout(head_major, len, ho, dv);
+    float *cq = q + t0 * hq * d, *ck = k + t0 * hk * d, *cv = v + t0 * hv * dv, *cl = lg + t0 * hv * gw;
     w.s.n_q = w.s.n_kv = len;
-    w.q = cq, w.k = ck, w.v = cv, w.o = o + t0 * hq * dv;
+    w.q = cq, w.k = ck, w.v = cv, w.o = o + t0 * ho * dv;
     if (gate != ATTN_GATE_NONE) w.gate = fixed ? lg : cl;
     loop->run(&w);
     attn_linear_desc_init(&desc, len, len, hq, hk, d, dv, map);
+    desc.shape.h_v = hv;
     desc.shape.q = ql, desc.shape.k = kl, desc.shape.v = vl, desc.shape.o = ol;
     desc.mask = attn_mask_causal();
     desc.normalize = normalize;
     if (gate != ATTN_GATE_NONE) {
-      desc.gate = gate, desc.h_g = hk;
-      desc.gate_layout = fixed ? (attn_layout){0, 1} : (attn_layout){hk * gw, gw};
+      desc.gate = gate, desc.h_g = hv;
+      desc.gate_layout = fixed ? (attn_layout){0, 1} : (attn_layout){hv * gw, gw};
     }
     if (!sm) {
       if (attn_linear_state_size(&desc, &sb) || !(sm = malloc(sb)) || attn_linear_state_init(&st, &desc, sm, sb))
@@ -100,13 +104,13 @@ static int check_recurrent(const bench_call *loop, attn_feature_map map, int nor
       if (!(ws = malloc(wb = need))) goto done;
     }
     const attn_status rc = attn_linear_gated(&desc, cq, ck, cv, gate != ATTN_GATE_NONE ? (fixed ? lg : cl) : NULL, NULL,
-                                             ref + t0 * hq * dv, &st, ws, wb);
+                                             ref + t0 * ho * dv, &st, ws, wb);
     if (rc != ATTN_OK) {
       printf("FAIL %s: attn_linear_gated: %s\n", name, attn_status_name(rc));
       goto done;
     }
   }
-  bad = agree(name, o, ref, all * hq * dv);
+  bad = agree(name, o, ref, all * ho * dv);
 done:
   if (bad && !o) printf("FAIL %s: out of memory\n", name);
   free(q), free(k), free(v), free(lg), free(o), free(ref), free(sm), free(ws), free(w.scratch);
@@ -166,7 +170,11 @@ int main(void) {
           for (size_t group = 1; group <= 2; group++)
             for (size_t dv = 40; dv <= 64; dv += 24)
               for (int hm = 0; hm < 2; hm++, cases++)
-                bad += check_recurrent(loop, maps[mi], norm, gates[gi], fixed, group, dv, hm);
+                bad += check_recurrent(loop, maps[mi], norm, gates[gi], fixed, group, dv, hm, 0);
+  /* Mamba-2's shape (the linear_mamba2 rows): q and k shared by every state head, a scalar gate */
+  for (size_t dv = 40; dv <= 64; dv += 24)
+    for (int hm = 0; hm < 2; hm++, cases++)
+      bad += check_recurrent(loop, ATTN_FEATURE_IDENTITY, 0, ATTN_GATE_SCALAR, 0, 1, dv, hm, 1);
   static const attn_delta_gate dg[] = {ATTN_DELTA_PLAIN, ATTN_DELTA_SCALAR, ATTN_DELTA_FEATURE};
   for (size_t gi = 0; gi < 3; gi++)
     for (size_t d = 37; d <= 64; d += 27)

@@ -23,6 +23,9 @@
  *                              (the library skips most of the zero triangle; counting
  *                              only the causal pairs keeps GFLOP/s a rate of useful work)
  *                            + h_kv * 2 c m dva     S += K^T [V 1]
+ *   linear, Mamba-2's layer    the causal formulas with h_q the value heads h_kv    Q, K: one head each;
+ *   (qk_shared: C and B one    (each state head computes its products from the      V, O: h_kv heads
+ *   head for every head)       shared q and k rows)
  *   linear decode step         the causal formula with n = 1 (c = 1)              state read + written
  *                                                                                + q, k, v, o rows
  *   linear gated (causal       the ungated count of the same shape and path         + the log gates
@@ -108,6 +111,9 @@ typedef struct bench_shape {
                                          attn_softmax_batch call */
   int seq_calls;                    /**< softmax with seqs > 1: one attn_softmax call per sequence */
   attn_dtype qo_type;               /**< softmax: Q and O's element type (ATTN_F32 unless a half row) */
+  int qk_shared;                    /**< linear and recurrent: Q and K have h_q heads (Mamba-2: one, C and B
+                                         shared by every head), V, O, the gates and the states h_kv; else
+                                         Q and O h_q, K and V h_kv */
   /* Delta rule (bench_kind_delta): h_q = h_k key heads (q and k rows of d), h_kv = h_v value
    * heads (v and o rows of dv, gates, beta and one d x dv state each). */
   attn_delta_gate delta_gate; /**< PLAIN (DeltaNet), SCALAR (GDN), FEATURE (KDA) */
@@ -177,6 +183,8 @@ static inline bench_cost bench_cost_of(const bench_shape *s) {
   const double f4 = sizeof(float);
   double q_o = (double)s->n_q * (double)s->h_q * (double)(s->d + s->dv) * (s->qo_type == ATTN_F32 ? f4 : 2.0);
   size_t dva = s->normalize ? s->dv + 1 : s->dv;
+  /* linear: the output heads, and K's (Mamba-2's shape: one of each of Q and K for h_kv outputs) */
+  const size_t h_out = s->qk_shared ? s->h_kv : s->h_q, h_k = s->qk_shared ? s->h_q : s->h_kv;
   switch (s->kind) {
     case BENCH_SOFTMAX:
     case BENCH_BLAS:
@@ -201,7 +209,7 @@ static inline bench_cost bench_cost_of(const bench_shape *s) {
         double pairs = bench_visible_pairs(s->n_q, s->n_kv, s->window_left, s->window_right, &c.kv_rows);
         c.flops = pairs * (double)s->h_q * (double)(2 * s->m + 2 * dva);
       } else if ((s->causal && !s->exclusive) || s->kind != BENCH_LINEAR)
-        c.flops = bench_linear_causal_flops(s->n_q, s->h_q, s->h_kv, s->m, dva, s->chunk ? s->chunk : 1);
+        c.flops = bench_linear_causal_flops(s->n_q, h_out, s->h_kv, s->m, dva, s->chunk ? s->chunk : 1);
       else { /* bidirectional; the exclusive form absorbs its complete chunks only */
         const size_t absorbed = s->exclusive ? s->n_kv / s->exclusive * s->exclusive : s->n_kv;
         c.flops =
@@ -210,7 +218,9 @@ static inline bench_cost bench_cost_of(const bench_shape *s) {
       if (s->map == ATTN_FEATURE_FAVOR) /* the random projections of keys and queries: W x, m x d */
         c.flops +=
             2.0 * (double)s->m * (double)s->d * ((double)s->h_kv * (double)s->n_kv + (double)s->h_q * (double)s->n_q);
-      c.bytes = q_o + (double)s->n_kv * (double)s->h_kv * (double)(s->d + s->dv) * f4;
+      c.bytes = ((double)s->n_q * ((double)s->h_q * (double)s->d + (double)h_out * (double)s->dv) +
+                 (double)s->n_kv * ((double)h_k * (double)s->d + (double)s->h_kv * (double)s->dv)) *
+                f4;
       if (s->gate != ATTN_GATE_NONE) /* the log gates */
         c.bytes += (s->fixed_decay ? 1.0 : (double)s->n_kv) * (double)s->h_kv *
                    (s->gate == ATTN_GATE_FEATURE ? (double)s->m : 1.0) * f4;

@@ -40,6 +40,12 @@ bench_shape bench_shape_start(const bench_variant *v, const bench_sweep *sw, ben
   s.gate = v->gate;
   s.fixed_decay = v->fixed_decay;
   s.exclusive = v->exclusive;
+  if (v->qk_shared) { /* Mamba-2's layer, whatever --heads and --kv-heads say */
+    s.qk_shared = 1;
+    s.h_q = 1;
+    s.h_kv = BENCH_MAMBA2_HEADS;
+    s.dv = BENCH_MAMBA2_P;
+  }
   s.n_q = s.n_kv = n;
   s.window_left = s.window_right = ATTN_UNBOUNDED;
   return s;

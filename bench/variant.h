@@ -40,6 +40,11 @@ typedef enum bench_mode { BENCH_PREFILL, BENCH_DECODE } bench_mode;
 struct bench_adapter;
 
 /** One case of an adapter: a name in --variants, the tables and every output file. */
+/** Mamba-2's layer as the linear_mamba2 rows take it (Mamba-2 130M, ngroups 1): C and B one head
+ *  of d = N (the sweep's --d), shared by BENCH_MAMBA2_HEADS heads of x of BENCH_MAMBA2_P. */
+#define BENCH_MAMBA2_HEADS 24
+#define BENCH_MAMBA2_P     64
+
 typedef struct bench_variant {
   const char *name;
   const struct bench_adapter *adapter; /**< the adapter that runs it */
@@ -57,6 +62,8 @@ typedef struct bench_variant {
   int fixed_decay;     /**< with ATTN_GATE_SCALAR: one fixed decay per head, RetNet's
                              (attn_retnet_log_decays, gate row stride 0); 0: a gate per token */
   size_t exclusive;    /**< linear, causal: FLASH's exclusive_chunk (0: none) */
+  int qk_shared;       /**< linear: Mamba-2's layer (bench_shape.qk_shared) whatever --heads and --kv-heads:
+                            C and B one head of d (N), BENCH_MAMBA2_HEADS heads of x of BENCH_MAMBA2_P */
 } bench_variant;
 
 /** What the command line says about the shapes of the sweep. */

@@ -10,17 +10,18 @@
 
 static const bench_variant variants[] = {
     {"gau_full", &bench_gau_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 0, 0, ATTN_FEATURE_IDENTITY, 0, 1, NULL, 0,
-     "GAU relu^2 attention, every key visible, scalar bias 0, un-normalised", ATTN_GATE_NONE, 0, 0},
+     "GAU relu^2 attention, every key visible, scalar bias 0, un-normalised", ATTN_GATE_NONE, 0, 0, 0},
     {"gau_causal", &bench_gau_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 1, 1, NULL, 0,
-     "GAU relu^2 attention, causal, Su's form (scale 1/sqrt(d), divided by the visible count)", ATTN_GATE_NONE, 0, 0},
+     "GAU relu^2 attention, causal, Su's form (scale 1/sqrt(d), divided by the visible count)", ATTN_GATE_NONE, 0, 0,
+     0},
     {"gau_causal_stats", &bench_gau_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 1, 1, NULL, 0,
-     "gau_causal with per-row statistics (attn_gau_stats)", ATTN_GATE_NONE, 0, 0},
+     "gau_causal with per-row statistics (attn_gau_stats)", ATTN_GATE_NONE, 0, 0, 0},
     {"gau_window", &bench_gau_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 1, ATTN_FEATURE_IDENTITY, 0, 0, NULL, 0,
      "GAU relu^2 attention, causal sliding window of --window keys, a causal bias table of W floats", ATTN_GATE_NONE, 0,
-     0},
+     0, 0},
     {"gau_decode", &bench_gau_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 1, 0, NULL, 0,
      "GAU relu^2 decode step in Su's form: one query over the whole cache (beside softmax_decode)", ATTN_GATE_NONE, 0,
-     0},
+     0, 0},
 };
 
 /* As softmax's: the mask's bounds in the shape, where flops.h counts the visible pairs. */
@@ -78,5 +79,5 @@ static void gau_run(bench_work *w) {
 
 const bench_adapter bench_gau_adapter = {
     "gau",     variants,         sizeof variants / sizeof variants[0], bench_sweep_sizes,
-    gau_shape, bench_cost_plain, {gau_setup, gau_run, NULL, NULL}, NULL,
+    gau_shape, bench_cost_plain, {gau_setup, gau_run, NULL, NULL},     NULL,
 };

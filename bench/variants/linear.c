@@ -5,8 +5,9 @@
  * over a causal sliding window, decayed and gated causal prefill (identity, un-normalised:
  * RetNet's fixed decay per head, a scalar gate per token and head as in simple GLA and Mamba2, a
  * per-feature gate as in GLA), FLASH's chunk-exclusive linear part (causal, G = 256), and the recurrent
- * decode step continuing an aligned state (ungated, scalar gate, per-feature gate). The causal prefill
- * and the step are compared with the one-pass recurrent loop.
+ * decode step continuing an aligned state (ungated, scalar gate, per-feature gate); Mamba-2's layer
+ * (C and B shared by 24 heads, bench.h's BENCH_MAMBA2_*), prefill and step. The causal prefill and
+ * the step are compared with the one-pass recurrent loop.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,68 +18,81 @@
 
 static const bench_variant variants[] = {
     {"linear_identity", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 0, 0, ATTN_FEATURE_IDENTITY, 0, 0,
-     "softmax_full", 0, "linear, bidirectional, identity map, un-normalised", ATTN_GATE_NONE, 0, 0},
+     "softmax_full", 0, "linear, bidirectional, identity map, un-normalised", ATTN_GATE_NONE, 0, 0, 0},
     {"linear_identity_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
-     "softmax_causal", RECURRENT, "linear, causal (chunkwise), identity map, un-normalised", ATTN_GATE_NONE, 0, 0},
+     "softmax_causal", RECURRENT, "linear, causal (chunkwise), identity map, un-normalised", ATTN_GATE_NONE, 0, 0, 0},
     {"linear_elu1", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 0, 0, ATTN_FEATURE_ELU1, 1, 0, "softmax_full",
-     0, "linear, bidirectional, elu+1 map, normalised", ATTN_GATE_NONE, 0, 0},
+     0, "linear, bidirectional, elu+1 map, normalised", ATTN_GATE_NONE, 0, 0, 0},
     {"linear_elu1_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_ELU1, 1, 0,
-     "softmax_causal", RECURRENT, "linear, causal (chunkwise), elu+1 map, normalised", ATTN_GATE_NONE, 0, 0},
+     "softmax_causal", RECURRENT, "linear, causal (chunkwise), elu+1 map, normalised", ATTN_GATE_NONE, 0, 0, 0},
     {"linear_relu_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_RELU, 1, 0,
-     "softmax_causal", RECURRENT, "linear, causal (chunkwise), relu map, normalised", ATTN_GATE_NONE, 0, 0},
+     "softmax_causal", RECURRENT, "linear, causal (chunkwise), relu map, normalised", ATTN_GATE_NONE, 0, 0, 0},
     {"linear_exp_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_EXP, 1, 0,
-     "softmax_causal", 0, "linear, causal (chunkwise), exp map (stabilised offsets), normalised", ATTN_GATE_NONE, 0, 0},
+     "softmax_causal", 0, "linear, causal (chunkwise), exp map (stabilised offsets), normalised", ATTN_GATE_NONE, 0, 0,
+     0},
     {"linear_favor", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 0, 0, ATTN_FEATURE_FAVOR, 1, 0, "softmax_full",
-     0, "linear, bidirectional, FAVOR+ map (m = 4d, W^T built once), normalised", ATTN_GATE_NONE, 0, 0},
+     0, "linear, bidirectional, FAVOR+ map (m = 4d, W^T built once), normalised", ATTN_GATE_NONE, 0, 0, 0},
     {"linear_favor_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_FAVOR, 1, 0,
      "softmax_causal", 0, "linear, causal (chunkwise), FAVOR+ map (m = 4d, W^T built once), normalised", ATTN_GATE_NONE,
-     0, 0},
+     0, 0, 0},
     {"linear_dsoftmax_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_DSOFTMAX, 1, 0,
      "softmax_causal", 0, "linear, causal (chunkwise), dsoftmax (efficient attention), self-normalised", ATTN_GATE_NONE,
-     0, 0},
+     0, 0, 0},
     {"linear_elu1_window", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 1, ATTN_FEATURE_ELU1, 1, 0, NULL, 0,
-     "linear, causal sliding window of --window keys (blocked engine), elu+1 map, normalised", ATTN_GATE_NONE, 0, 0},
+     "linear, causal sliding window of --window keys (blocked engine), elu+1 map, normalised", ATTN_GATE_NONE, 0, 0, 0},
     {"linear_exp_window", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 1, ATTN_FEATURE_EXP, 1, 0, NULL, 0,
      "linear, causal sliding window of --window keys (blocked engine), exp map (offsets per row), normalised",
-     ATTN_GATE_NONE, 0, 0},
+     ATTN_GATE_NONE, 0, 0, 0},
     {"linear_retnet_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      "softmax_causal", RECURRENT, "linear, causal (chunkwise), identity, RetNet's fixed decay per head",
-     ATTN_GATE_SCALAR, 1, 0},
+     ATTN_GATE_SCALAR, 1, 0, 0},
     {"linear_gla_scalar_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      "softmax_causal", RECURRENT, "linear, causal (chunkwise), identity, scalar gate per token and head",
-     ATTN_GATE_SCALAR, 0, 0},
+     ATTN_GATE_SCALAR, 0, 0, 0},
     {"linear_gla_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      "softmax_causal", RECURRENT, "linear, causal (chunkwise), identity, per-feature gate per token and head (GLA)",
-     ATTN_GATE_FEATURE, 0, 0},
+     ATTN_GATE_FEATURE, 0, 0, 0},
+    {"linear_mamba2_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
+     NULL, RECURRENT,
+     "Mamba-2's layer (causal, chunkwise): C, B one head of N = d shared by 24 heads of x of P = 64, identity, "
+     "a scalar gate per token and head",
+     ATTN_GATE_SCALAR, 0, 0, 1},
     {"linear_flash_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0, NULL,
-     0, "FLASH's linear part: causal, chunk-exclusive (G = 256), identity, un-normalised", ATTN_GATE_NONE, 0, 256},
+     0, "FLASH's linear part: causal, chunk-exclusive (G = 256), identity, un-normalised", ATTN_GATE_NONE, 0, 256, 0},
     {"linear_identity_decode", &bench_linear_adapter, BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_IDENTITY, 0,
-     0, NULL, RECURRENT, "recurrent step (causal, n_q = n_kv = 1, continuing a state), identity", ATTN_GATE_NONE, 0, 0},
+     0, NULL, RECURRENT, "recurrent step (causal, n_q = n_kv = 1, continuing a state), identity", ATTN_GATE_NONE, 0, 0,
+     0},
     {"linear_elu1_decode", &bench_linear_adapter, BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_ELU1, 1, 0, NULL,
-     RECURRENT, "recurrent step (causal, n_q = n_kv = 1, continuing a state), elu+1", ATTN_GATE_NONE, 0, 0},
+     RECURRENT, "recurrent step (causal, n_q = n_kv = 1, continuing a state), elu+1", ATTN_GATE_NONE, 0, 0, 0},
     {"linear_favor_decode", &bench_linear_adapter, BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_FAVOR, 1, 0,
      NULL, 0, "recurrent step (causal, n_q = n_kv = 1, continuing a state), FAVOR+ (m = 4d, the caller's W^T)",
-     ATTN_GATE_NONE, 0, 0},
+     ATTN_GATE_NONE, 0, 0, 0},
     {"linear_gla_scalar_decode", &bench_linear_adapter, BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_IDENTITY, 0,
      0, NULL, RECURRENT, "recurrent step (causal, n_q = n_kv = 1, continuing a state), identity, scalar gate",
-     ATTN_GATE_SCALAR, 0, 0},
+     ATTN_GATE_SCALAR, 0, 0, 0},
     {"linear_gla_decode", &bench_linear_adapter, BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      NULL, RECURRENT, "recurrent step (causal, n_q = n_kv = 1, continuing a state), identity, per-feature gate",
-     ATTN_GATE_FEATURE, 0, 0},
+     ATTN_GATE_FEATURE, 0, 0, 0},
+    {"linear_mamba2_decode", &bench_linear_adapter, BENCH_DECODE, BENCH_LINEAR_STEP, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
+     NULL, RECURRENT, "Mamba-2's layer (linear_mamba2_causal), one decode step continuing its 24 states",
+     ATTN_GATE_SCALAR, 0, 0, 1},
 };
 
 /* The descriptor of a shape: its mask, map, normaliser and gate, and chunk 0 (the path's default,
  * which the flop count takes from attn_linear_chunk_size). The gate has one head per key/value
  * head (h_g = h_kv, which is H without grouped queries), so the library keeps one state per
  * key/value head like the recurrent baseline, and reads work.c's [n_kv][h_kv][width] log gates
- * (RetNet: one fixed decay per head, row stride 0). */
+ * (RetNet: one fixed decay per head, row stride 0). Mamba-2's layer (qk_shared): h_q = h_k = 1,
+ * h_v = h_g = the h_kv output heads. */
 static void linear_desc(const bench_shape *s, attn_linear_desc *desc) {
-  attn_linear_desc_init(desc, s->n_q, s->n_kv, s->h_q, s->h_kv, s->d, s->dv, s->map);
+  const size_t hk = s->qk_shared ? s->h_q : s->h_kv, ho = s->qk_shared ? s->h_kv : s->h_q;
+  attn_linear_desc_init(desc, s->n_q, s->n_kv, s->h_q, hk, s->d, s->dv, s->map);
+  desc->shape.h_v = s->h_kv;
   desc->shape.threads = bench_call_threads;
   desc->shape.q = bench_layout(s->qkv_head_major, s->n_q, s->h_q, s->d);
-  desc->shape.k = bench_layout(s->qkv_head_major, s->n_kv, s->h_kv, s->d);
+  desc->shape.k = bench_layout(s->qkv_head_major, s->n_kv, hk, s->d);
   desc->shape.v = bench_layout(s->qkv_head_major, s->n_kv, s->h_kv, s->dv);
-  desc->shape.o = bench_layout(s->qkv_head_major, s->n_q, s->h_q, s->dv);
+  desc->shape.o = bench_layout(s->qkv_head_major, s->n_q, ho, s->dv);
   desc->mask = s->window_left != ATTN_UNBOUNDED ? attn_mask_window(s->window_left, s->window_right)
                : s->causal                      ? attn_mask_causal()
                                                 : attn_mask_full();

@@ -19,18 +19,18 @@
 static const bench_variant variants[] = {
     {"selective_causal", &bench_selective_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 1,
      NULL, 0, "selective attention prefill (causal, query head 0 selecting; F as running column sums)", ATTN_GATE_NONE,
-     0, 0},
+     0, 0, 0},
     {"selective_causal_stats", &bench_selective_adapter, BENCH_PREFILL, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0,
-     1, NULL, 0, "selective_causal with per-row statistics (attn_selective_stats)", ATTN_GATE_NONE, 0, 0},
+     1, NULL, 0, "selective_causal with per-row statistics (attn_selective_stats)", ATTN_GATE_NONE, 0, 0, 0},
     {"selective_decode_k256", &bench_selective_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      NULL, 0, "selective decode step, pruning cache with a budget of 256 live tokens (flops over them)", ATTN_GATE_NONE,
-     0, 0},
+     0, 0, 0},
     {"selective_decode_k1024", &bench_selective_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      NULL, 0, "selective decode step, pruning cache with a budget of 1024 live tokens (flops over them)",
-     ATTN_GATE_NONE, 0, 0},
+     ATTN_GATE_NONE, 0, 0, 0},
     {"selective_decode_tau", &bench_selective_adapter, BENCH_DECODE, BENCH_SOFTMAX, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      NULL, 0, "selective decode step, pruning by F >= 8 (flops counted over the whole context; live in the note)",
-     ATTN_GATE_NONE, 0, 0},
+     ATTN_GATE_NONE, 0, 0, 0},
 };
 
 /* A variant's budget (0: none) and threshold. */

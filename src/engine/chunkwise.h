@@ -141,6 +141,7 @@ typedef struct attn_chunkwise_worker_layout {
   size_t qc, oh;                    /* half queries: a chunk's rows converted (C x d); half outputs: a batch
                                        of rows before their conversion (CW_ROW_BATCH x dv) */
   size_t gx;                        /* the recurrence with a gate: its rows' decay factors (C x m) */
+  size_t at0;                       /* share_at: a chunk's intra scores before their weights (C x C) */
 } attn_chunkwise_worker_layout;
 
 /* A chunk's slot in the waves, offsets from the slot: its D, then S before it (m x lds) at 0, and */
@@ -187,6 +188,11 @@ typedef struct attn_chunkwise_plan {
   attn_chunkwise_slot_layout sl;                /* its regions */
   size_t gather;                                /* the scan by head groups: heads gathered at once (0: none) */
   int gathered;                                 /* with gather: the inputs are token-major, so the rows are gathered */
+  int share_at;                                 /* the scan by head groups: consecutive state heads may read the
+                                                   same query and key rows (Mamba-2's C and B, one head for all):
+                                                   the first of such a run keeps a chunk's intra scores before
+                                                   their weights (wl.at0), the others copy them instead of
+                                                   computing the same product again (the same bits) */
   size_t scratch_bytes;                         /* the whole workspace: workers regions, then the scan's */
   size_t state_floats;                          /* heads * m * lds */
 } attn_chunkwise_plan;

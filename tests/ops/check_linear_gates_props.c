@@ -343,6 +343,65 @@ START_TEST(gated_zero_gates_are_plain_linear) {
 }
 END_TEST
 
+/* Mamba-2's layer: C and B (q and k) one head read by every state head. The scan by head groups
+ * computes a chunk's intra scores once for such a run of heads (plan share_at) and copies them to
+ * the others: every bit as a call whose q and k rows are repeated for each head, where each head
+ * computes its own (chunks 0, 7, 64 and several chunks: the copies run; a scalar gate, none, beta;
+ * elu+1 normalised and identity; a prefix then a second call continuing the state; 1 and 3
+ * workers in check_parallel's thread hook are covered by the engine's tasks: heads in groups). */
+START_TEST(gated_shared_qk_bit_exact) {
+  static const size_t chunks[] = {0, 7, 64};
+  const size_t n = tu_small() ? 90 : 150, H = 5, dd = 16, dv = 12, prefix = 23;
+  const size_t chunk = chunks[_i % 3];
+  const int elu = (_i / 3) % 2, gated = _i / 6 != 1, beta = _i / 6 == 2;
+  tu_rng rng = tu_rng_of(24000 + (uint64_t)_i);
+  const attn_feature_map fm = elu ? ATTN_FEATURE_ELU1 : ATTN_FEATURE_IDENTITY;
+  const attn_gate_kind gk = gated ? ATTN_GATE_SCALAR : ATTN_GATE_NONE;
+  attn_linear_desc ds, dr; /* shared q and k, and repeated */
+  gt_desc(&ds, n, n, 1, 1, H, H, dd, dv, fm, elu, gk, beta, chunk);
+  gt_desc(&dr, n, n, H, H, H, H, dd, dv, fm, elu, gk, beta, chunk);
+  const gt_gatespec spec = {.kind = gk, .beta = beta, .layout = GL_T, .lo = -1.0f, .hi = 0.0f};
+  gt_inputs x;
+  gt_inputs_make(&x, TU_TOKEN_MAJOR, TU_DATA_UNIFORM, &rng, n, n, &ds, &spec);
+  tu_tensor qr, kr; /* q and k repeated for every head */
+  tu_tensor_alloc(&qr, TU_TOKEN_MAJOR, n, H, dd, 0);
+  tu_tensor_alloc(&kr, TU_TOKEN_MAJOR, n, H, dd, 0);
+  for (size_t t = 0; t < n; ++t)
+    for (size_t h = 0; h < H; ++h)
+      for (size_t f = 0; f < dd; ++f)
+        *tu_at(&qr, t, h, f) = *tu_at(&x.x.q, t, 0, f), *tu_at(&kr, t, h, f) = *tu_at(&x.x.k, t, 0, f);
+  lu_state ss, sr;
+  lu_state_make(&ss, &ds);
+  lu_state_make(&sr, &dr);
+  for (int part = 0; part < 2; ++part) { /* the prefix, then the rest continuing the state */
+    const size_t t0 = part ? prefix : 0, len = part ? n - prefix : prefix;
+    gt_view vs = gt_slice(&x, t0, len, t0, len), vr = vs;
+    vr.q = tu_rows_view(&qr, t0, len), vr.k = tu_rows_view(&kr, t0, len);
+    attn_linear_desc a = ds, b = dr;
+    a.shape.n_q = a.shape.n_kv = b.shape.n_q = b.shape.n_kv = len;
+    gt_bind(&a, &vs);
+    gt_bind(&b, &vr);
+    tu_tensor os, orr;
+    gt_call(&a, &vs, TU_TOKEN_MAJOR, &ss.s, 0, &os);
+    gt_call(&b, &vr, TU_TOKEN_MAJOR, &sr.s, 0, &orr);
+    for (size_t t = 0; t < len; ++t)
+      for (size_t h = 0; h < H; ++h)
+        ck_assert_msg(!memcmp(tu_at(&os, t, h, 0), tu_at(&orr, t, h, 0), dv * sizeof(float)),
+                      "chunk %zu elu %d gate %d beta %d part %d: row %zu head %zu differs", chunk, elu, gated, beta,
+                      part, t, h);
+    tu_tensor_free(&os);
+    tu_tensor_free(&orr);
+  }
+  ck_assert_uint_eq(lu_state_floats(&ss.s), lu_state_floats(&sr.s));
+  ck_assert_msg(!memcmp(ss.s.data, sr.s.data, lu_state_floats(&ss.s) * sizeof(float)), "states differ");
+  lu_state_free(&ss);
+  lu_state_free(&sr);
+  tu_tensor_free(&qr);
+  tu_tensor_free(&kr);
+  tu_gated_free(&x);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------------------------ */
 /* Bad input: each row mutates one argument of a valid gated causal call with a state; the call */
 /* answers the row's status (and, for descriptor faults, so does every size query), and neither */
@@ -466,5 +525,6 @@ TU_MAIN(
     {"properties", gated_pieces_then_decode, (int)(2 * GP_NCASES)},
     {"properties", gated_decode_is_the_recurrence, (int)GP_NCASES}, {"properties", gated_feature_equal_is_scalar, 16},
     {"properties", gated_zero_gates_are_plain_linear, 8},
+    {"properties", gated_shared_qk_bit_exact, 9},
   {"bad_input", gated_rejects_bad_input, (int)GB_NCASES}, {"bad_input", gated_retnet_decays_bad_input, 1})
 /* clang-format on */

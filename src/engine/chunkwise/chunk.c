@@ -182,6 +182,11 @@ static void cw_query_feature(const cw_ctx *x, const float *S, size_t cn, int va_
   }
 }
 
+/* Rows 0 .. rows-1 of w columns, ld apart: a query block's intra scores into or out of at0. */
+static void cw_at_copy(float *dst, const float *src, size_t ld, size_t rows, size_t w) {
+  for (size_t j = 0; j < rows; j++) memcpy(dst + j * ld, src + j * ld, w * sizeof(float));
+}
+
 /* Output rows t0 .. t0+cn of output head h. intra: causal contributions of the loaded chunk;
  * va_finite: whether every Va row of the chunk is finite (attn_cw_load_kv). */
 void attn_cw_query(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t cn, int intra, int va_finite) {
@@ -212,7 +217,11 @@ void attn_cw_query(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t 
    * (AT[j][i] = psi(k_j).phi(q_i) for j <= i), so the zero triangle is mostly never computed. */
   for (size_t i0 = 0; intra && i0 < cn; i0 += uk->gemm_nr) {
     const size_t i1 = attn_min_sz(cn, i0 + uk->gemm_nr);
-    uk->gemm(i1, i1 - i0, p->m, x->kf, p->m, 1, x->qt + i0, cn, x->at + i0, cn, NULL, 0);
+    if (x->at_keep == CW_AT_REUSE)
+      cw_at_copy(x->at + i0, x->at0 + i0, cn, i1, i1 - i0);
+    else
+      uk->gemm(i1, i1 - i0, p->m, x->kf, p->m, 1, x->qt + i0, cn, x->at + i0, cn, NULL, 0);
+    if (x->at_keep == CW_AT_KEEP) cw_at_copy(x->at0 + i0, x->at + i0, cn, i1, i1 - i0);
     cw_intra_weights(x, cn, i0, i1, factored);
     if (va_finite)
       uk->gemm(i1 - i0, p->W, i1, x->at + i0, 1, cn, x->va, p->ldw, out + i0 * lo, lo, din ? din + i0 : NULL, 1);

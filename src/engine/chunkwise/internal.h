@@ -47,7 +47,16 @@ typedef struct cw_ctx {
   size_t hk, hv, hg;         /* key, value and gate heads of the task's state head */
   const float *gq, *gk, *gv; /* gathered rows of the head (attn_cw_gather; NULL: the inputs in place): */
   size_t g0q, g0k;           /* query row t at gq + (t - g0q) d, key row j at gk + (j - g0k) d */
+  float *at0;                /* share_at: the chunk's intra scores before their weights (C x C) */
+  int at_keep;               /* share_at: CW_AT_KEEP the scores into at0, CW_AT_REUSE copy them from it */
 } cw_ctx;
+
+/* cw_ctx.at_keep: the intra scores computed (0), computed and kept, or the kept ones copied. */
+enum { CW_AT_KEEP = 1, CW_AT_REUSE = 2 };
+/* Whether state heads a and b read the same query and key rows (share_at). */
+static inline int cw_same_qk(const struct attn_chunkwise_plan *p, size_t a, size_t b) {
+  return a / p->qdiv == b / p->qdiv && a / p->kdiv == b / p->kdiv;
+}
 
 typedef struct cw_par {
   const attn_chunkwise_plan *p;
@@ -119,7 +128,8 @@ static inline size_t cw_pre_q(const attn_chunkwise_plan *p) {
 /* clang-format off */
 #define CW_REGIONS(X)                                                                                   \
   X(kf, kf) X(va, va) X(qt, qt) X(at, at) X(oc, oc) X(fs, fm) X(qc, qc) X(oh, oh) X(ku, ku) X(qu, qu) \
-  X(cp, cp) X(cn, cn) X(rn, run) X(wt, wt) X(din, din) X(dout, dout) X(dc, dc) X(ks, ks) X(gx, gx)
+  X(cp, cp) X(cn, cn) X(rn, run) X(wt, wt) X(din, din) X(dout, dout) X(dc, dc) X(ks, ks) X(gx, gx) \
+  X(at0, at0)
 /* clang-format on */
 
 /* The context of state head `task` on a worker's scratch ws. */
@@ -140,6 +150,7 @@ static inline cw_ctx cw_ctx_of(const attn_chunkwise_plan *p, const struct attn_u
                   .g0q = 0,
                   .g0k = 0,
                   .ls = p->lds,
+                  .at_keep = 0,
                   CW_REGIONS(CW_AT_)};
 #undef CW_AT_
 }

@@ -148,6 +148,12 @@ attn_status attn_chunkwise_plan_make(attn_chunkwise_plan *p, size_t chunk, const
     p->wl.slots = attn_ws_take(&w, per); /* the group's chunks' slots, and one for a chunk run alone */
     p->wl.x = attn_ws_take(&w, ms);      /* the state moving through a group */
   }
+  /* Intra scores shared by heads that read the same query and key rows (share_at): element-wise
+   * maps (features of the rows alone), no per-feature gate (its scores carry the gates), one
+   * output head per state head, the scan by head groups (waves and gathers compute their own). */
+  p->share_at = p->causal && !p->xg && !p->recurrent && !p->fm->offsets && p->g.kind != ATTN_GATE_FEATURE &&
+                p->per == 1 && p->qdiv > 1 && p->kdiv > 1 && p->scan_chunks && !waves && !p->gather;
+  p->wl.at0 = attn_ws_take(&w, p->share_at ? cc : 0);
   size_t cd, rd; /* the half queries' and outputs' rows */
   if (!attn_mul_ok(p->C, s->d, &cd) || !attn_mul_ok(CW_ROW_BATCH, s->dv, &rd)) return cw_overflow(p, "workspace");
   p->wl.qc = attn_ws_take(&w, s->q_type != ATTN_F32 ? cd : 0);

@@ -65,6 +65,10 @@ void attn_cw_scan_heads(void *ctx, size_t task, size_t worker) {
         }
         attn_cw_gathered(&x, ws + p->wl.g, a, h, t0);
       }
+      if (p->share_at) /* the run's first head keeps the chunk's intra scores, the others copy them */
+        x.at_keep = h > h0 && cw_same_qk(p, h, h - 1)       ? CW_AT_REUSE
+                    : h + 1 < h1 && cw_same_qk(p, h, h + 1) ? CW_AT_KEEP
+                                                            : 0;
       cw_chunk ck = attn_cw_chunk_in_scratch(&x, ws, k);
       (void)attn_cw_chunk(tr, &x, p->recurrent ? cw_rec_state(c, h) : cw_scan_state(c, h), &ck, h, ws + p->wl.s);
     }

@@ -157,6 +157,7 @@ typedef enum call_kind {
   C_LINEAR,
   C_GATED,
   C_GATED_FEAT,
+  C_GATED_SHARED, /* Mamba-2's layer: q and k head 0 read by every value head, a scalar gate */
   C_SELECTIVE,
   C_SEL_STATS,
   C_SELCACHE /* n_kv - 1 tokens loaded into a selective cache, then a step with the last one */
@@ -213,6 +214,9 @@ static const pcase pcases[] = {
     {"linear scan one head", C_LINEAR, 700, 700, 1, 1, 16, 12, CAUSAL, ATTN_FEATURE_ELU1, 1, ATTN_F32, 0, 0},
     {"linear scan keys first", C_LINEAR, 321, 450, 2, 1, 8, 8, CAUSAL, ATTN_FEATURE_RELU, 0, ATTN_F32, 0, 0},
     {"linear scan gated one head", C_GATED, 577, 577, 1, 1, 16, 16, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32, 0, 0},
+    /* heads in groups per worker, each group's run of heads sharing a chunk's intra scores */
+    {"linear scan gated shared q k", C_GATED_SHARED, 450, 450, 5, 5, 16, 12, CAUSAL, ATTN_FEATURE_IDENTITY, 1, ATTN_F32,
+     0, 0},
     {"linear scan feature gates beta", C_GATED_FEAT, 500, 500, 3, 3, 16, 16, CAUSAL, ATTN_FEATURE_ELU1, 1, ATTN_F32, 0,
      0},
     /* maps with offsets: each chunk's outputs from the state before it (raised in place, or a
@@ -347,9 +351,16 @@ static void run_case(const pcase *c, const pinputs *in, const attn_threads *th, 
     }
     case C_LINEAR:
     case C_GATED:
-    case C_GATED_FEAT: {
+    case C_GATED_FEAT:
+    case C_GATED_SHARED: {
       attn_linear_desc d;
       ck_assert_int_eq(attn_linear_desc_init(&d, c->n_q, c->n_kv, c->h_q, c->h_kv, c->d, c->dv, c->map), ATTN_OK);
+      if (c->kind == C_GATED_SHARED) { /* the tensors' q and k head 0, h_kv value and output heads */
+        const attn_layout ql = d.shape.q, kl = d.shape.k;
+        ck_assert_int_eq(attn_shape_init(&d.shape, c->n_q, c->n_kv, 1, 1, c->h_kv, c->d, c->dv), ATTN_OK);
+        d.shape.q = ql, d.shape.k = kl, d.shape.o = (attn_layout){c->h_kv * c->dv, c->dv};
+        d.gate = ATTN_GATE_SCALAR, d.normalize = 0, d.gate_layout = (attn_layout){c->h_kv, 1};
+      }
       d.mask = c->mask;
       d.shape.threads = th;
       d.exclusive_chunk = c->xg;

@@ -38,7 +38,7 @@ static void lw_finish(const float *acc, const float *rs, size_t R, size_t r, siz
     attn_fill_nan(orow, dv);
     return;
   }
-  if (isinf(f) && isfinite(den)) {
+  if (!isfinite(f) && isfinite(den)) { /* (scale 0: 0 inf) */
     attn_row_div(dv, acc, lp->scale, den, orow);
     return;
   }

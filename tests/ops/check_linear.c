@@ -788,23 +788,26 @@ END_TEST
  * the visible values). Every sum here is a small integer times 2^-149's multiples, so every path
  * computes it exactly and the output must be the quotient rounded once: tolerance 0. Chunkwise
  * (default chunk, the recurrence, chunk 8), decode token by token, a window, and the gated
- * stores (a scalar gate, a per-feature gate with beta; log gates 0, beta 1: exact). */
+ * stores (a scalar gate, a per-feature gate with beta; log gates 0, beta 1: exact); and scale 0
+ * with a subnormal eps (0 times an infinite reciprocal): zeros. */
 enum { TD_N = 20, TD_D = 4, TD_DV = 3, TD_LEFT = 5 };
 typedef struct td_case {
   const char *name;
   size_t chunk;
   int decode, window;
   attn_gate_kind gate;
-  int beta;
+  int beta, zero; /* zero: scale 0, eps 2^-135 */
 } td_case;
 static const td_case td_cases[] = {
-    {"chunkwise", 0, 0, 0, ATTN_GATE_NONE, 0},
-    {"recurrence", 1, 0, 0, ATTN_GATE_NONE, 0},
-    {"chunk 8", 8, 0, 0, ATTN_GATE_NONE, 0},
-    {"decode", 0, 1, 0, ATTN_GATE_NONE, 0},
-    {"window", 0, 0, 1, ATTN_GATE_NONE, 0},
-    {"scalar gate", 8, 0, 0, ATTN_GATE_SCALAR, 0},
-    {"feature gate, beta", 8, 0, 0, ATTN_GATE_FEATURE, 1},
+    {"chunkwise", 0, 0, 0, ATTN_GATE_NONE, 0, 0},
+    {"recurrence", 1, 0, 0, ATTN_GATE_NONE, 0, 0},
+    {"chunk 8", 8, 0, 0, ATTN_GATE_NONE, 0, 0},
+    {"decode", 0, 1, 0, ATTN_GATE_NONE, 0, 0},
+    {"window", 0, 0, 1, ATTN_GATE_NONE, 0, 0},
+    {"scalar gate", 8, 0, 0, ATTN_GATE_SCALAR, 0, 0},
+    {"feature gate, beta", 8, 0, 0, ATTN_GATE_FEATURE, 1, 0},
+    {"scale 0, chunkwise", 8, 0, 0, ATTN_GATE_NONE, 0, 1},
+    {"scale 0, window", 0, 0, 1, ATTN_GATE_NONE, 0, 1},
 };
 START_TEST(linear_eps0_subnormal_denominator) {
   const td_case *c = &td_cases[_i];
@@ -816,7 +819,8 @@ START_TEST(linear_eps0_subnormal_denominator) {
     for (size_t e = 0; e < TD_DV; ++e) *tu_at(&x.v, t, 0, e) = (float)((int)((t * 7 + e * 3) % 9) - 4);
   attn_linear_desc d;
   lu_desc(&d, TD_N, TD_N, 1, 1, 1, TD_D, TD_DV, ATTN_FEATURE_RELU, CAUSAL, NORM, c->chunk);
-  d.eps = 0.0f;
+  d.eps = c->zero ? 0x1p-135f : 0.0f;
+  d.scale = c->zero ? 0.0f : d.scale;
   if (c->window) d.mask = attn_mask_window(TD_LEFT, 0);
   tu_tensor g = {0}, b = {0};
   d.gate = c->gate;
@@ -848,7 +852,7 @@ START_TEST(linear_eps0_subnormal_denominator) {
       for (size_t e = 0; e < TD_DV; ++e) {
         double sum = 0.0;
         for (size_t j = first; j <= t; ++j) sum += *tu_at(&x.v, j, 0, e);
-        const float want = (float)(sum / (double)(t + 1 - first)), got = *tu_at(&o, i, 0, e);
+        const float want = c->zero ? 0.0f : (float)(sum / (double)(t + 1 - first)), got = *tu_at(&o, i, 0, e);
         ck_assert_msg(got == want, "%s: row %zu column %zu: %g, want %g", c->name, t, e, (double)got, (double)want);
       }
     }

@@ -66,8 +66,8 @@ void attn_cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn, const float 
       const float gi = g ? g[i0 + i] : 1.0f;
       const float den = p->divide ? p->out_scale * (gi * x->oc[(i0 + i) * p->ldw + s->dv]) + p->eps : 1.0f;
       const float inv = den == 0.0f ? 0.0f : 1.0f / den;
-      f[i] = g ? p->out_scale * inv * gi : p->out_scale * inv; /* with scale 1 and no g, exactly inv */
-      dn[i] = isinf(f[i]) && isfinite(den) && isfinite(gi) ? den : 0.0f;
+      f[i] = g ? p->out_scale * inv * gi : p->out_scale * inv;               /* with scale 1 and no g, exactly inv */
+      dn[i] = !isfinite(f[i]) && isfinite(den) && isfinite(gi) ? den : 0.0f; /* (scale 0: 0 inf) */
       tiny |= dn[i] != 0.0f;
     }
     void *o = (void *)attn_act_at(x->io->o, attn_act_size(s->o_type), s->o, t0 + i0, h);

@@ -45,6 +45,10 @@
  * 1.13-1.3x faster from memory 24 fp32 rows ahead than 8 (fp32, fp16 and int8; 16-64 within 5%
  * of 24), where one row ran 6-10% slower so (measured: b6c34a0). */
 #define ATTN_HKV_PF_L2 24
+/* fp32 rows ahead that ATTN_HKV_PF_L2_ROWS_ also brings into L1 on the paths with 32 registers:
+ * fp32 GQA 32/8 and 4-token blocks 7-9% faster, 2 rows a key head 1-3%, from calls alternated
+ * within one process; fp16 no faster and int8 3% slower, so they take none (measured: 058a71e). */
+#define ATTN_HKV_PF_NEAR 1
 /* The same columns ATTN_HKV_PF fp32 rows' bytes after p (rows ld elements apart; half rows: twice
  * as many rows ahead, the same distance in memory, so that as many lines are in flight): an
  * address computed as an integer, which may lie past the tensor (a prefetch never faults).
@@ -57,7 +61,8 @@
  *   bytes ahead: every row where the table's few_pf asks (ATTN_FEW_PF_L2: AMD's cores, whose L1
  *   prefetches of a stream from memory held its demand misses back; one head of 64 fp16: 2 KiB
  *   ahead ran 1.1-1.4x slower than 8; measured: 67762bf);
- * - ATTN_HKV_PF_L2_ROWS_: the same with several query rows, ATTN_HKV_PF_L2 rows ahead;
+ * - ATTN_HKV_PF_L2_ROWS_: the same with several query rows, ATTN_HKV_PF_L2 rows ahead (and fp32
+ *   rows into L1 ATTN_HKV_PF_NEAR ahead, above);
  * - ATTN_HKV_PF_NONE_: none, with ATTN_FEW_PF_L2 for one head whose rows are at most 128 bytes
  *   apart (a single dense stream, fp16 at d = 64: the hardware's prefetchers alone ran it 1.35-1.5x
  *   faster; measured: 42e88e0). */
@@ -72,6 +77,8 @@ enum { ATTN_HKV_PF_L1_, ATTN_HKV_PF_L2_, ATTN_HKV_PF_L2_ROWS_, ATTN_HKV_PF_NONE_
       __builtin_prefetch(                                                                                              \
           (const void *)((uintptr_t)(p) + (es != sizeof(float) && dist_ < ATTN_HKV_PF_FAR ? ATTN_HKV_PF_FAR : dist_)), \
           0, 2);                                                                                                       \
+    if (pfm == ATTN_HKV_PF_L2_ROWS_ && ATTN_VREGS >= 32 && es == sizeof(float))                                        \
+      __builtin_prefetch((const void *)((uintptr_t)(p) + ATTN_HKV_PF_NEAR * (ld) * sizeof(float)), 0, 3);              \
   } while (0)
 /* Whether the vector at byte offset `off` of a row starts a 64-byte line: half rows prefetch once
  * per line (two vectors on AVX-512, four on AVX2), fp32 rows once per vector, as before. */

@@ -284,6 +284,7 @@ void ATTN_FEW_PV_NAME(attn_dtype type, attn_few_pf pf, const attn_few_heads *hd,
 #undef ATTN_HKV_JC_ROWS
 #undef ATTN_HKV_PF
 #undef ATTN_HKV_PF_L2
+#undef ATTN_HKV_PF_NEAR
 #undef ATTN_HKV_PREFETCH_
 #undef ATTN_HKV_LINE_
 #undef ATTN_HKV_BLOCK_PF_

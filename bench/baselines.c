@@ -219,7 +219,7 @@ static void rec_token(const bench_shape *s, float *S, float *z, const float *g, 
 static void recurrent_run(bench_work *w) {
   const bench_shape *s = &w->s;
   const size_t m = s->m, dv = s->dv, ld = rec_ld(s), group = rec_group(s);
-  const size_t ho = s->qk_shared ? s->h_kv : s->h_q, hk = s->qk_shared ? s->h_q : s->h_kv; /* O's, K's heads */
+  const size_t ho = bench_linear_out_heads(s), hk = bench_linear_k_heads(s);
   float *const state = w->scratch, *const zs = state + s->h_kv * m * ld;
   float *restrict phi = zs + s->h_kv * m, *restrict psi = phi + group * m;
   float *restrict va = psi + m, *restrict acc = va + ld, *restrict alpha = acc + group * ld;

@@ -120,6 +120,10 @@ typedef struct bench_shape {
   int checkpoints;            /**< 1: a checkpoint after every chunk (attn_checkpoints) */
 } bench_shape;
 
+/** A linear shape's output heads (and states: h_kv with qk_shared, Mamba-2's) and key heads. */
+static inline size_t bench_linear_out_heads(const bench_shape *s) { return s->qk_shared ? s->h_kv : s->h_q; }
+static inline size_t bench_linear_k_heads(const bench_shape *s) { return s->qk_shared ? s->h_q : s->h_kv; }
+
 typedef struct bench_cost {
   double flops, bytes, tokens;
   double kv_rows; /**< key/value rows visible to at least one query (softmax) */
@@ -184,7 +188,7 @@ static inline bench_cost bench_cost_of(const bench_shape *s) {
   double q_o = (double)s->n_q * (double)s->h_q * (double)(s->d + s->dv) * (s->qo_type == ATTN_F32 ? f4 : 2.0);
   size_t dva = s->normalize ? s->dv + 1 : s->dv;
   /* linear: the output heads, and K's (Mamba-2's shape: one of each of Q and K for h_kv outputs) */
-  const size_t h_out = s->qk_shared ? s->h_kv : s->h_q, h_k = s->qk_shared ? s->h_q : s->h_kv;
+  const size_t h_out = bench_linear_out_heads(s), h_k = bench_linear_k_heads(s);
   switch (s->kind) {
     case BENCH_SOFTMAX:
     case BENCH_BLAS:

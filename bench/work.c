@@ -124,7 +124,7 @@ int bench_work_init(bench_work *w, const bench_shape *s, const bench_call *call,
   /* A delta-rule shape's o has its h_kv value heads (and k its h_q key heads: fewer than allocated),
    * and so has Mamba-2's (qk_shared) */
   const size_t nq = s->n_q * s->h_q, nkv = s->n_kv * s->h_kv;
-  const size_t no = bench_kind_delta(s->kind) || s->qk_shared ? nkv : nq;
+  const size_t no = bench_kind_delta(s->kind) ? nkv : s->n_q * bench_linear_out_heads(s);
   w->q = bench_alloc64(nq * s->d * sizeof(float));
   w->k = bench_alloc64(nkv * s->d * sizeof(float));
   w->v = bench_alloc64(nkv * s->dv * sizeof(float));

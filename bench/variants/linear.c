@@ -85,7 +85,7 @@ static const bench_variant variants[] = {
  * (RetNet: one fixed decay per head, row stride 0). Mamba-2's layer (qk_shared): h_q = h_k = 1,
  * h_v = h_g = the h_kv output heads. */
 static void linear_desc(const bench_shape *s, attn_linear_desc *desc) {
-  const size_t hk = s->qk_shared ? s->h_q : s->h_kv, ho = s->qk_shared ? s->h_kv : s->h_q;
+  const size_t hk = bench_linear_k_heads(s), ho = bench_linear_out_heads(s);
   attn_linear_desc_init(desc, s->n_q, s->n_kv, s->h_q, hk, s->d, s->dv, s->map);
   desc->shape.h_v = s->h_kv;
   desc->shape.threads = bench_call_threads;

@@ -15,7 +15,8 @@ enum { ATTN_STEP_NV = 4 };
 
 /* One sweep down the state over nv whole vectors of columns from c0 (nv a compile-time constant
  * after inlining, as decay: a test of g inside the inner loop made the plain step ~1.6x slower,
- * and per-vector tests of the columns left cost as much). */
+ * and per-vector tests of the columns left cost as much), and with t1 column ct in lane 0 (a
+ * row's tail; nv may then be 0). */
 static inline __attribute__((always_inline)) void attn_step_block_(size_t m, size_t c0, size_t nv, const float *qf,
                                                                    const float *kf, const float *va, float a, float *s,
                                                                    size_t lds, float *out, const float *g,
@@ -67,39 +68,25 @@ static inline __attribute__((always_inline)) void attn_step_sweep_(size_t m, siz
    * and ran its m FMAs as one chain alone (measured: b6c34a0) */
   const int fuse = full && w - full == 1;
   size_t c0 = 0;
+  /* sweeps of nv_ vectors while whole ones fit, the last of them taking the fused column */
+#define ATTN_STEP_SWEEPS_(nv_)                                                               \
+  do {                                                                                       \
+    for (; c0 + (nv_)*ATTN_VL <= full; c0 += (nv_)*ATTN_VL) {                                \
+      if (fuse && c0 + (nv_)*ATTN_VL == full)                                                \
+        attn_step_block_(m, c0, nv_, qf, kf, va, a, s, lds, out, g, decay, qg, gs, 1, full); \
+      else                                                                                   \
+        attn_step_block_(m, c0, nv_, qf, kf, va, a, s, lds, out, g, decay, qg, gs, 0, 0);    \
+    }                                                                                        \
+  } while (0)
 #if ATTN_VREGS >= 32
-  if (!kf)
-    for (; c0 + 2 * ATTN_STEP_NV * ATTN_VL <= full; c0 += 2 * ATTN_STEP_NV * ATTN_VL) {
-      if (fuse && c0 + 2 * ATTN_STEP_NV * ATTN_VL == full)
-        attn_step_block_(m, c0, 2 * ATTN_STEP_NV, qf, kf, va, a, s, lds, out, g, decay, qg, gs, 1, full);
-      else
-        attn_step_block_(m, c0, 2 * ATTN_STEP_NV, qf, kf, va, a, s, lds, out, g, decay, qg, gs, 0, 0);
-    }
+  if (!kf) ATTN_STEP_SWEEPS_(2 * ATTN_STEP_NV);
 #endif
-  for (; c0 + ATTN_STEP_NV * ATTN_VL <= full; c0 += ATTN_STEP_NV * ATTN_VL) {
-    if (fuse && c0 + ATTN_STEP_NV * ATTN_VL == full)
-      attn_step_block_(m, c0, ATTN_STEP_NV, qf, kf, va, a, s, lds, out, g, decay, qg, gs, 1, full);
-    else
-      attn_step_block_(m, c0, ATTN_STEP_NV, qf, kf, va, a, s, lds, out, g, decay, qg, gs, 0, 0);
-  }
-  for (; c0 < full; c0 += ATTN_VL) {
-    if (fuse && c0 + ATTN_VL == full)
-      attn_step_block_(m, c0, 1, qf, kf, va, a, s, lds, out, g, decay, qg, gs, 1, full);
-    else
-      attn_step_block_(m, c0, 1, qf, kf, va, a, s, lds, out, g, decay, qg, gs, 0, 0);
-  }
-  for (size_t c = fuse ? w : full; c < w; c++) {
-    const vf vc = vf_set1(va[c]);
-    vf acc = vf_mul(vf_set1(a), vc);
-    for (size_t p = 0; p < m; p++) {
-      float *e = s + p * lds + c;
-      const size_t gi = gs ? 0 : p;
-      vf sv = vf_set1(*e);
-      acc = vf_fma(vf_set1(qg ? qf[p] * g[gi] : qf[p]), sv, acc);
-      if (kf) *e = vf_first(vf_fma(vf_set1(kf[p]), vc, decay ? vf_mul(vf_set1(g[gi]), sv) : sv));
-    }
-    out[c] = vf_first(acc);
-  }
+  ATTN_STEP_SWEEPS_(ATTN_STEP_NV);
+  ATTN_STEP_SWEEPS_(1);
+#undef ATTN_STEP_SWEEPS_
+  /* the other tail columns, each a sweep of no vector and that one column */
+  for (size_t c = fuse ? w : full; c < w; c++)
+    attn_step_block_(m, 0, 0, qf, kf, va, a, s, lds, out, g, decay, qg, gs, 1, c);
 }
 
 void ATTN_STEP_NAME(size_t m, size_t w, const float *qf, const float *kf, const float *va, float a, float *s,

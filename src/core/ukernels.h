@@ -113,10 +113,9 @@ typedef void attn_linear_step_fn(size_t m, size_t w, const float *qf, const floa
  * n recurrent steps in turn on one state (the chunkwise engine's recurrence and decode step),
  * token u's rows at qf + u m, kf + u m (m floats each), va + u ldv (w), its decays g + u m (m; with
  * gscalar, g[u] for every row; g NULL: no decay), its output at out + u ldo (w):
- *   a = sum_p qf[p] kf[p] (in vector lanes, then across them),
- *   out[c] = a va[c] + sum_p (qf[p] g[p]) S[p][c],   S[p][c] = g[p] S[p][c] + kf[p] va[c]
- * (S as it was before the token; the same products as attn_linear_step_fn given a and qf g). out
- * must not overlap S.
+ *   S[p][c] = g[p] S[p][c] + kf[p] va[c],   then   out[c] = sum_p qf[p] S[p][c]
+ * (S after the token's update: in exact arithmetic attn_linear_step_fn's (qf . kf) va + (qf g)^T S
+ * on S before it, with one read of each state element). out must not overlap S.
  */
 typedef void attn_linear_recur_fn(size_t n, size_t m, size_t w, const float *qf, const float *kf, const float *va,
                                   size_t ldv, const float *g, int gscalar, float *s, size_t lds, float *out,

@@ -213,7 +213,13 @@ typedef struct attn_chunkwise_io {
   float *state;                 /* heads slabs of m x lds floats, or NULL: an empty prefix, nothing kept */
   const float *log_gate, *beta; /* the gates' arrays (plan g), or NULL */
   const float *fm_wt;           /* FAVOR+'s W^T (d x m), or NULL */
+  /* a decode step's facts about every head at once (attn_chunkwise_run_all sets them; callers
+   * leave them 0): CW_DEC_Q, _K, _V where every fp32 query, key or value row of the token is
+   * finite, and the scalar gates' factors exp(log gate), one per gate head (NULL: none) */
+  unsigned dec_finite;
+  const float *dec_g;
 } attn_chunkwise_io;
+enum { CW_DEC_Q = 1, CW_DEC_K = 2, CW_DEC_V = 4 };
 
 /* Run task `task` (a state head) with a worker's scratch (worker_floats, 64-byte aligned). */
 ATTN_INTERNAL void attn_chunkwise_run(const attn_chunkwise_plan *p, const struct attn_ukernels *uk,

@@ -99,6 +99,12 @@ static inline float vf_first(vf a) {
   return t[0];
 }
 
+/* One lane of vf_fma on floats, its roundings, unless the shim has a scalar instruction
+ * (ATTN_VF_FMA1). */
+#ifndef ATTN_VF_FMA1
+static inline float vf_fma1(float a, float b, float c) { return vf_first(vf_fma(vf_set1(a), vf_set1(b), vf_set1(c))); }
+#endif
+
 /* Largest lane (NaN lanes ignored unless lane 0 is NaN); once per row, so through memory. */
 static inline float vf_hmax(vf a) {
   float t[ATTN_VL];

@@ -4,6 +4,8 @@
 #ifndef ATTN_SIMD_VU_X86_H
 #define ATTN_SIMD_VU_X86_H
 
+#include <math.h>
+
 #define ATTN_VU_X86(W)                                                                  \
   typedef simde__m##W##i vu;                                                            \
   static inline vu vu_of(vf a) { return simde_mm##W##_castps_si##W(a); }                \
@@ -20,6 +22,12 @@
   static inline vf vf_set1(float x) { return simde_mm##W##_set1_ps(x); }         \
   static inline vf vf_load(const float *p) { return simde_mm##W##_loadu_ps(p); } \
   static inline void vf_store(float *p, vf v) { simde_mm##W##_storeu_ps(p, v); }
+
+/* One lane of vf_fma on floats (a row's tail column): fmaf, one scalar instruction with the
+ * shims' -mfma (SIMDe's _ss form inserts each operand into a zeroed vector first), where a whole
+ * vector's costs two slots on AMD's 256-bit units (ATTN_VF_FMA1 for vf_common.h). */
+#define ATTN_VF_FMA1 1
+static inline float vf_fma1(float a, float b, float c) { return fmaf(a, b, c); }
 
 /* The ordered comparisons, through the shim's compare (cmp(a, b, predicate) -> vmask). */
 #define ATTN_VF_X86_CMP(cmp)                                                   \

@@ -202,6 +202,11 @@ ATTN_INTERNAL void attn_cw_step_rows(const cw_ctx *x, float *S, size_t h0, size_
                                      const float *g);
 ATTN_INTERNAL void attn_cw_lead(const cw_ctx *x, float *S, size_t h0);
 ATTN_INTERNAL void attn_cw_decode(const cw_ctx *x, float *S, size_t h);
+/* Gate heads whose factors a decode step makes before its tasks (a stack buffer of run_all). */
+enum { CW_DEC_G_MAX = 256 };
+ATTN_INTERNAL const attn_chunkwise_io *attn_cw_decode_facts(const attn_chunkwise_plan *p,
+                                                            const struct attn_ukernels *uk, const attn_chunkwise_io *io,
+                                                            attn_chunkwise_io *dio, float *g);
 
 /* transition.c: a chunk's phases. Its working set lives in a worker's scratch (the serial loop; the
  * scan by head groups: attn_cw_chunk_in_scratch) or in a wave's slot. */

@@ -35,6 +35,9 @@ static void cw_par_task(void *ctx, size_t task, size_t worker) {
 
 void attn_chunkwise_run_all(const attn_chunkwise_plan *p, const struct attn_ukernels *uk, const attn_chunkwise_io *io,
                             float *ws) {
+  attn_chunkwise_io dio;
+  float g[CW_DEC_G_MAX];
+  if (p->decode) io = attn_cw_decode_facts(p, uk, io, &dio, g);
   cw_par c = {.p = p, .uk = uk, .io = io, .ws = ws, .c0 = 0, .wn = 0};
   const attn_threads *th = p->shape->threads;
   if (!p->scan_chunks) {

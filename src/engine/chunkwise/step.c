@@ -82,28 +82,56 @@ void attn_cw_lead(const cw_ctx *x, float *S, size_t h0) {
  * moves S in one pass over it. An identity map's rows are read in place, and so is an
  * un-normalised value row, when their values are all finite (otherwise the map's NaN features
  * and Va's NaN row, as every call makes them: the non-finite policy); un-scaled fp32 outputs
- * are written in place. */
+ * are written in place. What attn_cw_decode_facts found for every head is not asked again. */
 void attn_cw_decode(const cw_ctx *x, float *S, size_t h) {
   const attn_chunkwise_plan *p = x->p;
   const size_t m = p->m;
+  const unsigned fin = x->io->dec_finite;
   const int identity = p->fm->id == ATTN_FEATURE_IDENTITY;
   const float *kf = cw_k_row(x, 0), *va = cw_v_row(x, 0);
-  if (!identity || p->g.beta || !attn_rows_finite(kf, 1, m, 0)) {
+  if (!identity || p->g.beta || !((fin & CW_DEC_K) || attn_rows_finite(kf, 1, m, 0))) {
     attn_cw_load_k(x, 0, 1);
     kf = x->kf;
   }
-  const float *g = attn_cw_step_factors(x, 0, 1, x->kf, x->dc, 1); /* a scalar gate: one float */
-  if (p->normalize || !attn_rows_finite(va, 1, p->shape->dv, 0)) {
+  /* a scalar gate: one float */
+  const float *g = x->io->dec_g ? x->io->dec_g + x->hg : attn_cw_step_factors(x, 0, 1, x->kf, x->dc, 1);
+  if (p->normalize || !((fin & CW_DEC_V) || attn_rows_finite(va, 1, p->shape->dv, 0))) {
     (void)attn_cw_load_v(x, 0, 1);
     va = x->va;
   }
   size_t ldq;
   const float *qf = identity ? cw_q_rows(x, h / p->qdiv, 0, 1, &ldq) : NULL;
-  if (!qf || !attn_rows_finite(qf, 1, m, 0)) {
+  if (!qf || !((fin & CW_DEC_Q) || attn_rows_finite(qf, 1, m, 0))) {
     attn_cw_load_q(x, S, h, 0, 1, m, 1, 1);
     qf = x->qt;
   }
   x->uk->linear_recur(1, m, p->W, qf, kf, va, 0, g, p->g.kind == ATTN_GATE_SCALAR, S, x->ls,
                       cw_out_rows(x, p->direct, h, 0, NULL), 0);
   if (!p->direct) attn_cw_store(x, h, 0, 1, NULL);
+}
+
+/* A decode step's facts about every head, made once before its tasks (into *dio, a copy of io;
+ * g: CW_DEC_G_MAX floats): whether all of the token's fp32 query rows, key rows and value rows
+ * are finite, each tensor checked as one array (heads that share one q and one k row, as
+ * Mamba-2's, checked once rather than once a head); and without beta, the scalar gates' factors
+ * in one vexp call (lane by lane the same bits as a head's own call). A head whose fact is not
+ * set checks its own rows, as before. */
+const attn_chunkwise_io *attn_cw_decode_facts(const attn_chunkwise_plan *p, const struct attn_ukernels *uk,
+                                              const attn_chunkwise_io *io, attn_chunkwise_io *dio, float *g) {
+  const attn_shape *s = p->shape;
+  const attn_chunkwise_gates *gs = &p->g;
+  *dio = *io;
+  dio->dec_finite = 0;
+  dio->dec_g = NULL;
+  if (p->fm->id == ATTN_FEATURE_IDENTITY) {
+    if (s->q_type == ATTN_F32 && attn_rows_finite(io->q, s->h_q, s->d, s->q.head_stride)) dio->dec_finite |= CW_DEC_Q;
+    if (!gs->beta && attn_rows_finite(io->k, s->h_k, s->d, s->k.head_stride)) dio->dec_finite |= CW_DEC_K;
+  }
+  if (!p->normalize && attn_rows_finite(io->v, s->h_v, s->dv, s->v.head_stride)) dio->dec_finite |= CW_DEC_V;
+  if (gs->kind == ATTN_GATE_SCALAR && !gs->beta && gs->h_g <= CW_DEC_G_MAX) {
+    for (size_t h = 0; h < gs->h_g; h++) g[h] = io->log_gate[h * gs->layout.head_stride];
+    uk->vexp(gs->h_g, g, g);
+    dio->dec_g = g;
+  }
+  return dio;
 }

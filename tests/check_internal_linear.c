@@ -17,7 +17,8 @@
 #include "core/favor_rng.h"
 #include "internal_util.h"
 
-/* ---- recurrent linear step: out = a va + qf^T S (S on entry), then S = g S + kf va^T ---- */
+/* ---- recurrent linear step: out = a va + qf^T S (read only), or S = g S + kf va^T and then
+ * out = qf^T S (the updated S) ---- */
 START_TEST(linear_step_widths) {
   /* widths around the sweep's blocks: 4 vectors, and 8 for the read-only sweep where the path has
    * 32 registers (to 200 = 12 AVX-512 vectors and a tail: a block of 8, one of 4, the tail) */
@@ -38,12 +39,17 @@ START_TEST(linear_step_widths) {
     uk->linear_step(m, w, qf, update % 2 ? kf : NULL, va, a, s, lds, out, g);
     size_t bad = SIZE_MAX;
     for (size_t c = 0; c < w; c++) {
-      double ref = (double)a * va[c], mag = fabs(ref);
+      /* read only: a va + qf^T S; updating: qf^T (g S + kf va^T), each element of the updated S
+       * within 2u of its terms (so the error bound adds 2u of their magnitude) */
+      double ref = update % 2 ? 0.0 : (double)a * va[c], mag = fabs(ref);
       for (size_t p = 0; p < m; p++) {
-        ref += (double)qf[p] * s0[p * lds + c];
-        mag += fabs((double)qf[p] * s0[p * lds + c]);
+        const double gp = update == 3 ? (double)gr[p] : 1.0, kv = update % 2 ? (double)kf[p] * va[c] : 0.0;
+        const double sp = update % 2 ? gp * s0[p * lds + c] + kv : s0[p * lds + c];
+        const double sm = update % 2 ? fabs(gp * s0[p * lds + c]) + fabs(kv) : fabs(sp);
+        ref += (double)qf[p] * sp;
+        mag += fabs((double)qf[p]) * sm;
       }
-      if (!(fabs(out[c] - ref) <= (m + 2) * 5.960464477539063e-08 * mag) && bad == SIZE_MAX) bad = c;
+      if (!(fabs(out[c] - ref) <= (m + 4) * 5.960464477539063e-08 * mag) && bad == SIZE_MAX) bad = c;
     }
     ck_assert_msg(bad == SIZE_MAX, "step out w=%zu update=%d at %zu", w, update, bad);
     for (size_t p = 0; p < m; p++)
@@ -65,7 +71,8 @@ START_TEST(linear_step_widths) {
 }
 END_TEST
 
-/* ---- the run of steps: a = qf . kf, out = a va + (qf g)^T S, S = g S + kf va^T, token by token ---- */
+/* ---- the run of steps: S = g S + kf va^T, then out = qf^T S, token by token (the reference:
+ * (qf . kf) va + (qf g)^T S on S before the token, the same in exact arithmetic) ---- */
 /* Token t's decay of row p: none (mode 0), per row (1: g + t m), or a scalar gate's (2: g[t]). */
 static double recur_decay(int mode, const float *g, size_t m, size_t t, size_t p) {
   return mode == 2 ? (double)g[t] : mode ? (double)g[t * m + p] : 1.0;

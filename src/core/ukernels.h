@@ -101,11 +101,11 @@ typedef void attn_expfeat_fn(attn_expfeat_mode mode, size_t rows, size_t m, cons
 
 /*
  * One recurrent step of linear attention on a state S (m x w, row stride lds), for one query:
- *   out[c] = a * va[c] + sum_p qf[p] S[p][c]        (S as it was on entry)
- *   S[p][c] = g[p] * S[p][c] + kf[p] * va[c]        (only when kf is not NULL; g NULL: g[p] = 1,
- *                                                     and S[p][c] is not multiplied)
- * with a supplied by the caller (qf . kf, and with a decay the caller folds g into qf). One pass
- * over S. out must not overlap S.
+ *   kf NULL:  out[c] = a * va[c] + sum_p qf[p] S[p][c]      (S read only; g unused)
+ *   kf given: S[p][c] = g[p] * S[p][c] + kf[p] * va[c]      (g NULL: S[p][c] is not multiplied),
+ *             then out[c] = sum_p qf[p] S[p][c] on the updated S (a unused): in exact arithmetic
+ *             (qf . kf) va + (qf g)^T S on S as it was, with one read of each element.
+ * One pass over S. out must not overlap S.
  */
 typedef void attn_linear_step_fn(size_t m, size_t w, const float *qf, const float *kf, const float *va, float a,
                                  float *s, size_t lds, float *out, const float *g);

@@ -97,10 +97,12 @@ static inline __attribute__((always_inline)) void attn_step_sweep_(size_t m, siz
 
 void ATTN_STEP_NAME(size_t m, size_t w, const float *qf, const float *kf, const float *va, float a, float *s,
                     size_t lds, float *out, const float *g) {
-  if (g)
-    attn_step_sweep_(m, w, qf, kf, va, a, s, lds, out, g, 1, 0, 0, 0);
+  if (kf && g)
+    attn_step_sweep_(m, w, qf, kf, va, a, s, lds, out, g, 1, 0, 0, 1);
+  else if (kf)
+    attn_step_sweep_(m, w, qf, kf, va, a, s, lds, out, NULL, 0, 0, 0, 1);
   else
-    attn_step_sweep_(m, w, qf, kf, va, a, s, lds, out, NULL, 0, 0, 0, 0);
+    attn_step_sweep_(m, w, qf, NULL, va, a, s, lds, out, NULL, 0, 0, 0, 0);
 }
 
 void ATTN_RECUR_NAME(size_t n, size_t m, size_t w, const float *qf, const float *kf, const float *va, size_t ldv,

@@ -41,8 +41,8 @@ static void dl_absorb(const void *vx, float *S, const cw_chunk *c) {
 }
 
 /* Token t by the recurrence, two passes of the step kernel over S: u = S~^T k (S~ = D S, the
- * decay folded into k's factors), delta = beta (v - u); then o = S_t^T q = (D q)^T S + (q . k)
- * delta with S = D S + k delta^T in the same pass. */
+ * decay folded into k's factors), delta = beta (v - u); then S = D S + k delta^T and o = S^T q
+ * in the same pass. */
 static void dl_step(const void *vx, float *S, const cw_chunk *c, size_t h, size_t u0) {
   const dl_ctx *x = vx;
   const attn_delta_plan *p = x->p;
@@ -65,11 +65,9 @@ static void dl_step(const void *vx, float *S, const cw_chunk *c, size_t h, size_
   x->uk->linear_step(d, dv, fa, NULL, v, 0.0f, S, dv, u, NULL);
   const float z = attn_rows_finite(v, 1, dv, dv) ? 0.0f : NAN; /* a non-finite v: every column of delta NaN */
   for (size_t c = 0; c < dv; c++) dl[c] = bt * (v[c] - u[c]) + z;
-  float qk = 0.0f;
-  for (size_t f = 0; f < d; f++) qk += qv[f] * kv[f], fa[f] = g ? g[f] * qv[f] : qv[f];
   void *oy = (void *)attn_act_at(x->io->o, attn_act_size(s->o_type), s->o, t, x->h);
   float *o = s->o_type == ATTN_F32 ? oy : x->oc; /* half outputs: the fp32 row, then rounded */
-  x->uk->linear_step(d, dv, fa, kv, dl, qk, S, dv, o, g);
+  x->uk->linear_step(d, dv, qv, kv, dl, 0.0f, S, dv, o, g);
   if (s->o_type != ATTN_F32) attn_act_out(x->uk, s->o_type, 1, dv, o, dv, oy, dv);
 }
 

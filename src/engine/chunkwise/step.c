@@ -32,16 +32,21 @@ const float *attn_cw_step_factors(const cw_ctx *x, size_t j0, size_t cn, float *
 }
 
 /* One query's features qf against S (row stride x->ls) into out (W floats), with key row kf (beta
- * in it) and va, the decay g of S's rows (NULL: none): out = a v + (g phi(q))^T S, a = phi(q) . kf
- * (qf becomes g phi(q)); with update, S past the key as well. */
+ * in it) and va, the decay g of S's rows (NULL: none): with update, S moves past the key and out
+ * = phi(q)^T S after it; without, out = a v + (g phi(q))^T S, a = phi(q) . kf (qf becomes
+ * g phi(q)): the same in exact arithmetic. */
 static void cw_step_one(const cw_ctx *x, float *S, float *qf, float *kf, const float *va, const float *g, float *out,
                         int update) {
   const attn_chunkwise_plan *p = x->p;
   const size_t m = p->m;
+  if (update) {
+    x->uk->linear_step(m, p->W, qf, kf, va, 0.0f, S, x->ls, out, g);
+    return;
+  }
   float a;
   x->uk->gemm(1, 1, m, qf, m, 1, kf, 1, &a, 1, NULL, 0); /* phi(q) . psi(k) */
   for (size_t f = 0; g && f < m; f++) qf[f] *= g[f];
-  x->uk->linear_step(m, p->W, qf, update ? kf : NULL, va, a, S, x->ls, out, g);
+  x->uk->linear_step(m, p->W, qf, NULL, va, a, S, x->ls, out, NULL);
 }
 
 /* Query i of output heads h0 .. h0 + per against S, and S past key row kf, va (cw_step_one). */

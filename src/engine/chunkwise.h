@@ -14,8 +14,8 @@
  * at every chunk), din_r = exp(b_r), dout_c = beta_c exp(b_last - b_c), dC = exp(b_last); all
  * ones without gates. A scalar gate (or beta alone) whose chunk decays by at most ATTN_GATE_SPAN
  * (b_last >= -ATTN_GATE_SPAN) takes wt factored, wt[j][i] = dout_j g_i with g_i = exp(b_i -
- * b_last): AT's rows times dout, the state's part times dC instead of din, and each O row times
- * g_i before the store; beyond that span, wt element by element. Per-feature gates (B: C x m)
+ * b_last): AT's rows times dout and its columns times g (no C x C exps); beyond that span, wt
+ * element by element. Per-feature gates (B: C x m)
  * weight every feature: the state product reads Qf (.) exp(B), the absorb Kf (.) beta
  * exp(B_last - B) and dC = exp(B_last) per row, and the intra part runs per query block
  * I = [i0, i1) as (Qf_I (.) exp(B_I - B_i0)) (Kf (.) exp(B_i0 - B))^T over the keys before i1

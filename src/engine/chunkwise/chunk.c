@@ -51,11 +51,11 @@ int attn_cw_load_v(const cw_ctx *x, size_t j0, size_t cn) {
   return finite;
 }
 
-/* o rows t0 .. t0+cn of output head h from the chunk's O rows (each first multiplied by g[i] when
- * g is not NULL: cw_factored): s O[0:dv] / (s O[dv] + eps), or s O[0:dv]. A denominator of
- * exactly 0 (eps = 0 and no visible key, or features orthogonal to z) gives 0; one whose factor
- * overflows (subnormal) is divided row by row in double (attn_row_div). */
-void attn_cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn, const float *g) {
+/* o rows t0 .. t0+cn of output head h from the chunk's O rows: s O[0:dv] / (s O[dv] + eps), or
+ * s O[0:dv]. A denominator of exactly 0 (eps = 0 and no visible key, or features orthogonal to z)
+ * gives 0; one whose factor overflows (subnormal) is divided row by row in double
+ * (attn_row_div). */
+void attn_cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn) {
   const attn_chunkwise_plan *p = x->p;
   const attn_shape *s = p->shape;
   float f[CW_ROW_BATCH], dn[CW_ROW_BATCH]; /* the rows' factors; a row's denominator when f overflowed */
@@ -63,11 +63,10 @@ void attn_cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn, const float 
     const size_t rn = attn_min_sz(CW_ROW_BATCH, cn - i0);
     int tiny = 0;
     for (size_t i = 0; i < rn; i++) {
-      const float gi = g ? g[i0 + i] : 1.0f;
-      const float den = p->divide ? p->out_scale * (gi * x->oc[(i0 + i) * p->ldw + s->dv]) + p->eps : 1.0f;
+      const float den = p->divide ? p->out_scale * x->oc[(i0 + i) * p->ldw + s->dv] + p->eps : 1.0f;
       const float inv = den == 0.0f ? 0.0f : 1.0f / den;
-      f[i] = g ? p->out_scale * inv * gi : p->out_scale * inv;               /* with scale 1 and no g, exactly inv */
-      dn[i] = !isfinite(f[i]) && isfinite(den) && isfinite(gi) ? den : 0.0f; /* (scale 0: 0 inf) */
+      f[i] = p->out_scale * inv;                             /* with scale 1, exactly inv */
+      dn[i] = !isfinite(f[i]) && isfinite(den) ? den : 0.0f; /* (scale 0: 0 inf) */
       tiny |= dn[i] != 0.0f;
     }
     void *o = (void *)attn_act_at(x->io->o, attn_act_size(s->o_type), s->o, t0 + i0, h);
@@ -76,9 +75,7 @@ void attn_cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn, const float 
     const size_t ldo = direct ? s->o.row_stride : s->dv;
     x->uk->rows_axpby(rn, s->dv, of, ldo, x->oc + i0 * p->ldw, p->ldw, NULL, 0, f, 1, 0, 0);
     for (size_t i = 0; tiny && i < rn; i++)
-      if (dn[i] != 0.0f)
-        attn_row_div(s->dv, x->oc + (i0 + i) * p->ldw, (double)p->out_scale * (g ? g[i0 + i] : 1.0f), dn[i],
-                     of + i * ldo);
+      if (dn[i] != 0.0f) attn_row_div(s->dv, x->oc + (i0 + i) * p->ldw, (double)p->out_scale, dn[i], of + i * ldo);
     if (!direct) attn_act_out(x->uk, s->o_type, rn, s->dv, x->oh, s->dv, o, s->o.row_stride);
   }
 }
@@ -109,10 +106,11 @@ void attn_cw_load_q(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t
 }
 
 /* Intra weights of query block [i0, i1) (AT[j][i], j < i1): zero where j > i, and with gates or
- * beta, weighted by wt[j][i], or (factored) row j by dout_j. */
+ * beta, weighted by wt[j][i], or (factored) row j by dout_j and column i by g_i (wt[i]). */
 static void cw_intra_weights(const cw_ctx *x, size_t cn, size_t i0, size_t i1, int factored) {
   if (factored) {
     x->uk->rows_axpby(i1, i1 - i0, x->at + i0, cn, x->at + i0, cn, NULL, 0, x->dout, 1, 0, 0);
+    x->uk->rows_cols(ATTN_COLS_SCALE, i1, i1 - i0, x->at + i0, cn, x->at + i0, cn, x->wt + i0);
     for (size_t j = i0 + 1; j < i1; j++) memset(x->at + j * cn + i0, 0, (j - i0) * sizeof(float));
     return;
   }
@@ -203,16 +201,16 @@ void attn_cw_query(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t 
   if (feat) {
     float *out = cw_out_rows(x, p->direct, h, t0, &lo);
     cw_query_feature(x, S, cn, va_finite, out, lo);
-    if (!p->direct) attn_cw_store(x, h, t0, cn, NULL);
+    if (!p->direct) attn_cw_store(x, h, t0, cn);
     return;
   }
   /* The state's part first; the causal part adds onto it, scaling it by din (the decay from the
-   * chunk's start to each row) through the GEMM's row scale; factored (cw_factored), by
-   * exp(b_last), and the rows by g at the store. */
-  const int factored = intra && cw_gated(p) && cw_factored(x, cn), direct = p->direct && !factored;
+   * chunk's start to each row) through the GEMM's row scale (factored, cw_factored: the intra
+   * weights carry the rows' g_i, so that the rows need no pass of their own at the store). */
+  const int factored = intra && cw_gated(p) && cw_factored(x, cn), direct = p->direct;
   float *out = cw_out_rows(x, direct, h, t0, &lo);
   uk->gemm(cn, p->W, p->m, x->qt, qrs, qcs, S, p->lds, out, lo, NULL, 0);
-  const float *din = factored ? x->wt + p->C : intra && p->g.kind != ATTN_GATE_NONE ? x->din : NULL;
+  const float *din = intra && p->g.kind != ATTN_GATE_NONE ? x->din : NULL;
   /* Causal part, in query blocks [i0, i1) of one GEMM tile width: block i0 needs only keys j < i1
    * (AT[j][i] = psi(k_j).phi(q_i) for j <= i), so the zero triangle is mostly never computed. */
   for (size_t i0 = 0; intra && i0 < cn; i0 += uk->gemm_nr) {
@@ -230,5 +228,5 @@ void attn_cw_query(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t 
    * its zero weight (0 * NaN). */
   for (size_t i = 0; intra && !va_finite && i < cn; i++)
     uk->gemm(1, p->W, i + 1, x->at + i, 1, cn, x->va, p->ldw, out + i * lo, lo, din ? din + i : NULL, 1);
-  if (!direct) attn_cw_store(x, h, t0, cn, factored ? x->wt : NULL);
+  if (!direct) attn_cw_store(x, h, t0, cn);
 }

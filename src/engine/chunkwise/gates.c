@@ -54,9 +54,9 @@ void attn_cw_gates(const cw_ctx *x, size_t j0, size_t cn, int uses) {
   x->uk->vexp(cn, x->dout, x->dout);
   for (size_t c = 0; bt && c < cn; c++) x->dout[c] *= bt[c * brs];
   for (size_t f = 0; f < m; f++) x->dc[f] = x->din[cn - 1];
-  if (factored) { /* g_i = exp(b_i - b_last) in wt[0, cn), exp(b_last) in wt[C, C + cn) */
-    float *g = x->wt, *e = x->wt + p->C;
-    for (size_t c = 0; c < cn; c++) g[c] = (float)(b[c] - b[cn - 1]), e[c] = x->din[cn - 1];
+  if (factored) { /* g_i = exp(b_i - b_last) in wt[0, cn), the intra weights' column factors */
+    float *g = x->wt;
+    for (size_t c = 0; c < cn; c++) g[c] = (float)(b[c] - b[cn - 1]);
     x->uk->vexp(cn, g, g);
   }
 }

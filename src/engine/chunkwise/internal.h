@@ -104,8 +104,8 @@ static inline float *cw_out_rows(const cw_ctx *x, int direct, size_t h, size_t t
 /* Whether a chunk's intra weights (scalar gate or beta alone) come factored (attn_cw_gates' b of its
  * cn keys): beta_j exp(b_i - b_j) = dout_j exp(b_i - b_last), the keys' factor dout_j (<= beta_j,
  * the absorb's) on the rows of the block's scores and the queries' g_i = exp(b_i - b_last) (>= 1)
- * on the output rows, with the state's part scaled by exp(b_last) (not din_i) before it: no C x C
- * exps or copies and no element-wise pass over the weights. Only while the chunk's decay stays
+ * on its columns, two passes of vector kernels instead of C x C exps (the output rows then need
+ * no pass of their own: un-normalised fp32 rows go to o directly). Only while the chunk's decay stays
  * within ATTN_GATE_SPAN (as the per-feature gates' factors), so that no factor overflows or
  * becomes subnormal; beyond it, the weights one by one (wt). The same choice whatever the
  * threads: it depends on the chunk alone. */
@@ -183,7 +183,7 @@ ATTN_INTERNAL void attn_cw_absorb_to(const cw_ctx *x, float *kf, float *S, size_
 ATTN_INTERNAL int attn_cw_load_kv(const cw_ctx *x, size_t j0, size_t cn);
 ATTN_INTERNAL void attn_cw_load_k(const cw_ctx *x, size_t j0, size_t cn);
 ATTN_INTERNAL int attn_cw_load_v(const cw_ctx *x, size_t j0, size_t cn);
-ATTN_INTERNAL void attn_cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn, const float *g);
+ATTN_INTERNAL void attn_cw_store(const cw_ctx *x, size_t h, size_t t0, size_t cn);
 ATTN_INTERNAL void attn_cw_load_q(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t cn, size_t rs, size_t cs,
                                   int intra);
 ATTN_INTERNAL void attn_cw_query(const cw_ctx *x, const float *S, size_t h, size_t t0, size_t cn, int intra,

@@ -55,7 +55,7 @@ void attn_cw_step_rows(const cw_ctx *x, float *S, size_t h0, size_t i, float *kf
   for (size_t gi = 0; gi < p->per; gi++) {
     attn_cw_load_q(x, S, h0 + gi, i, 1, p->m, 1, 1);
     cw_step_one(x, S, x->qt, kf, va, g, cw_out_rows(x, p->direct, h0 + gi, i, NULL), gi + 1 == p->per);
-    if (!p->direct) attn_cw_store(x, h0 + gi, i, 1, NULL);
+    if (!p->direct) attn_cw_store(x, h0 + gi, i, 1);
   }
 }
 
@@ -112,7 +112,7 @@ void attn_cw_decode(const cw_ctx *x, float *S, size_t h) {
   }
   x->uk->linear_recur(1, m, p->W, qf, kf, va, 0, g, p->g.kind == ATTN_GATE_SCALAR, S, x->ls,
                       cw_out_rows(x, p->direct, h, 0, NULL), 0);
-  if (!p->direct) attn_cw_store(x, h, 0, 1, NULL);
+  if (!p->direct) attn_cw_store(x, h, 0, 1);
 }
 
 /* A decode step's facts about every head, made once before its tasks (into *dio, a copy of io;

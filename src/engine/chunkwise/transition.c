@@ -222,7 +222,7 @@ static void cw_rec_step(const void *vx, float *S, const cw_chunk *c, size_t h, s
   size_t lo;
   float *out = cw_out_rows(x, p->direct, h, i0, &lo);
   x->uk->linear_recur(c->cn, m, p->W, x->qt, x->kf, x->va, p->ldw, g, 0, S, x->ls, out, lo);
-  if (!p->direct) attn_cw_store(x, h, i0, c->cn, NULL);
+  if (!p->direct) attn_cw_store(x, h, i0, c->cn);
 }
 
 /* FLASH's rounds without the scan: round k's queries from S, then its keys absorbed into S when

@@ -521,12 +521,14 @@ START_TEST(few_rows_heads) {
    * AVX-512 path): within one step, a step and a tail, several steps and a tail */
   static const size_t nks[] = {1, 5, 8, 17, 40, 64, 97};
   static const size_t nqs[] = {1, 3, 4, 8};
-  static const size_t ds[] = {3, 16, 33, 64, 72};
+  /* value widths around P V's tiles of 4 vectors (128: whole tiles on every path, 131 and 200:
+   * whole tiles and a tail) */
+  static const size_t ds[] = {3, 16, 33, 64, 72, 128, 131, 200};
   for (size_t a = 0; a < sizeof nhs / sizeof nhs[0]; a++)
     for (size_t b = 0; b < sizeof nks / sizeof nks[0]; b++)
       for (size_t c = 0; c < sizeof nqs / sizeof nqs[0]; c++)
         few_heads_case(ty, (attn_few_pf)((a + b + c) % 2 == 0), nhs[a], nks[b], nqs[c], ds[(a + b + c) % 5],
-                       ds[(a + 2 * b + c + 1) % 5], (int)((a + b + c) % 2));
+                       ds[(a + 2 * b + c + 1) % 8], (int)((a + b + c) % 2));
 }
 END_TEST
 

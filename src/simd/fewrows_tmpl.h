@@ -34,9 +34,9 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(
      * badly: MHA decode, 8 heads of 128 over 16k keys from memory (AMD Zen 4), head-major 8.2-8.7
      * -> 7.3-7.8 ms, token-major 6.7-6.9 -> 6.0-6.3 (a scratch loop of each order: 1.4-1.8x);
      * half and int8 rows showed no clear change (measured: 9a25240). Each accumulator takes the
-     * same products in the same order as below: the same bits. */
+     * same products in the same order as below (the tail, below, last): the same bits. */
 #pragma GCC unroll 4
-    for (size_t i = 0; i < ATTN_HKV_KR; i++) {
+    for (size_t i = 0; i < ATTN_HKV_KR; i++)
       for (p = 0; p + gs <= d; p += gs) {
         ATTN_HKV_BLOCK_PF_(kr[i], p, ldk);
         const vf bs = sfn(kr[i], p, ks[i]);
@@ -45,10 +45,6 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_tile_(
           acc[i][0] = vf_fma(conv(kr[i], e, bs), vf_load(qp[0] + e), acc[i][0]);
         }
       }
-      if (p < d)
-        acc[i][0] = vf_fma(attn_hkv_load_(conv, es, kr[i], p, d - p, ks[i]), vf_load_n(qp[0] + p, d - p), acc[i][0]);
-    }
-    p = d;
   }
   for (; p + gs <= d; p += gs) { /* groups of gs elements (whole vectors) that share a scale */
     vf bs[ATTN_HKV_KR];

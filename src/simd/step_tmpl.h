@@ -22,8 +22,8 @@ enum { ATTN_STEP_NV = 4 };
 static inline __attribute__((always_inline)) void attn_step_block_(size_t m, size_t c0, size_t nv, const float *qf,
                                                                    const float *kf, const float *va, float a, float *s,
                                                                    size_t lds, float *out, const float *g,
-                                                                   const int decay, const int qg, const int gs,
-                                                                   const int post, const int t1, size_t ct) {
+                                                                   const int decay, const int gs, const int post,
+                                                                   const int t1, size_t ct) {
   vf acc[2 * ATTN_STEP_NV], vv[2 * ATTN_STEP_NV];
   for (size_t v = 0; v < nv; v++) {
     vv[v] = vf_load(va + c0 + v * ATTN_VL);
@@ -34,7 +34,7 @@ static inline __attribute__((always_inline)) void attn_step_block_(size_t m, siz
   for (size_t p = 0; p < m; p++) {
     float *row = s + p * lds + c0;
     const size_t gi = gs ? 0 : p; /* a scalar gate: one decay for every row */
-    const float qs = qg ? qf[p] * g[gi] : qf[p], ks = kf ? kf[p] : 0.0f, gsc = decay ? g[gi] : 1.0f;
+    const float qs = qf[p], ks = kf ? kf[p] : 0.0f, gsc = decay ? g[gi] : 1.0f;
     const vf qp = vf_set1(qs), kp = vf_set1(ks), gp = vf_set1(gsc);
 #pragma GCC unroll 8
     for (size_t v = 0; v < nv; v++) {
@@ -67,7 +67,7 @@ static inline __attribute__((always_inline)) void attn_step_block_(size_t m, siz
 static inline __attribute__((always_inline)) void attn_step_sweep_(size_t m, size_t w, const float *qf, const float *kf,
                                                                    const float *va, float a, float *s, size_t lds,
                                                                    float *out, const float *g, const int decay,
-                                                                   const int qg, const int gs, const int post) {
+                                                                   const int gs, const int post) {
   const size_t full = w / ATTN_VL * ATTN_VL;
   /* one tail column after whole vectors (a normalised row of dv = a multiple of ATTN_VL: z) goes
    * with the last sweep, whose rows are then in L1: a sweep of its own read each row's line again
@@ -79,9 +79,9 @@ static inline __attribute__((always_inline)) void attn_step_sweep_(size_t m, siz
   do {                                                                                             \
     for (; c0 + (nv_)*ATTN_VL <= full; c0 += (nv_)*ATTN_VL) {                                      \
       if (fuse && c0 + (nv_)*ATTN_VL == full)                                                      \
-        attn_step_block_(m, c0, nv_, qf, kf, va, a, s, lds, out, g, decay, qg, gs, post, 1, full); \
+        attn_step_block_(m, c0, nv_, qf, kf, va, a, s, lds, out, g, decay, gs, post, 1, full); \
       else                                                                                         \
-        attn_step_block_(m, c0, nv_, qf, kf, va, a, s, lds, out, g, decay, qg, gs, post, 0, 0);    \
+        attn_step_block_(m, c0, nv_, qf, kf, va, a, s, lds, out, g, decay, gs, post, 0, 0);    \
     }                                                                                              \
   } while (0)
 #if ATTN_VREGS >= 32
@@ -92,17 +92,17 @@ static inline __attribute__((always_inline)) void attn_step_sweep_(size_t m, siz
 #undef ATTN_STEP_SWEEPS_
   /* the other tail columns, each a sweep of no vector and that one column */
   for (size_t c = fuse ? w : full; c < w; c++)
-    attn_step_block_(m, 0, 0, qf, kf, va, a, s, lds, out, g, decay, qg, gs, post, 1, c);
+    attn_step_block_(m, 0, 0, qf, kf, va, a, s, lds, out, g, decay, gs, post, 1, c);
 }
 
 void ATTN_STEP_NAME(size_t m, size_t w, const float *qf, const float *kf, const float *va, float a, float *s,
                     size_t lds, float *out, const float *g) {
   if (kf && g)
-    attn_step_sweep_(m, w, qf, kf, va, a, s, lds, out, g, 1, 0, 0, 1);
+    attn_step_sweep_(m, w, qf, kf, va, a, s, lds, out, g, 1, 0, 1);
   else if (kf)
-    attn_step_sweep_(m, w, qf, kf, va, a, s, lds, out, NULL, 0, 0, 0, 1);
+    attn_step_sweep_(m, w, qf, kf, va, a, s, lds, out, NULL, 0, 0, 1);
   else
-    attn_step_sweep_(m, w, qf, NULL, va, a, s, lds, out, NULL, 0, 0, 0, 0);
+    attn_step_sweep_(m, w, qf, NULL, va, a, s, lds, out, NULL, 0, 0, 0);
 }
 
 void ATTN_RECUR_NAME(size_t n, size_t m, size_t w, const float *qf, const float *kf, const float *va, size_t ldv,
@@ -110,10 +110,10 @@ void ATTN_RECUR_NAME(size_t n, size_t m, size_t w, const float *qf, const float 
   for (size_t u = 0; u < n; u++) {
     const float *q = qf + u * m, *k = kf + u * m;
     if (g && gscalar)
-      attn_step_sweep_(m, w, q, k, va + u * ldv, 0.0f, s, lds, out + u * ldo, g + u, 1, 0, 1, 1);
+      attn_step_sweep_(m, w, q, k, va + u * ldv, 0.0f, s, lds, out + u * ldo, g + u, 1, 1, 1);
     else if (g)
-      attn_step_sweep_(m, w, q, k, va + u * ldv, 0.0f, s, lds, out + u * ldo, g + u * m, 1, 0, 0, 1);
+      attn_step_sweep_(m, w, q, k, va + u * ldv, 0.0f, s, lds, out + u * ldo, g + u * m, 1, 0, 1);
     else
-      attn_step_sweep_(m, w, q, k, va + u * ldv, 0.0f, s, lds, out + u * ldo, NULL, 0, 0, 0, 1);
+      attn_step_sweep_(m, w, q, k, va + u * ldv, 0.0f, s, lds, out + u * ldo, NULL, 0, 0, 1);
   }
 }

@@ -154,6 +154,7 @@ for s in "${suites[@]}"; do
 done
 t_all=$SECONDS
 status=0
+failed=()
 
 # Test jobs run in lanes: each job's output goes to its log, printed whole when it ends.
 lanes=${ATTN_TEST_LANES:-$(nproc 2>/dev/null || echo 1)}
@@ -162,13 +163,21 @@ lanes=${ATTN_TEST_LANES:-$(nproc 2>/dev/null || echo 1)}
 logs=$(mktemp -d)
 declare -A pid_of_job
 running=0
+# A failed job's essentials, kept for the end of the run (CI may keep only the output's tail):
+# meson's failing tests, Check's failing assertions, sanitizer and libFuzzer reports.
+digest() {
+  grep -E '^ *[0-9]+/[0-9]+ .* (FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS) ' "$logs/$1.log" | head -n 12 || true
+  grep -E ':[EF]:[^:]*:[^:]*:[0-9]+: ' "$logs/$1.log" | head -n 12 || true
+  grep -E '(ERROR: [A-Za-z]+Sanitizer|runtime error:|SUMMARY: |deadly signal|Test unit written|Base64: |attn fuzz \(path)' \
+    "$logs/$1.log" | head -n 12 || true
+} >"$logs/$1.digest"
 finish_one() { # wait for any job, print its log, record its status
   local pid rc=0 name
   wait -n -p pid || rc=$?
   for name in "${!pid_of_job[@]}"; do
     if [ "${pid_of_job[$name]}" = "$pid" ]; then
       cat "$logs/$name.log"
-      [ $rc = 0 ] || { echo "== $name: FAILED (exit $rc)"; status=1; }
+      [ $rc = 0 ] || { echo "== $name: FAILED (exit $rc)"; status=1; failed+=("$name (exit $rc)"); digest "$name"; }
       unset "pid_of_job[$name]"
     fi
   done
@@ -185,7 +194,13 @@ launch() { # name, command line of this script's functions and fixed words (spli
 # (Starting the AArch64 tests beside the other builds was tried: the builds took twice as long,
 # and the whole run a minute more.)
 declare -A built
-build_one() { if build_suite "$@"; then built[$1]=1; else status=1; fi; }
+build_one() {
+  if build_suite "$@"; then built[$1]=1; else
+    status=1
+    failed+=("$1 (build)")
+    grep -E '(error|Error|ERROR)' "$2/build.log" 2>/dev/null | head -n 12 >"$logs/$1.digest" || true
+  fi
+}
 if want aarch64; then
   build_one aarch64 build-aarch64 -- --buildtype=debugoptimized -Dbench=disabled \
     --cross-file tests/cross/aarch64-linux-gnu.ini
@@ -212,7 +227,12 @@ want emul && [ -n "${built[emul]:-}" ] && launch emul "test_suite emul build-emu
 want tsan && [ -n "${built[tsan]:-}" ] && launch tsan "test_suite tsan build-tsan --suite threads --timeout-multiplier 3"
 want install && [ -n "${built[native]:-}" ] && launch install install_checks
 while [ $running -gt 0 ]; do finish_one; done
-rm -rf "$logs" "$install_prefix"
 echo "== every suite ran in $((SECONDS - t_all)) s"
+for f in "${failed[@]}"; do
+  echo "== failed: $f"
+  n=${f%% *}
+  [ -f "$logs/$n.digest" ] && sed 's/^/   /' "$logs/$n.digest"
+done
+rm -rf "$logs" "$install_prefix"
 [ $status = 0 ] && echo "== all suites passed" || echo "== SOME SUITES FAILED"
 exit $status

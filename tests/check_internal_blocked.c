@@ -16,6 +16,7 @@
 
 #include "half_ref.h"
 #include "internal_util.h"
+#include "engine/blocked.h"
 
 /* ---- GEMM: every edge of the register tile, strides, modes ---- */
 static const size_t gemm_sizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 15, 16, 17, 23, 24, 25, 31, 33, 47, 48, 49};
@@ -711,6 +712,36 @@ START_TEST(select_scan_nonfinite) {
 }
 END_TEST
 
+/* A decode step's head groups: a head-major cache one key head a group (each head's two streams
+ * in turn), token-major and paged caches in groups (every token's row, or every page, read along
+ * memory). Grouping changes no bit (the parallel suite checks it); this pins the choice, which
+ * speed alone would not show. */
+START_TEST(few_plan_head_groups) {
+  for (int layout = 0; layout < 3; layout++) /* token-major, head-major, head-major pages */
+    for (size_t nq = 1; nq <= 3; nq += 2) {
+      attn_softmax_desc de;
+      attn_softmax_desc_init(&de, nq, 4096, 32, 8, 128, 128);
+      de.shape.kv_type = _i ? ATTN_F16 : ATTN_F32;
+      if (layout) {
+        de.shape.k = (attn_layout){.row_stride = 128, .head_stride = 128 * 4096};
+        de.shape.v = de.shape.k;
+      }
+      const attn_blocked_spec spec = {.shape = &de.shape,
+                                      .mask = de.mask,
+                                      .scale = de.scale,
+                                      .step = &attn_softmax_score_step,
+                                      .paged = layout == 2};
+      attn_blocked_plan p;
+      ck_assert_int_eq(attn_blocked_plan_make(&p, &spec, uk), ATTN_OK);
+      ck_assert(p.few && p.heads_together);
+      if (layout == 1)
+        ck_assert_uint_eq(p.hg, 1);
+      else
+        ck_assert_uint_gt(p.hg, 1);
+    }
+}
+END_TEST
+
 static Suite *internal_blocked_suite(attn_isa active) {
   ti_setup(active);
   /* clang-format off */
@@ -719,6 +750,7 @@ static Suite *internal_blocked_suite(attn_isa active) {
     {"softmax_block", softmax_block_steps, 15}, {"softmax_block", softmax_block_nonfinite, 5},
       {"softmax_block", gau_block_steps, 11}, {"softmax_block", window_block_values, 7},
     {"few_rows", few_rows_shapes, 3}, {"few_rows", few_rows_heads, 3}, {"few_rows", few_rows_wide, 3},
+      {"few_rows", few_plan_head_groups, 2},
     {"select", select_scan_values, 2}, {"select", select_scan_nonfinite, 1});
   /* clang-format on */
 }

@@ -169,8 +169,9 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
     /* A head-major cache: one head a group, its K and V read as two streams, where a group's
      * few_scores and few_pv read two streams a head of it, which the hardware's prefetchers
      * followed badly; a head's rows being contiguous, no group sweeps the cache again. Over 16k
-     * keys from memory, 8 key heads: GQA 32/8 fp32 1.2-1.25x, fp16 MHA 1.12-1.18x, d = 64 1.1x,
-     * fp32 MHA at d = 128 1.0-1.05x (measured: 76ef476, both alternated in one process). */
+     * keys from memory, 8 key heads: GQA 32/8 fp32 1.25-1.36x, 4 query rows 1.3x, fp16 MHA
+     * 1.1-1.18x, d = 64 1.1-1.14x; fp32 MHA at d = 128 0.93-1.05x, the sign varying from run to
+     * run (measured: 76ef476, both alternated in one process). */
     p->hg = blk_heads_apart(p) ? 1 : blk_short_group(p, p->head_floats, more);
   } else if (s->n_q < p->tb) {
     p->hg = hg;

@@ -21,6 +21,15 @@
 #define ATTN_HKV_NV 4
 #endif
 #define ATTN_HKV_KR 4
+/* P V of one query row of one head over fp32 rows: vectors a tile while whole tiles fit, a row
+ * of 128 in one tile on the paths with 32 registers, read once a key rather than in two halves
+ * (see the prefetch mode ATTN_HKV_PF_NONE_ below, which it makes possible). */
+#if ATTN_VREGS >= 32
+#define ATTN_HKV_NV1 8
+#else
+#define ATTN_HKV_NV1 ATTN_HKV_NV
+#endif
+#define ATTN_HKV_NV_MAX (ATTN_HKV_NV1 > ATTN_HKV_NV ? ATTN_HKV_NV1 : ATTN_HKV_NV)
 /* Rows of a P V tile over several rows (PV_QR x NV accumulators): the rows' tiles each read the
  * value rows again (from L1 after the first), so more rows a tile cost fewer passes. */
 #ifndef ATTN_HKV_PV_QR
@@ -65,7 +74,11 @@
  *   rows into L1 ATTN_HKV_PF_NEAR ahead, above);
  * - ATTN_HKV_PF_NONE_: none, with ATTN_FEW_PF_L2 for one head whose rows are at most 128 bytes
  *   apart (a single dense stream, fp16 at d = 64: the hardware's prefetchers alone ran it 1.35-1.5x
- *   faster; measured: 42e88e0). */
+ *   faster; measured: 42e88e0), and for one row of one head over contiguous fp32 rows that one
+ *   tile reads whole (at most ATTN_HKV_NV1 vectors: a head-major cache, each row read once in
+ *   order): 8 heads of 64 or 128 over 16k keys from memory, one at a time, 1.07-1.16x, one head
+ *   of 128 1.08-1.14x; rows of 256, read in two tiles, ran 1.27x slower so (measured: 70a2d80,
+ *   alternated in one process). */
 #define ATTN_HKV_PF_FAR 8192
 enum { ATTN_HKV_PF_L1_, ATTN_HKV_PF_L2_, ATTN_HKV_PF_L2_ROWS_, ATTN_HKV_PF_NONE_ };
 #define ATTN_HKV_PREFETCH_(p, ld)                                                                                      \
@@ -154,35 +167,39 @@ static inline __attribute__((always_inline)) vf attn_hkv_load_(attn_hkv_conv_fn_
  * a constant, for the other types). */
 /* call with the names the kernels take bound to one type's row access: its conversion and group
  * scale, gs elements a scale, es bytes an element, eu a stride unit, prefetches counted in ldpf
- * (where: pfm, from the caller's policy pf_, the rows' stride ld_, the heads nh_ and the query
- * rows nq_), the rows' scales sc. */
-#define ATTN_HKV_AS_(conv_, sfn_, gs_, es_, eu_, ldpf_, sc_, pf_, ld_, nh_, nq_, call)                                \
+ * (where: pfm, from the caller's policy pf_, the rows' stride ld_ and width w_ in elements, the
+ * heads nh_ and the query rows nq_), the rows' scales sc. */
+#define ATTN_HKV_AS_(conv_, sfn_, gs_, es_, eu_, ldpf_, sc_, pf_, ld_, w_, nh_, nq_, call)                            \
   do {                                                                                                                \
     attn_hkv_conv_fn_ *const conv = conv_;                                                                            \
     attn_hkv_scale_fn_ *const sfn = sfn_;                                                                             \
     const size_t gs = gs_, es = es_, eu = eu_, ldpf = ldpf_;                                                          \
     const float *const sc = sc_;                                                                                      \
-    const int pfm = (pf_) == ATTN_FEW_PF_L2 ? ((nq_) > 1                       ? ATTN_HKV_PF_L2_ROWS_                 \
-                                               : (nh_) == 1 && (ld_)*eu <= 128 ? ATTN_HKV_PF_NONE_                    \
-                                                                               : ATTN_HKV_PF_L2_)                     \
+    const int dense_ =                                                                                                \
+        (nh_) == 1 &&                                                                                                 \
+        ((ld_)*eu <= 128 || (es == sizeof(float) && (nq_) == 1 && (ld_) == (w_) && (w_) <= ATTN_HKV_NV1 * ATTN_VL));  \
+    const int pfm = (pf_) == ATTN_FEW_PF_L2 ? ((nq_) > 1 ? ATTN_HKV_PF_L2_ROWS_                                       \
+                                               : dense_  ? ATTN_HKV_PF_NONE_                                          \
+                                                         : ATTN_HKV_PF_L2_)                                            \
                     : es != sizeof(float) && ATTN_HKV_PF * ldpf * sizeof(float) >= ATTN_HKV_PF_FAR ? ATTN_HKV_PF_L2_  \
                                                                                                    : ATTN_HKV_PF_L1_; \
     call;                                                                                                             \
   } while (0)
-#define ATTN_HKV_TYPED_(type, pf, hd, ld, nq, call)                                                                   \
-  do {                                                                                                                \
-    const size_t hkv_heads_ = (hd) ? (hd)->n : 1;                                                                     \
-    if ((type) == ATTN_F16)                                                                                           \
-      ATTN_HKV_AS_(attn_hkv_f16_, attn_hkv_s_row_, ATTN_VL, 2, 2, (ld), NULL, pf, (ld), hkv_heads_, nq, call);        \
-    else if ((type) == ATTN_BF16)                                                                                     \
-      ATTN_HKV_AS_(attn_hkv_bf16_, attn_hkv_s_row_, ATTN_VL, 2, 2, (ld), NULL, pf, (ld), hkv_heads_, nq, call);       \
-    else if ((type) == ATTN_I8)                                                                                       \
-      ATTN_HKV_AS_(attn_hkv_i8_, attn_hkv_s_row_, ATTN_VL, 1, 1, (ld) / 2, (hd)->sc, pf, (ld), hkv_heads_, nq, call); \
-    else if ((type) == ATTN_Q8_0)                                                                                     \
-      ATTN_HKV_AS_(attn_hkv_q8_, attn_hkv_s_q8_, ATTN_Q8_0_VALUES, 1, ATTN_Q8_0_BLOCK_BYTES,                          \
-                   (ld)*ATTN_Q8_0_BLOCK_BYTES / 2, NULL, pf, (ld), hkv_heads_, nq, call);                             \
-    else                                                                                                              \
-      ATTN_HKV_AS_(attn_hkv_f32_, attn_hkv_s_row_, ATTN_VL, 4, 4, (ld), NULL, pf, (ld), hkv_heads_, nq, call);        \
+#define ATTN_HKV_TYPED_(type, pf, hd, ld, w, nq, call)                                                               \
+  do {                                                                                                               \
+    const size_t hkv_heads_ = (hd) ? (hd)->n : 1;                                                                    \
+    if ((type) == ATTN_F16)                                                                                          \
+      ATTN_HKV_AS_(attn_hkv_f16_, attn_hkv_s_row_, ATTN_VL, 2, 2, (ld), NULL, pf, (ld), (w), hkv_heads_, nq, call);  \
+    else if ((type) == ATTN_BF16)                                                                                    \
+      ATTN_HKV_AS_(attn_hkv_bf16_, attn_hkv_s_row_, ATTN_VL, 2, 2, (ld), NULL, pf, (ld), (w), hkv_heads_, nq, call); \
+    else if ((type) == ATTN_I8)                                                                                      \
+      ATTN_HKV_AS_(attn_hkv_i8_, attn_hkv_s_row_, ATTN_VL, 1, 1, (ld) / 2, (hd)->sc, pf, (ld), (w), hkv_heads_, nq,  \
+                   call);                                                                                            \
+    else if ((type) == ATTN_Q8_0)                                                                                    \
+      ATTN_HKV_AS_(attn_hkv_q8_, attn_hkv_s_q8_, ATTN_Q8_0_VALUES, 1, ATTN_Q8_0_BLOCK_BYTES,                         \
+                   (ld)*ATTN_Q8_0_BLOCK_BYTES / 2, NULL, pf, (ld), (w), hkv_heads_, nq, call);                       \
+    else                                                                                                             \
+      ATTN_HKV_AS_(attn_hkv_f32_, attn_hkv_s_row_, ATTN_VL, 4, 4, (ld), NULL, pf, (ld), (w), hkv_heads_, nq, call);  \
   } while (0)
 
 #endif

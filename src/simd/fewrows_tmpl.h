@@ -140,26 +140,26 @@ static inline __attribute__((always_inline)) void attn_hkv_scores_(
  * all NV whole, a constant, so that the loop over keys keeps every accumulator in a register). */
 static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(
     attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn, size_t gs, size_t es, int pfm, size_t eu, size_t ldpf,
-    const float *sc, size_t sld, size_t qr, size_t qv, int full, int pf, size_t cw, size_t nk, const float *pt,
-    size_t ldp, const char *v, size_t c0, size_t ldv, float *acc, size_t lda, const float *alpha) {
-  vf a[ATTN_HKV_PV_QR > ATTN_HKV_QR ? ATTN_HKV_PV_QR : ATTN_HKV_QR][ATTN_HKV_NV];
-  size_t w[ATTN_HKV_NV];
-#pragma GCC unroll 4
-  for (size_t u = 0; u < ATTN_HKV_NV; u++) {
+    const float *sc, size_t sld, size_t qr, size_t qv, size_t nv, int full, int pf, size_t cw, size_t nk,
+    const float *pt, size_t ldp, const char *v, size_t c0, size_t ldv, float *acc, size_t lda, const float *alpha) {
+  vf a[ATTN_HKV_PV_QR > ATTN_HKV_QR ? ATTN_HKV_PV_QR : ATTN_HKV_QR][ATTN_HKV_NV_MAX];
+  size_t w[ATTN_HKV_NV_MAX];
+#pragma GCC unroll 8
+  for (size_t u = 0; u < nv; u++) {
     const size_t c = u * ATTN_VL;
     w[u] = full ? ATTN_VL : cw > c ? (cw - c < ATTN_VL ? cw - c : ATTN_VL) : 0;
   }
 #pragma GCC unroll 8
   for (size_t r = 0; r < qr; r++)
-#pragma GCC unroll 4
-    for (size_t u = 0; u < ATTN_HKV_NV; u++) a[r][u] = vf_zero();
+#pragma GCC unroll 8
+    for (size_t u = 0; u < nv; u++) a[r][u] = vf_zero();
   for (size_t j = 0; j < nk; j++) {
     const char *vr = v + j * ldv * eu;
     const float *pr = pt + j * ldp;
     const vf vs = sc ? vf_set1(sc[j * sld]) : vf_zero();
-    vf vx[ATTN_HKV_NV], bs = vs;
-#pragma GCC unroll 4
-    for (size_t u = 0; u < ATTN_HKV_NV; u++) {
+    vf vx[ATTN_HKV_NV_MAX], bs = vs;
+#pragma GCC unroll 8
+    for (size_t u = 0; u < nv; u++) {
       const size_t c = c0 + u * ATTN_VL;
       if (w[u] && (u == 0 || c % gs == 0)) { /* a new group's scale */
         if (pf) ATTN_HKV_BLOCK_PF_(vr, c, ldpf);
@@ -171,15 +171,15 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(
 #pragma GCC unroll 8
     for (size_t r = 0; r < qr; r++) {
       const vf pb = vf_set1(pr[r < qv ? r : qv - 1]);
-#pragma GCC unroll 4
-      for (size_t u = 0; u < ATTN_HKV_NV; u++) a[r][u] = vf_fma(pb, vx[u], a[r][u]);
+#pragma GCC unroll 8
+      for (size_t u = 0; u < nv; u++) a[r][u] = vf_fma(pb, vx[u], a[r][u]);
     }
   }
   for (size_t r = 0; r < qv; r++) {
     float *cr = acc + r * lda;
     const vf s = vf_set1(alpha ? alpha[r] : 1.0f);
-#pragma GCC unroll 4
-    for (size_t u = 0; u < ATTN_HKV_NV; u++) {
+#pragma GCC unroll 8
+    for (size_t u = 0; u < nv; u++) {
       if (!w[u]) break;
       float *cp = cr + u * ATTN_VL;
       const vf old = vf_load_w(cp, w[u]);
@@ -193,25 +193,22 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_tile_(
  * constant: the tiles a call site compiles): ATTN_HKV_ONE one row, ATTN_HKV_FEW one row or
  * ATTN_HKV_QR-row tiles, ATTN_HKV_MANY those or ATTN_HKV_PV_QR-row ones (more than one row). */
 enum { ATTN_HKV_ONE, ATTN_HKV_FEW, ATTN_HKV_MANY };
-static inline __attribute__((always_inline)) void attn_hkv_pv_cols_(attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn,
-                                                                    size_t gs, size_t es, int pfm, size_t eu,
-                                                                    size_t ldpf, const float *sc, size_t sld, size_t nq,
-                                                                    size_t cw, size_t nk, const float *pt, size_t ldp,
-                                                                    const char *v, size_t c0, size_t ldv, float *acc,
-                                                                    size_t lda, const float *alpha, const int tiles) {
-  enum { NC = ATTN_HKV_NV * ATTN_VL };
+static inline __attribute__((always_inline)) void attn_hkv_pv_cols_(
+    attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn, size_t gs, size_t es, int pfm, size_t eu, size_t ldpf,
+    const float *sc, size_t sld, size_t nq, size_t nv, size_t cw, size_t nk, const float *pt, size_t ldp, const char *v,
+    size_t c0, size_t ldv, float *acc, size_t lda, const float *alpha, const int tiles) {
   /* up to two tiles of ATTN_HKV_QR rows, those (a 6-row tile and a 2-row one were slower at 8) */
   const size_t qr = tiles == ATTN_HKV_ONE                            ? 1
                     : tiles == ATTN_HKV_FEW || nq <= 2 * ATTN_HKV_QR ? ATTN_HKV_QR
                                                                      : ATTN_HKV_PV_QR;
-  const int full = cw == NC;
+  const int full = cw == nv * ATTN_VL;
   for (size_t r0 = 0; r0 < nq; r0 += qr) {
     const size_t qv = nq - r0 < qr ? nq - r0 : qr;
     const float *al = alpha ? alpha + r0 : NULL;
     const int pf = r0 == 0; /* the next row tiles find the rows in L1 */
-#define ATTN_HKV_PV_(qr_c, full_c)                                                                                    \
-  attn_hkv_pv_tile_(conv, sfn, gs, es, pfm, eu, ldpf, sc, sld, qr_c, qr_c == 1 ? 1 : qv, full_c, pf, cw, nk, pt + r0, \
-                    ldp, v, c0, ldv, acc + r0 * lda, lda, al)
+#define ATTN_HKV_PV_(qr_c, full_c)                                                                               \
+  attn_hkv_pv_tile_(conv, sfn, gs, es, pfm, eu, ldpf, sc, sld, qr_c, qr_c == 1 ? 1 : qv, nv, full_c, pf, cw, nk, \
+                    pt + r0, ldp, v, c0, ldv, acc + r0 * lda, lda, al)
     if (tiles == ATTN_HKV_ONE || (tiles == ATTN_HKV_FEW && nq == 1)) full ? ATTN_HKV_PV_(1, 1) : ATTN_HKV_PV_(1, 0);
 #if ATTN_HKV_PV_QR != ATTN_HKV_QR
     else if (tiles == ATTN_HKV_MANY && qr == ATTN_HKV_PV_QR)
@@ -223,23 +220,36 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_cols_(attn_hkv_con
   }
 }
 
+/* P V of every column. One query row of one head (one1) over fp32 rows takes ATTN_HKV_NV1
+ * vectors a tile while whole tiles of them fit, then tiles of ATTN_HKV_NV: each column's sums
+ * are the same, in the same order, whatever the tile's width. (Over a token-major cache, a group
+ * of heads, wider tiles ran 2-3% slower; measured: 70a2d80.) */
 static inline __attribute__((always_inline)) void attn_hkv_pv_(attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn,
                                                                size_t gs, size_t es, int pfm, size_t eu, size_t ldpf,
                                                                const float *sc, size_t sld, size_t nq, size_t dv,
                                                                size_t nk, const float *pt, size_t ldp, const char *v,
                                                                size_t ldv, float *acc, size_t lda, const float *alpha,
-                                                               const int tiles) {
-  enum { NC = ATTN_HKV_NV * ATTN_VL };
-  for (size_t c0 = 0; c0 < dv; c0 += NC)
-    attn_hkv_pv_cols_(conv, sfn, gs, es, pfm, eu, ldpf, sc, sld, nq, dv - c0 < NC ? dv - c0 : NC, nk, pt, ldp, v, c0,
-                      ldv, acc + c0, lda, alpha, tiles);
+                                                               const int tiles, int one1) {
+  enum { NC = ATTN_HKV_NV * ATTN_VL, NC1 = ATTN_HKV_NV1 * ATTN_VL };
+  size_t c0 = 0;
+#if ATTN_HKV_NV1 != ATTN_HKV_NV
+  if (one1 && es == sizeof(float) && (tiles == ATTN_HKV_ONE || (tiles == ATTN_HKV_FEW && nq == 1)))
+    for (; dv - c0 >= NC1; c0 += NC1)
+      attn_hkv_pv_cols_(conv, sfn, gs, es, pfm, eu, ldpf, sc, sld, nq, ATTN_HKV_NV1, NC1, nk, pt, ldp, v, c0, ldv,
+                        acc + c0, lda, alpha, tiles);
+#else
+  (void)one1;
+#endif
+  for (; c0 < dv; c0 += NC)
+    attn_hkv_pv_cols_(conv, sfn, gs, es, pfm, eu, ldpf, sc, sld, nq, ATTN_HKV_NV, dv - c0 < NC ? dv - c0 : NC, nk, pt,
+                      ldp, v, c0, ldv, acc + c0, lda, alpha, tiles);
 }
 
 void ATTN_FEW_SCORES_NAME(attn_dtype type, attn_few_pf pf, const attn_few_heads *hd, size_t nk, size_t nq, size_t d,
                           const void *k, size_t ldk, const float *q, size_t ldq, float *st, size_t ldst) {
   const size_t nh = hd ? hd->n : 1, hk = hd ? hd->k : 0, hq = hd ? hd->q : 0, hs = hd ? hd->s : 0;
   const size_t sld = hd ? hd->sld : 0, shd = hd ? hd->shd : 0;
-  ATTN_HKV_TYPED_(type, pf, hd, ldk, nq,
+  ATTN_HKV_TYPED_(type, pf, hd, ldk, d, nq,
                   attn_hkv_scores_(conv, sfn, gs, es, pfm, eu, ldpf, sc, sld, shd, nh, hk, hq, hs, nk, nq, d, k, ldk, q,
                                    ldq, st, ldst));
 }
@@ -255,7 +265,7 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_keys_(
     for (size_t h = 0; h < hd->n; h++)
       attn_hkv_pv_(conv, sfn, gs, es, pfm, eu, ldpf, sc ? sc + h * hd->shd + j0 * hd->sld : NULL, hd->sld, nq, dv, jn,
                    pt + h * hd->p + j0 * ldp, ldp, v + (h * hd->v + j0 * ldv) * eu, ldv, acc + h * hd->a, lda, NULL,
-                   tiles);
+                   tiles, hd->n == 1);
   }
 }
 
@@ -264,7 +274,8 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_heads_(
     const float *sc, const attn_few_heads *hd, size_t nq, size_t dv, size_t nk, const float *pt, size_t ldp,
     const char *v, size_t ldv, float *acc, size_t lda, const float *alpha) {
   if (!hd) { /* heads in a group (hd), even one, add jc keys at a time: the same bits in any group */
-    attn_hkv_pv_(conv, sfn, gs, es, pfm, eu, ldpf, NULL, 0, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha, ATTN_HKV_FEW);
+    attn_hkv_pv_(conv, sfn, gs, es, pfm, eu, ldpf, NULL, 0, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha, ATTN_HKV_FEW,
+                 1);
     return;
   }
   for (size_t h = 0; h < hd->n && alpha; h++) /* scaled once, then every chunk adds */
@@ -288,7 +299,7 @@ void ATTN_FEW_PV_NAME(attn_dtype type, attn_few_pf pf, const attn_few_heads *hd,
                       const float *pt, size_t ldp, const void *v, size_t ldv, float *acc, size_t lda,
                       const float *alpha) {
   ATTN_HKV_TYPED_(
-      type, pf, hd, ldv, nq,
+      type, pf, hd, ldv, dv, nq,
       attn_hkv_pv_heads_(conv, sfn, gs, es, pfm, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha));
 }
 
@@ -297,6 +308,8 @@ void ATTN_FEW_PV_NAME(attn_dtype type, attn_few_pf pf, const attn_few_heads *hd,
 #undef ATTN_HKV_QR
 #undef ATTN_HKV_PV_QR
 #undef ATTN_HKV_NV
+#undef ATTN_HKV_NV1
+#undef ATTN_HKV_NV_MAX
 #undef ATTN_HKV_KR
 #undef ATTN_HKV_JC
 #undef ATTN_HKV_JC_ROWS

@@ -130,7 +130,7 @@ static inline __attribute__((always_inline)) void attn_fw_heads_(attn_hkv_conv_f
 
 void ATTN_FEW_WIDE_NAME(attn_dtype type, attn_few_pf pf, const attn_few_heads *hd, size_t nk, size_t nq, size_t d,
                         const void *k, size_t ldk, const float *qt, size_t ldq, float *st, size_t ldst) {
-  ATTN_HKV_TYPED_(type, pf, hd, ldk, nq,
+  ATTN_HKV_TYPED_(type, pf, hd, ldk, d, nq,
                   attn_fw_heads_(conv, sfn, gs, es, pfm, eu, ldpf, sc, hd, nk, nq, d, k, ldk, qt, ldq, st, ldst));
 }
 

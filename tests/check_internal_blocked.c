@@ -392,8 +392,9 @@ static const void *few_store(attn_dtype ty, float *x, size_t n, uint16_t **h) {
  * calls under the other where it compares bits: where the rows are prefetched changes no result. */
 static attn_few_pf few_other(attn_few_pf pf) { return pf == ATTN_FEW_PF_L1 ? ATTN_FEW_PF_L2 : ATTN_FEW_PF_L1; }
 
-static void few_case(attn_dtype ty, attn_few_pf pf, size_t nk, size_t nq, size_t d, size_t dv, int scaled) {
-  const size_t ldk = d + 3, ldq = d + 1, ldst = nq + 2, ldp = nq + 1, ldv = dv + 5, lda = dv + 3;
+static void few_case(attn_dtype ty, attn_few_pf pf, size_t nk, size_t nq, size_t d, size_t dv, int scaled, int dense) {
+  const size_t ldk = dense ? d : d + 3, ldq = d + 1, ldst = nq + 2, ldp = nq + 1, ldv = dense ? dv : dv + 5;
+  const size_t lda = dv + 3;
   const size_t nkk = nk * ldk + 1, nvv = nk * ldv + 1;
   float *k = malloc(nkk * sizeof(float)), *v = malloc(nvv * sizeof(float)), *q = malloc(nq * ldq * sizeof(float));
   float *pt = malloc((nk * ldp + 1) * sizeof(float)), *al = malloc(nq * sizeof(float));
@@ -542,7 +543,16 @@ START_TEST(few_rows_shapes) {
     for (size_t b = 0; b < sizeof nqs / sizeof nqs[0]; b++)
       for (size_t c = 0; c < sizeof ds / sizeof ds[0]; c += 1 + (a + b) % 2)
         few_case(ty, (attn_few_pf)((a + c) % 2), nks[a], nqs[b], ds[c], ds[(c + 5) % (sizeof ds / sizeof ds[0])],
-                 (int)((a + b + c) % 2));
+                 (int)((a + b + c) % 2), 0);
+  /* rows of 128 and more, one query row (P V in tiles of 8 vectors on the paths with 32
+   * registers while whole ones fit, then of 4, and a tail) and two; rows contiguous (fp32 rows
+   * that one tile reads whole take no software prefetch) or apart */
+  static const size_t wide[] = {128, 131, 200, 256};
+  for (size_t e = 0; e < sizeof wide / sizeof wide[0]; e++)
+    for (size_t a = 1; a < sizeof nks / sizeof nks[0]; a += 2)
+      for (int dense = 0; dense < 2; dense++)
+        few_case(ty, (attn_few_pf)((a + e + (size_t)dense) % 2), nks[a], 1 + (a + e) % 2 * (size_t)dense, wide[e],
+                 wide[(e + a) % 4], (int)(e % 2), dense);
 }
 END_TEST
 

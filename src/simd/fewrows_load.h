@@ -30,6 +30,9 @@
 #define ATTN_HKV_NV1 ATTN_HKV_NV
 #endif
 #define ATTN_HKV_NV_MAX (ATTN_HKV_NV1 > ATTN_HKV_NV ? ATTN_HKV_NV1 : ATTN_HKV_NV)
+/* Whether a call takes those tiles: one query row of one head over fp32 rows (es bytes an
+ * element, nh heads, nq rows). The prefetch mode below counts on it. */
+#define ATTN_HKV_ONE_FP32_(es, nh, nq) ((es) == sizeof(float) && (nh) == 1 && (nq) == 1)
 /* Rows of a P V tile over several rows (PV_QR x NV accumulators): the rows' tiles each read the
  * value rows again (from L1 after the first), so more rows a tile cost fewer passes. */
 #ifndef ATTN_HKV_PV_QR
@@ -177,7 +180,7 @@ static inline __attribute__((always_inline)) vf attn_hkv_load_(attn_hkv_conv_fn_
     const float *const sc = sc_;                                                                                      \
     const int dense_ =                                                                                                \
         (nh_) == 1 &&                                                                                                 \
-        ((ld_)*eu <= 128 || (es == sizeof(float) && (nq_) == 1 && (ld_) == (w_) && (w_) <= ATTN_HKV_NV1 * ATTN_VL));  \
+        ((ld_)*eu <= 128 || (ATTN_HKV_ONE_FP32_(es, nh_, nq_) && (ld_) == (w_) && (w_) <= ATTN_HKV_NV1 * ATTN_VL));   \
     const int pfm = (pf_) == ATTN_FEW_PF_L2 ? ((nq_) > 1 ? ATTN_HKV_PF_L2_ROWS_                                       \
                                                : dense_  ? ATTN_HKV_PF_NONE_                                          \
                                                          : ATTN_HKV_PF_L2_)                                            \

@@ -220,25 +220,26 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_cols_(
   }
 }
 
-/* P V of every column. One query row of one head (one1) over fp32 rows takes ATTN_HKV_NV1
- * vectors a tile while whole tiles of them fit, then tiles of ATTN_HKV_NV: each column's sums
- * are the same, in the same order, whatever the tile's width. (Over a token-major cache, a group
- * of heads, wider tiles ran 2-3% slower; measured: 70a2d80.) */
+/* P V of every column (of one of nh heads). One query row of one head over fp32 rows
+ * (ATTN_HKV_ONE_FP32_) takes ATTN_HKV_NV1 vectors a tile while whole tiles of them fit, then
+ * tiles of ATTN_HKV_NV: each column's sums are the same, in the same order, whatever the tile's
+ * width. (Over a token-major cache, a group of heads, wider tiles ran 2-3% slower; measured:
+ * 70a2d80.) */
 static inline __attribute__((always_inline)) void attn_hkv_pv_(attn_hkv_conv_fn_ *conv, attn_hkv_scale_fn_ *sfn,
                                                                size_t gs, size_t es, int pfm, size_t eu, size_t ldpf,
                                                                const float *sc, size_t sld, size_t nq, size_t dv,
                                                                size_t nk, const float *pt, size_t ldp, const char *v,
                                                                size_t ldv, float *acc, size_t lda, const float *alpha,
-                                                               const int tiles, int one1) {
+                                                               const int tiles, size_t nh) {
   enum { NC = ATTN_HKV_NV * ATTN_VL, NC1 = ATTN_HKV_NV1 * ATTN_VL };
   size_t c0 = 0;
 #if ATTN_HKV_NV1 != ATTN_HKV_NV
-  if (one1 && es == sizeof(float) && (tiles == ATTN_HKV_ONE || (tiles == ATTN_HKV_FEW && nq == 1)))
+  if (ATTN_HKV_ONE_FP32_(es, nh, nq))
     for (; dv - c0 >= NC1; c0 += NC1)
       attn_hkv_pv_cols_(conv, sfn, gs, es, pfm, eu, ldpf, sc, sld, nq, ATTN_HKV_NV1, NC1, nk, pt, ldp, v, c0, ldv,
                         acc + c0, lda, alpha, tiles);
 #else
-  (void)one1;
+  (void)nh;
 #endif
   for (; c0 < dv; c0 += NC)
     attn_hkv_pv_cols_(conv, sfn, gs, es, pfm, eu, ldpf, sc, sld, nq, ATTN_HKV_NV, dv - c0 < NC ? dv - c0 : NC, nk, pt,
@@ -265,7 +266,7 @@ static inline __attribute__((always_inline)) void attn_hkv_pv_keys_(
     for (size_t h = 0; h < hd->n; h++)
       attn_hkv_pv_(conv, sfn, gs, es, pfm, eu, ldpf, sc ? sc + h * hd->shd + j0 * hd->sld : NULL, hd->sld, nq, dv, jn,
                    pt + h * hd->p + j0 * ldp, ldp, v + (h * hd->v + j0 * ldv) * eu, ldv, acc + h * hd->a, lda, NULL,
-                   tiles, hd->n == 1);
+                   tiles, hd->n);
   }
 }
 
@@ -310,6 +311,7 @@ void ATTN_FEW_PV_NAME(attn_dtype type, attn_few_pf pf, const attn_few_heads *hd,
 #undef ATTN_HKV_NV
 #undef ATTN_HKV_NV1
 #undef ATTN_HKV_NV_MAX
+#undef ATTN_HKV_ONE_FP32_
 #undef ATTN_HKV_KR
 #undef ATTN_HKV_JC
 #undef ATTN_HKV_JC_ROWS

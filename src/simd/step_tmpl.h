@@ -75,14 +75,14 @@ static inline __attribute__((always_inline)) void attn_step_sweep_(size_t m, siz
   const int fuse = full && w - full == 1;
   size_t c0 = 0;
   /* sweeps of nv_ vectors while whole ones fit, the last of them taking the fused column */
-#define ATTN_STEP_SWEEPS_(nv_)                                                                     \
-  do {                                                                                             \
-    for (; c0 + (nv_)*ATTN_VL <= full; c0 += (nv_)*ATTN_VL) {                                      \
-      if (fuse && c0 + (nv_)*ATTN_VL == full)                                                      \
+#define ATTN_STEP_SWEEPS_(nv_)                                                                 \
+  do {                                                                                         \
+    for (; c0 + (nv_)*ATTN_VL <= full; c0 += (nv_)*ATTN_VL) {                                  \
+      if (fuse && c0 + (nv_)*ATTN_VL == full)                                                  \
         attn_step_block_(m, c0, nv_, qf, kf, va, a, s, lds, out, g, decay, gs, post, 1, full); \
-      else                                                                                         \
+      else                                                                                     \
         attn_step_block_(m, c0, nv_, qf, kf, va, a, s, lds, out, g, decay, gs, post, 0, 0);    \
-    }                                                                                              \
+    }                                                                                          \
   } while (0)
 #if ATTN_VREGS >= 32
   if (!kf) ATTN_STEP_SWEEPS_(2 * ATTN_STEP_NV);

@@ -72,9 +72,9 @@ extern "C" {
  * ------------------------------------------------------------------------------------------- */
 #define ATTN_VERSION_MAJOR  0
 #define ATTN_VERSION_MINOR  12
-#define ATTN_VERSION_PATCH  5
+#define ATTN_VERSION_PATCH  6
 #define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
-#define ATTN_VERSION_STRING "0.12.5"
+#define ATTN_VERSION_STRING "0.12.6"
 
 /** Version of the library actually linked, as ATTN_VERSION_NUMBER. Thread-safe. */
 ATTN_API unsigned attn_version_number(void);
@@ -606,7 +606,10 @@ ATTN_API attn_status attn_softmax_batch_workspace_size(const attn_softmax_desc *
  * A bias is indexed by the packed query row and the key's position in its sequence (the bias
  * layout needs the longest sequence's keys). One dispatch to shape.threads takes every
  * sequence's tasks (query blocks, head groups, key ranges); o and lse are bit for bit those of
- * attn_softmax on each sequence alone (its keys contiguous), for any thread count and any pages.
+ * attn_softmax on each sequence alone (its keys contiguous, each head's rows apart as in the
+ * pages: head-major pages as a head-major cache, token-major as token-major; since 0.12.6 a
+ * decode step without GQA may differ between the two in its last bits), for any thread count and
+ * any pages.
  * Rows of q, o and lse no sequence holds are not touched; a sequence without query rows is
  * skipped.
  * @param q, k, v, o, lse, workspace  as attn_softmax; k and v the pool when paged.

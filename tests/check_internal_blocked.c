@@ -722,6 +722,116 @@ START_TEST(select_scan_nonfinite) {
 }
 END_TEST
 
+/* ---- few_fused: scores, the online-softmax step and P V of one row a head, a few keys a step ---- */
+/* nh heads (head h's K rows hk elements after head 0's, V rows hv), nk keys, widths d and dv
+ * (rows a few elements wider), a state carried in (a finite m, l > 0, acc) and the statistics'
+ * sums or not. F32: the bits of few_scores, softmax_block and few_pv run by run of
+ * few_fused_keys keys, head by head (the contract); with nh > 1 each head's bits those of a
+ * one-head call. F16 and I8 (a scale per row and head): the F32 call's bits on the converted
+ * values. Guard zones around acc and the row state (each head's region). */
+enum { FF_PAD = 3 };
+static void ff_state(size_t nh, size_t ha, size_t dv, int stats, float **reg) {
+  *reg = galloc(nh * ha);
+  for (size_t h = 0; h < nh; h++) {
+    float *r = *reg + h * ha;
+    for (size_t c = 0; c < ha; c++) r[c] = 7.0f;
+    for (size_t c = 0; c < dv; c++) r[c] = frand();
+    float *rs = r + dv + FF_PAD;
+    rs[0] = 0.25f * (float)h, rs[1] = 1.5f, rs[2] = 0.0f;
+    if (stats) rs[3] = 0.5f, rs[4] = -0.25f;
+  }
+}
+
+static void ff_case(attn_few_pf pf, size_t nh, size_t nk, size_t d, size_t dv, int stats, float qs) {
+  const size_t ldk = d + 2, ldv = dv + 1, hk = nk * ldk + 3, hv = nk * ldv + 5, hq = d + 1,
+               ha = dv + FF_PAD + 5 + FF_PAD;
+  const size_t fk = uk->few_fused_keys, kn = nh * hk + 1, vn = nh * hv + 1;
+  float *k = malloc(kn * sizeof(float)), *v = malloc(vn * sizeof(float)), *q = malloc(nh * hq * sizeof(float));
+  float *ksc = malloc(nh * nk * sizeof(float) + 1), *vsc = malloc(nh * nk * sizeof(float) + 1);
+  int8_t *k8 = malloc(kn), *v8 = malloc(vn);
+  uint16_t *kh = malloc(kn * sizeof(uint16_t)), *vh = malloc(vn * sizeof(uint16_t));
+  float *st = malloc(nh * fk * sizeof(float)), *st1 = malloc(fk * sizeof(float));
+  ck_assert(k && v && q && ksc && vsc && k8 && v8 && kh && vh && st && st1);
+  for (size_t i = 0; i < nh * hq; i++) q[i] = qs * frand();
+  /* int8 values times a scale per (key, head): the F32 operands are the products, rounded once */
+  for (size_t i = 0; i < nh * nk; i++)
+    ksc[i] = 0.01f + 0.001f * (float)(i % 7), vsc[i] = 0.02f - 0.001f * (float)(i % 5);
+  for (size_t i = 0; i < kn; i++) k8[i] = (int8_t)((int)(frand() * 127.0f));
+  for (size_t i = 0; i < vn; i++) v8[i] = (int8_t)((int)(frand() * 127.0f));
+  float *reg[4];
+  for (int t = 0; t < 4; t++) ff_state(nh, ha, dv, stats, &reg[t]);
+  for (int ty = 0; ty < 3; ty++) { /* F32, F16, I8 */
+    for (size_t h = 0; h < nh; h++)
+      for (size_t j = 0; j < nk; j++) {
+        for (size_t p = 0; p < d; p++) {
+          const size_t e = h * hk + j * ldk + p;
+          k[e] = ty == 2 ? (float)k8[e] * ksc[h * nk + j] : frand();
+          if (ty == 1) kh[e] = hr_f16_bits(hr_f16_round((double)k[e])), k[e] = (float)hr_f16_value(kh[e]);
+        }
+        for (size_t c = 0; c < dv; c++) {
+          const size_t e = h * hv + j * ldv + c;
+          v[e] = ty == 2 ? (float)v8[e] * vsc[h * nk + j] : frand();
+          if (ty == 1) vh[e] = hr_f16_bits(hr_f16_round((double)v[e])), v[e] = (float)hr_f16_value(vh[e]);
+        }
+      }
+    /* every head's state alike in the copies 0 (the call), 1 (fp32 call), 2 (run by run), 3 (heads alone) */
+    for (int t = 1; t < 4; t++) memcpy(reg[t], reg[0], nh * ha * sizeof(float));
+    const attn_few_heads hd = {.n = nh, .k = hk, .v = hv, .q = hq, .a = ha, .sld = 1, .shd = nk};
+    const attn_dtype tys[] = {ATTN_F32, ATTN_F16, ATTN_I8};
+    const void *kx = ty == 0 ? (const void *)k : ty == 1 ? (const void *)kh : (const void *)k8;
+    const void *vx = ty == 0 ? (const void *)v : ty == 1 ? (const void *)vh : (const void *)v8;
+    uk->few_fused(tys[ty], pf, &hd, nk, d, dv, kx, ldk, vx, ldv, ty == 2 ? ksc : NULL, ty == 2 ? vsc : NULL, q, st,
+                  reg[0] + dv + FF_PAD, stats, reg[0]);
+    if (ty) { /* the F32 call's bits on the converted values */
+      uk->few_fused(ATTN_F32, few_other(pf), &hd, nk, d, dv, k, ldk, v, ldv, NULL, NULL, q, st, reg[1] + dv + FF_PAD,
+                    stats, reg[1]);
+      ck_assert_msg(memcmp(reg[0], reg[1], nh * ha * sizeof(float)) == 0,
+                    "few_fused %d nh=%zu nk=%zu d=%zu dv=%zu: not the fp32 bits", ty, nh, nk, d, dv);
+      continue;
+    }
+    for (size_t h = 0; h < nh; h++) {
+      float *acc = reg[2] + h * ha, *rs = acc + dv + FF_PAD;
+      for (size_t a = 0; a < nk; a += fk) {
+        const size_t n = nk - a < fk ? nk - a : fk;
+        uk->few_scores(ATTN_F32, pf, NULL, n, 1, d, k + h * hk + a * ldk, ldk, q + h * hq, d, st1, 1);
+        uk->softmax_block(n, 1, st1, 1, rs, rs + 1, rs + 2, stats ? rs + 3 : NULL, 1, 0);
+        uk->few_pv(ATTN_F32, pf, NULL, 1, dv, n, st1, 1, v + h * hv + a * ldv, ldv, acc, dv, rs + 2);
+      }
+      float *one = reg[3] + h * ha;
+      uk->few_fused(ATTN_F32, few_other(pf), NULL, nk, d, dv, k + h * hk, ldk, v + h * hv, ldv, NULL, NULL, q + h * hq,
+                    st, one + dv + FF_PAD, stats, one);
+    }
+    for (size_t e = 0; e < nh * ha; e++) {
+      const size_t c = e % ha;
+      const int guard = (c >= dv && c < dv + FF_PAD) || c >= dv + FF_PAD + (stats ? 5 : 3);
+      ck_assert_msg(!guard || reg[0][e] == 7.0f, "few_fused wrote its guard (head %zu, %zu)", e / ha, c);
+      ck_assert_msg(memcmp(&reg[0][e], &reg[2][e], sizeof(float)) == 0,
+                    "few_fused nh=%zu nk=%zu d=%zu dv=%zu stats=%d head %zu at %zu: %a, run by run %a", nh, nk, d, dv,
+                    stats, e / ha, c, (double)reg[0][e], (double)reg[2][e]);
+      ck_assert_msg(memcmp(&reg[0][e], &reg[3][e], sizeof(float)) == 0,
+                    "few_fused nh=%zu nk=%zu d=%zu dv=%zu: head %zu alone differs at %zu", nh, nk, d, dv, e / ha, c);
+    }
+    ck_assert_msg(nk == 0 || reg[0][dv + FF_PAD + 1] != 1.5f, "few_fused: l unchanged");
+  }
+  for (int t = 0; t < 4; t++) gcheck_free(reg[t]);
+  free(k), free(v), free(q), free(ksc), free(vsc), free(k8), free(v8), free(kh), free(vh), free(st), free(st1);
+}
+
+/* Keys around the steps (none, within one, steps and a tail), widths around the register row
+ * (ATTN_HKV_NV1 vectors: 128 on AVX-512; 131 and 200 past it) and the vector's tail, one head
+ * (acc in registers) and several (acc in memory), large logits. */
+START_TEST(few_fused_steps) {
+  static const size_t nks[] = {0, 5, 16, 37, 100};
+  static const size_t dims[][2] = {{3, 5}, {33, 24}, {64, 64}, {128, 128}, {72, 131}, {128, 200}};
+  static const size_t nhs[] = {1, 3};
+  const attn_few_pf pf = _i % 2 ? ATTN_FEW_PF_L2 : ATTN_FEW_PF_L1;
+  for (size_t a = 0; a < sizeof nks / sizeof nks[0]; a++)
+    for (size_t b = 0; b < sizeof dims / sizeof dims[0]; b++)
+      for (size_t c = 0; c < sizeof nhs / sizeof nhs[0]; c++)
+        ff_case(pf, nhs[c], nks[a], dims[b][0], dims[b][1], _i / 2, a == 3 ? 30.0f : 1.0f);
+}
+END_TEST
+
 /* A decode step's head groups: a head-major cache one key head a group (each head's two streams
  * in turn), token-major and paged caches in groups (every token's row, or every page, read along
  * memory). Grouping changes no bit (the parallel suite checks it); this pins the choice, which
@@ -748,6 +858,12 @@ START_TEST(few_plan_head_groups) {
         ck_assert_uint_eq(p.hg, 1);
       else
         ck_assert_uint_gt(p.hg, 1);
+      ck_assert(!p.fused); /* GQA: 4 rows a key head */
+      /* without GQA, one token: few_fused over head-major caches, paged or not, whatever the type */
+      de.shape.h_q = 8, de.shape.h_k = 8;
+      if (layout) de.shape.k.head_stride = de.shape.v.head_stride = 128 * 4096;
+      ck_assert_int_eq(attn_blocked_plan_make(&p, &spec, uk), ATTN_OK);
+      ck_assert_int_eq(p.fused, layout != 0 && nq == 1);
     }
 }
 END_TEST
@@ -760,7 +876,7 @@ static Suite *internal_blocked_suite(attn_isa active) {
     {"softmax_block", softmax_block_steps, 15}, {"softmax_block", softmax_block_nonfinite, 5},
       {"softmax_block", gau_block_steps, 11}, {"softmax_block", window_block_values, 7},
     {"few_rows", few_rows_shapes, 3}, {"few_rows", few_rows_heads, 3}, {"few_rows", few_rows_wide, 3},
-      {"few_rows", few_plan_head_groups, 2},
+      {"few_rows", few_plan_head_groups, 2}, {"few_rows", few_fused_steps, 4},
     {"select", select_scan_values, 2}, {"select", select_scan_nonfinite, 1});
   /* clang-format on */
 }

@@ -286,6 +286,25 @@ typedef void attn_few_scores_wide_fn(attn_dtype type, attn_few_pf pf, const attn
 typedef void attn_few_pv_fn(attn_dtype type, attn_few_pf pf, const attn_few_heads *hd, size_t nq, size_t dv, size_t nk,
                             const float *pt, size_t ldp, const void *v, size_t ldv, float *acc, size_t lda,
                             const float *alpha);
+/* few_fused: a decode step's unmasked key block for one query row of each of hd->n heads (NULL:
+ * one) over K and V rows in place of type `type` (few_scores' and few_pv's types and strides;
+ * head h's k + h hd->k: nk rows of d; v + h hd->v: nk rows of dv; q + h hd->q: its scaled row of
+ * d floats; ATTN_I8: ksc and vsc the scales of head 0's first K and V rows, hd->sld and hd->shd
+ * apart), the plain online-softmax step (softmax_block's, unmasked) taken every few_fused_keys
+ * keys: for each run [a, a + n) of them from the first key and each head h, with rs_h = rs + h
+ * hd->a and acc_h = acc + h hd->a, exactly
+ *   few_scores(type, pf, NULL, n, 1, d, k_h + a ldk, ldk, q_h, d, st_h, 1);
+ *   softmax_block(n, 1, st_h, 1, rs_h, rs_h + 1, rs_h + 2, stats ? rs_h + 3 : NULL, 1, 0);
+ *   few_pv(type, pf, NULL, 1, dv, n, st_h, 1, v_h + a ldv, ldv, acc_h, dv, rs_h + 2);
+ * (the same bits, whatever hd->n: a head's do not depend on its group; a half or int8 call the
+ * fp32 call's on the converted values), the heads' scores of a run before their steps and P V,
+ * acc in registers between the runs where one head's row fits. rs_h: the row's m, l, alpha (with
+ * stats, the statistics' two sums after them); st: hd->n few_fused_keys floats of scratch (st_h
+ * = st + h few_fused_keys). A key block goes through one call instead of three, a few keys at a
+ * time through the scores, the step and P V (simd/fewfused_tmpl.h). */
+typedef void attn_few_fused_fn(attn_dtype type, attn_few_pf pf, const attn_few_heads *hd, size_t nk, size_t d,
+                               size_t dv, const void *k, size_t ldk, const void *v, size_t ldv, const float *ksc,
+                               const float *vsc, const float *q, float *st, float *rs, int stats, float *acc);
 
 /*
  * The table's slots, grouped by family: KERNEL(slot) is a pointer of type attn_<slot>_fn,
@@ -316,6 +335,8 @@ typedef void attn_few_pv_fn(attn_dtype type, attn_few_pf pf, const attn_few_head
      rows in lanes, from few_wide_rows rows of a key head */                                \
   KERNEL(few_scores) KERNEL(few_scores_wide) TUNING(few_wide_rows)                          \
   KERNEL(few_pv) TUNING(few_pv_run) TUNING(few_pv_run_rows)                                 \
+  /* one query row of one head over fp32 rows: scores, step and P V fused, keys per step */  \
+  KERNEL(few_fused) TUNING(few_fused_keys)                                                  \
   /* their prefetch policy (attn_few_pf): the path's, then the CPU's (attn_ukernels_tune) */ \
   TUNING(few_pf)
 /* clang-format on */

@@ -112,6 +112,9 @@ typedef struct attn_score_step {
    * arithmetic whatever the strides, so that a fold is bit-identical wherever its parts lie. */
   void (*merge)(float *acc, float *rs, size_t R, const float *acc2, const float *rs2, size_t R2, size_t rows, size_t dv,
                 int stats);
+  /* 1: the step is softmax_block's on row state m, l, alpha (statistics q2, e after them) and
+   * nothing else, so that a few-rows plan may take an unmasked block through few_fused */
+  int fusable;
 } attn_score_step;
 
 /* The online-softmax score step (ops/softmax.c): row state m, l, alpha; finish writes o = acc / l
@@ -155,6 +158,9 @@ typedef struct attn_blocked_worker_layout {
                                    fp32 too: a block's rows across pages) */
   size_t vg, vg_scales;        /* paged few-rows plans: a run of few_pv's keys across a page boundary
                                    (rows of dv elements; ATTN_I8 scales vg_scales floats after vg) */
+  size_t fg, fg_scales;        /* paged fused plans: a step of few_fused's keys across a page boundary,
+                                   its K rows, then its V rows (elements of kv_type), and fg_scales
+                                   floats after fg their ATTN_I8 scales (K's, then V's) */
   size_t sth;                  /* few blocks of several heads: hg heads' ST (bc x R each) */
   size_t pk, pv, ptag;         /* packed K (BLK_PACK_KEYS x d), V (x dv), which head they hold (a size_t
                                    at ptag: head + 1, 0 for none) */
@@ -192,6 +198,9 @@ typedef struct attn_blocked_plan {
   enum { BLK_BLOCK_SCORED, BLK_BLOCK_XMAP } block; /* scores, extras, step; or exponential-map sub-blocks */
   enum { BLK_SCORES_GEMM, BLK_SCORES_FEW, BLK_SCORES_FEATURE } scores; /* Q^T GEMM; few_scores; psi(K) GEMM */
   int heads_together;            /* few rows, no selection: attn_blk_block_heads for a task of 2+ heads */
+  int fused;                     /* heads together, one query row a key head (no GQA, one token), a
+                                    head-major cache (paged or not; any K/V type), a fusable step: an
+                                    unmasked block through few_fused (attn_blk_fused) */
   attn_blocked_worker_layout wl; /* each worker's scratch */
   attn_blocked_head_layout hl;   /* each head's region within it, head_floats each */
   size_t head_floats;

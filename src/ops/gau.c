@@ -84,7 +84,7 @@ static void gau_merge(float *acc, float *rs, size_t R, const float *acc2, const 
   for (size_t x = 0; x < rows * dv; x++) acc[x] += acc2[x];
 }
 
-static const attn_score_step gau_score_step = {1, 1, gau_init, gau_step, gau_finish, 3, {1, 2, 3}, gau_merge};
+static const attn_score_step gau_score_step = {1, 1, gau_init, gau_step, gau_finish, 3, {1, 2, 3}, gau_merge, 0};
 
 /* A validated call planned on the active path. */
 typedef struct gau_call {

@@ -45,7 +45,7 @@ static void lw_finish(const float *acc, const float *rs, size_t R, size_t r, siz
   for (size_t x = 0; x < dv; x++) orow[x] = acc[x] * f;
 }
 
-static const attn_score_step lin_window_step = {1, 0, lw_init, lw_step, lw_finish, 0, {0, 0, 0}, NULL};
+static const attn_score_step lin_window_step = {1, 0, lw_init, lw_step, lw_finish, 0, {0, 0, 0}, NULL, 0};
 
 /* The exponential maps' step: the engine hands each row's offset bm of the block's scores
  * (engine/blocked.h); row state den, M (the running offset: at the end the row's exact one, so
@@ -69,7 +69,7 @@ static const float *lx_step(const struct attn_ukernels *uk, const attn_step_bloc
   return alpha;
 }
 
-static const attn_score_step lin_xwindow_step = {4, 0, lx_init, lx_step, lw_finish, 0, {0, 0, 0}, NULL};
+static const attn_score_step lin_xwindow_step = {4, 0, lx_init, lx_step, lw_finish, 0, {0, 0, 0}, NULL, 0};
 
 /* The blocked plan of a windowed call (m: the map's feature size; favor's W^T comes with the call). */
 attn_status attn_lin_window_plan(const attn_linear_desc *d, size_t m, attn_blocked_plan *bp,

@@ -73,7 +73,7 @@ static void sm_merge(float *acc, float *rs, size_t R, const float *acc2, const f
   }
 }
 
-const attn_score_step attn_softmax_score_step = {3, 0, sm_init, sm_step, sm_finish, 2, {1, 3, 4}, sm_merge};
+const attn_score_step attn_softmax_score_step = {3, 0, sm_init, sm_step, sm_finish, 2, {1, 3, 4}, sm_merge, 1};
 
 /*
  * The options (attn.h): a second step over the same kernel, chosen only when an option is on.
@@ -136,7 +136,7 @@ static void sm_opt_finish(const float *acc, const float *rs, size_t R, size_t r,
   if (rs[R + r] == 0.0f && !attn_rows_finite(acc, 1, dv, 0)) attn_fill_nan(orow, dv);
 }
 
-static const attn_score_step sm_opt_step_def = {3, 1, sm_opt_init, sm_opt_step, sm_opt_finish, 2, {1, 3, 4}, sm_merge};
+static const attn_score_step sm_opt_step_def = {3, 1, sm_opt_init, sm_opt_step, sm_opt_finish, 2, {1, 3, 4}, sm_merge, 0};
 
 attn_status attn_softmax_desc_init(attn_softmax_desc *d, size_t n_q, size_t n_kv, size_t h_q, size_t h_kv, size_t dim,
                                    size_t dv) {

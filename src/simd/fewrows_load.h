@@ -164,45 +164,49 @@ static inline __attribute__((always_inline)) vf attn_hkv_load_(attn_hkv_conv_fn_
   return conv(t, 0, s);
 }
 
-/* The element type's conversion, bytes per element (es) and per stride unit (eu), and the row
- * stride the prefetches count in: half rows twice as many rows ahead as fp32 (the same distance
- * in memory), int8 and q8_0 rows as many as half rows; the rows' scales (ATTN_I8: hd's, NULL,
- * a constant, for the other types). */
+/* The prefetch mode (ATTN_HKV_PF_*_ above) of a call over rows ld elements apart, w elements
+ * read of each (es bytes an element, eu a stride unit, prefetches counted in rows of ldpf), nh
+ * heads, nq query rows, under the policy pf. */
+static inline int attn_hkv_pfm_(attn_few_pf pf, size_t es, size_t eu, size_t ldpf, size_t ld, size_t w, size_t nh,
+                                size_t nq) {
+  const int dense =
+      nh == 1 && (ld * eu <= 128 || (ATTN_HKV_ONE_FP32_(es, nh, nq) && ld == w && w <= ATTN_HKV_NV1 * ATTN_VL));
+  if (pf == ATTN_FEW_PF_L2) return nq > 1 ? ATTN_HKV_PF_L2_ROWS_ : dense ? ATTN_HKV_PF_NONE_ : ATTN_HKV_PF_L2_;
+  return es != sizeof(float) && ATTN_HKV_PF * ldpf * sizeof(float) >= ATTN_HKV_PF_FAR ? ATTN_HKV_PF_L2_
+                                                                                      : ATTN_HKV_PF_L1_;
+}
+
 /* call with the names the kernels take bound to one type's row access: its conversion and group
- * scale, gs elements a scale, es bytes an element, eu a stride unit, prefetches counted in ldpf
- * (where: pfm, from the caller's policy pf_, the rows' stride ld_ and width w_ in elements, the
- * heads nh_ and the query rows nq_), the rows' scales sc. */
-#define ATTN_HKV_AS_(conv_, sfn_, gs_, es_, eu_, ldpf_, sc_, pf_, ld_, w_, nh_, nq_, call)                            \
-  do {                                                                                                                \
-    attn_hkv_conv_fn_ *const conv = conv_;                                                                            \
-    attn_hkv_scale_fn_ *const sfn = sfn_;                                                                             \
-    const size_t gs = gs_, es = es_, eu = eu_, ldpf = ldpf_;                                                          \
-    const float *const sc = sc_;                                                                                      \
-    const int dense_ =                                                                                                \
-        (nh_) == 1 &&                                                                                                 \
-        ((ld_)*eu <= 128 || (ATTN_HKV_ONE_FP32_(es, nh_, nq_) && (ld_) == (w_) && (w_) <= ATTN_HKV_NV1 * ATTN_VL));   \
-    const int pfm = (pf_) == ATTN_FEW_PF_L2 ? ((nq_) > 1 ? ATTN_HKV_PF_L2_ROWS_                                       \
-                                               : dense_  ? ATTN_HKV_PF_NONE_                                          \
-                                                         : ATTN_HKV_PF_L2_)                                            \
-                    : es != sizeof(float) && ATTN_HKV_PF * ldpf * sizeof(float) >= ATTN_HKV_PF_FAR ? ATTN_HKV_PF_L2_  \
-                                                                                                   : ATTN_HKV_PF_L1_; \
-    call;                                                                                                             \
+ * scale, gs elements a scale, es bytes an element, eu a stride unit, prefetches counted in ldpf =
+ * ld_ lpn / lpd rows (half rows twice as many rows ahead as fp32, the same distance in memory;
+ * int8 and q8_0 rows as many as half rows), lpn and lpd bound too (for a second stride); where
+ * (pfm) from the caller's policy pf_, the rows' stride ld_ and width w_ in elements, the heads
+ * nh_ and the query rows nq_; the rows' scales sc (ATTN_I8: hd's; NULL, a constant, for the
+ * other types). */
+#define ATTN_HKV_AS_(conv_, sfn_, gs_, es_, eu_, lpn_, lpd_, sc_, pf_, ld_, w_, nh_, nq_, call) \
+  do {                                                                                          \
+    attn_hkv_conv_fn_ *const conv = conv_;                                                      \
+    attn_hkv_scale_fn_ *const sfn = sfn_;                                                       \
+    const size_t gs = gs_, es = es_, eu = eu_, lpn = lpn_, lpd = lpd_, ldpf = (ld_)*lpn / lpd;  \
+    const float *const sc = sc_;                                                                \
+    const int pfm = attn_hkv_pfm_(pf_, es, eu, ldpf, ld_, w_, nh_, nq_);                        \
+    (void)lpn, (void)lpd;                                                                       \
+    call;                                                                                       \
   } while (0)
-#define ATTN_HKV_TYPED_(type, pf, hd, ld, w, nq, call)                                                               \
-  do {                                                                                                               \
-    const size_t hkv_heads_ = (hd) ? (hd)->n : 1;                                                                    \
-    if ((type) == ATTN_F16)                                                                                          \
-      ATTN_HKV_AS_(attn_hkv_f16_, attn_hkv_s_row_, ATTN_VL, 2, 2, (ld), NULL, pf, (ld), (w), hkv_heads_, nq, call);  \
-    else if ((type) == ATTN_BF16)                                                                                    \
-      ATTN_HKV_AS_(attn_hkv_bf16_, attn_hkv_s_row_, ATTN_VL, 2, 2, (ld), NULL, pf, (ld), (w), hkv_heads_, nq, call); \
-    else if ((type) == ATTN_I8)                                                                                      \
-      ATTN_HKV_AS_(attn_hkv_i8_, attn_hkv_s_row_, ATTN_VL, 1, 1, (ld) / 2, (hd)->sc, pf, (ld), (w), hkv_heads_, nq,  \
-                   call);                                                                                            \
-    else if ((type) == ATTN_Q8_0)                                                                                    \
-      ATTN_HKV_AS_(attn_hkv_q8_, attn_hkv_s_q8_, ATTN_Q8_0_VALUES, 1, ATTN_Q8_0_BLOCK_BYTES,                         \
-                   (ld)*ATTN_Q8_0_BLOCK_BYTES / 2, NULL, pf, (ld), (w), hkv_heads_, nq, call);                       \
-    else                                                                                                             \
-      ATTN_HKV_AS_(attn_hkv_f32_, attn_hkv_s_row_, ATTN_VL, 4, 4, (ld), NULL, pf, (ld), (w), hkv_heads_, nq, call);  \
+#define ATTN_HKV_TYPED_(type, pf, hd, ld, w, nq, call)                                                                 \
+  do {                                                                                                                 \
+    const size_t hkv_heads_ = (hd) ? (hd)->n : 1;                                                                      \
+    if ((type) == ATTN_F16)                                                                                            \
+      ATTN_HKV_AS_(attn_hkv_f16_, attn_hkv_s_row_, ATTN_VL, 2, 2, 1, 1, NULL, pf, (ld), (w), hkv_heads_, nq, call);    \
+    else if ((type) == ATTN_BF16)                                                                                      \
+      ATTN_HKV_AS_(attn_hkv_bf16_, attn_hkv_s_row_, ATTN_VL, 2, 2, 1, 1, NULL, pf, (ld), (w), hkv_heads_, nq, call);   \
+    else if ((type) == ATTN_I8)                                                                                        \
+      ATTN_HKV_AS_(attn_hkv_i8_, attn_hkv_s_row_, ATTN_VL, 1, 1, 1, 2, (hd)->sc, pf, (ld), (w), hkv_heads_, nq, call); \
+    else if ((type) == ATTN_Q8_0)                                                                                      \
+      ATTN_HKV_AS_(attn_hkv_q8_, attn_hkv_s_q8_, ATTN_Q8_0_VALUES, 1, ATTN_Q8_0_BLOCK_BYTES, ATTN_Q8_0_BLOCK_BYTES, 2, \
+                   NULL, pf, (ld), (w), hkv_heads_, nq, call);                                                         \
+    else                                                                                                               \
+      ATTN_HKV_AS_(attn_hkv_f32_, attn_hkv_s_row_, ATTN_VL, 4, 4, 1, 1, NULL, pf, (ld), (w), hkv_heads_, nq, call);    \
   } while (0)
 
 #endif

@@ -304,6 +304,9 @@ void ATTN_FEW_PV_NAME(attn_dtype type, attn_few_pf pf, const attn_few_heads *hd,
       attn_hkv_pv_heads_(conv, sfn, gs, es, pfm, eu, ldpf, sc, hd, nq, dv, nk, pt, ldp, v, ldv, acc, lda, alpha));
 }
 
+/* few_fused: its own file, over the tiles and row access above */
+#include "simd/fewfused_tmpl.h"
+
 #undef ATTN_HKV_TYPED_
 #undef ATTN_HKV_AS_
 #undef ATTN_HKV_QR

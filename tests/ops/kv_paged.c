@@ -13,8 +13,9 @@
  * patterns (bytes 0xff: a NaN float, fp16, bf16 or q8_0 scale; NaN int8 scales), so a row read
  * from the wrong place poisons the output.
  * Checks, per case:
- *   - bit for bit against attn_softmax on each sequence alone (its keys contiguous, no threads):
- *     attn.h promises that call's bits for any pages and thread count (NaN compares as NaN);
+ *   - bit for bit against attn_softmax on each sequence alone (its keys contiguous, head-major
+ *     where the pages are, no threads): attn.h promises that call's bits for any pages and thread
+ *     count (NaN compares as NaN);
  *   - each sequence against the float64 reference of its twins with the softmax suite's bounds;
  *   - the rows no sequence holds, the guards and the inputs untouched.
  */
@@ -118,13 +119,20 @@ static void store_row(attn_dtype ty, float *x, size_t w, unsigned char *dst, flo
   }
 }
 
-/* One sequence: q, and K / V twins (token-major, floats) and stored rows (token-major,
- * contiguous: the per-sequence call's own K/V) with ATTN_I8 scales [n_kv][h_kv]. */
+/* One sequence: q, and K / V twins (token-major, floats) and stored rows (contiguous: the
+ * per-sequence call's own K/V, in the pool's layout of heads: seq_row) with ATTN_I8 scales. */
 typedef struct pg_seq {
   tu_tensor q, k, v;
   unsigned char *ks, *vs;
   float *ksc, *vsc;
 } pg_seq;
+
+/* The stored row of key j, head h of a sequence of nkv keys: head-major where the pool's pages
+ * are (attn.h promises the bits of the call alone over a cache of the same layout of heads),
+ * token-major otherwise. */
+static size_t seq_row(const pg_case *c, size_t nkv, size_t j, size_t h) {
+  return c->store == PAGED_HEAD ? h * nkv + j : j * c->h_kv + h;
+}
 
 static void seq_make(const pg_case *c, size_t b, tu_rng *r, pg_seq *s) {
   const size_t nq = c->nq[b] ? c->nq[b] : 1, nkv = c->nkv[b];
@@ -140,7 +148,7 @@ static void seq_make(const pg_case *c, size_t b, tu_rng *r, pg_seq *s) {
   ck_assert(s->ks && s->vs && s->ksc && s->vsc);
   for (size_t j = 0; j < nkv; j++)
     for (size_t h = 0; h < c->h_kv; h++) {
-      const size_t e = j * c->h_kv + h;
+      const size_t e = seq_row(c, nkv, j, h);
       store_row(c->ty, tu_at(&s->k, j, h, 0), c->d, s->ks + e * kb, s->ksc + e);
       store_row(c->ty, tu_at(&s->v, j, h, 0), c->dv, s->vs + e * vb, s->vsc + e);
     }
@@ -222,7 +230,8 @@ static void store_make(const pg_case *c, pg_seq *seqs, tu_rng *r, pg_store *p) {
     for (size_t j = 0; j < c->nkv[b]; j++)
       for (size_t h = 0; h < c->h_kv; h++) {
         size_t sk, sv;
-        const size_t ek = at_el(c, p, b, j, h, 0, &sk), ev = at_el(c, p, b, j, h, 1, &sv), e = j * c->h_kv + h;
+        const size_t ek = at_el(c, p, b, j, h, 0, &sk), ev = at_el(c, p, b, j, h, 1, &sv),
+                     e = seq_row(c, c->nkv[b], j, h);
         memcpy(p->k + ek * eb, seqs[b].ks + e * wk * eb, wk * eb);
         memcpy(p->v + ev * eb, seqs[b].vs + e * wv * eb, wv * eb);
         p->ksc[sk] = seqs[b].ksc[e], p->vsc[sv] = seqs[b].vsc[e];
@@ -312,8 +321,11 @@ START_TEST(kv_paged_batch) {
   for (size_t b = 0; b < c->B; b++) {
     if (!c->nq[b]) continue;
     memcpy(q + q_off[b] * H * c->d, seqs[b].q.data, c->nq[b] * H * c->d * sizeof(float));
-    const attn_layout kl = {c->h_kv * el_width(c->ty, c->d), el_width(c->ty, c->d)},
-                      vl = {c->h_kv * el_width(c->ty, c->dv), el_width(c->ty, c->dv)};
+    const size_t wk = el_width(c->ty, c->d), wv = el_width(c->ty, c->dv), n = c->nkv[b];
+    const int hm = c->store == PAGED_HEAD; /* seq_row's layout */
+    const attn_layout kl = hm ? (attn_layout){wk, n * wk} : (attn_layout){c->h_kv * wk, wk},
+                      vl = hm ? (attn_layout){wv, n * wv} : (attn_layout){c->h_kv * wv, wv},
+                      sl = hm ? (attn_layout){1, n} : (attn_layout){c->h_kv, 1};
     if (c->gau) {
       const attn_gau_desc g = gau_desc(c, c->nq[b], c->nkv[b], kl, vl);
       size_t ws = 0;
@@ -328,7 +340,7 @@ START_TEST(kv_paged_batch) {
     d.mask = attn_mask_window(c->left, c->right);
     d.shape.kv_type = c->ty;
     d.shape.k = kl, d.shape.v = vl;
-    d.k_scales = seqs[b].ksc, d.v_scales = seqs[b].vsc;
+    d.k_scales = seqs[b].ksc, d.v_scales = seqs[b].vsc, d.scale_layout = sl;
     opts_apply(c, &op, &d, q_off[b]);
     size_t ws = 0;
     TU_CALL_WS(attn_softmax, &d, &ws);

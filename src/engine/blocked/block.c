@@ -155,6 +155,54 @@ void attn_blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked) 
   if (!masked) blk_pv_heads(t, j0, jn, sth, hs, alpha0);
 }
 
+/* An unmasked block of a fused plan (p->fused: one query row a key head) through few_fused,
+ * every head of the task at once (as attn_blk_block_heads reads them: along each token's row, or
+ * as parallel streams) run by run of a page, each run cut after whole steps of few_fused_keys
+ * keys; a step across a page boundary has its K and V rows (and ATTN_I8 scales) gathered into
+ * scratch (wl.fg), head by head. The steps, hence the bits, follow the block alone, whatever the
+ * pages, the layout and the head groups. */
+void attn_blk_fused(const blk_task *t, int64_t j0, size_t jn) {
+  const attn_blocked_plan *p = t->p;
+  const attn_shape *s = p->shape;
+  const size_t fk = t->uk->few_fused_keys, d = s->d, dv = s->dv;
+  const int stats = t->io->stats != NULL, i8 = p->kv_type == ATTN_I8;
+  const attn_few_pf pf = blk_few_pf(t);
+  float *st = t->ws + p->wl.sth, *h0 = blk_head(t, 0);
+  attn_few_heads hd = {
+      .n = t->hn, .k = s->k.head_stride, .q = p->head_floats, .v = s->v.head_stride, .a = p->head_floats};
+  hd.sld = t->io->scales.row_stride, hd.shd = t->io->scales.head_stride;
+  for (size_t a = 0, n; a < jn; a += n) {
+    const int64_t j = j0 + (int64_t)a;
+    size_t rk, rv;
+    const void *k = blk_kv_row(t, 0, j, t->h0, &rk), *v = blk_kv_row(t, 1, j, t->h0, &rv);
+    const size_t run = attn_min_sz(attn_min_sz(rk, rv), jn - a);
+    n = run == jn - a ? run : run - run % fk;
+    if (n) {
+      t->uk->few_fused(p->kv_type, pf, &hd, n, d, dv, k, s->k.row_stride, v, s->v.row_stride,
+                       i8 ? blk_scale(t, 0, j, t->h0) : NULL, i8 ? blk_scale(t, 1, j, t->h0) : NULL, h0 + p->hl.qt, st,
+                       h0 + p->hl.rs, stats, h0 + p->hl.acc);
+      continue;
+    }
+    n = attn_min_sz(fk, jn - a); /* keys [a, a + n) lie across a page boundary */
+    const size_t wk = attn_dtype_width(p->kv_type, d), wv = attn_dtype_width(p->kv_type, dv);
+    char *kg = (char *)(void *)(t->ws + p->wl.fg), *vg = kg + fk * wk * p->kv.size;
+    float *sg = t->ws + p->wl.fg + p->wl.fg_scales;
+    const attn_few_heads one = {.n = 1, .sld = 1};
+    for (size_t hh = 0; hh < t->hn; hh++) {
+      float *head = blk_head(t, hh);
+      for (size_t r = 0; r < n; r++) {
+        memcpy(kg + r * wk * p->kv.size, blk_row(t, 0, j + (int64_t)r, t->h0 + hh), wk * p->kv.size);
+        memcpy(vg + r * wv * p->kv.size, blk_row(t, 1, j + (int64_t)r, t->h0 + hh), wv * p->kv.size);
+        if (i8)
+          sg[r] = *blk_scale(t, 0, j + (int64_t)r, t->h0 + hh),
+          sg[fk + r] = *blk_scale(t, 1, j + (int64_t)r, t->h0 + hh);
+      }
+      t->uk->few_fused(p->kv_type, pf, &one, n, d, dv, kg, wk, vg, wv, i8 ? sg : NULL, i8 ? sg + fk : NULL,
+                       head + p->hl.qt, st, head + p->hl.rs, stats, head + p->hl.acc);
+    }
+  }
+}
+
 /* A boundary block of head hh (plans with p->views): its keys BLK_BOUNDARY_KEYS at a time, each
  * sub-block with a view of the tokens that see some of its keys, [first(a), last(b)] for keys
  * [a, b] (a key's tokens are a range whose ends grow with the key, so no token outside sees

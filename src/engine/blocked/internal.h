@@ -113,6 +113,7 @@ ATTN_INTERNAL void attn_blk_pv(const blk_task *t, size_t hh, int64_t j0, size_t 
 ATTN_INTERNAL void attn_blk_few_scores(const blk_task *t, const attn_few_heads *hd, size_t nk, const void *k,
                                        const float *qt, float *st);
 ATTN_INTERNAL void attn_blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked);
+ATTN_INTERNAL void attn_blk_fused(const blk_task *t, int64_t j0, size_t jn);
 ATTN_INTERNAL void attn_blk_boundary(const blk_task *t, size_t hh, int64_t j0, size_t jn, const float *vb, size_t ldv);
 /* ---- xfeat.c: exponential feature maps ---- */
 ATTN_INTERNAL size_t attn_blk_split(const struct attn_ukernels *uk, size_t m, const float *u, size_t a, size_t jn,

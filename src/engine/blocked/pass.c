@@ -104,7 +104,10 @@ static void blk_pass(const blk_task *t, int64_t lo, int64_t hi, int pass) {
     const size_t jn = (size_t)(hi + 1 - j0 < (int64_t)p->bc ? hi + 1 - j0 : (int64_t)p->bc);
     const int masked = blk_masked(p, t->p0, t->p1, j0, j0 + (int64_t)jn - 1);
     if (together) {
-      attn_blk_block_heads(t, j0, jn, masked);
+      if (p->fused && !masked)
+        attn_blk_fused(t, j0, jn);
+      else
+        attn_blk_block_heads(t, j0, jn, masked);
       continue;
     }
     for (size_t order = 0; order < t->hn; order++) {

@@ -32,11 +32,23 @@ static size_t blk_short_group(const attn_blocked_plan *p, size_t hf, size_t more
   return attn_max_sz(1, attn_min_sz(p->shape->h_k, BLK_SHORT_GROUP_FLOATS / per));
 }
 
-/* Whether each key head's K and V rows run contiguous apart from the other heads' (a head-major
- * cache, not paged), rather than interleaved in each token's row (token-major). */
+/* Whether each key head's K and V rows lie apart from the other heads' (a head-major cache, or
+ * head-major pages), rather than interleaved in each token's row (token-major); one key head is
+ * both. */
+static int blk_head_major(const attn_shape *s) {
+  return s->h_k == 1 || (s->k.head_stride >= s->k.row_stride && s->v.head_stride >= s->v.row_stride);
+}
+/* The same, and each head's rows contiguous: a head-major cache, not paged. */
 static int blk_heads_apart(const attn_blocked_plan *p) {
-  const attn_shape *s = p->shape;
-  return !p->paged && s->h_k > 1 && s->k.head_stride >= s->k.row_stride && s->v.head_stride >= s->v.row_stride;
+  return !p->paged && p->shape->h_k > 1 && blk_head_major(p->shape);
+}
+/* Whether a few-rows plan of R rows a key head takes an unmasked block through few_fused: one row
+ * (no GQA, one token), a fusable step and a head-major cache, paged or not (the same bits either
+ * way), whatever the K/V type (half and int8 calls keep the fp32 call's bits). Token-major caches
+ * keep their blocks: there a group of heads' 96-key sweeps along each token's row ran faster than
+ * 16-key steps (measured: see simd/fewfused_tmpl.h). */
+static int blk_fusable(const attn_shape *s, const attn_score_step *step, size_t R) {
+  return R == 1 && step->fusable && blk_head_major(s);
 }
 
 /* The regions a worker's scratch holds, in floats, and the workspace's range slots. */
@@ -46,6 +58,7 @@ typedef struct blk_sizes {
   size_t slot_heads_floats, slot_ranges; /* with threads: ph floats per head of the groups, ranges */
   int pack;                              /* packed K and V */
   size_t few_run;                        /* few_pv's keys at a time, when some n_q runs a few-rows plan */
+  size_t fused_keys;                     /* paged, fused: few_fused's keys a step (its rows gathered) */
 } blk_sizes;
 
 /* Each worker's scratch layout (p->wl, worker_floats, slots) for sizes z, and the workspace's
@@ -80,6 +93,10 @@ static int blk_lay_out(attn_blocked_plan *p, const blk_sizes *z, size_t *bytes) 
   const size_t jc = attn_max_sz(z->few_run, 1);
   p->wl.vg_scales = jc * s->dv; /* jc <= 32: no overflow beside bc dv */
   p->wl.vg = attn_ws_take(&w, p->paged && z->few_run ? p->wl.vg_scales + jc : 0);
+  /* paged fused plans: a step's K and V rows (fp32 bound every type's) and their scales; its
+   * product, fused_keys (d + dv + 2), checked by the plan */
+  p->wl.fg_scales = z->fused_keys * (s->d + s->dv);
+  p->wl.fg = attn_ws_take(&w, z->fused_keys ? p->wl.fg_scales + 2 * z->fused_keys : 0);
   p->wl.sth = attn_ws_take(&w, z->sth); /* `few` blocks of several heads: every head's ST */
   p->wl.pk = attn_ws_take(&w, z->pack ? pkd : 0);
   p->wl.pv = attn_ws_take(&w, z->pack ? pkdv : 0);
@@ -127,11 +144,12 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
   if (sel) p->sel = 1, p->sel_kv = sel->h_sel / p->g, p->sel_gi = sel->h_sel % p->g;
   p->bc = uk->kv_block;
   const size_t m = p->m;
-  size_t mr, bcr, rdv, rsf, bcm, tbm2, fr;
+  size_t mr, bcr, rdv, rsf, bcm, tbm2, fr, fkd;
   if (!attn_mul_ok(p->tb, p->g, &p->R) || !attn_mul_ok(m, p->R, &mr) || !attn_mul_ok(p->bc, p->R, &bcr) ||
       !attn_mul_ok(p->R, s->dv, &rdv) || !attn_mul_ok(p->R, step->row_floats + step->stats_floats, &rsf) ||
       !attn_mul_ok(p->bc, m, &bcm) || !attn_mul_ok(2 * p->tb, m, &tbm2) ||
-      !attn_mul_ok(attn_max_sz(p->bc, p->tb), s->d, &fr) || m > SIZE_MAX / 4)
+      !attn_mul_ok(attn_max_sz(p->bc, p->tb), s->d, &fr) || !attn_mul_ok(uk->few_fused_keys, s->d + s->dv + 2, &fkd) ||
+      m > SIZE_MAX / 4)
     return blk_overflow(s);
   if (blk_head_layout(p, p->R, step, tbm2)) return blk_overflow(s);
   /* Heads advance together when the call has fewer tokens than a block, and always with a
@@ -185,6 +203,7 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
   p->block = p->xm ? BLK_BLOCK_XMAP : BLK_BLOCK_SCORED;
   p->scores = p->fm ? BLK_SCORES_FEATURE : p->few ? BLK_SCORES_FEW : BLK_SCORES_GEMM;
   p->heads_together = p->few && !p->sel;
+  p->fused = p->heads_together && blk_fusable(s, step, p->R);
   p->pack_keys = attn_min_sz(s->n_kv, BLK_PACK_KEYS);
   /* Key ranges: a step that can fold them and no map; one query block of at most
    * ATTN_SPLIT_TOKENS tokens, in ranges of whole key blocks, at least ATTN_SPLIT_KEYS keys each;
@@ -228,7 +247,8 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
                              can_split && p->workers > 1 ? ph * gh_res : 0,
                              BLK_SPLIT_MAX,
                              !p->fm && !p->sel,
-                             few_heads ? attn_max_sz(uk->few_pv_run, uk->few_pv_run_rows) : 0};
+                             few_heads ? attn_max_sz(uk->few_pv_run, uk->few_pv_run_rows) : 0,
+                             few_heads && p->paged && blk_fusable(s, step, p->g) ? uk->few_fused_keys : 0};
   if (blk_lay_out(p, &reserve, &p->reserve_bytes)) return blk_overflow(s);
   const size_t rows_st = p->bc * p->R; /* bc x R: checked with the block's R above, R <= it */
   const blk_sizes own = {rows_st,
@@ -239,7 +259,8 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
                          p->split > 1 && p->workers > 1 ? ph * p->groups * p->hg : 0,
                          p->split,
                          p->pack,
-                         p->heads_together ? attn_max_sz(uk->few_pv_run, uk->few_pv_run_rows) : 0};
+                         p->heads_together ? attn_max_sz(uk->few_pv_run, uk->few_pv_run_rows) : 0,
+                         p->fused && p->paged ? uk->few_fused_keys : 0};
   if (blk_lay_out(p, &own, &p->scratch_bytes)) return blk_overflow(s);
   return ATTN_OK;
 }

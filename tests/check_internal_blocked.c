@@ -750,7 +750,7 @@ static void ff_case(attn_few_pf pf, size_t nh, size_t nk, size_t d, size_t dv, i
   float *ksc = malloc(nh * nk * sizeof(float) + 1), *vsc = malloc(nh * nk * sizeof(float) + 1);
   int8_t *k8 = malloc(kn), *v8 = malloc(vn);
   uint16_t *kh = malloc(kn * sizeof(uint16_t)), *vh = malloc(vn * sizeof(uint16_t));
-  float *st = malloc(nh * fk * sizeof(float)), *st1 = malloc(fk * sizeof(float));
+  float *st = malloc(64 * nh * sizeof(float)), *st1 = malloc(fk * sizeof(float));
   ck_assert(k && v && q && ksc && vsc && k8 && v8 && kh && vh && st && st1);
   for (size_t i = 0; i < nh * hq; i++) q[i] = qs * frand();
   /* int8 values times a scale per (key, head): the F32 operands are the products, rounded once */

@@ -297,10 +297,10 @@ typedef void attn_few_pv_fn(attn_dtype type, attn_few_pf pf, const attn_few_head
  *   softmax_block(n, 1, st_h, 1, rs_h, rs_h + 1, rs_h + 2, stats ? rs_h + 3 : NULL, 1, 0);
  *   few_pv(type, pf, NULL, 1, dv, n, st_h, 1, v_h + a ldv, ldv, acc_h, dv, rs_h + 2);
  * (the same bits, whatever hd->n: a head's do not depend on its group; a half or int8 call the
- * fp32 call's on the converted values), the heads' scores of a run before their steps and P V,
- * acc in registers between the runs where one head's row fits. rs_h: the row's m, l, alpha (with
- * stats, the statistics' two sums after them); st: hd->n few_fused_keys floats of scratch (st_h
- * = st + h few_fused_keys). A key block goes through one call instead of three, a few keys at a
+ * fp32 call's on the converted values), the heads' scores of a run before their steps and P V
+ * (one head's up to 64 keys ahead), acc in registers between the runs where one head's row
+ * fits. rs_h: the row's m, l, alpha (with stats, the statistics' two sums after them); st: 64
+ * hd->n floats of scratch. A key block goes through one call instead of three, a few keys at a
  * time through the scores, the step and P V (simd/fewfused_tmpl.h). */
 typedef void attn_few_fused_fn(attn_dtype type, attn_few_pf pf, const attn_few_heads *hd, size_t nk, size_t d,
                                size_t dv, const void *k, size_t ldk, const void *v, size_t ldv, const float *ksc,

@@ -160,7 +160,8 @@ void attn_blk_block_heads(const blk_task *t, int64_t j0, size_t jn, int masked) 
  * as parallel streams) run by run of a page, each run cut after whole steps of few_fused_keys
  * keys; a step across a page boundary has its K and V rows (and ATTN_I8 scales) gathered into
  * scratch (wl.fg), head by head. The steps, hence the bits, follow the block alone, whatever the
- * pages, the layout and the head groups. */
+ * pages, the layout and the head groups. Scores in wl.sth: bc >= 64 floats a head (every path's
+ * kv_block), few_fused's 64. */
 void attn_blk_fused(const blk_task *t, int64_t j0, size_t jn) {
   const attn_blocked_plan *p = t->p;
   const attn_shape *s = p->shape;

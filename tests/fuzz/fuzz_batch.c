@@ -8,8 +8,8 @@
  * (none, or the library's pool of 2 or 3 workers), and one fault or none (a page index outside
  * the pool, a decreasing offset, one byte less of workspace). Checks: the call's status; with a
  * fault, no output byte written; otherwise every sequence's o (and softmax's LSE) bit for bit
- * that of the variant's call on that sequence alone with its keys contiguous and no threads (as
- * attn.h promises), and the rows no sequence holds untouched. The per-sequence calls are checked
+ * that of the variant's call on that sequence alone with its keys contiguous (head-major where
+ * the pages are) and no threads (as attn.h promises), and the rows no sequence holds untouched. The per-sequence calls are checked
  * against the float64 reference by the softmax and GAU targets.
  */
 #include <stdlib.h>
@@ -122,18 +122,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   float *wl = fz_calloc(rows * h_q, sizeof(float)), *lse = fz_calloc(rows * h_q, sizeof(float));
   memset(o, 0xa5, osz), memset(lse, 0xa5, rows * h_q * sizeof(float));
   memcpy(before, o, osz);
-  /* each sequence alone, contiguous, no threads */
+  /* each sequence alone, contiguous, no threads; head-major where the pages are (attn.h promises
+   * the bits of a cache of the same layout of heads) */
   for (size_t b = 0; b < B; b++) {
     if (!nq[b]) continue;
-    fb_call c = fb_desc(gau, &base, mask, nq[b], nkv[b], kl, vl, NULL);
+    const size_t n = nkv[b];
+    const unsigned char *kb = ks + ko[b] * h_kv * d * E, *vb = vs + ko[b] * h_kv * dv * E;
+    unsigned char *kh = NULL, *vh = NULL;
+    if (head_major) {
+      kh = fz_calloc(n * h_kv * d + 1, E), vh = fz_calloc(n * h_kv * dv + 1, E);
+      for (size_t j = 0; j < n; j++)
+        for (size_t h = 0; h < h_kv; h++) {
+          memcpy(kh + (h * n + j) * d * E, kb + (j * h_kv + h) * d * E, d * E);
+          memcpy(vh + (h * n + j) * dv * E, vb + (j * h_kv + h) * dv * E, dv * E);
+        }
+      kb = kh, vb = vh;
+    }
+    fb_call c = fb_desc(gau, &base, mask, nq[b], n, head_major ? (attn_layout){d, n * d} : kl,
+                        head_major ? (attn_layout){dv, n * dv} : vl, NULL);
     size_t bytes;
     fz_check_status("workspace_size (alone)", fb_ws(&c, NULL, &bytes), ATTN_OK);
     void *ws = fz_alloc(bytes, 0);
-    fz_check_status("alone",
-                    fb_run(&c, NULL, q + qo[b] * h_q * d * eq, ks + ko[b] * h_kv * d * E, vs + ko[b] * h_kv * dv * E,
-                           want + qo[b] * h_q * dv * eo, wl + qo[b] * h_q, ws, bytes),
-                    ATTN_OK);
+    fz_check_status(
+        "alone",
+        fb_run(&c, NULL, q + qo[b] * h_q * d * eq, kb, vb, want + qo[b] * h_q * dv * eo, wl + qo[b] * h_q, ws, bytes),
+        ATTN_OK);
     fz_free(ws);
+    free(kh), free(vh);
   }
   /* the batch */
   const size_t w = fz_pick(&in, 3);

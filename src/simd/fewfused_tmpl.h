@@ -159,3 +159,5 @@ void ATTN_FEW_FUSED_NAME(attn_dtype type, attn_few_pf pf, const attn_few_heads *
 }
 
 #undef ATTN_FUSED_KEYS
+#undef ATTN_FUSED_AHEAD
+#undef ATTN_FUSED_BYTES

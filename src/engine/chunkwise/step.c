@@ -10,16 +10,17 @@ void attn_cw_step_loaded(const cw_ctx *x, float *S, size_t h0, size_t i, size_t 
   attn_cw_step_rows(x, S, h0, i, x->kf, x->va, attn_cw_step_factors(x, j, 1, x->kf, x->dc, 0));
 }
 
-/* Key rows j0 .. j0 + cn's per-token factors: beta into their features kf (cn x m), and their
- * decay of S's rows into g (cn x m: exp(log gate); a scalar gate's m times, or with one, once per
- * token: cn floats). Returns g, or NULL without a gate. */
-const float *attn_cw_step_factors(const cw_ctx *x, size_t j0, size_t cn, float *kf, float *g, int one) {
+/* Key row j's beta for this state head's gate head. */
+static float cw_beta(const cw_ctx *x, size_t j) {
+  const attn_chunkwise_gates *gs = &x->p->g;
+  return x->io->beta[j * gs->blayout.row_stride + x->hg * gs->blayout.head_stride];
+}
+
+/* Key rows j0 .. j0 + cn's decay of S's rows into g (cn x m: exp(log gate); a scalar gate's m
+ * times, or with one, once per token: cn floats). Returns g, or NULL without a gate. */
+static const float *cw_gate_factors(const cw_ctx *x, size_t j0, size_t cn, float *g, int one) {
   const attn_chunkwise_gates *gs = &x->p->g;
   const size_t m = x->p->m;
-  for (size_t u = 0; gs->beta && u < cn; u++) {
-    const float bt = x->io->beta[(j0 + u) * gs->blayout.row_stride + x->hg * gs->blayout.head_stride];
-    for (size_t f = 0; f < m; f++) kf[u * m + f] *= bt;
-  }
   if (gs->kind == ATTN_GATE_NONE) return NULL;
   const int feat = gs->kind == ATTN_GATE_FEATURE;
   const float *lg = x->io->log_gate + x->hg * gs->layout.head_stride;
@@ -29,6 +30,17 @@ const float *attn_cw_step_factors(const cw_ctx *x, size_t j0, size_t cn, float *
     for (size_t f = 1; !feat && !one && f < m; f++) gu[f] = gu[0];
   }
   return g;
+}
+
+/* Key rows j0 .. j0 + cn's per-token factors: beta into their features kf (cn x m), and their
+ * decay of S's rows into g (cw_gate_factors). Returns g, or NULL without a gate. */
+const float *attn_cw_step_factors(const cw_ctx *x, size_t j0, size_t cn, float *kf, float *g, int one) {
+  const size_t m = x->p->m;
+  for (size_t u = 0; x->p->g.beta && u < cn; u++) {
+    const float bt = cw_beta(x, j0 + u);
+    for (size_t f = 0; f < m; f++) kf[u * m + f] *= bt;
+  }
+  return cw_gate_factors(x, j0, cn, g, one);
 }
 
 /* One query's features qf against S (row stride x->ls) into out (W floats), with key row kf (beta
@@ -94,12 +106,17 @@ void attn_cw_decode(const cw_ctx *x, float *S, size_t h) {
   const unsigned fin = x->io->dec_finite;
   const int identity = p->fm->id == ATTN_FEATURE_IDENTITY;
   const float *kf = cw_k_row(x, 0), *va = cw_v_row(x, 0);
-  if (!identity || p->g.beta || !((fin & CW_DEC_K) || attn_rows_finite(kf, 1, m, 0))) {
+  if (!identity || !((fin & CW_DEC_K) || attn_rows_finite(kf, 1, m, 0))) {
     attn_cw_load_k(x, 0, 1);
     kf = x->kf;
   }
+  if (p->g.beta) { /* beta times the features, from the row in place where the map is its copy */
+    const float bt = cw_beta(x, 0);
+    for (size_t f = 0; f < m; f++) x->kf[f] = kf[f] * bt;
+    kf = x->kf;
+  }
   /* a scalar gate: one float */
-  const float *g = x->io->dec_g ? x->io->dec_g + x->hg : attn_cw_step_factors(x, 0, 1, x->kf, x->dc, 1);
+  const float *g = x->io->dec_g ? x->io->dec_g + x->hg : cw_gate_factors(x, 0, 1, x->dc, 1);
   if (p->normalize || !((fin & CW_DEC_V) || attn_rows_finite(va, 1, p->shape->dv, 0))) {
     (void)attn_cw_load_v(x, 0, 1);
     va = x->va;
@@ -118,8 +135,9 @@ void attn_cw_decode(const cw_ctx *x, float *S, size_t h) {
 /* A decode step's facts about every head, made once before its tasks (into *dio, a copy of io;
  * g: CW_DEC_G_MAX floats): whether all of the token's fp32 query rows, key rows and value rows
  * are finite, each tensor checked as one array (heads that share one q and one k row, as
- * Mamba-2's, checked once rather than once a head); and without beta, the scalar gates' factors
- * in one vexp call (lane by lane the same bits as a head's own call). A head whose fact is not
+ * Mamba-2's, checked once rather than once a head); and the scalar gates' factors in one vexp
+ * call (lane by lane the same bits as a head's own call; beta, where there is one, scales each
+ * head's key row in attn_cw_decode). A head whose fact is not
  * set checks its own rows, as before. */
 const attn_chunkwise_io *attn_cw_decode_facts(const attn_chunkwise_plan *p, const struct attn_ukernels *uk,
                                               const attn_chunkwise_io *io, attn_chunkwise_io *dio, float *g) {
@@ -130,10 +148,10 @@ const attn_chunkwise_io *attn_cw_decode_facts(const attn_chunkwise_plan *p, cons
   dio->dec_g = NULL;
   if (p->fm->id == ATTN_FEATURE_IDENTITY) {
     if (s->q_type == ATTN_F32 && attn_rows_finite(io->q, s->h_q, s->d, s->q.head_stride)) dio->dec_finite |= CW_DEC_Q;
-    if (!gs->beta && attn_rows_finite(io->k, s->h_k, s->d, s->k.head_stride)) dio->dec_finite |= CW_DEC_K;
+    if (attn_rows_finite(io->k, s->h_k, s->d, s->k.head_stride)) dio->dec_finite |= CW_DEC_K;
   }
   if (!p->normalize && attn_rows_finite(io->v, s->h_v, s->dv, s->v.head_stride)) dio->dec_finite |= CW_DEC_V;
-  if (gs->kind == ATTN_GATE_SCALAR && !gs->beta && gs->h_g <= CW_DEC_G_MAX) {
+  if (gs->kind == ATTN_GATE_SCALAR && gs->h_g <= CW_DEC_G_MAX) {
     for (size_t h = 0; h < gs->h_g; h++) g[h] = io->log_gate[h * gs->layout.head_stride];
     uk->vexp(gs->h_g, g, g);
     dio->dec_g = g;

@@ -236,6 +236,8 @@ static void recurrent_run(bench_work *w) {
       const size_t h0 = g * group; /* the group's first query head (and output head) */
       const size_t qh = s->qk_shared ? 0 : h0, kh = s->qk_shared ? 0 : g;
       feature(psi, w->k + t * kl.row_stride + kh * kl.head_stride, m, s->map);
+      if (s->qk_shared && w->beta) /* Mamba-2's dt, [n][h_kv] */
+        for (size_t p = 0; p < m; p++) psi[p] *= w->beta[t * s->h_kv + g];
       for (size_t j = 0; j < group; j++)
         feature(phi + j * m, w->q + t * ql.row_stride + (qh + j) * ql.head_stride, m, s->map);
       memcpy(va, w->v + t * vl.row_stride + g * vl.head_stride, dv * sizeof *va);

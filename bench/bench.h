@@ -92,7 +92,8 @@ typedef struct bench_work {
                     width m for per-feature gates, 1 for scalar ones; a fixed decay: h_kv floats,
                     RetNet's (layout: bench_gate_layout). A delta-rule shape: [n][h_v][1 or d]
                     (bench_delta_gate_width), NULL for DeltaNet */
-  float *beta; /**< a delta-rule shape: beta, [n][h_v]; NULL otherwise */
+  float *beta; /**< a delta-rule shape: beta, [n][h_v]; Mamba-2's layer (qk_shared): dt, [n][h_kv];
+                    NULL otherwise */
   void *workspace;
   size_t workspace_bytes;
   void *impl;          /**< the call's own data: its descriptor and state, oneDNN's primitives */

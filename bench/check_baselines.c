@@ -63,6 +63,7 @@ static int check_recurrent(const bench_call *loop, attn_feature_map map, int nor
   float *q = fill(all * hq * d, &seed, -1, 1), *k = fill(all * hk * d, &seed, -1, 1);
   float *v = fill(all * hv * dv, &seed, -1, 1), *lg = fill(all * hv * gw, &seed, -0.5f, -0.01f);
   float *o = calloc(all * ho * dv, sizeof *o), *ref = calloc(all * ho * dv, sizeof *ref);
+  float *dt = shared ? fill(all * hv, &seed, 0.05f, 1.0f) : NULL; /* Mamba-2's dt, its beta: [n][h_v] */
   char name[160];
   snprintf(name, sizeof name, "recurrent map %d norm %d gate %d%s group %zu dv %zu %s%s", (int)map, normalize,
            (int)gate, fixed ? " fixed" : "", group, dv, head_major ? "head-major" : "token-major",
@@ -74,7 +75,7 @@ static int check_recurrent(const bench_call *loop, attn_feature_map map, int nor
   void *sm = NULL, *ws = NULL;
   bench_work w = {.s = s, .gate = gate != ATTN_GATE_NONE ? lg : NULL};
   char err[128];
-  if (!q || !k || !v || !lg || !o || !ref || loop->setup(&w, err, sizeof err)) goto done;
+  if (!q || !k || !v || !lg || !o || !ref || (shared && !dt) || loop->setup(&w, err, sizeof err)) goto done;
   /* both run one call of n tokens, then one call per token; head-major rows are per call */
   for (size_t t0 = 0, len = n; t0 < all; t0 += len, len = 1) {
     const attn_layout ql = bench_layout(head_major, len, hq, d), kl = bench_layout(head_major, len, hk, d),
@@ -83,6 +84,7 @@ static int check_recurrent(const bench_call *loop, attn_feature_map map, int nor
     w.s.n_q = w.s.n_kv = len;
     w.q = cq, w.k = ck, w.v = cv, w.o = o + t0 * ho * dv;
     if (gate != ATTN_GATE_NONE) w.gate = fixed ? lg : cl;
+    w.beta = dt ? dt + t0 * hv : NULL;
     loop->run(&w);
     attn_linear_desc_init(&desc, len, len, hq, hk, d, dv, map);
     desc.shape.h_v = hv;
@@ -93,6 +95,7 @@ static int check_recurrent(const bench_call *loop, attn_feature_map map, int nor
       desc.gate = gate, desc.h_g = hv;
       desc.gate_layout = fixed ? (attn_layout){0, 1} : (attn_layout){hv * gw, gw};
     }
+    if (dt) desc.beta = 1, desc.beta_layout = (attn_layout){hv, 1};
     if (!sm) {
       if (attn_linear_state_size(&desc, &sb) || !(sm = malloc(sb)) || attn_linear_state_init(&st, &desc, sm, sb))
         goto done;
@@ -103,8 +106,8 @@ static int check_recurrent(const bench_call *loop, attn_feature_map map, int nor
       free(ws);
       if (!(ws = malloc(wb = need))) goto done;
     }
-    const attn_status rc = attn_linear_gated(&desc, cq, ck, cv, gate != ATTN_GATE_NONE ? (fixed ? lg : cl) : NULL, NULL,
-                                             ref + t0 * ho * dv, &st, ws, wb);
+    const attn_status rc = attn_linear_gated(&desc, cq, ck, cv, gate != ATTN_GATE_NONE ? (fixed ? lg : cl) : NULL,
+                                             w.beta, ref + t0 * ho * dv, &st, ws, wb);
     if (rc != ATTN_OK) {
       printf("FAIL %s: attn_linear_gated: %s\n", name, attn_status_name(rc));
       goto done;
@@ -113,7 +116,7 @@ static int check_recurrent(const bench_call *loop, attn_feature_map map, int nor
   bad = agree(name, o, ref, all * ho * dv);
 done:
   if (bad && !o) printf("FAIL %s: out of memory\n", name);
-  free(q), free(k), free(v), free(lg), free(o), free(ref), free(sm), free(ws), free(w.scratch);
+  free(q), free(k), free(v), free(lg), free(o), free(ref), free(dt), free(sm), free(ws), free(w.scratch);
   return bad;
 }
 
@@ -171,7 +174,7 @@ int main(void) {
             for (size_t dv = 40; dv <= 64; dv += 24)
               for (int hm = 0; hm < 2; hm++, cases++)
                 bad += check_recurrent(loop, maps[mi], norm, gates[gi], fixed, group, dv, hm, 0);
-  /* Mamba-2's shape (the linear_mamba2 rows): q and k shared by every state head, a scalar gate */
+  /* Mamba-2's shape (the linear_mamba2 rows): q and k shared by every state head, a scalar gate, dt as beta */
   for (size_t dv = 40; dv <= 64; dv += 24)
     for (int hm = 0; hm < 2; hm++, cases++)
       bad += check_recurrent(loop, ATTN_FEATURE_IDENTITY, 0, ATTN_GATE_SCALAR, 0, 1, dv, hm, 1);

@@ -153,6 +153,14 @@ int bench_work_init(bench_work *w, const bench_shape *s, const bench_call *call,
     }
     if (st != ATTN_OK) return bench_work_fail(err, errlen, "attn_retnet_log_decays", st);
   }
+  if (s->qk_shared) { /* Mamba-2's dt, its beta: softplus(x - 2), x standard normal (about 0.05 to 0.5) */
+    if (!(w->beta = bench_alloc64(nkv * sizeof(float)))) {
+      snprintf(err, errlen, "out of memory for dt");
+      return -1;
+    }
+    fill_normal(w->beta, nkv, &rng);
+    for (size_t i = 0; i < nkv; i++) w->beta[i] = (float)log1p(exp((double)w->beta[i] - 2.0));
+  }
   return call->setup(w, err, errlen);
 }
 

@@ -6,7 +6,7 @@
  * RetNet's fixed decay per head, a scalar gate per token and head as in simple GLA and Mamba2, a
  * per-feature gate as in GLA), FLASH's chunk-exclusive linear part (causal, G = 256), and the recurrent
  * decode step continuing an aligned state (ungated, scalar gate, per-feature gate); Mamba-2's layer
- * (C and B shared by 24 heads, bench.h's BENCH_MAMBA2_*), prefill and step. The causal prefill and
+ * (C and B shared by 24 heads, bench.h's BENCH_MAMBA2_*, its dt as beta), prefill and step. The causal prefill and
  * the step are compared with the one-pass recurrent loop.
  */
 #include <stdlib.h>
@@ -55,7 +55,7 @@ static const bench_variant variants[] = {
     {"linear_mamba2_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0,
      NULL, RECURRENT,
      "Mamba-2's layer (causal, chunkwise): C, B one head of N = d shared by 24 heads of x of P = 64, identity, "
-     "a scalar gate per token and head",
+     "a scalar gate per token and head, dt as beta",
      ATTN_GATE_SCALAR, 0, 0, 1},
     {"linear_flash_causal", &bench_linear_adapter, BENCH_PREFILL, BENCH_LINEAR, 1, 0, ATTN_FEATURE_IDENTITY, 0, 0, NULL,
      0, "FLASH's linear part: causal, chunk-exclusive (G = 256), identity, un-normalised", ATTN_GATE_NONE, 0, 256, 0},
@@ -98,6 +98,10 @@ static void linear_desc(const bench_shape *s, attn_linear_desc *desc) {
                                                 : attn_mask_full();
   desc->normalize = s->normalize;
   desc->exclusive_chunk = s->exclusive;
+  if (s->qk_shared) { /* Mamba-2's dt as beta, [n_kv][h_kv] */
+    desc->beta = 1;
+    desc->beta_layout = (attn_layout){s->h_kv, 1};
+  }
   if (s->gate == ATTN_GATE_NONE) return;
   desc->gate = s->gate;
   desc->h_g = s->h_kv;
@@ -184,7 +188,7 @@ static int linear_setup(bench_work *w, char *err, size_t errlen) {
 
 static void linear_run(bench_work *w) {
   linear_call *c = w->impl;
-  bench_work_status(w, attn_linear_gated(&c->desc, w->q, w->k, w->v, w->gate, NULL, w->o, c->carried, w->workspace,
+  bench_work_status(w, attn_linear_gated(&c->desc, w->q, w->k, w->v, w->gate, w->beta, w->o, c->carried, w->workspace,
                                          w->workspace_bytes));
 }
 

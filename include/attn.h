@@ -72,9 +72,9 @@ extern "C" {
  * ------------------------------------------------------------------------------------------- */
 #define ATTN_VERSION_MAJOR  0
 #define ATTN_VERSION_MINOR  12
-#define ATTN_VERSION_PATCH  6
+#define ATTN_VERSION_PATCH  7
 #define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
-#define ATTN_VERSION_STRING "0.12.6"
+#define ATTN_VERSION_STRING "0.12.7"
 
 /** Version of the library actually linked, as ATTN_VERSION_NUMBER. Thread-safe. */
 ATTN_API unsigned attn_version_number(void);

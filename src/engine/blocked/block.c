@@ -71,6 +71,16 @@ void attn_blk_pv(const blk_task *t, size_t hh, int64_t j0, size_t jn, int masked
     t->uk->gemm(rows, DV, jn, st, 1, rows, vb, ldv, acc, DV, alpha, 1);
 }
 
+/* Rows j .. j + n of K (which 0) or V (1) of head h, w elements each, one after another into dst,
+ * and with sc (ATTN_I8) their scales: a run of keys across a page boundary, gathered. */
+static void blk_gather(const blk_task *t, int which, int64_t j, size_t n, size_t h, size_t w, char *dst, float *sc) {
+  const size_t bytes = w * t->p->kv.size;
+  for (size_t r = 0; r < n; r++) {
+    memcpy(dst + r * bytes, blk_row(t, which, j + (int64_t)r, h), bytes);
+    if (sc) sc[r] = *blk_scale(t, which, j + (int64_t)r, h);
+  }
+}
+
 /* P V of an unmasked `few` block of every head from their P^T (sth, hs floats a head): few_pv over
  * the heads in one sweep, run by run of a page. few_pv adds a few keys at a time from its first
  * (uk->few_pv_run, _rows), so a block is cut only after whole runs of them; a run of keys across a
@@ -95,14 +105,11 @@ static void blk_pv_heads(const blk_task *t, int64_t j0, size_t jn, const float *
       continue;
     }
     n = attn_min_sz(jc, jn - a); /* keys [a, a + n) lie across a page boundary */
-    const size_t w = attn_dtype_width(p->kv_type, s->dv), bytes = w * p->kv.size;
+    const size_t w = attn_dtype_width(p->kv_type, s->dv);
     char *vg = (char *)(void *)(t->ws + p->wl.vg);
     float *sg = t->ws + p->wl.vg + p->wl.vg_scales;
     for (size_t hh = 0; hh < t->hn; hh++) {
-      for (size_t r = 0; r < n; r++) {
-        memcpy(vg + r * bytes, blk_row(t, 1, j0 + (int64_t)(a + r), t->h0 + hh), bytes);
-        if (i8) sg[r] = *blk_scale(t, 1, j0 + (int64_t)(a + r), t->h0 + hh);
-      }
+      blk_gather(t, 1, j0 + (int64_t)a, n, t->h0 + hh, w, vg, i8 ? sg : NULL);
       const attn_few_heads h1 = {.n = 1, .sc = i8 ? sg : NULL, .sld = 1};
       t->uk->few_pv(p->kv_type, blk_few_pf(t), &h1, rows, s->dv, n, sth + hh * hs + a * rows, rows, vg, w,
                     acc + hh * p->head_floats, s->dv, alpha ? alpha + hh * p->head_floats : NULL);
@@ -191,13 +198,8 @@ void attn_blk_fused(const blk_task *t, int64_t j0, size_t jn) {
     const attn_few_heads one = {.n = 1, .sld = 1};
     for (size_t hh = 0; hh < t->hn; hh++) {
       float *head = blk_head(t, hh);
-      for (size_t r = 0; r < n; r++) {
-        memcpy(kg + r * wk * p->kv.size, blk_row(t, 0, j + (int64_t)r, t->h0 + hh), wk * p->kv.size);
-        memcpy(vg + r * wv * p->kv.size, blk_row(t, 1, j + (int64_t)r, t->h0 + hh), wv * p->kv.size);
-        if (i8)
-          sg[r] = *blk_scale(t, 0, j + (int64_t)r, t->h0 + hh),
-          sg[fk + r] = *blk_scale(t, 1, j + (int64_t)r, t->h0 + hh);
-      }
+      blk_gather(t, 0, j, n, t->h0 + hh, wk, kg, i8 ? sg : NULL);
+      blk_gather(t, 1, j, n, t->h0 + hh, wv, vg, i8 ? sg + fk : NULL);
       t->uk->few_fused(p->kv_type, pf, &one, n, d, dv, kg, wk, vg, wv, i8 ? sg : NULL, i8 ? sg + fk : NULL,
                        head + p->hl.qt, st, head + p->hl.rs, stats, head + p->hl.acc);
     }

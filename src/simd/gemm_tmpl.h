@@ -28,6 +28,7 @@
 _Static_assert(ATTN_GEMM_CAT_(ATTN_GEMM_NAME, _nr_) % ATTN_VL == 0, "GEMM tile columns: whole vectors");
 
 #define GEMM_NR_ (ATTN_GEMM_NV * ATTN_VL)
+#define ATTN_GEMM_LINE (64 / sizeof(float)) /* floats a cache line */
 
 static inline __attribute__((always_inline)) void attn_gemm_tile_(size_t mrc, size_t nvc, size_t mv, size_t nc,
                                                                   int full, size_t k, const float *a, size_t rsa,
@@ -55,6 +56,16 @@ static inline __attribute__((always_inline)) void attn_gemm_tile_(size_t mrc, si
     vf bv[ATTN_GEMM_NV];
 #pragma GCC unroll 16
     for (size_t v = 0; v < nvc; v++) bv[v] = full ? vf_load(bp + v * ATTN_VL) : vf_load_n(bp + v * ATTN_VL, cnt[v]);
+    /* A's rows along k (csa 1: the blocked engine's K rows, streamed from L3 or memory by each
+     * query block of a long prefill): the rows of the next tile down, the line this step starts,
+     * an address computed as an integer (a prefetch never faults; past A's last row it is
+     * unused). Full prefill of one head of 128 over 16k tokens 1.07x on AVX-512 and 1.20x on
+     * AVX2, 8k causal 1.05x / 1.10x; linear attention, GAU, the delta rule, selective attention
+     * and short calls within 1% (Zen 4, alternated in one process; measured against 3bfc617). */
+    if (csa == 1 && p % ATTN_GEMM_LINE == 0)
+#pragma GCC unroll 16
+      for (size_t r = 0; r < mrc; r++)
+        __builtin_prefetch((const void *)((uintptr_t)(ar[r] + p) + ATTN_GEMM_MR * rsa * sizeof(float)), 0, 3);
     ATTN_VF_RANK1(acc, mrc, nvc, ar[r_][ap], bv);
   }
 

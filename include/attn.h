@@ -1267,7 +1267,8 @@ ATTN_API attn_status attn_selective_desc_init(attn_selective_desc *desc, size_t 
 /**
  * Workspace bytes of attn_selective (independent of n_q and n_kv), as attn_softmax_workspace_size;
  * with threads, the split ranges' states are those of whole query blocks: 16 x q_block rows
- * (48 on AVX2 and NEON, 64 on AVX-512, 32 scalar) per key head of dv + 5 floats.
+ * (48 on AVX2 and NEON, 64 on AVX-512 and 128 there where d + dv >= 256 since 0.12.7, 32 scalar)
+ * per key head of dv + 5 floats.
  */
 ATTN_API attn_status attn_selective_workspace_size(const attn_selective_desc *desc, size_t *bytes);
 /** This very call's bytes, at most attn_selective_workspace_size's (as

@@ -316,7 +316,7 @@ typedef void attn_few_fused_fn(attn_dtype type, attn_few_pf pf, const attn_few_h
   /* GEMM; gemm_nr: its register tile's columns */                                         \
   KERNEL(gemm) TUNING(gemm_nr)                                                              \
   /* blocked score engine: score steps; query rows and keys per block */                    \
-  KERNEL(softmax_block) KERNEL(gau_block) KERNEL(window_block) TUNING(q_block) TUNING(kv_block) \
+  KERNEL(softmax_block) KERNEL(gau_block) KERNEL(window_block) TUNING(q_block) TUNING(q_block_wide) TUNING(kv_block) \
   /* chunkwise engine: feature maps, one-token state step, per-feature gate factors, rows   \
      element-wise (state updates, merges, output rows), rows copied with a finiteness test  \
      (value rows), rows against a vector of columns; default causal chunk */               \

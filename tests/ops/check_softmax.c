@@ -63,6 +63,11 @@ static const sm_case sm_cases[] = {
     {.name = "n129_d65_causal", SIZES(129, 129, 65, 65), HEADS(1, 1), .mask = CAUSAL},
     {.name = "n193_d64_causal", SIZES(193, 193, 64, 64), HEADS(1, 1), .mask = CAUSAL},
     {.name = "n289_d128", SIZES(289, 289, 128, 128), HEADS(1, 1), .mask = FULL},
+    /* wide rows (d + dv >= 256): the paths' q_block_wide rows a block (AVX-512: 128), GQA's
+     * groups and a last block cut short; d + dv = 255 keeps q_block */
+    {.name = "n301_d128_gqa_wide_causal", SIZES(301, 301, 128, 128), HEADS(4, 2), .mask = CAUSAL},
+    {.name = "n150_d100_dv156", SIZES(150, 150, 100, 156), HEADS(2, 1), .mask = FULL},
+    {.name = "n150_d100_dv155_causal", SIZES(150, 150, 100, 155), HEADS(1, 1), .mask = CAUSAL},
     {.name = "nq97_nkv289_d32", SIZES(97, 289, 32, 32), HEADS(1, 1), .mask = FULL},
     /* head widths */
     {.name = "d1", SIZES(50, 50, 1, 1), HEADS(2, 2), .mask = CAUSAL},

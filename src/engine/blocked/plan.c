@@ -142,9 +142,9 @@ attn_status attn_blocked_plan_make(attn_blocked_plan *p, const attn_blocked_spec
   p->right = clamp_reach(mask.right, reach);
   p->chunk = clamp_reach(mask.chunk, reach);
   p->g = s->h_q / s->h_k;
-  /* wide rows under a mask without a left limit: ukernels.inc's q_block_wide */
-  const int wide = s->d + s->dv >= 256 && p->left == (int64_t)reach && !mask.chunk;
-  p->tb = attn_max_sz(1, (wide ? uk->q_block_wide : uk->q_block) / p->g);
+  /* wide rows: ukernels.inc's q_block_wide, whatever the mask (the workspace a descriptor asks
+   * depends on its sizes, not on its mask) */
+  p->tb = attn_max_sz(1, (s->d + s->dv >= 256 ? uk->q_block_wide : uk->q_block) / p->g);
   if (sel) p->sel = 1, p->sel_kv = sel->h_sel / p->g, p->sel_gi = sel->h_sel % p->g;
   p->bc = uk->kv_block;
   const size_t m = p->m;

@@ -10,10 +10,12 @@ void attn_cw_step_loaded(const cw_ctx *x, float *S, size_t h0, size_t i, size_t 
   attn_cw_step_rows(x, S, h0, i, x->kf, x->va, attn_cw_step_factors(x, j, 1, x->kf, x->dc, 0));
 }
 
-/* Key row j's beta for this state head's gate head. */
-static float cw_beta(const cw_ctx *x, size_t j) {
+/* Key row j's features src times its beta (this state head's gate head) into dst (m floats; dst
+ * may be src). */
+static void cw_beta_row(const cw_ctx *x, size_t j, const float *src, float *dst) {
   const attn_chunkwise_gates *gs = &x->p->g;
-  return x->io->beta[j * gs->blayout.row_stride + x->hg * gs->blayout.head_stride];
+  const float bt = x->io->beta[j * gs->blayout.row_stride + x->hg * gs->blayout.head_stride];
+  for (size_t f = 0; f < x->p->m; f++) dst[f] = src[f] * bt;
 }
 
 /* Key rows j0 .. j0 + cn's decay of S's rows into g (cn x m: exp(log gate); a scalar gate's m
@@ -35,11 +37,7 @@ static const float *cw_gate_factors(const cw_ctx *x, size_t j0, size_t cn, float
 /* Key rows j0 .. j0 + cn's per-token factors: beta into their features kf (cn x m), and their
  * decay of S's rows into g (cw_gate_factors). Returns g, or NULL without a gate. */
 const float *attn_cw_step_factors(const cw_ctx *x, size_t j0, size_t cn, float *kf, float *g, int one) {
-  const size_t m = x->p->m;
-  for (size_t u = 0; x->p->g.beta && u < cn; u++) {
-    const float bt = cw_beta(x, j0 + u);
-    for (size_t f = 0; f < m; f++) kf[u * m + f] *= bt;
-  }
+  for (size_t u = 0; x->p->g.beta && u < cn; u++) cw_beta_row(x, j0 + u, kf + u * x->p->m, kf + u * x->p->m);
   return cw_gate_factors(x, j0, cn, g, one);
 }
 
@@ -111,8 +109,7 @@ void attn_cw_decode(const cw_ctx *x, float *S, size_t h) {
     kf = x->kf;
   }
   if (p->g.beta) { /* beta times the features, from the row in place where the map is its copy */
-    const float bt = cw_beta(x, 0);
-    for (size_t f = 0; f < m; f++) x->kf[f] = kf[f] * bt;
+    cw_beta_row(x, 0, kf, x->kf);
     kf = x->kf;
   }
   /* a scalar gate: one float */

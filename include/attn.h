@@ -975,7 +975,8 @@ ATTN_API attn_status attn_linear(const attn_linear_desc *desc, const void *q, co
  * chunk decays by at most e^-60 (both factors then in range), element by element beyond; per-feature
  * gates use sub-chunks with per-element exponentials on the diagonal blocks. A factor holds a term
  * up to e^60 below its value until the other restores it: terms below about 2^-149 e^60 (1.6e-19)
- * have that absolute accuracy, not a relative one.
+ * have that absolute accuracy, not a relative one (normalised: that error over the denominator
+ * s phi(q_i)^T z_i + eps, which eps = 0 lets fall into float's subnormal range).
  * Mamba2 (SSD): q = C, k = B, v = x, beta = dt, log gamma = dt A_h, scale = 1, un-normalised,
  * identity map, h_q = h_k = groups, h_v = h_g = heads (the caller adds D x). A state head's S
  * is N rows (state size) of P columns (head dim) in rows of ld = P + 2 (attn_linear_state): the

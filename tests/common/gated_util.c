@@ -138,13 +138,15 @@ ref_gated_problem gt_problem(const attn_linear_desc *d, const gt_view *v, const 
 
 static ref_gated_scales gt_ref_alloc(gt_ref *r, size_t count) {
   r->count = count;
-  r->o = malloc(sizeof(double) * (5 * count + 1));
+  r->o = malloc(sizeof(double) * (6 * count + 1));
   ck_assert_ptr_nonnull(r->o);
   r->abs = r->o + count;
   r->log = r->abs + count;
   r->step = r->log + count;
   r->tiny = r->step + count;
-  const ref_gated_scales sc = {r->abs, r->log, r->step, r->tiny};
+  r->floor = r->tiny + count;
+  for (size_t e = 0; e < count; ++e) r->floor[e] = 1.0; /* a state's: ref_gated_state leaves it */
+  const ref_gated_scales sc = {r->abs, r->log, r->step, r->tiny, r->floor};
   return sc;
 }
 
@@ -169,7 +171,8 @@ void gt_compare(const char *family, const char *what, const tu_tensor *got, cons
   double *tol = malloc(sizeof(double) * (count + 1));
   ck_assert_ptr_nonnull(tol);
   for (size_t e = 0; e < count; ++e)
-    tol[e] = factor * tol_gated(n_tokens, m, r->abs[off + e], r->log[off + e], r->step[off + e], r->tiny[off + e]);
+    tol[e] = factor * tol_gated(n_tokens, m, r->abs[off + e], r->log[off + e], r->step[off + e], r->tiny[off + e],
+                                  r->floor[off + e]);
   tu_compare(family, what, got, expect, r->abs + off, tol);
   free(tol);
 }

@@ -78,9 +78,9 @@ void gt_call(const attn_linear_desc *desc, const gt_view *v, tu_layout_kind okin
 ref_gated_problem gt_problem(const attn_linear_desc *d, const gt_view *v, const double *s0, size_t chunk,
                              size_t step_chunk);
 
-/* A reference result and its four error scales. */
+/* A reference result and its error scales (ref_gated_scales). */
 typedef struct gt_ref {
-  double *o, *abs, *log, *step, *tiny;
+  double *o, *abs, *log, *step, *tiny, *floor;
   size_t count;
 } gt_ref;
 

@@ -254,8 +254,13 @@ static inline double tol_linear_xp_state(size_t n_tokens, double scale, double a
  *     per-feature gates' block factors alike) hold a term up to e^60 below its value until the
  *     other factor restores it, so that rounding happens up to e^60 lower (a term of 1e-21
  *     beside a chunk decay of e^-59 came out 0: found by the fuzzer). Both matter only for
- *     elements that are themselves that small (below about 1e-19: features that vanish, beside
- *     strong decays).
+ *     sums that are themselves that small (below about 1e-19: features that vanish, beside
+ *     strong decays). The floor errs the sums; a normalised output is their quotient, so it
+ *     takes the floor times (1 + |o|) / |den + eps| (ref_gated_scales.floor): a numerator and a
+ *     denominator of ~1e-42 (relu at d = 1, eps 0, gates of -20) gave an o of -9.37 that erred
+ *     by 1.2e-4 relatively, and an eps of 1e-3 beside a denominator below 1 lifts an absolute
+ *     floor the sums meet by up to 1 / eps (both found by the fuzzer:
+ *     tests/fuzz/corpus/linear/subnormal-quotient*).
  * A comparison of two library results (decode vs prefill, pieces vs one call, per-feature vs
  * scalar gates, zero gates vs attn_linear) allows each its bound: TOL_PROPERTY_FACTOR (2) times
  * the bound, with the error model of the finer computation (step_chunk 1 when one side decodes
@@ -287,11 +292,12 @@ static inline double tol_linear_xp_state(size_t n_tokens, double scale, double a
 #define TOL_GT_SPAN  60.0 /* the factored weights' span (attn.h, attn_linear_gated: e^60) */
 
 /* The relative bound of one element (times abs gives the bound): n_tokens behind the result, m
- * the feature size (0 for a state: no dot product), abs, log, step and tiny the element's scales
- * from the reference (ref_gated_scales). */
-static inline double tol_gated(size_t n_tokens, size_t m, double s_abs, double s_log, double s_step, double s_tiny) {
+ * the feature size (0 for a state: no dot product), abs, log, step, tiny and floor the element's
+ * scales from the reference (ref_gated_scales; floor 1 for a state). */
+static inline double tol_gated(size_t n_tokens, size_t m, double s_abs, double s_log, double s_step, double s_tiny,
+                               double s_floor) {
   const double base = TOL_U * (TOL_GT_C0 + TOL_GT_CN * sqrt((double)n_tokens) + TOL_GT_CM * sqrt((double)m));
-  const double subnormal = TOL_GT_FLOOR * exp(TOL_GT_SPAN) * (double)(n_tokens + m + 2);
+  const double subnormal = TOL_GT_FLOOR * exp(TOL_GT_SPAN) * (double)(n_tokens + m + 2) * s_floor;
   const double extra = TOL_U * (TOL_GT_LOG * s_log + TOL_GT_STEP * s_step) + s_tiny + subnormal;
   return base + (s_abs > 0.0 ? extra / s_abs : 0.0);
 }

@@ -305,21 +305,22 @@ static void check_results_gated(const attn_linear_desc *d, const lin_shape *sh, 
   fz_check_status("chunk_size", attn_linear_chunk_size(d, &C), ATTN_OK);
   const ref_gated_problem p = lu_gated_problem(d, &x->q, &x->k, &x->v, &gb->g, &gb->b, s0, C, C);
   FZ_CHECK(ref_gated_heads(&p) == H && ref_gated_state_heads(&p) == L, "gated heads: H %zu, L %zu", H, L);
-  double *ro = fz_doubles(5 * count), *ones = fz_doubles(rows > L * m ? rows : L * m);
-  ref_gated_scales sc = {ro + count, ro + 2 * count, ro + 3 * count, ro + 4 * count};
+  double *ro = fz_doubles(6 * count), *ones = fz_doubles(rows > L * m ? rows : L * m);
+  ref_gated_scales sc = {ro + count, ro + 2 * count, ro + 3 * count, ro + 4 * count, ro + 5 * count};
   ref_gated(&p, ro, &sc);
   for (size_t r = 0; r < (rows > L * m ? rows : L * m); ++r) ones[r] = 1.0;
   for (size_t e = 0; e < count; ++e) /* the bound itself, in place of the scale */
-    sc.abs[e] *= tol_gated(n_tokens, m, sc.abs[e], sc.log[e], sc.step[e], sc.tiny[e]) + tol_equal_terms(n_tokens + m);
+    sc.abs[e] *= tol_gated(n_tokens, m, sc.abs[e], sc.log[e], sc.step[e], sc.tiny[e], sc.floor[e]) +
+                 tol_equal_terms(n_tokens + m);
   char what[320];
   describe(what, sizeof what, "gated o", d, sh->mode);
   fz_compare(what, o, ro, sc.abs, ones, NULL);
   if (st) {
     double *rs = fz_doubles(5 * sfloats);
-    ref_gated_scales ss = {rs + sfloats, rs + 2 * sfloats, rs + 3 * sfloats, rs + 4 * sfloats};
+    ref_gated_scales ss = {rs + sfloats, rs + 2 * sfloats, rs + 3 * sfloats, rs + 4 * sfloats, NULL};
     ref_gated_state(&p, rs, &ss);
     for (size_t e = 0; e < sfloats; ++e)
-      ss.abs[e] *= tol_gated(n_tokens, 0, ss.abs[e], ss.log[e], ss.step[e], ss.tiny[e]) + tol_equal_terms(n_tokens);
+      ss.abs[e] *= tol_gated(n_tokens, 0, ss.abs[e], ss.log[e], ss.step[e], ss.tiny[e], 1.0) + tol_equal_terms(n_tokens);
     tu_tensor view = lu_state_view(&st->s);
     unsigned char *free_rows = fz_nonfinite() ? poisoned_state_rows(s, L, m, x, s0) : NULL;
     describe(what, sizeof what, "gated state", d, sh->mode);

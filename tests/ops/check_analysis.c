@@ -442,9 +442,12 @@ static void an_ref_linear(const an_case *c, const an_inputs *in, an_ref *r) {
     ck_assert_int_eq(attn_linear_chunk_size(d, &chunk), ATTN_OK);
     const ref_gated_problem p = lu_gated_problem(d, &in->x.q, &in->x.k, &in->vI, &in->g, &in->b, NULL, chunk, chunk);
     double *log = an_doubles(r->count), *step = an_doubles(r->count), *tiny = an_doubles(r->count);
-    const ref_gated_scales sc = {r->scale, log, step, tiny};
+    double *flr = an_doubles(r->count);
+    const ref_gated_scales sc = {r->scale, log, step, tiny, flr};
     ref_gated(&p, r->w, &sc);
-    for (size_t e = 0; e < r->count; ++e) r->tol[e] = tol_gated(c->n_kv, c->d, r->scale[e], log[e], step[e], tiny[e]);
+    for (size_t e = 0; e < r->count; ++e)
+      r->tol[e] = tol_gated(c->n_kv, c->d, r->scale[e], log[e], step[e], tiny[e], flr[e]);
+    free(flr);
     free(log);
     free(step);
     free(tiny);

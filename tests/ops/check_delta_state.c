@@ -445,11 +445,11 @@ START_TEST(linear_checkpoint_restore) {
     const tu_tensor g = in.g.data ? tu_rows_view(&in.g, pre, after[i] + 1) : in.g;
     const ref_gated_problem p = lu_gated_problem(&pd, &q, &k, &v, &g, NULL, s0, C, C);
     double *r = dt_doubles(6 * sf), *tol = r + 5 * sf;
-    const ref_gated_scales sc = {r + sf, r + 2 * sf, r + 3 * sf, r + 4 * sf};
+    const ref_gated_scales sc = {r + sf, r + 2 * sf, r + 3 * sf, r + 4 * sf, NULL};
     ck_assert_uint_eq(ref_gated_state_heads(&p) * 16 * ld, sf);
     ref_gated_state(&p, r, &sc);
     for (size_t e = 0; e < sf; ++e)
-      tol[e] = tol_gated(pre + after[i] + 1, 0, sc.abs[e], sc.log[e], sc.step[e], sc.tiny[e]);
+      tol[e] = tol_gated(pre + after[i] + 1, 0, sc.abs[e], sc.log[e], sc.step[e], sc.tiny[e], 1.0);
     tu_tensor view;
     memset(&view, 0, sizeof view);
     view.data = cks + i * sf;

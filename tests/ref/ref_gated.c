@@ -127,7 +127,7 @@ static double *scale_ptr(const ref_gated_scales *sc, int k) {
 }
 
 /* the row's result at element `at`: un-normalised, or the quotient (zero denominator: 0), with
- * its scales ((N + |o| Z) / |den| for a quotient) */
+ * its scales ((N + |o| Z) / |den| for a quotient; the floor's factor (1 + |o|) / |den|) */
 static void acc_store(const ref_gated_problem *p, const acc *a, double *o, const ref_gated_scales *sc, size_t at) {
   const double dd = a->den + p->eps;
   for (size_t c = 0; c < p->dv; ++c) {
@@ -139,6 +139,7 @@ static void acc_store(const ref_gated_problem *p, const acc *a, double *o, const
       if (!out) continue;
       out[at + c] = p->normalize && dd != 0.0 ? (a->sn[k][c] + fabs(r) * a->sd[k]) / fabs(dd) : a->sn[k][c];
     }
+    if (sc && sc->floor) sc->floor[at + c] = p->normalize && dd != 0.0 ? (1.0 + fabs(r)) / fabs(dd) : 1.0;
   }
 }
 

@@ -68,8 +68,11 @@ typedef struct ref_gated_problem {
 /** The error scales of a result, each of its shape; any may be NULL. */
 typedef struct ref_gated_scales {
   double *abs, *log, *step;
-  double *tiny; /* sum |x| over the terms whose decay is below 2^-126 (FLT_MIN): a float exp that
-                   flushes below e^-87.33 may drop them entirely */
+  double *tiny;  /* sum |x| over the terms whose decay is below 2^-126 (FLT_MIN): a float exp that
+                    flushes below e^-87.33 may drop them entirely */
+  double *floor; /* what an absolute error of the sums becomes in the result: 1, or for a quotient
+                    (1 + |o|) / |den + eps| (a numerator and a denominator in float's subnormal
+                    range give a quotient far above it; not for ref_gated_state) */
 } ref_gated_scales;
 
 /** Output heads H = max(h_q, h_k, h_v, h_g). Without gate and beta h_g is not used. */

@@ -88,6 +88,11 @@ static inline __attribute__((always_inline)) void attn_step_sweep_(size_t m, siz
   if (!kf) ATTN_STEP_SWEEPS_(2 * ATTN_STEP_NV);
 #endif
   ATTN_STEP_SWEEPS_(ATTN_STEP_NV);
+  /* what is left of the whole vectors in one sweep where 2 or 3 are left, not one sweep a vector:
+   * each sweep's sums are a chain of m dependent FMAs per vector, so a sweep of one vector waits
+   * on its chain (AVX-512, 32 columns, per-feature gates: two sweeps of 16 ran 2x slower than
+   * AVX2's one of 32 columns; measured: 409fde7) */
+  ATTN_STEP_SWEEPS_(2);
   ATTN_STEP_SWEEPS_(1);
 #undef ATTN_STEP_SWEEPS_
   /* the other tail columns, each a sweep of no vector and that one column */

@@ -79,10 +79,12 @@ static double recur_decay(int mode, const float *g, size_t m, size_t t, size_t p
 }
 
 START_TEST(linear_recur_runs) {
-  /* m and w around the vector widths and the sweep's 4 vectors; 5 tokens; padded rows and outputs */
-  const size_t ms[] = {1, 5, 16, 17, 33, 64}, ws[] = {1, 7, 16, 65, 64, 70};
-  const size_t m = ms[_i % 6], w = ws[_i % 6], n = 5, lds = w + 3, ldv = w + 2, ldo = w + 1;
-  const int mode = _i / 6; /* 0: no decay, 1: a decay per row, 2: a scalar gate (one for every row) */
+  /* m and w around the vector widths and the sweeps of 4 and 2 vectors (AVX-512: 33 is 2 vectors
+   * and a column, 47 2 vectors and 15 columns; AVX2: 16 is 2 vectors); 5 tokens; padded rows and
+   * outputs */
+  const size_t ms[] = {1, 5, 16, 17, 33, 64, 9, 24}, ws[] = {1, 7, 16, 65, 64, 70, 33, 47};
+  const size_t m = ms[_i % 8], w = ws[_i % 8], n = 5, lds = w + 3, ldv = w + 2, ldo = w + 1;
+  const int mode = _i / 8; /* 0: no decay, 1: a decay per row, 2: a scalar gate (one for every row) */
   float *s = galloc(m * lds), *out = galloc(n * ldo), *qf = malloc(n * m * sizeof(float));
   float *kf = malloc(n * m * sizeof(float)), *g = malloc(n * m * sizeof(float)), *va = malloc(n * ldv * sizeof(float));
   double *S = malloc(m * lds * sizeof(double)), *M = malloc(m * lds * sizeof(double)); /* M: |terms| */
@@ -746,7 +748,7 @@ static Suite *internal_linear_suite(attn_isa active) {
   ti_setup(active);
   /* clang-format off */
   return TU_SUITE(active,
-    {"linear_step", linear_step_widths, 15}, {"linear_step", linear_recur_runs, 18},
+    {"linear_step", linear_step_widths, 15}, {"linear_step", linear_recur_runs, 24},
       {"linear_step", rows_axpby_values, 8},
       {"linear_step", rows_copy_values, 9}, {"linear_step", rows_cols_values, 9},
     {"featmap", featmap_maps, 9}, {"featmap", expfeat_modes, 9}, {"featmap", expfeat_scaled_max, 9},

@@ -88,10 +88,11 @@ static inline __attribute__((always_inline)) void attn_step_sweep_(size_t m, siz
   if (!kf) ATTN_STEP_SWEEPS_(2 * ATTN_STEP_NV);
 #endif
   ATTN_STEP_SWEEPS_(ATTN_STEP_NV);
-  /* what is left of the whole vectors in one sweep where 2 or 3 are left, not one sweep a vector:
-   * each sweep's sums are a chain of m dependent FMAs per vector, so a sweep of one vector waits
-   * on its chain (AVX-512, 32 columns, per-feature gates: two sweeps of 16 ran 2x slower than
-   * AVX2's one of 32 columns; measured: 409fde7) */
+  /* what is left of the whole vectors two at a time, then one: each sweep's sums are a chain of m
+   * dependent FMAs per vector, so a sweep of one vector waits on its chain (per-feature gates,
+   * against one vector a sweep: AVX-512 rows of 32 / 33 / 48 columns 1.49x / 1.70x / 1.23x,
+   * AVX2 rows of 16 / 24 1.41x / 1.39x; a sweep of 3 as well made the whole sweeps 4-5% slower,
+   * code size; measured: 409fde7) */
   ATTN_STEP_SWEEPS_(2);
   ATTN_STEP_SWEEPS_(1);
 #undef ATTN_STEP_SWEEPS_

@@ -253,3 +253,4 @@ void ATTN_GEMM_NAME(size_t m, size_t n, size_t k, const float *a, size_t rsa, si
 }
 
 #undef GEMM_NR_
+#undef ATTN_GEMM_LINE
